@@ -1,0 +1,218 @@
+// The MPI backend: host buffers (device buffers are a later addition for CUDA-aware MPI), blocking
+// MPI collectives timed one by one with the steady clock. MPI has no 16-bit floating types or
+// average: fp16/bf16 reductions use user-defined ops that reduce in fp32 and round to nearest
+// even (what NCCL does per step), and avg is a sum followed by a local division, inside the timed
+// region because it is part of the operation.
+#include <climits>
+#include <cstring>
+#include <memory>
+
+#include "benchmarks/comm/backend.h"
+#include "core/error.h"
+#include "core/float16.h"
+
+namespace dtune::comm {
+namespace {
+
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float), typename F>
+void reduce16(void* in, void* inout, int* len, F f) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = FromFloat(f(ToFloat(a[i]), ToFloat(b[i])));
+}
+
+#define DTUNE_DEFINE_OP16(NAME, EXPR)                                                          \
+  void half_##NAME(void* in, void* inout, int* len, MPI_Datatype*) {                           \
+    reduce16<half_to_float, float_to_half>(in, inout, len, [](float x, float y) { return EXPR; }); \
+  }                                                                                            \
+  void bf16_##NAME(void* in, void* inout, int* len, MPI_Datatype*) {                           \
+    reduce16<bfloat16_to_float, float_to_bfloat16>(in, inout, len,                            \
+                                                   [](float x, float y) { return EXPR; });     \
+  }
+DTUNE_DEFINE_OP16(sum, x + y)
+DTUNE_DEFINE_OP16(prod, x * y)
+DTUNE_DEFINE_OP16(min, x < y ? x : y)
+DTUNE_DEFINE_OP16(max, x > y ? x : y)
+#undef DTUNE_DEFINE_OP16
+
+class MpiOps {
+ public:
+  MpiOps() {
+    MPI_User_function* half_fns[] = {half_sum, half_prod, half_min, half_max};
+    MPI_User_function* bf16_fns[] = {bf16_sum, bf16_prod, bf16_min, bf16_max};
+    for (int i = 0; i < 4; ++i) {
+      DTUNE_MPI_CHECK(MPI_Op_create(half_fns[i], 1, &half_[i]));
+      DTUNE_MPI_CHECK(MPI_Op_create(bf16_fns[i], 1, &bf16_[i]));
+    }
+  }
+  MpiOps(const MpiOps&) = delete;
+  MpiOps& operator=(const MpiOps&) = delete;
+  ~MpiOps() {
+    for (int i = 0; i < 4; ++i) {
+      MPI_Op_free(&half_[i]);
+      MPI_Op_free(&bf16_[i]);
+    }
+  }
+  MPI_Op get(Dtype d, ReduceOp op) const {
+    const int i = op == ReduceOp::kProd ? 1 : op == ReduceOp::kMin ? 2 : op == ReduceOp::kMax ? 3 : 0;
+    if (d == Dtype::kFloat16) return half_[i];
+    if (d == Dtype::kBfloat16) return bf16_[i];
+    static const MPI_Op builtin[] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX};
+    return builtin[i];
+  }
+
+ private:
+  MPI_Op half_[4] = {};
+  MPI_Op bf16_[4] = {};
+};
+
+MPI_Datatype mpi_type(Dtype d) {
+  switch (d) {
+    case Dtype::kFloat32: return MPI_FLOAT;
+    case Dtype::kFloat64: return MPI_DOUBLE;
+    case Dtype::kInt32: return MPI_INT32_T;
+    case Dtype::kBfloat16:
+    case Dtype::kFloat16: return MPI_UINT16_T;  // reduced by the user-defined ops above
+  }
+  return MPI_BYTE;
+}
+
+// avg = sum / n, applied to the elements the operation produced.
+void divide(Dtype d, void* buf, size_t count, int n) {
+  switch (d) {
+    case Dtype::kFloat32: {
+      auto* p = static_cast<float*>(buf);
+      const float inv = 1.0f / static_cast<float>(n);
+      for (size_t i = 0; i < count; ++i) p[i] *= inv;
+      break;
+    }
+    case Dtype::kFloat64: {
+      auto* p = static_cast<double*>(buf);
+      const double inv = 1.0 / n;
+      for (size_t i = 0; i < count; ++i) p[i] *= inv;
+      break;
+    }
+    case Dtype::kInt32: {
+      auto* p = static_cast<int32_t*>(buf);
+      for (size_t i = 0; i < count; ++i) p[i] /= n;
+      break;
+    }
+    case Dtype::kFloat16: {
+      auto* p = static_cast<uint16_t*>(buf);
+      for (size_t i = 0; i < count; ++i) p[i] = float_to_half(half_to_float(p[i]) / static_cast<float>(n));
+      break;
+    }
+    case Dtype::kBfloat16: {
+      auto* p = static_cast<uint16_t*>(buf);
+      for (size_t i = 0; i < count; ++i)
+        p[i] = float_to_bfloat16(bfloat16_to_float(p[i]) / static_cast<float>(n));
+      break;
+    }
+  }
+}
+
+class MpiBackend final : public Backend {
+ public:
+  explicit MpiBackend(const RunContext& ctx)
+      : comm_(MpiComm::dup(ctx.comm())), rank_(ctx.rank()), size_(ctx.world_size()) {}
+
+  std::string name() const override { return "mpi"; }
+  std::string version() const override { return mpi_library_version(); }
+  std::string device() const override { return "cpu"; }
+
+  void allocate(size_t send_bytes, size_t recv_bytes) override {
+    send_.assign(send_bytes, 0);
+    recv_.assign(recv_bytes, 0);
+  }
+
+  bool supports(const OpShape& s, Placement) const override {
+    return s.send_count <= INT_MAX && s.recv_count <= INT_MAX;
+  }
+
+  void upload(const void* send_host, size_t send_bytes, const void* recv_host,
+              size_t recv_bytes) override {
+    DTUNE_CHECK(send_bytes <= send_.size() && recv_bytes <= recv_.size(), "upload larger than buffers");
+    if (send_bytes) std::memcpy(send_.data(), send_host, send_bytes);
+    if (recv_bytes) std::memcpy(recv_.data(), recv_host, recv_bytes);
+  }
+
+  void download_recv(void* recv_host, size_t recv_bytes) override {
+    DTUNE_CHECK(recv_bytes <= recv_.size(), "download larger than buffer");
+    std::memcpy(recv_host, recv_.data(), recv_bytes);
+  }
+
+  size_t result_offset(const OpShape&, Placement) const override { return 0; }
+
+  void run(const OpShape& s, Placement p, int iters, Blocking, Clock::time_point,
+           std::vector<double>& times_us) override {
+    // The deadline is enforced by the driver's watchdog: a blocking MPI call cannot be left.
+    times_us.assign(static_cast<size_t>(iters), 0.0);
+    for (int i = 0; i < iters; ++i) {
+      const auto t0 = Clock::now();
+      launch(s, p);
+      const auto t1 = Clock::now();
+      times_us[static_cast<size_t>(i)] = std::chrono::duration<double, std::micro>(t1 - t0).count();
+    }
+  }
+
+ private:
+  void launch(const OpShape& s, Placement p) {
+    const bool in_place = p == Placement::kInPlace;
+    MPI_Comm comm = comm_.get();
+    const MPI_Datatype type = mpi_type(s.dtype);
+    const MPI_Op op = ops_.get(s.dtype, s.op);
+    const int count = static_cast<int>(s.count);
+    void* send = send_.data();
+    void* recv = recv_.data();
+    switch (s.collective) {
+      case Collective::kAllreduce:
+        DTUNE_MPI_CHECK(MPI_Allreduce(in_place ? MPI_IN_PLACE : send, recv, count, type, op, comm));
+        if (s.op == ReduceOp::kAvg) divide(s.dtype, recv, s.count, size_);
+        break;
+      case Collective::kAllgather:
+        DTUNE_MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : send, count, type, recv, count, type, comm));
+        break;
+      case Collective::kReduceScatter:
+        DTUNE_MPI_CHECK(MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : send, recv, count, type, op, comm));
+        if (s.op == ReduceOp::kAvg) divide(s.dtype, recv, s.count, size_);
+        break;
+      case Collective::kBroadcast:
+        // Out-of-place: the root sends from its send buffer, the others receive into theirs.
+        DTUNE_MPI_CHECK(MPI_Bcast(in_place || rank_ != s.root ? recv : send, count, type, s.root, comm));
+        break;
+      case Collective::kReduce:
+        if (in_place && rank_ == s.root)
+          DTUNE_MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, recv, count, type, op, s.root, comm));
+        else
+          DTUNE_MPI_CHECK(MPI_Reduce(in_place ? recv : send, recv, count, type, op, s.root, comm));
+        if (s.op == ReduceOp::kAvg && rank_ == s.root) divide(s.dtype, recv, s.count, size_);
+        break;
+      case Collective::kAlltoall:
+        DTUNE_MPI_CHECK(MPI_Alltoall(in_place ? MPI_IN_PLACE : send, count, type, recv, count, type, comm));
+        break;
+      case Collective::kSendrecv: {
+        const int next = (rank_ + 1) % size_, prev = (rank_ - 1 + size_) % size_;
+        if (in_place)
+          DTUNE_MPI_CHECK(MPI_Sendrecv_replace(recv, count, type, next, 0, prev, 0, comm, MPI_STATUS_IGNORE));
+        else
+          DTUNE_MPI_CHECK(MPI_Sendrecv(send, count, type, next, 0, recv, count, type, prev, 0, comm,
+                                       MPI_STATUS_IGNORE));
+        break;
+      }
+    }
+  }
+
+  MpiComm comm_;  // private duplicate: the benchmark's traffic never mixes with anything else
+  int rank_;
+  int size_;
+  MpiOps ops_;
+  std::vector<uint8_t> send_, recv_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_mpi_backend(const RunContext& ctx) {
+  return std::make_unique<MpiBackend>(ctx);
+}
+
+}  // namespace dtune::comm

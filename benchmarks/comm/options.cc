@@ -1,0 +1,152 @@
+// CLI11 definition of dtune-comm's flags, with nccl-tests' short names and defaults.
+#include "benchmarks/comm/options.h"
+
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+
+#include "core/cli.h"
+#include "core/error.h"
+#include "core/results_file.h"
+
+namespace dtune::comm {
+
+std::string to_string(TimeMode m) {
+  switch (m) {
+    case TimeMode::kRank0: return "rank0";
+    case TimeMode::kAvg: return "avg";
+    case TimeMode::kMin: return "min";
+    case TimeMode::kMax: return "max";
+  }
+  return "?";
+}
+
+std::vector<uint64_t> Options::sizes() const {
+  std::vector<uint64_t> out;
+  for (uint64_t s = min_bytes; s <= max_bytes;) {
+    out.push_back(s);
+    const uint64_t next = step_factor > 1 ? s * static_cast<uint64_t>(step_factor) : s + step_bytes;
+    if (next <= s) break;
+    s = next;
+  }
+  return out;
+}
+
+namespace {
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+template <typename T, typename Parse>
+std::vector<T> parse_list(const std::string& text, const std::string& flag, const std::vector<T>& all,
+                          Parse parse) {
+  std::vector<T> out;
+  for (const auto& item : split_list(text)) {
+    if (item == "all") return all;
+    out.push_back(parse(item, flag));
+  }
+  if (out.empty()) throw UsageError(flag + ": empty list");
+  return out;
+}
+
+}  // namespace
+
+int parse_options(int argc, char** argv, bool print, int world_size, Options& o) {
+  CLI::App app{
+      "dtune-comm: collective communication benchmark (nccl-tests conventions).\n"
+      "Launch with mpirun -np N (or srun --mpi=pmix); rank 0 prints an nccl-tests table and writes "
+      "every iteration of every rank to an HDF5 file (results/SCHEMA.md).",
+      "dtune-comm"};
+  app.set_version_flag("--version", "dtune-comm 0.1.0");
+  app.get_formatter()->column_width(34);
+  std::string min_b = "32M", max_b = "32M", step_b = "1M", coll = "allreduce", dtype = "float32",
+              op = "sum", backend = "mpi", format = "table", output;
+  int blocking = 0, average = 1;
+  bool no_output = false;
+  auto env = [](const char* name) { return std::string("DTUNE_COMM_") + name; };
+  app.add_option("-b,--minbytes", min_b, "smallest size in bytes per rank (K/M/G = 2^10/2^20/2^30)")
+      ->envname(env("MINBYTES"))->capture_default_str();
+  app.add_option("-e,--maxbytes", max_b, "largest size in bytes")->envname(env("MAXBYTES"))->capture_default_str();
+  app.add_option("-i,--stepbytes", step_b, "additive step between sizes (used when -f is 1)")
+      ->envname(env("STEPBYTES"))->capture_default_str();
+  app.add_option("-f,--stepfactor", o.step_factor, "multiplicative step between sizes (> 1)")
+      ->envname(env("STEPFACTOR"))->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("-n,--iters", o.iters, "timed iterations per size")->envname(env("ITERS"))
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("-w,--warmup_iters", o.warmup_iters, "warm-up iterations per size (not timed)")
+      ->envname(env("WARMUP_ITERS"))->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("-c,--check", o.check_iters, "check iterations per size (0: no correctness check)")
+      ->envname(env("CHECK"))->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--collective", coll,
+                 "collectives, comma separated: allreduce, allgather, reduce_scatter, broadcast, "
+                 "reduce, alltoall, sendrecv, or all")
+      ->envname(env("COLLECTIVE"))->capture_default_str();
+  app.add_option("-d,--datatype", dtype, "float32|float64|int32|bfloat16|float16 (or nccl-tests names "
+                 "float, double, half), comma separated, or all")
+      ->envname(env("DATATYPE"))->capture_default_str();
+  app.add_option("-o,--op", op, "reduction: sum|prod|min|max|avg, comma separated, or all")
+      ->envname(env("OP"))->capture_default_str();
+  app.add_option("-r,--root", o.root, "root rank of broadcast and reduce")->envname(env("ROOT"))
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("-z,--blocking", blocking, "1: wait for completion after every operation")
+      ->envname(env("BLOCKING"))->capture_default_str()->check(CLI::Range(0, 1));
+  app.add_option("-a,--average", average, "time reported across ranks: 0 rank 0, 1 average, 2 min, 3 max")
+      ->envname(env("AVERAGE"))->capture_default_str()->check(CLI::Range(0, 3));
+  app.add_option("--backend", backend, "mpi (host buffers) or nccl (one GPU per rank)")
+      ->envname(env("BACKEND"))->capture_default_str()->check(CLI::IsMember({"mpi", "nccl"}));
+  app.add_option("--format", format, "what rank 0 prints on stdout: table (nccl-tests), json or csv")
+      ->envname(env("FORMAT"))->capture_default_str()->check(CLI::IsMember({"table", "json", "csv"}));
+  app.add_option("--output", output,
+                 "HDF5 results file [default: $DTUNE_RESULTS_DIR or results/, "
+                 "dtune-comm-<UTC time>-<pid>.h5]")
+      ->envname(env("OUTPUT"));
+  app.add_flag("--no-output", no_output, "write no HDF5 file")->envname(env("NO_OUTPUT"));
+  app.add_option("--timeout", o.timeout_s, "seconds a collective or rank arrival may take before the "
+                 "job is aborted, naming the ranks that did not arrive")
+      ->envname(env("TIMEOUT"))->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--debug-plant-wrong", o.plant_wrong_rank,
+                 "test only: corrupt one input element on this rank (the check must catch it)")
+      ->group("Testing");
+  app.add_option("--debug-hang-rank", o.hang_rank,
+                 "test only: this rank stops taking part (the timeout must name it)")
+      ->group("Testing");
+
+  const int rc = parse_cli(app, argc, argv, print);
+  if (rc >= 0) return rc;
+
+  o.min_bytes = parse_size(min_b, "-b/--minbytes");
+  o.max_bytes = parse_size(max_b, "-e/--maxbytes");
+  o.step_bytes = parse_size(step_b, "-i/--stepbytes");
+  if (o.min_bytes > o.max_bytes)
+    throw UsageError("-b/--minbytes (" + min_b + ") is larger than -e/--maxbytes (" + max_b +
+                     "): make -b at most -e");
+  o.collectives = parse_list(coll, "-C/--collective", all_collectives(), parse_collective);
+  o.dtypes = parse_list(dtype, "-d/--datatype", all_dtypes(), parse_dtype);
+  o.ops = parse_list(op, "-o/--op", all_ops(), parse_op);
+  if (o.root >= world_size)
+    throw UsageError("-r/--root " + std::to_string(o.root) + " is not a rank (world size " +
+                     std::to_string(world_size) + "): choose 0.." + std::to_string(world_size - 1));
+  o.blocking = blocking ? Blocking::kYes : Blocking::kNo;
+  o.time_mode = static_cast<TimeMode>(average);
+  o.backend = backend == "nccl" ? BackendKind::kNccl : BackendKind::kMpi;
+  o.format = format == "json" ? Format::kJson : format == "csv" ? Format::kCsv : Format::kTable;
+  if (no_output && !output.empty())
+    throw UsageError("--no-output and --output both given: keep one");
+  if (!no_output) {
+    const char* dir = std::getenv("DTUNE_RESULTS_DIR");
+    o.output = output.empty() ? default_results_path(dir ? dir : "results", "dtune-comm") : output;
+  }
+  if (o.sizes().size() > 4096)
+    throw UsageError("-b/-e/-i give " + std::to_string(o.sizes().size()) +
+                     " sizes; use -f for a multiplicative step or a larger -i");
+  o.command_line = join_command_line(argc, argv);
+  return -1;
+}
+
+}  // namespace dtune::comm

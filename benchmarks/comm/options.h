@@ -1,0 +1,48 @@
+// dtune-comm's options: nccl-tests' flags and semantics (-b -e -f -i -n -w -c -d -o -r -z -a) plus
+// dtune's own (collectives, backend, output formats, HDF5 file, timeout). Every option can also be
+// set from an environment variable DTUNE_COMM_<NAME> (for sweeps); the flag wins.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "benchmarks/comm/backend.h"
+#include "benchmarks/comm/types.h"
+
+namespace dtune::comm {
+
+enum class TimeMode { kRank0 = 0, kAvg = 1, kMin = 2, kMax = 3 };  // nccl-tests -a
+enum class Format { kTable, kJson, kCsv };
+
+struct Options {
+  uint64_t min_bytes = 32ull << 20;
+  uint64_t max_bytes = 32ull << 20;
+  uint64_t step_bytes = 1ull << 20;
+  int step_factor = 1;  // > 1: multiply; 1: add step_bytes (nccl-tests)
+  int iters = 20;
+  int warmup_iters = 5;
+  int check_iters = 1;
+  std::vector<Collective> collectives{Collective::kAllreduce};
+  std::vector<Dtype> dtypes{Dtype::kFloat32};
+  std::vector<ReduceOp> ops{ReduceOp::kSum};
+  int root = 0;
+  Blocking blocking = Blocking::kNo;
+  TimeMode time_mode = TimeMode::kAvg;
+  BackendKind backend = BackendKind::kMpi;
+  Format format = Format::kTable;
+  std::string output;  // empty: no HDF5 file
+  double timeout_s = 300;
+  int plant_wrong_rank = -1;  // test-only
+  int hang_rank = -1;         // test-only
+  std::string command_line;
+
+  std::vector<uint64_t> sizes() const;
+};
+
+// Parses and validates argv. Returns an exit code to leave with (0 after --help, 2 on a bad flag)
+// or -1 to go on. Option errors are identical on every rank; only `print` ranks print them.
+int parse_options(int argc, char** argv, bool print, int world_size, Options& out);
+
+std::string to_string(TimeMode m);
+
+}  // namespace dtune::comm

@@ -1,0 +1,25 @@
+# Test helpers. Labels say what a test needs (STYLE.md): unit, mpi, slurm, gpu, smoke.
+include(GoogleTest)
+find_package(GTest REQUIRED)
+
+# The mpirun prefix for tests: root needs --allow-run-as-root; tests may run more ranks than
+# cores (--oversubscribe).
+set(DTUNE_MPIRUN ${MPIEXEC_EXECUTABLE} --oversubscribe)
+execute_process(COMMAND id -u OUTPUT_VARIABLE _uid OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(_uid STREQUAL "0")
+  list(APPEND DTUNE_MPIRUN --allow-run-as-root)
+endif()
+
+# dtune_unit_test(NAME SOURCES... [LIBS ...]): one GoogleTest binary, each test a ctest entry.
+function(dtune_unit_test name)
+  cmake_parse_arguments(T "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main dtune_warnings)
+  gtest_discover_tests(${name} PROPERTIES LABELS unit DISCOVERY_TIMEOUT 60)
+endfunction()
+
+# dtune_mpi_test(NAME NP COMMAND...): runs COMMAND under mpirun with NP ranks.
+function(dtune_mpi_test name np)
+  add_test(NAME ${name} COMMAND ${DTUNE_MPIRUN} -np ${np} ${ARGN})
+  set_tests_properties(${name} PROPERTIES LABELS mpi TIMEOUT 600 PROCESSORS ${np})
+endfunction()

@@ -1,0 +1,27 @@
+# Finds LibTorch from the project's Python environment (the torch wheel ships LibTorch's headers,
+# libraries and CMake config), so nobody passes paths. A cluster's own LibTorch can be used with
+# -DTorch_DIR=/path/to/libtorch/share/cmake/Torch, which takes precedence.
+# Sets DTUNE_TORCH_FOUND and DTUNE_TORCH_VERSION; targets that need torch link `torch`.
+set(DTUNE_TORCH_FOUND OFF)
+set(DTUNE_TORCH_VERSION "")
+if(NOT Torch_DIR AND DTUNE_PYTHON)
+  execute_process(
+    COMMAND "${DTUNE_PYTHON}" -c "import torch, torch.utils; print(torch.utils.cmake_prefix_path); print(torch.__version__)"
+    OUTPUT_VARIABLE _torch_out ERROR_QUIET RESULT_VARIABLE _torch_rc OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(_torch_rc EQUAL 0)
+    string(REPLACE "\n" ";" _torch_lines "${_torch_out}")
+    list(GET _torch_lines 0 _torch_prefix)
+    list(GET _torch_lines 1 DTUNE_TORCH_VERSION)
+    set(Torch_DIR "${_torch_prefix}/Torch" CACHE PATH "LibTorch CMake config directory")
+  endif()
+endif()
+if(Torch_DIR AND DTUNE_ENABLE_TORCH)
+  # Torch's config re-finds CUDA and cuDNN; keep its chatter out of our summary.
+  find_package(Torch QUIET)
+  if(Torch_FOUND)
+    set(DTUNE_TORCH_FOUND ON)
+    if(NOT DTUNE_TORCH_VERSION)
+      set(DTUNE_TORCH_VERSION "${Torch_VERSION}")
+    endif()
+  endif()
+endif()

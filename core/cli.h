@@ -1,0 +1,27 @@
+// Command-line helpers shared by every binary: size parsing with K/M/G suffixes (2^10/2^20/2^30,
+// as nccl-tests), size formatting, and running a CLI11 parser so that a bad value exits 2 with one
+// line naming the flag.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace dtune {
+
+// "8", "64K", "64KB", "64KiB", "1M", "2G" (case-insensitive suffix). Throws UsageError naming
+// `flag` for anything else, for zero when `allow_zero` is false, and for sizes above 2^50.
+uint64_t parse_size(const std::string& text, const std::string& flag, bool allow_zero = false);
+// 65536 -> "64K" when exact, else bytes: the inverse of parse_size for printing.
+std::string format_size(uint64_t bytes);
+
+// Parses argv into `app`. --help / --version print and return the exit code 0; a parse error
+// prints "dtune-comm: error: <message> (see --help)" on stderr and returns 2. Returns -1 when the
+// program should go on. `print` is false on non-root ranks so a bad flag is reported once.
+int parse_cli(CLI::App& app, int argc, char** argv, bool print);
+
+// The command line as one string, each argument shell-quoted when it needs it.
+std::string join_command_line(int argc, char** argv);
+
+}  // namespace dtune

@@ -1,0 +1,42 @@
+// The run context: who this rank is and the communicators it uses. Passed explicitly to every
+// component instead of globals (rank, local rank, device and communicators travel here).
+#pragma once
+
+#include <string>
+
+#include "core/mpi_session.h"
+
+namespace dtune {
+
+class RunContext {
+ public:
+  // Collective over MPI_COMM_WORLD: duplicates it (dtune never uses the user's world directly),
+  // finds the node-local rank with MPI_Comm_split_type(MPI_COMM_TYPE_SHARED).
+  static RunContext create();
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
+  const std::string& host() const { return host_; }
+  MPI_Comm comm() const { return world_.get(); }
+  bool is_root() const { return rank_ == 0; }
+
+  // The silent-singleton launch: the launcher says N > 1 processes but MPI sees one. Returns the
+  // launcher's count and the variable that said so, or 0 when there is nothing to warn about.
+  struct LauncherMismatch {
+    int expected = 0;
+    std::string variable;
+  };
+  LauncherMismatch launcher_mismatch() const;
+
+ private:
+  MpiComm world_;
+  int rank_ = 0;
+  int world_size_ = 1;
+  int local_rank_ = 0;
+  int local_size_ = 1;
+  std::string host_;
+};
+
+}  // namespace dtune

@@ -1,0 +1,72 @@
+// RAII for an NCCL communicator bootstrapped over MPI, with a deadline on every wait: the
+// communicator is nonblocking (ncclConfig_t::blocking = 0), so initialisation, enqueueing and
+// completion are all polled, and a peer that never arrives becomes a TimeoutError (after
+// ncclCommAbort) instead of a hang. Compiled only when NCCL is found.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <string>
+
+#include "core/context.h"
+
+namespace dtune {
+
+class NcclComm {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  NcclComm() = default;
+  // Collective over ctx.comm(), on the current CUDA device (call cudaSetDevice first): rank 0
+  // makes the unique id, MPI_Bcast shares it, every rank joins with ncclCommInitRankConfig and
+  // polls until the communicator is ready. Past `deadline`: abort, then TimeoutError.
+  static NcclComm create(const RunContext& ctx, Clock::time_point deadline);
+  NcclComm(const NcclComm&) = delete;
+  NcclComm& operator=(const NcclComm&) = delete;
+  NcclComm(NcclComm&& other) noexcept;
+  NcclComm& operator=(NcclComm&& other) noexcept;
+  // ncclCommFinalize + ncclCommDestroy, bounded by a timeout; ncclCommAbort instead after an
+  // error, a timeout, or while an exception unwinds (peers may never finalize with us).
+  ~NcclComm();
+
+  ncclComm_t get() const { return comm_; }
+  explicit operator bool() const { return comm_ != nullptr; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // Aborts outstanding operations and frees the communicator; empty afterwards. Never throws.
+  void abort() noexcept;
+
+  // Completes a call on this communicator (through DTUNE_NCCL_SETTLE): ncclSuccess returns,
+  // ncclInProgress (the call is still being enqueued) is polled with ncclCommGetAsyncError until
+  // it settles or `deadline` passes; any error aborts the communicator and throws.
+  void settle(ncclResult_t rc, const char* expr, const char* file, int line,
+              Clock::time_point deadline);
+
+  // Polls cudaStreamQuery and ncclCommGetAsyncError until all work queued on `stream` is done.
+  // An asynchronous NCCL error or a CUDA error aborts the communicator and throws Error; passing
+  // `deadline` aborts and throws TimeoutError naming this rank and `what` it waited for.
+  void wait(cudaStream_t stream, Clock::time_point deadline,
+            const std::string& what = "NCCL operations");
+
+ private:
+  [[noreturn]] void fail(ncclResult_t rc, const char* expr, const char* file, int line);
+  [[noreturn]] void time_out(const std::string& what, Clock::time_point since);
+  void destroy() noexcept;
+
+  ncclComm_t comm_ = nullptr;
+  int rank_ = 0;
+  int size_ = 0;
+};
+
+// "2.28.9": the version of the NCCL library loaded at run time (ncclGetVersion), which may differ
+// from the header dtune was compiled against.
+std::string nccl_version_string();
+
+}  // namespace dtune
+
+// Issues an NCCL call on a nonblocking NcclComm and waits (until `deadline`) for it to be enqueued.
+#define DTUNE_NCCL_SETTLE(nccl_comm, expr, deadline) \
+  (nccl_comm).settle((expr), #expr, __FILE__, __LINE__, (deadline))

@@ -1,0 +1,25 @@
+// The only place exceptions are caught: runs a binary's body with MPI up and turns exceptions
+// into exit statuses. UsageError (thrown only where every rank agrees, e.g. option checks, or
+// after rank 0 broadcast its verdict) prints once and exits 2 on every rank; any other error is
+// printed by the failing rank, which then calls MPI_Abort so that no rank waits forever in a
+// collective (TimeoutError: exit 3, other errors: exit 1).
+#pragma once
+
+#include <functional>
+
+#include "core/context.h"
+
+namespace dtune {
+
+inline constexpr int kUsageExitStatus = 2;
+
+struct MainArgs {
+  int argc;
+  char** argv;
+  const RunContext& ctx;
+  int mpi_thread_level;
+};
+
+int run_main(int argc, char** argv, const char* tool, const std::function<int(const MainArgs&)>& body);
+
+}  // namespace dtune

@@ -1,0 +1,45 @@
+// A hang is an error: the watchdog thread aborts the whole job when an armed wait (a blocking MPI
+// collective, which cannot be interrupted from inside) runs past its deadline, after printing what
+// was being waited for on which rank. Cost while armed and idle: one condition-variable wait.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace dtune {
+
+class Watchdog {
+ public:
+  // `tool` prefixes the message; `abort_with_mpi` is true when MPI was initialised with
+  // MPI_THREAD_MULTIPLE (MPI_Abort from this thread is then allowed); otherwise the process
+  // exits with _exit and the launcher takes the job down.
+  Watchdog(std::string tool, bool abort_with_mpi);
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+  ~Watchdog();
+
+  // Abort the job unless disarm() comes within `timeout_s` seconds.
+  void arm(double timeout_s, std::string what);
+  void disarm();
+
+ private:
+  void loop();
+
+  std::string tool_;
+  bool abort_with_mpi_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool armed_ = false;
+  bool stop_ = false;
+  std::chrono::steady_clock::time_point deadline_;
+  double timeout_s_ = 0;
+  std::string what_;
+  std::thread thread_;
+};
+
+inline constexpr int kTimeoutExitStatus = 3;
+
+}  // namespace dtune

@@ -1,0 +1,215 @@
+"""Load dtune's HDF5 results (results/SCHEMA.md) into pandas; every report reads through here.
+
+h5py reads the files (pandas.read_hdf cannot: they are not PyTables files) and HDF5 strings come
+back as str. Arrays are flattened with numpy, never looped over per iteration. Reports never
+recompute algbw or busbw: the summary carries the values the binary wrote.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable, Union
+
+import h5py
+import numpy as np
+import pandas as pd
+
+SCHEMA = "dtune-results"
+SCHEMA_VERSION = 1  # the newest schema_version this loader understands
+
+PathArg = Union[str, os.PathLike, Iterable[Union[str, os.PathLike]]]
+
+_RUN_COLUMNS = ["file", "run", "status", "file_status", "collective", "backend", "dtype", "op",
+                "root", "placement", "size_bytes", "requested_bytes", "count"]
+COMM_COLUMNS = _RUN_COLUMNS + ["rank", "host", "iteration", "time_us", "wrong"]
+SUMMARY_COLUMNS = _RUN_COLUMNS + ["time_us_reported", "algbw_gbps", "busbw_gbps", "slowest_rank",
+                                  "wrong", "busbw_factor"]
+
+
+def _decode(value):
+    """An h5py attribute value as plain Python: bytes -> str, numpy scalars -> int/float,
+    arrays -> lists, an empty (null dataspace) attribute -> None."""
+    if isinstance(value, h5py.Empty):
+        return None
+    if isinstance(value, (bytes, np.bytes_)):
+        return value.decode("utf-8")
+    if isinstance(value, np.ndarray):
+        return [_decode(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _attrs(obj) -> dict:
+    return {k: _decode(v) for k, v in obj.attrs.items()}
+
+
+def _read(ds: h5py.Dataset) -> np.ndarray:
+    """A whole dataset as a numpy array; string datasets as an array of str."""
+    if h5py.check_string_dtype(ds.dtype) is not None:
+        return np.asarray(ds.asstr()[()], dtype=object)
+    return ds[()]
+
+
+def _expand(paths: PathArg) -> list[Path]:
+    """A path, a list of paths, or a directory (its *.h5 and *.h5.partial files, sorted)."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(q for q in p.iterdir()
+                           if q.is_file() and q.name.endswith((".h5", ".h5.partial")))
+            if not found:
+                raise FileNotFoundError(f"{p}: no *.h5 or *.h5.partial files in this directory")
+            out += found
+        elif p.exists():
+            out.append(p)
+        else:
+            raise FileNotFoundError(f"{p}: no such file or directory")
+    return out
+
+
+def _open(path: Path) -> h5py.File:
+    """Open read-only and check the schema; ValueError naming the file when it is not ours."""
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise OSError(f"{path}: cannot open as HDF5: {e}") from e
+    try:
+        schema = _decode(f.attrs.get("schema"))
+        if schema != SCHEMA:
+            raise ValueError(f"{path}: not a dtune results file (root attribute schema = "
+                             f"{schema!r}, expected {SCHEMA!r})")
+        version = _decode(f.attrs.get("schema_version"))
+        if not isinstance(version, int) or version < 1:
+            raise ValueError(f"{path}: root attribute schema_version = {version!r}, expected a "
+                             f"positive integer")
+        if version > SCHEMA_VERSION:
+            raise ValueError(f"{path}: schema_version {version} is newer than this loader knows "
+                             f"({SCHEMA_VERSION}); update report/dtune_report/loader.py "
+                             f"(see results/SCHEMA.md, Changes)")
+    except BaseException:
+        f.close()
+        raise
+    return f
+
+
+def read_provenance(path: Union[str, os.PathLike]) -> dict:
+    """Where and how a file was made, as one flat dict.
+
+    Keys: `file`; the root attributes (schema, schema_version, tool, dtune_version, status,
+    exit_status); the /provenance attributes (command_line, start_time, world_size, git_revision,
+    ...); each per-rank /provenance dataset as a list indexed by rank (rank_host, rank_local_rank,
+    rank_device); and `env`, a dict of the /provenance/env attributes. Strings are str.
+    """
+    path = Path(path)
+    with _open(path) as f:
+        out = {"file": str(path), **_attrs(f)}
+        prov = f.get("provenance")
+        if prov is not None:
+            out.update(_attrs(prov))
+            for name, obj in prov.items():
+                if isinstance(obj, h5py.Dataset):
+                    out[name] = _read(obj).tolist()
+        env = prov.get("env") if prov is not None else None
+        out["env"] = _attrs(env) if env is not None else {}
+    return out
+
+
+def _comm_runs(f: h5py.File, path: Path):
+    """Yield (run name, run-level columns, datasets) for each benchmark = "comm" group, in the
+    order measured; checks that the array shapes agree with each other."""
+    runs = f.get("runs")
+    if runs is None:
+        return
+    for name in sorted(runs):
+        g = runs[name]
+        a = _attrs(g)
+        if a.get("benchmark") != "comm":
+            continue
+        d = {k: _read(g[k]) for k in ("placement", "size_bytes", "requested_bytes", "count",
+                                      "time_us", "wrong", "time_us_reported", "algbw_gbps",
+                                      "busbw_gbps", "slowest_rank")}
+        ps = (len(d["placement"]), len(d["size_bytes"]))
+        t = d["time_us"]
+        if t.ndim != 4 or t.shape[:2] != ps or d["wrong"].shape != t.shape[:3] or any(
+                d[k].shape != ps for k in ("time_us_reported", "algbw_gbps", "busbw_gbps",
+                                           "slowest_rank")):
+            raise ValueError(f"{path}: /runs/{name}: inconsistent shapes: placement x size = "
+                             f"{ps}, time_us {t.shape}, wrong {d['wrong'].shape}, "
+                             f"time_us_reported {d['time_us_reported'].shape}")
+        cols = {"run": name, "status": a.get("status"), "collective": a.get("collective"),
+                "backend": a.get("backend"), "dtype": a.get("dtype"), "op": a.get("op"),
+                "root": a.get("root"), "busbw_factor": a.get("busbw_factor")}
+        yield cols, d
+
+
+def _frame(parts: list[dict], columns: list[str]) -> pd.DataFrame:
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    return pd.concat([pd.DataFrame(p) for p in parts], ignore_index=True)[columns]
+
+
+def load_comm(paths: PathArg) -> pd.DataFrame:
+    """Every timed iteration of every dtune-comm run, one row per
+    (file, run, placement, size, rank, iteration).
+
+    `paths`: a file, a list of files, or a directory (all *.h5 and *.h5.partial in it).
+    Columns: COMM_COLUMNS. `status` is the run group's status, `file_status` the root one
+    ("running" for a .partial file left by a dead run); `host` is provenance rank_host[rank];
+    `wrong` is the rank's wrong-element count for that size (-1: not checked). Iterations that
+    were not run (NaN in time_us) are dropped.
+    """
+    parts = []
+    for path in _expand(paths):
+        with _open(path) as f:
+            file_status = _decode(f.attrs.get("status"))
+            hosts_ds = f.get("provenance/rank_host")
+            hosts = _read(hosts_ds) if hosts_ds is not None else None
+            for cols, d in _comm_runs(f, path):
+                t = d["time_us"]
+                if hosts is None:
+                    hosts = np.full(t.shape[2], None, dtype=object)
+                if len(hosts) != t.shape[2]:
+                    raise ValueError(f"{path}: /runs/{cols['run']}: time_us has {t.shape[2]} "
+                                     f"ranks but provenance/rank_host has {len(hosts)}")
+                keep = np.flatnonzero(~np.isnan(t.reshape(-1)))
+                p, s, r, i = np.unravel_index(keep, t.shape)
+                cols.pop("busbw_factor")
+                parts.append({
+                    "file": str(path), "file_status": file_status, **cols,
+                    "placement": d["placement"][p], "size_bytes": d["size_bytes"][s],
+                    "requested_bytes": d["requested_bytes"][s], "count": d["count"][s],
+                    "rank": r.astype(np.int64), "host": hosts[r], "iteration": i.astype(np.int64),
+                    "time_us": t.reshape(-1)[keep], "wrong": d["wrong"][p, s, r]})
+    return _frame(parts, COMM_COLUMNS)
+
+
+def load_comm_summary(paths: PathArg) -> pd.DataFrame:
+    """The table the binary printed, one row per (file, run, placement, size).
+
+    Columns: SUMMARY_COLUMNS: the file's own time_us_reported, algbw_gbps, busbw_gbps and
+    slowest_rank, the run's busbw_factor, and `wrong` summed over ranks (-1 when any rank did
+    not check that size). Sizes that were not run (time_us_reported NaN) are dropped.
+    """
+    parts = []
+    for path in _expand(paths):
+        with _open(path) as f:
+            file_status = _decode(f.attrs.get("status"))
+            for cols, d in _comm_runs(f, path):
+                rep = d["time_us_reported"]
+                keep = np.flatnonzero(~np.isnan(rep.reshape(-1)))
+                p, s = np.unravel_index(keep, rep.shape)
+                w = d["wrong"]
+                wrong = np.where((w < 0).any(axis=2), -1, w.sum(axis=2)) if w.shape[2] else \
+                    np.full(rep.shape, -1)
+                parts.append({
+                    "file": str(path), "file_status": file_status, **cols,
+                    "placement": d["placement"][p], "size_bytes": d["size_bytes"][s],
+                    "requested_bytes": d["requested_bytes"][s], "count": d["count"][s],
+                    **{k: d[k].reshape(-1)[keep] for k in ("time_us_reported", "algbw_gbps",
+                                                           "busbw_gbps", "slowest_rank")},
+                    "wrong": wrong.reshape(-1)[keep]})
+    return _frame(parts, SUMMARY_COLUMNS)

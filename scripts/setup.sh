@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# One-step setup for dtune: Debian packages, the pinned Python environment (torch ships LibTorch),
+# configure and build. Idempotent: each step checks what is already there, so a second run on the
+# same machine takes seconds. Both README commands (scripts/main.sh, scripts/test.sh) start here.
+#
+# Environment:
+#   DTUNE_VENV_ROOT   where virtual environments live (default ~/.cache/dtune); each is named by the
+#                     hash of requirements.txt, so fresh clones on one machine share it.
+#   DTUNE_BUILD_DIR   build directory (default ./build)
+#   DTUNE_BUILD_TYPE  CMake build type (default Release)
+#   DTUNE_CMAKE_ARGS  extra CMake arguments (e.g. -DCUDAToolkit_ROOT=... -DNCCL_HOME=...)
+#   DTUNE_SKIP_APT=1  do not touch system packages (clusters without root: load modules instead)
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+log() { printf '[setup] %s\n' "$*"; }
+
+# --- 1. Debian packages -------------------------------------------------------------------------
+apt_packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  openmpi-bin libopenmpi-dev
+  libhdf5-dev hdf5-tools
+  libcli11-dev libyaml-cpp-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-venv python3-dev
+)
+if [[ "${DTUNE_SKIP_APT:-0}" != 1 ]] && command -v dpkg-query >/dev/null; then
+  missing=()
+  for p in "${apt_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    log "installing Debian packages: ${missing[*]}"
+    sudo=""
+    [[ $(id -u) -ne 0 ]] && sudo="sudo"
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+  else
+    log "Debian packages: all present"
+  fi
+fi
+
+# --- 2. Python environment, keyed by the requirements' hash --------------------------------------
+python_bin=${DTUNE_BOOTSTRAP_PYTHON:-python3}
+req_hash=$(sha256sum requirements.txt | cut -c1-12)
+venv_root=${DTUNE_VENV_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/dtune}
+venv="$venv_root/venv-$req_hash"
+if [[ ! -f "$venv/.dtune-complete" ]]; then
+  log "creating Python environment $venv (torch and friends; a few minutes the first time)"
+  rm -rf "$venv"
+  mkdir -p "$venv_root"
+  "$python_bin" -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --upgrade pip
+  "$venv/bin/python" -m pip install --quiet -r requirements.txt
+  touch "$venv/.dtune-complete"
+else
+  log "Python environment: $venv"
+fi
+ln -sfn "$venv" .venv
+
+# --- 3. Configure and build ----------------------------------------------------------------------
+build_dir=${DTUNE_BUILD_DIR:-build}
+jobs=$(nproc 2>/dev/null || echo 2)
+export CCACHE_DIR=${CCACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ccache}
+if [[ ! -f "$build_dir/build.ninja" ]] || ! grep -q "DTUNE_PYTHON:FILEPATH=$venv/bin/python" "$build_dir/CMakeCache.txt" 2>/dev/null; then
+  log "configuring $build_dir"
+  # shellcheck disable=SC2086
+  cmake -S . -B "$build_dir" -G Ninja \
+    -DCMAKE_BUILD_TYPE="${DTUNE_BUILD_TYPE:-Release}" \
+    -DDTUNE_PYTHON:FILEPATH="$venv/bin/python" \
+    ${DTUNE_CMAKE_ARGS:-}
+fi
+log "building with $jobs jobs"
+cmake --build "$build_dir" -j "$jobs"
+log "done: binaries in $build_dir/bin, Python environment in .venv"

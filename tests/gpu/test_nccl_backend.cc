@@ -1,0 +1,106 @@
+// The NCCL backend end to end on this machine's GPUs (label gpu): an allreduce whose result is
+// checked element by element, exactly, in both placements. Without a GPU that test skips visibly
+// and a second one checks that asking for the backend fails with a clear message instead.
+// MPI is initialised in this file's main; run with one rank or under mpirun.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "benchmarks/comm/backend.h"
+#include "core/context.h"
+#include "core/error.h"
+#include "core/mpi_session.h"
+
+namespace dtune::comm {
+namespace {
+
+int visible_gpus() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+// Small integers, so every sum over ranks is exact in float32 and any order of addition agrees.
+float input_value(size_t i, int rank) {
+  return static_cast<float>(i % 251) + static_cast<float>(rank);
+}
+
+TEST(NcclBackend, AllreduceSumFloat32IsExact) {
+  if (visible_gpus() == 0)
+    GTEST_SKIP() << "no CUDA device: this test needs one GPU per rank (cudaGetDeviceCount = 0)";
+  ASSERT_TRUE(nccl_backend_built());
+  const RunContext ctx = RunContext::create();
+  auto backend = make_nccl_backend(ctx);
+  EXPECT_EQ(backend->name(), "nccl");
+  EXPECT_EQ(backend->version().rfind("NCCL ", 0), 0u) << backend->version();
+  EXPECT_EQ(backend->device().rfind("cuda:", 0), 0u) << backend->device();
+
+  constexpr size_t kBytes = size_t{1} << 20;  // 1 MiB
+  const OpShape s = make_shape(Collective::kAllreduce, Dtype::kFloat32, ReduceOp::kSum, 0,
+                               ctx.world_size(), kBytes);
+  ASSERT_EQ(s.count, kBytes / sizeof(float));
+  backend->allocate(kBytes, kBytes);
+
+  const int n = ctx.world_size();
+  std::vector<float> input(s.count), expected(s.count);
+  for (size_t i = 0; i < s.count; ++i) {
+    input[i] = input_value(i, ctx.rank());
+    // sum over r of (i % 251 + r) = n * (i % 251) + n (n - 1) / 2
+    expected[i] = static_cast<float>(n * static_cast<int>(i % 251) + n * (n - 1) / 2);
+  }
+  const std::vector<float> sentinel(s.count, -1.0f);
+
+  for (Placement p : {Placement::kOutOfPlace, Placement::kInPlace}) {
+    SCOPED_TRACE(to_string(p));
+    ASSERT_TRUE(backend->supports(s, p));
+    // In-place reads its input from the receive buffer; out-of-place must overwrite the sentinel.
+    const std::vector<float>& recv_init = p == Placement::kInPlace ? input : sentinel;
+    backend->upload(input.data(), kBytes, recv_init.data(), kBytes);
+
+    std::vector<double> times_us;
+    backend->run(s, p, 1, Blocking::kNo,
+                 std::chrono::steady_clock::now() + std::chrono::seconds(60), times_us);
+    ASSERT_EQ(times_us.size(), 1u);
+    EXPECT_GT(times_us[0], 0.0);
+    EXPECT_EQ(backend->result_offset(s, p), 0u);
+
+    std::vector<float> result(s.count, 0.0f);
+    backend->download_recv(result.data(), kBytes);
+    size_t mismatches = 0;
+    for (size_t i = 0; i < s.count; ++i) {
+      if (result[i] != expected[i] && ++mismatches <= 5)
+        ADD_FAILURE() << "element " << i << ": got " << result[i] << ", expected " << expected[i];
+    }
+    EXPECT_EQ(mismatches, 0u) << "of " << s.count << " elements";
+  }
+}
+
+TEST(NcclBackend, WithoutGpuFailsWithClearMessage) {
+  if (visible_gpus() > 0)
+    GTEST_SKIP()
+        << "a CUDA device is visible: this test checks the failure on a machine without one";
+  const RunContext ctx = RunContext::create();
+  try {
+    auto backend = make_nccl_backend(ctx);
+    FAIL() << "make_nccl_backend succeeded without a GPU";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_TRUE(m.find("GPU") != std::string::npos || m.find("CUDA device") != std::string::npos)
+        << m;
+  }
+}
+
+}  // namespace
+}  // namespace dtune::comm
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  dtune::MpiSession mpi(&argc, &argv);
+  return RUN_ALL_TESTS();
+}
