@@ -16,7 +16,12 @@ if(NOT Torch_DIR AND DTUNE_PYTHON)
   endif()
 endif()
 if(Torch_DIR AND DTUNE_ENABLE_TORCH)
-  # Torch's config re-finds CUDA and cuDNN; keep its chatter out of our summary.
+  # Torch's config re-finds CUDA and, without an architecture list, compiles and runs a probe to
+  # detect the local GPUs: that fails on build machines without one (and with CMake 3.25, which
+  # does not know nvcc 13's C++20 flag). Giving the list skips the probe: A100 (8.0), H100/H200 (9.0).
+  if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+    set(TORCH_CUDA_ARCH_LIST "8.0;9.0")
+  endif()
   find_package(Torch QUIET)
   if(Torch_FOUND)
     set(DTUNE_TORCH_FOUND ON)

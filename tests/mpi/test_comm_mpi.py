@@ -1,0 +1,55 @@
+"""dtune-comm under mpirun with 2 and 4 ranks (oversubscribed): every collective x dtype x op is
+exactly right, a planted wrong element is caught, and a rank that stops taking part makes the job
+end with a message naming it instead of hanging."""
+import time
+
+import pytest
+
+from conftest import data_rows, run_comm
+
+
+@pytest.mark.parametrize("np", [2, 4])
+def test_every_collective_dtype_op_is_exact(np):
+    # 4 sizes from 8 B to 24 KiB (3 x nranks does not divide some: rounding is exercised too).
+    r = run_comm(np, ["-b", "8", "-e", "24K", "-f", "8", "-n", "2", "-w", "1", "-c", "1",
+                      "--collective", "all", "-d", "all", "-o", "all", "--no-output"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = data_rows(r.stdout)
+    # 3 reductions x 5 dtypes x 5 ops + 4 others x 5 dtypes, 4 sizes each.
+    assert len(rows) == (3 * 5 * 5 + 4 * 5) * 4
+    checked = 0
+    for row in rows:
+        # size count type redop root | time algbw busbw #wrong | time algbw busbw #wrong
+        assert len(row) == 13, row
+        for wrong in (row[8], row[12]):
+            assert wrong in ("0", "N/A"), row
+            checked += wrong == "0"
+    assert checked >= len(rows)  # out-of-place always checked
+    assert "# Out of bounds values : 0 OK" in r.stdout
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "reduce_scatter", "alltoall"])
+def test_planted_wrong_element_fails_the_run(collective):
+    r = run_comm(2, ["-b", "64", "-e", "1K", "-f", "4", "-n", "2", "-c", "1",
+                     "--collective", collective, "--debug-plant-wrong", "1", "--no-output"])
+    assert r.returncode == 1, r.stdout + r.stderr
+    wrong = [int(row[8]) for row in data_rows(r.stdout)]
+    assert all(w > 0 for w in wrong), wrong
+    assert "FAILED" in r.stdout
+    assert "wrong elements" in r.stderr
+
+
+def test_hung_rank_is_named_and_job_ends():
+    start = time.monotonic()
+    r = run_comm(3, ["-b", "8", "-e", "64", "-f", "2", "--timeout", "3",
+                     "--debug-hang-rank", "2", "--no-output"], timeout=60)
+    elapsed = time.monotonic() - start
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "rank 2 did not arrive" in r.stderr
+    assert elapsed < 45
+
+
+def test_single_rank_without_mpirun_runs():
+    r = run_comm(0, ["-b", "8", "-e", "1K", "-f", "4", "-n", "2", "-c", "1", "--no-output"])
+    assert r.returncode == 0, r.stderr
+    assert len(data_rows(r.stdout)) == 4  # 8, 32, 128, 512

@@ -1,0 +1,60 @@
+"""Bad input: one clear line naming the flag, exit status 2, and no results file left behind."""
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import run_comm
+
+CASES = [
+    (["-b", "1X"], "-b/--minbytes"),
+    (["-b", "-8"], "-b"),
+    (["-e", "lots"], "-e/--maxbytes"),
+    (["-b", "64M", "-e", "8"], "-b/--minbytes"),
+    (["--collective", "allreduc"], "--collective"),
+    (["-d", "float8"], "-d/--datatype"),
+    (["-o", "xor"], "-o/--op"),
+    (["-r", "5"], "-r/--root"),
+    (["-n", "0"], "--iters"),
+    (["--backend", "gloo"], "--backend"),
+    (["--no-such-flag"], "--no-such-flag"),
+]
+
+
+@pytest.mark.parametrize("args,flag", CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_bad_flag_exits_2_naming_flag(tmp_path, args, flag):
+    out = tmp_path / "r.h5"
+    r = run_comm(2, args + ["--output", out], timeout=60)
+    assert r.returncode == 2, r.stdout + r.stderr
+    errors = [l for l in r.stderr.splitlines() if "error" in l]
+    assert len(errors) == 1, r.stderr  # reported once, by rank 0
+    assert flag in errors[0]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("where", ["unwritable", "directory"])
+def test_unwritable_output_exits_2(tmp_path, where):
+    if where == "unwritable":
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        target = locked / "sub" / "r.h5"
+        if os.geteuid() == 0:
+            target = Path("/proc/dtune-cannot-write-here/r.h5")  # root ignores permissions
+        else:
+            locked.chmod(0o500)
+    else:
+        target = tmp_path
+    r = run_comm(2, ["-b", "8", "-e", "8", "--output", target], timeout=60)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "--output" in r.stderr
+    assert not any(p.suffix in (".h5", ".partial") for p in tmp_path.rglob("*"))
+
+
+def test_nccl_backend_without_gpu_exits_with_message(tmp_path):
+    import shutil
+    if shutil.which("nvidia-smi"):
+        pytest.skip("a GPU driver is present: covered by the gpu tests")
+    r = run_comm(2, ["-b", "8", "-e", "8", "--backend", "nccl", "--output", tmp_path / "r.h5"], timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "GPU" in r.stderr or "CUDA device" in r.stderr or "without NCCL" in r.stderr
+    assert list(tmp_path.iterdir()) == []
