@@ -24,7 +24,7 @@ class Backend {
   virtual std::string name() const = 0;
   // Library version string for provenance ("NCCL 2.28.9", the MPI library line).
   virtual std::string version() const = 0;
-  // The device this rank uses ("none" for host buffers; "cuda:0 NVIDIA H200 (0000:1b:00.0)").
+  // The device this rank uses ("cpu" for host buffers; "cuda:0 NVIDIA H200 (0000:1b:00.0)").
   virtual std::string device() const = 0;
 
   // Allocate buffers large enough for the largest shape of the run (bytes per rank).
