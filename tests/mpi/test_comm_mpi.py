@@ -53,3 +53,43 @@ def test_single_rank_without_mpirun_runs():
     r = run_comm(0, ["-b", "8", "-e", "1K", "-f", "4", "-n", "2", "-c", "1", "--no-output"])
     assert r.returncode == 0, r.stderr
     assert len(data_rows(r.stdout)) == 4  # 8, 32, 128, 512
+
+
+def test_silent_singleton_launch_is_warned():
+    import os
+    import subprocess
+    from conftest import bin_dir
+    env = dict(os.environ, SLURM_NTASKS="4")
+    r = subprocess.run([str(bin_dir() / "dtune-comm"), "-b", "8", "-e", "8", "--no-output"],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "MPI world size is 1 but SLURM_NTASKS=4" in r.stderr
+
+
+def test_sigint_keeps_what_was_measured(tmp_path):
+    """Ctrl-C: the ranks stop at the next size, the sizes measured so far are written, the file
+    says "interrupted" and the exit status is 130."""
+    import signal
+    import subprocess
+    import h5py
+    from conftest import bin_dir
+    from dtune_report.loader import load_comm
+    out = tmp_path / "int.h5"
+    p = subprocess.Popen([str(bin_dir() / "dtune-comm"), "-b", "8", "-e", "256M", "-f", "2", "-n", "100",
+                          "--output", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Wait for the first table row, then interrupt.
+    for line in p.stdout:
+        if line.strip() and not line.startswith("#"):
+            break
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == 130, stderr
+    with h5py.File(out) as f:
+        assert f.attrs["status"] == "interrupted"
+        assert f.attrs["exit_status"] == 130
+        (group,) = f["runs"].values()
+        assert group.attrs["status"] == "interrupted"
+        measured = len(group["size_bytes"])
+    assert 1 <= measured < 26
+    df = load_comm(out)
+    assert df.size_bytes.nunique() == measured
