@@ -12,7 +12,7 @@ fi
 cd "$repo"
 np=${DTUNE_NP:-2}
 out="results/comm-default-$(date -u +%Y%m%d-%H%M%S).h5"
-mpirun -np "$np" --oversubscribe build/bin/dtune-comm -b 8 -e 64M -f 4 -n 20 -w 5 -c 1 \
+mpirun -np "$np" --oversubscribe build/bin/dtune-comm -b 8 -e 64M -f 2 -n 20 -w 5 -c 1 \
   --collective allreduce,allgather,reduce_scatter --output "$out"
 PYTHONPATH="$repo/report" .venv/bin/python - "$out" <<'PY'
 import sys
