@@ -7,15 +7,21 @@
 
 namespace dtune {
 
+namespace {
+// Linear interpolation between order statistics of sorted, non-empty `v` (numpy's "linear").
+double sorted_percentile(const std::vector<double>& v, double q) {
+  const double pos = q / 100.0 * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+}  // namespace
+
 double percentile(std::vector<double> v, double q) {
   std::erase_if(v, [](double x) { return std::isnan(x); });
   if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
   std::sort(v.begin(), v.end());
-  const double pos = q / 100.0 * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  const double frac = pos - static_cast<double>(lo);
-  return v[lo] + (v[hi] - v[lo]) * frac;
+  return sorted_percentile(v, q);
 }
 
 Summary summarize(std::span<const double> values) {
@@ -31,17 +37,11 @@ Summary summarize(std::span<const double> values) {
     return s;
   }
   std::sort(v.begin(), v.end());
-  auto pct = [&](double q) {
-    const double pos = q / 100.0 * static_cast<double>(v.size() - 1);
-    const size_t lo = static_cast<size_t>(std::floor(pos));
-    const size_t hi = std::min(lo + 1, v.size() - 1);
-    return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
-  };
   s.min = v.front();
   s.max = v.back();
-  s.p50 = pct(50);
-  s.p95 = pct(95);
-  s.p99 = pct(99);
+  s.p50 = sorted_percentile(v, 50);
+  s.p95 = sorted_percentile(v, 95);
+  s.p99 = sorted_percentile(v, 99);
   double sum = 0;
   for (double x : v) sum += x;
   s.mean = sum / static_cast<double>(v.size());
