@@ -60,7 +60,8 @@ class Driver {
         printer_(o.format, stdout) {}
 
   int run() {
-    backend_ = o_.backend == BackendKind::kNccl ? make_nccl_backend(ctx_) : make_mpi_backend(ctx_);
+    backend_ = o_.backend == BackendKind::kNccl ? make_nccl_backend(ctx_)
+                                                : make_mpi_backend(ctx_, o_.mpi_buffers);
     open_results();
     const std::string device = backend_->device();
     const std::string nccl_version = o_.backend == BackendKind::kNccl ? backend_->version() : "";

@@ -1,4 +1,4 @@
-// The MPI backend: host buffers (device buffers are a later addition for CUDA-aware MPI), blocking
+// The MPI backend: host buffers, or device buffers for a CUDA-aware MPI (mpi_buffers.h); blocking
 // MPI collectives timed one by one with the steady clock. MPI has no 16-bit floating types or
 // average: fp16/bf16 reductions use user-defined ops that reduce in fp32 and round to nearest
 // even (what NCCL does per step), and avg is a sum followed by a local division, inside the timed
@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "benchmarks/comm/backend.h"
+#include "benchmarks/comm/mpi_buffers.h"
 #include "core/error.h"
 #include "core/float16.h"
 
@@ -111,34 +112,63 @@ void divide(Dtype d, void* buf, size_t count, int n) {
   }
 }
 
-class MpiBackend final : public Backend {
+// Host memory, zero-filled at allocation so every page is touched before timing.
+class HostBuffers final : public BufferPair {
  public:
-  explicit MpiBackend(const RunContext& ctx)
-      : comm_(MpiComm::dup(ctx.comm())), rank_(ctx.rank()), size_(ctx.world_size()) {}
-
-  std::string name() const override { return "mpi"; }
-  std::string version() const override { return mpi_library_version(); }
-  std::string device() const override { return "cpu"; }
-
   void allocate(size_t send_bytes, size_t recv_bytes) override {
     send_.assign(send_bytes, 0);
     recv_.assign(recv_bytes, 0);
   }
-
-  bool supports(const OpShape& s, Placement) const override {
-    return s.send_count <= INT_MAX && s.recv_count <= INT_MAX;
-  }
-
+  void* send() override { return send_.data(); }
+  void* recv() override { return recv_.data(); }
   void upload(const void* send_host, size_t send_bytes, const void* recv_host,
               size_t recv_bytes) override {
     DTUNE_CHECK(send_bytes <= send_.size() && recv_bytes <= recv_.size(), "upload larger than buffers");
     if (send_bytes) std::memcpy(send_.data(), send_host, send_bytes);
     if (recv_bytes) std::memcpy(recv_.data(), recv_host, recv_bytes);
   }
-
   void download_recv(void* recv_host, size_t recv_bytes) override {
     DTUNE_CHECK(recv_bytes <= recv_.size(), "download larger than buffer");
     std::memcpy(recv_host, recv_.data(), recv_bytes);
+  }
+  bool on_device() const override { return false; }
+  std::string device() const override { return "cpu"; }
+
+ private:
+  std::vector<uint8_t> send_, recv_;
+};
+
+class MpiBackend final : public Backend {
+ public:
+  MpiBackend(const RunContext& ctx, std::unique_ptr<BufferPair> buffers)
+      : comm_(MpiComm::dup(ctx.comm())), rank_(ctx.rank()), size_(ctx.world_size()),
+        buffers_(std::move(buffers)) {}
+
+  std::string name() const override { return "mpi"; }
+  std::string version() const override { return mpi_library_version(); }
+  std::string device() const override { return buffers_->device(); }
+
+  void allocate(size_t send_bytes, size_t recv_bytes) override {
+    buffers_->allocate(send_bytes, recv_bytes);
+  }
+
+  // Counts are C ints in MPI 3.1. On device buffers, avg (a host-side division here) and the
+  // 16-bit reductions (user-defined ops, run on the host) are left to NCCL.
+  bool supports(const OpShape& s, Placement) const override {
+    if (s.send_count > INT_MAX || s.recv_count > INT_MAX) return false;
+    if (buffers_->on_device() && is_reduction(s.collective) &&
+        (s.op == ReduceOp::kAvg || s.dtype == Dtype::kFloat16 || s.dtype == Dtype::kBfloat16))
+      return false;
+    return true;
+  }
+
+  void upload(const void* send_host, size_t send_bytes, const void* recv_host,
+              size_t recv_bytes) override {
+    buffers_->upload(send_host, send_bytes, recv_host, recv_bytes);
+  }
+
+  void download_recv(void* recv_host, size_t recv_bytes) override {
+    buffers_->download_recv(recv_host, recv_bytes);
   }
 
   size_t result_offset(const OpShape&, Placement) const override { return 0; }
@@ -162,8 +192,8 @@ class MpiBackend final : public Backend {
     const MPI_Datatype type = mpi_type(s.dtype);
     const MPI_Op op = ops_.get(s.dtype, s.op);
     const int count = static_cast<int>(s.count);
-    void* send = send_.data();
-    void* recv = recv_.data();
+    void* send = buffers_->send();
+    void* recv = buffers_->recv();
     switch (s.collective) {
       case Collective::kAllreduce:
         DTUNE_MPI_CHECK(MPI_Allreduce(in_place ? MPI_IN_PLACE : send, recv, count, type, op, comm));
@@ -206,13 +236,16 @@ class MpiBackend final : public Backend {
   int rank_;
   int size_;
   MpiOps ops_;
-  std::vector<uint8_t> send_, recv_;
+  std::unique_ptr<BufferPair> buffers_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_mpi_backend(const RunContext& ctx) {
-  return std::make_unique<MpiBackend>(ctx);
+std::unique_ptr<BufferPair> make_host_buffers() { return std::make_unique<HostBuffers>(); }
+
+std::unique_ptr<Backend> make_mpi_backend(const RunContext& ctx, MpiBuffers where) {
+  return std::make_unique<MpiBackend>(
+      ctx, where == MpiBuffers::kDevice ? make_device_buffers(ctx) : make_host_buffers());
 }
 
 }  // namespace dtune::comm

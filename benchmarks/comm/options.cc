@@ -66,7 +66,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
   app.set_version_flag("--version", "dtune-comm 0.1.0");
   app.get_formatter()->column_width(34);
   std::string min_b = "32M", max_b = "32M", step_b = "1M", coll = "allreduce", dtype = "float32",
-              op = "sum", backend = "mpi", format = "table", output;
+              op = "sum", backend = "mpi", mpi_buffers = "host", format = "table", output;
   int blocking = 0, average = 1;
   bool no_output = false;
   auto env = [](const char* name) { return std::string("DTUNE_COMM_") + name; };
@@ -100,6 +100,9 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
       ->envname(env("AVERAGE"))->capture_default_str()->check(CLI::Range(0, 3));
   app.add_option("--backend", backend, "mpi (host buffers) or nccl (one GPU per rank)")
       ->envname(env("BACKEND"))->capture_default_str()->check(CLI::IsMember({"mpi", "nccl"}));
+  app.add_option("--mpi-buffers", mpi_buffers,
+                 "mpi backend: host memory, or device memory passed to a CUDA-aware MPI")
+      ->envname(env("MPI_BUFFERS"))->capture_default_str()->check(CLI::IsMember({"host", "device"}));
   app.add_option("--format", format, "what rank 0 prints on stdout: table (nccl-tests), json or csv")
       ->envname(env("FORMAT"))->capture_default_str()->check(CLI::IsMember({"table", "json", "csv"}));
   app.add_option("--output", output,
@@ -135,6 +138,10 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
   o.blocking = blocking ? Blocking::kYes : Blocking::kNo;
   o.time_mode = static_cast<TimeMode>(average);
   o.backend = backend == "nccl" ? BackendKind::kNccl : BackendKind::kMpi;
+  o.mpi_buffers = mpi_buffers == "device" ? MpiBuffers::kDevice : MpiBuffers::kHost;
+  if (o.backend == BackendKind::kNccl && o.mpi_buffers == MpiBuffers::kDevice)
+    throw UsageError("--mpi-buffers device is for --backend mpi (the nccl backend always uses device "
+                     "buffers): drop one of them");
   o.format = format == "json" ? Format::kJson : format == "csv" ? Format::kCsv : Format::kTable;
   if (no_output && !output.empty())
     throw UsageError("--no-output and --output both given: keep one");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "benchmarks/comm/backend.h"
+#include "benchmarks/comm/mpi_buffers.h"
 #include "benchmarks/comm/types.h"
 
 namespace dtune::comm {
@@ -29,6 +30,7 @@ struct Options {
   Blocking blocking = Blocking::kNo;
   TimeMode time_mode = TimeMode::kAvg;
   BackendKind backend = BackendKind::kMpi;
+  MpiBuffers mpi_buffers = MpiBuffers::kHost;
   Format format = Format::kTable;
   std::string output;  // empty: no HDF5 file
   double timeout_s = 300;

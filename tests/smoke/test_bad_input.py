@@ -18,6 +18,9 @@ CASES = [
     (["-n", "0"], "--iters"),
     (["--backend", "gloo"], "--backend"),
     (["--no-such-flag"], "--no-such-flag"),
+    (["--mpi-buffers", "gpu"], "--mpi-buffers"),
+    (["--backend", "nccl", "--mpi-buffers", "device"], "--mpi-buffers"),
+    (["--no-output"], "--no-output"),  # together with --output
 ]
 
 
@@ -48,6 +51,18 @@ def test_unwritable_output_exits_2(tmp_path, where):
     assert r.returncode == 2, r.stdout + r.stderr
     assert "--output" in r.stderr
     assert not any(p.suffix in (".h5", ".partial") for p in tmp_path.rglob("*"))
+
+
+def test_mpi_device_buffers_need_cuda_aware_mpi(tmp_path):
+    """Debian's Open MPI is not CUDA-aware: asking for device buffers is a usage error."""
+    import subprocess
+    info = subprocess.run(["ompi_info", "--parsable", "--all"], capture_output=True, text=True)
+    if "mpi_built_with_cuda_support:value:true" in info.stdout:
+        pytest.skip("this Open MPI is CUDA-aware: covered by the gpu tests")
+    r = run_comm(2, ["-b", "8", "-e", "8", "--mpi-buffers", "device", "--output", tmp_path / "r.h5"], timeout=60)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "--mpi-buffers device" in r.stderr and ("CUDA-aware" in r.stderr or "without CUDA" in r.stderr)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_nccl_backend_without_gpu_exits_with_message(tmp_path):
