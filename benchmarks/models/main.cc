@@ -1,0 +1,103 @@
+// dtune-models: what the model registry builds. `list` prints every model's parameter count and
+// FLOPs per sample (counted from the layers built); `parity` runs one training step (forward,
+// loss, backward) from weights and a batch exported by Python and writes logits, loss and every
+// gradient back, so a test can compare the C++ model with its PyTorch twin.
+#include <CLI/CLI.hpp>
+#include <torch/autograd.h>
+#include <torch/utils.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "core/cli.h"
+#include "core/error.h"
+#include "models/registry.h"
+#include "models/weights.h"
+
+namespace {
+
+using dtune::models::ModelOptions;
+
+void add_model_options(CLI::App* app, ModelOptions& o) {
+  app->add_option("--num-classes", o.num_classes, "ResNet classes")->capture_default_str();
+  app->add_option("--image-size", o.image_size, "ResNet input height and width")->capture_default_str();
+  app->add_option("--width", o.width, "ResNet base width (torchvision: 64)")->capture_default_str();
+  app->add_option("--context", o.context, "GPT context length (0: the model's default)")->capture_default_str();
+  app->add_option("--vocab", o.vocab, "GPT vocabulary size (0: the model's default)")->capture_default_str();
+  app->add_option("--seed", o.seed, "initialisation seed")->capture_default_str();
+}
+
+int list_models(const ModelOptions& o, const std::string& only) {
+  std::printf("# %-10s %15s %16s %18s  %s\n", "model", "parameters", "fwd GMACs/sample",
+              "train GFLOP/sample", "formula");
+  for (const auto& name : dtune::models::model_names()) {
+    if (!only.empty() && name != only) continue;
+    auto m = dtune::models::make_model(name, o);
+    const auto f = m->flops();
+    std::printf("  %-10s %15lld %16.4f %18.4f  %s\n", name.c_str(),
+                static_cast<long long>(dtune::models::parameter_count(*m)), f.forward_macs / 1e9,
+                f.training_flops / 1e9, f.formula.c_str());
+  }
+  return 0;
+}
+
+int parity(const std::string& name, const ModelOptions& o, const std::string& weights,
+           const std::string& batch_path, const std::string& out, bool channels_last) {
+  auto model = dtune::models::make_model(name, o);
+  const auto w = dtune::models::read_tensors(weights);
+  dtune::models::load_state(*model, w, {"lm_head.weight"});
+  const auto batch = dtune::models::read_tensors(batch_path);
+  if (!batch.count("input") || !batch.count("target"))
+    throw dtune::UsageError("--batch '" + batch_path + "' needs tensors 'input' and 'target'");
+  torch::Tensor input = batch.at("input");
+  if (channels_last) {
+    dtune::models::to_channels_last(*model);
+    input = input.contiguous(at::MemoryFormat::ChannelsLast);
+  }
+  model->train();
+  torch::Tensor logits = model->forward(input);
+  torch::Tensor loss = model->loss(logits, batch.at("target"));
+  loss.backward();
+  dtune::models::TensorMap result{{"logits", logits.detach().contiguous()}, {"loss", loss.detach()}};
+  for (const auto& p : model->named_parameters(true))
+    result["grad." + p.key()] = p.value().grad().contiguous();
+  for (const auto& b : model->named_buffers(true)) result["buffer." + b.key()] = b.value().contiguous();
+  dtune::models::write_tensors(out, result);
+  std::printf("loss %.8f -> %s\n", loss.item<double>(), out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dtune-models: the models dtune trains (torchvision ResNets, GPT-2 family)", "dtune-models"};
+  app.require_subcommand(1);
+  ModelOptions o;
+  std::string only, model, weights, batch, out;
+  bool channels_last = false;
+  int threads = 0;
+  CLI::App* list = app.add_subcommand("list", "each model's parameters and FLOPs per sample");
+  add_model_options(list, o);
+  list->add_option("--model", only, "only this model");
+  CLI::App* par = app.add_subcommand("parity", "one training step from exported weights and batch");
+  add_model_options(par, o);
+  par->add_option("--model", model, "model name")->required();
+  par->add_option("--weights", weights, "torch.save file of the state_dict")->required();
+  par->add_option("--batch", batch, "torch.save file with 'input' and 'target'")->required();
+  par->add_option("--out", out, "where to write logits, loss and gradients")->required();
+  par->add_flag("--channels-last", channels_last, "run in channels_last memory format");
+  app.add_option("--threads", threads, "intra-op threads (0: LibTorch's default)");
+  const int rc = dtune::parse_cli(app, argc, argv, true);
+  if (rc >= 0) return rc;
+  try {
+    if (threads > 0) torch::set_num_threads(threads);
+    if (*list) return list_models(o, only);
+    return parity(model, o, weights, batch, out, channels_last);
+  } catch (const dtune::UsageError& e) {
+    std::fprintf(stderr, "dtune-models: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dtune-models: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,168 @@
+// GPT-2 in LibTorch. Shapes: B batch, T sequence, C width, nh heads, hs = C / nh, V vocabulary.
+#include "models/gpt.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ops/scaled_dot_product_attention.h>
+#include <torch/nn/functional/activation.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/functional/linear.h>
+#include <torch/nn/init.h>
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace dtune::models {
+namespace {
+
+namespace F = torch::nn::functional;
+
+torch::nn::LayerNorm layer_norm(int64_t c) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c}).eps(1e-5));
+}
+
+class CausalSelfAttention : public torch::nn::Module {
+ public:
+  CausalSelfAttention(int64_t c, int64_t heads) : heads_(heads) {
+    c_attn = register_module("c_attn", torch::nn::Linear(c, 3 * c));
+    c_proj = register_module("c_proj", torch::nn::Linear(c, c));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
+    auto qkv = c_attn(x).split(C, 2);  // 3 x (B, T, C)
+    auto heads = [&](const torch::Tensor& t) { return t.view({B, T, heads_, C / heads_}).transpose(1, 2); };
+    torch::Tensor y = at::scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]),
+                                                       /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                                       /*is_causal=*/true);  // (B, nh, T, hs)
+    return c_proj(y.transpose(1, 2).contiguous().view({B, T, C}));
+  }
+  torch::nn::Linear c_attn{nullptr}, c_proj{nullptr};
+
+ private:
+  int64_t heads_;
+};
+
+class Mlp : public torch::nn::Module {
+ public:
+  explicit Mlp(int64_t c) {
+    c_fc = register_module("c_fc", torch::nn::Linear(c, 4 * c));
+    c_proj = register_module("c_proj", torch::nn::Linear(4 * c, c));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return c_proj(F::gelu(c_fc(x), F::GELUFuncOptions().approximate("tanh")));
+  }
+  torch::nn::Linear c_fc{nullptr}, c_proj{nullptr};
+};
+
+class Block : public torch::nn::Module {
+ public:
+  Block(int64_t c, int64_t heads) {
+    ln_1 = register_module("ln_1", layer_norm(c));
+    attn = register_module("attn", std::make_shared<CausalSelfAttention>(c, heads));
+    ln_2 = register_module("ln_2", layer_norm(c));
+    mlp = register_module("mlp", std::make_shared<Mlp>(c));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = x + attn->forward(ln_1(x));
+    return x + mlp->forward(ln_2(x));
+  }
+  torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
+  std::shared_ptr<CausalSelfAttention> attn;
+  std::shared_ptr<Mlp> mlp;
+};
+
+double linear_macs(const torch::nn::LinearImpl& l) {
+  return static_cast<double>(l.options.in_features() * l.options.out_features());
+}
+
+}  // namespace
+
+GptConfig gpt_config(const std::string& name, const ModelOptions& o) {
+  GptConfig c;
+  c.name = name;
+  if (name == "gpt2-d6") { c.layers = 6; c.width = 384; c.heads = 6; }
+  else if (name == "gpt2-d12") { c.layers = 12; c.width = 768; c.heads = 12; }
+  else if (name == "gpt2-d24") { c.layers = 24; c.width = 1024; c.heads = 16; }
+  else if (name == "gpt2-d36") { c.layers = 36; c.width = 1280; c.heads = 20; }
+  else if (name == "gpt2-d48") { c.layers = 48; c.width = 1600; c.heads = 25; }
+  else if (name == "gpt2-tiny") { c.layers = 2; c.width = 128; c.heads = 4; c.context = 128; c.vocab = 1024; }
+  else throw UsageError("--model " + name + ": not a GPT-2 model (gpt2-d6, -d12, -d24, -d36, -d48, -tiny)");
+  if (o.context < 0 || o.vocab < 0) throw UsageError("--context and --vocab must be positive");
+  if (o.context > 0) c.context = o.context;
+  if (o.vocab > 0) c.vocab = o.vocab;
+  return c;
+}
+
+Gpt::Gpt(const GptConfig& cfg) : cfg_(cfg) {
+  DTUNE_CHECK(cfg.width % cfg.heads == 0, "GPT width must divide by the number of heads");
+  transformer_ = register_module("transformer", std::make_shared<torch::nn::Module>());
+  wte_ = transformer_->register_module("wte", torch::nn::Embedding(cfg.vocab, cfg.width));
+  wpe_ = transformer_->register_module("wpe", torch::nn::Embedding(cfg.context, cfg.width));
+  h_ = transformer_->register_module("h", torch::nn::ModuleList());
+  for (int64_t i = 0; i < cfg.layers; ++i) h_->push_back(std::make_shared<Block>(cfg.width, cfg.heads));
+  ln_f_ = transformer_->register_module("ln_f", layer_norm(cfg.width));
+  reset_parameters();
+}
+
+void Gpt::reset_parameters() {
+  torch::NoGradGuard no_grad;
+  for (auto& m : modules(/*include_self=*/false)) {
+    if (auto* l = m->as<torch::nn::Linear>()) {
+      torch::nn::init::normal_(l->weight, 0.0, 0.02);
+      if (l->bias.defined()) torch::nn::init::zeros_(l->bias);
+    } else if (auto* e = m->as<torch::nn::Embedding>()) {
+      torch::nn::init::normal_(e->weight, 0.0, 0.02);
+    }
+  }
+  const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(cfg_.layers));
+  for (auto& p : named_parameters())
+    if (p.key().size() >= 13 && p.key().compare(p.key().size() - 13, 13, "c_proj.weight") == 0)
+      torch::nn::init::normal_(p.value(), 0.0, proj_std);
+}
+
+torch::Tensor Gpt::forward(const torch::Tensor& tokens) {
+  const int64_t T = tokens.size(1);
+  if (T > cfg_.context)
+    throw UsageError("sequence length " + std::to_string(T) + " exceeds the model's context " +
+                     std::to_string(cfg_.context) + " (--context)");
+  torch::Tensor pos = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
+  torch::Tensor x = wte_(tokens) + wpe_(pos);  // (B, T, C)
+  for (const auto& block : *h_) x = block->as<Block>()->forward(x);
+  x = ln_f_(x);
+  return F::linear(x, wte_->weight);  // (B, T, V): the head is the token embedding, transposed
+}
+
+torch::Tensor Gpt::loss(const torch::Tensor& logits, const torch::Tensor& target) {
+  return F::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), target.reshape({-1}),
+                          F::CrossEntropyFuncOptions().ignore_index(-1));
+}
+
+std::pair<torch::Tensor, torch::Tensor> Gpt::synthetic_batch(int64_t batch, const torch::Device& device,
+                                                             uint64_t seed) const {
+  auto gen = at::detail::createCPUGenerator(seed);
+  // T + 1 tokens: inputs are the first T, targets the next T (language modelling).
+  torch::Tensor seq = at::randint(cfg_.vocab, {batch, cfg_.context + 1}, gen, torch::kLong);
+  using torch::indexing::Slice;
+  return {seq.index({Slice(), Slice(0, -1)}).contiguous().to(device),
+          seq.index({Slice(), Slice(1, torch::indexing::None)}).contiguous().to(device)};
+}
+
+FlopCount Gpt::flops() const {
+  // Forward MACs per token, from the layers built: every Linear, the two attention matmuls
+  // (Q·Kᵀ and A·V, T·C each, counted in full as PaLM's formula does) and the tied head.
+  const double T = static_cast<double>(cfg_.context), C = static_cast<double>(cfg_.width);
+  double per_token = 0;
+  for (const auto& m : h_->modules(/*include_self=*/false))
+    if (auto* l = m->as<torch::nn::Linear>()) per_token += linear_macs(*l);
+  per_token += static_cast<double>(cfg_.layers) * 2.0 * T * C;
+  per_token += static_cast<double>(cfg_.vocab) * C;
+  FlopCount f;
+  f.tokens = T;
+  f.forward_macs = per_token * T;
+  const double N = static_cast<double>(parameter_count(*this));
+  f.training_flops = (6.0 * N + 6.0 * static_cast<double>(cfg_.layers) * C * T) * T;
+  f.formula = "(6N + 6LCT) per token x T (llm.c; N = all parameters, tied embedding once)";
+  return f;
+}
+
+}  // namespace dtune::models

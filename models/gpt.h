@@ -1,0 +1,52 @@
+// The GPT-2 family as nanoGPT and llm.c build it: learned token and position embeddings, pre-
+// LayerNorm blocks (causal self-attention through LibTorch's fused scaled-dot-product attention,
+// so flash attention runs on GPUs; GELU-tanh MLP of 4C), final LayerNorm, and an output head tied
+// to the token embedding. Module names match nanoGPT's state_dict (transformer.wte,
+// transformer.h.0.attn.c_attn, ...); its separate lm_head.weight is the same tensor as wte's.
+#pragma once
+
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include "models/model.h"
+
+namespace dtune::models {
+
+struct GptConfig {
+  int64_t layers = 12;     // L
+  int64_t width = 768;     // C
+  int64_t heads = 12;      // nh; head size C / nh
+  int64_t context = 1024;  // T
+  int64_t vocab = 50304;   // GPT-2's 50,257 padded to a multiple of 128
+  std::string name = "gpt2-d12";
+};
+
+// gpt2-d6, -d12, -d24, -d36, -d48 (REFERENCE.md) and gpt2-tiny (2 layers, 128 wide, 4 heads,
+// context 128, vocabulary 1,024: a CPU test size); ModelOptions override context and vocab.
+GptConfig gpt_config(const std::string& name, const ModelOptions& o);
+
+class Gpt : public Model {
+ public:
+  explicit Gpt(const GptConfig& cfg);
+  std::string name() const override { return cfg_.name; }
+  torch::Tensor forward(const torch::Tensor& tokens) override;  // (B, T) -> (B, T, V)
+  torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& target) override;
+  std::pair<torch::Tensor, torch::Tensor> synthetic_batch(int64_t batch, const torch::Device& device,
+                                                          uint64_t seed) const override;
+  FlopCount flops() const override;
+  // nanoGPT's initialisation: N(0, 0.02) for Linear and Embedding weights, zero biases, and
+  // N(0, 0.02 / sqrt(2L)) for the residual projections (c_proj).
+  void reset_parameters();
+  const GptConfig& config() const { return cfg_; }
+
+ private:
+  GptConfig cfg_;
+  std::shared_ptr<torch::nn::Module> transformer_;
+  torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
+  torch::nn::ModuleList h_{nullptr};
+  torch::nn::LayerNorm ln_f_{nullptr};
+};
+
+}  // namespace dtune::models

@@ -1,0 +1,119 @@
+// The model registry: parameter counts against ../shared/REFERENCE.md, FLOPs against torchvision's
+// published GMACs, forward shapes of every registered model, channels_last against contiguous, and
+// deterministic initialisation for a seed.
+#include <gtest/gtest.h>
+#include <torch/nn/functional/activation.h>
+
+#include "core/error.h"
+#include "models/gpt.h"
+#include "models/registry.h"
+
+namespace dtune::models {
+namespace {
+
+TEST(Models, ResNetParameterCountsMatchTorchvision) {
+  const ModelOptions o;  // 1000 classes, 224x224, width 64
+  EXPECT_EQ(parameter_count(*make_model("resnet18", o)), 11689512);
+  EXPECT_EQ(parameter_count(*make_model("resnet34", o)), 21797672);
+  EXPECT_EQ(parameter_count(*make_model("resnet50", o)), 25557032);
+  EXPECT_EQ(parameter_count(*make_model("resnet101", o)), 44549160);
+}
+
+TEST(Models, Gpt2D12ParameterCountWithPaddedVocabulary) {
+  // C = 768, L = 12, T = 1024, V = 50,304 (50,257 padded to a multiple of 128):
+  //   wte V·C = 38,633,472; wpe T·C = 786,432 (the head is wte, counted once)
+  //   per block: ln_1 2C = 1,536; c_attn C·3C + 3C = 1,771,776; attn.c_proj C·C + C = 590,592;
+  //              ln_2 1,536; c_fc C·4C + 4C = 2,362,368; mlp.c_proj 4C·C + C = 2,360,064
+  //              = 7,087,872, × 12 = 85,054,464
+  //   ln_f 2C = 1,536
+  //   total 38,633,472 + 786,432 + 85,054,464 + 1,536 = 124,475,904 (llm.c prints the same)
+  EXPECT_EQ(parameter_count(*make_model("gpt2-d12", ModelOptions{})), 124475904);
+}
+
+TEST(Models, ForwardMacsMatchPublishedFigures) {
+  // torchvision: ResNet-18 1.814 GMACs, ResNet-50 4.089 GMACs at 224x224.
+  EXPECT_NEAR(make_model("resnet18", {})->flops().forward_macs / 1e9, 1.814, 0.0005);
+  EXPECT_NEAR(make_model("resnet50", {})->flops().forward_macs / 1e9, 4.089, 0.0005);
+  const FlopCount f = make_model("resnet18", {})->flops();
+  EXPECT_DOUBLE_EQ(f.training_flops, 6 * f.forward_macs);
+  EXPECT_FALSE(f.formula.empty());
+}
+
+TEST(Models, GptTrainingFlopsFollowLlmcFormula) {
+  ModelOptions o;
+  const auto m = make_model("gpt2-tiny", o);
+  const FlopCount f = m->flops();
+  const double N = static_cast<double>(parameter_count(*m)), L = 2, C = 128, T = 128;
+  EXPECT_DOUBLE_EQ(f.training_flops, (6 * N + 6 * L * C * T) * T);
+  EXPECT_DOUBLE_EQ(f.tokens, T);
+  // Forward MACs per token ≈ non-embedding parameters + head + attention: within 2% here.
+  const double approx = (N - 1024 * C - T * C) + 1024 * C + L * 2 * T * C;
+  EXPECT_NEAR(f.forward_macs / T, approx, 0.02 * approx);
+}
+
+TEST(Models, EveryRegisteredModelForwardShape) {
+  torch::NoGradGuard no_grad;
+  ModelOptions o;
+  o.num_classes = 10;
+  o.image_size = 32;
+  o.context = 16;
+  o.vocab = 64;
+  for (const auto& name : model_names()) {
+    auto m = make_model(name, o);
+    m->eval();
+    auto [x, y] = m->synthetic_batch(2, torch::kCPU, 7);
+    const torch::Tensor out = m->forward(x);
+    if (name.rfind("resnet", 0) == 0) {
+      EXPECT_EQ(out.sizes(), (std::vector<int64_t>{2, 10})) << name;
+    } else {
+      EXPECT_EQ(out.sizes(), (std::vector<int64_t>{2, 16, 64})) << name;
+    }
+    EXPECT_TRUE(torch::isfinite(m->loss(out, y)).item<bool>()) << name;
+  }
+}
+
+TEST(Models, ChannelsLastGivesTheSameOutput) {
+  torch::NoGradGuard no_grad;
+  ModelOptions o;
+  o.num_classes = 10;
+  o.image_size = 64;
+  for (const char* name : {"resnet18", "resnet50"}) {
+    auto m = make_model(name, o);
+    m->eval();
+    const torch::Tensor x = m->synthetic_batch(2, torch::kCPU, 3).first;
+    const torch::Tensor ref = m->forward(x);
+    to_channels_last(*m);
+    const torch::Tensor got = m->forward(x.contiguous(at::MemoryFormat::ChannelsLast));
+    EXPECT_TRUE(torch::allclose(got, ref, 1e-4, 1e-5)) << name << " max diff "
+                                                      << (got - ref).abs().max().item<float>();
+  }
+}
+
+TEST(Models, InitialisationIsDeterministicForASeed) {
+  ModelOptions o;
+  o.num_classes = 10;
+  o.seed = 42;
+  auto a = make_model("resnet18", o), b = make_model("resnet18", o);
+  o.seed = 43;
+  auto c = make_model("resnet18", o);
+  const auto pa = a->parameters(), pb = b->parameters(), pc = c->parameters();
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pb[i]));
+  EXPECT_FALSE(torch::equal(pa[0], pc[0]));
+  // torchvision's conv init: kaiming normal, fan_out, relu: std = sqrt(2 / (64·7·7)).
+  EXPECT_NEAR(pa[0].std().item<double>(), std::sqrt(2.0 / (64 * 49)), 0.002);
+}
+
+TEST(Models, UnknownNamesAndBadOptionsAreUsageErrors) {
+  EXPECT_THROW(make_model("resnet19", {}), UsageError);
+  EXPECT_THROW(make_model("vgg16", {}), UsageError);
+  ModelOptions o;
+  o.image_size = 16;
+  EXPECT_THROW(make_model("resnet18", o), UsageError);
+  ModelOptions g;
+  g.context = 8;
+  auto m = make_model("gpt2-tiny", g);
+  EXPECT_THROW(m->forward(torch::zeros({1, 9}, torch::kLong)), UsageError);
+}
+
+}  // namespace
+}  // namespace dtune::models
