@@ -6,6 +6,7 @@
 #include <torch/autograd.h>
 #include <torch/utils.h>
 
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 
@@ -69,6 +70,34 @@ int parity(const std::string& name, const ModelOptions& o, const std::string& we
 
 }  // namespace
 
+// Times forward + backward (no optimizer) of `batch` samples, `steps` times after `warmup`, from
+// the same weights and batch the Python twin uses; prints one JSON line.
+int bench(const std::string& name, const ModelOptions& o, const std::string& weights,
+          const std::string& batch_path, int steps, int warmup, bool channels_last) {
+  auto model = dtune::models::make_model(name, o);
+  if (!weights.empty()) dtune::models::load_state(*model, dtune::models::read_tensors(weights), {"lm_head.weight"});
+  const auto batch = dtune::models::read_tensors(batch_path);
+  torch::Tensor input = batch.at("input"), target = batch.at("target");
+  if (channels_last) {
+    dtune::models::to_channels_last(*model);
+    input = input.contiguous(at::MemoryFormat::ChannelsLast);
+  }
+  model->train();
+  auto step = [&] {
+    model->zero_grad();
+    model->loss(model->forward(input), target).backward();
+  };
+  for (int i = 0; i < warmup; ++i) step();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("{\"model\": \"%s\", \"samples_per_s\": %.4f, \"steps\": %d, \"batch\": %lld, "
+              "\"threads\": %d, \"seconds\": %.4f}\n",
+              name.c_str(), static_cast<double>(steps) * static_cast<double>(input.size(0)) / s, steps,
+              static_cast<long long>(input.size(0)), torch::get_num_threads(), s);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"dtune-models: the models dtune trains (torchvision ResNets, GPT-2 family)", "dtune-models"};
   app.require_subcommand(1);
@@ -86,12 +115,22 @@ int main(int argc, char** argv) {
   par->add_option("--batch", batch, "torch.save file with 'input' and 'target'")->required();
   par->add_option("--out", out, "where to write logits, loss and gradients")->required();
   par->add_flag("--channels-last", channels_last, "run in channels_last memory format");
+  int steps = 10, warmup = 3;
+  CLI::App* be = app.add_subcommand("bench", "time forward + backward on a saved batch");
+  add_model_options(be, o);
+  be->add_option("--model", model, "model name")->required();
+  be->add_option("--weights", weights, "torch.save file of the state_dict (default: own init)");
+  be->add_option("--batch", batch, "torch.save file with 'input' and 'target'")->required();
+  be->add_option("--steps", steps, "timed steps")->capture_default_str()->check(CLI::PositiveNumber);
+  be->add_option("--warmup", warmup, "untimed steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  be->add_flag("--channels-last", channels_last, "run in channels_last memory format");
   app.add_option("--threads", threads, "intra-op threads (0: LibTorch's default)");
   const int rc = dtune::parse_cli(app, argc, argv, true);
   if (rc >= 0) return rc;
   try {
     if (threads > 0) torch::set_num_threads(threads);
     if (*list) return list_models(o, only);
+    if (*be) return bench(model, o, weights, batch, steps, warmup, channels_last);
     return parity(model, o, weights, batch, out, channels_last);
   } catch (const dtune::UsageError& e) {
     std::fprintf(stderr, "dtune-models: error: %s\n", e.what());
