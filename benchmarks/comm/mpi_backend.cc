@@ -1,7 +1,7 @@
 // The MPI backend: host buffers, or device buffers for a CUDA-aware MPI (mpi_buffers.h); blocking
 // MPI collectives timed one by one with the steady clock. MPI has no 16-bit floating types or
-// average: fp16/bf16 reductions use user-defined ops that reduce in fp32 and round to nearest
-// even (what NCCL does per step), and avg is a sum followed by a local division, inside the timed
+// average: fp16/bf16 reductions use the user-defined ops of core/mpi_reduce_ops.h, and avg is a
+// sum followed by a local division, inside the timed
 // region because it is part of the operation.
 #include <climits>
 #include <cstring>
@@ -11,60 +11,26 @@
 #include "benchmarks/comm/mpi_buffers.h"
 #include "core/error.h"
 #include "core/float16.h"
+#include "core/mpi_reduce_ops.h"
 
 namespace dtune::comm {
 namespace {
 
-template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float), typename F>
-void reduce16(void* in, void* inout, int* len, F f) {
-  const auto* a = static_cast<const uint16_t*>(in);
-  auto* b = static_cast<uint16_t*>(inout);
-  for (int i = 0; i < *len; ++i) b[i] = FromFloat(f(ToFloat(a[i]), ToFloat(b[i])));
-}
-
-#define DTUNE_DEFINE_OP16(NAME, EXPR)                                                          \
-  void half_##NAME(void* in, void* inout, int* len, MPI_Datatype*) {                           \
-    reduce16<half_to_float, float_to_half>(in, inout, len, [](float x, float y) { return EXPR; }); \
-  }                                                                                            \
-  void bf16_##NAME(void* in, void* inout, int* len, MPI_Datatype*) {                           \
-    reduce16<bfloat16_to_float, float_to_bfloat16>(in, inout, len,                            \
-                                                   [](float x, float y) { return EXPR; });     \
-  }
-DTUNE_DEFINE_OP16(sum, x + y)
-DTUNE_DEFINE_OP16(prod, x * y)
-DTUNE_DEFINE_OP16(min, x < y ? x : y)
-DTUNE_DEFINE_OP16(max, x > y ? x : y)
-#undef DTUNE_DEFINE_OP16
-
+// dtune-comm's ops on top of the shared 16-bit reductions (core/mpi_reduce_ops.h).
 class MpiOps {
  public:
-  MpiOps() {
-    MPI_User_function* half_fns[] = {half_sum, half_prod, half_min, half_max};
-    MPI_User_function* bf16_fns[] = {bf16_sum, bf16_prod, bf16_min, bf16_max};
-    for (int i = 0; i < 4; ++i) {
-      DTUNE_MPI_CHECK(MPI_Op_create(half_fns[i], 1, &half_[i]));
-      DTUNE_MPI_CHECK(MPI_Op_create(bf16_fns[i], 1, &bf16_[i]));
-    }
-  }
-  MpiOps(const MpiOps&) = delete;
-  MpiOps& operator=(const MpiOps&) = delete;
-  ~MpiOps() {
-    for (int i = 0; i < 4; ++i) {
-      MPI_Op_free(&half_[i]);
-      MPI_Op_free(&bf16_[i]);
-    }
-  }
   MPI_Op get(Dtype d, ReduceOp op) const {
-    const int i = op == ReduceOp::kProd ? 1 : op == ReduceOp::kMin ? 2 : op == ReduceOp::kMax ? 3 : 0;
-    if (d == Dtype::kFloat16) return half_[i];
-    if (d == Dtype::kBfloat16) return bf16_[i];
-    static const MPI_Op builtin[] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX};
-    return builtin[i];
+    const ReduceKind k = op == ReduceOp::kProd ? ReduceKind::kProd
+                       : op == ReduceOp::kMin  ? ReduceKind::kMin
+                       : op == ReduceOp::kMax  ? ReduceKind::kMax
+                                               : ReduceKind::kSum;  // avg = sum, then divide
+    if (d == Dtype::kFloat16) return ops16_.get(Fp16Kind::kHalf, k);
+    if (d == Dtype::kBfloat16) return ops16_.get(Fp16Kind::kBfloat16, k);
+    return builtin_op(k);
   }
 
  private:
-  MPI_Op half_[4] = {};
-  MPI_Op bf16_[4] = {};
+  Mpi16BitOps ops16_;
 };
 
 MPI_Datatype mpi_type(Dtype d) {

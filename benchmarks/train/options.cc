@@ -1,0 +1,151 @@
+// CLI11 definition of dtune-train's flags.
+#include "benchmarks/train/options.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include "core/cli.h"
+#include "core/error.h"
+#include "core/results_file.h"
+
+namespace dtune::train {
+
+std::string to_string(Precision p) {
+  switch (p) {
+    case Precision::kFp32: return "fp32";
+    case Precision::kTf32: return "tf32";
+    case Precision::kFp16: return "fp16";
+    case Precision::kBf16: return "bf16";
+  }
+  return "?";
+}
+std::string to_string(OptimizerKind k) { return k == OptimizerKind::kSgd ? "sgd" : "adamw"; }
+std::string to_string(Compression c) {
+  return c == Compression::kNone ? "none" : c == Compression::kFp16 ? "fp16" : "bf16";
+}
+
+int parse_options(int argc, char** argv, bool print, int world_size, int local_size, Options& o) {
+  CLI::App app{"dtune-train: data-parallel training of real models, every step's time broken down "
+               "per rank (launch with mpirun -np N, or as one process).",
+               "dtune-train"};
+  app.set_version_flag("--version", "dtune-train 0.1.0");
+  app.get_formatter()->column_width(34);
+  auto env = [](const char* n) { return std::string("DTUNE_TRAIN_") + n; };
+  std::string batch = "8", precision = "fp32", weights = "fp32", optimizer = "sgd", device = "cpu",
+              backend = "mpi", overlap = "on", compression = "none";
+  auto& mo = o.model_options;
+  app.add_option("--model", o.model, "model name (dtune-models list)")->envname(env("MODEL"))->capture_default_str();
+  app.add_option("--num-classes", mo.num_classes, "ResNet classes")->envname(env("NUM_CLASSES"))->capture_default_str();
+  app.add_option("--image-size", mo.image_size, "ResNet input size")->envname(env("IMAGE_SIZE"))->capture_default_str();
+  app.add_option("--width", mo.width, "ResNet base width")->envname(env("WIDTH"))->capture_default_str();
+  app.add_option("--context", mo.context, "GPT context length (0: model default)")->envname(env("CONTEXT"))->capture_default_str();
+  app.add_option("--vocab", mo.vocab, "GPT vocabulary (0: model default)")->envname(env("VOCAB"))->capture_default_str();
+  app.add_option("--batch", batch, "samples per rank per micro-step, or auto (largest that fits)")
+      ->envname(env("BATCH"))->capture_default_str();
+  app.add_option("--global-batch", o.global_batch, "samples per optimizer step over all ranks "
+                 "(sets --batch = global / (ranks x accum-steps))")->envname(env("GLOBAL_BATCH"));
+  app.add_option("--accum-steps", o.accum_steps, "micro-steps per optimizer step (gradient accumulation)")
+      ->envname(env("ACCUM_STEPS"))->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--precision", precision, "fp32, tf32, fp16 (autocast + dynamic loss scaling) or bf16 (autocast)")
+      ->envname(env("PRECISION"))->capture_default_str()->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16"}));
+  app.add_option("--weights-dtype", weights, "fp32, or bf16 weights with an fp32 master copy in the optimizer")
+      ->envname(env("WEIGHTS_DTYPE"))->capture_default_str()->check(CLI::IsMember({"fp32", "bf16"}));
+  app.add_option("--optimizer", optimizer, "sgd (momentum 0.9) or adamw")->envname(env("OPTIMIZER"))
+      ->capture_default_str()->check(CLI::IsMember({"sgd", "adamw"}));
+  app.add_option("--lr", o.lr, "learning rate")->envname(env("LR"))->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--steps", o.steps, "measured optimizer steps")->envname(env("STEPS"))->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--warmup-steps", o.warmup_steps, "steps run first and excluded from throughput")
+      ->envname(env("WARMUP_STEPS"))->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", o.threads, "intra-op threads per rank (0: cores on the node / ranks on the node)")
+      ->envname(env("THREADS"))->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_flag("--channels-last", o.channels_last, "channels_last memory format (ResNet)")->envname(env("CHANNELS_LAST"));
+  app.add_option("--seed", o.seed, "seed of initialisation and synthetic data")->envname(env("SEED"))->capture_default_str();
+  app.add_option("--output", o.output, "HDF5 results file [default: results/dtune-train-<time>-<pid>.h5]")
+      ->envname(env("OUTPUT"));
+  app.add_option("--device", device, "cpu or cuda (one GPU per rank)")->envname(env("DEVICE"))
+      ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--backend", backend, "gradient reduction: mpi (host tensors) or nccl (GPU)")
+      ->envname(env("BACKEND"))->capture_default_str()->check(CLI::IsMember({"mpi", "nccl"}));
+  app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket cap in MiB (PyTorch DDP: 25)")
+      ->envname(env("BUCKET_MB"))->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--first-bucket-mb", o.first_bucket_mb, "first bucket cap in MiB (DDP: 1)")
+      ->envname(env("FIRST_BUCKET_MB"))->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--overlap", overlap, "on: reduce each bucket as soon as its gradients are ready; "
+                 "off: one flat allreduce after backward")->envname(env("OVERLAP"))
+      ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--compression", compression, "gradients sent as none, fp16 or bf16")
+      ->envname(env("COMPRESSION"))->capture_default_str()->check(CLI::IsMember({"none", "fp16", "bf16"}));
+  app.add_option("--local-sgd", o.local_sgd_every, "no per-step gradient sync; average parameters every H "
+                 "steps (0: off)")->envname(env("LOCAL_SGD"))->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--check-every", o.check_every, "compare parameter checksums across ranks every K steps "
+                 "(0: at the end only)")->envname(env("CHECK_EVERY"))->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--memory-limit-mb", o.memory_limit_mb, "CPU: memory a rank may use (for --batch auto)")
+      ->envname(env("MEMORY_LIMIT_MB"))->check(CLI::NonNegativeNumber);
+  app.add_option("--peak-tflops", o.peak_tflops, "peak for MFU in TFLOP/s (default: the datasheet of the "
+                 "detected GPU; none on CPU)")->envname(env("PEAK_TFLOPS"))->check(CLI::NonNegativeNumber);
+  app.add_option("--timeout", o.timeout_s, "seconds a gradient reduction may take before the job is aborted")
+      ->envname(env("TIMEOUT"))->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--debug-plant-inf-step", o.plant_inf_step, "test only: plant an inf gradient at this step")
+      ->group("Testing");
+  app.add_option("--debug-plant-inf-rank", o.plant_inf_rank, "test only: on this rank")->group("Testing");
+
+  const int rc = parse_cli(app, argc, argv, print);
+  if (rc >= 0) return rc;
+
+  if (batch == "auto") {
+    o.batch_auto = true;
+    o.batch = 0;
+  } else {
+    try {
+      size_t pos = 0;
+      o.batch = std::stoll(batch, &pos);
+      if (pos != batch.size() || o.batch < 1) throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      throw UsageError("--batch '" + batch + "': give a positive sample count or auto");
+    }
+  }
+  if (o.global_batch > 0) {
+    if (o.batch_auto) throw UsageError("--global-batch and --batch auto both given: keep one");
+    const int64_t per = static_cast<int64_t>(world_size) * o.accum_steps;
+    if (o.global_batch % per != 0)
+      throw UsageError("--global-batch " + std::to_string(o.global_batch) + " does not divide by ranks (" +
+                       std::to_string(world_size) + ") x --accum-steps (" + std::to_string(o.accum_steps) +
+                       "): choose a multiple of " + std::to_string(per));
+    o.batch = o.global_batch / per;
+  }
+  o.precision = precision == "tf32" ? Precision::kTf32 : precision == "fp16" ? Precision::kFp16
+              : precision == "bf16" ? Precision::kBf16 : Precision::kFp32;
+  o.weights_dtype = weights == "bf16" ? WeightsDtype::kBf16 : WeightsDtype::kFp32;
+  o.optimizer = optimizer == "adamw" ? OptimizerKind::kAdamw : OptimizerKind::kSgd;
+  o.device = device == "cuda" ? DeviceKind::kCuda : DeviceKind::kCpu;
+  o.backend = backend == "nccl" ? SyncBackend::kNccl : SyncBackend::kMpi;
+  o.overlap = overlap == "off" ? Overlap::kOff : Overlap::kOn;
+  o.compression = compression == "fp16" ? Compression::kFp16 : compression == "bf16" ? Compression::kBf16
+                : Compression::kNone;
+  if (o.backend == SyncBackend::kNccl && o.device != DeviceKind::kCuda)
+    throw UsageError("--backend nccl needs --device cuda (NCCL reduces GPU tensors)");
+  if (o.precision == Precision::kTf32 && o.device != DeviceKind::kCuda)
+    throw UsageError("--precision tf32 needs --device cuda (TF32 is a tensor-core mode)");
+  if (o.weights_dtype == WeightsDtype::kBf16 && o.precision == Precision::kFp16)
+    throw UsageError("--weights-dtype bf16 with --precision fp16: use --precision bf16 with bf16 weights");
+  if (o.local_sgd_every > 0 && o.accum_steps > 1)
+    throw UsageError("--local-sgd with --accum-steps > 1: pick one way of reducing communication");
+  if (o.batch_auto && o.device == DeviceKind::kCpu && o.memory_limit_mb <= 0)
+    throw UsageError("--batch auto on CPU needs --memory-limit-mb (the memory a rank may use)");
+  if (o.first_bucket_mb > o.bucket_mb)
+    throw UsageError("--first-bucket-mb (" + std::to_string(o.first_bucket_mb) + ") exceeds --bucket-mb (" +
+                     std::to_string(o.bucket_mb) + ")");
+  if (o.threads == 0) {
+    const unsigned cores = std::thread::hardware_concurrency();
+    o.threads = std::max(1, static_cast<int>(cores) / std::max(1, local_size));
+  }
+  o.model_options.seed = o.seed;
+  const char* dir = std::getenv("DTUNE_RESULTS_DIR");
+  if (o.output.empty()) o.output = default_results_path(dir ? dir : "results", "dtune-train");
+  o.command_line = join_command_line(argc, argv);
+  return -1;
+}
+
+}  // namespace dtune::train

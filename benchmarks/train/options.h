@@ -1,0 +1,60 @@
+// dtune-train's options. Every option can also be set from DTUNE_TRAIN_<NAME> (for sweeps); the
+// flag wins. Cross-option checks name both flags; a bad value exits 2 with one line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "models/model.h"
+
+namespace dtune::train {
+
+enum class Precision { kFp32, kTf32, kFp16, kBf16 };
+enum class WeightsDtype { kFp32, kBf16 };
+enum class OptimizerKind { kSgd, kAdamw };
+enum class SyncBackend { kMpi, kNccl };
+enum class Overlap { kOn, kOff };
+enum class Compression { kNone, kFp16, kBf16 };
+enum class DeviceKind { kCpu, kCuda };
+
+struct Options {
+  std::string model = "gpt2-tiny";
+  models::ModelOptions model_options;
+  int64_t batch = 8;          // per rank; 0 with batch_auto
+  int64_t global_batch = 0;   // when given: batch = global / (ranks × accum)
+  bool batch_auto = false;
+  int accum_steps = 1;
+  Precision precision = Precision::kFp32;
+  WeightsDtype weights_dtype = WeightsDtype::kFp32;
+  OptimizerKind optimizer = OptimizerKind::kSgd;
+  double lr = 1e-3;
+  int steps = 10;
+  int warmup_steps = 2;
+  int threads = 0;  // 0: cores on this node / ranks on this node
+  bool channels_last = false;
+  uint64_t seed = 1234;
+  std::string output;
+  DeviceKind device = DeviceKind::kCpu;
+  SyncBackend backend = SyncBackend::kMpi;
+  double bucket_mb = 25;
+  double first_bucket_mb = 1;
+  Overlap overlap = Overlap::kOn;
+  Compression compression = Compression::kNone;
+  int local_sgd_every = 0;  // > 0: no per-step sync, average parameters every H steps
+  int check_every = 0;      // divergence guard period (0: only at the end)
+  double memory_limit_mb = 0;  // CPU batch finder
+  double peak_tflops = 0;      // override of the MFU peak
+  double timeout_s = 300;
+  int plant_inf_step = -1;  // test only: rank 0 plants an inf gradient at this step
+  int plant_inf_rank = 0;
+  std::string command_line;
+};
+
+// Returns an exit code (0 after --help, 2 on bad input) or -1 to go on.
+int parse_options(int argc, char** argv, bool print, int world_size, int local_size, Options& o);
+
+std::string to_string(Precision p);
+std::string to_string(OptimizerKind k);
+std::string to_string(Compression c);
+
+}  // namespace dtune::train
