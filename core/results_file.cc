@@ -10,6 +10,7 @@
 
 #include "core/build_info.h"
 #include "core/error.h"
+#include "core/gather.h"
 
 namespace dtune {
 
@@ -61,6 +62,20 @@ ResultsFile::ResultsFile(ResultsFile&& o) noexcept
   o.finished_ = true;
 }
 
+ResultsFile& ResultsFile::operator=(ResultsFile&& o) noexcept {
+  if (this != &o) {
+    this->~ResultsFile();
+    path_ = std::move(o.path_);
+    partial_path_ = std::move(o.partial_path_);
+    file_ = std::move(o.file_);
+    runs_group_ = std::move(o.runs_group_);
+    runs_ = o.runs_;
+    finished_ = o.finished_;
+    o.finished_ = true;
+  }
+  return *this;
+}
+
 ResultsFile::~ResultsFile() {
   if (finished_) return;
   try {
@@ -105,6 +120,22 @@ void ResultsFile::finish(const std::string& status, int exit_status) {
   if (ec)
     throw Error("cannot rename " + partial_path_ + " to " + path_ + ": " + ec.message() +
                 " (the results are in the .partial file)");
+}
+
+std::optional<ResultsFile> create_results_on_root(const RunContext& ctx, const std::string& path,
+                                                  const std::string& tool, const std::string& flag) {
+  std::optional<ResultsFile> file;
+  std::string error;
+  if (ctx.is_root()) {
+    try {
+      file.emplace(ResultsFile::create(path, tool, flag));
+    } catch (const UsageError& e) {
+      error = e.what();
+    }
+  }
+  error = broadcast_string(ctx.comm(), error);
+  if (!error.empty()) throw UsageError(error);
+  return file;
 }
 
 std::string default_results_path(const std::string& dir, const std::string& tool) {

@@ -4,8 +4,10 @@
 // atomically. Layout and statuses: results/SCHEMA.md.
 #pragma once
 
+#include <optional>
 #include <string>
 
+#include "core/context.h"
 #include "core/h5.h"
 #include "core/provenance.h"
 
@@ -22,7 +24,7 @@ class ResultsFile {
   ResultsFile(const ResultsFile&) = delete;
   ResultsFile& operator=(const ResultsFile&) = delete;
   ResultsFile(ResultsFile&& other) noexcept;
-  ResultsFile& operator=(ResultsFile&&) = delete;
+  ResultsFile& operator=(ResultsFile&& other) noexcept;  // finishes this one first ("failed")
   // Not finished (an exception unwound past it): finishes with status "failed", never throws.
   ~ResultsFile();
 
@@ -48,6 +50,11 @@ class ResultsFile {
   int runs_ = 0;
   bool finished_ = true;
 };
+
+// Collective: rank 0 creates the file, every rank learns whether that worked, so a bad path is a
+// UsageError on every rank (exit 2 everywhere, no rank left waiting). Empty on other ranks.
+std::optional<ResultsFile> create_results_on_root(const RunContext& ctx, const std::string& path,
+                                                  const std::string& tool, const std::string& flag);
 
 // results/<tool>-<UTC timestamp>-<pid>.h5 under `dir` (the default --output).
 std::string default_results_path(const std::string& dir, const std::string& tool);

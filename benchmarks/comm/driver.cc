@@ -107,19 +107,8 @@ class Driver {
   }
 
  private:
-  // Rank 0 creates the file; every rank learns whether that worked, so a bad path exits 2 on all.
   void open_results() {
-    if (o_.output.empty()) return;
-    std::string error;
-    if (ctx_.is_root()) {
-      try {
-        results_.emplace(ResultsFile::create(o_.output, "dtune-comm", "--output"));
-      } catch (const UsageError& e) {
-        error = e.what();
-      }
-    }
-    error = broadcast_string(ctx_.comm(), error);
-    if (!error.empty()) throw UsageError(error);
+    if (!o_.output.empty()) results_ = create_results_on_root(ctx_, o_.output, "dtune-comm", "--output");
   }
 
   void allocate() {

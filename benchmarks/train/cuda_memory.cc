@@ -1,0 +1,20 @@
+// CUDA caching allocator statistics.
+#include <c10/cuda/CUDACachingAllocator.h>
+
+#include "benchmarks/train/cuda_memory.h"
+
+namespace dtune::train {
+
+int64_t cuda_peak_allocated_bytes(int device) {
+  namespace alloc = c10::cuda::CUDACachingAllocator;
+  const auto stats = alloc::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+  return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+}
+
+void cuda_reset_peak_and_cache(int device) {
+  namespace alloc = c10::cuda::CUDACachingAllocator;
+  alloc::emptyCache();
+  alloc::resetPeakStats(static_cast<c10::DeviceIndex>(device));
+}
+
+}  // namespace dtune::train

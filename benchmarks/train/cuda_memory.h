@@ -1,0 +1,13 @@
+// Peak GPU memory from LibTorch's CUDA caching allocator (what torch.cuda.max_memory_allocated
+// reports), and releasing its cache between batch-size tries. Defined in cuda_memory.cc when
+// built with CUDA; the CPU-only twin returns 0 and does nothing.
+#pragma once
+
+#include <cstdint>
+
+namespace dtune::train {
+
+int64_t cuda_peak_allocated_bytes(int device);
+void cuda_reset_peak_and_cache(int device);
+
+}  // namespace dtune::train

@@ -1,0 +1,31 @@
+// dtune-train: data-parallel training of real models with a per-step, per-rank time breakdown.
+// Launch: mpirun -np N dtune-train --model resnet18 --batch 32 (or run it as one process).
+#include "benchmarks/train/options.h"
+#include "benchmarks/train/train_results.h"
+#include "benchmarks/train/trainer.h"
+#include "core/main_guard.h"
+#include "core/provenance.h"
+#include "core/results_file.h"
+
+int main(int argc, char** argv) {
+  return dtune::run_main(argc, argv, "dtune-train", [](const dtune::MainArgs& a) {
+    namespace tr = dtune::train;
+    tr::Options o;
+    const int rc = tr::parse_options(a.argc, a.argv, a.ctx.is_root(), a.ctx.world_size(), a.ctx.local_size(), o);
+    if (rc >= 0) return rc;
+    auto file = dtune::create_results_on_root(a.ctx, o.output, "dtune-train", "--output");
+    const dtune::Provenance prov = dtune::collect_provenance(a.ctx, o.command_line,
+                                                             o.device == tr::DeviceKind::kCuda ? "cuda" : "cpu", "");
+    if (file) file->write_provenance(prov);
+    if (const auto m = a.ctx.launcher_mismatch(); m.expected > 1 && a.ctx.is_root())
+      std::fprintf(stderr, "dtune-train: warning: MPI world size is 1 but %s=%d: the launcher started "
+                   "separate singletons, not one job\n", m.variable.c_str(), m.expected);
+    const tr::TrainOutcome out = tr::run_training(o, a, o.batch);
+    const int code = tr::report_training(o, a.ctx, out, file);
+    if (file) {
+      file->finish("complete", code);
+      std::printf("# Results: %s\n", file->path().c_str());
+    }
+    return code;
+  });
+}

@@ -1,0 +1,140 @@
+// MPI gradient reducer: a communication thread drains a FIFO of buffers with blocking
+// MPI_Allreduce on its own communicator (MPI_THREAD_MULTIPLE), so reductions progress while the
+// main thread computes the rest of backward (Open MPI does not progress nonblocking collectives
+// without calls into MPI, so a thread is what makes the overlap real).
+#include <climits>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "benchmarks/train/reducer.h"
+#include "core/error.h"
+#include "core/mpi_reduce_ops.h"
+
+namespace dtune::train {
+namespace {
+
+MPI_Datatype mpi_type(const torch::Tensor& t) {
+  switch (t.scalar_type()) {
+    case torch::kFloat: return MPI_FLOAT;
+    case torch::kDouble: return MPI_DOUBLE;
+    case torch::kHalf:
+    case torch::kBFloat16: return Mpi16BitOps::datatype();
+    case torch::kLong: return MPI_INT64_T;
+    case torch::kInt: return MPI_INT32_T;
+    default: throw Error("MPI reducer: unsupported dtype " + std::string(c10::toString(t.scalar_type())));
+  }
+}
+
+class MpiReducer final : public Reducer {
+ public:
+  explicit MpiReducer(const RunContext& ctx)
+      : thread_comm_(MpiComm::dup(ctx.comm())), main_comm_(MpiComm::dup(ctx.comm())),
+        worker_([this] { loop(); }) {}
+
+  ~MpiReducer() override {
+    bool stuck = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+      stuck = done_ < started_;  // a reduction never finished: the job is being aborted
+    }
+    cv_.notify_all();
+    if (stuck) {
+      worker_.detach();  // joining would wait forever on the hung collective
+    } else {
+      worker_.join();
+    }
+  }
+
+  std::string name() const override { return "mpi"; }
+
+  void start(torch::Tensor flat) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(std::move(flat));
+      ++started_;
+    }
+    cv_.notify_all();
+  }
+
+  void wait_all(Clock::time_point deadline) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!done_cv_.wait_until(lock, deadline, [&] { return done_ == started_ || error_; }))
+      throw TimeoutError("gradient reduction " + std::to_string(done_ + 1) + " of " +
+                         std::to_string(started_) + " did not finish in time (--timeout): a rank is "
+                         "not taking part");
+    if (error_) std::rethrow_exception(error_);
+  }
+
+  void broadcast(torch::Tensor t, int root) override {
+    Staged s(t);
+    DTUNE_MPI_CHECK(MPI_Bcast(s.host.data_ptr(), static_cast<int>(s.host.numel()), mpi_type(s.host), root,
+                              main_comm_.get()));
+    s.finish(t);
+  }
+  void allreduce_sum(torch::Tensor t) override { allreduce(t, ReduceKind::kSum, main_comm_.get()); }
+  void allreduce_max(torch::Tensor t) override { allreduce(t, ReduceKind::kMax, main_comm_.get()); }
+
+ private:
+  // A contiguous host view of `t` (a copy when `t` is on a device or strided).
+  struct Staged {
+    explicit Staged(const torch::Tensor& t)
+        : host(t.device().is_cpu() && t.is_contiguous() ? t : t.to(torch::kCPU).contiguous()) {}
+    void finish(torch::Tensor& t) {
+      if (host.data_ptr() != t.data_ptr()) t.copy_(host);
+    }
+    torch::Tensor host;
+  };
+
+  void allreduce(torch::Tensor& t, ReduceKind kind, MPI_Comm comm) {
+    Staged s(t);
+    const auto type = s.host.scalar_type();
+    const MPI_Op op = type == torch::kHalf       ? ops16_.get(Fp16Kind::kHalf, kind)
+                      : type == torch::kBFloat16 ? ops16_.get(Fp16Kind::kBfloat16, kind)
+                                                 : builtin_op(kind);
+    DTUNE_CHECK(s.host.numel() <= INT_MAX, "MPI reducer: bucket larger than 2^31 elements");
+    DTUNE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, s.host.data_ptr(), static_cast<int>(s.host.numel()),
+                                  mpi_type(s.host), op, comm));
+    s.finish(t);
+  }
+
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_ and drained
+      torch::Tensor t = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      std::exception_ptr err;
+      try {
+        allreduce(t, ReduceKind::kSum, thread_comm_.get());
+      } catch (...) {
+        err = std::current_exception();
+      }
+      lock.lock();
+      if (err) error_ = err;
+      ++done_;
+      done_cv_.notify_all();
+    }
+  }
+
+  MpiComm thread_comm_;  // used only by the communication thread
+  MpiComm main_comm_;    // used only by the caller's thread
+  Mpi16BitOps ops16_;
+  std::mutex mutex_;
+  std::condition_variable cv_, done_cv_;
+  std::deque<torch::Tensor> queue_;
+  int64_t started_ = 0, done_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::thread worker_;  // last: starts after everything it uses exists
+};
+
+}  // namespace
+
+std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx) { return std::make_unique<MpiReducer>(ctx); }
+
+}  // namespace dtune::train

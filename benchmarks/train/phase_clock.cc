@@ -1,0 +1,34 @@
+// Steady-clock phase timing.
+#include <chrono>
+
+#include "benchmarks/train/phase_clock.h"
+
+namespace dtune::train {
+namespace {
+
+class CpuClock final : public PhaseClock {
+ public:
+  void begin_step() override {
+    times_.fill(0);
+    start_ = last_ = std::chrono::steady_clock::now();
+  }
+  void mark(Phase p) override {
+    const auto now = std::chrono::steady_clock::now();
+    times_[static_cast<size_t>(p)] += std::chrono::duration<double, std::milli>(now - last_).count();
+    last_ = now;
+  }
+  PhaseTimes end_step(double& total_ms) override {
+    total_ms = std::chrono::duration<double, std::milli>(last_ - start_).count();
+    return times_;
+  }
+
+ private:
+  PhaseTimes times_{};
+  std::chrono::steady_clock::time_point start_, last_;
+};
+
+}  // namespace
+
+std::unique_ptr<PhaseClock> make_cpu_clock() { return std::make_unique<CpuClock>(); }
+
+}  // namespace dtune::train

@@ -1,0 +1,158 @@
+// Gathering, summarising and writing a training run.
+#include "benchmarks/train/train_results.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "benchmarks/train/mfu.h"
+#include "core/gather.h"
+#include "core/stats.h"
+
+namespace dtune::train {
+namespace {
+
+// Per step on this rank: the phases, the total, the loss.
+constexpr size_t kStride = kPhases + 2;
+
+std::vector<double> flatten(const TrainOutcome& out) {
+  std::vector<double> v;
+  for (const auto& s : out.steps) {
+    v.insert(v.end(), s.phases.begin(), s.phases.end());
+    v.push_back(s.total_ms);
+    v.push_back(s.loss);
+  }
+  return v;
+}
+
+}  // namespace
+
+int report_training(const Options& o, const RunContext& ctx, const TrainOutcome& out,
+                    std::optional<ResultsFile>& file) {
+  const std::vector<double> all = gather_doubles(ctx.comm(), flatten(out));
+  const std::vector<long long> peaks = gather_longs(ctx.comm(), {out.peak_memory_bytes});
+  if (!ctx.is_root()) return 0;
+  const size_t S = out.steps.size(), R = static_cast<size_t>(ctx.world_size());
+  auto at = [&](size_t step, size_t rank, size_t field) { return all[(rank * S + step) * kStride + field]; };
+
+  // A step takes as long as its slowest rank; throughput is total work over total measured time.
+  std::vector<double> step_ms;
+  double measured_ms = 0;
+  for (size_t s = static_cast<size_t>(o.warmup_steps); s < S; ++s) {
+    double worst = 0;
+    for (size_t r = 0; r < R; ++r) worst = std::max(worst, at(s, r, kPhases));
+    step_ms.push_back(worst);
+    measured_ms += worst;
+  }
+  int skipped = 0;
+  for (size_t s = static_cast<size_t>(o.warmup_steps); s < S; ++s) skipped += out.steps[s].skipped;
+  const double global_batch = static_cast<double>(out.batch) * static_cast<double>(R) * o.accum_steps;
+  const double samples = global_batch * static_cast<double>(o.steps);
+  const double seconds = measured_ms / 1e3;
+  const double samples_per_s = samples / seconds;
+  const Summary st = summarize(step_ms);
+  const double p90 = percentile(step_ms, 90);
+  const Peak peak = peak_for(out.device_name, o.precision, o.peak_tflops);
+  const double mfu_value = mfu(out.training_flops_per_sample, samples, seconds, peak, static_cast<int>(R));
+
+  // One screen.
+  std::printf("# dtune-train: %s, %lld parameters, %zu ranks x batch %lld x accum %d = global batch %.0f\n",
+              o.model.c_str(), static_cast<long long>(out.parameters), R, static_cast<long long>(out.batch),
+              o.accum_steps, global_batch);
+  std::printf("#   precision %s, weights %s, optimizer %s, sync %s (overlap %s, buckets %zu, compression %s%s), "
+              "device %s, %d threads/rank\n",
+              to_string(o.precision).c_str(), o.weights_dtype == WeightsDtype::kBf16 ? "bf16+fp32 master" : "fp32",
+              to_string(o.optimizer).c_str(), o.backend == SyncBackend::kNccl ? "nccl" : "mpi",
+              o.overlap == Overlap::kOn ? "on" : "off", out.bucket_bytes.size(), to_string(o.compression).c_str(),
+              o.local_sgd_every > 0 ? (", local SGD every " + std::to_string(o.local_sgd_every)).c_str() : "",
+              out.device_name.c_str(), o.threads);
+  std::printf("# %-6s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n", "step", "total_ms", "data", "h2d", "forward",
+              "backward", "comm_exp", "optimizer", "scaler", "loss");
+  for (size_t s = 0; s < S; ++s) {
+    // Rank 0's phases; total is the slowest rank's.
+    double worst = 0;
+    for (size_t r = 0; r < R; ++r) worst = std::max(worst, at(s, r, kPhases));
+    const auto& ph = out.steps[s].phases;
+    std::printf("  %-6zu %10.2f %10.3f %10.3f %10.2f %10.2f %10.2f %10.2f %10.3f %10.5f%s%s\n", s, worst, ph[0],
+                ph[1], ph[2], ph[3], ph[4], ph[5], ph[6], out.steps[s].loss,
+                s < static_cast<size_t>(o.warmup_steps) ? "  (warm-up)" : "",
+                out.steps[s].skipped ? "  (skipped: inf/NaN gradients)" : "");
+  }
+  std::printf("# throughput %.2f samples/s", samples_per_s);
+  if (out.tokens_per_sample > 1) std::printf(", %.0f tokens/s", samples_per_s * out.tokens_per_sample);
+  std::printf("; step time p50 %.2f ms, p90 %.2f ms (slowest rank per step, %d measured steps)\n", st.p50, p90,
+              o.steps);
+  if (std::isnan(mfu_value))
+    std::printf("# MFU: n/a (peak %s); %.3g training FLOP/sample by %s\n", peak.source.c_str(),
+                out.training_flops_per_sample, out.flops_formula.c_str());
+  else
+    std::printf("# MFU %.2f%% of %.1f TFLOP/s per device (%s); FLOPs by %s\n", 100 * mfu_value, peak.tflops,
+                peak.source.c_str(), out.flops_formula.c_str());
+  std::printf("# peak memory %.1f MiB on rank 0 (%s)%s\n", static_cast<double>(out.peak_memory_bytes) / (1 << 20),
+              out.memory_source.c_str(), skipped ? (", " + std::to_string(skipped) + " skipped steps").c_str() : "");
+
+  if (!file) return 0;
+  h5::Handle g = file->new_run("train-" + o.model + "-" + to_string(o.precision));
+  const hid_t id = g.get();
+  h5::write_attr(id, "benchmark", "train");
+  h5::write_attr(id, "status", "ok");
+  h5::write_attr(id, "model", o.model);
+  h5::write_attr(id, "parameters", static_cast<int64_t>(out.parameters));
+  h5::write_attr(id, "batch", static_cast<int64_t>(out.batch));
+  h5::write_attr(id, "batch_auto", static_cast<int64_t>(o.batch_auto));
+  h5::write_attr(id, "accum_steps", o.accum_steps);
+  h5::write_attr(id, "global_batch", static_cast<int64_t>(global_batch));
+  h5::write_attr(id, "precision", to_string(o.precision));
+  h5::write_attr(id, "tf32", static_cast<int64_t>(o.precision == Precision::kTf32));
+  h5::write_attr(id, "weights_dtype", o.weights_dtype == WeightsDtype::kBf16 ? "bf16" : "fp32");
+  h5::write_attr(id, "optimizer", to_string(o.optimizer));
+  h5::write_attr(id, "lr", o.lr);
+  h5::write_attr(id, "device", o.device == DeviceKind::kCuda ? "cuda" : "cpu");
+  h5::write_attr(id, "backend", o.backend == SyncBackend::kNccl ? "nccl" : "mpi");
+  h5::write_attr(id, "overlap", o.overlap == Overlap::kOn ? "on" : "off");
+  h5::write_attr(id, "bucket_mb", o.bucket_mb);
+  h5::write_attr(id, "first_bucket_mb", o.first_bucket_mb);
+  h5::write_attr(id, "compression", to_string(o.compression));
+  h5::write_attr(id, "local_sgd_every", o.local_sgd_every);
+  h5::write_attr(id, "channels_last", static_cast<int64_t>(o.channels_last));
+  h5::write_attr(id, "threads", o.threads);
+  h5::write_attr(id, "world_size", static_cast<int64_t>(R));
+  h5::write_attr(id, "steps", o.steps);
+  h5::write_attr(id, "warmup_steps", o.warmup_steps);
+  h5::write_attr(id, "samples_per_s", samples_per_s);
+  h5::write_attr(id, "tokens_per_s", samples_per_s * out.tokens_per_sample);
+  h5::write_attr(id, "step_time_p50_ms", st.p50);
+  h5::write_attr(id, "step_time_p90_ms", p90);
+  h5::write_attr(id, "skipped_steps", skipped);
+  h5::write_attr(id, "training_flops_per_sample", out.training_flops_per_sample);
+  h5::write_attr(id, "tokens_per_sample", out.tokens_per_sample);
+  h5::write_attr(id, "flops_formula", out.flops_formula);
+  h5::write_attr(id, "mfu", mfu_value);
+  h5::write_attr(id, "peak_tflops", peak.tflops);
+  h5::write_attr(id, "peak_source", peak.source);
+  h5::write_attr(id, "memory_source", out.memory_source);
+  for (size_t f = 0; f <= kPhases + 1; ++f) {
+    std::vector<double> col(S * R);
+    for (size_t s = 0; s < S; ++s)
+      for (size_t r = 0; r < R; ++r) col[s * R + r] = at(s, r, f);
+    const char* name = f < kPhases ? kPhaseNames[f] : f == kPhases ? "total_ms" : "loss";
+    h5::write_dataset(id, name, {S, R}, col.data());
+  }
+  std::vector<double> scale;
+  std::vector<int64_t> skip;
+  for (const auto& s : out.steps) {
+    scale.push_back(s.loss_scale);
+    skip.push_back(s.skipped);
+  }
+  h5::write_dataset(id, "loss_scale", {S}, scale.data());
+  h5::write_dataset(id, "skipped", {S}, skip.data());
+  std::vector<int64_t> peak_bytes(peaks.begin(), peaks.end());
+  h5::write_dataset(id, "peak_memory_bytes", {R}, peak_bytes.data());
+  std::vector<int64_t> buckets(out.bucket_bytes.begin(), out.bucket_bytes.end());
+  h5::write_dataset(id, "bucket_bytes", {buckets.size()}, buckets.data());
+  g.close();
+  file->flush();
+  return 0;
+}
+
+}  // namespace dtune::train

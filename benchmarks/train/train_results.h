@@ -1,0 +1,19 @@
+// dtune-train's results: every rank's per-step phase times gathered to rank 0, the summary
+// (throughput as total samples over total measured time, step-time percentiles, MFU with its
+// formula and peak), written as one HDF5 group (results/SCHEMA.md, benchmark "train") and printed
+// as one screen by rank 0.
+#pragma once
+
+#include <optional>
+
+#include "benchmarks/train/options.h"
+#include "benchmarks/train/trainer.h"
+#include "core/results_file.h"
+
+namespace dtune::train {
+
+// Collective. Returns the exit status for the run.
+int report_training(const Options& o, const RunContext& ctx, const TrainOutcome& out,
+                    std::optional<ResultsFile>& file);
+
+}  // namespace dtune::train

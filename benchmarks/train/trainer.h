@@ -1,0 +1,40 @@
+// The training loop of dtune-train: builds the model on the device, broadcasts parameters from
+// rank 0, and runs warm-up and measured optimizer steps (micro-steps, autocast, loss scaling,
+// bucketed overlapped gradient averaging or local SGD, optimizer), timing every phase of every
+// step on every rank. Results: train_results.h.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "benchmarks/train/options.h"
+#include "benchmarks/train/phase_clock.h"
+#include "core/main_guard.h"
+
+namespace dtune::train {
+
+struct StepRecord {
+  PhaseTimes phases{};
+  double total_ms = 0;
+  double loss = 0;        // mean over micro-steps, unscaled
+  double loss_scale = 1;  // fp16: the scale used in this step
+  bool skipped = false;   // fp16: inf/NaN gradients, step skipped on every rank
+};
+
+struct TrainOutcome {
+  std::vector<StepRecord> steps;  // warm-up first
+  int64_t batch = 0;              // per rank per micro-step (after --batch auto)
+  int64_t peak_memory_bytes = 0;
+  std::string memory_source;
+  std::string device_name;
+  int64_t parameters = 0;
+  double training_flops_per_sample = 0;
+  double tokens_per_sample = 1;
+  std::string flops_formula;
+  std::vector<int64_t> bucket_bytes;
+  std::vector<double> param_checksums;  // per rank, at the end
+};
+
+TrainOutcome run_training(const Options& o, const MainArgs& a, int64_t batch);
+
+}  // namespace dtune::train
