@@ -47,6 +47,7 @@ struct Options {
   double timeout_s = 300;
   int plant_inf_step = -1;  // test only: rank 0 plants an inf gradient at this step
   int plant_inf_rank = 0;
+  std::string dump_path;    // test only: rank 0 writes final parameters and last gradients
   std::string command_line;
 };
 

@@ -21,6 +21,7 @@
 #include "core/gather.h"
 #include "core/timer.h"
 #include "models/registry.h"
+#include "models/weights.h"
 
 namespace dtune::train {
 namespace {
@@ -185,6 +186,14 @@ TrainOutcome run_training(const Options& o, const MainArgs& a, int64_t batch) {
     out.steps.push_back(rec);
     if (o.check_every > 0 && (step + 1) % o.check_every == 0 && o.local_sgd_every == 0)
       check_divergence(ctx, params, step, nullptr);
+  }
+  if (!o.dump_path.empty() && ctx.is_root()) {
+    models::TensorMap dump;
+    for (const auto& p : model->named_parameters()) {
+      dump["param." + p.key()] = p.value().detach().to(torch::kCPU).contiguous();
+      if (p.value().grad().defined()) dump["grad." + p.key()] = p.value().grad().to(torch::kCPU).contiguous();
+    }
+    models::write_tensors(o.dump_path, dump);
   }
   if (o.local_sgd_every == 0 || o.steps % o.local_sgd_every == 0)
     check_divergence(ctx, params, total_steps, &out.param_checksums);
