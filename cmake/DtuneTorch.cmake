@@ -4,6 +4,11 @@
 # Sets DTUNE_TORCH_FOUND and DTUNE_TORCH_VERSION; targets that need torch link `torch`.
 set(DTUNE_TORCH_FOUND OFF)
 set(DTUNE_TORCH_VERSION "")
+# Torch_DIR found from one Python is stale once DTUNE_PYTHON changes (a new environment).
+if(DTUNE_TORCH_FROM_PYTHON AND NOT DTUNE_TORCH_FROM_PYTHON STREQUAL DTUNE_PYTHON)
+  unset(Torch_DIR CACHE)
+  unset(Caffe2_DIR CACHE)
+endif()
 if(NOT Torch_DIR AND DTUNE_PYTHON)
   execute_process(
     COMMAND "${DTUNE_PYTHON}" -c "import torch, torch.utils; print(torch.utils.cmake_prefix_path); print(torch.__version__)"
@@ -13,6 +18,7 @@ if(NOT Torch_DIR AND DTUNE_PYTHON)
     list(GET _torch_lines 0 _torch_prefix)
     list(GET _torch_lines 1 DTUNE_TORCH_VERSION)
     set(Torch_DIR "${_torch_prefix}/Torch" CACHE PATH "LibTorch CMake config directory")
+    set(DTUNE_TORCH_FROM_PYTHON "${DTUNE_PYTHON}" CACHE INTERNAL "the Python Torch_DIR came from")
   endif()
 endif()
 if(Torch_DIR AND DTUNE_ENABLE_TORCH)

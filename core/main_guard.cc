@@ -4,11 +4,23 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <string>
 
 #include "core/error.h"
 #include "core/watchdog.h"
 
 namespace dtune {
+
+namespace {
+// LibTorch's errors append a C++ backtrace ("Exception raised from ..."): keep the message.
+std::string first_part(const char* what) {
+  std::string s = what;
+  const size_t cut = s.find("\nException raised from");
+  if (cut != std::string::npos) s.resize(cut);
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+}  // namespace
 
 int run_main(int argc, char** argv, const char* tool,
              const std::function<int(const MainArgs&)>& body) {
@@ -29,7 +41,7 @@ int run_main(int argc, char** argv, const char* tool,
       code = kTimeoutExitStatus;
       abort = true;
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "%s: error: %s\n", tool, e.what());
+      std::fprintf(stderr, "%s: error: %s\n", tool, first_part(e.what()).c_str());
       code = 1;
       abort = true;
     }

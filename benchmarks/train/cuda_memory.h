@@ -9,5 +9,7 @@ namespace dtune::train {
 
 int64_t cuda_peak_allocated_bytes(int device);
 void cuda_reset_peak_and_cache(int device);
+// 90% of the device's memory: the batch finder's safety margin.
+int64_t cuda_usable_bytes(int device);
 
 }  // namespace dtune::train

@@ -1,5 +1,8 @@
 // dtune-train: data-parallel training of real models with a per-step, per-rank time breakdown.
 // Launch: mpirun -np N dtune-train --model resnet18 --batch 32 (or run it as one process).
+#include <optional>
+
+#include "benchmarks/train/memory_meter.h"
 #include "benchmarks/train/options.h"
 #include "benchmarks/train/train_results.h"
 #include "benchmarks/train/trainer.h"
@@ -10,18 +13,33 @@
 int main(int argc, char** argv) {
   return dtune::run_main(argc, argv, "dtune-train", [](const dtune::MainArgs& a) {
     namespace tr = dtune::train;
+    tr::CpuMemoryMeter::install();  // before the first tensor: every CPU allocation is counted
     tr::Options o;
     const int rc = tr::parse_options(a.argc, a.argv, a.ctx.is_root(), a.ctx.world_size(), a.ctx.local_size(), o);
     if (rc >= 0) return rc;
-    auto file = dtune::create_results_on_root(a.ctx, o.output, "dtune-train", "--output");
+    std::optional<dtune::ResultsFile> file;
+    if (!o.output.empty()) file = dtune::create_results_on_root(a.ctx, o.output, "dtune-train", "--output");
     const dtune::Provenance prov = dtune::collect_provenance(a.ctx, o.command_line,
                                                              o.device == tr::DeviceKind::kCuda ? "cuda" : "cpu", "");
     if (file) file->write_provenance(prov);
     if (const auto m = a.ctx.launcher_mismatch(); m.expected > 1 && a.ctx.is_root())
       std::fprintf(stderr, "dtune-train: warning: MPI world size is 1 but %s=%d: the launcher started "
                    "separate singletons, not one job\n", m.variable.c_str(), m.expected);
-    const tr::TrainOutcome out = tr::run_training(o, a, o.batch);
-    const int code = tr::report_training(o, a.ctx, out, file);
+    int64_t batch = o.batch;
+    if (o.batch_auto) {
+      batch = tr::find_batch(o, a);
+      if (a.ctx.is_root()) std::printf("# --batch auto: %lld samples per rank is the largest that fits\n",
+                                       static_cast<long long>(batch));
+    }
+    int code = 0;
+    try {
+      const tr::TrainOutcome out = tr::run_training(o, a, batch);
+      code = tr::report_training(o, a.ctx, out, file);
+    } catch (const tr::OutOfMemory& e) {
+      // Every rank runs the same shapes, so every rank gets here at the same step.
+      if (a.ctx.is_root()) tr::report_oom(o, e, file);
+      code = tr::kOomExitStatus;
+    }
     if (file) {
       file->finish("complete", code);
       std::printf("# Results: %s\n", file->path().c_str());

@@ -64,6 +64,8 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   app.add_option("--seed", o.seed, "seed of initialisation and synthetic data")->envname(env("SEED"))->capture_default_str();
   app.add_option("--output", o.output, "HDF5 results file [default: results/dtune-train-<time>-<pid>.h5]")
       ->envname(env("OUTPUT"));
+  bool no_output = false;
+  app.add_flag("--no-output", no_output, "write no HDF5 file")->envname(env("NO_OUTPUT"));
   app.add_option("--device", device, "cpu or cuda (one GPU per rank)")->envname(env("DEVICE"))
       ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--backend", backend, "gradient reduction: mpi (host tensors) or nccl (GPU)")
@@ -85,6 +87,10 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->envname(env("MEMORY_LIMIT_MB"))->check(CLI::NonNegativeNumber);
   app.add_option("--peak-tflops", o.peak_tflops, "peak for MFU in TFLOP/s (default: the datasheet of the "
                  "detected GPU; none on CPU)")->envname(env("PEAK_TFLOPS"))->check(CLI::NonNegativeNumber);
+  std::string timing = "on";
+  app.add_option("--timing", timing, "on: time every phase of every step; off: only each step's total "
+                 "(a bare loop, to measure the harness's own overhead)")
+      ->envname(env("TIMING"))->capture_default_str()->check(CLI::IsMember({"on", "off"}));
   app.add_option("--timeout", o.timeout_s, "seconds a gradient reduction may take before the job is aborted")
       ->envname(env("TIMEOUT"))->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--debug-plant-inf-step", o.plant_inf_step, "test only: plant an inf gradient at this step")
@@ -143,9 +149,11 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
     const unsigned cores = std::thread::hardware_concurrency();
     o.threads = std::max(1, static_cast<int>(cores) / std::max(1, local_size));
   }
+  o.timing = timing == "on";
   o.model_options.seed = o.seed;
   const char* dir = std::getenv("DTUNE_RESULTS_DIR");
-  if (o.output.empty()) o.output = default_results_path(dir ? dir : "results", "dtune-train");
+  if (no_output && !o.output.empty()) throw UsageError("--no-output and --output both given: keep one");
+  if (!no_output && o.output.empty()) o.output = default_results_path(dir ? dir : "results", "dtune-train");
   o.command_line = join_command_line(argc, argv);
   return -1;
 }

@@ -33,7 +33,7 @@ struct Options {
   int threads = 0;  // 0: cores on this node / ranks on this node
   bool channels_last = false;
   uint64_t seed = 1234;
-  std::string output;
+  std::string output;  // empty: no HDF5 file (--no-output)
   DeviceKind device = DeviceKind::kCpu;
   SyncBackend backend = SyncBackend::kMpi;
   double bucket_mb = 25;
@@ -45,6 +45,7 @@ struct Options {
   double memory_limit_mb = 0;  // CPU batch finder
   double peak_tflops = 0;      // override of the MFU peak
   double timeout_s = 300;
+  bool timing = true;       // false: only each step's total (to measure the harness's own cost)
   int plant_inf_step = -1;  // test only: rank 0 plants an inf gradient at this step
   int plant_inf_rank = 0;
   std::string dump_path;    // test only: rank 0 writes final parameters and last gradients

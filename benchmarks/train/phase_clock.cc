@@ -27,7 +27,27 @@ class CpuClock final : public PhaseClock {
   std::chrono::steady_clock::time_point start_, last_;
 };
 
+class TotalOnlyClock final : public PhaseClock {
+ public:
+  explicit TotalOnlyClock(std::unique_ptr<PhaseClock> inner) : inner_(std::move(inner)) {}
+  void begin_step() override { inner_->begin_step(); }
+  void mark(Phase p) override {
+    if (p == Phase::kOptimizer) inner_->mark(p);  // the step's last mark closes its total
+  }
+  PhaseTimes end_step(double& total_ms) override {
+    inner_->end_step(total_ms);
+    return PhaseTimes{};
+  }
+
+ private:
+  std::unique_ptr<PhaseClock> inner_;
+};
+
 }  // namespace
+
+std::unique_ptr<PhaseClock> make_total_only_clock(std::unique_ptr<PhaseClock> inner) {
+  return std::make_unique<TotalOnlyClock>(std::move(inner));
+}
 
 std::unique_ptr<PhaseClock> make_cpu_clock() { return std::make_unique<CpuClock>(); }
 

@@ -28,6 +28,8 @@ class PhaseClock {
 };
 
 std::unique_ptr<PhaseClock> make_cpu_clock();
+// Measures only each step's total (phases stay zero): the bare loop of --timing off.
+std::unique_ptr<PhaseClock> make_total_only_clock(std::unique_ptr<PhaseClock> inner);
 // Defined in phase_clock_cuda.cc when built with CUDA; otherwise throws UsageError.
 std::unique_ptr<PhaseClock> make_cuda_clock();
 

@@ -155,4 +155,20 @@ int report_training(const Options& o, const RunContext& ctx, const TrainOutcome&
   return 0;
 }
 
+void report_oom(const Options& o, const OutOfMemory& e, std::optional<ResultsFile>& file) {
+  std::printf("# dtune-train: %s out of memory at batch %lld per rank: %s\n", o.model.c_str(),
+              static_cast<long long>(e.batch), e.what());
+  if (!file) return;
+  h5::Handle g = file->new_run("train-" + o.model + "-oom");
+  h5::write_attr(g.get(), "benchmark", "train");
+  h5::write_attr(g.get(), "status", "oom");
+  h5::write_attr(g.get(), "model", o.model);
+  h5::write_attr(g.get(), "batch", static_cast<int64_t>(e.batch));
+  h5::write_attr(g.get(), "precision", to_string(o.precision));
+  h5::write_attr(g.get(), "peak_memory_bytes", static_cast<int64_t>(e.peak_bytes));
+  h5::write_attr(g.get(), "message", std::string(e.what()));
+  g.close();
+  file->flush();
+}
+
 }  // namespace dtune::train

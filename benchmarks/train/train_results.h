@@ -16,4 +16,9 @@ namespace dtune::train {
 int report_training(const Options& o, const RunContext& ctx, const TrainOutcome& out,
                     std::optional<ResultsFile>& file);
 
+// Root only: a run that did not fit, recorded with status "oom" and its batch.
+void report_oom(const Options& o, const OutOfMemory& e, std::optional<ResultsFile>& file);
+
+inline constexpr int kOomExitStatus = 4;
+
 }  // namespace dtune::train

@@ -14,6 +14,7 @@
 #include "benchmarks/train/cuda_memory.h"
 #include "benchmarks/train/data.h"
 #include "benchmarks/train/grad_sync.h"
+#include "benchmarks/train/memory_meter.h"
 #include "benchmarks/train/precision.h"
 #include "benchmarks/train/reducer.h"
 #include "core/device_info.h"
@@ -75,12 +76,67 @@ int64_t process_peak_rss_bytes() {
 
 }  // namespace
 
-TrainOutcome run_training(const Options& o, const MainArgs& a, int64_t batch) {
+TrainOutcome train_or_probe(const Options& o, const MainArgs& a, int64_t batch, RunMode mode);
+
+TrainOutcome run_training(const Options& o, const MainArgs& a, int64_t batch, RunMode mode) {
+  try {
+    return train_or_probe(o, a, batch, mode);
+  } catch (const c10::OutOfMemoryError& e) {
+    throw OutOfMemory(batch, 0, "CUDA out of memory at batch " + std::to_string(batch));
+  }
+}
+
+int64_t find_batch(const Options& o, const MainArgs& a) {
+  auto fits = [&](int64_t b) {
+    try {
+      run_training(o, a, b, RunMode::kProbe);
+      return true;
+    } catch (const OutOfMemory&) {
+      return false;
+    }
+  };
+  constexpr int64_t kMaxBatch = 1 << 16;
+  if (!fits(1))
+    throw UsageError("--batch auto: even batch 1 does not fit" +
+                     std::string(o.device == DeviceKind::kCpu ? " in --memory-limit-mb" : " on the GPU"));
+  int64_t lo = 1;  // fits
+  while (lo < kMaxBatch && fits(lo * 2)) lo *= 2;
+  int64_t hi = lo * 2;  // does not fit (or the cap)
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  long long mine = lo, agreed = lo;
+  DTUNE_MPI_CHECK(MPI_Allreduce(&mine, &agreed, 1, MPI_LONG_LONG, MPI_MIN, a.ctx.comm()));
+  return agreed;
+}
+
+TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batch, RunMode mode) {
   const RunContext& ctx = a.ctx;
+  Options o = o_in;
+  const bool probe = mode == RunMode::kProbe;
+  if (probe) {
+    o.steps = 2;  // the second step runs with the optimizer state the first one created
+    o.warmup_steps = 0;
+    o.check_every = 0;
+  }
   torch::set_num_threads(o.threads);
   int ordinal = -1;
   const torch::Device device = pick_device(o, ctx, ordinal);
   set_tf32(o.precision == Precision::kTf32);
+  const int world = probe ? 1 : ctx.world_size();
+  if (device.is_cuda()) cuda_reset_peak_and_cache(ordinal);
+  CpuMemoryMeter::reset_peak();
+  const int64_t limit_bytes = static_cast<int64_t>(o.memory_limit_mb * (1 << 20));
+  auto check_memory = [&] {
+    if (device.is_cpu() && limit_bytes > 0 && CpuMemoryMeter::peak_bytes() > limit_bytes)
+      throw OutOfMemory(batch, CpuMemoryMeter::peak_bytes(),
+                        "batch " + std::to_string(batch) + " needs " +
+                            std::to_string(CpuMemoryMeter::peak_bytes() >> 20) + " MiB of tensors, over "
+                            "--memory-limit-mb " + std::to_string(static_cast<int64_t>(o.memory_limit_mb)));
+    if (device.is_cuda() && probe && cuda_peak_allocated_bytes(ordinal) > cuda_usable_bytes(ordinal))
+      throw OutOfMemory(batch, cuda_peak_allocated_bytes(ordinal), "within the 10% safety margin of GPU memory");
+  };
 
   std::shared_ptr<models::Model> model = models::make_model(o.model, o.model_options);
   TrainOutcome out;
@@ -95,13 +151,13 @@ TrainOutcome run_training(const Options& o, const MainArgs& a, int64_t batch) {
   if (o.channels_last) models::to_channels_last(*model);
   if (o.weights_dtype == WeightsDtype::kBf16) model->to(torch::kBFloat16);
 
-  std::unique_ptr<Reducer> reducer =
-      o.backend == SyncBackend::kNccl ? make_nccl_reducer(ctx, ordinal) : make_mpi_reducer(ctx);
+  std::unique_ptr<Reducer> reducer;
+  if (!probe) reducer = o.backend == SyncBackend::kNccl ? make_nccl_reducer(ctx, ordinal) : make_mpi_reducer(ctx);
   std::vector<torch::Tensor> params = model->parameters();
   {
     // Parameters and buffers start equal on every rank (rank 0's), as DDP does.
     torch::NoGradGuard no_grad;
-    if (ctx.world_size() > 1) {
+    if (world > 1) {
       for (auto& p : params) reducer->broadcast(p.data(), 0);
       for (auto& b : model->buffers()) reducer->broadcast(b, 0);
     }
@@ -113,13 +169,21 @@ TrainOutcome run_training(const Options& o, const MainArgs& a, int64_t batch) {
   auto optimizer = make_optimizer(o, master.empty() ? params : master);
 
   std::optional<GradSync> sync;
+  torch::Tensor bucket_footprint;  // a probe holds what the real run's buckets will hold
   if (ctx.world_size() > 1 && o.local_sgd_every == 0) {
-    sync.emplace(params, *reducer, ctx.world_size(), o);
-    out.bucket_bytes = sync->layout().bytes;
+    if (probe) {
+      int64_t bytes = 0;
+      for (const auto& p : params) bytes += p.numel() * static_cast<int64_t>(p.element_size());
+      bucket_footprint = torch::empty({bytes}, torch::TensorOptions().dtype(torch::kByte).device(device));
+    } else {
+      sync.emplace(params, *reducer, ctx.world_size(), o);
+      out.bucket_bytes = sync->layout().bytes;
+    }
   }
   LossScaler scaler(o.precision == Precision::kFp16, device);
   auto data = make_synthetic_source(*model, batch, o.accum_steps, ctx.rank(), o.seed, device);
-  auto clock = device.is_cuda() ? make_cuda_clock() : make_cpu_clock();
+  std::unique_ptr<PhaseClock> clock = device.is_cuda() ? make_cuda_clock() : make_cpu_clock();
+  if (!o.timing) clock = make_total_only_clock(std::move(clock));
   model->train();
 
   const int total_steps = o.warmup_steps + o.steps;
@@ -150,7 +214,7 @@ TrainOutcome run_training(const Options& o, const MainArgs& a, int64_t batch) {
       clock->mark(Phase::kBackward);
     }
     if (sync) sync->finish(deadline_after_s(o.timeout_s));
-    if (o.local_sgd_every > 0 && ctx.world_size() > 1 && (step + 1) % o.local_sgd_every == 0) {
+    if (o.local_sgd_every > 0 && world > 1 && (step + 1) % o.local_sgd_every == 0) {
       // Local SGD: ranks step on their own gradients; every H steps the parameters are averaged.
       torch::NoGradGuard no_grad;
       for (auto& p : params) {
@@ -165,7 +229,7 @@ TrainOutcome run_training(const Options& o, const MainArgs& a, int64_t batch) {
       if (p.grad().defined()) grads.push_back(p.grad());
     if (scaler.enabled()) {
       torch::Tensor found_inf = scaler.unscale(grads);
-      reducer->allreduce_max(found_inf);
+      if (reducer) reducer->allreduce_max(found_inf);
       rec.skipped = found_inf.item<float>() != 0.0f;
       scaler.update(found_inf);
     }
@@ -182,11 +246,13 @@ TrainOutcome run_training(const Options& o, const MainArgs& a, int64_t batch) {
     }
     clock->mark(Phase::kOptimizer);
     rec.phases = clock->end_step(rec.total_ms);
+    check_memory();
     rec.loss = loss_sum.item<double>() / o.accum_steps;
     out.steps.push_back(rec);
-    if (o.check_every > 0 && (step + 1) % o.check_every == 0 && o.local_sgd_every == 0)
+    if (!probe && o.check_every > 0 && (step + 1) % o.check_every == 0 && o.local_sgd_every == 0)
       check_divergence(ctx, params, step, nullptr);
   }
+  if (probe) return out;
   if (!o.dump_path.empty() && ctx.is_root()) {
     models::TensorMap dump;
     for (const auto& p : model->named_parameters()) {
@@ -201,8 +267,9 @@ TrainOutcome run_training(const Options& o, const MainArgs& a, int64_t batch) {
     out.memory_source = "CUDA caching allocator peak allocated bytes";
     out.peak_memory_bytes = cuda_peak_allocated_bytes(ordinal);
   } else {
-    out.memory_source = "process peak RSS (getrusage ru_maxrss)";
-    out.peak_memory_bytes = process_peak_rss_bytes();
+    out.memory_source = "peak bytes of CPU tensors (dtune's counting allocator)";
+    out.peak_memory_bytes = CpuMemoryMeter::peak_bytes();
+    out.peak_rss_bytes = process_peak_rss_bytes();
   }
   return out;
 }

@@ -4,6 +4,7 @@
 // step on every rank. Results: train_results.h.
 #pragma once
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ struct TrainOutcome {
   std::vector<StepRecord> steps;  // warm-up first
   int64_t batch = 0;              // per rank per micro-step (after --batch auto)
   int64_t peak_memory_bytes = 0;
+  int64_t peak_rss_bytes = 0;  // CPU: the process's peak resident set, for reference
   std::string memory_source;
   std::string device_name;
   int64_t parameters = 0;
@@ -35,6 +37,23 @@ struct TrainOutcome {
   std::vector<double> param_checksums;  // per rank, at the end
 };
 
-TrainOutcome run_training(const Options& o, const MainArgs& a, int64_t batch);
+// An out-of-memory at `batch`: a CUDA OOM, or CPU tensors beyond --memory-limit-mb.
+struct OutOfMemory : std::runtime_error {
+  OutOfMemory(int64_t batch, int64_t peak_bytes, const std::string& what)
+      : std::runtime_error(what), batch(batch), peak_bytes(peak_bytes) {}
+  int64_t batch;
+  int64_t peak_bytes;
+};
+
+// kTrain: the real run. kProbe: this rank alone (no communication), two steps, to learn whether
+// `batch` fits; throws OutOfMemory when it does not.
+enum class RunMode { kTrain, kProbe };
+
+TrainOutcome run_training(const Options& o, const MainArgs& a, int64_t batch, RunMode mode = RunMode::kTrain);
+
+// --batch auto: the largest per-rank batch whose step fits (CPU: tensors within --memory-limit-mb;
+// GPU: no out-of-memory, with a 10% margin of device memory kept free), by doubling then
+// bisection; every rank probes alone and the ranks take the smallest answer.
+int64_t find_batch(const Options& o, const MainArgs& a);
 
 }  // namespace dtune::train

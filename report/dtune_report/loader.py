@@ -213,3 +213,61 @@ def load_comm_summary(paths: PathArg) -> pd.DataFrame:
                                                            "busbw_gbps", "slowest_rank")},
                     "wrong": wrong.reshape(-1)[keep]})
     return _frame(parts, SUMMARY_COLUMNS)
+
+
+TRAIN_PHASES = ["data_ms", "h2d_ms", "forward_ms", "backward_ms", "comm_exposed_ms",
+                "optimizer_ms", "scaler_ms"]
+TRAIN_STEP_COLUMNS = ["file", "run", "status", "model", "precision", "step", "warmup", "rank",
+                      "host"] + TRAIN_PHASES + ["total_ms", "loss", "loss_scale", "skipped"]
+
+
+def _train_groups(f: h5py.File):
+    runs = f.get("runs")
+    if runs is None:
+        return
+    for name in sorted(runs):
+        g = runs[name]
+        if _decode(g.attrs.get("benchmark")) == "train":
+            yield name, g
+
+
+def load_train(paths: PathArg) -> pd.DataFrame:
+    """Every step of every rank of every dtune-train run, one row per (file, run, step, rank).
+
+    Columns: TRAIN_STEP_COLUMNS: the per-phase milliseconds the binary recorded (comm_exposed_ms
+    is communication not hidden behind backward), the step total, the rank's loss, the step's
+    loss scale and whether it was skipped (fp16 overflow); `warmup` marks steps excluded from
+    throughput. Runs with status "oom" have no steps and are left out (see load_train_summary).
+    """
+    parts = []
+    for path in _expand(paths):
+        with _open(path) as f:
+            hosts_ds = f.get("provenance/rank_host")
+            hosts = _read(hosts_ds) if hosts_ds is not None else None
+            for name, g in _train_groups(f):
+                a = _attrs(g)
+                if "total_ms" not in g:
+                    continue
+                total = g["total_ms"][()]
+                S, R = total.shape
+                s, r = np.unravel_index(np.arange(S * R), (S, R))
+                parts.append({
+                    "file": str(path), "run": name, "status": a.get("status"), "model": a.get("model"),
+                    "precision": a.get("precision"), "step": s.astype(np.int64),
+                    "warmup": s < int(a.get("warmup_steps", 0)), "rank": r.astype(np.int64),
+                    "host": hosts[r] if hosts is not None and len(hosts) == R else None,
+                    **{k: g[k][()].reshape(-1) for k in TRAIN_PHASES + ["total_ms", "loss"]},
+                    "loss_scale": g["loss_scale"][()][s], "skipped": g["skipped"][()][s].astype(bool)})
+    return _frame(parts, TRAIN_STEP_COLUMNS)
+
+
+def load_train_summary(paths: PathArg) -> pd.DataFrame:
+    """One row per dtune-train run: every attribute the binary wrote (configuration, status,
+    samples_per_s, tokens_per_s, step_time_p50_ms, mfu with peak_tflops and peak_source, ...),
+    plus `file` and `run`. Out-of-memory runs appear with status "oom" and their batch."""
+    rows = []
+    for path in _expand(paths):
+        with _open(path) as f:
+            for name, g in _train_groups(f):
+                rows.append({"file": str(path), "run": name, **_attrs(g)})
+    return pd.DataFrame(rows)

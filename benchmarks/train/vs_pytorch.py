@@ -1,0 +1,191 @@
+"""dtune-train against PyTorch training in Python, in one run: the same models (ResNet-18 at 64x64,
+10 classes, batch 32; the tiny GPT at context 128, batch 8), the same torch, the same threads, SGD
+with momentum 0.9 and one fixed synthetic batch per rank on both sides. 1 rank (2 threads) runs
+against a plain loop (forward, cross-entropy, backward, step, zero_grad); 2 ranks (1 thread each)
+against DistributedDataParallel on gloo, launched with torchrun. Targets: dtune/PyTorch >= 1.05 at
+1 rank, >= 1.1 at 2 ranks.
+
+Both sides compute throughput alike: global samples over the sum, over measured steps, of the
+slowest rank's step time (dtune-train's own statistic; its HDF5 attribute samples_per_s). Each
+repeat is a fresh pair of launches, alternating which goes first; the table gives the medians over
+repeats and the range of the per-pair ratios (on a busy 2-core machine one run moves 10-50%).
+Each side is launched its usual way: dtune with mpirun (DTUNE_MPIRUN, Open MPI's default binding),
+DDP with torchrun and its defaults (buckets of 25 MiB, broadcast_buffers on: ResNet's BatchNorm
+buffers go out from rank 0 every forward, which dtune does not do).
+
+Run: .venv/bin/python benchmarks/train/vs_pytorch.py [--steps N] [--warmup N] [--repeats N]
+[--models resnet18,gpt2-tiny] [--ranks 1,2]; the binary comes from DTUNE_BIN_DIR (default
+build/bin). Exit 0 whether or not a target is met (a benchmark, not a test); 2 if a launch fails.
+The --worker mode is the PyTorch side; it runs under torchrun or alone."""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+# name: (dtune-train arguments, batch per rank, default measured steps, default warm-up steps).
+# The tiny GPT's step is ~10x shorter than ResNet's, so it gets more steps for a comparable
+# measured time, and more warm-up: its first few steps in Python are several times slower.
+MODELS = {
+    "resnet18": (["--model", "resnet18", "--image-size", "64", "--num-classes", "10"], 32, 10, 3),
+    "gpt2-tiny": (["--model", "gpt2-tiny", "--context", "128"], 8, 60, 10),
+}
+THREADS = {1: 2, 2: 1}  # ranks: intra-op threads per rank (2 cores either way)
+TARGET = {1: 1.05, 2: 1.10}
+LR = 1e-3
+TIMEOUT_S = 600
+
+
+def worker(a):
+    """The PyTorch side: one process of a plain loop, or one rank of DDP under torchrun."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+
+    torch.set_num_threads(a.threads)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    torch.manual_seed(a.seed)  # equal initial weights on every rank (DDP broadcasts rank 0's anyway)
+    gen = torch.Generator().manual_seed(a.seed * 1000003 + rank)  # a different fixed batch per rank
+    if a.model == "resnet18":
+        import torchvision
+        model = torchvision.models.resnet18(num_classes=10)
+        x = torch.randn(a.batch, 3, 64, 64, generator=gen)  # (B, 3, H, W)
+        y = torch.randint(0, 10, (a.batch,), generator=gen)  # (B,)
+        loss_fn = F.cross_entropy
+    else:
+        sys.path.insert(0, str(REPO / "tests" / "models"))
+        from gpt_reference import GPT
+        model = GPT(2, 128, 4, 128, 1024)
+        seq = torch.randint(0, 1024, (a.batch, 129), generator=gen)  # (B, T + 1)
+        x, y = seq[:, :-1].contiguous(), seq[:, 1:].contiguous()  # (B, T) each
+        loss_fn = GPT.loss
+    if world > 1:
+        dist.init_process_group("gloo")
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
+    step_s = []
+    for _ in range(a.warmup + a.steps):
+        t0 = time.perf_counter()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        step_s.append(time.perf_counter() - t0)
+    slowest = torch.tensor(step_s[a.warmup:], dtype=torch.float64)
+    if world > 1:
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)  # a step lasts as long as its slowest rank
+        dist.destroy_process_group()
+    if rank == 0:
+        Path(a.result).write_text(json.dumps(
+            {"samples_per_s": a.steps * a.batch * world / slowest.sum().item(), "world_size": world}))
+
+
+def launch(cmd, env):
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+    if r.returncode != 0:
+        # Torch's C++ backtraces ("frame #N: ...") would push the error message out of view.
+        lines = [l for l in (r.stdout + r.stderr).splitlines() if not l.startswith("frame #")]
+        sys.stderr.write(f"vs_pytorch: failed ({r.returncode}): {' '.join(cmd)}\n" + "\n".join(lines[-40:]) + "\n")
+        sys.exit(2)
+
+
+def mpirun_prefix(ranks):
+    cmd = os.environ.get("DTUNE_MPIRUN", "mpirun").split() + ["-np", str(ranks), "--oversubscribe"]
+    return cmd + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+
+
+def steps_of(a, name):
+    """(measured, warm-up) steps: the command line's, else the model's defaults."""
+    _, _, steps, warmup = MODELS[name]
+    return (a.steps or steps), (warmup if a.warmup is None else a.warmup)
+
+
+def dtune_rate(a, name, ranks, tmp, env):
+    import h5py
+
+    args, batch, _, _ = MODELS[name]
+    out = tmp / f"dtune-{name}-{ranks}.h5"
+    out.unlink(missing_ok=True)
+    exe = Path(os.environ.get("DTUNE_BIN_DIR", REPO / "build" / "bin")) / "dtune-train"
+    steps, warmup = steps_of(a, name)
+    cmd = [str(exe), *args, "--batch", str(batch), "--threads", str(THREADS[ranks]), "--optimizer", "sgd",
+           "--lr", str(LR), "--steps", str(steps), "--warmup-steps", str(warmup), "--output", str(out)]
+    launch((mpirun_prefix(ranks) if ranks > 1 else []) + cmd, env)
+    with h5py.File(out) as f:
+        (run,) = f["runs"].values()
+        return float(run.attrs["samples_per_s"])
+
+
+def pytorch_rate(a, name, ranks, tmp, env):
+    result = tmp / f"pytorch-{name}-{ranks}.json"
+    result.unlink(missing_ok=True)
+    steps, warmup = steps_of(a, name)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--model", name,
+           "--batch", str(MODELS[name][1]), "--threads", str(THREADS[ranks]), "--steps", str(steps),
+           "--warmup", str(warmup), "--result", str(result)]
+    if ranks > 1:
+        cmd[1:1] = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(ranks)]
+    launch(cmd, env)
+    return json.loads(result.read_text())["samples_per_s"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, help="measured steps (default: ResNet 10, GPT 60)")
+    ap.add_argument("--warmup", type=int, help="warm-up steps, not measured (default: ResNet 3, GPT 10)")
+    ap.add_argument("--repeats", type=int, default=2, help="alternating pairs per case (default 2)")
+    ap.add_argument("--models", default="resnet18,gpt2-tiny", help="comma-separated (default both)")
+    ap.add_argument("--ranks", default="1,2", help="comma-separated, from 1 and 2 (default both)")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--model", choices=sorted(MODELS), help=argparse.SUPPRESS)
+    ap.add_argument("--batch", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--threads", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--seed", type=int, default=1234, help=argparse.SUPPRESS)
+    ap.add_argument("--result", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        return worker(a)
+    models, ranks_list = a.models.split(","), [int(r) for r in a.ranks.split(",")]
+    if (a.steps is not None and a.steps < 1) or (a.warmup is not None and a.warmup < 0) or a.repeats < 1:
+        ap.error("--steps and --repeats want >= 1, --warmup >= 0")
+    if bad := [m for m in models if m not in MODELS] + [str(r) for r in ranks_list if r not in THREADS]:
+        ap.error(f"unknown --models/--ranks value(s) {', '.join(bad)}: models {', '.join(MODELS)}, ranks 1, 2")
+
+    import torch
+    print(f"# dtune-train vs PyTorch: torch {torch.__version__}, SGD momentum 0.9, lr {LR}, fixed synthetic "
+          f"batch; median of {a.repeats} alternating pairs")
+    print("# 1 rank: plain loop, 2 threads; 2 ranks: mpirun vs torchrun + DDP (gloo), 1 thread per rank")
+    print(f"# {'model':<10} {'ranks':>5} {'batch/rank':>10} {'warm+steps':>10} {'dtune_sps':>10} {'pytorch_sps':>11} {'ratio':>6} "
+          f"{'ratio_range':>12} {'target':>6}  result", flush=True)
+    with tempfile.TemporaryDirectory(prefix="dtune-vs-pytorch.") as d:
+        tmp = Path(d)
+        for name in models:
+            for ranks in ranks_list:
+                # OMP_NUM_THREADS for every process alike (torchrun would set 1 on its own).
+                env = dict(os.environ, OMP_NUM_THREADS=str(THREADS[ranks]))
+                dt, pt = [], []
+                for r in range(a.repeats):
+                    sides = [(dtune_rate, dt), (pytorch_rate, pt)]
+                    for fn, into in (sides if r % 2 == 0 else sides[::-1]):
+                        into.append(fn(a, name, ranks, tmp, env))
+                ratios = [x / y for x, y in zip(dt, pt)]
+                d_med, p_med = statistics.median(dt), statistics.median(pt)
+                ratio = d_med / p_med
+                span = f"{min(ratios):.3f}-{max(ratios):.3f}"
+                steps = "{}+{}".format(*steps_of(a, name)[::-1])  # warm-up + measured
+                print(f"  {name:<10} {ranks:>5} {MODELS[name][1]:>10} {steps:>10} {d_med:>10.2f} {p_med:>11.2f} {ratio:>6.3f} "
+                      f"{span:>12} {TARGET[ranks]:>6.2f}  {'ok' if ratio >= TARGET[ranks] else 'MISSED'}",
+                      flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
