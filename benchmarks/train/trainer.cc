@@ -3,8 +3,6 @@
 
 #include <sys/resource.h>
 #include <torch/cuda.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
 #include <cmath>
@@ -15,6 +13,7 @@
 #include "benchmarks/train/data.h"
 #include "benchmarks/train/grad_sync.h"
 #include "benchmarks/train/memory_meter.h"
+#include "benchmarks/train/optimizer.h"
 #include "benchmarks/train/precision.h"
 #include "benchmarks/train/reducer.h"
 #include "core/device_info.h"
@@ -36,12 +35,6 @@ torch::Device pick_device(const Options& o, const RunContext& ctx, int& ordinal)
                      std::to_string(ctx.rank()) + "; run on GPU nodes or use --device cpu");
   ordinal = ctx.local_rank() % n;
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(ordinal));
-}
-
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const Options& o, std::vector<torch::Tensor> params) {
-  if (o.optimizer == OptimizerKind::kAdamw)
-    return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(o.lr).weight_decay(0.01));
-  return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(o.lr).momentum(0.9));
 }
 
 // Sum of every parameter in fp64: equal on every rank unless they diverged.
@@ -166,7 +159,7 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
   std::vector<torch::Tensor> master;
   if (o.weights_dtype == WeightsDtype::kBf16)
     for (const auto& p : params) master.push_back(p.detach().to(torch::kFloat).requires_grad_(true));
-  auto optimizer = make_optimizer(o, master.empty() ? params : master);
+  auto optimizer = make_fused_optimizer(o.optimizer, master.empty() ? params : master, o.lr);
 
   std::optional<GradSync> sync;
   torch::Tensor bucket_footprint;  // a probe holds what the real run's buckets will hold
@@ -191,8 +184,8 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
     StepRecord rec;
     rec.loss_scale = scaler.current();
     clock->begin_step();
-    optimizer->zero_grad(true);
-    for (auto& p : params) p.mutable_grad() = torch::Tensor();
+    optimizer->zero_grad();
+    for (auto& p : params) p.mutable_grad() = torch::Tensor();  // (the model's, with bf16 weights)
     torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().device(device));
     for (int m = 0; m < o.accum_steps; ++m) {
       Batch b = data->next(m);
