@@ -96,6 +96,8 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   app.add_option("--debug-plant-inf-step", o.plant_inf_step, "test only: plant an inf gradient at this step")
       ->group("Testing");
   app.add_option("--debug-plant-inf-rank", o.plant_inf_rank, "test only: on this rank")->group("Testing");
+  app.add_option("--debug-perturb-rank", o.perturb_rank, "test only: this rank's parameters drift after "
+                 "the first step (the divergence guard must name it)")->group("Testing");
   app.add_option("--debug-dump", o.dump_path, "test only: rank 0 saves final parameters and the last "
                  "step's averaged gradients (torch.save format)")->group("Testing");
 

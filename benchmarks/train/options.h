@@ -48,6 +48,7 @@ struct Options {
   bool timing = true;       // false: only each step's total (to measure the harness's own cost)
   int plant_inf_step = -1;  // test only: rank 0 plants an inf gradient at this step
   int plant_inf_rank = 0;
+  int perturb_rank = -1;    // test only: this rank's parameters drift after the first step
   std::string dump_path;    // test only: rank 0 writes final parameters and last gradients
   std::string command_line;
 };

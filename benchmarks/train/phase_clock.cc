@@ -31,10 +31,9 @@ class TotalOnlyClock final : public PhaseClock {
  public:
   explicit TotalOnlyClock(std::unique_ptr<PhaseClock> inner) : inner_(std::move(inner)) {}
   void begin_step() override { inner_->begin_step(); }
-  void mark(Phase p) override {
-    if (p == Phase::kOptimizer) inner_->mark(p);  // the step's last mark closes its total
-  }
+  void mark(Phase) override {}
   PhaseTimes end_step(double& total_ms) override {
+    inner_->mark(Phase::kOptimizer);  // closes the total at the end of the step
     inner_->end_step(total_ms);
     return PhaseTimes{};
   }

@@ -207,14 +207,6 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
       clock->mark(Phase::kBackward);
     }
     if (sync) sync->finish(deadline_after_s(o.timeout_s));
-    if (o.local_sgd_every > 0 && world > 1 && (step + 1) % o.local_sgd_every == 0) {
-      // Local SGD: ranks step on their own gradients; every H steps the parameters are averaged.
-      torch::NoGradGuard no_grad;
-      for (auto& p : params) {
-        reducer->allreduce_sum(p.data());
-        p.data().div_(ctx.world_size());
-      }
-    }
     clock->mark(Phase::kComm);
     // Loss scaling: unscale, and skip the step on every rank if any gradient is inf/NaN.
     std::vector<torch::Tensor> grads;
@@ -238,6 +230,21 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
       }
     }
     clock->mark(Phase::kOptimizer);
+    if (o.local_sgd_every > 0 && world > 1 && (step + 1) % o.local_sgd_every == 0) {
+      // Local SGD: ranks step on their own gradients; every H steps, after the step, the
+      // parameters are averaged (timed as communication).
+      torch::NoGradGuard no_grad;
+      for (auto& p : master.empty() ? params : master) {
+        reducer->allreduce_sum(p.data());
+        p.data().div_(ctx.world_size());
+      }
+      for (size_t i = 0; i < master.size(); ++i) params[i].copy_(master[i]);
+    }
+    if (o.local_sgd_every > 0) clock->mark(Phase::kComm);
+    if (step == 0 && ctx.rank() == o.perturb_rank) {
+      torch::NoGradGuard no_grad;
+      params.front().add_(1e-3);
+    }
     rec.phases = clock->end_step(rec.total_ms);
     check_memory();
     rec.loss = loss_sum.item<double>() / o.accum_steps;

@@ -111,3 +111,32 @@ def test_low_precision_follows_fp32_loss_curve(tmp_path):
         rel = np.abs(got - ref) / ref
         print(f"{precision}: max relative loss difference to fp32 over 50 steps {rel.max():.4f}")
         assert rel.max() <= tol, (precision, rel.max())
+
+
+def test_divergence_guard_names_the_rank(tmp_path):
+    exe = bin_dir() / "dtune-train"
+    r = subprocess.run(mpirun_prefix(3) + [str(exe), *GPT, "--threads", "1", "--batch", "2", "--steps", "4",
+                                           "--check-every", "2", "--debug-perturb-rank", "2", "--no-output"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0
+    assert "rank(s) 2 differ from rank 0" in r.stderr, r.stderr[-2000:]
+
+
+def test_compressed_gradients_stay_close(tmp_path):
+    ref, _ = train(tmp_path, "none", 2, GPT + ["--batch", "2", "--steps", "1"])
+    for wire in ("bf16", "fp16"):
+        got, _ = train(tmp_path, wire, 2, GPT + ["--batch", "2", "--steps", "1", "--compression", wire])
+        # One rounding of each rank's gradient to 8 (bf16) or 11 (fp16) significant bits.
+        assert max_rel(got, ref, "grad.") <= (1e-2 if wire == "bf16" else 2e-3), wire
+
+
+def test_local_sgd_averages_parameters_every_h_steps(tmp_path):
+    # Ranks drift apart between averagings (different data, no gradient sync) and agree after one:
+    # the run ends on an averaging step, where the divergence guard demands equality (exit 0).
+    got, h5 = train(tmp_path, "local", 2, GPT + ["--batch", "2", "--steps", "4", "--local-sgd", "2"])
+    with h5py.File(h5) as f:
+        (g,) = f["runs"].values()
+        assert g.attrs["local_sgd_every"] == 2
+        assert len(g["bucket_bytes"]) == 0
+    two, _ = train(tmp_path, "sync", 2, GPT + ["--batch", "2", "--steps", "4"])
+    assert max_rel(got, two, "param.") > 1e-6  # not the same algorithm as per-step averaging
