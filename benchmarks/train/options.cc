@@ -30,6 +30,8 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
                "per rank (launch with mpirun -np N, or as one process).",
                "dtune-train"};
   app.set_version_flag("--version", "dtune-train 0.1.0");
+  app.footer("Exit status: 0 trained; 1 error; 2 bad input; 3 a rank timed out; 4 out of memory (recorded\n"
+             "in the results file with status oom). Results layout: results/SCHEMA.md.");
   app.get_formatter()->column_width(34);
   auto env = [](const char* n) { return std::string("DTUNE_TRAIN_") + n; };
   std::string batch = "8", precision = "fp32", weights = "fp32", optimizer = "sgd", device = "cpu",
