@@ -186,6 +186,7 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
     clock->begin_step();
     optimizer->zero_grad();
     for (auto& p : params) p.mutable_grad() = torch::Tensor();  // (the model's, with bf16 weights)
+    clock->mark(Phase::kOptimizer);  // freeing last step's gradients is optimizer bookkeeping
     torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().device(device));
     for (int m = 0; m < o.accum_steps; ++m) {
       Batch b = data->next(m);

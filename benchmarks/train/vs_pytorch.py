@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -42,7 +43,7 @@ MODELS = {
 THREADS = {1: 2, 2: 1}  # ranks: intra-op threads per rank (2 cores either way)
 TARGET = {1: 1.05, 2: 1.10}
 LR = 1e-3
-TIMEOUT_S = 600
+TIMEOUT_S = 300  # per launch; a hung launch is killed with all its processes
 
 
 def worker(a):
@@ -85,11 +86,15 @@ def worker(a):
     slowest = torch.tensor(step_s[a.warmup:], dtype=torch.float64)
     if world > 1:
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)  # a step lasts as long as its slowest rank
-        dist.destroy_process_group()
     if rank == 0:
         Path(a.result).write_text(json.dumps({
             "samples_per_s": a.steps * a.batch * world / slowest.sum().item(),
             "step_time_p50_ms": 1e3 * statistics.median(slowest.tolist())}))
+    # No teardown: with torch 2.11 and gloo, freeing DDP (its Reducer holds the last reference to
+    # the process group) can deadlock: ~ProcessGroupGloo, under the GIL, waits for a gloo thread
+    # that waits for the GIL to free a finished work's tensors. Seen once in ~10 runs.
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def busy_core_s():
@@ -105,12 +110,20 @@ def busy_core_s():
 def launch(cmd, env):
     """Runs cmd; returns the cores that other processes kept busy meanwhile (0 if unknown)."""
     busy0, kids0, t0 = busy_core_s(), resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+    # A session of its own, so that a timeout kills torchrun's or mpirun's workers too.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        output += f"\n(killed after {TIMEOUT_S} s)"
     busy1, kids1, wall = busy_core_s(), resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic() - t0
-    if r.returncode != 0:
+    if proc.returncode != 0:
         # Torch's C++ backtraces ("frame #N: ...") would push the error message out of view.
-        lines = [l for l in (r.stdout + r.stderr).splitlines() if not l.startswith("frame #")]
-        sys.stderr.write(f"vs_pytorch: failed ({r.returncode}): {' '.join(cmd)}\n" + "\n".join(lines[-40:]) + "\n")
+        lines = [l for l in output.splitlines() if not l.startswith("frame #")]
+        sys.stderr.write(f"vs_pytorch: failed ({proc.returncode}): {' '.join(cmd)}\n" + "\n".join(lines[-40:]) + "\n")
         sys.exit(2)
     if busy0 is None:
         return 0.0
