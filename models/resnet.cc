@@ -38,11 +38,27 @@ double conv_macs(const torch::nn::Conv2dImpl& c, int64_t& h, int64_t& w) {
          static_cast<double>((*o.kernel_size())[0] * (*o.kernel_size())[1]);
 }
 
-// A residual block: forward plus MAC counting that follows the block's own convs.
+// A residual block: forward plus MAC counting that follows the block's own convs. The shortcut
+// is the identity, or a strided 1x1 conv + BN ("downsample") when the shape changes.
 class Block : public torch::nn::Module {
  public:
   virtual torch::Tensor forward(const torch::Tensor& x) = 0;
   virtual double macs(int64_t& h, int64_t& w) const = 0;
+
+ protected:
+  void add_downsample_if_needed(int64_t inplanes, int64_t outplanes, int64_t stride) {
+    if (stride == 1 && inplanes == outplanes) return;
+    downsample_ = register_module(
+        "downsample", torch::nn::Sequential(conv(inplanes, outplanes, 1, stride, 0), torch::nn::BatchNorm2d(outplanes)));
+    down_conv_ = downsample_->ptr<torch::nn::Conv2dImpl>(0);
+  }
+  torch::Tensor shortcut(const torch::Tensor& x) { return downsample_ ? downsample_->forward(x) : x; }
+  // The shortcut's MACs at the block's input size (which the main path then updates).
+  double shortcut_macs(int64_t h, int64_t w) const { return down_conv_ ? conv_macs(*down_conv_, h, w) : 0.0; }
+
+ private:
+  torch::nn::Sequential downsample_{nullptr};
+  std::shared_ptr<torch::nn::Conv2dImpl> down_conv_;
 };
 
 // BasicBlock (ResNet-18/34): 3x3 (stride) -> 3x3, expansion 1.
@@ -53,21 +69,16 @@ class BasicBlock : public Block {
     bn1_ = register_module("bn1", torch::nn::BatchNorm2d(planes));
     conv2_ = register_module("conv2", conv(planes, planes, 3, 1, 1));
     bn2_ = register_module("bn2", torch::nn::BatchNorm2d(planes));
-    if (stride != 1 || inplanes != planes) {
-      downsample_ = register_module(
-          "downsample", torch::nn::Sequential(conv(inplanes, planes, 1, stride, 0), torch::nn::BatchNorm2d(planes)));
-      down_conv_ = downsample_->ptr<torch::nn::Conv2dImpl>(0);
-    }
+    add_downsample_if_needed(inplanes, planes, stride);
   }
   torch::Tensor forward(const torch::Tensor& x) override {
     torch::Tensor out = F::relu(bn1_(conv1_(x)));
     out = bn2_(conv2_(out));
-    out += downsample_ ? downsample_->forward(x) : x;
+    out += shortcut(x);
     return F::relu(out);
   }
   double macs(int64_t& h, int64_t& w) const override {
-    int64_t dh = h, dw = w;
-    double m = down_conv_ ? conv_macs(*down_conv_, dh, dw) : 0.0;
+    double m = shortcut_macs(h, w);
     m += conv_macs(*conv1_, h, w);
     return m + conv_macs(*conv2_, h, w);
   }
@@ -75,8 +86,6 @@ class BasicBlock : public Block {
  private:
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr};
-  torch::nn::Sequential downsample_{nullptr};
-  std::shared_ptr<torch::nn::Conv2dImpl> down_conv_;
 };
 
 // Bottleneck (ResNet-50/101/152, v1.5): 1x1 -> 3x3 (stride) -> 1x1, expansion 4.
@@ -91,23 +100,17 @@ class Bottleneck : public Block {
     bn2_ = register_module("bn2", torch::nn::BatchNorm2d(width));
     conv3_ = register_module("conv3", conv(width, planes * kExpansion, 1, 1, 0));
     bn3_ = register_module("bn3", torch::nn::BatchNorm2d(planes * kExpansion));
-    if (stride != 1 || inplanes != planes * kExpansion) {
-      downsample_ = register_module(
-          "downsample", torch::nn::Sequential(conv(inplanes, planes * kExpansion, 1, stride, 0),
-                                              torch::nn::BatchNorm2d(planes * kExpansion)));
-      down_conv_ = downsample_->ptr<torch::nn::Conv2dImpl>(0);
-    }
+    add_downsample_if_needed(inplanes, planes * kExpansion, stride);
   }
   torch::Tensor forward(const torch::Tensor& x) override {
     torch::Tensor out = F::relu(bn1_(conv1_(x)));
     out = F::relu(bn2_(conv2_(out)));
     out = bn3_(conv3_(out));
-    out += downsample_ ? downsample_->forward(x) : x;
+    out += shortcut(x);
     return F::relu(out);
   }
   double macs(int64_t& h, int64_t& w) const override {
-    int64_t dh = h, dw = w;
-    double m = down_conv_ ? conv_macs(*down_conv_, dh, dw) : 0.0;
+    double m = shortcut_macs(h, w);
     m += conv_macs(*conv1_, h, w);
     m += conv_macs(*conv2_, h, w);
     return m + conv_macs(*conv3_, h, w);
@@ -116,8 +119,6 @@ class Bottleneck : public Block {
  private:
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};
-  torch::nn::Sequential downsample_{nullptr};
-  std::shared_ptr<torch::nn::Conv2dImpl> down_conv_;
 };
 
 }  // namespace

@@ -7,6 +7,14 @@
 
 namespace dtune::train {
 
+void Optimizer::with_grads(std::vector<torch::Tensor>& p, std::vector<torch::Tensor>& g) const {
+  for (const auto& t : params_)
+    if (t.grad().defined()) {
+      p.push_back(t);
+      g.push_back(t.grad());
+    }
+}
+
 void Optimizer::zero_grad() {
   for (auto& p : params_) p.mutable_grad() = torch::Tensor();
 }
@@ -20,11 +28,7 @@ class FusedSgd final : public Optimizer {
   void step() override {
     torch::NoGradGuard no_grad;
     std::vector<torch::Tensor> p, g;
-    for (auto& t : params_)
-      if (t.grad().defined()) {
-        p.push_back(t);
-        g.push_back(t.grad());
-      }
+    with_grads(p, g);
     if (momentum_.empty())
       for (auto& t : p) momentum_.push_back(torch::zeros_like(t));
     // is_first_step: the momentum buffer starts as the gradient itself (torch.optim.SGD).
@@ -46,11 +50,7 @@ class FusedAdamW final : public Optimizer {
   void step() override {
     torch::NoGradGuard no_grad;
     std::vector<torch::Tensor> p, g;
-    for (auto& t : params_)
-      if (t.grad().defined()) {
-        p.push_back(t);
-        g.push_back(t.grad());
-      }
+    with_grads(p, g);
     if (exp_avg_.empty()) {
       for (auto& t : p) {
         exp_avg_.push_back(torch::zeros_like(t, at::MemoryFormat::Preserve));

@@ -26,6 +26,8 @@ class Optimizer {
 
  protected:
   explicit Optimizer(std::vector<torch::Tensor> params) : params_(std::move(params)) {}
+  // The parameters that have a gradient, and their gradients (the fused kernels' lists).
+  void with_grads(std::vector<torch::Tensor>& p, std::vector<torch::Tensor>& g) const;
   std::vector<torch::Tensor> params_;
 };
 
