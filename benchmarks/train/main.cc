@@ -1,6 +1,7 @@
 // dtune-train: data-parallel training of real models with a per-step, per-rank time breakdown.
 // Launch: mpirun -np N dtune-train --model resnet18 --batch 32 (or run it as one process).
 #include <optional>
+#include <vector>
 
 #include "benchmarks/train/memory_meter.h"
 #include "benchmarks/train/options.h"
@@ -31,10 +32,27 @@ int main(int argc, char** argv) {
       if (a.ctx.is_root()) std::printf("# --batch auto: %lld samples per rank is the largest that fits\n",
                                        static_cast<long long>(batch));
     }
+    // With --batch-sweep: every power of two below the largest batch, then that batch; each is a
+    // run of its own in the results file.
+    std::vector<int64_t> batches;
+    if (o.batch_sweep)
+      for (int64_t b = 1; b < batch; b *= 2) batches.push_back(b);
+    batches.push_back(batch);
     int code = 0;
     try {
-      const tr::TrainOutcome out = tr::run_training(o, a, batch);
-      code = tr::report_training(o, a.ctx, out, file);
+      int64_t best = 0;
+      double best_rate = 0;
+      for (int64_t b : batches) {
+        const tr::TrainOutcome out = tr::run_training(o, a, b);
+        const double rate = tr::report_training(o, a.ctx, out, file);
+        if (rate > best_rate) {
+          best_rate = rate;
+          best = b;
+        }
+      }
+      if (o.batch_sweep && a.ctx.is_root())
+        std::printf("# --batch-sweep: batch %lld per rank is the fastest (%.2f samples/s) of %zu measured\n",
+                    static_cast<long long>(best), best_rate, batches.size());
     } catch (const tr::OutOfMemory& e) {
       // Every rank runs the same shapes, so every rank gets here at the same step.
       if (a.ctx.is_root()) tr::report_oom(o, e, file);

@@ -45,6 +45,9 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   app.add_option("--vocab", mo.vocab, "GPT vocabulary (0: model default)")->envname(env("VOCAB"))->capture_default_str();
   app.add_option("--batch", batch, "samples per rank per micro-step, or auto (largest that fits)")
       ->envname(env("BATCH"))->capture_default_str();
+  app.add_flag("--batch-sweep", o.batch_sweep, "with --batch auto: measure every power of two up to the "
+               "largest batch that fits (and that batch) and report the throughput-optimal one")
+      ->envname(env("BATCH_SWEEP"));
   app.add_option("--global-batch", o.global_batch, "samples per optimizer step over all ranks "
                  "(sets --batch = global / (ranks x accum-steps))")->envname(env("GLOBAL_BATCH"));
   app.add_option("--accum-steps", o.accum_steps, "micro-steps per optimizer step (gradient accumulation)")
@@ -118,6 +121,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       throw UsageError("--batch '" + batch + "': give a positive sample count or auto");
     }
   }
+  if (o.batch_sweep && !o.batch_auto) throw UsageError("--batch-sweep needs --batch auto");
   if (o.global_batch > 0) {
     if (o.batch_auto) throw UsageError("--global-batch and --batch auto both given: keep one");
     const int64_t per = static_cast<int64_t>(world_size) * o.accum_steps;

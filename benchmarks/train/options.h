@@ -23,6 +23,7 @@ struct Options {
   int64_t batch = 8;          // per rank; 0 with batch_auto
   int64_t global_batch = 0;   // when given: batch = global / (ranks × accum)
   bool batch_auto = false;
+  bool batch_sweep = false;   // with batch_auto: measure powers of two up to the largest batch
   int accum_steps = 1;
   Precision precision = Precision::kFp32;
   WeightsDtype weights_dtype = WeightsDtype::kFp32;

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "benchmarks/train/mfu.h"
+#include "core/error.h"
 #include "core/gather.h"
 #include "core/stats.h"
 
@@ -25,13 +26,27 @@ std::vector<double> flatten(const TrainOutcome& out) {
   return v;
 }
 
+// Root only: prints the summary, writes the group, returns samples/s.
+double write_and_print(const Options& o, const RunContext& ctx, const TrainOutcome& out,
+                       std::optional<ResultsFile>& file, const std::vector<double>& all,
+                       const std::vector<long long>& peaks);
+
 }  // namespace
 
-int report_training(const Options& o, const RunContext& ctx, const TrainOutcome& out,
-                    std::optional<ResultsFile>& file) {
+double report_training(const Options& o, const RunContext& ctx, const TrainOutcome& out,
+                       std::optional<ResultsFile>& file) {
   const std::vector<double> all = gather_doubles(ctx.comm(), flatten(out));
   const std::vector<long long> peaks = gather_longs(ctx.comm(), {out.peak_memory_bytes});
-  if (!ctx.is_root()) return 0;
+  double rate = ctx.is_root() ? write_and_print(o, ctx, out, file, all, peaks) : 0.0;
+  DTUNE_MPI_CHECK(MPI_Bcast(&rate, 1, MPI_DOUBLE, 0, ctx.comm()));
+  return rate;
+}
+
+namespace {
+
+double write_and_print(const Options& o, const RunContext& ctx, const TrainOutcome& out,
+                       std::optional<ResultsFile>& file, const std::vector<double>& all,
+                       const std::vector<long long>& peaks) {
   const size_t S = out.steps.size(), R = static_cast<size_t>(ctx.world_size());
   auto at = [&](size_t step, size_t rank, size_t field) { return all[(rank * S + step) * kStride + field]; };
 
@@ -91,8 +106,9 @@ int report_training(const Options& o, const RunContext& ctx, const TrainOutcome&
   std::printf("# peak memory %.1f MiB on rank 0 (%s)%s\n", static_cast<double>(out.peak_memory_bytes) / (1 << 20),
               out.memory_source.c_str(), skipped ? (", " + std::to_string(skipped) + " skipped steps").c_str() : "");
 
-  if (!file) return 0;
-  h5::Handle g = file->new_run("train-" + o.model + "-" + to_string(o.precision));
+  if (!file) return samples_per_s;
+  h5::Handle g = file->new_run("train-" + o.model + "-" + to_string(o.precision) + "-b" +
+                               std::to_string(out.batch));
   const hid_t id = g.get();
   h5::write_attr(id, "benchmark", "train");
   h5::write_attr(id, "status", "ok");
@@ -152,8 +168,10 @@ int report_training(const Options& o, const RunContext& ctx, const TrainOutcome&
   h5::write_dataset(id, "bucket_bytes", {buckets.size()}, buckets.data());
   g.close();
   file->flush();
-  return 0;
+  return samples_per_s;
 }
+
+}  // namespace
 
 void report_oom(const Options& o, const OutOfMemory& e, std::optional<ResultsFile>& file) {
   std::printf("# dtune-train: %s out of memory at batch %lld per rank: %s\n", o.model.c_str(),

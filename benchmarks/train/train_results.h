@@ -12,9 +12,9 @@
 
 namespace dtune::train {
 
-// Collective. Returns the exit status for the run.
-int report_training(const Options& o, const RunContext& ctx, const TrainOutcome& out,
-                    std::optional<ResultsFile>& file);
+// Collective. Returns the run's throughput in samples/s (on every rank).
+double report_training(const Options& o, const RunContext& ctx, const TrainOutcome& out,
+                       std::optional<ResultsFile>& file);
 
 // Root only: a run that did not fit, recorded with status "oom" and its batch.
 void report_oom(const Options& o, const OutOfMemory& e, std::optional<ResultsFile>& file);

@@ -84,3 +84,17 @@ def test_batch_finder_lands_on_the_memory_boundary(tmp_path):
     assert over.returncode == 4, over.stdout + over.stderr
     s = load_train_summary(tmp_path / "over.h5").iloc[0]
     assert s.status == "oom" and s.batch == found + 1
+
+
+def test_batch_sweep_measures_powers_of_two_up_to_the_limit(tmp_path):
+    model = ["--model", "resnet18", "--width", "8", "--image-size", "64", "--num-classes", "10", "--threads", "1"]
+    r = run(model + ["--memory-limit-mb", "40", "--batch", "auto", "--batch-sweep", "--steps", "2",
+                     "--warmup-steps", "1", "--output", tmp_path / "s.h5"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = load_train_summary(tmp_path / "s.h5")
+    batches = list(s.batch)
+    largest = batches[-1]
+    assert batches[:-1] == [2 ** k for k in range(len(batches) - 1)] and batches[-2] < largest <= 2 * batches[-2]
+    assert (s.status == "ok").all() and (s.batch_auto == 1).all()
+    best = int(s.loc[s.samples_per_s.idxmax(), "batch"])
+    assert f"batch {best} per rank is the fastest" in r.stdout
