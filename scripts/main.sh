@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The README's main command: sets everything up (scripts/setup.sh) and runs the main job. Until
-# the sweep and report issues land, that is a default dtune-comm run on this machine: allreduce,
-# allgather and reduce_scatter from 8 B to 64 MiB on 2 ranks (or DTUNE_NP), every result checked,
-# written to results/ as HDF5 and summarised from that file with the Python loader.
+# The README's main command: sets everything up (scripts/setup.sh) and runs the main job, the
+# quickstart sweep (sweeps/quickstart.yaml: dtune-comm over sizes and MPI transports, dtune-train
+# on the tiny ResNet and GPT over batch, precision and bucket size, 2 ranks each), merges its
+# points into one HDF5 file and prints a summary read back from that file.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$repo/scripts/setup.sh"
@@ -10,19 +10,23 @@ if [[ $(id -u) -eq 0 ]]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 cd "$repo"
-np=${DTUNE_NP:-2}
-out="results/comm-default-$(date -u +%Y%m%d-%H%M%S).h5"
-mpirun -np "$np" --oversubscribe build/bin/dtune-comm -b 8 -e 64M -f 2 -n 20 -w 5 -c 1 \
-  --collective allreduce,allgather,reduce_scatter --output "$out"
-PYTHONPATH="$repo/report" .venv/bin/python - "$out" <<'PY'
-import sys
-from dtune_report.loader import load_comm_summary, read_provenance
+out="results/sweeps/quickstart-$(date -u +%Y%m%d-%H%M%S)"
+scripts/dtune sweep run sweeps/quickstart.yaml --out "$out"
+scripts/dtune sweep merge sweeps/quickstart.yaml --out "$out"
+PYTHONPATH="$repo/report" .venv/bin/python - "$out/merged.h5" <<'PY'
+import json, sys
+import h5py
+from dtune_report.loader import load_comm_summary, load_train_summary
 path = sys.argv[1]
-s = load_comm_summary(path)
-prov = read_provenance(path)
-big = s[(s.placement == "out-of-place")].sort_values("size_bytes").groupby("collective").tail(1)
-print(f"\nResults file: {path}  (hosts: {sorted(set(prov['rank_host']))}, status: {prov.get('status', '?')})")
+with h5py.File(path) as f:  # which MPI transport each merged run used (its sweep point's env)
+    btl = {name: json.loads(g.attrs["point"])["env"].get("OMPI_MCA_btl", "default") for name, g in f["runs"].items()}
+comm = load_comm_summary(path)
+big = comm[comm.placement == "out-of-place"].sort_values("size_bytes").groupby(["run", "collective"]).tail(1)
+print(f"\nResults: {path}")
 for _, r in big.iterrows():
-    print(f"  {r.collective:>15s} at {int(r.size_bytes) >> 20} MiB: busbw {r.busbw_gbps:.2f} GB/s, "
-          f"time {r.time_us_reported:.0f} us")
+    print(f"  {r.collective:>10s} {int(r.size_bytes) >> 20} MiB, btl {btl[r.run]:<11s}: busbw {r.busbw_gbps:6.2f} GB/s")
+train = load_train_summary(path)
+for _, r in train.iterrows():
+    print(f"  {r.model:>10s} batch {int(r.batch):3d}/rank {r.precision:>4s} buckets {r.bucket_mb:5g} MiB: "
+          f"{r.samples_per_s:8.1f} samples/s, step p50 {r.step_time_p50_ms:6.1f} ms")
 PY

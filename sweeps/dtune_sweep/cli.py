@@ -1,0 +1,64 @@
+"""`dtune sweep plan|run|status|merge FILE`: the command-line front of dtune's sweeps."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import merge as merge_mod
+from . import runner
+from .spec import SweepError, plan
+
+
+def sweep_dir(file: str, out: str | None) -> Path:
+    return Path(out) if out else Path("results") / "sweeps" / Path(file).stem
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="dtune", description="dtune's sweeps over its benchmarks")
+    sub = ap.add_subparsers(dest="group", required=True)
+    sw = sub.add_parser("sweep", help="plan, run, inspect and merge sweeps").add_subparsers(dest="cmd", required=True)
+    p_plan = sw.add_parser("plan", help="expand a sweep file into points and print them")
+    p_plan.add_argument("file")
+    p_plan.add_argument("--show", type=int, default=10, help="points to print (default 10)")
+    p_run = sw.add_parser("run", help="run every point not yet complete, locally with mpirun")
+    p_run.add_argument("file")
+    p_run.add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
+    p_run.add_argument("--timeout", type=float, default=None, help="seconds per point before it is killed")
+    p_status = sw.add_parser("status", help="count points by status")
+    p_status.add_argument("file")
+    p_status.add_argument("--out")
+    p_merge = sw.add_parser("merge", help="one HDF5 file from the sweep's point files")
+    p_merge.add_argument("file")
+    p_merge.add_argument("--out")
+    p_merge.add_argument("-o", "--output", help="merged file (default <sweep dir>/merged.h5)")
+    a = ap.parse_args(argv)
+    try:
+        points = plan(a.file, runner.known_flags())
+    except SweepError as e:
+        print(f"dtune: error: {e}", file=sys.stderr)
+        return 2
+    if a.cmd == "plan":
+        print(f"# {a.file}: {len(points)} points")
+        for p in points[: a.show]:
+            env = " ".join(f"{k}={v}" for k, v in sorted(p.env.items()))
+            print(f"  {p.id}  np={p.ranks}  {env + '  ' if env else ''}{p.binary} {' '.join(p.args)}"
+                  f"{'  (repeat ' + str(p.repeat) + ')' if p.repeat else ''}")
+        if len(points) > a.show:
+            print(f"  ... {len(points) - a.show} more")
+        return 0
+    d = sweep_dir(a.file, a.out)
+    if a.cmd == "run":
+        return runner.run_points(points, d, a.timeout)
+    if a.cmd == "status":
+        c = runner.counts(points, d)
+        print(f"# {d}: " + ", ".join(f"{k} {v}" for k, v in c.items()))
+        return 0
+    out = Path(a.output) if a.output else d / "merged.h5"
+    n = merge_mod.merge(d, out)
+    print(f"# merged {n} runs into {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""Sweeps: planning (product, zips, exclusions, stable ids), bad sweep files rejected with exit 2
+before anything launches, and a local sweep killed with kill -9 mid-way then resumed: every point
+ran to completion exactly once and the merged HDF5 file holds all of them."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "sweeps"))
+from dtune_sweep.spec import SweepError, plan  # noqa: E402
+
+DTUNE = [str(REPO / "scripts" / "dtune")]
+
+
+def write(tmp_path, text, name="s.yaml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def dtune(*args, timeout=600, **kw):
+    return subprocess.run(DTUNE + [str(a) for a in args], capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def test_product_zip_exclude_repeats(tmp_path):
+    f = write(tmp_path, """
+binary: dtune-train
+args: [--model, gpt2-tiny]
+axes: {--batch: [1, 2, 4], --precision: [fp32, bf16]}
+zip: [{--bucket-mb: [1, 25], --first-bucket-mb: [0.5, 1]}]
+env: {OMP_NUM_THREADS: [1, 2]}
+exclude: [{--batch: 4, --precision: bf16}]
+repeats: 2
+""")
+    points = plan(f)
+    assert len(points) == (3 * 2 - 1) * 2 * 2 * 2
+    assert len({p.id for p in points}) == len(points)
+    bucket_pairs = {(p.values["--bucket-mb"], p.values["--first-bucket-mb"]) for p in points}
+    assert bucket_pairs == {(1, 0.5), (25, 1)}
+
+
+def test_ids_stable_across_runs_and_key_order(tmp_path):
+    a = write(tmp_path, "binary: dtune-comm\nargs: [-b, 8]\naxes: {--collective: [allreduce, allgather], -e: [8]}\n"
+              .replace("-e: [8]", "--op: [sum]"), "a.yaml")
+    b = write(tmp_path, "axes: {--op: [sum], --collective: [allreduce, allgather]}\nargs: [-b, 8]\nbinary: dtune-comm\n", "b.yaml")
+    ida = sorted(p.id for p in plan(a))
+    assert ida == sorted(p.id for p in plan(a))
+    # Reordered keys give the same points: the arguments are compared as sets of (flag, value).
+    assert {frozenset(zip(p.args[2::2], p.args[3::2])) for p in plan(a)} == \
+           {frozenset(zip(p.args[2::2], p.args[3::2])) for p in plan(b)}
+
+
+def test_random_order_is_recorded_and_reproducible(tmp_path):
+    f = write(tmp_path, "binary: dtune-comm\naxes: {--collective: [allreduce, allgather, broadcast, reduce]}\n"
+                        "order: random\nseed: 7\n")
+    assert [p.id for p in plan(f)] == [p.id for p in plan(f)]
+
+
+@pytest.mark.parametrize("text,expect", [
+    ("binary: dtune-comm\naxes: {--collective: [allreduce\n", "line"),
+    ("binary: dtune-comm\naxes: {--no-such-flag: [1]}\n", "unknown axis '--no-such-flag'"),
+    ("binary: dtune-nope\n", "binary 'dtune-nope'"),
+    ("binary: dtune-comm\naxes: {--collective: [[1, 2]]}\n", "wrong type"),
+    ("binary: dtune-comm\naxes: {--collective: [allreduce]}\nexclude: [{--collective: allreduce}]\n",
+     "no points left"),
+    ("binary: dtune-comm\nenv: {PATH: [x]}\n", "environment axis 'PATH'"),
+    ("binary: dtune-comm\nlaunch: {ranks: [0]}\n", "launch.ranks"),
+    ("binary: dtune-comm\ncolour: blue\n", "unknown key"),
+])
+def test_bad_sweep_files_exit_2_before_launch(tmp_path, text, expect):
+    f = write(tmp_path, text)
+    r = dtune("sweep", "run", f, "--out", tmp_path / "out")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert expect in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_yaml_syntax_error_names_line_and_column(tmp_path):
+    f = write(tmp_path, "binary: dtune-comm\naxes:\n  --collective: [allreduce, allgather\n")
+    r = dtune("sweep", "plan", f)
+    assert r.returncode == 2 and "YAML syntax error at line" in r.stderr and "column" in r.stderr
+
+
+def test_kill_minus_9_then_resume_runs_every_point_once(tmp_path):
+    f = write(tmp_path, """
+binary: dtune-comm
+args: [-b, 8, -e, 64K, -f, 4, -n, 200, -w, 5, -c, 1]
+axes: {--collective: [allreduce, allgather, reduce_scatter]}
+launch: {ranks: [1, 2]}
+""")
+    out = tmp_path / "sweep"
+    p = subprocess.Popen(DTUNE + ["sweep", "run", f, "--out", str(out)], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    # Wait until two points finished, then kill the runner and everything it started.
+    seen = 0
+    for line in p.stdout:
+        if line.startswith("["):
+            seen += 1
+            if seen == 2:
+                break
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    status = dtune("sweep", "status", f, "--out", out)
+    assert "ok 2" in status.stdout or "ok 3" in status.stdout, status.stdout
+    r = dtune("sweep", "run", f, "--out", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "already complete" in r.stdout
+    records = [json.loads(l) for l in (out / "state.jsonl").read_text().splitlines()]
+    ok = [rec["id"] for rec in records if rec.get("status") == "ok"]
+    assert len(ok) == 6 and len(set(ok)) == 6  # every point completed exactly once
+    assert "ok 6" in dtune("sweep", "status", f, "--out", out).stdout
+    m = dtune("sweep", "merge", f, "--out", out)
+    assert m.returncode == 0, m.stderr
+    with h5py.File(out / "merged.h5") as h:
+        assert len(h["points"]) == 6
+        assert len(h["runs"]) == 6
+        for g in h["runs"].values():
+            assert json.loads(g.attrs["point"])["id"] == g.attrs["point_id"]
+            assert "provenance" in h["points"][g.attrs["point_id"]]
+
+
+def test_shell_metacharacters_reach_the_program_verbatim(tmp_path):
+    evil = "tiny; touch pwned $(id) `id` 'x' \"y\" | z"
+    f = write(tmp_path, f"binary: dtune-train\naxes: {{--model: [{json.dumps(evil)}]}}\n")
+    r = dtune("sweep", "run", f, "--out", tmp_path / "out", cwd=tmp_path)
+    assert r.returncode == 1  # the point failed: no such model
+    log = next((tmp_path / "out" / "points").glob("*.log")).read_text()
+    assert evil in log  # the binary saw the value exactly as written
+    assert not (tmp_path / "pwned").exists()
