@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from . import merge as merge_mod
-from . import runner
+from . import runner, slurm
 from .spec import SweepError, plan
 
 
@@ -25,6 +25,16 @@ def main(argv=None) -> int:
     p_run.add_argument("file")
     p_run.add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
     p_run.add_argument("--timeout", type=float, default=None, help="seconds per point before it is killed")
+    p_slurm = sw.add_parser("slurm", help="write (and submit) Slurm job arrays, one task per bundle of points")
+    p_slurm.add_argument("file")
+    p_slurm.add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
+    p_slurm.add_argument("--dry-run", action="store_true", help="write the sbatch scripts, do not submit")
+    p_slurm.add_argument("--throttle", type=int, default=8, help="array tasks running at once (default 8)")
+    p_slurm.add_argument("--points-per-task", type=int, default=4, help="points in one array task (default 4)")
+    p_slurm.add_argument("--launcher", choices=["srun", "mpirun"], default="srun",
+                         help="how a task starts each point (default srun --mpi=pmix)")
+    p_slurm.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
+                         help="an sbatch option passed through, e.g. --sbatch=--partition=gpu (repeatable)")
     p_status = sw.add_parser("status", help="count points by status")
     p_status.add_argument("file")
     p_status.add_argument("--out")
@@ -50,6 +60,21 @@ def main(argv=None) -> int:
     d = sweep_dir(a.file, a.out)
     if a.cmd == "run":
         return runner.run_points(points, d, a.timeout)
+    if a.cmd == "slurm":
+        if a.throttle < 1 or a.points_per_task < 1:
+            print("dtune: error: --throttle and --points-per-task must be at least 1", file=sys.stderr)
+            return 2
+        try:
+            scripts = slurm.write_scripts(points, d, a.sbatch, a.throttle, a.points_per_task, a.launcher)
+            for s in scripts:
+                print(f"# wrote {s}")
+            if not a.dry_run:
+                for job in slurm.submit(scripts):
+                    print(f"# submitted job array {job}")
+        except SweepError as e:
+            print(f"dtune: error: {e}", file=sys.stderr)
+            return 2
+        return 0
     if a.cmd == "status":
         c = runner.counts(points, d)
         print(f"# {d}: " + ", ".join(f"{k} {v}" for k, v in c.items()))

@@ -36,7 +36,14 @@ def known_flags() -> dict:
     return out
 
 
-def mpirun_command(p: Point, output: Path) -> list:
+def launch_command(p: Point, output: Path, launcher: str = "mpirun") -> list:
+    """The point's command line: srun --mpi=pmix inside a Slurm allocation, else mpirun."""
+    exe = [str(bin_dir() / p.binary), *p.args, "--output", str(output)]
+    if launcher == "srun":
+        cmd = ["srun", "--mpi=pmix", "-n", str(p.ranks), "-N", str(p.nodes)]
+        if p.ranks_per_node:
+            cmd += [f"--ntasks-per-node={p.ranks_per_node}"]
+        return cmd + exe  # the environment travels with srun (--export=ALL)
     cmd = [os.environ.get("DTUNE_MPIRUN", "mpirun"), "-np", str(p.ranks), "--oversubscribe"]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
@@ -44,24 +51,27 @@ def mpirun_command(p: Point, output: Path) -> list:
         cmd += ["--map-by", f"ppr:{p.ranks_per_node}:node"]
     for k, v in sorted(p.env.items()):
         cmd += ["-x", f"{k}={v}"]
-    return cmd + [str(bin_dir() / p.binary), *p.args, "--output", str(output)]
+    return cmd + exe
 
 
 class State:
-    """The append-only log of a sweep directory: one JSON object per line."""
+    """The append-only logs of a sweep directory, one JSON object per line: state.jsonl for local
+    runs and one state-<shape>-<task>.jsonl per Slurm array task (tasks never share a file).
+    Records are read from all of them; this object appends to its own."""
 
-    def __init__(self, directory: Path):
-        self.path = directory / "state.jsonl"
+    def __init__(self, directory: Path, name: str = "state.jsonl"):
+        self.directory = directory
+        self.path = directory / name
 
     def records(self) -> list[dict]:
-        if not self.path.exists():
-            return []
         out = []
-        for line in self.path.read_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass  # a line torn by a kill -9 mid-write
+        for path in sorted(self.directory.glob("state*.jsonl")):
+            for line in path.read_text().splitlines():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass  # a line torn by a kill -9 mid-write
+        out.sort(key=lambda r: r.get("time", 0))
         return out
 
     def append(self, record: dict) -> None:
@@ -78,11 +88,13 @@ class State:
         return status
 
 
-def run_points(points: list[Point], directory: Path, timeout_s: float | None = None) -> int:
+def run_points(points: list[Point], directory: Path, timeout_s: float | None = None,
+               launcher: str = "mpirun", state_name: str = "state.jsonl", write_manifest: bool = True) -> int:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "points").mkdir(exist_ok=True)
-    (directory / "manifest.json").write_text(json.dumps([p.to_json() for p in points], indent=1))
-    state = State(directory)
+    if write_manifest:
+        (directory / "manifest.json").write_text(json.dumps([p.to_json() for p in points], indent=1))
+    state = State(directory, state_name)
     done = state.outcomes()
     todo = [p for p in points if done.get(p.id) not in COMPLETE]
     skipped = len(points) - len(todo)
@@ -108,11 +120,12 @@ def run_points(points: list[Point], directory: Path, timeout_s: float | None = N
                 break
             out = directory / "points" / f"{p.id}.h5"
             log = directory / "points" / f"{p.id}.log"
-            cmd = mpirun_command(p, out)
+            cmd = launch_command(p, out, launcher)
             state.append({"event": "started", "id": p.id, "time": time.time(), "command": shlex.join(cmd)})
             t0 = time.monotonic()
             with open(log, "w") as lf:
-                proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, start_new_session=True)
+                env = {**os.environ, **p.env} if launcher == "srun" else None
+                proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, start_new_session=True, env=env)
                 current["proc"] = proc
                 try:
                     rc = proc.wait(timeout=timeout_s)
@@ -125,7 +138,7 @@ def run_points(points: list[Point], directory: Path, timeout_s: float | None = N
             if stop["signal"]:
                 status = "interrupted"
             failures += status not in COMPLETE
-            state.append({"event": "finished", "id": p.id, "status": status, "exit_status": rc,
+            state.append({"event": "finished", "id": p.id, "time": time.time(), "status": status, "exit_status": rc,
                           "seconds": round(time.monotonic() - t0, 3), "output": str(out)})
             elapsed = time.monotonic() - start
             eta = elapsed / n * (len(todo) - n)

@@ -3,7 +3,8 @@
 A sweep file holds one sweep, or several under `sweeps:`. Each sweep names a binary and its fixed
 arguments, then axes: `axes` (Cartesian product of flag values), `zip` (lists varied together),
 `env` (NCCL_*, UCX_*, OMP_*, OMPI_*, ... variables), `launch` (ranks, nodes, ranks_per_node),
-`topology` presets, `exclude` rules, `repeats`, `order` (as-written or random with a recorded seed).
+`topology` presets, `exclude` rules, `repeats`, `order` (as-written or random with a recorded seed),
+`steps` (the measured iterations of every point).
 Every point gets a stable id: a hash of its canonical JSON form, independent of key order.
 """
 from __future__ import annotations
@@ -31,7 +32,9 @@ TOPOLOGIES = {
     "ucx-tcp": {"OMPI_MCA_pml": "ucx", "UCX_TLS": "tcp,self"},
 }
 SWEEP_KEYS = {"name", "binary", "args", "axes", "zip", "env", "launch", "topology", "exclude",
-              "repeats", "order", "seed", "timeout_s"}
+              "repeats", "order", "seed", "steps"}
+# `steps:` sets each binary's measured-iterations flag.
+STEPS_FLAG = {"dtune-comm": "--iters", "dtune-train": "--steps"}
 LAUNCH_KEYS = {"ranks", "nodes", "ranks_per_node"}
 SCALAR = (str, int, float, bool)
 
@@ -132,6 +135,11 @@ def expand(path: str, sweep: dict, known_flags: dict | None = None) -> list[Poin
     if not isinstance(args, list):
         raise SweepError(f"{path}: {where}: args must be a list")
     args = [str(a) for a in _scalar_list(path, f"{where}: args", args)] if args else []
+    if "steps" in sweep:
+        steps = sweep["steps"]
+        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+            raise SweepError(f"{path}: {where}: steps must be a positive integer")
+        args += [STEPS_FLAG[binary], str(steps)]
 
     axes = []  # list of (kind, key) -> values, each a "dimension" of the product
     dims = []

@@ -134,3 +134,31 @@ def test_shell_metacharacters_reach_the_program_verbatim(tmp_path):
     log = next((tmp_path / "out" / "points").glob("*.log")).read_text()
     assert evil in log  # the binary saw the value exactly as written
     assert not (tmp_path / "pwned").exists()
+
+
+def test_sigterm_marks_the_running_point_interrupted(tmp_path):
+    f = write(tmp_path, """
+binary: dtune-comm
+args: [-b, 8, -e, 16M, -f, 2, -w, 5, -c, 1]
+steps: 200
+axes: {--collective: [allreduce, allgather, alltoall]}
+""")
+    out = tmp_path / "sweep"
+    p = subprocess.Popen(DTUNE + ["sweep", "run", f, "--out", str(out)], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    for line in p.stdout:
+        if line.startswith("[1/3]"):
+            break
+    time.sleep(0.5)  # the second point is running
+    p.send_signal(signal.SIGTERM)
+    rest = p.communicate(timeout=120)[0]
+    assert p.returncode == 130, rest
+    status = dtune("sweep", "status", f, "--out", out).stdout
+    assert "interrupted 1" in status, status
+    # The rerun completes what was interrupted or never started, and nothing twice.
+    r = dtune("sweep", "run", f, "--out", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ok 3" in dtune("sweep", "status", f, "--out", out).stdout
+    records = [json.loads(l) for l in (out / "state.jsonl").read_text().splitlines()]
+    ok = [rec["id"] for rec in records if rec.get("status") == "ok"]
+    assert len(ok) == len(set(ok)) == 3

@@ -1,0 +1,72 @@
+"""Slurm job arrays for a sweep. Points are grouped by resource shape (ranks, nodes, ranks per
+node) and cut into bundles; each shape gets one sbatch script whose array has one task per bundle
+(`--array=0-(B-1)%throttle`). A task runs its bundle's points one after another with
+`srun --mpi=pmix` (or mpirun) and records them in its own state log, so tasks never write the same
+file. No point's arguments or environment appear in the scripts: tasks read them from the sweep's
+manifest and pass them as argument lists, so nothing in a sweep file can reach a shell."""
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from collections import OrderedDict
+from pathlib import Path
+
+from .spec import Point, SweepError
+
+
+def shapes(points: list[Point]) -> "OrderedDict[tuple, list[Point]]":
+    out: OrderedDict = OrderedDict()
+    for p in points:
+        out.setdefault((p.ranks, p.nodes, p.ranks_per_node), []).append(p)
+    return out
+
+
+def _directive(opt: str) -> str:
+    if "\n" in opt or "\r" in opt or not opt.startswith("-"):
+        raise SweepError(f"--sbatch option {opt!r}: give one option such as --partition=gpu (no newlines)")
+    return f"#SBATCH {opt}"
+
+
+def write_scripts(points: list[Point], directory: Path, sbatch_opts: list[str], throttle: int,
+                  per_task: int, launcher: str) -> list[Path]:
+    """Writes manifest.json, slurm/bundles-<k>.json and slurm/shape-<k>.sbatch; returns the scripts."""
+    directory = directory.resolve()
+    (directory / "points").mkdir(parents=True, exist_ok=True)
+    sdir = directory / "slurm"
+    sdir.mkdir(exist_ok=True)
+    (directory / "manifest.json").write_text(json.dumps([p.to_json() for p in points], indent=1))
+    scripts = []
+    python = shlex.quote(sys.executable)
+    pkg = shlex.quote(str(Path(__file__).resolve().parents[1]))
+    for k, ((ranks, nodes, rpn), pts) in enumerate(shapes(points).items()):
+        bundles = [[p.id for p in pts[i:i + per_task]] for i in range(0, len(pts), per_task)]
+        (sdir / f"bundles-{k}.json").write_text(json.dumps(bundles))
+        lines = ["#!/bin/bash",
+                 f"#SBATCH --job-name=dtune-sweep-{k}",
+                 f"#SBATCH --array=0-{len(bundles) - 1}%{throttle}",
+                 f"#SBATCH --ntasks={ranks}",
+                 f"#SBATCH --nodes={nodes}",
+                 f"#SBATCH --output={shlex.quote(str(sdir / f'shape-{k}-task-%a.out'))}"]
+        if rpn:
+            lines.append(f"#SBATCH --ntasks-per-node={rpn}")
+        lines += [_directive(o) for o in sbatch_opts]
+        lines += ["set -euo pipefail",
+                  f"export PYTHONPATH={pkg}${{PYTHONPATH:+:$PYTHONPATH}}",
+                  f"exec {python} -m dtune_sweep.task {shlex.quote(str(directory))} {k} "
+                  f"\"$SLURM_ARRAY_TASK_ID\" {shlex.quote(launcher)}", ""]
+        script = sdir / f"shape-{k}.sbatch"
+        script.write_text("\n".join(lines))
+        scripts.append(script)
+    return scripts
+
+
+def submit(scripts: list[Path]) -> list[str]:
+    ids = []
+    for s in scripts:
+        r = subprocess.run(["sbatch", "--parsable", str(s)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SweepError(f"sbatch {s} failed: {r.stderr.strip()}")
+        ids.append(r.stdout.strip().split(";")[0])
+    return ids

@@ -1,0 +1,30 @@
+"""One Slurm array task: runs its bundle of sweep points inside the allocation.
+Usage (from the generated sbatch script): python -m dtune_sweep.task SWEEP_DIR SHAPE TASK_ID LAUNCHER"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from .runner import run_points
+from .spec import Point
+
+
+def main(argv: list[str]) -> int:
+    directory, shape, task, launcher = Path(argv[0]), int(argv[1]), int(argv[2]), argv[3]
+    bundles = json.loads((directory / "slurm" / f"bundles-{shape}.json").read_text())
+    wanted = set(bundles[task])
+    points = []
+    for p in json.loads((directory / "manifest.json").read_text()):
+        if p["id"] in wanted:
+            values = p.pop("values", {})
+            pid = p.pop("id")
+            pt = Point(**p, values=values)
+            assert pt.id == pid, "manifest and code disagree on a point's id"
+            points.append(pt)
+    return run_points(points, directory, launcher=launcher, state_name=f"state-{shape}-{task}.jsonl",
+                      write_manifest=False)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
