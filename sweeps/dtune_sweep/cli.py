@@ -1,4 +1,4 @@
-"""`dtune sweep plan|run|status|merge FILE`: the command-line front of dtune's sweeps."""
+"""`dtune sweep plan|run|slurm|status|merge FILE` and `dtune compare A B`: dtune's command line."""
 from __future__ import annotations
 
 import argparse
@@ -42,7 +42,15 @@ def main(argv=None) -> int:
     p_merge.add_argument("file")
     p_merge.add_argument("--out")
     p_merge.add_argument("-o", "--output", help="merged file (default <sweep dir>/merged.h5)")
+    cmp = sub.add_parser("compare", help="A/B comparison of two results (files or directories)")
+    cmp.add_argument("a")
+    cmp.add_argument("b")
+    cmp.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    cmp.add_argument("--fail-on-regression", type=float, metavar="PCT",
+                     help="exit 1 when a significant slowdown exceeds PCT percent")
     a = ap.parse_args(argv)
+    if a.group == "compare":
+        return compare_main(a)
     try:
         points = plan(a.file, runner.known_flags())
     except SweepError as e:
@@ -82,6 +90,25 @@ def main(argv=None) -> int:
     out = Path(a.output) if a.output else d / "merged.h5"
     n = merge_mod.merge(d, out)
     print(f"# merged {n} runs into {out}")
+    return 0
+
+
+def compare_main(a) -> int:
+    from dtune_report.compare import compare_results, format_table, regressions
+    try:
+        rows = compare_results(a.a, a.b, a.alpha)
+    except (OSError, ValueError) as e:
+        print(f"dtune: error: {e}", file=sys.stderr)
+        return 2
+    if not rows:
+        print("dtune: error: no configuration appears in both A and B", file=sys.stderr)
+        return 2
+    print(format_table(rows))
+    if a.fail_on_regression is not None:
+        bad = regressions(rows, a.fail_on_regression)
+        for r in bad:
+            print(f"# regression: {r.config}: {(r.ratio - 1) * 100:+.1f}% (> {a.fail_on_regression}%)", file=sys.stderr)
+        return 1 if bad else 0
     return 0
 
 
