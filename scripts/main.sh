@@ -2,7 +2,8 @@
 # The README's main command: sets everything up (scripts/setup.sh) and runs the main job, the
 # quickstart sweep (sweeps/quickstart.yaml: dtune-comm over sizes and MPI transports, dtune-train
 # on the tiny ResNet and GPT over batch, precision and bucket size, 2 ranks each), merges its
-# points into one HDF5 file and prints a summary read back from that file.
+# points into one HDF5 file, prints a summary read back from that file, and ends with the HTML
+# report (figures, best configurations, flags to paste) and where it is.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$repo/scripts/setup.sh"
@@ -30,3 +31,4 @@ for _, r in train.iterrows():
     print(f"  {r.model:>10s} batch {int(r.batch):3d}/rank {r.precision:>4s} buckets {r.bucket_mb:5g} MiB: "
           f"{r.samples_per_s:8.1f} samples/s, step p50 {r.step_time_p50_ms:6.1f} ms")
 PY
+scripts/dtune report "$out/merged.h5" -o "$out/report"

@@ -48,7 +48,20 @@ def main(argv=None) -> int:
     cmp.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
     cmp.add_argument("--fail-on-regression", type=float, metavar="PCT",
                      help="exit 1 when a significant slowdown exceeds PCT percent")
+    rep = sub.add_parser("report", help="HTML report with figures and recommendations from results")
+    rep.add_argument("results", nargs="+", help="HDF5 files or directories (a sweep's merged.h5)")
+    rep.add_argument("-o", "--output", required=True, help="directory for report.html, report.md and the PNGs")
     a = ap.parse_args(argv)
+    if a.group == "report":
+        from dtune_report.report import build_report
+        try:
+            r = build_report(a.results, a.output)
+        except (OSError, ValueError) as e:
+            print(f"dtune: error: {e}", file=sys.stderr)
+            return 2
+        print(f"# report: {r['dir'] / 'report.html'} ({len(r['figures'])} figures"
+              f"{', nccl_tuner.conf' if r['tuner'] else ''})")
+        return 0
     if a.group == "compare":
         return compare_main(a)
     try:

@@ -1,0 +1,170 @@
+"""The report's figures (matplotlib, Agg). Each function returns a PNG path, or None when the data
+lacks the figure's axes (the report then leaves it out). Values come from the files as written:
+busbw, MFU and throughput are never recomputed here."""
+from __future__ import annotations
+
+import json
+
+import h5py
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from .loader import _expand  # noqa: E402
+
+PHASES = ["data_ms", "h2d_ms", "forward_ms", "backward_ms", "comm_exposed_ms", "optimizer_ms", "scaler_ms"]
+
+
+def _save(fig, path):
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def comm_setting(point_json: str | None, backend: str) -> str:
+    """What distinguishes a dtune-comm run inside a sweep: its backend and the NCCL/MPI knobs set."""
+    if not point_json:
+        return backend
+    env = json.loads(point_json).get("env", {})
+    knobs = [f"{k}={v}" for k, v in sorted(env.items()) if k.startswith(("NCCL_", "UCX_", "OMPI_MCA_"))]
+    return " ".join([backend] + knobs)
+
+
+def comm_fits(paths) -> pd.DataFrame:
+    """Per comm run: file, run, setting, busbw_factor and the α–β fit the binary stored."""
+    rows = []
+    for path in _expand(paths):
+        with h5py.File(path, "r") as f:
+            for name, g in f.get("runs", {}).items():
+                a = g.attrs
+                if a.get("benchmark") != "comm":
+                    continue
+                point = json.loads(a["point"]) if a.get("point") else {}
+                env = point.get("env", {})
+                world = point.get("ranks") or int(f["provenance"].attrs.get("world_size", 1)) if "provenance" in f \
+                    else point.get("ranks", 1)
+                rows.append({"file": str(path), "run": name, "collective": a["collective"],
+                             "setting": comm_setting(a.get("point"), a["backend"]),
+                             "algo": env.get("NCCL_ALGO"), "proto": env.get("NCCL_PROTO"), "world_size": world,
+                             "busbw_factor": float(a["busbw_factor"]), "alpha_us": float(a["fit_alpha_us"]),
+                             "fit_busbw_gbps": float(a["fit_busbw_gbps"])})
+    return pd.DataFrame(rows)
+
+
+def busbw_vs_size(comm: pd.DataFrame, fits: pd.DataFrame, out):
+    if comm.empty or comm.size_bytes.nunique() < 2:
+        return None
+    d = comm[comm.placement == "out-of-place"].merge(fits[["file", "run", "setting", "alpha_us", "fit_busbw_gbps"]],
+                                                     on=["file", "run"])
+    colls = sorted(d.collective.unique())
+    fig, axes = plt.subplots(1, len(colls), figsize=(5 * len(colls), 4), squeeze=False)
+    for ax, c in zip(axes[0], colls):
+        for (setting, run), g in d[d.collective == c].groupby(["setting", "run"]):
+            g = g.sort_values("size_bytes")
+            line, = ax.loglog(g.size_bytes, g.busbw_gbps.clip(lower=1e-6), "o-", ms=3, label=setting)
+            a, B, k = g.alpha_us.iloc[0], g.fit_busbw_gbps.iloc[0], g.busbw_factor.iloc[0]
+            if np.isfinite(a) and np.isfinite(B) and B > 0:
+                s = np.geomspace(g.size_bytes.min(), g.size_bytes.max(), 100)
+                t_us = a + s * k / (B * 1e3)  # B in GB/s = 1e3 bytes per µs
+                ax.loglog(s, s * k / t_us / 1e3, "--", color=line.get_color(), lw=1)
+        ax.set(title=f"{c} (dashed: α–β fit)", xlabel="size (bytes)", ylabel="bus bandwidth (GB/s)")
+        ax.legend(fontsize=7)
+    return _save(fig, out)
+
+
+def throughput_vs_batch(train: pd.DataFrame, out):
+    if train.empty or "batch" not in train or train.batch.nunique() < 2:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ok = train[train.status == "ok"]
+    for (model, prec), g in ok.groupby(["model", "precision"]):
+        g = g.groupby("batch").samples_per_s.max().sort_index()
+        ax.plot(g.index, g.values, "o-", label=f"{model} {prec}")
+    oom = train[train.status == "oom"]
+    if not oom.empty:
+        ax.plot(oom.batch, np.zeros(len(oom)), "rx", ms=10, label="out of memory")
+    ax.set(xscale="log", xlabel="batch per rank", ylabel="samples/s", title="Throughput against batch size")
+    ax.legend(fontsize=7)
+    return _save(fig, out)
+
+
+def step_breakdown(steps: pd.DataFrame, train: pd.DataFrame, out):
+    if steps.empty:
+        return None
+    m = steps[~steps.warmup].groupby(["file", "run"])[PHASES].mean()
+    labels = [label_of(train, f, r) for f, r in m.index]
+    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(m) + 3), 4.5))
+    bottom = np.zeros(len(m))
+    for ph in PHASES:
+        ax.bar(range(len(m)), m[ph].values, bottom=bottom, label=ph.replace("_ms", ""))
+        bottom += m[ph].values
+    ax.set_xticks(range(len(m)), labels, rotation=60, ha="right", fontsize=7)
+    ax.set(ylabel="ms per step (mean over ranks and measured steps)", title="Where a step's time goes")
+    ax.legend(fontsize=7)
+    return _save(fig, out)
+
+
+def label_of(train: pd.DataFrame, f, r) -> str:
+    row = train[(train.file == f) & (train.run == r)]
+    if row.empty:
+        return r
+    x = row.iloc[0]
+    return f"{x.model} {x.precision} b{int(x.batch)} np{int(x.world_size)} {x.bucket_mb:g}MiB"
+
+
+def scaling(train: pd.DataFrame, out):
+    ok = train[train.status == "ok"] if not train.empty else train
+    if ok.empty or ok.world_size.nunique() < 2 or (ok.world_size == 1).sum() == 0:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for (model, prec, batch), g in ok.groupby(["model", "precision", "batch"]):
+        base = g[g.world_size == 1].samples_per_s.max()
+        if not np.isfinite(base) or g.world_size.nunique() < 2:
+            continue
+        s = g.groupby("world_size").samples_per_s.max()
+        ax.plot(s.index, s.values / (s.index * base), "o-", label=f"{model} {prec} b{int(batch)}")
+    ax.set(xlabel="ranks", ylabel="scaling efficiency", ylim=(0, 1.2), title="Scaling efficiency")
+    ax.legend(fontsize=7)
+    return _save(fig, out)
+
+
+def heatmap(train: pd.DataFrame, out, axes=("batch", "bucket_mb")):
+    ok = train[train.status == "ok"] if not train.empty else train
+    x, y = axes
+    if ok.empty or ok[x].nunique() < 2 or ok[y].nunique() < 2:
+        return None
+    model = ok.model.mode().iloc[0]
+    t = ok[ok.model == model].pivot_table(index=y, columns=x, values="samples_per_s", aggfunc="max")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    im = ax.imshow(t.values, aspect="auto", origin="lower")
+    ax.set_xticks(range(t.shape[1]), [f"{v:g}" for v in t.columns])
+    ax.set_yticks(range(t.shape[0]), [f"{v:g}" for v in t.index])
+    for i in range(t.shape[0]):
+        for j in range(t.shape[1]):
+            if np.isfinite(t.values[i, j]):
+                ax.text(j, i, f"{t.values[i, j]:.0f}", ha="center", va="center", color="w", fontsize=8)
+    fig.colorbar(im, label="samples/s")
+    ax.set(xlabel=x, ylabel=y, title=f"{model}: throughput over {x} x {y}")
+    return _save(fig, out)
+
+
+def slowest_rank_steps(steps: pd.DataFrame, out):
+    """Distribution of each measured step's slowest rank time, per run, with the rank that was
+    slowest most often (the straggler) named."""
+    if steps.empty or steps["rank"].nunique() < 2:
+        return None, {}
+    s = steps[~steps.warmup]
+    idx = s.groupby(["file", "run", "step"]).total_ms.idxmax()
+    worst = s.loc[idx]
+    stragglers = {r: int(g["rank"].mode().iloc[0]) for r, g in worst.groupby("run")}
+    runs = sorted(worst.run.unique())
+    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(runs) + 3), 4))
+    ax.boxplot([worst[worst.run == r].total_ms.values for r in runs])
+    ax.set_xticks(range(1, len(runs) + 1), [f"{r}\n(slowest: rank {stragglers[r]})" for r in runs],
+                  rotation=60, ha="right", fontsize=7)
+    ax.set(ylabel="step time of the slowest rank (ms)", title="Step-time distribution, stragglers named")
+    return _save(fig, out), stragglers
