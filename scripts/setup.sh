@@ -24,7 +24,7 @@ apt_packages=(
   libcli11-dev libyaml-cpp-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv python3-dev
-  slurm-wlm munge
+  slurm-wlm munge chromium
 )
 if [[ "${DTUNE_SKIP_APT:-0}" != 1 ]] && command -v dpkg-query >/dev/null; then
   missing=()

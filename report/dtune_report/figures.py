@@ -55,6 +55,19 @@ def comm_fits(paths) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def train_peaks(paths) -> pd.DataFrame:
+    """Per train run: the largest peak_memory_bytes over its ranks (the dataset the binary wrote)."""
+    rows = []
+    for path in _expand(paths):
+        with h5py.File(path, "r") as f:
+            for name, g in f.get("runs", {}).items():
+                if g.attrs.get("benchmark") == "train" and "peak_memory_bytes" in g:
+                    rows.append({"file": str(path), "run": name,
+                                 "peak_memory_mib": float(np.max(g["peak_memory_bytes"][()])) / 2**20,
+                                 "memory_source": g.attrs.get("memory_source", "")})
+    return pd.DataFrame(rows, columns=["file", "run", "peak_memory_mib", "memory_source"])
+
+
 def busbw_vs_size(comm: pd.DataFrame, fits: pd.DataFrame, out):
     if comm.empty or comm.size_bytes.nunique() < 2:
         return None
@@ -135,9 +148,13 @@ def scaling(train: pd.DataFrame, out):
 def heatmap(train: pd.DataFrame, out, axes=("batch", "bucket_mb")):
     ok = train[train.status == "ok"] if not train.empty else train
     x, y = axes
-    if ok.empty or ok[x].nunique() < 2 or ok[y].nunique() < 2:
+    if ok.empty:
         return None
-    model = ok.model.mode().iloc[0]
+    # The first model whose runs vary along both axes.
+    varied = [m for m, g in ok.groupby("model") if g[x].nunique() >= 2 and g[y].nunique() >= 2]
+    if not varied:
+        return None
+    model = varied[0]
     t = ok[ok.model == model].pivot_table(index=y, columns=x, values="samples_per_s", aggfunc="max")
     fig, ax = plt.subplots(figsize=(6, 4))
     im = ax.imshow(t.values, aspect="auto", origin="lower")

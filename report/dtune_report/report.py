@@ -33,7 +33,7 @@ def build_report(paths, out_dir) -> dict:
     else:
         stragglers = {}
     figures = {k: v for k, v in made.items() if v is not None}
-    best = tb.best_training(train)
+    best = tb.best_training(train, fg.train_peaks(paths))
     recs = tb.recommendations(train)
     tuner = tb.nccl_tuner_conf(comm, fits[["file", "run", "algo", "proto", "world_size"]]) if not fits.empty else None
     if tuner:

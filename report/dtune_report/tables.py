@@ -21,13 +21,15 @@ def point_env(train_or_comm_row) -> dict:
     return json.loads(p).get("env", {}) if isinstance(p, str) and p else {}
 
 
-def best_training(train: pd.DataFrame) -> pd.DataFrame:
+def best_training(train: pd.DataFrame, peaks: pd.DataFrame | None = None) -> pd.DataFrame:
     if train.empty or "samples_per_s" not in train:
         return pd.DataFrame()
     ok = train[train.status == "ok"]
+    if peaks is not None and not peaks.empty:
+        ok = ok.merge(peaks[["file", "run", "peak_memory_mib"]], on=["file", "run"], how="left")
     idx = ok.groupby(["model", "world_size"]).samples_per_s.idxmax()
     cols = ["model", "world_size", "batch", "precision", "bucket_mb", "overlap", "samples_per_s", "mfu",
-            "peak_source", "step_time_p50_ms"]
+            "peak_source", "step_time_p50_ms", "peak_memory_mib"]
     best = ok.loc[idx]
     return best[[c for c in cols if c in best]].reset_index(drop=True)
 

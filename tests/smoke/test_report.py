@@ -80,3 +80,31 @@ def test_nccl_tuner_conf_covers_the_measured_range(sweep, tmp_path):
             assert int(b[1]) == int(a[2]) + 1  # no gap, no overlap
         assert int(mine[-1][2]) == 32768  # the largest size measured (8, 64, 512, 4K, 32K)
         assert all(x[3] in ("ring", "tree") and x[4] in ("simple", "ll") and x[7] == "2" for x in mine)
+
+
+def test_html_report_loads_in_headless_chromium(sweep, tmp_path):
+    """Every embedded image decodes in a real browser (sizes read from the page), no console
+    errors, and a screenshot is saved beside the report."""
+    import json
+    import re
+    import shutil
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.fail("chromium not found: scripts/setup.sh installs Debian's chromium")
+    r = build_report([sweep], tmp_path)
+    url = (tmp_path / "report.html").as_uri()
+    flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0"]
+    dom = subprocess.run([browser, *flags, "--virtual-time-budget=5000", "--dump-dom", url],
+                         capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    m = re.search(r'data-images="([^"]*)"', dom.stdout)
+    assert m, "the page's load handler did not run"
+    images = json.loads(m.group(1).replace("&quot;", '"'))
+    assert len(images) == len(r["figures"]) == 5
+    for name, complete, width, height in images:
+        assert complete and width > 100 and height > 100, (name, width, height)
+    assert "Uncaught" not in dom.stderr and "CONSOLE" not in dom.stderr, dom.stderr[-2000:]
+    shot = tmp_path / "screenshot.png"
+    s = subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1200,3000", url],
+                       capture_output=True, text=True, timeout=120)
+    assert s.returncode == 0 and shot.stat().st_size > 10000, s.stderr[-2000:]
