@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "benchmarks/train/memory_meter.h"
+#include "benchmarks/train/mllog.h"
 #include "benchmarks/train/options.h"
 #include "benchmarks/train/train_results.h"
 #include "benchmarks/train/trainer.h"
@@ -38,6 +39,17 @@ int main(int argc, char** argv) {
     if (o.batch_sweep)
       for (int64_t b = 1; b < batch; b *= 2) batches.push_back(b);
     batches.push_back(batch);
+    const bool mllog = o.mllog && a.ctx.is_root();
+    if (mllog) {
+      tr::mllog("run_start", nullptr);
+      tr::mllog("submission_benchmark", o.model);
+      tr::mllog("global_batch_size", batch * a.ctx.world_size() * o.accum_steps);
+      tr::mllog("gradient_accumulation_steps", o.accum_steps);
+      tr::mllog("opt_name", tr::to_string(o.optimizer));
+      tr::mllog("opt_base_learning_rate", o.lr);
+      tr::mllog("precision", tr::to_string(o.precision));
+      tr::mllog("world_size", a.ctx.world_size());
+    }
     int code = 0;
     try {
       int64_t best = 0;
@@ -45,6 +57,7 @@ int main(int argc, char** argv) {
       for (int64_t b : batches) {
         const tr::TrainOutcome out = tr::run_training(o, a, b);
         const double rate = tr::report_training(o, a.ctx, out, file);
+        if (mllog) tr::mllog("throughput", rate, {{"unit", "samples/s"}, {"batch", b}});
         if (rate > best_rate) {
           best_rate = rate;
           best = b;
@@ -58,6 +71,7 @@ int main(int argc, char** argv) {
       if (a.ctx.is_root()) tr::report_oom(o, e, file);
       code = tr::kOomExitStatus;
     }
+    if (mllog) tr::mllog("run_stop", nullptr, {{"status", code == 0 ? "success" : "aborted"}});
     if (file) {
       file->finish("complete", code);
       std::printf("# Results: %s\n", file->path().c_str());

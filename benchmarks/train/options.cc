@@ -96,6 +96,10 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   app.add_option("--timing", timing, "on: time every phase of every step; off: only each step's total "
                  "(a bare loop, to measure the harness's own overhead)")
       ->envname(env("TIMING"))->capture_default_str()->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--tensorboard", o.tensorboard_dir, "write loss, throughput, step time and every phase time "
+                 "per step as TensorBoard event files under DIR/rank<r>/")->envname(env("TENSORBOARD"));
+  app.add_flag("--mllog", o.mllog, "print MLPerf-style :::MLLOG lines (run_start, configuration, "
+               "throughput, run_stop) from rank 0")->envname(env("MLLOG"));
   app.add_option("--timeout", o.timeout_s, "seconds a gradient reduction may take before the job is aborted")
       ->envname(env("TIMEOUT"))->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--debug-plant-inf-step", o.plant_inf_step, "test only: plant an inf gradient at this step")

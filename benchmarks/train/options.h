@@ -50,6 +50,8 @@ struct Options {
   int plant_inf_step = -1;  // test only: rank 0 plants an inf gradient at this step
   int plant_inf_rank = 0;
   int perturb_rank = -1;    // test only: this rank's parameters drift after the first step
+  std::string tensorboard_dir;  // per-step scalars as TensorBoard event files (DIR/rank<r>/)
+  bool mllog = false;           // MLPerf-style :::MLLOG lines from rank 0
   std::string dump_path;    // test only: rank 0 writes final parameters and last gradients
   std::string command_line;
 };

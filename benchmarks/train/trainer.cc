@@ -6,6 +6,7 @@
 #include <torch/utils.h>
 
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -19,6 +20,7 @@
 #include "core/device_info.h"
 #include "core/error.h"
 #include "core/gather.h"
+#include "core/tensorboard.h"
 #include "core/timer.h"
 #include "models/registry.h"
 #include "models/weights.h"
@@ -179,6 +181,11 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
   if (!o.timing) clock = make_total_only_clock(std::move(clock));
   model->train();
 
+  std::optional<TensorBoardWriter> tb;
+  if (!probe && !o.tensorboard_dir.empty())
+    tb.emplace((std::filesystem::path(o.tensorboard_dir) / ("rank" + std::to_string(ctx.rank()))).string(),
+               "--tensorboard");
+  const double global_batch = static_cast<double>(batch) * ctx.world_size() * o.accum_steps;
   const int total_steps = o.warmup_steps + o.steps;
   for (int step = 0; step < total_steps; ++step) {
     StepRecord rec;
@@ -250,6 +257,15 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
     check_memory();
     rec.loss = loss_sum.item<double>() / o.accum_steps;
     out.steps.push_back(rec);
+    if (tb) {
+      tb->scalar("loss", step, static_cast<float>(rec.loss));
+      tb->scalar("step_time_ms", step, static_cast<float>(rec.total_ms));
+      tb->scalar("samples_per_s", step, static_cast<float>(global_batch / (rec.total_ms / 1e3)));
+      if (scaler.enabled()) tb->scalar("loss_scale", step, static_cast<float>(rec.loss_scale));
+      for (size_t ph = 0; ph < kPhases; ++ph)
+        tb->scalar(std::string("phase/") + kPhaseNames[ph], step, static_cast<float>(rec.phases[ph]));
+      tb->flush();
+    }
     if (!probe && o.check_every > 0 && (step + 1) % o.check_every == 0 && o.local_sgd_every == 0)
       check_divergence(ctx, params, step, nullptr);
   }
