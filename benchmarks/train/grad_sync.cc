@@ -2,6 +2,7 @@
 #include "benchmarks/train/grad_sync.h"
 
 #include "core/error.h"
+#include "core/nvtx.h"
 
 namespace dtune::train {
 
@@ -94,6 +95,7 @@ void GradSync::on_grad(size_t i, const torch::Tensor& grad) {
 void GradSync::launch_ready_locked() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].ready == buckets_[next_launch_].params.size()) {
     buckets_[next_launch_].launched = true;
+    nvtx_mark("bucket reduction start");
     reducer_.start(buckets_[next_launch_].flat);
     ++next_launch_;
   }

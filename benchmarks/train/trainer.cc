@@ -20,6 +20,7 @@
 #include "core/device_info.h"
 #include "core/error.h"
 #include "core/gather.h"
+#include "core/nvtx.h"
 #include "core/tensorboard.h"
 #include "core/timer.h"
 #include "models/registry.h"
@@ -202,6 +203,7 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
       clock->mark(Phase::kH2D);
       torch::Tensor loss;
       {
+        NvtxRange range("forward");
         AutocastGuard autocast(o.precision, device.type());
         loss = model->loss(model->forward(input), b.target);
       }
@@ -211,10 +213,16 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
       torch::Tensor objective = scaler.scale(loss / o.accum_steps);
       // Test only: an overflow on one rank, as fp16 produces it, must make every rank skip.
       if (step == o.plant_inf_step && ctx.rank() == o.plant_inf_rank) objective = objective * INFINITY;
-      objective.backward();
+      {
+        NvtxRange range("backward");
+        objective.backward();
+      }
       clock->mark(Phase::kBackward);
     }
-    if (sync) sync->finish(deadline_after_s(o.timeout_s));
+    if (sync) {
+      NvtxRange range("exposed communication");
+      sync->finish(deadline_after_s(o.timeout_s));
+    }
     clock->mark(Phase::kComm);
     // Loss scaling: unscale, and skip the step on every rank if any gradient is inf/NaN.
     std::vector<torch::Tensor> grads;
@@ -228,6 +236,7 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
     }
     clock->mark(Phase::kScaler);
     if (!rec.skipped) {
+      NvtxRange range("optimizer");
       if (!master.empty()) {
         for (size_t i = 0; i < params.size(); ++i) master[i].mutable_grad() = params[i].grad().to(torch::kFloat);
         optimizer->step();

@@ -1,0 +1,12 @@
+// NVTX v3 ranges and marks.
+#include <nvtx3/nvToolsExt.h>
+
+#include "core/nvtx.h"
+
+namespace dtune {
+
+NvtxRange::NvtxRange(const char* name) { nvtxRangePushA(name); }
+NvtxRange::~NvtxRange() { nvtxRangePop(); }
+void nvtx_mark(const char* name) { nvtxMarkA(name); }
+
+}  // namespace dtune
