@@ -29,23 +29,6 @@ std::vector<double> flatten(const TrainOutcome& out) {
 // Root only: prints the summary, writes the group, returns samples/s.
 double write_and_print(const Options& o, const RunContext& ctx, const TrainOutcome& out,
                        std::optional<ResultsFile>& file, const std::vector<double>& all,
-                       const std::vector<long long>& peaks);
-
-}  // namespace
-
-double report_training(const Options& o, const RunContext& ctx, const TrainOutcome& out,
-                       std::optional<ResultsFile>& file) {
-  const std::vector<double> all = gather_doubles(ctx.comm(), flatten(out));
-  const std::vector<long long> peaks = gather_longs(ctx.comm(), {out.peak_memory_bytes});
-  double rate = ctx.is_root() ? write_and_print(o, ctx, out, file, all, peaks) : 0.0;
-  DTUNE_MPI_CHECK(MPI_Bcast(&rate, 1, MPI_DOUBLE, 0, ctx.comm()));
-  return rate;
-}
-
-namespace {
-
-double write_and_print(const Options& o, const RunContext& ctx, const TrainOutcome& out,
-                       std::optional<ResultsFile>& file, const std::vector<double>& all,
                        const std::vector<long long>& peaks) {
   const size_t S = out.steps.size(), R = static_cast<size_t>(ctx.world_size());
   auto at = [&](size_t step, size_t rank, size_t field) { return all[(rank * S + step) * kStride + field]; };
@@ -172,6 +155,15 @@ double write_and_print(const Options& o, const RunContext& ctx, const TrainOutco
 }
 
 }  // namespace
+
+double report_training(const Options& o, const RunContext& ctx, const TrainOutcome& out,
+                       std::optional<ResultsFile>& file) {
+  const std::vector<double> all = gather_doubles(ctx.comm(), flatten(out));
+  const std::vector<long long> peaks = gather_longs(ctx.comm(), {out.peak_memory_bytes});
+  double rate = ctx.is_root() ? write_and_print(o, ctx, out, file, all, peaks) : 0.0;
+  DTUNE_MPI_CHECK(MPI_Bcast(&rate, 1, MPI_DOUBLE, 0, ctx.comm()));
+  return rate;
+}
 
 void report_oom(const Options& o, const OutOfMemory& e, std::optional<ResultsFile>& file) {
   std::printf("# dtune-train: %s out of memory at batch %lld per rank: %s\n", o.model.c_str(),
