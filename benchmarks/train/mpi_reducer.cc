@@ -53,7 +53,7 @@ class MpiReducer final : public Reducer {
   void start(torch::Tensor flat) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      queue_.push_back(std::move(flat));
+      queue_.push_back({std::move(flat), next_bucket_++});
       ++started_;
     }
     cv_.notify_all();
@@ -66,6 +66,7 @@ class MpiReducer final : public Reducer {
                          std::to_string(started_) + " did not finish in time (--timeout): a rank is "
                          "not taking part");
     if (error_) std::rethrow_exception(error_);
+    next_bucket_ = 0;  // the next start() is the first bucket of the next step
   }
 
   void broadcast(torch::Tensor t, int root) override {
@@ -105,15 +106,19 @@ class MpiReducer final : public Reducer {
     while (true) {
       cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stop_ and drained
-      torch::Tensor t = std::move(queue_.front());
+      Queued q = std::move(queue_.front());
       queue_.pop_front();
       lock.unlock();
       std::exception_ptr err;
+      const auto t0 = Clock::now();
       try {
-        allreduce(t, ReduceKind::kSum, thread_comm_.get());
+        allreduce(q.flat, ReduceKind::kSum, thread_comm_.get());
       } catch (...) {
         err = std::current_exception();
       }
+      if (trace_ && trace_->enabled())
+        trace_->add({"MPI_Allreduce bucket " + std::to_string(q.bucket), TraceTrack::kReductions, t0, Clock::now(),
+                     {{"bucket", q.bucket}, {"bytes", q.flat.numel() * static_cast<int64_t>(q.flat.element_size())}}});
       lock.lock();
       if (err) error_ = err;
       ++done_;
@@ -126,8 +131,12 @@ class MpiReducer final : public Reducer {
   Mpi16BitOps ops16_;
   std::mutex mutex_;
   std::condition_variable cv_, done_cv_;
-  std::deque<torch::Tensor> queue_;
-  int64_t started_ = 0, done_ = 0;
+  struct Queued {
+    torch::Tensor flat;
+    int64_t bucket;  // index within the step
+  };
+  std::deque<Queued> queue_;
+  int64_t started_ = 0, done_ = 0, next_bucket_ = 0;
   bool stop_ = false;
   std::exception_ptr error_;
   std::thread worker_;  // last: starts after everything it uses exists

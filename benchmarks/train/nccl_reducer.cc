@@ -41,6 +41,7 @@ class NcclReducer final : public Reducer {
   std::string name() const override { return "nccl"; }
 
   void start(torch::Tensor flat) override {
+    const auto t0 = Clock::now();
     const cudaStream_t compute = c10::cuda::getCurrentCUDAStream(device_).stream();
     ready_.record(compute);
     DTUNE_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), ready_.get(), 0));
@@ -48,6 +49,11 @@ class NcclReducer final : public Reducer {
     // The caching allocator must not reuse the bucket's memory while NCCL still reads it.
     flat.record_stream(c10::cuda::getStreamFromExternal(stream_.get(), device_));
     pending_ = true;
+    // The kernel itself is on the GPU timeline (CUPTI); this is the CPU-side enqueue.
+    if (trace_ && trace_->enabled())
+      trace_->add({"ncclAllReduce enqueue bucket " + std::to_string(next_bucket_), TraceTrack::kReductions, t0,
+                   Clock::now(), {{"bucket", next_bucket_}, {"bytes", flat.numel() * static_cast<int64_t>(flat.element_size())}}});
+    ++next_bucket_;
   }
 
   void wait_all(Clock::time_point deadline) override {
@@ -56,6 +62,7 @@ class NcclReducer final : public Reducer {
     done_.record(stream_.get());
     DTUNE_CUDA_CHECK(cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(device_).stream(), done_.get(), 0));
     pending_ = false;
+    next_bucket_ = 0;
   }
 
   void broadcast(torch::Tensor t, int root) override {
@@ -85,6 +92,7 @@ class NcclReducer final : public Reducer {
   CudaStream stream_;
   CudaEvent ready_, done_;
   bool pending_ = false;
+  int64_t next_bucket_ = 0;  // index within the step, for the trace
 };
 
 }  // namespace

@@ -25,6 +25,32 @@ std::string to_string(Compression c) {
   return c == Compression::kNone ? "none" : c == Compression::kFp16 ? "fp16" : "bf16";
 }
 
+namespace {
+
+// --profile-steps START:COUNT, within the run's warm-up + measured steps.
+void parse_profile_steps(const std::string& text, Options& o) {
+  const std::string usage = "--profile-steps '" + text + "': give START:COUNT, e.g. 2:3 (steps 2, 3 and 4)";
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) throw UsageError(usage);
+  try {
+    size_t p1 = 0, p2 = 0;
+    const std::string a = text.substr(0, colon), b = text.substr(colon + 1);
+    o.profile_first = std::stoi(a, &p1);
+    o.profile_steps = std::stoi(b, &p2);
+    if (p1 != a.size() || p2 != b.size()) throw std::invalid_argument("");
+  } catch (const std::exception&) {
+    throw UsageError(usage);
+  }
+  if (o.profile_first < 0 || o.profile_steps < 1) throw UsageError(usage + " (START >= 0, COUNT >= 1)");
+  const int total = o.warmup_steps + o.steps;
+  if (o.profile_first + o.profile_steps > total)
+    throw UsageError("--profile-steps " + text + " goes past the last step: the run has " + std::to_string(total) +
+                     " steps (--warmup-steps " + std::to_string(o.warmup_steps) + " + --steps " +
+                     std::to_string(o.steps) + "), numbered from 0");
+}
+
+}  // namespace
+
 int parse_options(int argc, char** argv, bool print, int world_size, int local_size, Options& o) {
   CLI::App app{"dtune-train: data-parallel training of real models, every step's time broken down "
                "per rank (launch with mpirun -np N, or as one process).",
@@ -100,6 +126,15 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
                  "per step as TensorBoard event files under DIR/rank<r>/")->envname(env("TENSORBOARD"));
   app.add_flag("--mllog", o.mllog, "print MLPerf-style :::MLLOG lines (run_start, configuration, "
                "throughput, run_stop) from rank 0")->envname(env("MLLOG"));
+  std::string profile;
+  app.add_option("--profile-steps", profile, "START:COUNT: run the Kineto profiler over COUNT steps from "
+                 "step START (0-based, warm-up steps included); prints the operator table, stores it per rank "
+                 "and writes a Chrome trace per rank (default: off)")->envname(env("PROFILE_STEPS"));
+  app.add_option("--profile-dir", o.profile_dir, "directory for the per-rank traces rank<r>.pt.trace.json "
+                 "(Perfetto, chrome://tracing, Holistic Trace Analysis)")
+      ->envname(env("PROFILE_DIR"))->capture_default_str();
+  app.add_option("--profile-top", o.profile_top, "rows of the operator table to print")
+      ->envname(env("PROFILE_TOP"))->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--timeout", o.timeout_s, "seconds a gradient reduction may take before the job is aborted")
       ->envname(env("TIMEOUT"))->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--debug-plant-inf-step", o.plant_inf_step, "test only: plant an inf gradient at this step")
@@ -162,6 +197,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
     o.threads = std::max(1, static_cast<int>(cores) / std::max(1, local_size));
   }
   o.timing = timing == "on";
+  if (!profile.empty()) parse_profile_steps(profile, o);
   o.model_options.seed = o.seed;
   const char* dir = std::getenv("DTUNE_RESULTS_DIR");
   if (no_output && !o.output.empty()) throw UsageError("--no-output and --output both given: keep one");

@@ -52,6 +52,10 @@ struct Options {
   int perturb_rank = -1;    // test only: this rank's parameters drift after the first step
   std::string tensorboard_dir;  // per-step scalars as TensorBoard event files (DIR/rank<r>/)
   bool mllog = false;           // MLPerf-style :::MLLOG lines from rank 0
+  int profile_first = 0;        // --profile-steps START:COUNT (COUNT 0: off)
+  int profile_steps = 0;
+  std::string profile_dir = "dtune-profile";  // per-rank Chrome traces
+  int profile_top = 15;         // rows of the operator table printed
   std::string dump_path;    // test only: rank 0 writes final parameters and last gradients
   std::string command_line;
 };

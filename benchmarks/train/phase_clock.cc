@@ -27,6 +27,29 @@ class CpuClock final : public PhaseClock {
   std::chrono::steady_clock::time_point start_, last_;
 };
 
+class TracedClock final : public PhaseClock {
+ public:
+  TracedClock(std::unique_ptr<PhaseClock> inner, TraceLog& log) : inner_(std::move(inner)), log_(log) {}
+  void begin_step() override {
+    inner_->begin_step();
+    last_ = std::chrono::steady_clock::now();
+  }
+  void mark(Phase p) override {
+    inner_->mark(p);
+    if (!log_.enabled()) return;
+    const auto now = std::chrono::steady_clock::now();
+    std::string name = kPhaseNames[static_cast<size_t>(p)];
+    log_.add({name.substr(0, name.size() - 3), TraceTrack::kPhases, last_, now, {}});  // "forward_ms" -> "forward"
+    last_ = now;
+  }
+  PhaseTimes end_step(double& total_ms) override { return inner_->end_step(total_ms); }
+
+ private:
+  std::unique_ptr<PhaseClock> inner_;
+  TraceLog& log_;
+  std::chrono::steady_clock::time_point last_;
+};
+
 class TotalOnlyClock final : public PhaseClock {
  public:
   explicit TotalOnlyClock(std::unique_ptr<PhaseClock> inner) : inner_(std::move(inner)) {}
@@ -49,5 +72,9 @@ std::unique_ptr<PhaseClock> make_total_only_clock(std::unique_ptr<PhaseClock> in
 }
 
 std::unique_ptr<PhaseClock> make_cpu_clock() { return std::make_unique<CpuClock>(); }
+
+std::unique_ptr<PhaseClock> make_traced_clock(std::unique_ptr<PhaseClock> inner, TraceLog& log) {
+  return std::make_unique<TracedClock>(std::move(inner), log);
+}
 
 }  // namespace dtune::train

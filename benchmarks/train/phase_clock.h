@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "benchmarks/train/trace_log.h"
+
 namespace dtune::train {
 
 enum class Phase { kData, kH2D, kForward, kBackward, kComm, kOptimizer, kScaler, kCount };
@@ -30,6 +32,9 @@ class PhaseClock {
 std::unique_ptr<PhaseClock> make_cpu_clock();
 // Measures only each step's total (phases stay zero): the bare loop of --timing off.
 std::unique_ptr<PhaseClock> make_total_only_clock(std::unique_ptr<PhaseClock> inner);
+// --profile-steps: also records each phase interval as a span in `log` while it is enabled (CPU-side
+// times: on a GPU they show when the host issued the work).
+std::unique_ptr<PhaseClock> make_traced_clock(std::unique_ptr<PhaseClock> inner, TraceLog& log);
 // Defined in phase_clock_cuda.cc when built with CUDA; otherwise throws UsageError.
 std::unique_ptr<PhaseClock> make_cuda_clock();
 

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "benchmarks/train/trace_log.h"
 #include "core/context.h"
 
 namespace dtune::train {
@@ -29,6 +30,11 @@ class Reducer {
   virtual void broadcast(torch::Tensor t, int root) = 0;
   virtual void allreduce_sum(torch::Tensor t) = 0;
   virtual void allreduce_max(torch::Tensor t) = 0;
+  // --profile-steps: gradient reductions are recorded here (only while the log is enabled).
+  void set_trace(TraceLog* log) { trace_ = log; }
+
+ protected:
+  TraceLog* trace_ = nullptr;
 };
 
 // Host tensors reduced by a communication thread with MPI_Allreduce (fp32, fp64; fp16 and bf16

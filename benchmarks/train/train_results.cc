@@ -29,23 +29,33 @@ std::vector<double> flatten(const TrainOutcome& out) {
 // Root only: prints the summary, writes the group, returns samples/s.
 double write_and_print(const Options& o, const RunContext& ctx, const TrainOutcome& out,
                        std::optional<ResultsFile>& file, const std::vector<double>& all,
-                       const std::vector<long long>& peaks) {
+                       const std::vector<long long>& peaks, const std::vector<ProfileSummary>& profiles) {
   const size_t S = out.steps.size(), R = static_cast<size_t>(ctx.world_size());
   auto at = [&](size_t step, size_t rank, size_t field) { return all[(rank * S + step) * kStride + field]; };
 
   // A step takes as long as its slowest rank; throughput is total work over total measured time.
-  std::vector<double> step_ms;
-  double measured_ms = 0;
-  for (size_t s = static_cast<size_t>(o.warmup_steps); s < S; ++s) {
+  // Steps in a --profile-steps window run slower; they are left out unless no other step is left.
+  auto slowest = [&](size_t s) {
     double worst = 0;
     for (size_t r = 0; r < R; ++r) worst = std::max(worst, at(s, r, kPhases));
-    step_ms.push_back(worst);
-    measured_ms += worst;
+    return worst;
+  };
+  bool unprofiled_left = false;
+  for (size_t s = static_cast<size_t>(o.warmup_steps); s < S; ++s) unprofiled_left |= !out.steps[s].profiled;
+  std::vector<double> step_ms, profiled_ms;
+  double measured_ms = 0;
+  for (size_t s = 0; s < S; ++s)
+    if (out.steps[s].profiled) profiled_ms.push_back(slowest(s));
+  for (size_t s = static_cast<size_t>(o.warmup_steps); s < S; ++s) {
+    if (out.steps[s].profiled && unprofiled_left) continue;
+    step_ms.push_back(slowest(s));
+    measured_ms += step_ms.back();
   }
+  const int used_steps = static_cast<int>(step_ms.size());
   int skipped = 0;
   for (size_t s = static_cast<size_t>(o.warmup_steps); s < S; ++s) skipped += out.steps[s].skipped;
   const double global_batch = static_cast<double>(out.batch) * static_cast<double>(R) * o.accum_steps;
-  const double samples = global_batch * static_cast<double>(o.steps);
+  const double samples = global_batch * static_cast<double>(used_steps);
   const double seconds = measured_ms / 1e3;
   const double samples_per_s = samples / seconds;
   const Summary st = summarize(step_ms);
@@ -79,7 +89,7 @@ double write_and_print(const Options& o, const RunContext& ctx, const TrainOutco
   std::printf("# throughput %.2f samples/s", samples_per_s);
   if (out.tokens_per_sample > 1) std::printf(", %.0f tokens/s", samples_per_s * out.tokens_per_sample);
   std::printf("; step time p50 %.2f ms, p90 %.2f ms (slowest rank per step, %d measured steps)\n", st.p50, p90,
-              o.steps);
+              used_steps);
   if (std::isnan(mfu_value))
     std::printf("# MFU: n/a (peak %s); %.3g training FLOP/sample by %s\n", peak.source.c_str(),
                 out.training_flops_per_sample, out.flops_formula.c_str());
@@ -88,6 +98,14 @@ double write_and_print(const Options& o, const RunContext& ctx, const TrainOutco
                 peak.source.c_str(), out.flops_formula.c_str());
   std::printf("# peak memory %.1f MiB on rank 0 (%s)%s\n", static_cast<double>(out.peak_memory_bytes) / (1 << 20),
               out.memory_source.c_str(), skipped ? (", " + std::to_string(skipped) + " skipped steps").c_str() : "");
+
+  ProfileOverhead cost;
+  if (!profiles.empty()) {
+    cost.profiled_p50_ms = summarize(profiled_ms).p50;
+    cost.unprofiled_p50_ms = unprofiled_left ? st.p50 : NAN;
+    cost.overhead = unprofiled_left ? cost.profiled_p50_ms / st.p50 - 1 : NAN;
+    print_profile(profiles, cost, static_cast<size_t>(o.profile_top));
+  }
 
   if (!file) return samples_per_s;
   h5::Handle g = file->new_run("train-" + o.model + "-" + to_string(o.precision) + "-b" +
@@ -117,6 +135,7 @@ double write_and_print(const Options& o, const RunContext& ctx, const TrainOutco
   h5::write_attr(id, "threads", o.threads);
   h5::write_attr(id, "world_size", static_cast<int64_t>(R));
   h5::write_attr(id, "steps", o.steps);
+  h5::write_attr(id, "throughput_steps", used_steps);
   h5::write_attr(id, "warmup_steps", o.warmup_steps);
   h5::write_attr(id, "samples_per_s", samples_per_s);
   h5::write_attr(id, "tokens_per_s", samples_per_s * out.tokens_per_sample);
@@ -145,6 +164,10 @@ double write_and_print(const Options& o, const RunContext& ctx, const TrainOutco
   }
   h5::write_dataset(id, "loss_scale", {S}, scale.data());
   h5::write_dataset(id, "skipped", {S}, skip.data());
+  std::vector<int64_t> profiled;
+  for (const auto& s : out.steps) profiled.push_back(s.profiled);
+  h5::write_dataset(id, "profiled", {S}, profiled.data());
+  if (!profiles.empty()) write_profile(id, profiles, cost);
   std::vector<int64_t> peak_bytes(peaks.begin(), peaks.end());
   h5::write_dataset(id, "peak_memory_bytes", {R}, peak_bytes.data());
   std::vector<int64_t> buckets(out.bucket_bytes.begin(), out.bucket_bytes.end());
@@ -160,7 +183,9 @@ double report_training(const Options& o, const RunContext& ctx, const TrainOutco
                        std::optional<ResultsFile>& file) {
   const std::vector<double> all = gather_doubles(ctx.comm(), flatten(out));
   const std::vector<long long> peaks = gather_longs(ctx.comm(), {out.peak_memory_bytes});
-  double rate = ctx.is_root() ? write_and_print(o, ctx, out, file, all, peaks) : 0.0;
+  std::vector<ProfileSummary> profiles;
+  if (out.profile.ran) profiles = gather_profiles(ctx.comm(), out.profile);
+  double rate = ctx.is_root() ? write_and_print(o, ctx, out, file, all, peaks, profiles) : 0.0;
   DTUNE_MPI_CHECK(MPI_Bcast(&rate, 1, MPI_DOUBLE, 0, ctx.comm()));
   return rate;
 }

@@ -16,6 +16,7 @@
 #include "benchmarks/train/memory_meter.h"
 #include "benchmarks/train/optimizer.h"
 #include "benchmarks/train/precision.h"
+#include "benchmarks/train/profiler.h"
 #include "benchmarks/train/reducer.h"
 #include "core/device_info.h"
 #include "core/error.h"
@@ -115,6 +116,7 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
     o.steps = 2;  // the second step runs with the optimizer state the first one created
     o.warmup_steps = 0;
     o.check_every = 0;
+    o.profile_steps = 0;
   }
   torch::set_num_threads(o.threads);
   int ordinal = -1;
@@ -147,6 +149,7 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
   if (o.channels_last) models::to_channels_last(*model);
   if (o.weights_dtype == WeightsDtype::kBf16) model->to(torch::kBFloat16);
 
+  TraceLog trace_log;  // before the reducer: its thread may write here until it is destroyed
   std::unique_ptr<Reducer> reducer;
   if (!probe) reducer = o.backend == SyncBackend::kNccl ? make_nccl_reducer(ctx, ordinal) : make_mpi_reducer(ctx);
   std::vector<torch::Tensor> params = model->parameters();
@@ -180,6 +183,15 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
   auto data = make_synthetic_source(*model, batch, o.accum_steps, ctx.rank(), o.seed, device);
   std::unique_ptr<PhaseClock> clock = device.is_cuda() ? make_cuda_clock() : make_cpu_clock();
   if (!o.timing) clock = make_total_only_clock(std::move(clock));
+  std::optional<StepProfiler> profiler;
+  if (o.profile_steps > 0) {
+    clock = make_traced_clock(std::move(clock), trace_log);
+    if (reducer) reducer->set_trace(&trace_log);
+    // --batch-sweep: one trace directory per batch, so runs do not overwrite each other's traces.
+    const std::string dir = o.batch_sweep ? (std::filesystem::path(o.profile_dir) / ("b" + std::to_string(batch))).string()
+                                          : o.profile_dir;
+    profiler.emplace(o, ctx, device, trace_log, dir);
+  }
   model->train();
 
   std::optional<TensorBoardWriter> tb;
@@ -189,7 +201,9 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
   const double global_batch = static_cast<double>(batch) * ctx.world_size() * o.accum_steps;
   const int total_steps = o.warmup_steps + o.steps;
   for (int step = 0; step < total_steps; ++step) {
+    if (profiler) profiler->begin_step(step);
     StepRecord rec;
+    rec.profiled = profiler && profiler->in_window(step);
     rec.loss_scale = scaler.current();
     clock->begin_step();
     optimizer->zero_grad();
@@ -277,6 +291,11 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
     }
     if (!probe && o.check_every > 0 && (step + 1) % o.check_every == 0 && o.local_sgd_every == 0)
       check_divergence(ctx, params, step, nullptr);
+    if (profiler) profiler->end_step(step);
+  }
+  if (profiler) {
+    if (reducer) reducer->set_trace(nullptr);
+    out.profile = profiler->summary();
   }
   if (probe) return out;
   if (!o.dump_path.empty() && ctx.is_root()) {

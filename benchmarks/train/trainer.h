@@ -10,6 +10,7 @@
 
 #include "benchmarks/train/options.h"
 #include "benchmarks/train/phase_clock.h"
+#include "benchmarks/train/profile_results.h"
 #include "core/main_guard.h"
 
 namespace dtune::train {
@@ -20,6 +21,7 @@ struct StepRecord {
   double loss = 0;        // mean over micro-steps, unscaled
   double loss_scale = 1;  // fp16: the scale used in this step
   bool skipped = false;   // fp16: inf/NaN gradients, step skipped on every rank
+  bool profiled = false;  // inside the --profile-steps window (left out of throughput)
 };
 
 struct TrainOutcome {
@@ -35,6 +37,7 @@ struct TrainOutcome {
   std::string flops_formula;
   std::vector<int64_t> bucket_bytes;
   std::vector<double> param_checksums;  // per rank, at the end
+  ProfileSummary profile;               // --profile-steps
 };
 
 // An out-of-memory at `batch`: a CUDA OOM, or CPU tensors beyond --memory-limit-mb.
