@@ -53,8 +53,14 @@ if [[ ! -f "$venv/.dtune-complete" ]]; then
   mkdir -p "$venv_root"
   "$python_bin" -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --upgrade pip
-  "$venv/bin/python" -m pip install --quiet -r requirements.txt
+  # The file is a complete lock: --no-deps installs exactly it (and skips optional extras that
+  # some packages declare as hard requirements, like HTA's notebook stack).
+  "$venv/bin/python" -m pip install --quiet --no-deps -r requirements.txt
   touch "$venv/.dtune-complete"
+  # Environments of older requirements files are ~5 GB each: keep only this one.
+  for old in "$venv_root"/venv-*; do
+    [[ "$old" != "$venv" && -d "$old" ]] && rm -rf "$old"
+  done
 else
   log "Python environment: $venv"
 fi
