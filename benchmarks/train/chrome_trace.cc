@@ -37,8 +37,8 @@ void finish_chrome_trace(const std::string& path, const TraceRankInfo& info, con
     throw Error("profile trace " + path + ": no traceEvents array");
   nlohmann::ordered_json& events = trace["traceEvents"];
 
-  // Offset between the trace's clock and the steady clock: the median over the step anchors.
-  std::vector<double> offsets;
+  // Offset between the trace's clock and the steady clock, from the most tightly bracketed anchor.
+  double offset = 0, best_width = -1;
   nlohmann::ordered_json pid;
   const std::string prefix = "ProfilerStep#";
   for (const auto& e : events) {
@@ -47,12 +47,13 @@ void finish_chrome_trace(const std::string& path, const TraceRankInfo& info, con
     if (name.rfind(prefix, 0) != 0) continue;
     const auto it = anchors.find(std::stoi(name.substr(prefix.size())));
     if (it == anchors.end()) continue;
-    offsets.push_back(e["ts"].get<double>() - steady_us(it->second));
+    const double lo = steady_us(it->second.before), hi = steady_us(it->second.after);
+    if (best_width >= 0 && hi - lo >= best_width) continue;
+    best_width = hi - lo;
+    offset = e["ts"].get<double>() - (lo + hi) / 2;
     pid = e["pid"];
   }
-  if (offsets.empty()) throw Error("profile trace " + path + ": no ProfilerStep#N annotation to align dtune's spans with");
-  std::nth_element(offsets.begin(), offsets.begin() + static_cast<long>(offsets.size() / 2), offsets.end());
-  const double offset = offsets[offsets.size() / 2];
+  if (best_width < 0) throw Error("profile trace " + path + ": no ProfilerStep#N annotation to align dtune's spans with");
 
   for (TraceTrack t : {TraceTrack::kPhases, TraceTrack::kReductions}) {
     const int64_t tid = kTraceTrackTidBase + static_cast<int64_t>(t);

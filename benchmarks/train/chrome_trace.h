@@ -3,7 +3,8 @@
 // backend), dtune's own run metadata, and dtune's phase and bucket-reduction spans (trace_log.h)
 // as complete ("X") events on two named rows of the process. Kineto's timestamps are microseconds
 // on its own clock; dtune's spans are on the steady clock, so the offset between them is taken
-// from the ProfilerStep#N annotations, whose start both sides know. Torch-free.
+// from the ProfilerStep#N annotation whose opening dtune bracketed most tightly (a thread
+// preempted while opening one would otherwise shift every span). Torch-free.
 #pragma once
 
 #include <chrono>
@@ -22,8 +23,12 @@ struct TraceRankInfo {
   std::map<std::string, std::string> extra;  // under "dtune" at the top level
 };
 
-// step -> steady-clock time at which its ProfilerStep#step annotation was opened.
-using StepAnchors = std::map<int, std::chrono::steady_clock::time_point>;
+// When a step's ProfilerStep#step annotation was opened, on the steady clock: read just before and
+// just after the call that opens it (the trace's start lies between).
+struct StepAnchor {
+  std::chrono::steady_clock::time_point before, after;
+};
+using StepAnchors = std::map<int, StepAnchor>;
 
 // Rewrites `path` in place. Throws dtune::Error when the file is not a Chrome trace or holds no
 // ProfilerStep annotation to align with.

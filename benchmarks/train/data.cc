@@ -1,5 +1,8 @@
-// Synthetic data.
+// Synthetic data, and dtune's loader as a data source.
 #include "benchmarks/train/data.h"
+
+#include "core/error.h"
+#include "data/loader/loader.h"
 
 namespace dtune::train {
 namespace {
@@ -14,7 +17,82 @@ class SyntheticSource final : public DataSource {
   std::vector<Batch> micro_;
 };
 
+class LoaderSource final : public DataSource {
+ public:
+  LoaderSource(std::shared_ptr<data::Storage> storage, std::unique_ptr<data::Loader> loader)
+      : storage_(std::move(storage)), loader_(std::move(loader)) {
+    loader_->start_epoch(epoch_);
+  }
+  std::string name() const override { return loader_->dataset().describe(); }
+  Batch next(int) override {
+    std::optional<data::LoadedBatch> b = loader_->next();
+    if (!b) {  // the epoch is over: the next one, reshuffled
+      loader_->start_epoch(++epoch_);
+      b = loader_->next();
+    }
+    DTUNE_CHECK(b.has_value(), "the loader delivered no batch in a fresh epoch");
+    return {b->input, b->target};
+  }
+  DataSummary summary() const override {
+    const data::LoaderTotals t = loader_->totals();
+    const data::StorageStats s = storage_->stats();
+    return {name(), t.samples, t.bad, t.bytes, s.requests, s.retries, t.fetch_ms, t.decode_ms, t.wait_ms};
+  }
+
+ private:
+  std::shared_ptr<data::Storage> storage_;
+  std::unique_ptr<data::Loader> loader_;
+  int epoch_ = 0;
+};
+
 }  // namespace
+
+std::unique_ptr<DataSource> make_loader_source(const Options& o, const models::Model& model, int64_t batch,
+                                               const RunContext& ctx, const torch::Device& device) {
+  std::shared_ptr<data::Storage> storage;
+  data::Dataset d;
+  try {
+    storage = data::open_storage(o.data);
+    d = data::open_dataset(*storage);
+  } catch (const data::NotFound& e) {
+    throw UsageError("--data " + o.data + ": " + e.what());
+  } catch (const UsageError& e) {
+    throw UsageError("--data " + o.data + ": " + e.what());
+  }
+  // The model's input shape tells what the data must be: (1, 3, S, S) images or (1, T) tokens.
+  const auto [x, y] = model.synthetic_batch(1, torch::kCPU, 0);
+  data::LoaderOptions lo;
+  lo.batch = batch;
+  lo.workers = o.workers;
+  lo.prefetch = o.prefetch;
+  lo.seed = o.seed;
+  lo.rank = ctx.rank();
+  lo.world = ctx.world_size();
+  lo.strict = o.strict;
+  lo.pin_memory = device.is_cuda();
+  if (x.dim() == 4) {
+    if (d.kind != data::DatasetKind::kImages)
+      throw UsageError("--data " + o.data + " holds tokens but --model " + o.model + " takes images");
+    if (x.size(2) != x.size(3)) throw UsageError("--data: the loader makes square images only");
+    lo.image_size = static_cast<int>(x.size(2));
+    const int64_t classes = o.model_options.num_classes;
+    if (d.num_classes > classes)
+      throw UsageError("--data " + o.data + " has " + std::to_string(d.num_classes) + " classes but the model " +
+                       std::to_string(classes) + ": pass --num-classes " + std::to_string(d.num_classes));
+  } else {
+    if (d.kind != data::DatasetKind::kTokens)
+      throw UsageError("--data " + o.data + " holds images but --model " + o.model + " takes tokens");
+    lo.context = static_cast<int>(x.size(1));
+    if (o.model_options.vocab > 0 && d.vocab > o.model_options.vocab)
+      throw UsageError("--data " + o.data + " has a vocabulary of " + std::to_string(d.vocab) + " but --vocab is " +
+                       std::to_string(o.model_options.vocab));
+  }
+  auto loader = std::make_unique<data::Loader>(storage, std::move(d), lo);
+  if (loader->batches_per_epoch() < 1)
+    throw UsageError("--data " + o.data + ": " + std::to_string(loader->samples_this_rank()) +
+                     " samples per rank, fewer than one batch of " + std::to_string(batch));
+  return std::make_unique<LoaderSource>(std::move(storage), std::move(loader));
+}
 
 std::unique_ptr<DataSource> make_synthetic_source(const models::Model& model, int64_t batch,
                                                   int accum_steps, int rank, uint64_t seed,

@@ -7,6 +7,8 @@
 #include <memory>
 #include <vector>
 
+#include "benchmarks/train/options.h"
+#include "core/context.h"
 #include "models/model.h"
 
 namespace dtune::train {
@@ -20,8 +22,11 @@ class DataSource {
  public:
   virtual ~DataSource() = default;
   virtual std::string name() const = 0;
-  // The batch for micro-step `micro` of the current step, already on the training device.
+  // The batch for micro-step `micro` of the current step (host or device memory; the trainer
+  // copies it to the device, timed as the host-to-device phase).
   virtual Batch next(int micro) = 0;
+  // What loading cost so far (zeros for synthetic data).
+  virtual DataSummary summary() const { return {name(), 0, 0, 0, 0, 0, 0, 0, 0}; }
 };
 
 // Sample j of the global batch is drawn from seed (seed, j) alone, and rank r's micro-step m holds
@@ -30,5 +35,11 @@ class DataSource {
 std::unique_ptr<DataSource> make_synthetic_source(const models::Model& model, int64_t batch,
                                                   int accum_steps, int rank, uint64_t seed,
                                                   const torch::Device& device);
+
+// --data PATH|s3://...: dtune's loader (data/loader/loader.h) over a WebDataset, ImageFolder or
+// token dataset, this rank's slice of each epoch, epochs rolling over as the steps need them.
+// Throws UsageError before training when the dataset is missing or does not fit the model.
+std::unique_ptr<DataSource> make_loader_source(const Options& o, const models::Model& model, int64_t batch,
+                                               const RunContext& ctx, const torch::Device& device);
 
 }  // namespace dtune::train

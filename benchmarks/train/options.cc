@@ -126,6 +126,15 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
                  "per step as TensorBoard event files under DIR/rank<r>/")->envname(env("TENSORBOARD"));
   app.add_flag("--mllog", o.mllog, "print MLPerf-style :::MLLOG lines (run_start, configuration, "
                "throughput, run_stop) from rank 0")->envname(env("MLLOG"));
+  app.add_option("--data", o.data, "training data: synthetic (fixed random batches on the device, no loading "
+                 "cost), or a dataset made by dtune-data: a directory or s3://bucket/prefix of WebDataset "
+                 "shards, an ImageFolder tree or token shards")->envname(env("DATA"))->capture_default_str();
+  app.add_option("--workers", o.workers, "loader threads per rank (0: load in the training thread)")
+      ->envname(env("WORKERS"))->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--prefetch", o.prefetch, "batches the loader builds ahead")
+      ->envname(env("PREFETCH"))->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_flag("--strict", o.strict, "an undecodable or truncated sample stops the run (default: skipped and "
+               "counted)")->envname(env("STRICT"));
   std::string profile;
   app.add_option("--profile-steps", profile, "START:COUNT: run the Kineto profiler over COUNT steps from "
                  "step START (0-based, warm-up steps included); prints the operator table, stores it per rank "

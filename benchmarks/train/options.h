@@ -52,12 +52,23 @@ struct Options {
   int perturb_rank = -1;    // test only: this rank's parameters drift after the first step
   std::string tensorboard_dir;  // per-step scalars as TensorBoard event files (DIR/rank<r>/)
   bool mllog = false;           // MLPerf-style :::MLLOG lines from rank 0
+  std::string data = "synthetic";  // or a dataset: directory or s3://bucket/prefix
+  int workers = 2;                 // loader threads
+  int prefetch = 4;                // batches built ahead
+  bool strict = false;             // a bad sample is an error
   int profile_first = 0;        // --profile-steps START:COUNT (COUNT 0: off)
   int profile_steps = 0;
   std::string profile_dir = "dtune-profile";  // per-rank Chrome traces
   int profile_top = 15;         // rows of the operator table printed
   std::string dump_path;    // test only: rank 0 writes final parameters and last gradients
   std::string command_line;
+};
+
+// What the data source did during a run (per rank; summed over ranks in the results).
+struct DataSummary {
+  std::string source;  // "synthetic" or the dataset's description
+  int64_t samples, bad, bytes, requests, retries;
+  double fetch_ms, decode_ms, wait_ms;
 };
 
 // Returns an exit code (0 after --help, 2 on bad input) or -1 to go on.

@@ -63,9 +63,12 @@ void StepProfiler::open(int step) {
     log_.set_enabled(true);
     window_start_ = std::chrono::steady_clock::now();
   }
-  anchors_[step] = std::chrono::steady_clock::now();
+  std::string name = "ProfilerStep#" + std::to_string(step);
   step_range_ = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
-  if (step_range_->isActive()) step_range_->before("ProfilerStep#" + std::to_string(step));
+  StepAnchor& a = anchors_[step];
+  a.before = std::chrono::steady_clock::now();
+  if (step_range_->isActive()) step_range_->before(std::move(name));
+  a.after = std::chrono::steady_clock::now();
 }
 
 void StepProfiler::close(int step) {

@@ -29,7 +29,8 @@ std::vector<double> flatten(const TrainOutcome& out) {
 // Root only: prints the summary, writes the group, returns samples/s.
 double write_and_print(const Options& o, const RunContext& ctx, const TrainOutcome& out,
                        std::optional<ResultsFile>& file, const std::vector<double>& all,
-                       const std::vector<long long>& peaks, const std::vector<ProfileSummary>& profiles) {
+                       const std::vector<long long>& peaks, const std::vector<ProfileSummary>& profiles,
+                       const std::vector<double>& data_sums) {
   const size_t S = out.steps.size(), R = static_cast<size_t>(ctx.world_size());
   auto at = [&](size_t step, size_t rank, size_t field) { return all[(rank * S + step) * kStride + field]; };
 
@@ -99,6 +100,12 @@ double write_and_print(const Options& o, const RunContext& ctx, const TrainOutco
   std::printf("# peak memory %.1f MiB on rank 0 (%s)%s\n", static_cast<double>(out.peak_memory_bytes) / (1 << 20),
               out.memory_source.c_str(), skipped ? (", " + std::to_string(skipped) + " skipped steps").c_str() : "");
 
+  const bool real_data = o.data != "synthetic";
+  if (real_data)
+    std::printf("# data: %s via %d workers/rank; %.0f samples, %.0f bad (skipped), %.1f MB in %.0f requests (%.0f "
+                "retries); summed over ranks: fetch %.0f ms, decode %.0f ms, wait %.0f ms\n",
+                out.data.source.c_str(), o.workers, data_sums[0], data_sums[1], data_sums[2] / 1e6, data_sums[3],
+                data_sums[4], data_sums[5], data_sums[6], data_sums[7]);
   ProfileOverhead cost;
   if (!profiles.empty()) {
     cost.profiled_p50_ms = summarize(profiled_ms).p50;
@@ -149,6 +156,13 @@ double write_and_print(const Options& o, const RunContext& ctx, const TrainOutco
   h5::write_attr(id, "peak_tflops", peak.tflops);
   h5::write_attr(id, "peak_source", peak.source);
   h5::write_attr(id, "memory_source", out.memory_source);
+  h5::write_attr(id, "data", o.data == "synthetic" ? std::string("synthetic") : o.data);
+  h5::write_attr(id, "data_description", out.data.source);
+  h5::write_attr(id, "workers", o.workers);
+  h5::write_attr(id, "prefetch", o.prefetch);
+  const char* data_names[] = {"data_samples", "data_bad_samples", "data_bytes", "data_requests", "data_retries",
+                              "data_fetch_ms", "data_decode_ms", "data_wait_ms"};
+  for (size_t k = 0; k < 8; ++k) h5::write_attr(id, data_names[k], data_sums[k]);
   for (size_t f = 0; f <= kPhases + 1; ++f) {
     std::vector<double> col(S * R);
     for (size_t s = 0; s < S; ++s)
@@ -183,9 +197,15 @@ double report_training(const Options& o, const RunContext& ctx, const TrainOutco
                        std::optional<ResultsFile>& file) {
   const std::vector<double> all = gather_doubles(ctx.comm(), flatten(out));
   const std::vector<long long> peaks = gather_longs(ctx.comm(), {out.peak_memory_bytes});
+  const DataSummary& d = out.data;
+  const std::vector<double> data_all = gather_doubles(
+      ctx.comm(), {static_cast<double>(d.samples), static_cast<double>(d.bad), static_cast<double>(d.bytes),
+                   static_cast<double>(d.requests), static_cast<double>(d.retries), d.fetch_ms, d.decode_ms, d.wait_ms});
+  std::vector<double> data_sums(8, 0.0);
+  for (size_t i = 0; i < data_all.size(); ++i) data_sums[i % 8] += data_all[i];
   std::vector<ProfileSummary> profiles;
   if (out.profile.ran) profiles = gather_profiles(ctx.comm(), out.profile);
-  double rate = ctx.is_root() ? write_and_print(o, ctx, out, file, all, peaks, profiles) : 0.0;
+  double rate = ctx.is_root() ? write_and_print(o, ctx, out, file, all, peaks, profiles, data_sums) : 0.0;
   DTUNE_MPI_CHECK(MPI_Bcast(&rate, 1, MPI_DOUBLE, 0, ctx.comm()));
   return rate;
 }

@@ -180,7 +180,9 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
     }
   }
   LossScaler scaler(o.precision == Precision::kFp16, device);
-  auto data = make_synthetic_source(*model, batch, o.accum_steps, ctx.rank(), o.seed, device);
+  std::unique_ptr<DataSource> data = probe || o.data == "synthetic"
+                                         ? make_synthetic_source(*model, batch, o.accum_steps, ctx.rank(), o.seed, device)
+                                         : make_loader_source(o, *model, batch, ctx, device);
   std::unique_ptr<PhaseClock> clock = device.is_cuda() ? make_cuda_clock() : make_cpu_clock();
   if (!o.timing) clock = make_total_only_clock(std::move(clock));
   std::optional<StepProfiler> profiler;
@@ -213,6 +215,9 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
     for (int m = 0; m < o.accum_steps; ++m) {
       Batch b = data->next(m);
       clock->mark(Phase::kData);
+      // Pinned host batches copy asynchronously; synthetic batches are on the device already.
+      b.input = b.input.to(device, /*non_blocking=*/true);
+      b.target = b.target.to(device, /*non_blocking=*/true);
       torch::Tensor input = o.channels_last ? b.input.contiguous(at::MemoryFormat::ChannelsLast) : b.input;
       clock->mark(Phase::kH2D);
       torch::Tensor loss;
@@ -297,6 +302,7 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
     if (reducer) reducer->set_trace(nullptr);
     out.profile = profiler->summary();
   }
+  out.data = data->summary();
   if (probe) return out;
   if (!o.dump_path.empty() && ctx.is_root()) {
     models::TensorMap dump;

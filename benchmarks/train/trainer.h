@@ -38,6 +38,7 @@ struct TrainOutcome {
   std::vector<int64_t> bucket_bytes;
   std::vector<double> param_checksums;  // per rank, at the end
   ProfileSummary profile;               // --profile-steps
+  DataSummary data;                     // what loading cost
 };
 
 // An out-of-memory at `batch`: a CUDA OOM, or CPU tensors beyond --memory-limit-mb.

@@ -114,7 +114,9 @@ class ChromeTrace : public ::testing::Test {
 TEST_F(ChromeTrace, AddsRankMetadataAndAlignsSpansToTheStepAnnotations) {
   // The trace's clock runs 5,000,000 us ahead of the steady clock's epoch count.
   using namespace std::chrono;
-  const steady_clock::time_point t0{microseconds(1000)}, t1{microseconds(3000)};
+  // Step 4's anchor is bracketed within 2 us, step 5's (preempted) within 900 us: step 4 wins.
+  const StepAnchor t0{steady_clock::time_point{microseconds(999)}, steady_clock::time_point{microseconds(1001)}};
+  const StepAnchor t1{steady_clock::time_point{microseconds(2100)}, steady_clock::time_point{microseconds(3000)}};
   write(R"({"schemaVersion": 1, "traceEvents": [
     {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#4", "pid": 42, "tid": 42, "ts": 5001000, "dur": 2000},
     {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#5", "pid": 42, "tid": 42, "ts": 5003000, "dur": 2000},

@@ -1,0 +1,79 @@
+// The loader benchmark (see bench_loader.h).
+#include "benchmarks/data/bench_loader.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/gather.h"
+
+namespace dtune::data {
+
+int bench_loader(const RunContext& ctx, const BenchOptions& o) {
+  std::shared_ptr<Storage> storage;
+  Dataset d;
+  try {
+    storage = open_storage(o.url);
+    bool indexed = false;
+    d = open_dataset(*storage, &indexed);
+    if (indexed && ctx.is_root())
+      std::printf("# %s has no dataset.json: indexed it now (dtune-data index saves it)\n", o.url.c_str());
+  } catch (const NotFound& e) {
+    throw UsageError(o.url + ": " + e.what());
+  }
+  LoaderOptions lo = o.loader;
+  lo.rank = ctx.rank();
+  lo.world = ctx.world_size();
+  Loader loader(storage, d, lo);
+  if (ctx.is_root()) {
+    std::printf("# dtune-data bench: %s (%s)\n", storage->describe().c_str(), d.describe().c_str());
+    std::printf("# %d ranks x batch %lld, %d workers, prefetch %d, %s\n", ctx.world_size(),
+                static_cast<long long>(lo.batch), lo.workers, lo.prefetch,
+                d.kind == DatasetKind::kImages ? ("images " + std::to_string(lo.image_size) + "x" +
+                                                   std::to_string(lo.image_size) + (lo.augment ? " random-resized-crop + flip" : " center crop")).c_str()
+                                               : ("token windows of " + std::to_string(lo.context)).c_str());
+    std::printf("# %-6s %8s %10s %12s %10s %10s %10s %6s\n", "epoch", "batches", "samples", "samples/s", "fetch_ms",
+                "decode_ms", "wait_ms", "bad");
+  }
+  std::ofstream ids;
+  if (!o.dump_ids.empty()) {
+    ids.open(o.dump_ids + ".rank" + std::to_string(ctx.rank()));
+    if (!ids) throw UsageError("--dump-ids " + o.dump_ids + ": cannot write " + o.dump_ids + ".rank" + std::to_string(ctx.rank()));
+  }
+  for (int epoch = 0; epoch < o.epochs; ++epoch) {
+    const LoaderTotals before = loader.totals();
+    DTUNE_MPI_CHECK(MPI_Barrier(ctx.comm()));
+    const auto t0 = std::chrono::steady_clock::now();
+    loader.start_epoch(epoch);
+    int64_t n = 0;
+    while (auto b = loader.next()) {
+      for (int64_t id : b->ids) ids << epoch << ' ' << id << '\n';
+      if (o.max_batches > 0 && ++n >= o.max_batches) break;
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const LoaderTotals t = loader.totals();
+    const std::vector<double> mine = {static_cast<double>(t.batches - before.batches),
+                                      static_cast<double>(t.samples - before.samples), s, t.fetch_ms - before.fetch_ms,
+                                      t.decode_ms - before.decode_ms, t.wait_ms - before.wait_ms,
+                                      static_cast<double>(t.bad - before.bad)};
+    const std::vector<double> all = gather_doubles(ctx.comm(), mine);
+    if (ctx.is_root()) {
+      double sum[7] = {}, slowest = 0;
+      for (int r = 0; r < ctx.world_size(); ++r) {
+        for (int k = 0; k < 7; ++k) sum[k] += all[static_cast<size_t>(r * 7 + k)];
+        slowest = std::max(slowest, all[static_cast<size_t>(r * 7 + 2)]);
+      }
+      std::printf("  %-6d %8.0f %10.0f %12.1f %10.1f %10.1f %10.1f %6.0f\n", epoch, sum[0], sum[1], sum[1] / slowest,
+                  sum[3], sum[4], sum[5], sum[6]);
+    }
+  }
+  if (ctx.is_root()) {
+    const StorageStats st = storage->stats();
+    std::printf("# rank 0 storage: %lld requests, %.1f MB, %lld retries\n", static_cast<long long>(st.requests),
+                st.bytes / 1e6, static_cast<long long>(st.retries));
+  }
+  return 0;
+}
+
+}  // namespace dtune::data

@@ -1,0 +1,24 @@
+// dtune-data bench: the loader alone over a dataset, every rank its slice, for a number of epochs:
+// samples per second and where the time goes (fetch, decode + transform, the consumer's wait),
+// per epoch. --dump-ids writes every sample id a rank received (FILE.rank<r>: "epoch id" lines),
+// so tests can check that an epoch covers the dataset exactly once across ranks.
+#pragma once
+
+#include <string>
+
+#include "core/context.h"
+#include "data/loader/loader.h"
+
+namespace dtune::data {
+
+struct BenchOptions {
+  std::string url;
+  LoaderOptions loader;
+  int epochs = 1;
+  int64_t max_batches = 0;  // per epoch (0: all)
+  std::string dump_ids;
+};
+
+int bench_loader(const RunContext& ctx, const BenchOptions& o);
+
+}  // namespace dtune::data

@@ -1,0 +1,169 @@
+// Dataset manifests and indexing (see dataset.h).
+#include "data/formats/dataset.h"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.h"
+#include "data/formats/tar.h"
+#include "data/formats/token_shard.h"
+
+namespace dtune::data {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool is_image_name(const std::string& key) {
+  std::string lower = key;
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ends_with(lower, ".jpg") || ends_with(lower, ".jpeg");
+}
+
+// WebDataset: labels from the .cls field (ASCII integer); samples without jpg/jpeg or cls are left
+// out (counted in the message of dtune-data index, not an error).
+void index_webdataset(Storage& s, Dataset& d) {
+  int max_label = -1;
+  for (uint32_t o = 0; o < d.objects.size(); ++o) {
+    const std::string bytes = s.read(d.objects[o].key);
+    bool truncated = false;
+    for (const auto& sample : group_webdataset(scan_tar(bytes, &truncated))) {
+      auto img = sample.fields.find("jpg");
+      if (img == sample.fields.end()) img = sample.fields.find("jpeg");
+      const auto cls = sample.fields.find("cls");
+      if (img == sample.fields.end() || cls == sample.fields.end()) continue;
+      int label = 0;
+      try {
+        label = std::stoi(bytes.substr(static_cast<size_t>(cls->second.offset), static_cast<size_t>(cls->second.size)));
+      } catch (const std::exception&) {
+        continue;
+      }
+      d.samples.push_back({o, img->second.offset, img->second.size, label});
+      max_label = std::max(max_label, label);
+    }
+  }
+  d.num_classes = max_label + 1;
+}
+
+}  // namespace
+
+std::string Dataset::describe() const {
+  std::string s = format + ": " + std::to_string(objects.size()) + (format == "imagefolder" ? " files" : " shards");
+  if (kind == DatasetKind::kTokens) return s + ", " + std::to_string(tokens) + " tokens";
+  return s + ", " + std::to_string(samples.size()) + " images, " + std::to_string(num_classes) + " classes";
+}
+
+std::string manifest_to_json(const Dataset& d) {
+  nlohmann::json j;
+  j["dtune_dataset"] = 1;
+  j["format"] = d.format;
+  j["kind"] = d.kind == DatasetKind::kImages ? "images" : "tokens";
+  j["num_classes"] = d.num_classes;
+  j["tokens"] = d.tokens;
+  j["vocab"] = d.vocab;
+  nlohmann::json objects = nlohmann::json::array();
+  for (const auto& o : d.objects) objects.push_back({o.key, o.size_bytes});
+  j["objects"] = objects;
+  nlohmann::json samples = nlohmann::json::array();
+  for (const auto& s : d.samples) samples.push_back({s.object, s.offset, s.size, s.label});
+  j["samples"] = samples;
+  return j.dump();
+}
+
+Dataset manifest_from_json(const std::string& text, const std::string& what) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    if (!j.contains("dtune_dataset")) throw Error(what + ": not a dtune dataset manifest");
+    Dataset d;
+    d.format = j.at("format").get<std::string>();
+    d.kind = j.at("kind").get<std::string>() == "tokens" ? DatasetKind::kTokens : DatasetKind::kImages;
+    d.num_classes = j.at("num_classes").get<int>();
+    d.tokens = j.at("tokens").get<int64_t>();
+    d.vocab = j.at("vocab").get<int>();
+    for (const auto& o : j.at("objects")) d.objects.push_back({o.at(0).get<std::string>(), o.at(1).get<int64_t>()});
+    for (const auto& s : j.at("samples")) {
+      SampleRef r{s.at(0).get<uint32_t>(), s.at(1).get<int64_t>(), s.at(2).get<int64_t>(), s.at(3).get<int32_t>()};
+      if (r.object >= d.objects.size()) throw Error(what + ": a sample names object " + std::to_string(r.object));
+      d.samples.push_back(r);
+    }
+    return d;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(what + ": malformed manifest (" + std::string(e.what()) + ")");
+  }
+}
+
+Dataset index_dataset(Storage& s) {
+  const std::vector<ObjectInfo> all = s.list();
+  Dataset d;
+  for (const auto& o : all)
+    if (ends_with(o.key, ".tar")) d.objects.push_back(o);
+  if (!d.objects.empty()) {
+    d.format = "webdataset";
+    index_webdataset(s, d);
+    return d;
+  }
+  for (const auto& o : all)
+    if (ends_with(o.key, ".bin")) d.objects.push_back(o);
+  if (!d.objects.empty()) {
+    d.format = "tokens";
+    d.kind = DatasetKind::kTokens;
+    for (const auto& o : d.objects) d.tokens += token_shard_count(s.read(o.key, 0, kTokenHeaderBytes), s.describe() + "/" + o.key);
+    return d;
+  }
+  // ImageFolder: <class>/<...>/<image>.jpg; classes are the first path components, sorted.
+  std::set<std::string> classes;
+  for (const auto& o : all) {
+    const size_t slash = o.key.find('/');
+    if (slash != std::string::npos && is_image_name(o.key)) classes.insert(o.key.substr(0, slash));
+  }
+  if (classes.empty())
+    throw UsageError("no dataset at " + s.describe() + ": expected dataset.json, WebDataset *.tar shards, "
+                     "*.bin token shards or class folders of JPEG images (make one with dtune-data make)");
+  std::map<std::string, int> label;
+  for (const auto& c : classes) label.emplace(c, static_cast<int>(label.size()));
+  d.format = "imagefolder";
+  for (const auto& o : all) {
+    const size_t slash = o.key.find('/');
+    if (slash == std::string::npos || !is_image_name(o.key)) continue;
+    d.samples.push_back({static_cast<uint32_t>(d.objects.size()), 0, o.size_bytes, label.at(o.key.substr(0, slash))});
+    d.objects.push_back(o);
+  }
+  d.num_classes = static_cast<int>(classes.size());
+  return d;
+}
+
+Dataset open_dataset(Storage& s, bool* indexed) {
+  Dataset d;
+  try {
+    d = manifest_from_json(s.read(kManifestKey), s.describe() + "/" + kManifestKey);
+    if (indexed) *indexed = false;
+  } catch (const NotFound&) {
+    if (indexed) *indexed = true;
+    return index_dataset(s);
+  }
+  for (auto& o : d.objects) {
+    try {
+      s.size(o.key);
+    } catch (const NotFound&) {
+      throw UsageError(s.describe() + ": " + o.key + " is in dataset.json but does not exist (re-run dtune-data "
+                       "index, or restore it)");
+    }
+  }
+  return d;
+}
+
+std::vector<SampleRef> token_windows(const Dataset& d, int context) {
+  std::vector<SampleRef> out;
+  const int64_t T = context;
+  for (uint32_t o = 0; o < d.objects.size(); ++o) {
+    const int64_t n = (d.objects[o].size_bytes - kTokenHeaderBytes) / 2;
+    for (int64_t start = 0; start + T + 1 <= n; start += T)
+      out.push_back({o, kTokenHeaderBytes + start * 2, (T + 1) * 2, 0});
+  }
+  return out;
+}
+
+}  // namespace dtune::data

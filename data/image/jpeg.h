@@ -1,0 +1,43 @@
+// JPEG decoding and encoding with libjpeg-turbo's TurboJPEG API. Images are 8-bit RGB, row-major,
+// interleaved (H, W, 3). Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace dtune::data {
+
+struct RgbImage {
+  int width = 0, height = 0;
+  std::vector<uint8_t> pixels;  // (height, width, 3)
+};
+
+// A buffer that is not a decodable JPEG (truncated, corrupt, not a JPEG at all). Loaders count and
+// skip these (fatal with --strict).
+struct BadImage : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Thread-compatible: one decoder per thread (TurboJPEG handles are not shared).
+class JpegCodec {
+ public:
+  JpegCodec();
+  ~JpegCodec();
+  JpegCodec(const JpegCodec&) = delete;
+  JpegCodec& operator=(const JpegCodec&) = delete;
+
+  // Full-size decode to RGB (grayscale and CMYK sources are converted). Throws BadImage.
+  RgbImage decode(const void* data, size_t size);
+  // Width and height from the header alone. Throws BadImage.
+  std::pair<int, int> dimensions(const void* data, size_t size);
+  // Baseline JPEG at `quality` (1-100), 4:2:0 chroma subsampling, as most cameras and datasets.
+  std::string encode(const RgbImage& img, int quality = 90);
+
+ private:
+  void* decoder_ = nullptr;
+  void* encoder_ = nullptr;
+};
+
+}  // namespace dtune::data

@@ -1,0 +1,178 @@
+// The multi-worker loader (see loader.h).
+#include "data/loader/loader.h"
+
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include "core/error.h"
+#include "data/image/jpeg.h"
+#include "data/image/transform.h"
+#include "data/loader/sampler.h"
+
+namespace dtune::data {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+// Uniform [0, 1) from a 64-bit generator, identical on every platform.
+struct Uniform {
+  std::mt19937_64& rng;
+  double operator()() { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+};
+
+}  // namespace
+
+Loader::Loader(std::shared_ptr<Storage> storage, Dataset dataset, LoaderOptions o)
+    : storage_(std::move(storage)), dataset_(std::move(dataset)), o_(o) {
+  DTUNE_CHECK(o_.batch >= 1 && o_.workers >= 0 && o_.prefetch >= 1 && o_.world >= 1, "bad loader options");
+  if (dataset_.kind == DatasetKind::kTokens) {
+    if (o_.context < 1) throw UsageError("a token dataset needs the model's context length");
+    samples_ = token_windows(dataset_, o_.context);
+  } else {
+    samples_ = dataset_.samples;
+  }
+  if (samples_.empty()) throw UsageError(storage_->describe() + ": the dataset has no samples");
+  // drop_last: the largest batch count every rank can fill (slices differ by at most one sample).
+  const int64_t m = static_cast<int64_t>(samples_.size());
+  mine_count_ = m * (o_.rank + 1) / o_.world - m * o_.rank / o_.world;
+  batches_ = o_.drop_last ? (m / o_.world) / o_.batch : (mine_count_ + o_.batch - 1) / o_.batch;
+}
+
+Loader::~Loader() { stop_workers(); }
+
+void Loader::stop_workers() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+  workers_.clear();
+}
+
+void Loader::start_epoch(int epoch) {
+  stop_workers();
+  epoch_ = epoch;
+  mine_ = rank_slice(epoch_order(samples_, dataset_.objects.size(), o_.seed, epoch), o_.rank, o_.world);
+  ready_.clear();
+  next_claim_ = next_out_ = 0;
+  stop_ = false;
+  error_ = nullptr;
+  for (int w = 0; w < o_.workers; ++w) workers_.emplace_back([this] { worker_loop(); });
+}
+
+void Loader::worker_loop() {
+  while (true) {
+    int64_t index;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return stop_ || error_ || next_claim_ >= batches_ || next_claim_ < next_out_ + o_.prefetch; });
+      if (stop_ || error_ || next_claim_ >= batches_) return;
+      index = next_claim_++;
+    }
+    try {
+      LoadedBatch b = build(index);
+      std::lock_guard<std::mutex> lock(mutex_);
+      ready_.emplace(index, std::move(b));
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
+    cv_.notify_all();
+  }
+}
+
+std::optional<LoadedBatch> Loader::next() {
+  DTUNE_CHECK(epoch_ >= 0, "Loader::next before start_epoch");
+  const auto t0 = Clock::now();
+  LoadedBatch b;
+  if (o_.workers == 0) {
+    if (next_out_ >= batches_) return std::nullopt;
+    b = build(next_out_++);
+  } else {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (next_out_ >= batches_) return std::nullopt;
+    cv_.wait(lock, [&] { return error_ || ready_.count(next_out_); });
+    if (error_) std::rethrow_exception(error_);
+    auto it = ready_.find(next_out_);
+    b = std::move(it->second);
+    ready_.erase(it);
+    ++next_out_;
+    lock.unlock();
+    cv_.notify_all();
+  }
+  b.timing.wait_ms = ms_since(t0);
+  ++totals_.batches;
+  totals_.samples += static_cast<int64_t>(b.ids.size());
+  totals_.bad += b.timing.bad;
+  totals_.bytes += b.timing.bytes;
+  totals_.fetch_ms += b.timing.fetch_ms;
+  totals_.decode_ms += b.timing.decode_ms;
+  totals_.wait_ms += b.timing.wait_ms;
+  return b;
+}
+
+LoadedBatch Loader::build(int64_t index) {
+  thread_local std::unique_ptr<JpegCodec> codec;
+  LoadedBatch b;
+  b.index = index;
+  const int64_t lo = index * o_.batch;
+  const int64_t hi = std::min<int64_t>(lo + o_.batch, static_cast<int64_t>(mine_.size()));
+  const int64_t n = hi - lo;
+  const bool images = dataset_.kind == DatasetKind::kImages;
+  const int64_t S = o_.image_size, T = o_.context;
+  auto opts = torch::TensorOptions().pinned_memory(o_.pin_memory);
+  b.input = images ? torch::empty({n, 3, S, S}, opts.dtype(torch::kFloat)) : torch::empty({n, T}, opts.dtype(torch::kLong));
+  b.target = images ? torch::empty({n}, opts.dtype(torch::kLong)) : torch::empty({n, T}, opts.dtype(torch::kLong));
+  int64_t filled = 0;
+  for (int64_t k = lo; k < hi; ++k) {
+    const int64_t id = mine_[static_cast<size_t>(k)];
+    const SampleRef& s = samples_[static_cast<size_t>(id)];
+    const std::string& key = dataset_.objects[s.object].key;
+    auto t0 = Clock::now();
+    std::string bytes = storage_->read(key, s.offset, s.size);
+    b.timing.fetch_ms += ms_since(t0);
+    b.timing.bytes += static_cast<int64_t>(bytes.size());
+    t0 = Clock::now();
+    try {
+      if (static_cast<int64_t>(bytes.size()) < s.size)
+        throw BadImage(key + ": sample " + std::to_string(id) + " cut short (" + std::to_string(bytes.size()) + " of " +
+                       std::to_string(s.size) + " bytes): truncated shard");
+      if (images) {
+        if (!codec) codec = std::make_unique<JpegCodec>();
+        const RgbImage img = codec->decode(bytes.data(), bytes.size());
+        std::mt19937_64 rng(mix_seed(o_.seed, static_cast<uint64_t>(epoch_), static_cast<uint64_t>(id)));
+        Uniform u{rng};
+        const CropBox box = o_.augment ? random_resized_crop_box(img.width, img.height, u)
+                                       : center_crop_box(img.width, img.height, static_cast<int>(S * 256 / 224), static_cast<int>(S));
+        const bool flip = o_.augment && u() < 0.5;
+        crop_resize_normalize(img, box, static_cast<int>(S), static_cast<int>(S), flip,
+                              b.input.data_ptr<float>() + filled * 3 * S * S);
+        b.target.data_ptr<int64_t>()[filled] = s.label;
+      } else {
+        int64_t* in = b.input.data_ptr<int64_t>() + filled * T;
+        int64_t* tg = b.target.data_ptr<int64_t>() + filled * T;
+        const auto* tok = reinterpret_cast<const uint16_t*>(bytes.data());
+        for (int64_t t = 0; t < T; ++t) {
+          in[t] = tok[t];
+          tg[t] = tok[t + 1];
+        }
+      }
+      b.ids.push_back(id);
+      ++filled;
+    } catch (const BadImage& e) {
+      if (o_.strict) throw Error(std::string(e.what()) + " (--strict)");
+      ++b.timing.bad;
+    }
+    b.timing.decode_ms += ms_since(t0);
+  }
+  if (filled < n) {
+    b.input = b.input.narrow(0, 0, filled);
+    b.target = b.target.narrow(0, 0, filled);
+  }
+  return b;
+}
+
+}  // namespace dtune::data
