@@ -17,14 +17,16 @@ int bench_loader(const RunContext& ctx, const BenchOptions& o) {
     storage = open_storage(o.url);
     bool indexed = false;
     d = open_dataset(*storage, &indexed);
+    if (!o.cache.dir.empty()) storage = std::make_shared<NodeCache>(open_storage(o.url), o.cache);
     if (indexed && ctx.is_root())
       std::printf("# %s has no dataset.json: indexed it now (dtune-data index saves it)\n", o.url.c_str());
   } catch (const NotFound& e) {
     throw UsageError(o.url + ": " + e.what());
   }
   LoaderOptions lo = o.loader;
-  lo.rank = ctx.rank();
-  lo.world = ctx.world_size();
+  lo.rank = o.same_slice ? 0 : ctx.rank();
+  lo.world = o.same_slice ? 1 : ctx.world_size();
+  auto* cache = dynamic_cast<NodeCache*>(storage.get());
   Loader loader(storage, d, lo);
   if (ctx.is_root()) {
     std::printf("# dtune-data bench: %s (%s)\n", storage->describe().c_str(), d.describe().c_str());
@@ -33,8 +35,8 @@ int bench_loader(const RunContext& ctx, const BenchOptions& o) {
                 d.kind == DatasetKind::kImages ? ("images " + std::to_string(lo.image_size) + "x" +
                                                    std::to_string(lo.image_size) + (lo.augment ? " random-resized-crop + flip" : " center crop")).c_str()
                                                : ("token windows of " + std::to_string(lo.context)).c_str());
-    std::printf("# %-6s %8s %10s %12s %10s %10s %10s %6s\n", "epoch", "batches", "samples", "samples/s", "fetch_ms",
-                "decode_ms", "wait_ms", "bad");
+    std::printf("# %-6s %8s %10s %12s %10s %10s %10s %6s %8s %10s\n", "epoch", "batches", "samples", "samples/s",
+                "fetch_ms", "decode_ms", "wait_ms", "bad", "hit%", "fetched_MB");
   }
   std::ofstream ids;
   if (!o.dump_ids.empty()) {
@@ -43,6 +45,7 @@ int bench_loader(const RunContext& ctx, const BenchOptions& o) {
   }
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
     const LoaderTotals before = loader.totals();
+    const CacheStats cache_before = cache ? cache->cache_stats() : CacheStats{};
     DTUNE_MPI_CHECK(MPI_Barrier(ctx.comm()));
     const auto t0 = std::chrono::steady_clock::now();
     loader.start_epoch(epoch);
@@ -53,19 +56,27 @@ int bench_loader(const RunContext& ctx, const BenchOptions& o) {
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const LoaderTotals t = loader.totals();
-    const std::vector<double> mine = {static_cast<double>(t.batches - before.batches),
+    std::vector<double> mine = {static_cast<double>(t.batches - before.batches),
                                       static_cast<double>(t.samples - before.samples), s, t.fetch_ms - before.fetch_ms,
                                       t.decode_ms - before.decode_ms, t.wait_ms - before.wait_ms,
                                       static_cast<double>(t.bad - before.bad)};
+    const CacheStats c = cache ? cache->cache_stats() : CacheStats{};
+    mine.push_back(static_cast<double>(c.hits - cache_before.hits));
+    mine.push_back(static_cast<double>(c.misses - cache_before.misses));
+    mine.push_back(static_cast<double>(c.miss_bytes - cache_before.miss_bytes));
+    constexpr int kF = 10;
     const std::vector<double> all = gather_doubles(ctx.comm(), mine);
     if (ctx.is_root()) {
-      double sum[7] = {}, slowest = 0;
+      double sum[kF] = {}, slowest = 0;
       for (int r = 0; r < ctx.world_size(); ++r) {
-        for (int k = 0; k < 7; ++k) sum[k] += all[static_cast<size_t>(r * 7 + k)];
-        slowest = std::max(slowest, all[static_cast<size_t>(r * 7 + 2)]);
+        for (int k = 0; k < kF; ++k) sum[k] += all[static_cast<size_t>(r * kF + k)];
+        slowest = std::max(slowest, all[static_cast<size_t>(r * kF + 2)]);
       }
-      std::printf("  %-6d %8.0f %10.0f %12.1f %10.1f %10.1f %10.1f %6.0f\n", epoch, sum[0], sum[1], sum[1] / slowest,
-                  sum[3], sum[4], sum[5], sum[6]);
+      const double lookups = sum[7] + sum[8];
+      std::printf("  %-6d %8.0f %10.0f %12.1f %10.1f %10.1f %10.1f %6.0f %8s %10.2f\n", epoch, sum[0], sum[1],
+                  sum[1] / slowest, sum[3], sum[4], sum[5], sum[6],
+                  cache ? (std::to_string(100 * sum[7] / std::max(1.0, lookups)).substr(0, 6)).c_str() : "-",
+                  cache ? sum[9] / 1e6 : 0.0);
     }
   }
   if (ctx.is_root()) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/context.h"
+#include "data/cache/node_cache.h"
 #include "data/loader/loader.h"
 
 namespace dtune::data {
@@ -17,6 +18,8 @@ struct BenchOptions {
   int epochs = 1;
   int64_t max_batches = 0;  // per epoch (0: all)
   std::string dump_ids;
+  CacheOptions cache;  // dir empty: no cache tier
+  bool same_slice = false;  // test only: every rank reads the whole epoch (concurrent cache fills)
 };
 
 int bench_loader(const RunContext& ctx, const BenchOptions& o);

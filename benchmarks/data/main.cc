@@ -63,6 +63,15 @@ int main(int argc, char** argv) {
     bool no_augment = false;
     bench->add_flag("--no-augment", no_augment, "resize + center crop instead of random-resized crop + flip");
     bench->add_option("--dump-ids", b.dump_ids, "write the sample ids each rank got to FILE.rank<r>");
+    double cache_mb = 8192, cache_block_mb = 8;
+    bench->add_option("--cache-dir", b.cache.dir, "node-local cache tier directory (a disk, or /dev/shm for "
+                                                  "memory), shared by the ranks of a node; default none");
+    bench->add_option("--cache-mb", cache_mb, "cache capacity in MiB (LRU eviction)")->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    bench->add_option("--cache-block-mb", cache_block_mb, "cache block (fetch unit) in MiB")->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    bench->add_flag("--debug-same-slice", b.same_slice, "test only: every rank reads the whole epoch")
+        ->group("Testing");
 
     const int rc = dtune::parse_cli(app, a.argc, a.argv, a.ctx.is_root());
     if (rc >= 0) return rc;
@@ -76,6 +85,8 @@ int main(int argc, char** argv) {
       std::printf("# indexed %s\n", dd::index_data(index_url).c_str());
     } else if (*bench) {
       b.loader.drop_last = !keep_last;
+      b.cache.capacity_bytes = static_cast<int64_t>(cache_mb * (1 << 20));
+      b.cache.block_bytes = static_cast<int64_t>(cache_block_mb * (1 << 20));
       b.loader.augment = !no_augment;
       return dd::bench_loader(a.ctx, b);
     }

@@ -2,6 +2,7 @@
 #include "benchmarks/train/data.h"
 
 #include "core/error.h"
+#include "data/cache/node_cache.h"
 #include "data/loader/loader.h"
 
 namespace dtune::train {
@@ -20,7 +21,7 @@ class SyntheticSource final : public DataSource {
 class LoaderSource final : public DataSource {
  public:
   LoaderSource(std::shared_ptr<data::Storage> storage, std::unique_ptr<data::Loader> loader)
-      : storage_(std::move(storage)), loader_(std::move(loader)) {
+      : storage_(std::move(storage)), loader_(std::move(loader)), cache_(dynamic_cast<data::NodeCache*>(storage_.get())) {
     loader_->start_epoch(epoch_);
   }
   std::string name() const override { return loader_->dataset().describe(); }
@@ -36,12 +37,22 @@ class LoaderSource final : public DataSource {
   DataSummary summary() const override {
     const data::LoaderTotals t = loader_->totals();
     const data::StorageStats s = storage_->stats();
-    return {name(), t.samples, t.bad, t.bytes, s.requests, s.retries, t.fetch_ms, t.decode_ms, t.wait_ms};
+    DataSummary d{name(), t.samples, t.bad, t.bytes, s.requests, s.retries, t.fetch_ms, t.decode_ms, t.wait_ms};
+    if (cache_) {
+      const data::CacheStats c = cache_->cache_stats();
+      d.cache_hits = c.hits;
+      d.cache_misses = c.misses;
+      d.cache_hit_bytes = c.hit_bytes;
+      d.cache_miss_bytes = c.miss_bytes;
+      d.cache_evictions = c.evictions;
+    }
+    return d;
   }
 
  private:
   std::shared_ptr<data::Storage> storage_;
   std::unique_ptr<data::Loader> loader_;
+  data::NodeCache* cache_;  // within storage_, when there is a cache tier
   int epoch_ = 0;
 };
 
@@ -54,6 +65,11 @@ std::unique_ptr<DataSource> make_loader_source(const Options& o, const models::M
   try {
     storage = data::open_storage(o.data);
     d = data::open_dataset(*storage);
+    if (!o.cache_dir.empty())
+      storage = std::make_shared<data::NodeCache>(
+          data::open_storage(o.data),
+          data::CacheOptions{o.cache_dir, static_cast<int64_t>(o.cache_mb * (1 << 20)),
+                             static_cast<int64_t>(o.cache_block_mb * (1 << 20))});
   } catch (const data::NotFound& e) {
     throw UsageError("--data " + o.data + ": " + e.what());
   } catch (const UsageError& e) {

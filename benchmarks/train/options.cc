@@ -135,6 +135,13 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->envname(env("PREFETCH"))->capture_default_str()->check(CLI::PositiveNumber);
   app.add_flag("--strict", o.strict, "an undecodable or truncated sample stops the run (default: skipped and "
                "counted)")->envname(env("STRICT"));
+  app.add_option("--cache-dir", o.cache_dir, "node-local cache tier between the loader and the data's storage: "
+                 "a directory shared by the ranks of a node (a local disk, or /dev/shm for memory); default none")
+      ->envname(env("CACHE_DIR"));
+  app.add_option("--cache-mb", o.cache_mb, "cache capacity in MiB (least recently used blocks are evicted)")
+      ->envname(env("CACHE_MB"))->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--cache-block-mb", o.cache_block_mb, "cache block size in MiB (the unit fetched on a miss)")
+      ->envname(env("CACHE_BLOCK_MB"))->capture_default_str()->check(CLI::PositiveNumber);
   std::string profile;
   app.add_option("--profile-steps", profile, "START:COUNT: run the Kineto profiler over COUNT steps from "
                  "step START (0-based, warm-up steps included); prints the operator table, stores it per rank "
@@ -207,6 +214,8 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   }
   o.timing = timing == "on";
   if (!profile.empty()) parse_profile_steps(profile, o);
+  if (!o.cache_dir.empty() && o.data == "synthetic")
+    throw UsageError("--cache-dir with --data synthetic: the cache holds a dataset's blocks; give --data");
   o.model_options.seed = o.seed;
   const char* dir = std::getenv("DTUNE_RESULTS_DIR");
   if (no_output && !o.output.empty()) throw UsageError("--no-output and --output both given: keep one");

@@ -56,6 +56,9 @@ struct Options {
   int workers = 2;                 // loader threads
   int prefetch = 4;                // batches built ahead
   bool strict = false;             // a bad sample is an error
+  std::string cache_dir;           // node-local cache tier (empty: none)
+  double cache_mb = 8192;          // its capacity
+  double cache_block_mb = 8;       // its fetch unit
   int profile_first = 0;        // --profile-steps START:COUNT (COUNT 0: off)
   int profile_steps = 0;
   std::string profile_dir = "dtune-profile";  // per-rank Chrome traces
@@ -69,6 +72,7 @@ struct DataSummary {
   std::string source;  // "synthetic" or the dataset's description
   int64_t samples, bad, bytes, requests, retries;
   double fetch_ms, decode_ms, wait_ms;
+  int64_t cache_hits = 0, cache_misses = 0, cache_hit_bytes = 0, cache_miss_bytes = 0, cache_evictions = 0;
 };
 
 // Returns an exit code (0 after --help, 2 on bad input) or -1 to go on.

@@ -13,6 +13,9 @@
 namespace dtune::train {
 namespace {
 
+// Per rank, summed in the results: what loading did (DataSummary's numbers).
+constexpr size_t kDataFields = 13;
+
 // Per step on this rank: the phases, the total, the loss.
 constexpr size_t kStride = kPhases + 2;
 
@@ -106,6 +109,11 @@ double write_and_print(const Options& o, const RunContext& ctx, const TrainOutco
                 "retries); summed over ranks: fetch %.0f ms, decode %.0f ms, wait %.0f ms\n",
                 out.data.source.c_str(), o.workers, data_sums[0], data_sums[1], data_sums[2] / 1e6, data_sums[3],
                 data_sums[4], data_sums[5], data_sums[6], data_sums[7]);
+  if (real_data && !o.cache_dir.empty())
+    std::printf("# cache %s: %.0f hits, %.0f misses (hit rate %.1f%%), %.1f MB from cache, %.1f MB fetched, %.0f "
+                "evictions\n",
+                o.cache_dir.c_str(), data_sums[8], data_sums[9], 100 * data_sums[8] / std::max(1.0, data_sums[8] + data_sums[9]),
+                data_sums[10] / 1e6, data_sums[11] / 1e6, data_sums[12]);
   ProfileOverhead cost;
   if (!profiles.empty()) {
     cost.profiled_p50_ms = summarize(profiled_ms).p50;
@@ -160,9 +168,12 @@ double write_and_print(const Options& o, const RunContext& ctx, const TrainOutco
   h5::write_attr(id, "data_description", out.data.source);
   h5::write_attr(id, "workers", o.workers);
   h5::write_attr(id, "prefetch", o.prefetch);
-  const char* data_names[] = {"data_samples", "data_bad_samples", "data_bytes", "data_requests", "data_retries",
-                              "data_fetch_ms", "data_decode_ms", "data_wait_ms"};
-  for (size_t k = 0; k < 8; ++k) h5::write_attr(id, data_names[k], data_sums[k]);
+  const char* data_names[kDataFields] = {"data_samples", "data_bad_samples", "data_bytes", "data_requests",
+                                         "data_retries", "data_fetch_ms", "data_decode_ms", "data_wait_ms",
+                                         "cache_hits", "cache_misses", "cache_hit_bytes", "cache_miss_bytes",
+                                         "cache_evictions"};
+  for (size_t k = 0; k < kDataFields; ++k) h5::write_attr(id, data_names[k], data_sums[k]);
+  h5::write_attr(id, "cache_dir", o.cache_dir);
   for (size_t f = 0; f <= kPhases + 1; ++f) {
     std::vector<double> col(S * R);
     for (size_t s = 0; s < S; ++s)
@@ -200,9 +211,12 @@ double report_training(const Options& o, const RunContext& ctx, const TrainOutco
   const DataSummary& d = out.data;
   const std::vector<double> data_all = gather_doubles(
       ctx.comm(), {static_cast<double>(d.samples), static_cast<double>(d.bad), static_cast<double>(d.bytes),
-                   static_cast<double>(d.requests), static_cast<double>(d.retries), d.fetch_ms, d.decode_ms, d.wait_ms});
-  std::vector<double> data_sums(8, 0.0);
-  for (size_t i = 0; i < data_all.size(); ++i) data_sums[i % 8] += data_all[i];
+                   static_cast<double>(d.requests), static_cast<double>(d.retries), d.fetch_ms, d.decode_ms, d.wait_ms,
+                   static_cast<double>(d.cache_hits), static_cast<double>(d.cache_misses),
+                   static_cast<double>(d.cache_hit_bytes), static_cast<double>(d.cache_miss_bytes),
+                   static_cast<double>(d.cache_evictions)});
+  std::vector<double> data_sums(kDataFields, 0.0);
+  for (size_t i = 0; i < data_all.size(); ++i) data_sums[i % kDataFields] += data_all[i];
   std::vector<ProfileSummary> profiles;
   if (out.profile.ran) profiles = gather_profiles(ctx.comm(), out.profile);
   double rate = ctx.is_root() ? write_and_print(o, ctx, out, file, all, peaks, profiles, data_sums) : 0.0;
