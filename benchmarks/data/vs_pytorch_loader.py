@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""dtune's loader against PyTorch's DataLoader with torchvision transforms, over the same files and
+worker counts, in one run: decode photo-sized JPEGs from WebDataset shards, RandomResizedCrop(224),
+RandomHorizontalFlip, ToTensor + Normalize, batches of 32. Reports images/s of the second epoch
+(page cache warm for both) for each worker count, alternating the two loaders, median of repeats.
+
+  .venv/bin/python benchmarks/data/vs_pytorch_loader.py [--workers 1 2] [--samples 768] [--repeats 3]
+"""
+import argparse
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(os.environ.get("DTUNE_BIN_DIR", REPO / "build" / "bin"))
+
+
+def dtune_rate(ds, workers, batch, epochs=2):
+    r = subprocess.run([str(BIN / "dtune-data"), "bench", str(ds), "--batch", str(batch), "--workers", str(workers),
+                        "--epochs", str(epochs), "--image-size", "224"], capture_output=True, text=True, check=True)
+    rows = [l.split() for l in r.stdout.splitlines() if l.strip() and not l.startswith("#")]
+    return float(rows[-1][3])
+
+
+def torch_rate(ds, workers, batch, epochs=2):
+    import torch
+    from PIL import Image
+    from torch.utils.data import DataLoader, Dataset
+    from torchvision import transforms
+
+    manifest = json.loads((ds / "dataset.json").read_text())
+    objects = [ds / o[0] for o in manifest["objects"]]
+    tf = transforms.Compose([transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(),
+                             transforms.ToTensor(),
+                             transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+
+    class Shards(Dataset):
+        def __len__(self):
+            return len(manifest["samples"])
+
+        def __getitem__(self, i):
+            obj, off, size, label = manifest["samples"][i]
+            with open(objects[obj], "rb") as f:
+                f.seek(off)
+                data = f.read(size)
+            return tf(Image.open(io.BytesIO(data)).convert("RGB")), label
+
+    torch.set_num_threads(1)
+    loader = DataLoader(Shards(), batch_size=batch, shuffle=True, num_workers=workers, drop_last=True,
+                        persistent_workers=False)
+    rate = 0.0
+    for _ in range(epochs):
+        t0, n = time.perf_counter(), 0
+        for x, _y in loader:
+            n += x.shape[0]
+        rate = n / (time.perf_counter() - t0)
+    return rate
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--samples", type=int, default=768)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--dir", help="reuse or create the dataset here")
+    args = ap.parse_args()
+    tmp = None
+    ds = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="dtune-loader-bench-")) / "ds"
+    if not (ds / "dataset.json").exists():
+        subprocess.run([str(BIN / "dtune-data"), "make", "images", "--out", str(ds), "--samples", str(args.samples),
+                        "--classes", "10", "--width", "500", "--height", "375", "--size-jitter", "0.2",
+                        "--shard-samples", "128"], check=True, capture_output=True)
+    size_mb = sum(p.stat().st_size for p in ds.glob("*.tar")) / 1e6
+    print(f"# {args.samples} JPEGs (500x375 +-20%, {size_mb:.1f} MB in shards), 224x224 random-resized-crop + "
+          f"flip + normalise, batch {args.batch}; images/s of epoch 2, median of {args.repeats} alternating pairs")
+    print(f"# {'workers':>7} {'dtune':>10} {'pytorch':>10} {'ratio':>7}   per-pair ratios")
+    for w in args.workers:
+        d, p = [], []
+        for _ in range(args.repeats):
+            d.append(dtune_rate(ds, w, args.batch))
+            p.append(torch_rate(ds, w, args.batch))
+        ratios = [a / b for a, b in zip(d, p)]
+        print(f"  {w:>7} {statistics.median(d):>10.1f} {statistics.median(p):>10.1f} "
+              f"{statistics.median(d) / statistics.median(p):>7.2f}   {' '.join(f'{r:.2f}' for r in ratios)}")
+    if tmp:
+        tmp.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

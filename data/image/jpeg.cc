@@ -1,0 +1,94 @@
+// JpegCodec over TurboJPEG. Decoding uses TurboJPEG's defaults, which are libjpeg's: the accurate
+// integer DCT (JDCT_ISLOW) and fancy (triangle) chroma upsampling, as Pillow's JPEG decoder does,
+// so decoded pixels equal Image.open(...).convert("RGB") for RGB and grayscale sources.
+#include "data/image/jpeg.h"
+
+#include <turbojpeg.h>
+
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+
+namespace dtune::data {
+
+namespace {
+
+std::string tj_message(void* handle) { return tjGetErrorStr2(static_cast<tjhandle>(handle)); }
+
+// libjpeg reports a truncated or corrupt entropy-coded stream only as a warning and fills the rest
+// with grey; such an image is bad (Pillow refuses truncated files too). The one warning that
+// Pillow and every camera pipeline ignore is stray bytes between segments: the image is intact.
+bool harmless_warning(const std::string& message) {
+  return message.find("extraneous bytes before marker") != std::string::npos;
+}
+
+}  // namespace
+
+JpegCodec::JpegCodec() {
+  decoder_ = tjInitDecompress();
+  encoder_ = tjInitCompress();
+  if (decoder_ == nullptr || encoder_ == nullptr) {
+    if (decoder_ != nullptr) tjDestroy(static_cast<tjhandle>(decoder_));
+    if (encoder_ != nullptr) tjDestroy(static_cast<tjhandle>(encoder_));
+    throw Error(std::string("TurboJPEG: cannot create a handle: ") + tjGetErrorStr2(nullptr));
+  }
+}
+
+JpegCodec::~JpegCodec() {
+  tjDestroy(static_cast<tjhandle>(decoder_));
+  tjDestroy(static_cast<tjhandle>(encoder_));
+}
+
+std::pair<int, int> JpegCodec::dimensions(const void* data, size_t size) {
+  if (data == nullptr || size == 0) throw BadImage("JPEG: empty buffer");
+  int width = 0, height = 0, subsamp = 0, colorspace = 0;
+  if (tjDecompressHeader3(static_cast<tjhandle>(decoder_), static_cast<const unsigned char*>(data),
+                          static_cast<unsigned long>(size), &width, &height, &subsamp,
+                          &colorspace) != 0)
+    throw BadImage("JPEG header: " + tj_message(decoder_));
+  if (width <= 0 || height <= 0) throw BadImage("JPEG header: zero-sized image");
+  return {width, height};
+}
+
+RgbImage JpegCodec::decode(const void* data, size_t size) {
+  const auto [width, height] = dimensions(data, size);
+  RgbImage img;
+  img.width = width;
+  img.height = height;
+  img.pixels.resize(static_cast<size_t>(width) * height * 3);
+  const int rc = tjDecompress2(
+      static_cast<tjhandle>(decoder_), static_cast<const unsigned char*>(data),
+      static_cast<unsigned long>(size), img.pixels.data(), width, width * 3, height, TJPF_RGB, 0);
+  if (rc != 0) {
+    const std::string message = tj_message(decoder_);
+    const bool warning = tjGetErrorCode(static_cast<tjhandle>(decoder_)) == TJERR_WARNING;
+    if (!warning || !harmless_warning(message)) throw BadImage("JPEG: " + message);
+  }
+  return img;
+}
+
+std::string JpegCodec::encode(const RgbImage& img, int quality) {
+  if (img.width <= 0 || img.height <= 0 ||
+      img.pixels.size() != static_cast<size_t>(img.width) * img.height * 3)
+    throw UsageError("JPEG encode: image is " + std::to_string(img.width) + "x" +
+                     std::to_string(img.height) + " with " + std::to_string(img.pixels.size()) +
+                     " bytes, expected width*height*3 > 0");
+  if (quality < 1 || quality > 100)
+    throw UsageError("JPEG encode: quality " + std::to_string(quality) + " is not in 1-100");
+  unsigned char* jpeg = nullptr;
+  unsigned long jpeg_size = 0;
+  const int rc =
+      tjCompress2(static_cast<tjhandle>(encoder_), img.pixels.data(), img.width, img.width * 3,
+                  img.height, TJPF_RGB, &jpeg, &jpeg_size, TJSAMP_420, quality, TJFLAG_ACCURATEDCT);
+  if (rc != 0) {
+    const std::string message = tj_message(encoder_);
+    tjFree(jpeg);
+    throw Error("JPEG encode: " + message);
+  }
+  std::string out(reinterpret_cast<const char*>(jpeg), jpeg_size);
+  tjFree(jpeg);
+  return out;
+}
+
+}  // namespace dtune::data

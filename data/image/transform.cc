@@ -1,0 +1,323 @@
+// crop_resize_normalize: Pillow's ImagingResample (libImaging/Resample.c) for 8-bit RGB with the
+// bilinear filter, re-implemented so that the loader's output equals torchvision's
+// F.resized_crop(pil, ...) + to_tensor + normalize to within one 8-bit level (in practice exactly).
+// torchvision crops first (PIL's crop copies the box), then resizes the crop, so the filter only
+// ever sees pixels inside the box. Pillow's 8-bit path is reproduced step by step: coefficients in
+// double, normalised per output pixel, converted to 22-bit fixed point; a horizontal pass that
+// rounds to uint8, then a vertical pass that rounds to uint8 again.
+#include "data/image/transform.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace dtune::data {
+
+namespace {
+
+// Pillow: PRECISION_BITS = 32 - 8 - 2, so 255 * sum(weights) plus the rounding half fits an int32.
+constexpr int kPrecisionBits = 22;
+constexpr int32_t kHalf = 1 << (kPrecisionBits - 1);
+
+// One axis of the resampling: output pixel i reads `count[i]` input pixels from `first[i]` with the
+// fixed-point weights weights[i * ksize ...]. When the input holds at least ksize pixels every
+// window is widened to exactly ksize taps (`fixed`), shifted left at the far edge and padded with
+// zero weights: the sums are unchanged (a zero weight adds exactly 0) and the inner loops get a
+// compile-time trip count.
+struct AxisFilter {
+  int ksize = 0;
+  bool fixed = false;
+  std::vector<int> first, count;
+  std::vector<int32_t> weights;
+};
+
+// Pillow's precompute_coeffs + normalize_coeffs_8bpc for the bilinear (triangle, support 1) filter
+// over the input range [0, in_size). Downscaling widens the triangle by the scale factor, which is
+// the antialiasing.
+AxisFilter bilinear_axis(int in_size, int out_size) {
+  const double scale = static_cast<double>(in_size) / out_size;
+  const double filterscale = std::max(scale, 1.0);
+  const double support = 1.0 * filterscale;
+  AxisFilter f;
+  f.ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
+  f.fixed = in_size >= f.ksize;
+  f.first.resize(out_size);
+  f.count.resize(out_size);
+  f.weights.assign(static_cast<size_t>(out_size) * f.ksize, 0);
+  std::vector<double> k(f.ksize);
+  const double ss = 1.0 / filterscale;
+  for (int xx = 0; xx < out_size; ++xx) {
+    const double center = (xx + 0.5) * scale;
+    // Pillow rounds with (int)(v + 0.5), truncating toward zero, then clamps.
+    const int xmin = std::max(static_cast<int>(center - support + 0.5), 0);
+    const int xmax = std::min(static_cast<int>(center + support + 0.5), in_size) - xmin;
+    double ww = 0.0;
+    for (int x = 0; x < xmax; ++x) {
+      const double t = std::abs((x + xmin - center + 0.5) * ss);
+      k[x] = t < 1.0 ? 1.0 - t : 0.0;
+      ww += k[x];
+    }
+    const int start = f.fixed ? std::min(xmin, in_size - f.ksize) : xmin;
+    for (int x = 0; x < xmax; ++x) {
+      const double w = ww != 0.0 ? k[x] / ww : k[x];
+      // Bilinear weights are never negative; Pillow's rounding of non-negative values.
+      f.weights[static_cast<size_t>(xx) * f.ksize + (xmin - start) + x] =
+          static_cast<int32_t>(0.5 + w * (1 << kPrecisionBits));
+    }
+    f.first[xx] = start;
+    f.count[xx] = f.fixed ? f.ksize : std::max(xmax, 0);
+  }
+  return f;
+}
+
+// Pillow's clip8: the fixed-point sum (already offset by kHalf) shifted down and clamped.
+inline uint8_t clip8(int32_t v) {
+  if (v < 0) return 0;
+  v >>= kPrecisionBits;
+  return static_cast<uint8_t>(v > 255 ? 255 : v);
+}
+
+// One output row of the horizontal pass: `row` is interleaved RGB (already offset to the crop's
+// left column), `out` receives out_w RGB pixels. K > 0: every window has exactly K taps.
+template <int K>
+void horizontal_row_scalar(const uint8_t* row, const AxisFilter& f, int xx_begin, int xx_end,
+                           uint8_t* out) {
+  for (int xx = xx_begin; xx < xx_end; ++xx) {
+    const int32_t* k = &f.weights[static_cast<size_t>(xx) * f.ksize];
+    const uint8_t* p = row + static_cast<size_t>(f.first[xx]) * 3;
+    const int n = K > 0 ? K : f.count[xx];
+    int32_t s0 = kHalf, s1 = kHalf, s2 = kHalf;
+    for (int x = 0; x < n; ++x) {
+      s0 += p[3 * x + 0] * k[x];
+      s1 += p[3 * x + 1] * k[x];
+      s2 += p[3 * x + 2] * k[x];
+    }
+    out[3 * xx + 0] = clip8(s0);
+    out[3 * xx + 1] = clip8(s1);
+    out[3 * xx + 2] = clip8(s2);
+  }
+}
+
+// The same with the three channels of a pixel in one SSE4.1 register: each tap loads 4 bytes
+// (R, G, B and the next pixel's R, whose lane is discarded), widens them to int32 and adds
+// pixel * weight: the same integer sums as the scalar loop, so the same bytes. Pixels whose
+// 4-byte load would pass `end` (the last pixel of the buffer) take the scalar loop.
+template <int K>
+[[gnu::target("sse4.1")]] void horizontal_row_sse41(const uint8_t* row, const uint8_t* end,
+                                                    const AxisFilter& f, int out_w, uint8_t* out) {
+  int xx = 0;
+  for (; xx < out_w; ++xx) {
+    const uint8_t* p = row + static_cast<size_t>(f.first[xx]) * 3;
+    if (p + 3 * K + 1 > end) break;
+    const int32_t* k = &f.weights[static_cast<size_t>(xx) * K];
+    __m128i acc = _mm_set1_epi32(kHalf);
+    for (int x = 0; x < K; ++x) {
+      int32_t px;
+      std::memcpy(&px, p + 3 * x, 4);
+      const __m128i v = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(px));
+      acc = _mm_add_epi32(acc, _mm_mullo_epi32(v, _mm_set1_epi32(k[x])));
+    }
+    // clip8 per lane: shift down, then the saturating packs clamp to [0, 255].
+    acc = _mm_srai_epi32(acc, kPrecisionBits);
+    const __m128i bytes = _mm_packus_epi16(_mm_packus_epi32(acc, acc), _mm_setzero_si128());
+    const uint32_t rgb = static_cast<uint32_t>(_mm_cvtsi128_si32(bytes));
+    out[3 * xx + 0] = static_cast<uint8_t>(rgb);
+    out[3 * xx + 1] = static_cast<uint8_t>(rgb >> 8);
+    out[3 * xx + 2] = static_cast<uint8_t>(rgb >> 16);
+  }
+  horizontal_row_scalar<K>(row, f, xx, out_w, out);
+}
+
+// Dispatches on the kernel size (scale <= 1 gives 3 taps, <= 2 five, <= 3 seven: RandomResizedCrop
+// to 224 from ImageNet-sized images is almost always 3, 5 or 7) and on SSE4.1. `end` is the end of
+// the buffer that `row` lies in.
+void horizontal_row(const uint8_t* row, const uint8_t* end, const AxisFilter& f, int out_w,
+                    uint8_t* out) {
+  static const bool sse41 = __builtin_cpu_supports("sse4.1");
+  const int k = f.fixed ? f.ksize : 0;
+  if (sse41) {
+    switch (k) {
+      case 3:
+        return horizontal_row_sse41<3>(row, end, f, out_w, out);
+      case 5:
+        return horizontal_row_sse41<5>(row, end, f, out_w, out);
+      case 7:
+        return horizontal_row_sse41<7>(row, end, f, out_w, out);
+      case 9:
+        return horizontal_row_sse41<9>(row, end, f, out_w, out);
+      case 11:
+        return horizontal_row_sse41<11>(row, end, f, out_w, out);
+      default:
+        break;
+    }
+  }
+  switch (k) {
+    case 3:
+      return horizontal_row_scalar<3>(row, f, 0, out_w, out);
+    case 5:
+      return horizontal_row_scalar<5>(row, f, 0, out_w, out);
+    case 7:
+      return horizontal_row_scalar<7>(row, f, 0, out_w, out);
+    default:
+      return horizontal_row_scalar<0>(row, f, 0, out_w, out);
+  }
+}
+
+// One output row `yy` of the vertical pass over rows of n bytes at `stride` (row 0 = the filter's
+// input row `first_row`). The taps are the outer loop so the inner loop runs contiguously over the
+// row and vectorises; `acc` is scratch of n int32.
+[[gnu::target_clones("avx2", "default")]] void vertical_row(const uint8_t* rows, size_t stride,
+                                                            int first_row, int n,
+                                                            const AxisFilter& f, int yy,
+                                                            int32_t* acc, uint8_t* out) {
+  std::fill(acc, acc + n, kHalf);
+  const int32_t* k = &f.weights[static_cast<size_t>(yy) * f.ksize];
+  const int ymin = f.first[yy] - first_row;
+  for (int y = 0, taps = f.count[yy]; y < taps; ++y) {
+    const uint8_t* row = rows + (ymin + y) * stride;
+    const int32_t w = k[y];
+    for (int i = 0; i < n; ++i) acc[i] += row[i] * w;
+  }
+  for (int i = 0; i < n; ++i) out[i] = clip8(acc[i]);
+}
+
+// Writes one finished row of interleaved uint8 RGB into the three float planes through the
+// normalisation tables, mirrored if asked.
+void emit_row(const uint8_t* rgb, int out_w, int yy, bool flip, const float (*lut)[256],
+              size_t plane, float* out) {
+  float* r = out + static_cast<size_t>(yy) * out_w;
+  float* g = r + plane;
+  float* b = g + plane;
+  if (!flip) {
+    for (int x = 0; x < out_w; ++x) {
+      r[x] = lut[0][rgb[3 * x + 0]];
+      g[x] = lut[1][rgb[3 * x + 1]];
+      b[x] = lut[2][rgb[3 * x + 2]];
+    }
+  } else {
+    for (int x = 0, o = out_w - 1; x < out_w; ++x, --o) {
+      r[o] = lut[0][rgb[3 * x + 0]];
+      g[o] = lut[1][rgb[3 * x + 1]];
+      b[o] = lut[2][rgb[3 * x + 2]];
+    }
+  }
+}
+
+}  // namespace
+
+void crop_resize_normalize(const RgbImage& src, const CropBox& box, int out_h, int out_w, bool flip,
+                           float* out, const std::array<float, 3>& mean,
+                           const std::array<float, 3>& std) {
+  if (box.width <= 0 || box.height <= 0 || box.left < 0 || box.top < 0 ||
+      box.left + box.width > src.width || box.top + box.height > src.height)
+    throw UsageError("crop box (top " + std::to_string(box.top) + ", left " +
+                     std::to_string(box.left) + ", " + std::to_string(box.height) + "x" +
+                     std::to_string(box.width) + ") is not inside the " +
+                     std::to_string(src.width) + "x" + std::to_string(src.height) + " image");
+  if (out_h <= 0 || out_w <= 0)
+    throw UsageError("output size " + std::to_string(out_h) + "x" + std::to_string(out_w) +
+                     " must be positive");
+  if (src.pixels.size() != static_cast<size_t>(src.width) * src.height * 3)
+    throw UsageError("image pixel buffer does not hold width*height*3 bytes");
+
+  // ToTensor divides by 255 in float32, Normalize subtracts and divides in float32: one table entry
+  // per channel and level gives bit-identical floats.
+  float lut[3][256];
+  for (int c = 0; c < 3; ++c)
+    for (int v = 0; v < 256; ++v) lut[c][v] = (static_cast<float>(v) / 255.0f - mean[c]) / std[c];
+
+  const size_t src_stride = static_cast<size_t>(src.width) * 3;
+  const uint8_t* crop =
+      src.pixels.data() + box.top * src_stride + static_cast<size_t>(box.left) * 3;
+  const size_t plane = static_cast<size_t>(out_h) * out_w;
+  // Pillow's ImagingResampleInner skips a pass whose axis keeps its size (the box is the whole
+  // cropped image), so an identity resize returns the crop's pixels unchanged.
+  const bool need_horizontal = out_w != box.width;
+  const bool need_vertical = out_h != box.height;
+  if (!need_horizontal && !need_vertical) {
+    for (int yy = 0; yy < out_h; ++yy)
+      emit_row(crop + yy * src_stride, out_w, yy, flip, lut, plane, out);
+    return;
+  }
+  // Pillow 13 (python-pillow/Pillow#9549) runs the vertical pass first when the height shrinks by
+  // more than twice as many pixels as the width; otherwise horizontal first. The order changes
+  // the intermediate uint8 rounding, so it is followed exactly.
+  const bool vertical_first = need_horizontal && need_vertical && out_h < box.height &&
+                              box.height - out_h > 2 * (box.width - out_w);
+  const AxisFilter fv = bilinear_axis(box.height, out_h);
+  const AxisFilter fh = need_horizontal ? bilinear_axis(box.width, out_w) : AxisFilter{};
+  std::vector<uint8_t> line(static_cast<size_t>(out_w) * 3);
+  std::vector<uint8_t> tmp;
+
+  if (vertical_first) {
+    // (out_h, box.width, 3) after the vertical pass, then each row resampled horizontally.
+    const int n = box.width * 3;
+    std::vector<int32_t> acc(n);
+    tmp.resize(static_cast<size_t>(out_h) * n);
+    for (int yy = 0; yy < out_h; ++yy)
+      vertical_row(crop, src_stride, 0, n, fv, yy, acc.data(),
+                   tmp.data() + static_cast<size_t>(yy) * n);
+    for (int yy = 0; yy < out_h; ++yy) {
+      horizontal_row(tmp.data() + static_cast<size_t>(yy) * n, tmp.data() + tmp.size(), fh, out_w,
+                     line.data());
+      emit_row(line.data(), out_w, yy, flip, lut, plane, out);
+    }
+    return;
+  }
+
+  // Horizontal first, over only the rows of the crop that the vertical pass reads.
+  const int row_first = need_vertical ? fv.first.front() : 0;
+  const int row_last = need_vertical ? fv.first.back() + fv.count.back() : box.height;
+  const uint8_t* rows = crop + row_first * src_stride;
+  size_t rows_stride = src_stride;
+  if (need_horizontal) {
+    rows_stride = static_cast<size_t>(out_w) * 3;
+    tmp.resize(static_cast<size_t>(row_last - row_first) * rows_stride);
+    for (int y = row_first; y < row_last; ++y)
+      horizontal_row(crop + y * src_stride, src.pixels.data() + src.pixels.size(), fh, out_w,
+                     tmp.data() + (y - row_first) * rows_stride);
+    rows = tmp.data();
+  }
+  if (!need_vertical) {
+    for (int yy = 0; yy < out_h; ++yy)
+      emit_row(rows + yy * rows_stride, out_w, yy, flip, lut, plane, out);
+    return;
+  }
+  const int n = out_w * 3;
+  std::vector<int32_t> acc(n);
+  for (int yy = 0; yy < out_h; ++yy) {
+    vertical_row(rows, rows_stride, row_first, n, fv, yy, acc.data(), line.data());
+    emit_row(line.data(), out_w, yy, flip, lut, plane, out);
+  }
+}
+
+// Resize(resize) maps the shorter side to `resize` and the longer to int(resize * long / short)
+// (torchvision's _compute_resized_output_size); CenterCrop(out) then takes rows and columns from
+// round((new - out) / 2). Mapped back to source pixels with each axis's scale, rounded: one
+// resample of that box approximates the two resamples of torchvision's evaluation transform.
+CropBox center_crop_box(int width, int height, int resize, int out) {
+  if (width <= 0 || height <= 0 || resize <= 0 || out <= 0 || out > resize)
+    throw UsageError("center crop: need image, resize and crop sizes > 0 and crop " +
+                     std::to_string(out) + " <= resize " + std::to_string(resize));
+  const int short_side = std::min(width, height), long_side = std::max(width, height);
+  const int new_long = static_cast<int>(static_cast<double>(resize) * long_side / short_side);
+  const int new_w = width <= height ? resize : new_long;
+  const int new_h = width <= height ? new_long : resize;
+  const double sx = static_cast<double>(width) / new_w, sy = static_cast<double>(height) / new_h;
+  const auto fit = [](double start, double size, int limit, int& pos, int& len) {
+    len = std::clamp(static_cast<int>(std::nearbyint(size)), 1, limit);
+    pos = std::clamp(static_cast<int>(std::nearbyint(start)), 0, limit - len);
+  };
+  CropBox box;
+  fit(std::nearbyint((new_h - out) / 2.0) * sy, out * sy, height, box.top, box.height);
+  fit(std::nearbyint((new_w - out) / 2.0) * sx, out * sx, width, box.left, box.width);
+  return box;
+}
+
+}  // namespace dtune::data

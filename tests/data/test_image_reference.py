@@ -1,0 +1,193 @@
+# dtune's JPEG decoding and training transform against the Python stack it replaces: decoded
+# pixels against Pillow's Image.open(...).convert("RGB"), crop + bilinear resize + flip + normalise
+# against torchvision's F.resized_crop / to_tensor / normalize on the PIL image, and the synthetic
+# images against Pillow's reader. Drives build-image/bin/dtune_image_tool (DTUNE_BIN_DIR).
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+torch = pytest.importorskip("torch")
+F = pytest.importorskip("torchvision.transforms.functional")
+from torchvision.transforms import InterpolationMode  # noqa: E402
+
+BIN_DIR = Path(os.environ.get("DTUNE_BIN_DIR", "/work/main/build/bin"))
+TOOL = BIN_DIR / "dtune_image_tool"
+MEAN = [0.485, 0.456, 0.406]
+STD = [0.229, 0.224, 0.225]
+# One 8-bit level in normalised units for the channel with the smallest std (0.224): the bound the
+# transform must meet. In practice the output is bit-identical (see test_transform_matches_torchvision).
+ONE_LEVEL = 1.0 / 255.0 / min(STD)
+
+pytestmark = pytest.mark.skipif(not TOOL.exists(), reason=f"{TOOL} not built")
+
+
+def run_tool(*args, check=True):
+    proc = subprocess.run([str(TOOL), *map(str, args)], capture_output=True, text=True, timeout=120)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def photo_like(width, height, seed):
+    """A smooth colour field with edges and mild noise, like a downscaled photograph."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width].astype(np.float64)
+    img = np.empty((height, width, 3))
+    for c in range(3):
+        fx, fy, ph = rng.uniform(0.005, 0.05), rng.uniform(0.005, 0.05), rng.uniform(0, 6.3)
+        img[..., c] = 128 + 90 * np.sin(fx * x + ph) * np.cos(fy * y)
+    img[(x - width / 3) ** 2 + (y - height / 2) ** 2 < (min(width, height) / 5) ** 2] = (230, 40, 60)
+    img += rng.normal(0, 4, img.shape)
+    return np.clip(img + 0.5, 0, 255).astype(np.uint8)
+
+
+@pytest.fixture(scope="module")
+def jpegs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("jpegs")
+    files = {}
+    for name, (w, h, label) in {"synth_500x375": (500, 375, 1), "synth_224": (224, 224, 4),
+                                "synth_333x517": (333, 517, 7)}.items():
+        run_tool("synth", d / f"{name}.jpg", "--width", w, "--height", h, "--label", label,
+                 "--classes", 10, "--seed", 11)
+        files[name] = d / f"{name}.jpg"
+    pil_variants = {
+        "pil_420_640x480": ((640, 480), dict(quality=90, subsampling=2)),
+        "pil_444_333x517": ((333, 517), dict(quality=95, subsampling=0)),
+        "pil_422_1024x768": ((1024, 768), dict(quality=85, subsampling=1)),
+        "pil_progressive_500x375": ((500, 375), dict(quality=90, progressive=True)),
+        "pil_odd_1x1": ((1, 1), dict(quality=90)),
+        "pil_odd_17x9": ((17, 9), dict(quality=75)),
+    }
+    for i, (name, ((w, h), kwargs)) in enumerate(pil_variants.items()):
+        Image.fromarray(photo_like(w, h, i)).save(d / f"{name}.jpg", **kwargs)
+        files[name] = d / f"{name}.jpg"
+    Image.fromarray(photo_like(333, 517, 99)).convert("L").save(d / "pil_gray_333x517.jpg", quality=90)
+    files["pil_gray_333x517"] = d / "pil_gray_333x517.jpg"
+    return files
+
+
+def decode(path, out_dir):
+    out = out_dir / (path.stem + ".rgb")
+    w, h = map(int, run_tool("decode", path, out).stdout.split())
+    return np.fromfile(out, dtype=np.uint8).reshape(h, w, 3)
+
+
+@pytest.mark.parametrize("name", ["synth_500x375", "synth_224", "synth_333x517", "pil_420_640x480",
+                                  "pil_444_333x517", "pil_422_1024x768", "pil_progressive_500x375",
+                                  "pil_odd_1x1", "pil_odd_17x9", "pil_gray_333x517"])
+def test_decode_equals_pillow(jpegs, tmp_path, name):
+    ours = decode(jpegs[name], tmp_path)
+    ref = np.asarray(Image.open(jpegs[name]).convert("RGB"))
+    assert ours.shape == ref.shape
+    # Both are libjpeg-turbo with the accurate integer IDCT and fancy upsampling: bit-identical.
+    np.testing.assert_array_equal(ours, ref)
+
+
+def reference_transform(path, box, size, flip):
+    top, left, h, w = box
+    img = F.resized_crop(Image.open(path).convert("RGB"), top, left, h, w, list(size),
+                         InterpolationMode.BILINEAR)
+    if flip:
+        img = F.hflip(img)
+    return F.normalize(F.to_tensor(img), MEAN, STD).numpy()
+
+
+TRANSFORM_CASES = [
+    # (image, (top, left, height, width), (out_h, out_w), flip)
+    ("synth_500x375", (0, 0, 375, 500), (224, 224), False),        # whole image, non-square
+    ("synth_500x375", (40, 60, 300, 300), (224, 224), True),       # mild downscale, flip
+    ("synth_500x375", (10, 20, 100, 120), (224, 224), False),      # upscale ~2x
+    ("synth_500x375", (300, 450, 75, 50), (224, 224), True),       # upscale ~4x, touching edges
+    ("pil_422_1024x768", (0, 0, 768, 1024), (224, 224), False),    # downscale ~3.4-4.6x
+    ("pil_422_1024x768", (60, 24, 700, 1000), (160, 200), True),  # downscale ~5x, non-square out
+    ("pil_420_640x480", (240, 320, 240, 320), (112, 64), False),   # bottom-right quarter
+    ("pil_444_333x517", (0, 0, 517, 333), (517, 333), False),      # identity: no resampling
+    ("pil_444_333x517", (7, 5, 224, 300), (224, 150), True),       # vertical identity, 2x horizontal
+    ("pil_gray_333x517", (3, 1, 511, 331), (97, 301), False),      # odd sizes, mixed scales
+    ("pil_odd_17x9", (0, 0, 9, 17), (224, 224), False),            # tiny source
+]
+
+
+@pytest.mark.parametrize("name,box,size,flip", TRANSFORM_CASES)
+def test_transform_matches_torchvision(jpegs, tmp_path, name, box, size, flip):
+    out = tmp_path / "out.f32"
+    flags = ["--flip"] if flip else []
+    run_tool("transform", jpegs[name], out, "--box", *box, "--size", *size, *flags)
+    ours = np.fromfile(out, dtype=np.float32).reshape(3, *size)
+    ref = reference_transform(jpegs[name], box, size, flip)
+    diff = np.abs(ours - ref)
+    # Same fixed-point arithmetic as Pillow's resampler: at most one 8-bit level anywhere, and
+    # (as measured) exactly equal.
+    assert diff.max() <= ONE_LEVEL + 1e-6, f"max {diff.max()}, mean {diff.mean()}"
+    assert diff.mean() <= 1e-3 * ONE_LEVEL, f"mean {diff.mean()}"
+
+
+@pytest.mark.parametrize("make", ["truncated", "corrupt_header", "garbage", "empty", "png"])
+def test_bad_images_exit_2_with_one_line(jpegs, tmp_path, make):
+    good = jpegs["synth_500x375"].read_bytes()
+    bad = tmp_path / f"{make}.jpg"
+    if make == "truncated":
+        bad.write_bytes(good[: len(good) // 2])
+    elif make == "corrupt_header":
+        bad.write_bytes(good[:2] + b"\xff\xc0\x00\x03" + bytes(200))
+    elif make == "garbage":
+        bad.write_bytes(np.random.default_rng(0).integers(0, 256, 5000, dtype=np.uint8).tobytes())
+    elif make == "empty":
+        bad.write_bytes(b"")
+    else:
+        Image.fromarray(photo_like(32, 32, 0)).save(bad, format="PNG")
+    for cmd in (["decode", bad, tmp_path / "x.rgb"],
+                ["transform", bad, tmp_path / "x.f32", "--box", 0, 0, 8, 8, "--size", 4, 4]):
+        proc = run_tool(*cmd, check=False)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("dtune_image_tool: error: bad image"), lines
+
+
+def test_usage_errors_exit_2(jpegs, tmp_path):
+    for args in (["transform", jpegs["synth_224"], tmp_path / "x", "--box", 0, 0, 300, 10,
+                  "--size", 4, 4],
+                 ["decode", tmp_path / "missing.jpg", tmp_path / "x"],
+                 ["synth", tmp_path / "x.jpg", "--label", 10, "--classes", 10],
+                 ["transform", jpegs["synth_224"], tmp_path / "x", "--box", 0, 0]):
+        proc = run_tool(*args, check=False)
+        assert proc.returncode == 2, (args, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("dtune_image_tool: error:"), lines
+
+
+def test_synthetic_jpegs_have_class_structure(tmp_path):
+    classes = 5
+    means, sizes = {}, []
+    for label in range(classes):
+        per_class = []
+        for seed in range(4):
+            p = tmp_path / f"c{label}_s{seed}.jpg"
+            run_tool("synth", p, "--width", 224, "--height", 224, "--label", label,
+                     "--classes", classes, "--seed", seed, "--quality", 90)
+            with Image.open(p) as im:
+                assert im.format == "JPEG" and im.size == (224, 224) and im.mode == "RGB"
+                per_class.append(np.asarray(im, dtype=np.float64).reshape(-1, 3).mean(0))
+            sizes.append(p.stat().st_size)
+        means[label] = np.array(per_class)
+    # Photo-like compressibility: neither a flat card nor noise.
+    assert 10_000 <= min(sizes) and max(sizes) <= 40_000, sizes
+    # The mean colour separates classes: each sample is nearer its own class centroid than any
+    # other class's.
+    centroids = np.array([means[c].mean(0) for c in range(classes)])
+    for c in range(classes):
+        for m in means[c]:
+            assert np.argmin(np.linalg.norm(centroids - m, axis=1)) == c
+
+
+def test_synthetic_deterministic_and_sized(tmp_path):
+    a, b, c = tmp_path / "a.jpg", tmp_path / "b.jpg", tmp_path / "c.jpg"
+    for path, seed in ((a, 3), (b, 3), (c, 4)):
+        run_tool("synth", path, "--width", 500, "--height", 375, "--label", 2, "--seed", seed)
+    assert a.read_bytes() == b.read_bytes()
+    assert a.read_bytes() != c.read_bytes()
+    assert 30_000 <= a.stat().st_size <= 100_000, a.stat().st_size
