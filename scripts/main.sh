@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's main command: sets everything up (scripts/setup.sh) and runs the main job, the
 # quickstart sweep (sweeps/quickstart.yaml: dtune-comm over sizes and MPI transports, dtune-train
-# on the tiny ResNet and GPT over batch, precision and bucket size, 2 ranks each), merges its
+# on the tiny ResNet and GPT over batch, precision and bucket size, and the tiny ResNet on JPEG
+# shards over loader workers, 2 ranks each), merges its
 # points into one HDF5 file, prints a summary read back from that file, and ends with the HTML
 # report (figures, best configurations, flags to paste) and where it is.
 set -euo pipefail
@@ -12,6 +13,11 @@ if [[ $(id -u) -eq 0 ]]; then
 fi
 cd "$repo"
 out="results/sweeps/quickstart-$(date -u +%Y%m%d-%H%M%S)"
+# The dataset the data-loading points read (made once; JPEG shards with class structure).
+if [[ ! -f results/data/quickstart-images/dataset.json ]]; then
+  build/bin/dtune-data make images --out results/data/quickstart-images --samples 256 --width 160 --height 120 \
+    --shard-samples 64 --classes 10 | tail -1
+fi
 scripts/dtune sweep run sweeps/quickstart.yaml --out "$out"
 scripts/dtune sweep merge sweeps/quickstart.yaml --out "$out"
 PYTHONPATH="$repo/report" .venv/bin/python - "$out/merged.h5" <<'PY'
@@ -28,7 +34,8 @@ for _, r in big.iterrows():
     print(f"  {r.collective:>10s} {int(r.size_bytes) >> 20} MiB, btl {btl[r.run]:<11s}: busbw {r.busbw_gbps:6.2f} GB/s")
 train = load_train_summary(path)
 for _, r in train.iterrows():
-    print(f"  {r.model:>10s} batch {int(r.batch):3d}/rank {r.precision:>4s} buckets {r.bucket_mb:5g} MiB: "
+    data = "" if r.get("data", "synthetic") == "synthetic" else f", JPEG shards via {int(r.workers)} workers"
+    print(f"  {r.model:>10s} batch {int(r.batch):3d}/rank {r.precision:>4s} buckets {r.bucket_mb:5g} MiB{data}: "
           f"{r.samples_per_s:8.1f} samples/s, step p50 {r.step_time_p50_ms:6.1f} ms")
 PY
 scripts/dtune report "$out/merged.h5" -o "$out/report"

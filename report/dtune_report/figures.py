@@ -169,6 +169,32 @@ def heatmap(train: pd.DataFrame, out, axes=("batch", "bucket_mb")):
     return _save(fig, out)
 
 
+def data_workers(train: pd.DataFrame, steps: pd.DataFrame, out):
+    """Runs that read a real dataset (`data` not synthetic) over several loader worker counts:
+    throughput and the data stall (time steps waited for their batch over step time, measured
+    steps, all ranks) against workers, one line per model, precision, batch and cache setting."""
+    if train.empty or "workers" not in train or "data" not in train or steps.empty:
+        return None
+    real = train[(train.status == "ok") & (train.data.fillna("synthetic") != "synthetic")]
+    if real.empty or real.workers.nunique() < 2:
+        return None
+    m = steps[~steps.warmup].groupby(["file", "run"])[["data_ms", "total_ms"]].mean().reset_index()
+    real = real.merge(m, on=["file", "run"])
+    real["stall"] = 100 * real.data_ms / real.total_ms
+    real["cache"] = np.where(real.get("cache_dir", pd.Series("", index=real.index)).fillna("") != "", "cache", "no cache")
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    for (model, prec, batch, cache), g in real.groupby(["model", "precision", "batch", "cache"]):
+        g = g.groupby("workers")[["samples_per_s", "stall"]].mean().sort_index()
+        label = f"{model} {prec} b{int(batch)} {cache}"
+        a1.plot(g.index, g.samples_per_s, "o-", label=label)
+        a2.plot(g.index, g.stall, "o-", label=label)
+    a1.set(xlabel="loader workers per rank", ylabel="samples/s", title="Throughput against loader workers")
+    a2.set(xlabel="loader workers per rank", ylabel="data stall (% of step time)", ylim=(0, 100),
+           title="Data stall against loader workers")
+    a1.legend(fontsize=7)
+    return _save(fig, out)
+
+
 def slowest_rank_steps(steps: pd.DataFrame, out):
     """Distribution of each measured step's slowest rank time, per run, with the rank that was
     slowest most often (the straggler) named."""

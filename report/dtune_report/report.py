@@ -29,6 +29,7 @@ def build_report(paths, out_dir) -> dict:
         made["step_breakdown"] = fg.step_breakdown(steps, train, out / "step_breakdown.png")
         made["scaling"] = fg.scaling(train, out / "scaling.png")
         made["heatmap"] = fg.heatmap(train, out / "heatmap_batch_bucket.png")
+        made["data_workers"] = fg.data_workers(train, steps, out / "data_workers.png")
         made["slowest_rank"], stragglers = fg.slowest_rank_steps(steps, out / "slowest_rank_steps.png")
     else:
         stragglers = {}

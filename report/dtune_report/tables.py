@@ -42,6 +42,13 @@ def recommended_flags(row) -> str:
         if attr in row and pd.notna(row[attr]):
             v = row[attr]
             flags.append(f"{flag} {v:g}" if isinstance(v, float) else f"{flag} {v}")
+    if "data" in row and isinstance(row["data"], str) and row["data"] != "synthetic":
+        flags.append(f"--data {row['data']}")
+        for attr, flag in (("workers", "--workers"), ("prefetch", "--prefetch")):
+            if attr in row and pd.notna(row[attr]):
+                flags.append(f"{flag} {int(row[attr])}")
+        if isinstance(row.get("cache_dir"), str) and row["cache_dir"]:
+            flags.append(f"--cache-dir {row['cache_dir']}")
     return " ".join(flags)
 
 
