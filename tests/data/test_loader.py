@@ -223,3 +223,19 @@ def test_train_on_token_shards(tmp_path):
     r = ok(tool(["dtune-train", "--model", "gpt2-tiny", "--context", 16, "--vocab", 256, "--batch", 4, "--steps", 3,
                  "--threads", 1, "--data", tmp_path / "tok", "--no-output"], np_=2))
     assert "# data: tokens: 1 shards" in r.stdout
+
+
+def test_report_draws_the_data_stall_against_workers(tmp_path):
+    from dtune_report.report import build_report
+    make_images(tmp_path / "ds", samples=64, shard=32)
+    files = []
+    for w in (0, 2):
+        out = tmp_path / f"w{w}.h5"
+        ok(tool(["dtune-train", "--model", "resnet18", "--width", 8, "--image-size", 32, "--num-classes", 3,
+                 "--batch", 8, "--steps", 3, "--threads", 1, "--data", tmp_path / "ds", "--workers", w,
+                 "--output", out]))
+        files.append(out)
+    made = build_report(files, tmp_path / "report")
+    assert "data_workers" in made["figures"] and Path(made["figures"]["data_workers"]).stat().st_size > 1000
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "--workers" in md and f"--data {tmp_path / 'ds'}" in md
