@@ -2,6 +2,7 @@
 #include "benchmarks/train/data.h"
 
 #include "core/error.h"
+#include "benchmarks/train/device_stager.h"
 #include "data/cache/node_cache.h"
 #include "data/loader/loader.h"
 
@@ -20,19 +21,24 @@ class SyntheticSource final : public DataSource {
 
 class LoaderSource final : public DataSource {
  public:
-  LoaderSource(std::shared_ptr<data::Storage> storage, std::unique_ptr<data::Loader> loader)
-      : storage_(std::move(storage)), loader_(std::move(loader)), cache_(dynamic_cast<data::NodeCache*>(storage_.get())) {
+  LoaderSource(std::shared_ptr<data::Storage> storage, std::unique_ptr<data::Loader> loader,
+               std::unique_ptr<DeviceStager> stager)
+      : storage_(std::move(storage)), loader_(std::move(loader)), cache_(dynamic_cast<data::NodeCache*>(storage_.get())),
+        stager_(std::move(stager)) {
     loader_->start_epoch(epoch_);
   }
   std::string name() const override { return loader_->dataset().describe(); }
   Batch next(int) override {
-    std::optional<data::LoadedBatch> b = loader_->next();
-    if (!b) {  // the epoch is over: the next one, reshuffled
-      loader_->start_epoch(++epoch_);
-      b = loader_->next();
+    if (!stager_) {
+      data::LoadedBatch b = next_host();
+      return {b.input, b.target};
     }
-    DTUNE_CHECK(b.has_value(), "the loader delivered no batch in a fresh epoch");
-    return {b->input, b->target};
+    // GPU: hand over the batch staged during the previous step and start copying the next one, so
+    // its host-to-device copy overlaps this step's compute.
+    if (!staged_) stage_next();
+    auto [input, target] = stager_->take();
+    stage_next();
+    return {input, target};
   }
   DataSummary summary() const override {
     const data::LoaderTotals t = loader_->totals();
@@ -51,8 +57,25 @@ class LoaderSource final : public DataSource {
 
  private:
   std::shared_ptr<data::Storage> storage_;
+  data::LoadedBatch next_host() {
+    std::optional<data::LoadedBatch> b = loader_->next();
+    if (!b) {  // the epoch is over: the next one, reshuffled
+      loader_->start_epoch(++epoch_);
+      b = loader_->next();
+    }
+    DTUNE_CHECK(b.has_value(), "the loader delivered no batch in a fresh epoch");
+    return std::move(*b);
+  }
+  void stage_next() {
+    data::LoadedBatch b = next_host();
+    stager_->stage(b.input, b.target);
+    staged_ = true;
+  }
+
   std::unique_ptr<data::Loader> loader_;
   data::NodeCache* cache_;  // within storage_, when there is a cache tier
+  std::unique_ptr<DeviceStager> stager_;  // GPU only
+  bool staged_ = false;
   int epoch_ = 0;
 };
 
@@ -107,7 +130,7 @@ std::unique_ptr<DataSource> make_loader_source(const Options& o, const models::M
   if (loader->batches_per_epoch() < 1)
     throw UsageError("--data " + o.data + ": " + std::to_string(loader->samples_this_rank()) +
                      " samples per rank, fewer than one batch of " + std::to_string(batch));
-  return std::make_unique<LoaderSource>(std::move(storage), std::move(loader));
+  return std::make_unique<LoaderSource>(std::move(storage), std::move(loader), make_device_stager(device));
 }
 
 std::unique_ptr<DataSource> make_synthetic_source(const models::Model& model, int64_t batch,
