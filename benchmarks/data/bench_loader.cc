@@ -7,26 +7,20 @@
 
 #include "core/error.h"
 #include "core/gather.h"
+#include "data/loader/open_data.h"
 
 namespace dtune::data {
 
 int bench_loader(const RunContext& ctx, const BenchOptions& o) {
-  std::shared_ptr<Storage> storage;
-  Dataset d;
-  try {
-    storage = open_storage(o.url);
-    bool indexed = false;
-    d = open_dataset(*storage, &indexed);
-    if (!o.cache.dir.empty()) storage = std::make_shared<NodeCache>(open_storage(o.url), o.cache);
-    if (indexed && ctx.is_root())
-      std::printf("# %s has no dataset.json: indexed it now (dtune-data index saves it)\n", o.url.c_str());
-  } catch (const NotFound& e) {
-    throw UsageError(o.url + ": " + e.what());
-  }
+  OpenedData data = open_data(o.url, o.cache, o.url);
+  if (data.indexed && ctx.is_root())
+    std::printf("# %s has no dataset.json: indexed it now (dtune-data index saves it)\n", o.url.c_str());
+  const std::shared_ptr<Storage>& storage = data.storage;
+  const Dataset& d = data.dataset;
+  NodeCache* cache = data.cache;
   LoaderOptions lo = o.loader;
   lo.rank = o.same_slice ? 0 : ctx.rank();
   lo.world = o.same_slice ? 1 : ctx.world_size();
-  auto* cache = dynamic_cast<NodeCache*>(storage.get());
   Loader loader(storage, d, lo);
   if (ctx.is_root()) {
     std::printf("# dtune-data bench: %s (%s)\n", storage->describe().c_str(), d.describe().c_str());

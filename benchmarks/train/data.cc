@@ -3,8 +3,8 @@
 
 #include "core/error.h"
 #include "benchmarks/train/device_stager.h"
-#include "data/cache/node_cache.h"
 #include "data/loader/loader.h"
+#include "data/loader/open_data.h"
 
 namespace dtune::train {
 namespace {
@@ -21,10 +21,9 @@ class SyntheticSource final : public DataSource {
 
 class LoaderSource final : public DataSource {
  public:
-  LoaderSource(std::shared_ptr<data::Storage> storage, std::unique_ptr<data::Loader> loader,
+  LoaderSource(std::shared_ptr<data::Storage> storage, data::NodeCache* cache, std::unique_ptr<data::Loader> loader,
                std::unique_ptr<DeviceStager> stager)
-      : storage_(std::move(storage)), loader_(std::move(loader)), cache_(dynamic_cast<data::NodeCache*>(storage_.get())),
-        stager_(std::move(stager)) {
+      : storage_(std::move(storage)), loader_(std::move(loader)), cache_(cache), stager_(std::move(stager)) {
     loader_->start_epoch(epoch_);
   }
   std::string name() const override { return loader_->dataset().describe(); }
@@ -83,21 +82,12 @@ class LoaderSource final : public DataSource {
 
 std::unique_ptr<DataSource> make_loader_source(const Options& o, const models::Model& model, int64_t batch,
                                                const RunContext& ctx, const torch::Device& device) {
-  std::shared_ptr<data::Storage> storage;
-  data::Dataset d;
-  try {
-    storage = data::open_storage(o.data);
-    d = data::open_dataset(*storage);
-    if (!o.cache_dir.empty())
-      storage = std::make_shared<data::NodeCache>(
-          data::open_storage(o.data),
-          data::CacheOptions{o.cache_dir, static_cast<int64_t>(o.cache_mb * (1 << 20)),
-                             static_cast<int64_t>(o.cache_block_mb * (1 << 20))});
-  } catch (const data::NotFound& e) {
-    throw UsageError("--data " + o.data + ": " + e.what());
-  } catch (const UsageError& e) {
-    throw UsageError("--data " + o.data + ": " + e.what());
-  }
+  data::OpenedData opened =
+      data::open_data(o.data,
+                      data::CacheOptions{o.cache_dir, static_cast<int64_t>(o.cache_mb * (1 << 20)),
+                                         static_cast<int64_t>(o.cache_block_mb * (1 << 20))},
+                      "--data " + o.data);
+  data::Dataset& d = opened.dataset;
   // The model's input shape tells what the data must be: (1, 3, S, S) images or (1, T) tokens.
   const auto [x, y] = model.synthetic_batch(1, torch::kCPU, 0);
   data::LoaderOptions lo;
@@ -126,11 +116,12 @@ std::unique_ptr<DataSource> make_loader_source(const Options& o, const models::M
       throw UsageError("--data " + o.data + " has a vocabulary of " + std::to_string(d.vocab) + " but --vocab is " +
                        std::to_string(o.model_options.vocab));
   }
-  auto loader = std::make_unique<data::Loader>(storage, std::move(d), lo);
+  auto loader = std::make_unique<data::Loader>(opened.storage, std::move(d), lo);
   if (loader->batches_per_epoch() < 1)
     throw UsageError("--data " + o.data + ": " + std::to_string(loader->samples_this_rank()) +
                      " samples per rank, fewer than one batch of " + std::to_string(batch));
-  return std::make_unique<LoaderSource>(std::move(storage), std::move(loader), make_device_stager(device));
+  return std::make_unique<LoaderSource>(std::move(opened.storage), opened.cache, std::move(loader),
+                                        make_device_stager(device));
 }
 
 std::unique_ptr<DataSource> make_synthetic_source(const models::Model& model, int64_t batch,
