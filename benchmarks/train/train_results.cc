@@ -13,9 +13,6 @@
 namespace dtune::train {
 namespace {
 
-// Per rank, summed in the results: what loading did (DataSummary's numbers).
-constexpr size_t kDataFields = 13;
-
 // Per step on this rank: the phases, the total, the loss.
 constexpr size_t kStride = kPhases + 2;
 
@@ -164,15 +161,11 @@ double write_and_print(const Options& o, const RunContext& ctx, const TrainOutco
   h5::write_attr(id, "peak_tflops", peak.tflops);
   h5::write_attr(id, "peak_source", peak.source);
   h5::write_attr(id, "memory_source", out.memory_source);
-  h5::write_attr(id, "data", o.data == "synthetic" ? std::string("synthetic") : o.data);
+  h5::write_attr(id, "data", o.data);
   h5::write_attr(id, "data_description", out.data.source);
   h5::write_attr(id, "workers", o.workers);
   h5::write_attr(id, "prefetch", o.prefetch);
-  const char* data_names[kDataFields] = {"data_samples", "data_bad_samples", "data_bytes", "data_requests",
-                                         "data_retries", "data_fetch_ms", "data_decode_ms", "data_wait_ms",
-                                         "cache_hits", "cache_misses", "cache_hit_bytes", "cache_miss_bytes",
-                                         "cache_evictions"};
-  for (size_t k = 0; k < kDataFields; ++k) h5::write_attr(id, data_names[k], data_sums[k]);
+  for (size_t k = 0; k < kDataSummaryFields.size(); ++k) h5::write_attr(id, kDataSummaryFields[k], data_sums[k]);
   h5::write_attr(id, "cache_dir", o.cache_dir);
   for (size_t f = 0; f <= kPhases + 1; ++f) {
     std::vector<double> col(S * R);
@@ -208,15 +201,10 @@ double report_training(const Options& o, const RunContext& ctx, const TrainOutco
                        std::optional<ResultsFile>& file) {
   const std::vector<double> all = gather_doubles(ctx.comm(), flatten(out));
   const std::vector<long long> peaks = gather_longs(ctx.comm(), {out.peak_memory_bytes});
-  const DataSummary& d = out.data;
-  const std::vector<double> data_all = gather_doubles(
-      ctx.comm(), {static_cast<double>(d.samples), static_cast<double>(d.bad), static_cast<double>(d.bytes),
-                   static_cast<double>(d.requests), static_cast<double>(d.retries), d.fetch_ms, d.decode_ms, d.wait_ms,
-                   static_cast<double>(d.cache_hits), static_cast<double>(d.cache_misses),
-                   static_cast<double>(d.cache_hit_bytes), static_cast<double>(d.cache_miss_bytes),
-                   static_cast<double>(d.cache_evictions)});
-  std::vector<double> data_sums(kDataFields, 0.0);
-  for (size_t i = 0; i < data_all.size(); ++i) data_sums[i % kDataFields] += data_all[i];
+  const std::vector<double> data_all = gather_doubles(ctx.comm(), out.data.numbers());
+  const size_t fields = kDataSummaryFields.size();
+  std::vector<double> data_sums(fields, 0.0);
+  for (size_t i = 0; i < data_all.size(); ++i) data_sums[i % fields] += data_all[i];
   std::vector<ProfileSummary> profiles;
   if (out.profile.ran) profiles = gather_profiles(ctx.comm(), out.profile);
   double rate = ctx.is_root() ? write_and_print(o, ctx, out, file, all, peaks, profiles, data_sums) : 0.0;
