@@ -56,8 +56,9 @@ int parse_cli(CLI::App& app, int argc, char** argv, bool print) {
     if (print) std::cout << e.what() << "\n";
     return 0;
   } catch (const CLI::ParseError& e) {
-    if (print) std::cerr << app.get_name() << ": error: " << e.what() << " (see --help)\n";
-    return 2;
+    // Thrown, not printed here: run_main decides whether every rank saw it (print once, exit 2)
+    // or only some did (abort the job, so no rank waits for this one).
+    throw UsageError(std::string(e.what()) + " (see --help)");
   }
   return -1;
 }

@@ -17,8 +17,8 @@ uint64_t parse_size(const std::string& text, const std::string& flag, bool allow
 std::string format_size(uint64_t bytes);
 
 // Parses argv into `app`. --help / --version print and return the exit code 0; a parse error
-// prints "dtune-comm: error: <message> (see --help)" on stderr and returns 2. Returns -1 when the
-// program should go on. `print` is false on non-root ranks so a bad flag is reported once.
+// throws UsageError("<message> (see --help)"), which run_main prints once (exit 2). Returns -1 when
+// the program should go on. `print` is false on non-root ranks so help is printed once.
 int parse_cli(CLI::App& app, int argc, char** argv, bool print);
 
 // The command line as one string, each argument shell-quoted when it needs it.

@@ -10,6 +10,7 @@ namespace dtune {
 RunContext RunContext::create() {
   RunContext ctx;
   ctx.world_ = MpiComm::dup(MPI_COMM_WORLD);
+  ctx.ending_ = MpiComm::dup(MPI_COMM_WORLD);
   ctx.rank_ = ctx.world_.rank();
   ctx.world_size_ = ctx.world_.size();
   MpiComm local = MpiComm::split_shared(ctx.world_.get());

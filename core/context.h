@@ -20,6 +20,9 @@ class RunContext {
   int local_size() const { return local_size_; }
   const std::string& host() const { return host_; }
   MPI_Comm comm() const { return world_.get(); }
+  // Used only to agree on how a run ends (core/main_guard.cc): a collective there can never be
+  // matched against one the failing code path left half-done on comm().
+  MPI_Comm ending_comm() const { return ending_.get(); }
   bool is_root() const { return rank_ == 0; }
 
   // The silent-singleton launch: the launcher says N > 1 processes but MPI sees one. Returns the
@@ -32,6 +35,7 @@ class RunContext {
 
  private:
   MpiComm world_;
+  MpiComm ending_;
   int rank_ = 0;
   int world_size_ = 1;
   int local_rank_ = 0;

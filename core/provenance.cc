@@ -10,6 +10,7 @@
 #include "core/device_info.h"
 #include "core/gather.h"
 #include "core/h5.h"
+#include "core/redact.h"
 
 extern char** environ;
 
@@ -31,7 +32,7 @@ std::vector<std::pair<std::string, std::string>> recorded_environment() {
     const std::string name = kv.substr(0, eq);
     for (const auto& p : recorded_env_prefixes()) {
       if (name.rfind(p, 0) == 0) {
-        out.emplace_back(name, kv.substr(eq + 1));
+        out.emplace_back(name, recordable_env_value(name, kv.substr(eq + 1)));
         break;
       }
     }
@@ -57,7 +58,7 @@ std::string iso8601_utc_now() {
 Provenance collect_provenance(const RunContext& ctx, const std::string& command_line,
                               const std::string& device, const std::string& nccl_version) {
   Provenance p;
-  p.command_line = command_line;
+  p.command_line = strip_url_userinfo(command_line);
   p.start_time = iso8601_utc_now();
   p.world_size = ctx.world_size();
   p.rank_host = gather_strings(ctx.comm(), ctx.host());

@@ -1,8 +1,11 @@
 // Results file lifecycle: partial, flushed per group, renamed when finished.
 #include "core/results_file.h"
 
+#include <fcntl.h>
+#include <stdio.h>  // renameat2
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -16,12 +19,45 @@ namespace dtune {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+// An open-file-description lock (Linux >= 3.15): held by this open file, independent of the flock
+// HDF5 takes on its own descriptor, and released by the kernel when the writer dies (kill -9
+// included), so a .partial nobody holds is known to be stale.
+bool try_lock(int fd) {
+  struct flock l {};
+  l.l_type = F_WRLCK;
+  l.l_whence = SEEK_SET;
+  return fcntl(fd, F_OFD_SETLK, &l) == 0;
+}
+
+// Renames without replacing an existing `to` (false and errno EEXIST when it exists).
+bool rename_no_replace(const std::string& from, const std::string& to) {
+  if (renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return true;
+  if (errno != EINVAL && errno != ENOSYS) return false;
+  // File systems without RENAME_NOREPLACE: link() refuses an existing name just as well.
+  if (link(from.c_str(), to.c_str()) != 0) return false;
+  unlink(from.c_str());
+  return true;
+}
+
+}  // namespace
+
+std::string numbered_path(const std::string& path, int n) {
+  const fs::path p(path);
+  const std::string ext = p.extension().string();
+  if (ext.empty()) return path + "." + std::to_string(n);
+  return (p.parent_path() / (p.stem().string() + "." + std::to_string(n) + ext)).string();
+}
+
 ResultsFile ResultsFile::create(const std::string& path, const std::string& tool,
-                                const std::string& flag) {
+                                const std::string& flag, Existing existing) {
   if (path.empty()) throw UsageError(flag + ": empty path");
   ResultsFile f;
-  f.path_ = path;
-  f.partial_path_ = path + ".partial";
+  f.existing_ = existing;
+  f.requested_path_ = path;
   const fs::path parent = fs::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) fs::create_directories(parent, ec);
@@ -31,14 +67,42 @@ ResultsFile ResultsFile::create(const std::string& path, const std::string& tool
   if (fs::is_directory(path, ec))
     throw UsageError(flag + " '" + path + "' is a directory; give a file name such as " +
                      (fs::path(path) / "comm.h5").string());
-  // Try the open ourselves first, for a clear message (HDF5's is "unable to truncate a file").
-  if (FILE* probe = std::fopen(f.partial_path_.c_str(), "wb")) {
-    std::fclose(probe);
-  } else {
-    throw UsageError(flag + " '" + path + "': cannot write there (" +
-                     std::error_code(errno, std::generic_category()).message() +
-                     "); choose a writable location");
+  // Find a name whose .partial this process creates itself: never truncate a file another run
+  // is writing (two runs with the same --output), nor one a dead run left (it holds results).
+  constexpr int kMaxNumber = 9999;
+  for (int n = 0; n <= kMaxNumber && f.lock_fd_ < 0; ++n) {
+    const std::string candidate = n == 0 ? path : numbered_path(path, n);
+    if (existing == Existing::kNewName && fs::exists(candidate, ec)) continue;
+    const std::string partial = candidate + ".partial";
+    int fd = open(partial.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST) {
+      if (existing == Existing::kNewName) continue;
+      // --overwrite: a stale .partial (nobody holds its lock) is replaced; a live one is not.
+      fd = open(partial.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd >= 0 && !try_lock(fd)) {
+        close(fd);
+        throw UsageError(flag + " '" + path + "': another run is writing '" + partial +
+                         "' now; wait for it or choose another " + flag);
+      }
+    }
+    if (fd < 0)
+      throw UsageError(flag + " '" + path + "': cannot write there (" + errno_text(errno) +
+                       "); choose a writable location");
+    if (!try_lock(fd)) {  // created by us a moment ago: only a racing run can hold it
+      close(fd);
+      continue;
+    }
+    f.lock_fd_ = fd;
+    f.path_ = candidate;
+    f.partial_path_ = partial;
   }
+  if (f.lock_fd_ < 0)
+    throw UsageError(flag + " '" + path + "': " + std::to_string(kMaxNumber) +
+                     " numbered files exist beside it; clean up or choose another " + flag);
+  if (f.path_ != path)
+    std::printf("# %s '%s' is taken (it, or its .partial, exists); writing '%s' instead "
+                "(--overwrite replaces it)\n",
+                flag.c_str(), path.c_str(), f.path_.c_str());
   f.file_ = h5::create_file(f.partial_path_);
   f.finished_ = false;
   const hid_t root = f.file_.get();
@@ -53,37 +117,48 @@ ResultsFile ResultsFile::create(const std::string& path, const std::string& tool
 }
 
 ResultsFile::ResultsFile(ResultsFile&& o) noexcept
-    : path_(std::move(o.path_)),
+    : requested_path_(std::move(o.requested_path_)),
+      path_(std::move(o.path_)),
       partial_path_(std::move(o.partial_path_)),
       file_(std::move(o.file_)),
       runs_group_(std::move(o.runs_group_)),
+      lock_fd_(o.lock_fd_),
+      existing_(o.existing_),
       runs_(o.runs_),
       finished_(o.finished_) {
+  o.lock_fd_ = -1;
   o.finished_ = true;
 }
 
 ResultsFile& ResultsFile::operator=(ResultsFile&& o) noexcept {
   if (this != &o) {
     this->~ResultsFile();
+    requested_path_ = std::move(o.requested_path_);
     path_ = std::move(o.path_);
     partial_path_ = std::move(o.partial_path_);
     file_ = std::move(o.file_);
     runs_group_ = std::move(o.runs_group_);
+    lock_fd_ = o.lock_fd_;
+    existing_ = o.existing_;
     runs_ = o.runs_;
     finished_ = o.finished_;
+    o.lock_fd_ = -1;
     o.finished_ = true;
   }
   return *this;
 }
 
 ResultsFile::~ResultsFile() {
-  if (finished_) return;
-  try {
-    finish("failed", 1);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dtune: warning: could not finish results file %s: %s\n",
-                 partial_path_.c_str(), e.what());
+  if (!finished_) {
+    try {
+      finish("failed", 1);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dtune: warning: could not finish results file %s: %s\n",
+                   partial_path_.c_str(), e.what());
+    }
   }
+  if (lock_fd_ >= 0) close(lock_fd_);
+  lock_fd_ = -1;
 }
 
 void ResultsFile::write_provenance(const Provenance& p) {
@@ -111,24 +186,47 @@ void ResultsFile::finish(const std::string& status, int exit_status) {
   }
   runs_group_.close();
   file_.close();
+  // The lock is released only after the rename: until then the .partial is visibly in use.
+  struct LockRelease {
+    int& fd;
+    ~LockRelease() {
+      if (fd >= 0) close(fd);
+      fd = -1;
+    }
+  } release{lock_fd_};
   std::error_code ec;
   if (runs_ == 0 && status != "complete") {
     fs::remove(partial_path_, ec);
     return;
   }
-  fs::rename(partial_path_, path_, ec);
-  if (ec)
-    throw Error("cannot rename " + partial_path_ + " to " + path_ + ": " + ec.message() +
-                " (the results are in the .partial file)");
+  if (existing_ == Existing::kOverwrite) {
+    fs::rename(partial_path_, path_, ec);
+    if (ec)
+      throw Error("cannot rename " + partial_path_ + " to " + path_ + ": " + ec.message() +
+                  " (the results are in the .partial file)");
+    return;
+  }
+  // Someone may have finished a file of this name since we started: take the next free number.
+  const std::string wanted = path_;
+  for (int n = 1; !rename_no_replace(partial_path_, path_); ++n) {
+    if (errno != EEXIST || n > 9999)
+      throw Error("cannot rename " + partial_path_ + " to " + path_ + ": " + errno_text(errno) +
+                  " (the results are in the .partial file)");
+    path_ = numbered_path(requested_path_, n);
+  }
+  if (path_ != wanted)
+    std::printf("# '%s' appeared while this run wrote; the results are in '%s'\n", wanted.c_str(),
+                path_.c_str());
 }
 
 std::optional<ResultsFile> create_results_on_root(const RunContext& ctx, const std::string& path,
-                                                  const std::string& tool, const std::string& flag) {
+                                                  const std::string& tool, const std::string& flag,
+                                                  Existing existing) {
   std::optional<ResultsFile> file;
   std::string error;
   if (ctx.is_root()) {
     try {
-      file.emplace(ResultsFile::create(path, tool, flag));
+      file.emplace(ResultsFile::create(path, tool, flag, existing));
     } catch (const UsageError& e) {
       error = e.what();
     }

@@ -108,7 +108,9 @@ class Driver {
 
  private:
   void open_results() {
-    if (!o_.output.empty()) results_ = create_results_on_root(ctx_, o_.output, "dtune-comm", "--output");
+    if (!o_.output.empty())
+      results_ = create_results_on_root(ctx_, o_.output, "dtune-comm", "--output",
+                                        o_.overwrite ? Existing::kOverwrite : Existing::kNewName);
   }
 
   void allocate() {

@@ -112,6 +112,9 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
                  "dtune-comm-<UTC time>-<pid>.h5]")
       ->envname(env("OUTPUT"));
   app.add_flag("--no-output", no_output, "write no HDF5 file")->envname(env("NO_OUTPUT"));
+  app.add_flag("--overwrite", o.overwrite,
+               "replace an existing --output file (default: keep it and write NAME.1.h5, NAME.2.h5, ...)")
+      ->envname(env("OVERWRITE"));
   app.add_option("--timeout", o.timeout_s, "seconds a collective or rank arrival may take before the "
                  "job is aborted, naming the ranks that did not arrive")
       ->envname(env("TIMEOUT"))->capture_default_str()->check(CLI::PositiveNumber);

@@ -33,6 +33,7 @@ struct Options {
   MpiBuffers mpi_buffers = MpiBuffers::kHost;
   Format format = Format::kTable;
   std::string output;  // empty: no HDF5 file
+  bool overwrite = false;  // --overwrite: replace an existing output file
   double timeout_s = 300;
   int plant_wrong_rank = -1;  // test-only
   int hang_rank = -1;         // test-only

@@ -125,9 +125,9 @@ int main(int argc, char** argv) {
   be->add_option("--warmup", warmup, "untimed steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
   be->add_flag("--channels-last", channels_last, "run in channels_last memory format");
   app.add_option("--threads", threads, "intra-op threads (0: LibTorch's default)");
-  const int rc = dtune::parse_cli(app, argc, argv, true);
-  if (rc >= 0) return rc;
   try {
+    const int rc = dtune::parse_cli(app, argc, argv, true);
+    if (rc >= 0) return rc;
     if (threads > 0) torch::set_num_threads(threads);
     if (*list) return list_models(o, only);
     if (*be) return bench(model, o, weights, batch, steps, warmup, channels_last);

@@ -20,7 +20,9 @@ int main(int argc, char** argv) {
     const int rc = tr::parse_options(a.argc, a.argv, a.ctx.is_root(), a.ctx.world_size(), a.ctx.local_size(), o);
     if (rc >= 0) return rc;
     std::optional<dtune::ResultsFile> file;
-    if (!o.output.empty()) file = dtune::create_results_on_root(a.ctx, o.output, "dtune-train", "--output");
+    if (!o.output.empty())
+      file = dtune::create_results_on_root(a.ctx, o.output, "dtune-train", "--output",
+                                           o.overwrite ? dtune::Existing::kOverwrite : dtune::Existing::kNewName);
     const dtune::Provenance prov = dtune::collect_provenance(a.ctx, o.command_line,
                                                              o.device == tr::DeviceKind::kCuda ? "cuda" : "cpu", "");
     if (file) file->write_provenance(prov);

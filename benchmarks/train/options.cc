@@ -97,6 +97,9 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->envname(env("OUTPUT"));
   bool no_output = false;
   app.add_flag("--no-output", no_output, "write no HDF5 file")->envname(env("NO_OUTPUT"));
+  app.add_flag("--overwrite", o.overwrite,
+               "replace an existing --output file (default: keep it and write NAME.1.h5, NAME.2.h5, ...)")
+      ->envname(env("OVERWRITE"));
   app.add_option("--device", device, "cpu or cuda (one GPU per rank)")->envname(env("DEVICE"))
       ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--backend", backend, "gradient reduction: mpi (host tensors) or nccl (GPU)")

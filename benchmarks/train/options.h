@@ -37,6 +37,7 @@ struct Options {
   bool channels_last = false;
   uint64_t seed = 1234;
   std::string output;  // empty: no HDF5 file (--no-output)
+  bool overwrite = false;  // --overwrite: replace an existing output file
   DeviceKind device = DeviceKind::kCpu;
   SyncBackend backend = SyncBackend::kMpi;
   double bucket_mb = 25;

@@ -80,7 +80,11 @@ def main(argv=None) -> int:
         return 0
     d = sweep_dir(a.file, a.out)
     if a.cmd == "run":
-        return runner.run_points(points, d, a.timeout)
+        try:
+            return runner.run_points(points, d, a.timeout)
+        except SweepError as e:
+            print(f"dtune: error: {e}", file=sys.stderr)
+            return 2
     if a.cmd == "slurm":
         if a.throttle < 1 or a.points_per_task < 1:
             print("dtune: error: --throttle and --points-per-task must be at least 1", file=sys.stderr)
@@ -101,7 +105,11 @@ def main(argv=None) -> int:
         print(f"# {d}: " + ", ".join(f"{k} {v}" for k, v in c.items()))
         return 0
     out = Path(a.output) if a.output else d / "merged.h5"
-    n = merge_mod.merge(d, out)
+    try:
+        n = merge_mod.merge(d, out)
+    except SweepError as e:
+        print(f"dtune: error: {e}", file=sys.stderr)
+        return 2
     print(f"# merged {n} runs into {out}")
     return 0
 

@@ -2,19 +2,24 @@
 outcome appended (and fsynced) to the sweep's state log before the next point starts. A rerun skips
 points already complete (resume). Ctrl-C or SIGTERM stops the running point's process group and
 marks it interrupted; after a kill -9 of the runner, the point that was running has a `started`
-record and no outcome, and is marked interrupted and rerun by the next run."""
+record and no outcome, and is marked interrupted and rerun by the next run. Its process group (its
+own session, recorded in a `launched` record) may outlive the runner: the next run ends it before
+anything else, so no two launches of a point ever write at once. One runner per state log: an
+flock on `<state log>.lock` holding the runner's pid and host."""
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from .spec import Point
+from .spec import Point, SweepError
 
 COMPLETE = ("ok", "oom")  # outcomes a resume keeps; failed, timeout and interrupted run again
 EXIT_STATUS = {0: "ok", 4: "oom", 3: "timeout"}
@@ -38,7 +43,9 @@ def known_flags() -> dict:
 
 def launch_command(p: Point, output: Path, launcher: str = "mpirun") -> list:
     """The point's command line: srun --mpi=pmix inside a Slurm allocation, else mpirun."""
-    exe = [str(bin_dir() / p.binary), *p.args, "--output", str(output)]
+    # --overwrite: the runner owns points/ and has ended any earlier launch of this point, so a
+    # .partial left by a killed launch is stale and this launch replaces it under the same name.
+    exe = [str(bin_dir() / p.binary), *p.args, "--output", str(output), "--overwrite"]
     if launcher == "srun":
         cmd = ["srun", "--mpi=pmix", "-n", str(p.ranks), "-N", str(p.nodes)]
         if p.ranks_per_node:
@@ -66,11 +73,15 @@ class State:
     def records(self) -> list[dict]:
         out = []
         for path in sorted(self.directory.glob("state*.jsonl")):
-            for line in path.read_text().splitlines():
+            for line in path.read_text(errors="replace").splitlines():
                 try:
-                    out.append(json.loads(line))
+                    r = json.loads(line)
                 except json.JSONDecodeError:
-                    pass  # a line torn by a kill -9 mid-write
+                    continue  # a line torn by a kill -9 mid-write
+                if isinstance(r, dict) and isinstance(r.get("id"), str) and r.get("event") in EVENTS:
+                    if not isinstance(r.get("time", 0), (int, float)):
+                        continue
+                    out.append(r)
         out.sort(key=lambda r: r.get("time", 0))
         return out
 
@@ -84,17 +95,113 @@ class State:
         """Point id -> its latest status; a start without an outcome reads as interrupted."""
         status = {}
         for r in self.records():
-            status[r["id"]] = "interrupted" if r["event"] == "started" else r["status"]
+            status[r["id"]] = "interrupted" if r["event"] in ("started", "launched") else str(r.get("status"))
         return status
+
+    def orphans(self) -> list[dict]:
+        """`launched` records (on this host) of points with no outcome after them: launches whose
+        runner died, whose process group may still be running."""
+        latest = {}
+        for r in self.records():
+            latest[r["id"]] = r
+        host = socket.gethostname()
+        return [r for r in latest.values()
+                if r["event"] == "launched" and isinstance(r.get("pgid"), int) and r.get("host") == host]
+
+
+EVENTS = ("started", "launched", "finished")
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live processes in process group `pgid` (from /proc)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                out.append(int(d.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def end_orphans(state: "State") -> None:
+    """Ends the process groups of launches whose runner died (kill -9), before anything relaunches:
+    otherwise the old launch and the new one would write the same point file at once. A group is
+    ended only when one of its processes still runs the point's command (a recycled group id is
+    left alone)."""
+    for r in state.orphans():
+        pgid, binary = r["pgid"], r.get("binary", "dtune-")
+        members = _group_members(pgid)
+        ours = False
+        for pid in members:
+            try:
+                ours |= binary.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                pass
+        if not ours:
+            continue
+        print(f"# resume: ending {r['id']}'s earlier launch (process group {pgid}), still running "
+              f"after its runner stopped", flush=True)
+        for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + wait_s
+            while _group_members(pgid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if not _group_members(pgid):
+                break
+
+
+class RunnerLock:
+    """One runner per state log: an exclusive flock on `<state log>.lock`, which holds the runner's
+    pid and host for the message a second runner prints. The kernel drops the lock when the runner
+    dies, kill -9 included."""
+
+    def __init__(self, state_path: Path):
+        self.path = state_path.with_name(state_path.name + ".lock")
+        self.fd = None
+
+    def __enter__(self):
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise SweepError(f"another dtune sweep runner ({holder}) is running {self.path.parent}: "
+                             f"wait for it, or stop it and rerun to resume") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)
+        return False
 
 
 def run_points(points: list[Point], directory: Path, timeout_s: float | None = None,
                launcher: str = "mpirun", state_name: str = "state.jsonl", write_manifest: bool = True) -> int:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "points").mkdir(exist_ok=True)
-    if write_manifest:
-        (directory / "manifest.json").write_text(json.dumps([p.to_json() for p in points], indent=1))
     state = State(directory, state_name)
+    with RunnerLock(state.path):
+        if write_manifest:
+            tmp = directory / "manifest.json.partial"
+            tmp.write_text(json.dumps([p.to_json() for p in points], indent=1))
+            tmp.replace(directory / "manifest.json")
+        end_orphans(state)
+        return _run_locked(points, directory, state, timeout_s, launcher)
+
+
+def _run_locked(points: list[Point], directory: Path, state: State, timeout_s: float | None,
+                launcher: str) -> int:
     done = state.outcomes()
     todo = [p for p in points if done.get(p.id) not in COMPLETE]
     skipped = len(points) - len(todo)
@@ -127,6 +234,10 @@ def run_points(points: list[Point], directory: Path, timeout_s: float | None = N
                 env = {**os.environ, **p.env} if launcher == "srun" else None
                 proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, start_new_session=True, env=env)
                 current["proc"] = proc
+                # Its own session: its group id is its pid. Recorded so that a runner started after
+                # a kill -9 of this one can end it before relaunching the point.
+                state.append({"event": "launched", "id": p.id, "time": time.time(), "pgid": proc.pid,
+                              "host": socket.gethostname(), "binary": p.binary})
                 try:
                     rc = proc.wait(timeout=timeout_s)
                     status = EXIT_STATUS.get(rc, "failed")

@@ -1,0 +1,122 @@
+"""Sweep runner faults with real processes: a second runner on one sweep directory is refused
+(naming the holder's pid) and measures nothing; after kill -9 of the runner its point's process
+group runs on, and an immediate resume ends it before relaunching, so every point is measured once
+into a readable file; merge takes only points whose latest outcome is ok or oom."""
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import h5py
+
+REPO = Path(__file__).resolve().parents[2]
+DTUNE = [str(REPO / "scripts" / "dtune")]
+
+SLOW = """
+binary: dtune-comm
+args: [-b, 8, -e, 4M, -f, 2, -n, 400, -w, 2]
+axes: {--collective: [allreduce, allgather]}
+launch: {ranks: [2]}
+"""
+
+
+def write(tmp_path, text):
+    p = tmp_path / "s.yaml"
+    p.write_text(text)
+    return str(p)
+
+
+def dtune(*args, timeout=600):
+    return subprocess.run(DTUNE + [str(a) for a in args], capture_output=True, text=True, timeout=timeout)
+
+
+def records(out):
+    return [json.loads(l) for l in (out / "state.jsonl").read_text().splitlines()]
+
+
+def wait_for_launch(out, proc, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (out / "state.jsonl").exists() and any(r["event"] == "launched" for r in records(out)):
+            return
+        assert proc.poll() is None, proc.communicate()[0]
+        time.sleep(0.02)
+    raise AssertionError("no point was launched")
+
+
+def group_alive(pgid):
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def test_second_runner_is_refused(tmp_path):
+    f = write(tmp_path, SLOW)
+    out = tmp_path / "sweep"
+    first = subprocess.Popen(DTUNE + ["sweep", "run", f, "--out", str(out)], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    wait_for_launch(out, first)
+    second = dtune("sweep", "run", f, "--out", out)
+    assert second.returncode == 2, second.stdout + second.stderr
+    assert f"pid {first.pid}" in second.stderr, second.stderr
+    rest = first.communicate(timeout=600)[0]
+    assert first.returncode == 0, rest
+    launched = [r["id"] for r in records(out) if r["event"] == "launched"]
+    assert len(launched) == len(set(launched)) == 2  # the refused runner launched nothing
+
+
+def test_kill_9_then_immediate_resume_ends_the_orphan_first(tmp_path):
+    f = write(tmp_path, SLOW)
+    out = tmp_path / "sweep"
+    runner = subprocess.Popen(DTUNE + ["sweep", "run", f, "--out", str(out)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    wait_for_launch(out, runner)
+    orphan = next(r for r in records(out) if r["event"] == "launched")
+    os.killpg(runner.pid, signal.SIGKILL)  # the runner only: its point runs in a session of its own
+    runner.wait()
+    assert group_alive(orphan["pgid"]), "the point should outlive its runner (own session)"
+    r = dtune("sweep", "run", f, "--out", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"ending {orphan['id']}" in r.stdout, r.stdout
+    assert not group_alive(orphan["pgid"])
+    recs = records(out)
+    ok = [x["id"] for x in recs if x.get("status") == "ok"]
+    assert sorted(ok) == sorted(set(ok)) and len(ok) == 2
+    for x in recs:
+        if x.get("status") == "ok":
+            with h5py.File(x["output"]) as h:
+                assert h.attrs["status"] == "complete"
+    assert not list((out / "points").glob("*.partial"))
+
+
+def test_merge_takes_only_points_whose_latest_outcome_is_complete(tmp_path):
+    f = write(tmp_path, """
+binary: dtune-comm
+args: [-b, 8, -e, 64, -n, 5, -w, 1]
+axes: {--collective: [allreduce, allgather]}
+""")
+    out = tmp_path / "sweep"
+    assert dtune("sweep", "run", f, "--out", out).returncode == 0
+    recs = records(out)
+    bad = recs[-1]["id"]
+    # The latest outcome of one point is now a failure (a later launch that failed): its file from
+    # the earlier launch is not a result of this sweep any more.
+    with open(out / "state.jsonl", "a") as s:
+        s.write(json.dumps({"event": "finished", "id": bad, "time": time.time(), "status": "failed"}) + "\n")
+        s.write('{"torn line\n')
+        s.write(json.dumps({"event": "finished", "time": "x"}) + "\n")
+    m = dtune("sweep", "merge", f, "--out", out)
+    assert m.returncode == 0, m.stderr
+    with h5py.File(out / "merged.h5") as h:
+        assert bad not in h["points"] and len(h["points"]) == 1
+
+
+def test_merge_without_a_manifest_says_what_to_do(tmp_path):
+    f = write(tmp_path, "binary: dtune-comm\n")
+    m = dtune("sweep", "merge", f, "--out", tmp_path / "nothing")
+    assert m.returncode == 2
+    assert "manifest.json" in m.stderr and "Traceback" not in m.stderr
