@@ -206,7 +206,7 @@ def expand(path: str, sweep: dict, known_flags: dict | None = None) -> list[Poin
 
 
 def _env_name(path, where, k):
-    if not isinstance(k, str) or not re.fullmatch(r"[A-Z_][A-Z0-9_]*", k) or not k.startswith(ENV_PREFIXES):
+    if not isinstance(k, str) or not re.fullmatch(r"[A-Z_][A-Za-z0-9_]*", k) or not k.startswith(ENV_PREFIXES):
         raise SweepError(f"{path}: {where}: environment axis {k!r} must be a variable starting with one of "
                          f"{', '.join(ENV_PREFIXES)}")
     return k

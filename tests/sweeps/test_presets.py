@@ -47,6 +47,13 @@ def test_each_preset_sets_exactly_its_variables(tmp_path, name):
     assert all(k.startswith(ENV_PREFIXES) for k in point.env)
 
 
+def test_env_axis_takes_open_mpi_parameter_names(tmp_path):
+    # Open MPI reads OMPI_MCA_<parameter> with the parameter's own (lower-case) name.
+    p = tmp_path / "s.yaml"
+    p.write_text("binary: dtune-comm\nenv: {OMPI_MCA_btl_tcp_if_include: [lo, eth0]}\ntopology: mpi-tcp\n")
+    assert [pt.env["OMPI_MCA_btl_tcp_if_include"] for pt in plan(str(p))] == ["lo", "eth0"]
+
+
 def test_no_preset_beyond_the_expected_ones():
     assert set(TOPOLOGIES) == set(EXPECTED)
 
