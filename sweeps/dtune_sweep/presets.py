@@ -1,12 +1,12 @@
 """Topology presets: the values of a sweep's `topology:` axis. Each preset sets the environment that
-selects one transport and is named for that transport; this table is the one list that planning,
-the report and the tests read.
+selects one transport and is named for that transport; this table is the one list that planning
+and the tests read (the README shows it; a test keeps the two equal).
 
 NCCL (NVIDIA/nccl src/graph/paths.cc, ncclTopoCheckP2p): path types are ordered LOC < NVL < NVB <
 C2C < PIX < PXB < P2C < PXN < PHB < SYS, and two GPUs use the P2P transport when their path type is
 at most NCCL_P2P_LEVEL (NCCL_P2P_DISABLE=1 means LOC). An NVLink path ranks below every PCIe path,
 so no NCCL variable selects PCIe peer-to-peer between GPUs that NVLink joins: that comparison needs
-GPUs without NVLink between them, and there it is NCCL's default (P2P up to PXB).
+GPUs without NVLink between them, and there it is NCCL's default (P2P up to PXB on most hosts).
 Open MPI 4.1 (opal/mca/common/ucx/common_ucx.c; `ompi_info --param pml ucx --level 9`): the UCX pml
 is selectable only where UCX offers a transport of pml_ucx_tls (InfiniBand verbs, mlx5, cuda_ipc)
 on a device of pml_ucx_devices (mlx*); the UCX presets set both to `any` so that shared memory and
