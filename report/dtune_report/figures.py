@@ -26,12 +26,16 @@ def _save(fig, path):
 
 
 def comm_setting(point_json: str | None, backend: str) -> str:
-    """What distinguishes a dtune-comm run inside a sweep: its backend and the NCCL/MPI knobs set."""
+    """What distinguishes a dtune-comm run inside a sweep: its backend, its topology preset (unless
+    `default`) and the NCCL/MPI knobs set, the preset's own variables among them, e.g.
+    "mpi topology=mpi-tcp OMPI_MCA_btl=self,tcp OMPI_MCA_pml=ob1"."""
     if not point_json:
         return backend
-    env = json.loads(point_json).get("env", {})
+    point = json.loads(point_json)
+    env = point.get("env", {})
     knobs = [f"{k}={v}" for k, v in sorted(env.items()) if k.startswith(("NCCL_", "UCX_", "OMPI_MCA_"))]
-    return " ".join([backend] + knobs)
+    preset = (point.get("values") or {}).get("topology", "default")
+    return " ".join([backend] + ([f"topology={preset}"] if preset != "default" else []) + knobs)
 
 
 def comm_fits(paths) -> pd.DataFrame:

@@ -18,19 +18,10 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from .presets import TOPOLOGIES, renamed_message
+
 BINARIES = ("dtune-comm", "dtune-train")
 ENV_PREFIXES = ("NCCL_", "UCX_", "OMP_", "OMPI_", "DTUNE_", "CUDA_", "MKL_")
-# Topology presets: what each interconnect choice sets (REFERENCE.md, NCCL and Open MPI knobs).
-TOPOLOGIES = {
-    "default": {},
-    "nvlink": {"NCCL_P2P_LEVEL": "NVL"},
-    "pcie": {"NCCL_P2P_DISABLE": "1"},
-    "socket": {"NCCL_IB_DISABLE": "1", "NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},
-    "mpi-shm": {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,vader"},
-    "mpi-tcp": {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,tcp"},
-    "ucx-shm": {"OMPI_MCA_pml": "ucx", "UCX_TLS": "shm,self"},
-    "ucx-tcp": {"OMPI_MCA_pml": "ucx", "UCX_TLS": "tcp,self"},
-}
 SWEEP_KEYS = {"name", "binary", "args", "axes", "zip", "env", "launch", "topology", "exclude",
               "repeats", "order", "seed", "steps"}
 # `steps:` sets each binary's measured-iterations flag.
@@ -174,6 +165,8 @@ def expand(path: str, sweep: dict, known_flags: dict | None = None) -> list[Poin
         dims.append([{("launch", k): x} for x in values])
     topo = _scalar_list(path, f"{where}: topology", sweep.get("topology", "default"))
     for t in topo:
+        if renamed_message(t):
+            raise SweepError(f"{path}: {where}: {renamed_message(t)}")
         if t not in TOPOLOGIES:
             raise SweepError(f"{path}: {where}: topology {t!r} is not one of {sorted(TOPOLOGIES)}")
     dims.append([{("topology", "topology"): t} for t in topo])
@@ -213,7 +206,7 @@ def expand(path: str, sweep: dict, known_flags: dict | None = None) -> list[Poin
 
 
 def _env_name(path, where, k):
-    if not isinstance(k, str) or not re.fullmatch(r"[A-Z_][A-Z0-9_]*", k) or not k.startswith(ENV_PREFIXES):
+    if not isinstance(k, str) or not re.fullmatch(r"[A-Z_][A-Za-z0-9_]*", k) or not k.startswith(ENV_PREFIXES):
         raise SweepError(f"{path}: {where}: environment axis {k!r} must be a variable starting with one of "
                          f"{', '.join(ENV_PREFIXES)}")
     return k
