@@ -223,6 +223,13 @@ def test_every_line_is_a_comment_or_a_ten_field_config_the_plugin_reads_whole(co
     configs = [line for line in lines if line and not line.startswith("#")]
     assert all(len(line.split(",")) == 10 for line in configs)
     assert len(plugin_load(conf)) == len(configs)
+    # Only names the plugin knows (an unknown one would silently become allreduce/ring/simple).
+    for line in configs:
+        f = line.split(",")
+        assert f[0] in ("broadcast", "reduce", "allgather", "reducescatter", "allreduce"), line
+        assert f[3] in ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat"), line
+        assert f[4] in ("ll", "ll128", "simple") and f[1].isdigit() and f[2].isdigit(), line
+        assert all(x.lstrip("-").isdigit() for x in f[5:]), line
     # The setting the plugin cannot spell is named in a comment, never in a config line.
     assert any(line.startswith("#") and "Ring,Tree" in line for line in lines)
     assert not any("Ring" in line for line in configs)
