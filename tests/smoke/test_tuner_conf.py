@@ -267,3 +267,58 @@ def test_mpi_backend_runs_give_no_tuner_file(tmp_path):
     d = write_results(tmp_path / "results", backend="mpi")
     r = build_report([d], tmp_path / "report")
     assert not r["tuner"] and not (tmp_path / "report" / "nccl_tuner.conf").exists()
+
+
+DRIVER_C = r"""
+#include "tuner.h"
+#include <stdio.h>
+extern const ncclTuner_v6_t ncclTunerPlugin_v6;
+int main(int argc, char** argv) {  /* argv: nRanks nNodes; stdin: "collType nBytes" lines */
+  void* ctx;
+  if (ncclTunerPlugin_v6.init(&ctx, 0, atoi(argv[1]), atoi(argv[2]), NULL, NULL, NULL) != ncclSuccess) return 1;
+  int coll; unsigned long long nb;
+  while (scanf("%d %llu", &coll, &nb) == 2) {
+    float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+    for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++) for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) table[a][p] = 1.0f;
+    int nch = -99, fa = -1, fp = -1;
+    ncclTunerPlugin_v6.getCollInfo(ctx, (ncclFunc_t)coll, (size_t)nb, 1, (float**)table, NCCL_NUM_ALGORITHMS,
+                                   NCCL_NUM_PROTOCOLS, 0, &nch);
+    for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++) for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
+      if (table[a][p] == 0.0f) { fa = a; fp = p; }
+    printf("%d %d %d\n", fa, fp, nch);
+  }
+  return 0;
+}
+"""
+
+
+def test_the_reimplementation_agrees_with_the_real_plugin(conf, tmp_path):
+    """With DTUNE_NCCL_SOURCE set to an NVIDIA/nccl checkout (2.29.7 or newer layout), compile its
+    example plugin and check that it and plugin_get_coll_info answer every query alike."""
+    import os
+    import shutil
+    import subprocess
+    from pathlib import Path
+    src = Path(os.environ.get("DTUNE_NCCL_SOURCE", "/nonexistent")) / "plugins" / "tuner" / "example"
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not (src / "plugin.c").exists() or cc is None:
+        pytest.skip("set DTUNE_NCCL_SOURCE to an NVIDIA/nccl checkout (and have a C compiler) to run this")
+    (tmp_path / "driver.c").write_text(DRIVER_C)
+    exe = tmp_path / "driver"
+    subprocess.run([cc, "-O1", f"-I{src / 'nccl'}", "-o", exe, tmp_path / "driver.c", src / "plugin.c"], check=True)
+    (tmp_path / "nccl_tuner.conf").write_text(conf)
+    algos = ["tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat"]
+    protos = ["ll", "ll128", "simple"]
+    colls = ["broadcast", "reduce", "allgather", "reducescatter", "allreduce"]
+    sizes = sorted({0, 1, 2**40, SIZE_MAX} | {s + k for s in SIZES for k in (-1, 0, 1)}
+                   | {(a + b) // 2 + k for a, b in zip(SIZES, SIZES[1:]) for k in (0, 1)})
+    configs = plugin_load(conf)
+    for ranks, nodes in ((2, 1), (4, 2), (4, 1), (8, 1)):
+        queries = [(c, s) for c in range(len(colls)) for s in sizes]
+        out = subprocess.run([exe, str(ranks), str(nodes)], input="".join(f"{c} {s}\n" for c, s in queries),
+                             capture_output=True, text=True, check=True,
+                             env={**os.environ, "NCCL_TUNER_CONFIG_FILE": str(tmp_path / "nccl_tuner.conf")})
+        for (c, s), line in zip(queries, out.stdout.splitlines(), strict=True):
+            a, p, ch = map(int, line.split())
+            real = (algos[a] if a >= 0 else None, protos[p] if p >= 0 else None, ch)
+            assert real == plugin_get_coll_info(configs, colls[c], s, nodes, ranks), (colls[c], s, ranks, nodes)
