@@ -239,7 +239,9 @@ def load_comm_runs(paths: PathArg) -> pd.DataFrame:
                 if a.get("benchmark") != "comm":
                     continue
                 point = json.loads(a["point"]) if a.get("point") else {}
-                prov = f.get("provenance") or f.get(f"points/{a.get('point_id')}/provenance")
+                prov = f.get("provenance")
+                if prov is None:
+                    prov = f.get(f"points/{a.get('point_id')}/provenance")
                 env = dict(point.get("env", {}))
                 hosts = None
                 if prov is not None:

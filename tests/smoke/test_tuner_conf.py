@@ -123,19 +123,19 @@ def _run_group(runs, name, coll, dtype, sizes, ranks, times, point=None, backend
     if point:
         a.update(point_id=point["id"], point=json.dumps(point))
     g.attrs.update(a)
-    S, I = len(sizes), 2
+    n_sizes, n_iters = len(sizes), 2
     rep = np.array([times, times], dtype=np.float64)
     g.create_dataset("placement", data=np.array(["out-of-place", "in-place"], dtype=object),
                      dtype=h5py.string_dtype())
     g.create_dataset("size_bytes", data=np.array(sizes, dtype=np.int64))
     g.create_dataset("requested_bytes", data=np.array(sizes, dtype=np.int64))
     g.create_dataset("count", data=count)
-    g.create_dataset("time_us", data=np.broadcast_to(rep[:, :, None, None], (2, S, ranks, I)).copy())
-    g.create_dataset("wrong", data=np.zeros((2, S, ranks), dtype=np.int64))
+    g.create_dataset("time_us", data=np.broadcast_to(rep[:, :, None, None], (2, n_sizes, ranks, n_iters)).copy())
+    g.create_dataset("wrong", data=np.zeros((2, n_sizes, ranks), dtype=np.int64))
     g.create_dataset("time_us_reported", data=rep)
     g.create_dataset("algbw_gbps", data=np.array(sizes) / rep / 1e3)
     g.create_dataset("busbw_gbps", data=np.array(sizes) / rep / 1e3)
-    g.create_dataset("slowest_rank", data=np.zeros((2, S), dtype=np.int64))
+    g.create_dataset("slowest_rank", data=np.zeros((2, n_sizes), dtype=np.int64))
 
 
 def _env(setting):
