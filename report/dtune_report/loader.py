@@ -7,6 +7,7 @@ recompute algbw or busbw: the summary carries the values the binary wrote.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Iterable, Union
@@ -213,6 +214,46 @@ def load_comm_summary(paths: PathArg) -> pd.DataFrame:
                                                            "busbw_gbps", "slowest_rank")},
                     "wrong": wrong.reshape(-1)[keep]})
     return _frame(parts, SUMMARY_COLUMNS)
+
+
+COMM_RUN_COLUMNS = ["file", "run", "status", "collective", "backend", "dtype", "op", "world_size",
+                    "nodes", "env"]
+
+
+def load_comm_runs(paths: PathArg) -> pd.DataFrame:
+    """One row per dtune-comm run: the launch shape and environment it was measured in.
+
+    Columns: COMM_RUN_COLUMNS. `world_size` is the rank axis of time_us; `nodes` the number of
+    distinct provenance rank_host values (the sweep point's `nodes` when there are no hosts;
+    None when neither is known); `env` a dict of the /provenance/env variables, with the sweep
+    point's env filling the names the provenance lacks. In a merged sweep file the provenance is
+    /points/<point_id>/provenance.
+    """
+    rows = []
+    for path in _expand(paths):
+        with _open(path) as f:
+            runs = f.get("runs")
+            for name in sorted(runs) if runs is not None else []:
+                g = runs[name]
+                a = _attrs(g)
+                if a.get("benchmark") != "comm":
+                    continue
+                point = json.loads(a["point"]) if a.get("point") else {}
+                prov = f.get("provenance")
+                if prov is None:
+                    prov = f.get(f"points/{a.get('point_id')}/provenance")
+                env = dict(point.get("env", {}))
+                hosts = None
+                if prov is not None:
+                    env.update(_attrs(prov["env"]) if "env" in prov else {})
+                    hosts = _read(prov["rank_host"]).tolist() if "rank_host" in prov else None
+                ranks = g["time_us"].shape[2] if "time_us" in g else point.get("ranks")
+                nodes = len(set(hosts)) if hosts and len(hosts) == ranks else point.get("nodes")
+                rows.append({"file": str(path), "run": name, "status": a.get("status"),
+                             "collective": a.get("collective"), "backend": a.get("backend"),
+                             "dtype": a.get("dtype"), "op": a.get("op"), "world_size": ranks,
+                             "nodes": nodes, "env": env})
+    return pd.DataFrame(rows, columns=COMM_RUN_COLUMNS)
 
 
 TRAIN_PHASES = ["data_ms", "h2d_ms", "forward_ms", "backward_ms", "comm_exposed_ms",

@@ -11,7 +11,7 @@ import pandas as pd
 
 from . import figures as fg
 from . import tables as tb
-from .loader import load_comm_summary, load_train, load_train_summary
+from .loader import load_comm_runs, load_comm_summary, load_train, load_train_summary
 
 
 def build_report(paths, out_dir) -> dict:
@@ -36,7 +36,7 @@ def build_report(paths, out_dir) -> dict:
     figures = {k: v for k, v in made.items() if v is not None}
     best = tb.best_training(train, fg.train_peaks(paths))
     recs = tb.recommendations(train)
-    tuner = tb.nccl_tuner_conf(comm, fits[["file", "run", "algo", "proto", "world_size"]]) if not fits.empty else None
+    tuner = tb.nccl_tuner_conf(comm, load_comm_runs(paths))
     if tuner:
         (out / "nccl_tuner.conf").write_text(tuner)
     comm_best = pd.DataFrame()

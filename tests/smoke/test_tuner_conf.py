@@ -1,0 +1,324 @@
+"""The nccl_tuner.conf that `dtune report` writes, read back by a re-implementation of NCCL's example
+tuner plugin (NVIDIA/nccl plugins/tuner/example/plugin.c: loadConfig and pluginGetCollInfo), from
+synthetic dtune-comm results whose winners are known by construction: for every measured
+(collective, launch shape, size), between measured sizes and past the largest, the plugin must
+apply exactly the algorithm, protocol and channel count that won there."""
+import json
+
+import h5py
+import numpy as np
+import pytest
+
+from dtune_report.report import build_report
+
+# The plugin's own spellings (plugin.c parseCollType, parseAlgorithm, parseProtocol), written out
+# here rather than imported, so that a wrong table in the code under test cannot agree with itself.
+PLUGIN_NAME = {"NVLSTree": "nvls_tree", "CollnetDirect": "collnet_direct", "Ring": "ring", "Tree": "tree",
+               "LL128": "ll128", "Simple": "simple", "LL": "ll"}
+PLUGIN_COLL = {"allreduce": "allreduce", "allgather": "allgather"}
+SIZE_MAX = 2**64 - 1
+
+# ---------------------------------------------------------------------------------------------------
+# The example plugin, as plugin.c does it.
+
+
+def _strtoull(s):
+    digits = ""
+    for ch in s.lstrip(" \t"):
+        if not ch.isdigit():
+            break
+        digits += ch
+    return min(int(digits), SIZE_MAX) if digits else 0
+
+
+def _atoi(s):
+    s = s.lstrip(" \t")
+    sign = -1 if s[:1] == "-" else 1
+    s = s[1:] if s[:1] in "+-" else s
+    digits = ""
+    for ch in s:
+        if not ch.isdigit():
+            break
+        digits += ch
+    return sign * int(digits) if digits else 0
+
+
+def plugin_load(text):
+    """loadConfig: fgets into a 256-byte buffer (a longer line arrives in pieces), skip a piece whose
+    first byte is '#' or '\\n', cut at '\\n', strtok on ',' (empty tokens vanish, at most 10 taken),
+    trim blanks and tabs, keep lines of 8 to 10 tokens; unknown names fall back silently."""
+    pieces = []
+    for line in text.encode().splitlines(keepends=True):
+        pieces += [line[i:i + 255] for i in range(0, len(line), 255)]
+    configs = []
+    for piece in pieces:
+        if piece[:1] in (b"#", b"\n"):
+            continue
+        line = piece.decode().split("\n")[0]
+        tokens = [t.strip(" \t") for t in line.split(",") if t != ""][:10]
+        if not 8 <= len(tokens) <= 10:
+            continue
+        coll = tokens[0] if tokens[0] in ("broadcast", "reduce", "allgather", "reducescatter", "allreduce") \
+            else "allreduce"
+        algo = tokens[3] if tokens[3] in ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree",
+                                          "pat") else "ring"
+        proto = tokens[4] if tokens[4] in ("ll", "ll128", "simple") else "simple"
+        configs.append({"coll": coll, "min": _strtoull(tokens[1]), "max": _strtoull(tokens[2]), "algo": algo,
+                        "proto": proto, "channels": _atoi(tokens[5]), "nNodes": _atoi(tokens[6]),
+                        "nRanks": _atoi(tokens[7]), "pipeOps": _atoi(tokens[8]) if len(tokens) > 8 else -1,
+                        "regBuff": _atoi(tokens[9]) if len(tokens) > 9 else -1})
+    return configs
+
+
+def plugin_get_coll_info(configs, coll, n_bytes, n_nodes, n_ranks, num_pipe_ops=1, reg_buff=0):
+    """pluginGetCollInfo with every algorithm/protocol available: (algo, proto, nChannels handed to
+    NCCL); algo and proto None when no line matches. nChannels starts at 1 and a matching line
+    with channels != -1 replaces it; NCCL keeps its own count when it gets 0 (src/enqueue.cc)."""
+    n_channels = 1
+    for c in configs:
+        if (c["coll"] == coll and c["min"] <= n_bytes <= c["max"] and c["nNodes"] in (-1, n_nodes)
+                and c["nRanks"] in (-1, n_ranks) and c["pipeOps"] in (-1, num_pipe_ops)
+                and c["regBuff"] in (-1, reg_buff)):
+            if c["channels"] != -1:
+                n_channels = c["channels"]
+            return c["algo"], c["proto"], n_channels
+    return None, None, n_channels
+
+
+# ---------------------------------------------------------------------------------------------------
+# Synthetic results in dtune-comm's layout (results/SCHEMA.md), with known winners.
+
+SIZES = [1024, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20]
+SETTINGS = [  # (NCCL_ALGO, NCCL_PROTO, pinned channels or None)
+    ("NVLSTree", "Simple", None), ("CollnetDirect", "Simple", None), ("Ring", "LL128", None),
+    ("Tree", "Simple", None), ("Ring", "Simple", None), ("Tree", "LL128", None), ("Ring", "Simple", 8)]
+COMMA = ("Ring,Tree", "Simple", None)  # fastest everywhere, but the plugin cannot spell it
+# Winner per size index, per (collective, world size): an index into SETTINGS.
+WINNERS = {
+    ("allreduce", 2): [2, 2, 5, 5, 3, 0, 0, 0],
+    ("allreduce", 4): [5, 2, 2, 3, 1, 1, 4, 4],
+    ("allgather", 2): [2, 2, 2, 4, 4, 4, 6, 6],
+    ("allgather", 4): [3, 3, 0, 0, 2, 2, 1, 6],
+}
+HOSTS = {2: ["node-a", "node-a"], 4: ["node-a", "node-a", "node-b", "node-b"]}  # 1 node, 2 nodes
+# bfloat16 allreduce on 2 ranks, at fewer sizes, where Tree/Simple wins everywhere: the plugin
+# cannot tell dtypes apart, so these must not leak into the float32 block (more points).
+BF16_SIZES = SIZES[:4]
+BF16_WINNER = 3
+
+
+def _time_us(size, winner):
+    return 5.0 + size / 1e4 if winner else 9.0 + size / 5e3
+
+
+def _run_group(runs, name, coll, dtype, sizes, ranks, times, point=None, backend="nccl"):
+    g = runs.create_group(name)
+    es = {"float32": 4, "bfloat16": 2}[dtype]
+    n = ranks if coll == "allgather" else 1
+    count = np.array([s // (n * es) for s in sizes], dtype=np.int64)
+    a = {"benchmark": "comm", "collective": coll, "backend": backend, "dtype": dtype,
+         "op": "sum" if coll == "allreduce" else "none", "root": np.int64(-1), "iters": np.int64(2),
+         "warmup_iters": np.int64(1), "check_iters": np.int64(1), "blocking": np.int64(0), "time_mode": "avg",
+         "busbw_factor": 1.0, "status": "ok", "fit_alpha_us": 5.0, "fit_busbw_gbps": 10.0, "fit_r2": 1.0}
+    if point:
+        a.update(point_id=point["id"], point=json.dumps(point))
+    g.attrs.update(a)
+    n_sizes, n_iters = len(sizes), 2
+    rep = np.array([times, times], dtype=np.float64)
+    g.create_dataset("placement", data=np.array(["out-of-place", "in-place"], dtype=object),
+                     dtype=h5py.string_dtype())
+    g.create_dataset("size_bytes", data=np.array(sizes, dtype=np.int64))
+    g.create_dataset("requested_bytes", data=np.array(sizes, dtype=np.int64))
+    g.create_dataset("count", data=count)
+    g.create_dataset("time_us", data=np.broadcast_to(rep[:, :, None, None], (2, n_sizes, ranks, n_iters)).copy())
+    g.create_dataset("wrong", data=np.zeros((2, n_sizes, ranks), dtype=np.int64))
+    g.create_dataset("time_us_reported", data=rep)
+    g.create_dataset("algbw_gbps", data=np.array(sizes) / rep / 1e3)
+    g.create_dataset("busbw_gbps", data=np.array(sizes) / rep / 1e3)
+    g.create_dataset("slowest_rank", data=np.zeros((2, n_sizes), dtype=np.int64))
+
+
+def _env(setting):
+    algo, proto, ch = setting
+    env = {"NCCL_ALGO": algo, "NCCL_PROTO": proto}
+    if ch:
+        env.update(NCCL_MIN_CTAS=str(ch), NCCL_MAX_CTAS=str(ch))
+    return env
+
+
+def _provenance(parent, ranks, env):
+    p = parent.create_group("provenance")
+    p.attrs["world_size"] = np.int64(ranks)
+    p.create_dataset("rank_host", data=np.array(HOSTS[ranks], dtype=object), dtype=h5py.string_dtype())
+    e = p.create_group("env")
+    e.attrs.update(env)
+
+
+def _root(f, tool):
+    f.attrs.update(schema="dtune-results", schema_version=np.int64(1), tool=tool, status="complete",
+                   dtune_version="0.1.0", exit_status=np.int64(0))
+
+
+def write_results(d, backend="nccl"):
+    """World size 2 as a merged sweep file (env in each run's point, provenance under /points);
+    world size 4 as one plain dtune-comm file per setting (env in /provenance/env only)."""
+    d.mkdir(parents=True, exist_ok=True)
+    with h5py.File(d / "merged.h5", "w") as f:
+        _root(f, "dtune sweep merge")
+        runs, points = f.create_group("runs"), f.create_group("points")
+        n = 0
+        for k, setting in enumerate(SETTINGS + [COMMA]):
+            pid = f"p{k:03d}"
+            point = {"id": pid, "sweep": "nccl", "binary": "dtune-comm", "args": [], "env": _env(setting),
+                     "ranks": 2, "nodes": 1, "ranks_per_node": 0, "repeat": 0, "values": {}}
+            pg = points.create_group(pid)
+            pg.attrs["point"] = json.dumps(point)
+            _provenance(pg, 2, {"NCCL_DEBUG": "WARN"})
+            for coll in ("allreduce", "allgather"):
+                times = [_time_us(s, True) * 0.5 if setting == COMMA
+                         else _time_us(s, WINNERS[(coll, 2)][i] == k) for i, s in enumerate(SIZES)]
+                _run_group(runs, f"{n:04d}-{pid}-{coll}", coll, "float32", SIZES, 2, times, point, backend)
+                n += 1
+            bf = [_time_us(s, BF16_WINNER == k) * (0.1 if BF16_WINNER == k else 1) for s in BF16_SIZES]
+            _run_group(runs, f"{n:04d}-{pid}-allreduce-bfloat16", "allreduce", "bfloat16", BF16_SIZES, 2, bf,
+                       point, backend)
+            n += 1
+    for k, setting in enumerate(SETTINGS + [COMMA]):
+        with h5py.File(d / f"w4-{k}.h5", "w") as f:
+            _root(f, "dtune-comm")
+            _provenance(f, 4, {**_env(setting), "NCCL_DEBUG": "WARN"})
+            runs = f.create_group("runs")
+            for j, coll in enumerate(("allreduce", "allgather")):
+                times = [_time_us(s, True) * 0.5 if setting == COMMA
+                         else _time_us(s, WINNERS[(coll, 4)][i] == k) for i, s in enumerate(SIZES)]
+                _run_group(runs, f"{j:04d}-{coll}", coll, "float32", SIZES, 4, times, backend=backend)
+    return d
+
+
+def expected(coll, ranks, size_index):
+    algo, proto, ch = SETTINGS[WINNERS[(coll, ranks)][size_index]]
+    return PLUGIN_NAME[algo], PLUGIN_NAME[proto], ch or 0  # 0: NCCL keeps its own channel count
+
+
+def nccl_bytes(coll, ranks, size):
+    """NCCL's nBytes for the tuner (src/enqueue.cc ncclGetAlgoInfo: elementSize x
+    ncclFuncMaxSendRecvCount): count x ranks for allgather, count otherwise, from the count that
+    dtune-comm passed (float32)."""
+    count = size // (4 * ranks) if coll == "allgather" else size // 4
+    return 4 * count * (ranks if coll == "allgather" else 1)
+
+
+@pytest.fixture(scope="module")
+def conf(tmp_path_factory):
+    d = write_results(tmp_path_factory.mktemp("tuner") / "results")
+    out = tmp_path_factory.mktemp("report")
+    r = build_report([d], out)
+    assert r["tuner"]
+    return (out / "nccl_tuner.conf").read_text()
+
+
+def test_every_line_is_a_comment_or_a_ten_field_config_the_plugin_reads_whole(conf):
+    lines = conf.splitlines()
+    assert lines and all(len(line.encode()) + 1 <= 255 for line in lines)  # fgets reads 255 bytes
+    configs = [line for line in lines if line and not line.startswith("#")]
+    assert all(len(line.split(",")) == 10 for line in configs)
+    assert len(plugin_load(conf)) == len(configs)
+    # Only names the plugin knows (an unknown one would silently become allreduce/ring/simple).
+    for line in configs:
+        f = line.split(",")
+        assert f[0] in ("broadcast", "reduce", "allgather", "reducescatter", "allreduce"), line
+        assert f[3] in ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat"), line
+        assert f[4] in ("ll", "ll128", "simple") and f[1].isdigit() and f[2].isdigit(), line
+        assert all(x.lstrip("-").isdigit() for x in f[5:]), line
+    # The setting the plugin cannot spell is named in a comment, never in a config line.
+    assert any(line.startswith("#") and "Ring,Tree" in line for line in lines)
+    assert not any("Ring" in line for line in configs)
+
+
+@pytest.mark.parametrize("coll,ranks", sorted(WINNERS))
+def test_the_plugin_applies_the_winner_at_and_between_measured_sizes(conf, coll, ranks):
+    configs = plugin_load(conf)
+    nodes = len(set(HOSTS[ranks]))
+    for i, size in enumerate(SIZES):
+        n_bytes = nccl_bytes(coll, ranks, size)
+        assert n_bytes == size  # dtune-comm's size column is NCCL's nBytes
+        want = expected(coll, ranks, i)
+        assert plugin_get_coll_info(configs, PLUGIN_COLL[coll], n_bytes, nodes, ranks) == want, (coll, ranks, size)
+        if i + 1 < len(SIZES):  # the nearer measured size decides; the midpoint goes to the lower one
+            mid = (size + SIZES[i + 1]) // 2
+            for b, j in ((size + 1, i), (mid, i), (mid + 1, i + 1), (SIZES[i + 1] - 1, i + 1)):
+                got = plugin_get_coll_info(configs, PLUGIN_COLL[coll], b, nodes, ranks)
+                assert got == expected(coll, ranks, j), (coll, ranks, b)
+    for b in (0, 1, SIZES[0] - 1):
+        assert plugin_get_coll_info(configs, PLUGIN_COLL[coll], b, nodes, ranks) == expected(coll, ranks, 0)
+    for b in (SIZES[-1] + 1, 2 * SIZES[-1], 2**40, SIZE_MAX):
+        assert plugin_get_coll_info(configs, PLUGIN_COLL[coll], b, nodes, ranks) == expected(coll, ranks, -1)
+
+
+def test_no_line_matches_a_shape_or_collective_that_was_not_measured(conf):
+    configs = plugin_load(conf)
+    for coll, nodes, ranks in (("allreduce", 1, 8), ("allreduce", 1, 4), ("reducescatter", 1, 2),
+                               ("broadcast", 2, 4)):
+        assert plugin_get_coll_info(configs, coll, 65536, nodes, ranks)[:2] == (None, None)
+
+
+def test_mpi_backend_runs_give_no_tuner_file(tmp_path):
+    """NCCL_ALGO and NCCL_PROTO do nothing under --backend mpi: no winners to write."""
+    d = write_results(tmp_path / "results", backend="mpi")
+    r = build_report([d], tmp_path / "report")
+    assert not r["tuner"] and not (tmp_path / "report" / "nccl_tuner.conf").exists()
+
+
+DRIVER_C = r"""
+#include "tuner.h"
+#include <stdio.h>
+extern const ncclTuner_v6_t ncclTunerPlugin_v6;
+int main(int argc, char** argv) {  /* argv: nRanks nNodes; stdin: "collType nBytes" lines */
+  void* ctx;
+  if (ncclTunerPlugin_v6.init(&ctx, 0, atoi(argv[1]), atoi(argv[2]), NULL, NULL, NULL) != ncclSuccess) return 1;
+  int coll; unsigned long long nb;
+  while (scanf("%d %llu", &coll, &nb) == 2) {
+    float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+    for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++) for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) table[a][p] = 1.0f;
+    int nch = -99, fa = -1, fp = -1;
+    ncclTunerPlugin_v6.getCollInfo(ctx, (ncclFunc_t)coll, (size_t)nb, 1, (float**)table, NCCL_NUM_ALGORITHMS,
+                                   NCCL_NUM_PROTOCOLS, 0, &nch);
+    for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++) for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
+      if (table[a][p] == 0.0f) { fa = a; fp = p; }
+    printf("%d %d %d\n", fa, fp, nch);
+  }
+  return 0;
+}
+"""
+
+
+def test_the_reimplementation_agrees_with_the_real_plugin(conf, tmp_path):
+    """With DTUNE_NCCL_SOURCE set to an NVIDIA/nccl checkout (2.29.7 or newer layout), compile its
+    example plugin and check that it and plugin_get_coll_info answer every query alike."""
+    import os
+    import shutil
+    import subprocess
+    from pathlib import Path
+    src = Path(os.environ.get("DTUNE_NCCL_SOURCE", "/nonexistent")) / "plugins" / "tuner" / "example"
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not (src / "plugin.c").exists() or cc is None:
+        pytest.skip("set DTUNE_NCCL_SOURCE to an NVIDIA/nccl checkout (and have a C compiler) to run this")
+    (tmp_path / "driver.c").write_text(DRIVER_C)
+    exe = tmp_path / "driver"
+    subprocess.run([cc, "-O1", f"-I{src / 'nccl'}", "-o", exe, tmp_path / "driver.c", src / "plugin.c"], check=True)
+    (tmp_path / "nccl_tuner.conf").write_text(conf)
+    algos = ["tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat"]
+    protos = ["ll", "ll128", "simple"]
+    colls = ["broadcast", "reduce", "allgather", "reducescatter", "allreduce"]
+    sizes = sorted({0, 1, 2**40, SIZE_MAX} | {s + k for s in SIZES for k in (-1, 0, 1)}
+                   | {(a + b) // 2 + k for a, b in zip(SIZES, SIZES[1:]) for k in (0, 1)})
+    configs = plugin_load(conf)
+    for ranks, nodes in ((2, 1), (4, 2), (4, 1), (8, 1)):
+        queries = [(c, s) for c in range(len(colls)) for s in sizes]
+        out = subprocess.run([exe, str(ranks), str(nodes)], input="".join(f"{c} {s}\n" for c, s in queries),
+                             capture_output=True, text=True, check=True,
+                             env={**os.environ, "NCCL_TUNER_CONFIG_FILE": str(tmp_path / "nccl_tuner.conf")})
+        for (c, s), line in zip(queries, out.stdout.splitlines(), strict=True):
+            a, p, ch = map(int, line.split())
+            real = (algos[a] if a >= 0 else None, protos[p] if p >= 0 else None, ch)
+            assert real == plugin_get_coll_info(configs, colls[c], s, nodes, ranks), (colls[c], s, ranks, nodes)
