@@ -153,7 +153,8 @@ def test_nccl_tests_analyzer_reads_it(two_collectives, placement):
     a = subprocess.run([sys.executable, str(ANALYZER), str(d / "f-allgather.json"), "--all"] + placement,
                        capture_output=True, text=True, timeout=60)
     assert a.returncode == 0, a.stderr
-    label = "in-place" if placement else "out-of-place"
+    label, name = ("IP", "in-place") if placement else ("OOP", "out-of-place")
+    assert f"Placement:  {name}" in a.stdout
     assert f"Consistency (times_us == max over process rows, {label}): PASS" in a.stdout, a.stdout
     assert "Process rows: 2" in a.stdout and f"Iterations: {ITERS}" in a.stdout
     assert "PER-PROCESS STRAGGLER ANALYSIS" in a.stdout and "No per-process data" not in a.stdout
