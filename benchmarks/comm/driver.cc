@@ -9,8 +9,11 @@
 #include <optional>
 #include <thread>
 
+#include <unistd.h>
+
 #include "benchmarks/comm/bandwidth.h"
 #include "benchmarks/comm/check.h"
+#include "benchmarks/comm/nccl_tests_json.h"
 #include "benchmarks/comm/table.h"
 #include "core/arrival.h"
 #include "core/error.h"
@@ -62,6 +65,7 @@ class Driver {
   int run() {
     backend_ = o_.backend == BackendKind::kNccl ? make_nccl_backend(ctx_)
                                                 : make_mpi_backend(ctx_, o_.mpi_buffers);
+    claim_json();
     open_results();
     const std::string device = backend_->device();
     const std::string nccl_version = o_.backend == BackendKind::kNccl ? backend_->version() : "";
@@ -81,10 +85,12 @@ class Driver {
                      "from the same MPI dtune was built with)\n", m.variable.c_str(), m.expected);
       printer_.banner(o_, ctx_.world_size(), lines);
     }
+    describe_json_devices(prov);
     allocate();
 
     bool stopped = false;
     for (Collective c : o_.collectives) {
+      if (json_) json_->begin(c);
       for (Dtype d : o_.dtypes) {
         const std::vector<ReduceOp> ops = is_reduction(c) ? o_.ops : std::vector<ReduceOp>{ReduceOp::kSum};
         for (ReduceOp op : ops) {
@@ -93,6 +99,7 @@ class Driver {
         }
         if (stopped) break;
       }
+      if (json_) json_->finish();  // interrupted: what was measured of this collective
       if (stopped) break;
     }
     const int code = stopped ? 130 : total_wrong_ > 0 ? 1 : 0;
@@ -107,6 +114,40 @@ class Driver {
   }
 
  private:
+  // Rank 0 creates the -J files before anything else, so a bad name stops every rank with exit 2
+  // and leaves no HDF5 file behind.
+  void claim_json() {
+    if (o_.json_path.empty()) return;
+    std::string error;
+    if (ctx_.is_root()) {
+      try {
+        std::vector<std::string> claimed;
+        for (const auto& p : json_paths(o_.json_path, o_.collectives))
+          claimed.push_back(claim_json_path(p, "-J/--output_file"));
+        json_.emplace(o_, claimed);
+      } catch (const UsageError& e) {
+        error = e.what();
+      }
+    }
+    error = broadcast_string(ctx_.comm(), error);
+    if (!error.empty()) throw UsageError(error);
+    if (ctx_.is_root())
+      for (const auto& p : json_->paths()) printer_.note("# Writing JSON output to " + p);
+  }
+
+  // Every rank's pid for the -J file's "devices" (collective: every rank calls it).
+  void describe_json_devices(const Provenance& prov) {
+    if (o_.json_path.empty()) return;
+    const std::vector<double> pids = gather_doubles(ctx_.comm(), {static_cast<double>(::getpid())});
+    if (!ctx_.is_root()) return;
+    std::vector<JsonDevice> devices;
+    for (int r = 0; r < ctx_.world_size(); ++r)
+      devices.push_back(make_json_device(r, static_cast<int>(pids[static_cast<size_t>(r)]),
+                                         prov.rank_host[static_cast<size_t>(r)],
+                                         prov.rank_device[static_cast<size_t>(r)]));
+    json_->set_run_info(devices, nccl_version_code(prov.nccl_version));
+  }
+
   void open_results() {
     if (!o_.output.empty())
       results_ = create_results_on_root(ctx_, o_.output, "dtune-comm", "--output",
@@ -214,6 +255,7 @@ class Driver {
       busbw_all_.push_back(p.busbw_gbps);
     }
     printer_.row(r);
+    if (json_) json_->add(r, all, static_cast<int>(R));
     data.rows.push_back(r);
   }
 
@@ -305,6 +347,7 @@ class Driver {
   TablePrinter printer_;
   std::unique_ptr<Backend> backend_;
   std::optional<ResultsFile> results_;
+  std::optional<NcclTestsJson> json_;  // rank 0, with -J
   int64_t total_wrong_ = 0;
   std::vector<double> busbw_all_;
 };

@@ -1,7 +1,9 @@
 // CLI11 definition of dtune-comm's flags, with nccl-tests' short names and defaults.
 #include "benchmarks/comm/options.h"
 
+#include <cctype>
 #include <cstdlib>
+#include <utility>
 #include <iostream>
 #include <sstream>
 
@@ -69,7 +71,8 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
   app.get_formatter()->column_width(34);
   std::string min_b = "32M", max_b = "32M", step_b = "1M", coll = "allreduce", dtype = "float32",
               op = "sum", backend = "mpi", mpi_buffers = "host", format = "table", output;
-  int blocking = 0, average = 1;
+  int blocking = 0, average = 1, nthreads = 1, ngpus = 1, per_iter = 0;
+  std::string json_path;
   bool no_output = false;
   auto env = [](const char* name) { return std::string("DTUNE_COMM_") + name; };
   app.add_option("-b,--minbytes", min_b, "smallest size in bytes per rank (K/M/G = 2^10/2^20/2^30)")
@@ -100,6 +103,20 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
       ->envname(env("BLOCKING"))->capture_default_str()->check(CLI::Range(0, 1));
   app.add_option("-a,--average", average, "time reported across ranks: 0 rank 0, 1 average, 2 min, 3 max")
       ->envname(env("AVERAGE"))->capture_default_str()->check(CLI::Range(0, 3));
+  app.add_option("-J,--output_file", json_path,
+                 "also write nccl-tests' JSON (schema version 3) to this .json file; an existing "
+                 "file is kept and FILE.0, FILE.1, ... used instead; several collectives: one file "
+                 "each, FILE with -<collective> before .json")
+      ->envname(env("OUTPUT_FILE"));
+  app.add_option("-I,--per_iter_timing", per_iter,
+                 "1: the -J file also holds every iteration's time (nccl-tests -I)")
+      ->envname(env("PER_ITER_TIMING"))->capture_default_str()->check(CLI::Range(0, 1));
+  app.add_option("-t,--nthreads", nthreads, "threads per process: 1 only (nccl-tests -t; dtune runs "
+                 "one GPU per process)")
+      ->envname(env("NTHREADS"))->capture_default_str();
+  app.add_option("-g,--ngpus", ngpus, "GPUs per thread: 1 only (nccl-tests -g; dtune runs one GPU per "
+                 "process)")
+      ->envname(env("NGPUS"))->capture_default_str();
   app.add_option("--backend", backend, "mpi (host buffers) or nccl (one GPU per rank)")
       ->envname(env("BACKEND"))->capture_default_str()->check(CLI::IsMember({"mpi", "nccl"}));
   app.add_option("--mpi-buffers", mpi_buffers,
@@ -128,6 +145,13 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
   const int rc = parse_cli(app, argc, argv, print);
   if (rc >= 0) return rc;
 
+  // nccl-tests drives nThreads x nGpus GPUs from one process (src/common.cu -t, -g); dtune runs one
+  // GPU per rank, so only the value 1 (which nccl-tests' README passes: -g 1) means the same run.
+  for (const auto& [flag, value] : {std::pair{"-t/--nthreads", nthreads}, std::pair{"-g/--ngpus", ngpus}})
+    if (value != 1)
+      throw UsageError(std::string(flag) + " " + std::to_string(value) +
+                       ": dtune runs one GPU per rank (one process per GPU): use " +
+                       std::string(flag).substr(0, 2) + " 1 and mpirun -np <GPUs>");
   o.min_bytes = parse_size(min_b, "-b/--minbytes");
   o.max_bytes = parse_size(max_b, "-e/--maxbytes");
   o.step_bytes = parse_size(step_b, "-i/--stepbytes");
@@ -154,10 +178,23 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
     const char* dir = std::getenv("DTUNE_RESULTS_DIR");
     o.output = output.empty() ? default_results_path(dir ? dir : "results", "dtune-comm") : output;
   }
+  // nccl-tests infers the file type from the suffix and writes JSON only for ".json" (any case),
+  // silently nothing otherwise (src/common.cu classifyOutputFile); dtune says so instead.
+  if (!json_path.empty()) {
+    const auto dot = json_path.rfind('.');
+    std::string ext = dot == std::string::npos ? "" : json_path.substr(dot + 1);
+    for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (ext != "json" || json_path.find('/', dot) != std::string::npos)
+      throw UsageError("-J/--output_file " + json_path +
+                       ": nccl-tests' JSON is written to a file named *.json: add .json");
+  }
+  o.json_path = json_path;
+  o.per_iter_timing = per_iter == 1;
   if (o.sizes().size() > 4096)
     throw UsageError("-b/-e/-i give " + std::to_string(o.sizes().size()) +
                      " sizes; use -f for a multiplicative step or a larger -i");
   o.command_line = join_command_line(argc, argv);
+  o.args.assign(argv, argv + argc);
   return -1;
 }
 

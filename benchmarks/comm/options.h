@@ -1,5 +1,5 @@
-// dtune-comm's options: nccl-tests' flags and semantics (-b -e -f -i -n -w -c -d -o -r -z -a) plus
-// dtune's own (collectives, backend, output formats, HDF5 file, timeout). Every option can also be
+// dtune-comm's options: nccl-tests' flags and semantics (-b -e -f -i -n -w -c -d -o -r -z -a -J -I,
+// and -t/-g accepted at 1) plus dtune's own (collectives, backend, output formats, HDF5 file, timeout). Every option can also be
 // set from an environment variable DTUNE_COMM_<NAME> (for sweeps); the flag wins.
 #pragma once
 
@@ -34,10 +34,13 @@ struct Options {
   Format format = Format::kTable;
   std::string output;  // empty: no HDF5 file
   bool overwrite = false;  // --overwrite: replace an existing output file
+  std::string json_path;        // -J: nccl-tests JSON file (empty: none)
+  bool per_iter_timing = false;  // -I 1: per-iteration blocks in the -J file
   double timeout_s = 300;
   int plant_wrong_rank = -1;  // test-only
   int hang_rank = -1;         // test-only
   std::string command_line;
+  std::vector<std::string> args;  // argv as given, for the -J file's "args"
 
   std::vector<uint64_t> sizes() const;
 };

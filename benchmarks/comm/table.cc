@@ -9,16 +9,18 @@
 #include "core/cli.h"
 
 namespace dtune::comm {
-namespace {
 
-// nccl-tests' time format: fewer decimals as the time grows.
-std::string time_text(double us) {
-  char buf[32];
-  if (us >= 10000.0) std::snprintf(buf, sizeof buf, "%7.0f", us);
-  else if (us >= 100.0) std::snprintf(buf, sizeof buf, "%7.1f", us);
-  else std::snprintf(buf, sizeof buf, "%7.2f", us);
+// nccl-tests' number format (src/util.cu getFloatStr): two decimals, then one, then none, then an
+// exponent, whichever first fits `width`, so a column never grows into its neighbour.
+std::string float_text(double value, int width) {
+  char buf[64];
+  for (const char* f : {"%*.2f", "%*.1f", "%*.0f"})
+    if (std::snprintf(buf, sizeof buf, f, width, value) <= width) return buf;
+  std::snprintf(buf, sizeof buf, width >= 7 ? "%*.1e" : "%*.0e", width, value);
   return buf;
 }
+
+namespace {
 
 const char* op_text(const OpShape& s) { return is_reduction(s.collective) ? nullptr : "none"; }
 
@@ -39,7 +41,14 @@ void TablePrinter::banner(const Options& o, int nranks, const std::vector<std::s
                to_string(o.time_mode).c_str(), o.timeout_s);
   std::fprintf(out_, "#\n# Using devices\n");
   for (const auto& l : rank_lines) std::fprintf(out_, "%s\n", l.c_str());
+  collective_column_ = o.collectives.size() > 1;
   std::fflush(out_);
+}
+
+void TablePrinter::note(const std::string& line) {
+  std::FILE* f = format_ == Format::kTable ? out_ : stderr;
+  std::fprintf(f, "%s\n", line.c_str());
+  std::fflush(f);
 }
 
 void TablePrinter::begin_config(Collective c, Dtype d, ReduceOp op, const std::string& backend) {
@@ -48,9 +57,9 @@ void TablePrinter::begin_config(Collective c, Dtype d, ReduceOp op, const std::s
                to_string(d).c_str(), is_reduction(c) ? to_string(op).c_str() : "none",
                backend.c_str());
   std::fprintf(out_, "#%75s%36s\n", "out-of-place", "in-place");
-  std::fprintf(out_, "#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size",
+  std::fprintf(out_, "#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s%s\n", "size",
                "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
-               "busbw", "#wrong");
+               "busbw", "#wrong", collective_column_ ? "  collective" : "");
   std::fprintf(out_, "#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)",
                "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
   std::fflush(out_);
@@ -69,10 +78,14 @@ void TablePrinter::row(const SizeResult& r) {
         std::fprintf(out_, "  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
         continue;
       }
-      const std::string wrong = p.wrong < 0 ? "N/A" : std::to_string(p.wrong);
-      std::fprintf(out_, "  %7s  %6.2f  %6.2f  %6s", time_text(p.time_us).c_str(), p.algbw_gbps,
-                   p.busbw_gbps, wrong.c_str());
+      // src/util.cu writeBenchmarkLineBody: %6g for the wrong count, N/A when not checked.
+      char wrong[32] = "N/A";
+      if (p.wrong >= 0) std::snprintf(wrong, sizeof wrong, "%g", static_cast<double>(p.wrong));
+      std::fprintf(out_, "  %7s  %6s  %6s  %6s", float_text(p.time_us, 7).c_str(),
+                   float_text(p.algbw_gbps, 6).c_str(), float_text(p.busbw_gbps, 6).c_str(), wrong);
     }
+    // After nccl-tests' 13 columns, so parsers that index them still find them in place.
+    if (collective_column_) std::fprintf(out_, "  %s", to_string(s.collective).c_str());
     std::fprintf(out_, "\n");
     std::fflush(out_);
     return;

@@ -1,6 +1,7 @@
 // Rank 0's output: the nccl-tests table (same columns and number formats, '#'-commented headers,
-// so `grep -v '^#'` and existing nccl-tests parsers work), dtune's extra statistics as '#' lines,
-// and the JSON / CSV alternatives.
+// so `grep -v '^#'` and existing nccl-tests parsers work; a run of several collectives adds a last
+// column naming each row's collective), dtune's extra statistics as '#' lines, and the JSON / CSV
+// alternatives.
 #pragma once
 
 #include <cstdio>
@@ -26,10 +27,15 @@ struct SizeResult {
   } placement[2];
 };
 
+// nccl-tests' src/util.cu getFloatStr: `value` in at most `width` characters (right-aligned).
+std::string float_text(double value, int width);
+
 class TablePrinter {
  public:
   TablePrinter(Format format, std::FILE* out) : format_(format), out_(out) {}
   void banner(const Options& o, int nranks, const std::vector<std::string>& rank_lines);
+  // A '#' line: on the table's stream, or on stderr when stdout carries JSON or CSV.
+  void note(const std::string& line);
   void begin_config(Collective c, Dtype d, ReduceOp op, const std::string& backend);
   void row(const SizeResult& r);
   // Per-iteration statistics and the alpha-beta fit of the configuration just measured.
@@ -41,6 +47,7 @@ class TablePrinter {
   Format format_;
   std::FILE* out_;
   bool csv_header_done_ = false;
+  bool collective_column_ = false;  // set by banner(): more than one collective in the run
   std::string json_rows_;
 };
 
