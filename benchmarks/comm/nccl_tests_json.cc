@@ -17,6 +17,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/redact.h"
 
 extern char** environ;
 
@@ -220,7 +221,15 @@ void NcclTestsJson::finish() {
   if (current_ < 0 || written_[static_cast<size_t>(current_)]) return;
   Json args = Json::array(), env = Json::array();
   for (const auto& a : o_.args) args.push_back(a);
-  for (char** e = environ; e && *e; ++e) env.push_back(*e);
+  // The whole environment, as nccl-tests writes it, but with credentials' values and URL user-info
+  // hidden (core/redact.h): a JSON file is shared more freely than a shell.
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv = *e;
+    const size_t eq = kv.find('=');
+    env.push_back(eq == std::string::npos
+                      ? kv
+                      : kv.substr(0, eq + 1) + recordable_env_value(kv.substr(0, eq), kv.substr(eq + 1)));
+  }
   // src/util.cu writeDeviceReport: step_factor or step_bytes, whichever -f/-i chose; "devices" is
   // inside "config". dtune has no aggregation (-m), CUDA graphs (-G), -K or parallel init (-p).
   Json config{{"nthreads", 1}, {"ngpus", 1}, {"minimum_bytes", o_.min_bytes},
