@@ -108,13 +108,16 @@ def test_secrets_are_not_recorded(tmp_path):
            "DTUNE_COMM_SOMETHING_URL": "s3://alice:userinfo-secret@minio:9000/bucket",
            "NCCL_ALGO": "Ring"}
     out = tmp_path / "p.h5"
-    r = subprocess.run(comm_cmd(1, "-b", "8", "-e", "8", "--output", out), capture_output=True, text=True, env=env)
+    js = tmp_path / "p.json"  # nccl-tests' JSON lists the whole environment
+    r = subprocess.run(comm_cmd(1, "-b", "8", "-e", "8", "--output", out, "-J", js), capture_output=True, text=True,
+                       env=env)
     assert r.returncode == 0, r.stderr
+    assert "SLURM_JWT=<redacted>" in js.read_text()
     with h5py.File(out) as f:
         rec = {k: str(v) for k, v in f["provenance/env"].attrs.items()}
     assert rec["SLURM_JWT"] == rec["DTUNE_S3_PASSWORD"] == rec["OMPI_MCA_my_api_key"] == "<redacted>"
     assert rec["DTUNE_COMM_SOMETHING_URL"] == "s3://minio:9000/bucket"
     assert rec["NCCL_ALGO"] == "Ring"  # tuning knobs are kept verbatim
-    raw = out.read_bytes()
+    raw = out.read_bytes() + js.read_bytes()
     for secret in (b"jwt-secret-value", b"hunter2-secret", b"key-secret-value", b"userinfo-secret"):
         assert secret not in raw
