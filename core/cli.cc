@@ -2,12 +2,57 @@
 #include "core/cli.h"
 
 #include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "core/error.h"
 
 namespace dtune {
+
+namespace {
+
+// The number in `text`, or nullopt-like NaN with `ok` false when it is not one number.
+bool parse_number(const std::string& text, double& value) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  value = std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size();
+}
+
+std::string check_number(const std::string& text, bool allow_zero) {
+  double v = 0;
+  if (!parse_number(text, v)) return "'" + text + "' is not a number";
+  if (!std::isfinite(v)) return "'" + text + "' is not a finite number: give a plain number";
+  if (allow_zero ? v < 0 : v <= 0)
+    return "'" + text + "' must be " + (allow_zero ? "zero or more" : "greater than zero");
+  return "";
+}
+
+}  // namespace
+
+const CLI::Validator kPositive(
+    [](std::string& text) { return check_number(text, /*allow_zero=*/false); }, "POSITIVE");
+const CLI::Validator kNonNegative(
+    [](std::string& text) { return check_number(text, /*allow_zero=*/true); }, "NON-NEGATIVE");
+
+CLI::Validator integer_in(long long lo, long long hi) {
+  const std::string range = std::to_string(lo) + " to " + std::to_string(hi);
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(text.c_str(), &end, 10);
+        if (text.empty() || end != text.c_str() + text.size())
+          return "'" + text + "' is not a whole number: give one from " + range;
+        if (errno == ERANGE || v < lo || v > hi) return "'" + text + "' is out of range: give " + range;
+        return "";
+      },
+      range);
+}
 
 uint64_t parse_size(const std::string& text, const std::string& flag, bool allow_zero) {
   auto fail = [&](const std::string& why) -> uint64_t {
@@ -55,6 +100,9 @@ int parse_cli(CLI::App& app, int argc, char** argv, bool print) {
   } catch (const CLI::CallForVersion& e) {
     if (print) std::cout << e.what() << "\n";
     return 0;
+  } catch (const CLI::ConversionError& e) {
+    // The checks passed but the option's type cannot hold it (e.g. -n 99999999999 into an int).
+    throw UsageError(std::string(e.what()) + ": too large or not a number of the right kind (see --help)");
   } catch (const CLI::ParseError& e) {
     // Thrown, not printed here: run_main decides whether every rank saw it (print once, exit 2)
     // or only some did (abort the job, so no rank waits for this one).

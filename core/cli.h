@@ -10,6 +10,13 @@
 
 namespace dtune {
 
+// Numeric checks whose messages say what to write instead (CLI11's own print a 309-digit range
+// and let "nan" through, which then means an instant timeout). NaN and infinities are refused.
+extern const CLI::Validator kPositive;     // a finite number > 0
+extern const CLI::Validator kNonNegative;  // a finite number >= 0
+// A whole number from lo to hi (both included).
+CLI::Validator integer_in(long long lo, long long hi);
+
 // "8", "64K", "64KB", "64KiB", "1M", "2G" (case-insensitive suffix). Throws UsageError naming
 // `flag` for anything else, for zero when `allow_zero` is false, and for sizes above 2^50.
 uint64_t parse_size(const std::string& text, const std::string& flag, bool allow_zero = false);

@@ -79,6 +79,8 @@ int run_main(int argc, char** argv, const char* tool,
       std::fprintf(stderr, "%s: error: %s [%s]\n", tool, e.what(), process_identity().c_str());
       code = kTimeoutExitStatus;
       abort = true;
+      // Rank 0 saves what was measured before it aborts; the others give it a moment first.
+      if (ctx && !ctx->is_root()) std::this_thread::sleep_for(std::chrono::seconds(2));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "%s: error: %s\n", tool, first_part(e.what()).c_str());
       code = 1;

@@ -35,6 +35,12 @@ void Watchdog::arm(double timeout_s, std::string what) {
   cv_.notify_all();
 }
 
+void Watchdog::on_fire(std::function<std::string()> diagnose, std::function<void()> last_words) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  diagnose_ = std::move(diagnose);
+  last_words_ = std::move(last_words);
+}
+
 void Watchdog::disarm() {
   std::lock_guard<std::mutex> lock(mutex_);
   armed_ = false;
@@ -50,11 +56,25 @@ void Watchdog::loop() {
     const auto deadline = deadline_;
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && armed_ && !stop_ &&
         deadline_ == deadline) {
+      std::string who;
+      try {
+        if (diagnose_) who = diagnose_();
+      } catch (const std::exception& e) {
+        who = std::string("(could not tell which rank stopped: ") + e.what() + ")";
+      }
       std::fprintf(stderr,
                    "%s: error: %s did not finish within %g s on %s: a rank it needs is not taking "
-                   "part (hung, dead or much slower); aborting the job. Raise --timeout if this "
+                   "part (hung, dead or much slower)%s%s; aborting the job. Raise --timeout if this "
                    "is expected.\n",
-                   tool_.c_str(), what_.c_str(), timeout_s_, process_identity().c_str());
+                   tool_.c_str(), what_.c_str(), timeout_s_, process_identity().c_str(),
+                   who.empty() ? "" : "; ", who.c_str());
+      std::fflush(stderr);
+      try {
+        if (last_words_) last_words_();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: warning: could not save the measurements: %s\n", tool_.c_str(), e.what());
+      }
+      std::fflush(stdout);
       std::fflush(stderr);
       if (abort_with_mpi_) MPI_Abort(MPI_COMM_WORLD, kTimeoutExitStatus);
       _exit(kTimeoutExitStatus);

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -25,6 +26,12 @@ class Watchdog {
   void arm(double timeout_s, std::string what);
   void disarm();
 
+  // Called on the watchdog thread when it fires, before the job is aborted: `diagnose` returns
+  // text for the message (who stopped: core/rank_board.h), `last_words` saves what was measured.
+  // Neither may call MPI; exceptions are caught. The main thread is then blocked (inside the wait,
+  // or in disarm()), so they may touch what it owns between waits.
+  void on_fire(std::function<std::string()> diagnose, std::function<void()> last_words);
+
  private:
   void loop();
 
@@ -37,6 +44,8 @@ class Watchdog {
   std::chrono::steady_clock::time_point deadline_;
   double timeout_s_ = 0;
   std::string what_;
+  std::function<std::string()> diagnose_;
+  std::function<void()> last_words_;
   std::thread thread_;
 };
 

@@ -18,7 +18,10 @@
 #include "core/arrival.h"
 #include "core/error.h"
 #include "core/gather.h"
+#include "core/host_memory.h"
+#include "core/cli.h"
 #include "core/provenance.h"
+#include "core/rank_board.h"
 #include "core/results_file.h"
 #include "core/signals.h"
 #include "core/timer.h"
@@ -28,6 +31,7 @@ namespace dtune::comm {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kWatchdogGraceS = 2.0;
 constexpr Placement kPlacements[2] = {Placement::kOutOfPlace, Placement::kInPlace};
 
 std::string describe(const OpShape& s, Placement p) {
@@ -58,7 +62,7 @@ struct ConfigData {
 class Driver {
  public:
   Driver(const Options& o, const MainArgs& a)
-      : o_(o), ctx_(a.ctx), arrival_(a.ctx),
+      : o_(o), ctx_(a.ctx), arrival_(a.ctx), board_(a.ctx),
         watchdog_("dtune-comm", a.mpi_thread_level == MPI_THREAD_MULTIPLE),
         printer_(o.format, stdout) {}
 
@@ -87,6 +91,37 @@ class Driver {
     }
     describe_json_devices(prov);
     allocate();
+    // A wait past --timeout: say which ranks of this node stopped, and (rank 0) save every size
+    // measured so far, the current configuration's included, before the job is aborted.
+    watchdog_.on_fire([this] { return board_.diagnose(); },
+                      [this] {
+                        if (ctx_.is_root()) save_on_timeout();
+                      });
+    try {
+      return measure();
+    } catch (const TimeoutError&) {
+      if (ctx_.is_root()) save_on_timeout();
+      throw;
+    }
+  }
+
+ private:
+  // Rank 0, when the run ends by a timeout: the configuration in progress is written with the
+  // sizes it completed (status "timeout"), and the file is finished with status "timeout".
+  void save_on_timeout() {
+    if (in_config_) {
+      in_config_ = false;
+      finish_config(current_c_, current_d_, current_op_, current_, "timeout");
+    }
+    if (json_) json_->finish();
+    if (results_) {
+      results_->finish("timeout", kTimeoutExitStatus);
+      std::printf("# Results (up to the timeout): %s\n", results_->path().c_str());
+      std::fflush(stdout);
+    }
+  }
+
+  int measure() {
 
     bool stopped = false;
     for (Collective c : o_.collectives) {
@@ -113,7 +148,6 @@ class Driver {
     return code;
   }
 
- private:
   // Rank 0 creates the -J files before anything else, so a bad name stops every rank with exit 2
   // and leaves no HDF5 file behind.
   void claim_json() {
@@ -163,7 +197,25 @@ class Driver {
           send = std::max(send, s.send_count * dtype_size(d));
           recv = std::max(recv, std::max(s.send_count, s.recv_count) * dtype_size(d));
         }
+    refuse_if_too_large(send, recv);
     backend_->allocate(send, recv);
+  }
+
+  // Host memory one rank takes at the largest size: the input and expected-output images built
+  // for every upload, the buffers themselves when they live on the host, and the result copied
+  // back for a check. Refused with one line before anything is allocated, when the ranks of this
+  // node would need more than the node has available.
+  void refuse_if_too_large(size_t send, size_t recv) {
+    const bool host_buffers = o_.backend == BackendKind::kMpi && o_.mpi_buffers == MpiBuffers::kHost;
+    const uint64_t per_rank = 2ull * (send + recv) / (host_buffers ? 1 : 2) +
+                              (o_.check_iters > 0 ? std::max(send, recv) : 0);
+    const uint64_t node = per_rank * static_cast<uint64_t>(ctx_.local_size());
+    const uint64_t available = host_memory_available_bytes();
+    if (available == 0 || node <= available) return;
+    throw UsageError("-e/--maxbytes " + format_size(o_.max_bytes) + " needs " + format_bytes(per_rank) +
+                     " of host memory per rank (" + format_bytes(node) + " for the " +
+                     std::to_string(ctx_.local_size()) + " ranks on " + ctx_.host() + "), but " +
+                     format_bytes(available) + " is available there: lower -e/--maxbytes");
   }
 
   void upload_images(const OpShape& s, Placement p) {
@@ -175,12 +227,17 @@ class Driver {
   bool run_config(Collective c, Dtype d, ReduceOp op) {
     const auto sizes = o_.sizes();
     const size_t I = static_cast<size_t>(o_.iters);
-    ConfigData data;
+    current_ = ConfigData{};
+    current_c_ = c;
+    current_d_ = d;
+    current_op_ = op;
+    in_config_ = true;
     if (ctx_.is_root()) printer_.begin_config(c, d, op, backend_->name());
     bool stopped = false;
     std::vector<double> times;
     for (size_t si = 0; si < sizes.size(); ++si) {
       const OpShape s = make_shape(c, d, op, o_.root, ctx_.world_size(), sizes[si]);
+      board_.reach(++step_);
       if (ctx_.rank() == o_.hang_rank) std::this_thread::sleep_for(std::chrono::hours(24 * 365));
       if (arrival_.arrive(describe(s, Placement::kOutOfPlace), o_.timeout_s, stop_requested())) {
         stopped = true;
@@ -192,7 +249,9 @@ class Driver {
       for (int pi = 0; pi < 2; ++pi) {
         const Placement p = kPlacements[pi];
         if (s.count == 0 || !backend_->supports(s, p)) continue;
-        watchdog_.arm(o_.timeout_s, describe(s, p));
+        // Rank 0 fires first: the others wait a moment longer, so that rank 0 saves what was
+        // measured before any abort takes the job down.
+        watchdog_.arm(o_.timeout_s + (ctx_.is_root() ? 0.0 : kWatchdogGraceS), describe(s, p));
         const auto deadline = deadline_after_s(o_.timeout_s);
         upload_images(s, p);
         if (o_.warmup_iters > 0) backend_->run(s, p, o_.warmup_iters, o_.blocking, deadline, times);
@@ -213,9 +272,10 @@ class Driver {
       }
       // Gathered per size, outside the timed region, so rank 0 prints each row as it completes.
       const std::vector<double> all = gather_doubles(ctx_.comm(), mine);
-      if (ctx_.is_root()) add_size(s, all, data);
+      if (ctx_.is_root()) add_size(s, all, current_);
     }
-    if (ctx_.is_root()) finish_config(c, d, op, data, stopped);
+    in_config_ = false;
+    if (ctx_.is_root()) finish_config(c, d, op, current_, stopped ? "interrupted" : nullptr);
     return stopped;
   }
 
@@ -260,7 +320,9 @@ class Driver {
   }
 
   // Rank 0: the fit, the statistics lines and the HDF5 group of one configuration.
-  void finish_config(Collective c, Dtype d, ReduceOp op, ConfigData& data, bool stopped) {
+  // `cut_short`: nullptr when every size ran, else the status of a configuration that ended early
+  // ("interrupted", "timeout").
+  void finish_config(Collective c, Dtype d, ReduceOp op, ConfigData& data, const char* cut_short) {
     const size_t S = data.shapes.size(), R = static_cast<size_t>(ctx_.world_size());
     const size_t I = static_cast<size_t>(o_.iters);
     const double factor = busbw_factor(c, static_cast<int>(R));
@@ -282,12 +344,12 @@ class Driver {
         std::copy_n(&data.times[(s * 2 + p) * R * I], R * I, &times[(p * S + s) * R * I]);
         std::copy_n(&data.wrong[(s * 2 + p) * R], R, &wrong[(p * S + s) * R]);
       }
-    write_group(c, d, op, data, times, wrong, fit, factor, stopped);
+    write_group(c, d, op, data, times, wrong, fit, factor, cut_short);
   }
 
   void write_group(Collective c, Dtype d, ReduceOp op, const ConfigData& data,
                    const std::vector<double>& times, const std::vector<int64_t>& wrong,
-                   const AlphaBetaFit& fit, double factor, bool stopped) {
+                   const AlphaBetaFit& fit, double factor, const char* cut_short) {
     const size_t S = data.shapes.size(), R = static_cast<size_t>(ctx_.world_size());
     const size_t I = static_cast<size_t>(o_.iters);
     const std::string op_name = is_reduction(c) ? to_string(op) : "none";
@@ -307,7 +369,7 @@ class Driver {
     h5::write_attr(id, "blocking", o_.blocking == Blocking::kYes ? 1 : 0);
     h5::write_attr(id, "time_mode", to_string(o_.time_mode));
     h5::write_attr(id, "busbw_factor", factor);
-    h5::write_attr(id, "status", stopped ? "interrupted" : any_wrong ? "wrong" : "ok");
+    h5::write_attr(id, "status", cut_short ? cut_short : any_wrong ? "wrong" : "ok");
     h5::write_attr(id, "fit_alpha_us", fit.ok ? fit.alpha_us : kNaN);
     h5::write_attr(id, "fit_busbw_gbps", fit.ok ? fit.bandwidth_gbps : kNaN);
     h5::write_attr(id, "fit_r2", fit.ok ? fit.r2 : kNaN);
@@ -343,7 +405,15 @@ class Driver {
   const Options& o_;
   const RunContext& ctx_;
   ArrivalCheck arrival_;
+  RankBoard board_;
   Watchdog watchdog_;
+  uint64_t step_ = 0;  // sizes begun, on the rank board
+  // The configuration being measured (rank 0 holds its data), for a save on timeout.
+  ConfigData current_;
+  Collective current_c_{};
+  Dtype current_d_{};
+  ReduceOp current_op_{};
+  bool in_config_ = false;
   TablePrinter printer_;
   std::unique_ptr<Backend> backend_;
   std::optional<ResultsFile> results_;

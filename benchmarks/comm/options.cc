@@ -81,13 +81,13 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
   app.add_option("-i,--stepbytes", step_b, "additive step between sizes (used when -f is 1)")
       ->envname(env("STEPBYTES"))->capture_default_str();
   app.add_option("-f,--stepfactor", o.step_factor, "multiplicative step between sizes (> 1)")
-      ->envname(env("STEPFACTOR"))->capture_default_str()->check(CLI::PositiveNumber);
+      ->envname(env("STEPFACTOR"))->capture_default_str()->check(kPositive);
   app.add_option("-n,--iters", o.iters, "timed iterations per size")->envname(env("ITERS"))
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(kPositive);
   app.add_option("-w,--warmup_iters", o.warmup_iters, "warm-up iterations per size (not timed)")
-      ->envname(env("WARMUP_ITERS"))->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->envname(env("WARMUP_ITERS"))->capture_default_str()->check(kNonNegative);
   app.add_option("-c,--check", o.check_iters, "check iterations per size (0: no correctness check)")
-      ->envname(env("CHECK"))->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->envname(env("CHECK"))->capture_default_str()->check(kNonNegative);
   app.add_option("--collective", coll,
                  "collectives, comma separated: allreduce, allgather, reduce_scatter, broadcast, "
                  "reduce, alltoall, sendrecv, or all")
@@ -98,11 +98,11 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
   app.add_option("-o,--op", op, "reduction: sum|prod|min|max|avg, comma separated, or all")
       ->envname(env("OP"))->capture_default_str();
   app.add_option("-r,--root", o.root, "root rank of broadcast and reduce")->envname(env("ROOT"))
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(kNonNegative);
   app.add_option("-z,--blocking", blocking, "1: wait for completion after every operation")
-      ->envname(env("BLOCKING"))->capture_default_str()->check(CLI::Range(0, 1));
+      ->envname(env("BLOCKING"))->capture_default_str()->check(integer_in(0, 1));
   app.add_option("-a,--average", average, "time reported across ranks: 0 rank 0, 1 average, 2 min, 3 max")
-      ->envname(env("AVERAGE"))->capture_default_str()->check(CLI::Range(0, 3));
+      ->envname(env("AVERAGE"))->capture_default_str()->check(integer_in(0, 3));
   app.add_option("-J,--output_file", json_path,
                  "also write nccl-tests' JSON (schema version 3) to this .json file; an existing "
                  "file is kept and FILE.0, FILE.1, ... used instead; several collectives: one file "
@@ -110,7 +110,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
       ->envname(env("OUTPUT_FILE"));
   app.add_option("-I,--per_iter_timing", per_iter,
                  "1: the -J file also holds every iteration's time (nccl-tests -I)")
-      ->envname(env("PER_ITER_TIMING"))->capture_default_str()->check(CLI::Range(0, 1));
+      ->envname(env("PER_ITER_TIMING"))->capture_default_str()->check(integer_in(0, 1));
   app.add_option("-t,--nthreads", nthreads, "threads per process: 1 only (nccl-tests -t; dtune runs "
                  "one GPU per process)")
       ->envname(env("NTHREADS"))->capture_default_str();
@@ -134,7 +134,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
       ->envname(env("OVERWRITE"));
   app.add_option("--timeout", o.timeout_s, "seconds a collective or rank arrival may take before the "
                  "job is aborted, naming the ranks that did not arrive")
-      ->envname(env("TIMEOUT"))->capture_default_str()->check(CLI::PositiveNumber);
+      ->envname(env("TIMEOUT"))->capture_default_str()->check(kPositive);
   app.add_option("--debug-plant-wrong", o.plant_wrong_rank,
                  "test only: corrupt one input element on this rank (the check must catch it)")
       ->group("Testing");
@@ -158,7 +158,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
   if (o.min_bytes > o.max_bytes)
     throw UsageError("-b/--minbytes (" + min_b + ") is larger than -e/--maxbytes (" + max_b +
                      "): make -b at most -e");
-  o.collectives = parse_list(coll, "-C/--collective", all_collectives(), parse_collective);
+  o.collectives = parse_list(coll, "--collective", all_collectives(), parse_collective);
   o.dtypes = parse_list(dtype, "-d/--datatype", all_dtypes(), parse_dtype);
   o.ops = parse_list(op, "-o/--op", all_ops(), parse_op);
   if (o.root >= world_size)
@@ -190,6 +190,11 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
   }
   o.json_path = json_path;
   o.per_iter_timing = per_iter == 1;
+  // A deadline is a time point: beyond about 11 days it stops meaning anything (and 1e300 s
+  // overflows the clock).
+  constexpr double kMaxTimeoutS = 1e6;
+  if (o.timeout_s > kMaxTimeoutS)
+    throw UsageError("--timeout: at most 1000000 s (about 11 days)");
   if (o.sizes().size() > 4096)
     throw UsageError("-b/-e/-i give " + std::to_string(o.sizes().size()) +
                      " sizes; use -f for a multiplicative step or a larger -i");

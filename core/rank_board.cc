@@ -1,0 +1,86 @@
+// Node-local rank board (see core/rank_board.h).
+#include "core/rank_board.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <new>
+
+#include "core/error.h"
+
+namespace dtune {
+
+namespace {
+
+// The process state letter from /proc/<pid>/stat ('R', 'S', 'D', 'T' stopped, 't' traced,
+// 'Z' zombie, ...), or 0 when the process is gone.
+char process_state(int64_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return 0;
+  const size_t close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() ? 0 : stat[close + 2];
+}
+
+}  // namespace
+
+RankBoard::RankBoard(const RunContext& ctx) : local_(MpiComm::split_shared(ctx.comm())) {
+  world_size_ = ctx.world_size();
+  local_size_ = local_.size();
+  void* base = nullptr;
+  DTUNE_MPI_CHECK(MPI_Win_allocate_shared(sizeof(Slot), sizeof(Slot), MPI_INFO_NULL, local_.get(),
+                                          &base, &win_));
+  mine_ = new (base) Slot{};
+  mine_->step.store(0, std::memory_order_relaxed);
+  mine_->pid = static_cast<int64_t>(getpid());
+  mine_->world_rank = ctx.rank();
+  DTUNE_MPI_CHECK(MPI_Barrier(local_.get()));  // every slot is written before anyone reads
+  for (int r = 0; r < local_size_; ++r) {
+    MPI_Aint size = 0;
+    int disp = 0;
+    void* ptr = nullptr;
+    DTUNE_MPI_CHECK(MPI_Win_shared_query(win_, r, &size, &disp, &ptr));
+    slots_.push_back(static_cast<Slot*>(ptr));
+  }
+}
+
+RankBoard::~RankBoard() {
+  if (win_ != MPI_WIN_NULL) MPI_Win_free(&win_);
+}
+
+void RankBoard::reach(uint64_t step) { mine_->step.store(step, std::memory_order_relaxed); }
+
+uint64_t RankBoard::step() const { return mine_->step.load(std::memory_order_relaxed); }
+
+std::string RankBoard::diagnose() const {
+  const uint64_t here = step();
+  std::string stopped, gone, behind;
+  auto add = [](std::string& list, const std::string& item) { list += (list.empty() ? "" : ", ") + item; };
+  for (const Slot* s : slots_) {
+    if (s == mine_) continue;
+    const std::string who = "rank " + std::to_string(s->world_rank) + " (pid " + std::to_string(s->pid) + ")";
+    const char state = process_state(s->pid);
+    const uint64_t at = s->step.load(std::memory_order_relaxed);
+    if (state == 0 || state == 'Z' || state == 'X') {
+      add(gone, who);
+    } else if (state == 'T' || state == 't') {
+      add(stopped, who);
+    } else if (at < here) {
+      add(behind, who + " at step " + std::to_string(at));
+    }
+  }
+  std::string out;
+  if (!stopped.empty()) out += "stopped (SIGSTOP or a debugger): " + stopped + "; ";
+  if (!gone.empty()) out += "gone (killed or crashed): " + gone + "; ";
+  if (!behind.empty()) out += "behind this rank's step " + std::to_string(here) + ": " + behind + "; ";
+  if (out.empty()) {
+    out = "every rank on this node is running and at this step";
+    if (local_size_ < world_size_) out += ": the rank that stopped is on another node";
+  } else {
+    out.resize(out.size() - 2);
+    if (local_size_ < world_size_) out += " (ranks on other nodes not shown)";
+  }
+  return out;
+}
+
+}  // namespace dtune

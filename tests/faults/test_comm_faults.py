@@ -1,0 +1,90 @@
+"""dtune-comm under faults: a rank stopped (SIGSTOP) inside a collective is named as the rank that
+stopped, the job ends with exit 3 soon after --timeout, and every size measured so far (of the
+configuration in progress too) is in a readable file with status timeout; impossible sizes and
+meaningless numbers are refused with one line before anything is allocated."""
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import h5py
+import pytest
+
+from conftest import bin_dir, mpirun_prefix
+
+
+def comm_cmd(np, *args):
+    return mpirun_prefix(np) + [str(bin_dir() / "dtune-comm"), *map(str, args)]
+
+
+def rank_pid(parent_pid, rank):
+    """The pid of world rank `rank` among the dtune-comm processes of the mpirun that leads session
+    `parent_pid`."""
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if b"dtune-comm" not in (d / "cmdline").read_bytes():
+                continue
+            env = (d / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env and os.getsid(int(d.name)) == parent_pid:
+            return int(d.name)
+    return None
+
+
+def test_a_stopped_rank_is_named_and_measured_sizes_are_kept(tmp_path):
+    out = tmp_path / "t.h5"
+    p = subprocess.Popen(comm_cmd(3, "-b", "8", "-e", "64K", "-f", "2", "-n", "3000", "-w", "1", "--timeout", "4",
+                                  "--output", out),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # Wait until a few sizes are done (rows printed), then stop rank 1 in the middle of the next.
+    rows = 0
+    for line in p.stdout:
+        if line.strip() and not line.startswith("#"):
+            rows += 1
+            if rows == 3:
+                break
+    victim = rank_pid(p.pid, 1)
+    assert victim, "rank 1 not found"
+    os.kill(victim, signal.SIGSTOP)
+    t0 = time.monotonic()
+    try:
+        rest, err = p.communicate(timeout=120)
+    finally:
+        try:
+            os.kill(victim, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    took = time.monotonic() - t0
+    assert p.returncode == 3, err
+    assert took < 4 + 30, f"ended {took:.0f} s after the stop"
+    assert f"stopped (SIGSTOP or a debugger): rank 1 (pid {victim})" in err, err
+    assert "Results (up to the timeout)" in rest, rest
+    with h5py.File(out) as f:
+        assert f.attrs["status"] == "timeout"
+        (run,) = f["runs"].values()
+        assert run.attrs["status"] == "timeout"
+        assert len(run["size_bytes"]) >= 3  # every completed size, the stopped one not among them
+
+
+@pytest.mark.parametrize("args, words", [
+    (["-b", "200G", "-e", "200G"], ["needs", "host memory", "available", "lower -e/--maxbytes"]),
+    (["--timeout", "nan"], ["--timeout", "not a finite number"]),
+    (["--timeout", "1e300"], ["--timeout", "at most"]),
+    (["-n", "-3"], ["--iters", "greater than zero"]),
+    (["-n", "99999999999"], ["--iters", "too large"]),
+    (["-a", "7"], ["--average", "0 to 3"]),
+    (["--collective", "nope"], ["--collective", "unknown collective"]),
+])
+def test_impossible_values_are_one_line(tmp_path, args, words):
+    r = subprocess.run(comm_cmd(2, *args, "--output", tmp_path / "x.h5"), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    errors = [l for l in r.stderr.splitlines() if "error" in l]
+    assert len(errors) == 1, r.stderr
+    for w in words:
+        assert w in errors[0], errors[0]
+    assert len(errors[0]) < 300 and "bad_alloc" not in r.stderr and "-C/" not in r.stderr
+    assert not list(tmp_path.glob("x*.h5"))
