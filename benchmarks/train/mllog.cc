@@ -37,7 +37,7 @@ std::string repr_finite(double v) {
   if (decpt <= -4 || decpt > 16) {
     std::string out = sign + digits.substr(0, 1);
     if (n > 1) out += "." + digits.substr(1);
-    char e[8];
+    char e[16];
     std::snprintf(e, sizeof e, "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
     return out + e;
   }
@@ -47,7 +47,7 @@ std::string repr_finite(double v) {
 }
 
 void append_u4(std::string& out, unsigned cp) {
-  char b[8];
+  char b[16];
   std::snprintf(b, sizeof b, "\\u%04x", cp);
   out += b;
 }

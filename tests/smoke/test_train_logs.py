@@ -73,7 +73,8 @@ def reencoded(line):
 def test_mllog_lines_are_mllogger_bytes(tmp_path):
     from mlperf_logging.compliance_checker.mlp_parser import ruleset_610
     from mlperf_logging.mllog import constants
-    lines = mllog_run("--batch", "2", "--batch-sweep")  # blocks of batch 1 and 2
+    # --batch-sweep: a block per measured batch (powers of two below the largest that fits, then it)
+    lines = mllog_run("--batch", "auto", "--memory-limit-mb", "6", "--batch-sweep")
     loglines, failed = ruleset_610.parse_generator(lines)
     assert not failed and len(loglines) == len(lines)
     known = {v for k, v in vars(constants).items() if k.isupper() and isinstance(v, str)}
@@ -89,21 +90,24 @@ def test_mllog_lines_are_mllogger_bytes(tmp_path):
         assert d["event_type"] == {"start": "INTERVAL_START", "stop": "INTERVAL_END"}.get(phase, "POINT_IN_TIME")
         events.append(d)
     keys = [d["key"] for d in events]
-    # Intervals: init, then the run holding one block per measured batch, each closed in order.
+    # Per block: its batch, then throughput at the optimizer steps done so far (3 a block).
+    batches = [d["value"] for d in events if d["key"] == "micro_batch_size"]
+    n = len(batches)
+    assert n >= 2 and batches[:-1] == [2**i for i in range(n - 1)] and batches[-1] > batches[-2]
+    assert [d["value"] for d in events if d["key"] == "global_batch_size"] == batches
+    # Intervals: init, then the run holding the blocks, each closed before the next opens.
     intervals = [k for k in keys if k.endswith(("_start", "_stop"))]
-    assert intervals == ["init_start", "init_stop", "run_start", "block_start", "block_stop", "block_start",
-                         "block_stop", "run_stop"]
+    assert intervals == ["init_start", "init_stop", "run_start"] + ["block_start", "block_stop"] * n + ["run_stop"]
     assert events[-1]["metadata"]["status"] == "success"
     assert next(d for d in events if d["key"] == "opt_base_learning_rate")["value"] == 1e-05
     assert '"value": 1e-05,' in next(l for l in lines if '"opt_base_learning_rate"' in l)
-    # Per block: its batch, then throughput at the optimizer steps done so far (3 a block).
-    assert [d["value"] for d in events if d["key"] == "micro_batch_size"] == [1, 2]
-    assert [d["value"] for d in events if d["key"] == "global_batch_size"] == [1, 2]
     stats = [d for d in events if d["key"] == "tracked_stats"]
-    assert [list(d["value"]) for d in stats] == [["throughput"]] * 2
+    assert [list(d["value"]) for d in stats] == [["throughput"]] * n
     assert all(d["value"]["throughput"] > 0 for d in stats)
-    assert [d["metadata"]["step"] for d in stats] == [3, 6]
-    assert [d["metadata"]["samples_count"] for d in events if d["key"] == "block_stop"] == [3, 9]
+    assert [d["metadata"]["step"] for d in stats] == [3 * (i + 1) for i in range(n)]
+    done = [3 * sum(batches[: i + 1]) for i in range(n)]
+    assert [d["metadata"]["samples_count"] for d in events if d["key"] == "block_start"] == [0] + done[:-1]
+    assert [d["metadata"]["samples_count"] for d in events if d["key"] == "block_stop"] == done
     assert "throughput" not in keys
 
 

@@ -15,6 +15,11 @@ namespace {
 
 constexpr int64_t kMiB = 1 << 20;
 
+std::string sku_name(const DeviceProperties& gpu) {
+  const GpuSku* s = find_gpu_sku(gpu);
+  return s ? s->name : "none";
+}
+
 struct Case {
   const char* name;
   int sms;
@@ -51,13 +56,13 @@ TEST(GpuPeaks, EachSkuByNameSmsAndMemory) {
 
 TEST(GpuPeaks, SmCountAndMemoryTellAnUnmarkedH100Apart) {
   // The name alone says no form factor: 114 SMs is the PCIe card, 132 SMs with 94 GB the NVL.
-  EXPECT_STREQ(find_gpu_sku({"NVIDIA H100", 114, 81559 * kMiB})->name, "H100 PCIe");
-  EXPECT_STREQ(find_gpu_sku({"NVIDIA H100", 132, 95830 * kMiB})->name, "H100 NVL");
-  EXPECT_STREQ(find_gpu_sku({"NVIDIA H100", 132, 81559 * kMiB})->name, "H100 SXM");
+  EXPECT_EQ(sku_name({"NVIDIA H100", 114, 81559 * kMiB}), "H100 PCIe");
+  EXPECT_EQ(sku_name({"NVIDIA H100", 132, 95830 * kMiB}), "H100 NVL");
+  EXPECT_EQ(sku_name({"NVIDIA H100", 132, 81559 * kMiB}), "H100 SXM");
   // Without SM count and memory the name decides: PCIe and NVL cards say so in their names.
-  EXPECT_STREQ(find_gpu_sku({"NVIDIA H100 80GB HBM3", 0, 0})->name, "H100 SXM");
-  EXPECT_STREQ(find_gpu_sku({"NVIDIA H100 PCIe", 0, 0})->name, "H100 PCIe");
-  EXPECT_STREQ(find_gpu_sku({"NVIDIA H200 NVL", 0, 0})->name, "H200 NVL");
+  EXPECT_EQ(sku_name({"NVIDIA H100 80GB HBM3", 0, 0}), "H100 SXM");
+  EXPECT_EQ(sku_name({"NVIDIA H100 PCIe", 0, 0}), "H100 PCIe");
+  EXPECT_EQ(sku_name({"NVIDIA H200 NVL", 0, 0}), "H200 NVL");
 }
 
 TEST(GpuPeaks, UnknownGpusGetNoPeakUnlessGiven) {
