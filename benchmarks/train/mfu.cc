@@ -68,8 +68,9 @@ Peak peak_for(const DeviceProperties& gpu, Precision p, double override_tflops) 
   const GpuSku* s = find_gpu_sku(gpu);
   if (!s) {
     char what[256];
-    std::snprintf(what, sizeof what, "unknown for \"%s\" with %d SMs and %.1f GiB: pass --peak-tflops",
-                  gpu.name.c_str(), gpu.sm_count, static_cast<double>(gpu.memory_bytes) / (1LL << 30));
+    std::snprintf(
+        what, sizeof what, "unknown for \"%s\" with %d SMs and %.1f GiB: pass --peak-tflops",
+        gpu.name.c_str(), gpu.sm_count, static_cast<double>(gpu.memory_bytes) / (1LL << 30));
     return {0, what};
   }
   const double t = p == Precision::kFp32 ? s->fp32 : p == Precision::kTf32 ? s->tf32 : s->half;
@@ -77,7 +78,8 @@ Peak peak_for(const DeviceProperties& gpu, Precision p, double override_tflops) 
 }
 
 double mfu(double flops_per_sample, double samples, double seconds, const Peak& peak, int devices) {
-  if (peak.tflops <= 0 || seconds <= 0 || !(flops_per_sample > 0)) return std::numeric_limits<double>::quiet_NaN();
+  if (peak.tflops <= 0 || seconds <= 0 || !(flops_per_sample > 0))
+    return std::numeric_limits<double>::quiet_NaN();
   return flops_per_sample * samples / seconds / (peak.tflops * 1e12 * devices);
 }
 

@@ -13,11 +13,11 @@ namespace dtune::train {
 
 // One GPU model's dense datasheet peaks, TFLOP/s.
 struct GpuSku {
-  const char* name;     // "H100 SXM"
-  const char* family;   // the name token of cudaDeviceProp::name: "A100", "H100", "H200"
-  const char* form;     // "SXM", "PCIe", "NVL"
-  int sm_count;         // multiProcessorCount of the full part
-  double min_mem_gib;   // totalGlobalMem range of its memory sizes, GiB
+  const char* name;    // "H100 SXM"
+  const char* family;  // the name token of cudaDeviceProp::name: "A100", "H100", "H200"
+  const char* form;    // "SXM", "PCIe", "NVL"
+  int sm_count;        // multiProcessorCount of the full part
+  double min_mem_gib;  // totalGlobalMem range of its memory sizes, GiB
   double max_mem_gib;
   double fp32, tf32, half;  // half: bf16 and fp16 tensor cores (fp32 accumulate)
   const char* source;

@@ -1,6 +1,6 @@
 // MLPerf logging lines in the mlperf-logging package's exact bytes: Python's json.dumps and
-// repr(float) rewritten here, since nlohmann's dump differs (no spaces after separators, sorted keys,
-// 1e+15 where Python writes 1000000000000000.0, null for NaN).
+// repr(float) rewritten here, since nlohmann's dump differs (no spaces after separators, sorted
+// keys, 1e+15 where Python writes 1000000000000000.0, null for NaN).
 #include "benchmarks/train/mllog.h"
 
 #include <charconv>
@@ -43,7 +43,8 @@ std::string repr_finite(double v) {
   }
   if (decpt <= 0) return sign + "0." + std::string(static_cast<size_t>(-decpt), '0') + digits;
   if (decpt >= n) return sign + digits + std::string(static_cast<size_t>(decpt - n), '0') + ".0";
-  return sign + digits.substr(0, static_cast<size_t>(decpt)) + "." + digits.substr(static_cast<size_t>(decpt));
+  return sign + digits.substr(0, static_cast<size_t>(decpt)) + "." +
+         digits.substr(static_cast<size_t>(decpt));
 }
 
 void append_u4(std::string& out, unsigned cp) {
@@ -76,13 +77,27 @@ std::string python_string(const std::string& s) {
     }
     i += len;
     switch (cp) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (cp >= 0x20 && cp < 0x7F) {
           out += static_cast<char>(cp);
@@ -120,12 +135,18 @@ std::string python_float_repr(double v) {
 std::string python_json_dumps(const MllogJson& v) {
   using T = MllogJson::value_t;
   switch (v.type()) {
-    case T::null: return "null";
-    case T::boolean: return v.get<bool>() ? "true" : "false";
-    case T::number_integer: return std::to_string(v.get<int64_t>());
-    case T::number_unsigned: return std::to_string(v.get<uint64_t>());
-    case T::number_float: return python_float_repr(v.get<double>());
-    case T::string: return python_string(v.get_ref<const std::string&>());
+    case T::null:
+      return "null";
+    case T::boolean:
+      return v.get<bool>() ? "true" : "false";
+    case T::number_integer:
+      return std::to_string(v.get<int64_t>());
+    case T::number_unsigned:
+      return std::to_string(v.get<uint64_t>());
+    case T::number_float:
+      return python_float_repr(v.get<double>());
+    case T::string:
+      return python_string(v.get_ref<const std::string&>());
     case T::array: {
       std::string out = "[";
       for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + python_json_dumps(v[i]);
@@ -140,12 +161,15 @@ std::string python_json_dumps(const MllogJson& v) {
       }
       return out + "}";
     }
-    default: throw std::invalid_argument("python_json_dumps: binary and discarded values have no JSON form");
+    default:
+      throw std::invalid_argument(
+          "python_json_dumps: binary and discarded values have no JSON form");
   }
 }
 
-std::string mllog_line(int64_t time_ms, std::string_view event_type, std::string_view key, const MllogJson& value,
-                       const MllogJson& metadata, std::string_view file, int64_t lineno) {
+std::string mllog_line(int64_t time_ms, std::string_view event_type, std::string_view key,
+                       const MllogJson& value, const MllogJson& metadata, std::string_view file,
+                       int64_t lineno) {
   // MLLogger._log_helper: {"file", "lineno"} of the call site, then dict.update with the caller's
   // metadata (a key already there keeps its place and takes the new value).
   MllogJson meta = MllogJson::object();
@@ -163,14 +187,16 @@ std::string mllog_line(int64_t time_ms, std::string_view event_type, std::string
   return ":::MLLOG " + python_json_dumps(line);
 }
 
-void Mllog::log(std::string_view event_type, std::string_view key, const MllogJson& value, const MllogJson& metadata,
-                const std::source_location& at) const {
+void Mllog::log(std::string_view event_type, std::string_view key, const MllogJson& value,
+                const MllogJson& metadata, const std::source_location& at) const {
   if (!enabled_) return;
   // mllog.py's _current_time_ms: int(time.time() * 1e3).
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::system_clock::now().time_since_epoch()).count();
-  const std::string line = mllog_line(static_cast<int64_t>(ms), event_type, key, value, metadata,
-                                      relative_source(at.file_name()), static_cast<int64_t>(at.line()));
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  const std::string line =
+      mllog_line(static_cast<int64_t>(ms), event_type, key, value, metadata,
+                 relative_source(at.file_name()), static_cast<int64_t>(at.line()));
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);
 }

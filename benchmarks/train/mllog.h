@@ -6,9 +6,8 @@
 // mllog/constants.py names, or dtune_-prefixed for what it has no name for.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <source_location>
 #include <string>
 #include <string_view>
@@ -24,30 +23,34 @@ std::string python_float_repr(double v);
 // surrogate pairs), allow_nan.
 std::string python_json_dumps(const MllogJson& v);
 // One line without the trailing newline; `file` and `lineno` lead the metadata.
-std::string mllog_line(int64_t time_ms, std::string_view event_type, std::string_view key, const MllogJson& value,
-                       const MllogJson& metadata, std::string_view file, int64_t lineno);
+std::string mllog_line(int64_t time_ms, std::string_view event_type, std::string_view key,
+                       const MllogJson& value, const MllogJson& metadata, std::string_view file,
+                       int64_t lineno);
 
 // Prints lines on stdout when enabled (rank 0 with --mllog), each flushed at once.
 class Mllog {
  public:
   explicit Mllog(bool enabled) : enabled_(enabled) {}
   bool enabled() const { return enabled_; }
-  void start(std::string_view key, const MllogJson& value = nullptr, const MllogJson& metadata = nullptr,
+  void start(std::string_view key, const MllogJson& value = nullptr,
+             const MllogJson& metadata = nullptr,
              std::source_location at = std::source_location::current()) {
     log("INTERVAL_START", key, value, metadata, at);
   }
-  void end(std::string_view key, const MllogJson& value = nullptr, const MllogJson& metadata = nullptr,
+  void end(std::string_view key, const MllogJson& value = nullptr,
+           const MllogJson& metadata = nullptr,
            std::source_location at = std::source_location::current()) {
     log("INTERVAL_END", key, value, metadata, at);
   }
-  void event(std::string_view key, const MllogJson& value = nullptr, const MllogJson& metadata = nullptr,
+  void event(std::string_view key, const MllogJson& value = nullptr,
+             const MllogJson& metadata = nullptr,
              std::source_location at = std::source_location::current()) {
     log("POINT_IN_TIME", key, value, metadata, at);
   }
 
  private:
-  void log(std::string_view event_type, std::string_view key, const MllogJson& value, const MllogJson& metadata,
-           const std::source_location& at) const;
+  void log(std::string_view event_type, std::string_view key, const MllogJson& value,
+           const MllogJson& metadata, const std::source_location& at) const;
   bool enabled_;
 };
 

@@ -51,7 +51,7 @@ def mllog_run(*extra):
                         "--threads", "1", "--steps", "2", "--warmup-steps", "1", "--lr", "1e-05", "--no-output",
                         "--mllog", *extra], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    return [l for l in r.stdout.splitlines() if l.startswith(":::MLLOG ")]
+    return [line for line in r.stdout.splitlines() if line.startswith(":::MLLOG ")]
 
 
 def reencoded(line):
@@ -100,7 +100,7 @@ def test_mllog_lines_are_mllogger_bytes(tmp_path):
     assert intervals == ["init_start", "init_stop", "run_start"] + ["block_start", "block_stop"] * n + ["run_stop"]
     assert events[-1]["metadata"]["status"] == "success"
     assert next(d for d in events if d["key"] == "opt_base_learning_rate")["value"] == 1e-05
-    assert '"value": 1e-05,' in next(l for l in lines if '"opt_base_learning_rate"' in l)
+    assert '"value": 1e-05,' in next(x for x in lines if '"opt_base_learning_rate"' in x)
     stats = [d for d in events if d["key"] == "tracked_stats"]
     assert [list(d["value"]) for d in stats] == [["throughput"]] * n
     assert all(d["value"]["throughput"] > 0 for d in stats)

@@ -1,7 +1,7 @@
 // MFU's two halves. The peak: each GPU model as cudaGetDeviceProperties names it (with the SM count
-// and memory an nvidia-smi shows for it) gets its own datasheet peak, SXM, PCIe and NVL apart, and a
-// GPU not in the table gets none (MFU NaN) unless --peak-tflops gives one. The FLOPs: for a GPT, the
-// counted forward and llm.c's 6N+6LCT count the same matmuls, and differ by exactly the
+// and memory an nvidia-smi shows for it) gets its own datasheet peak, SXM, PCIe and NVL apart, and
+// a GPU not in the table gets none (MFU NaN) unless --peak-tflops gives one. The FLOPs: for a GPT,
+// the counted forward and llm.c's 6N+6LCT count the same matmuls, and differ by exactly the
 // non-matmul parameters; PaLM's 6N+12LCT is what nanoGPT's estimate_mfu computes.
 #include <gtest/gtest.h>
 
@@ -68,10 +68,10 @@ TEST(GpuPeaks, SmCountAndMemoryTellAnUnmarkedH100Apart) {
 TEST(GpuPeaks, UnknownGpusGetNoPeakUnlessGiven) {
   const DeviceProperties unknown[] = {
       {"NVIDIA GeForce RTX 4090", 128, 24564 * kMiB},
-      {"NVIDIA GH200 480GB", 132, 97871 * kMiB},                  // not an H200
-      {"NVIDIA H100 80GB HBM3 MIG 3g.40gb", 60, 40192 * kMiB},    // a slice: fewer SMs
-      {"NVIDIA H100 PCIe", 132, 81559 * kMiB},                    // name and SM count disagree
-      {"NVIDIA H200", 132, 81559 * kMiB},                         // memory of no H200
+      {"NVIDIA GH200 480GB", 132, 97871 * kMiB},                // not an H200
+      {"NVIDIA H100 80GB HBM3 MIG 3g.40gb", 60, 40192 * kMiB},  // a slice: fewer SMs
+      {"NVIDIA H100 PCIe", 132, 81559 * kMiB},                  // name and SM count disagree
+      {"NVIDIA H200", 132, 81559 * kMiB},                       // memory of no H200
   };
   for (const auto& gpu : unknown) {
     SCOPED_TRACE(gpu.name);

@@ -41,25 +41,31 @@ TEST(Mllog, FloatsAsPythonRepr) {
 
 TEST(Mllog, JsonAsPythonDumps) {
   MllogJson v = MllogJson::object();
-  v["b"] = MllogJson::array({1, 2.0, -3, true, false, nullptr, MllogJson::array(), MllogJson::object()});
+  v["b"] =
+      MllogJson::array({1, 2.0, -3, true, false, nullptr, MllogJson::array(), MllogJson::object()});
   v["a"] = "q\"\\\n\r\t\b\f\x01\x7f\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";  // é € 😀 in UTF-8
-  EXPECT_EQ(python_json_dumps(v),
-            R"({"b": [1, 2.0, -3, true, false, null, [], {}], "a": "q\"\\\n\r\t\b\f\u0001\u007f\u00e9\u20ac\ud83d\ude00"})");
+  EXPECT_EQ(
+      python_json_dumps(v),
+      R"({"b": [1, 2.0, -3, true, false, null, [], {}], "a": "q\"\\\n\r\t\b\f\u0001\u007f\u00e9\u20ac\ud83d\ude00"})");
 }
 
 TEST(Mllog, LinesAsEncodeLog) {
-  EXPECT_EQ(mllog_line(1700000000123, "POINT_IN_TIME", "tracked_stats", {{"throughput", 1234.5}}, {{"step", 12}},
-                       "benchmarks/train/main.cc", 42),
-            R"(:::MLLOG {"namespace": "", "time_ms": 1700000000123, "event_type": "POINT_IN_TIME", "key": )"
-            R"("tracked_stats", "value": {"throughput": 1234.5}, "metadata": {"file": "benchmarks/train/main.cc", )"
-            R"("lineno": 42, "step": 12}})");
-  EXPECT_EQ(mllog_line(1700000000000, "INTERVAL_START", "run_start", nullptr, nullptr, "a.cc", 1),
-            R"(:::MLLOG {"namespace": "", "time_ms": 1700000000000, "event_type": "INTERVAL_START", "key": )"
-            R"("run_start", "value": null, "metadata": {"file": "a.cc", "lineno": 1}})");
+  EXPECT_EQ(
+      mllog_line(1700000000123, "POINT_IN_TIME", "tracked_stats", {{"throughput", 1234.5}},
+                 {{"step", 12}}, "benchmarks/train/main.cc", 42),
+      R"(:::MLLOG {"namespace": "", "time_ms": 1700000000123, "event_type": "POINT_IN_TIME", "key": )"
+      R"("tracked_stats", "value": {"throughput": 1234.5}, "metadata": {"file": "benchmarks/train/main.cc", )"
+      R"("lineno": 42, "step": 12}})");
+  EXPECT_EQ(
+      mllog_line(1700000000000, "INTERVAL_START", "run_start", nullptr, nullptr, "a.cc", 1),
+      R"(:::MLLOG {"namespace": "", "time_ms": 1700000000000, "event_type": "INTERVAL_START", "key": )"
+      R"("run_start", "value": null, "metadata": {"file": "a.cc", "lineno": 1}})");
   // A caller's "lineno" replaces the call site's in place, as dict.update does.
-  EXPECT_EQ(mllog_line(1, "POINT_IN_TIME", "opt_base_learning_rate", 1e-05, {{"lineno", 7}, {"x", "y"}}, "x", 2),
-            R"(:::MLLOG {"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", "key": )"
-            R"("opt_base_learning_rate", "value": 1e-05, "metadata": {"file": "x", "lineno": 7, "x": "y"}})");
+  EXPECT_EQ(
+      mllog_line(1, "POINT_IN_TIME", "opt_base_learning_rate", 1e-05, {{"lineno", 7}, {"x", "y"}},
+                 "x", 2),
+      R"(:::MLLOG {"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", "key": )"
+      R"("opt_base_learning_rate", "value": 1e-05, "metadata": {"file": "x", "lineno": 7, "x": "y"}})");
 }
 
 }  // namespace
