@@ -4,6 +4,7 @@
 // driver version.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace dtune {
@@ -17,5 +18,15 @@ struct DeviceSummary {
 DeviceSummary query_device_summary();
 // "cuda:0 NVIDIA H200 (0000:1b:00.0)"; "cpu" when ordinal < 0 or there is no such device.
 std::string describe_device(int ordinal);
+
+// What tells GPU models apart (A100 SXM from PCIe, H100 SXM from PCIe and NVL): the name as
+// cudaGetDeviceProperties reports it ("NVIDIA H100 80GB HBM3"), its SM count and its memory size.
+struct DeviceProperties {
+  std::string name;          // empty for a CPU
+  int sm_count = 0;          // cudaDeviceProp::multiProcessorCount; 0: unknown
+  int64_t memory_bytes = 0;  // cudaDeviceProp::totalGlobalMem; 0: unknown
+};
+// Empty for ordinal < 0, no such device, or a build without CUDA.
+DeviceProperties device_properties(int ordinal);
 
 }  // namespace dtune

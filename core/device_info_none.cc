@@ -5,5 +5,6 @@ namespace dtune {
 
 DeviceSummary query_device_summary() { return {}; }
 std::string describe_device(int /*ordinal*/) { return "cpu"; }
+DeviceProperties device_properties(int /*ordinal*/) { return {}; }
 
 }  // namespace dtune

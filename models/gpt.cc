@@ -148,20 +148,35 @@ std::pair<torch::Tensor, torch::Tensor> Gpt::synthetic_batch(int64_t batch, cons
 }
 
 FlopCount Gpt::flops() const {
-  // Forward MACs per token, from the layers built: every Linear, the two attention matmuls
-  // (Q·Kᵀ and A·V, T·C each, counted in full as PaLM's formula does) and the tied head.
-  const double T = static_cast<double>(cfg_.context), C = static_cast<double>(cfg_.width);
-  double per_token = 0;
+  // Per token (L layers, C width, T context, V vocabulary), then x T tokens per sample.
+  // Counted forward, from the layers built, in MACs: each Linear's weight (c_attn 3C², attn.c_proj
+  // C², c_fc 4C², mlp.c_proj 4C²: 12C² a layer), the tied head (V x C), and attention's two matmuls
+  // Q·Kᵀ and A·V, where under the causal mask a query meets T/2 keys on average: T·C/2 MACs each,
+  // L·T·C in all. Biases, LayerNorm, GELU, softmax and embedding lookups are no matmuls: left out.
+  // Training FLOPs, llm.c's convention (train_gpt2.cu, gpt2_estimate_mfu, after Kaplan et al. 2020
+  // section 2.1): 6N + 6LCT, N = model->num_parameters, i.e. every parameter with the tied token
+  // embedding once, the position embedding, biases and LayerNorm included ("over-estimating ... but
+  // these are very small terms"); 6LCT = 3 (forward + backward) x 2 FLOPs per MAC x the L·T·C
+  // attention MACs above. So 6 x counted forward MACs equals the formula less 6 x (biases +
+  // LayerNorm + position embedding) per token, exactly.
+  // Beside it, PaLM's (Chowdhery et al. 2022, appendix B) as nanoGPT's model.py estimate_mfu writes
+  // it: 6N + 12·L·H·Q·T with H·Q = C and N = get_num_params(), all parameters less the position
+  // embedding; attention counted in full, without the causal half.
+  const double L = static_cast<double>(cfg_.layers), C = static_cast<double>(cfg_.width);
+  const double T = static_cast<double>(cfg_.context), V = static_cast<double>(cfg_.vocab);
+  double matmul_macs = V * C;
   for (const auto& m : h_->modules(/*include_self=*/false))
-    if (auto* l = m->as<torch::nn::Linear>()) per_token += linear_macs(*l);
-  per_token += static_cast<double>(cfg_.layers) * 2.0 * T * C;
-  per_token += static_cast<double>(cfg_.vocab) * C;
+    if (auto* l = m->as<torch::nn::Linear>()) matmul_macs += linear_macs(*l);
+  const double attention_macs = L * T * C;
+  const double N = static_cast<double>(parameter_count(*this));
+  const double N_without_wpe = N - static_cast<double>(wpe_->weight.numel());
   FlopCount f;
   f.tokens = T;
-  f.forward_macs = per_token * T;
-  const double N = static_cast<double>(parameter_count(*this));
-  f.training_flops = (6.0 * N + 6.0 * static_cast<double>(cfg_.layers) * C * T) * T;
-  f.formula = "(6N + 6LCT) per token x T (llm.c; N = all parameters, tied embedding once)";
+  f.forward_macs = (matmul_macs + attention_macs) * T;
+  f.training_flops = (6 * N + 6 * L * C * T) * T;
+  f.formula = "6N+6LCT (llm.c)";
+  f.alt_training_flops = (6 * N_without_wpe + 12 * L * C * T) * T;
+  f.alt_formula = "6N+12LCT (PaLM, nanoGPT)";
   return f;
 }
 

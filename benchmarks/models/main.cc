@@ -30,14 +30,16 @@ void add_model_options(CLI::App* app, ModelOptions& o) {
 
 int list_models(const ModelOptions& o, const std::string& only) {
   std::printf("# %-10s %15s %16s %18s  %s\n", "model", "parameters", "fwd GMACs/sample",
-              "train GFLOP/sample", "formula");
+              "train GFLOP/sample", "formula (beside it: another convention)");
   for (const auto& name : dtune::models::model_names()) {
     if (!only.empty() && name != only) continue;
     auto m = dtune::models::make_model(name, o);
     const auto f = m->flops();
-    std::printf("  %-10s %15lld %16.4f %18.4f  %s\n", name.c_str(),
+    std::printf("  %-10s %15lld %16.4f %18.4f  %s", name.c_str(),
                 static_cast<long long>(dtune::models::parameter_count(*m)), f.forward_macs / 1e9,
                 f.training_flops / 1e9, f.formula.c_str());
+    if (f.alt_formula.empty()) std::printf("\n");
+    else std::printf(" (%.4f by %s)\n", f.alt_training_flops / 1e9, f.alt_formula.c_str());
   }
   return 0;
 }

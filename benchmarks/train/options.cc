@@ -120,15 +120,15 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   app.add_option("--memory-limit-mb", o.memory_limit_mb, "CPU: memory a rank may use (for --batch auto)")
       ->envname(env("MEMORY_LIMIT_MB"))->check(CLI::NonNegativeNumber);
   app.add_option("--peak-tflops", o.peak_tflops, "peak for MFU in TFLOP/s (default: the datasheet of the "
-                 "detected GPU; none on CPU)")->envname(env("PEAK_TFLOPS"))->check(CLI::NonNegativeNumber);
+                 "detected GPU model, A100, H100 or H200; none on CPU or another GPU)")->envname(env("PEAK_TFLOPS"))->check(CLI::NonNegativeNumber);
   std::string timing = "on";
   app.add_option("--timing", timing, "on: time every phase of every step; off: only each step's total "
                  "(a bare loop, to measure the harness's own overhead)")
       ->envname(env("TIMING"))->capture_default_str()->check(CLI::IsMember({"on", "off"}));
   app.add_option("--tensorboard", o.tensorboard_dir, "write loss, throughput, step time and every phase time "
                  "per step as TensorBoard event files under DIR/rank<r>/")->envname(env("TENSORBOARD"));
-  app.add_flag("--mllog", o.mllog, "print MLPerf-style :::MLLOG lines (run_start, configuration, "
-               "throughput, run_stop) from rank 0")->envname(env("MLLOG"));
+  app.add_flag("--mllog", o.mllog, "print MLPerf :::MLLOG lines as mlperf-logging writes them "
+               "(init, configuration, run, a block per batch with tracked_stats throughput) from rank 0")->envname(env("MLLOG"));
   app.add_option("--data", o.data, "training data: synthetic (fixed random batches on the device, no loading "
                  "cost), or a dataset made by dtune-data: a directory or s3://bucket/prefix of WebDataset "
                  "shards, an ImageFolder tree or token shards")->envname(env("DATA"))->capture_default_str();

@@ -61,8 +61,9 @@ double write_and_print(const Options& o, const RunContext& ctx, const TrainOutco
   const double samples_per_s = samples / seconds;
   const Summary st = summarize(step_ms);
   const double p90 = percentile(step_ms, 90);
-  const Peak peak = peak_for(out.device_name, o.precision, o.peak_tflops);
+  const Peak peak = peak_for(out.gpu, o.precision, o.peak_tflops);
   const double mfu_value = mfu(out.training_flops_per_sample, samples, seconds, peak, static_cast<int>(R));
+  const double alt_mfu = mfu(out.alt_training_flops_per_sample, samples, seconds, peak, static_cast<int>(R));
 
   // One screen.
   std::printf("# dtune-train: %s, %lld parameters, %zu ranks x batch %lld x accum %d = global batch %.0f\n",
@@ -91,12 +92,19 @@ double write_and_print(const Options& o, const RunContext& ctx, const TrainOutco
   if (out.tokens_per_sample > 1) std::printf(", %.0f tokens/s", samples_per_s * out.tokens_per_sample);
   std::printf("; step time p50 %.2f ms, p90 %.2f ms (slowest rank per step, %d measured steps)\n", st.p50, p90,
               used_steps);
+  // The convention first, then the other one beside it (models/model.h, FlopCount).
   if (std::isnan(mfu_value))
-    std::printf("# MFU: n/a (peak %s); %.3g training FLOP/sample by %s\n", peak.source.c_str(),
+    std::printf("# MFU: n/a (peak %s); %.4g training FLOP/sample by %s", peak.source.c_str(),
                 out.training_flops_per_sample, out.flops_formula.c_str());
   else
-    std::printf("# MFU %.2f%% of %.1f TFLOP/s per device (%s); FLOPs by %s\n", 100 * mfu_value, peak.tflops,
+    std::printf("# MFU %.2f%% of %.1f TFLOP/s per device (%s); FLOPs by %s", 100 * mfu_value, peak.tflops,
                 peak.source.c_str(), out.flops_formula.c_str());
+  if (out.alt_flops_formula.empty())
+    std::printf("\n");
+  else if (std::isnan(alt_mfu))
+    std::printf(" (%.4g by %s)\n", out.alt_training_flops_per_sample, out.alt_flops_formula.c_str());
+  else
+    std::printf(" (%.2f%% by %s)\n", 100 * alt_mfu, out.alt_flops_formula.c_str());
   std::printf("# peak memory %.1f MiB on rank 0 (%s)%s\n", static_cast<double>(out.peak_memory_bytes) / (1 << 20),
               out.memory_source.c_str(), skipped ? (", " + std::to_string(skipped) + " skipped steps").c_str() : "");
 
@@ -158,6 +166,9 @@ double write_and_print(const Options& o, const RunContext& ctx, const TrainOutco
   h5::write_attr(id, "tokens_per_sample", out.tokens_per_sample);
   h5::write_attr(id, "flops_formula", out.flops_formula);
   h5::write_attr(id, "mfu", mfu_value);
+  h5::write_attr(id, "alt_training_flops_per_sample", out.alt_training_flops_per_sample);
+  h5::write_attr(id, "alt_flops_formula", out.alt_flops_formula);
+  h5::write_attr(id, "alt_mfu", alt_mfu);
   h5::write_attr(id, "peak_tflops", peak.tflops);
   h5::write_attr(id, "peak_source", peak.source);
   h5::write_attr(id, "memory_source", out.memory_source);

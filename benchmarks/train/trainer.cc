@@ -145,6 +145,9 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
   out.tokens_per_sample = flops.tokens;
   out.flops_formula = flops.formula;
   out.device_name = describe_device(ordinal);
+  out.alt_training_flops_per_sample = flops.alt_training_flops;
+  out.alt_flops_formula = flops.alt_formula;
+  out.gpu = device_properties(ordinal);
   model->to(device);
   if (o.channels_last) models::to_channels_last(*model);
   if (o.weights_dtype == WeightsDtype::kBf16) model->to(torch::kBFloat16);

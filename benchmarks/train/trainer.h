@@ -11,6 +11,7 @@
 #include "benchmarks/train/options.h"
 #include "benchmarks/train/phase_clock.h"
 #include "benchmarks/train/profile_results.h"
+#include "core/device_info.h"
 #include "core/main_guard.h"
 
 namespace dtune::train {
@@ -35,6 +36,9 @@ struct TrainOutcome {
   double training_flops_per_sample = 0;
   double tokens_per_sample = 1;
   std::string flops_formula;
+  double alt_training_flops_per_sample = 0;  // by alt_flops_formula (NaN: none)
+  std::string alt_flops_formula;
+  DeviceProperties gpu;  // what picks the MFU peak (empty on CPU)
   std::vector<int64_t> bucket_bytes;
   std::vector<double> param_checksums;  // per rank, at the end
   ProfileSummary profile;               // --profile-steps

@@ -65,4 +65,14 @@ std::string describe_device(int ordinal) {
   return out;
 }
 
+DeviceProperties device_properties(int ordinal) {
+  if (ordinal < 0 || ordinal >= visible_device_count()) return {};
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, ordinal) != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  return {prop.name, prop.multiProcessorCount, static_cast<int64_t>(prop.totalGlobalMem)};
+}
+
 }  // namespace dtune
