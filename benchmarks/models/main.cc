@@ -123,8 +123,8 @@ int main(int argc, char** argv) {
   be->add_option("--model", model, "model name")->required();
   be->add_option("--weights", weights, "torch.save file of the state_dict (default: own init)");
   be->add_option("--batch", batch, "torch.save file with 'input' and 'target'")->required();
-  be->add_option("--steps", steps, "timed steps")->capture_default_str()->check(CLI::PositiveNumber);
-  be->add_option("--warmup", warmup, "untimed steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  be->add_option("--steps", steps, "timed steps")->capture_default_str()->check(dtune::kPositive);
+  be->add_option("--warmup", warmup, "untimed steps first")->capture_default_str()->check(dtune::kNonNegative);
   be->add_flag("--channels-last", channels_last, "run in channels_last memory format");
   app.add_option("--threads", threads, "intra-op threads (0: LibTorch's default)");
   try {
