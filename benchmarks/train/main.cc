@@ -1,6 +1,8 @@
 // dtune-train: data-parallel training of real models with a per-step, per-rank time breakdown.
 // Launch: mpirun -np N dtune-train --model resnet18 --batch 32 (or run it as one process).
+#include <cstdio>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "benchmarks/train/memory_meter.h"
@@ -8,6 +10,7 @@
 #include "benchmarks/train/options.h"
 #include "benchmarks/train/train_results.h"
 #include "benchmarks/train/trainer.h"
+#include "core/device_info.h"
 #include "core/main_guard.h"
 #include "core/provenance.h"
 #include "core/results_file.h"
@@ -19,10 +22,10 @@ int main(int argc, char** argv) {
     tr::Options o;
     const int rc = tr::parse_options(a.argc, a.argv, a.ctx.is_root(), a.ctx.world_size(), a.ctx.local_size(), o);
     if (rc >= 0) return rc;
+    const std::string device = dtune::describe_device(tr::device_ordinal(o, a.ctx));  // "cpu", "cuda:1 ..."
     std::optional<dtune::ResultsFile> file;
     if (!o.output.empty()) file = dtune::create_results_on_root(a.ctx, o.output, "dtune-train", "--output");
-    const dtune::Provenance prov = dtune::collect_provenance(a.ctx, o.command_line,
-                                                             o.device == tr::DeviceKind::kCuda ? "cuda" : "cpu", "");
+    const dtune::Provenance prov = dtune::collect_provenance(a.ctx, o.command_line, device, "");
     if (file) file->write_provenance(prov);
     if (const auto m = a.ctx.launcher_mismatch(); m.expected > 1 && a.ctx.is_root())
       std::fprintf(stderr, "dtune-train: warning: MPI world size is 1 but %s=%d: the launcher started "
@@ -51,12 +54,20 @@ int main(int argc, char** argv) {
       tr::mllog("world_size", a.ctx.world_size());
     }
     int code = 0;
+    std::string status = "complete";  // the file's; "failed" when the divergence guard stopped the run
     try {
       int64_t best = 0;
       double best_rate = 0;
       for (int64_t b : batches) {
         const tr::TrainOutcome out = tr::run_training(o, a, b);
         const double rate = tr::report_training(o, a.ctx, out, file);
+        if (!out.diverged.empty()) {
+          // Every rank has the verdict; what was measured up to it is written (status "diverged").
+          if (a.ctx.is_root()) std::fprintf(stderr, "dtune-train: error: %s\n", out.diverged.c_str());
+          code = 1;
+          status = "failed";
+          break;
+        }
         if (mllog) tr::mllog("throughput", rate, {{"unit", "samples/s"}, {"batch", b}});
         if (rate > best_rate) {
           best_rate = rate;
@@ -73,7 +84,7 @@ int main(int argc, char** argv) {
     }
     if (mllog) tr::mllog("run_stop", nullptr, {{"status", code == 0 ? "success" : "aborted"}});
     if (file) {
-      file->finish("complete", code);
+      file->finish(status, code);
       std::printf("# Results: %s\n", file->path().c_str());
     }
     return code;
