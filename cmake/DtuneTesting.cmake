@@ -24,16 +24,16 @@ function(dtune_mpi_test name np)
   set_tests_properties(${name} PROPERTIES LABELS mpi TIMEOUT 600 PROCESSORS ${np})
 endfunction()
 
-# dtune_pytest(NAME FILE LABELS ...): a pytest file run by the project's Python against the built
-# binaries, with the report package importable.
+# dtune_pytest(NAME FILE LABELS ... [ARGS ...]): a pytest file run by the project's Python against
+# the built binaries, with the report package importable; ARGS go to pytest (e.g. -rs).
 if(NOT DTUNE_PYTHON)
   find_package(Python3 REQUIRED COMPONENTS Interpreter)
   set(DTUNE_PYTHON ${Python3_EXECUTABLE})
 endif()
 function(dtune_pytest name file)
-  cmake_parse_arguments(T "" "" "LABELS" ${ARGN})
+  cmake_parse_arguments(T "" "" "LABELS;ARGS" ${ARGN})
   add_test(NAME ${name}
-           COMMAND ${DTUNE_PYTHON} -m pytest -q -p no:cacheprovider --rootdir=${PROJECT_SOURCE_DIR}/tests ${file})
+           COMMAND ${DTUNE_PYTHON} -m pytest -q -p no:cacheprovider --rootdir=${PROJECT_SOURCE_DIR}/tests ${T_ARGS} ${file})
   set_tests_properties(${name} PROPERTIES LABELS "${T_LABELS}" TIMEOUT 900
     ENVIRONMENT "DTUNE_BIN_DIR=${CMAKE_RUNTIME_OUTPUT_DIRECTORY};PYTHONPATH=${PROJECT_SOURCE_DIR}/report:${PROJECT_SOURCE_DIR}/tests:${PROJECT_SOURCE_DIR}/tests/models;DTUNE_MPIRUN=${MPIEXEC_EXECUTABLE}")
 endfunction()

@@ -1,6 +1,8 @@
 // dtune-train: data-parallel training of real models with a per-step, per-rank time breakdown.
 // Launch: mpirun -np N dtune-train --model resnet18 --batch 32 (or run it as one process).
+#include <cstdio>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "benchmarks/train/memory_meter.h"
@@ -8,6 +10,7 @@
 #include "benchmarks/train/options.h"
 #include "benchmarks/train/train_results.h"
 #include "benchmarks/train/trainer.h"
+#include "core/device_info.h"
 #include "core/main_guard.h"
 #include "core/provenance.h"
 #include "core/results_file.h"
@@ -42,12 +45,12 @@ int main(int argc, char** argv) {
     // MLPerf's phases: init (setup, --batch auto probing), then the run; a block per measured batch.
     tr::Mllog ml(o.mllog && a.ctx.is_root());
     ml.start("init_start");
+    const std::string device = dtune::describe_device(tr::device_ordinal(o, a.ctx));  // "cpu", "cuda:1 ..."
     std::optional<dtune::ResultsFile> file;
     if (!o.output.empty())
       file = dtune::create_results_on_root(a.ctx, o.output, "dtune-train", "--output",
                                            o.overwrite ? dtune::Existing::kOverwrite : dtune::Existing::kNewName);
-    const dtune::Provenance prov = dtune::collect_provenance(a.ctx, o.command_line,
-                                                             o.device == tr::DeviceKind::kCuda ? "cuda" : "cpu", "");
+    const dtune::Provenance prov = dtune::collect_provenance(a.ctx, o.command_line, device, "");
     if (file) file->write_provenance(prov);
     if (const auto m = a.ctx.launcher_mismatch(); m.expected > 1 && a.ctx.is_root())
       std::fprintf(stderr, "dtune-train: warning: MPI world size is 1 but %s=%d: the launcher started "
@@ -83,6 +86,7 @@ int main(int argc, char** argv) {
     int64_t samples_done = 0, steps_done = 0;  // over all blocks, warm-up steps included
     int code = 0;
     bool in_block = false;
+    std::string status = "complete";  // the file's; "failed" when the divergence guard stopped the run
     try {
       int64_t best = 0;
       double best_rate = 0;
@@ -94,6 +98,13 @@ int main(int argc, char** argv) {
         ml.event("global_batch_size", global);
         const tr::TrainOutcome out = tr::run_training(o, a, b);
         const double rate = tr::report_training(o, a.ctx, out, file);
+        if (!out.diverged.empty()) {
+          // Every rank has the verdict; what was measured up to it is written (status "diverged").
+          if (a.ctx.is_root()) std::fprintf(stderr, "dtune-train: error: %s\n", out.diverged.c_str());
+          code = 1;
+          status = "failed";
+          break;
+        }
         steps_done += static_cast<int64_t>(out.steps.size());
         samples_done += static_cast<int64_t>(out.steps.size()) * global;
         ml.event("tracked_stats", {{"throughput", rate}}, {{"step", steps_done}});
@@ -115,7 +126,7 @@ int main(int argc, char** argv) {
     if (in_block) ml.end("block_stop", nullptr, {{"samples_count", samples_done}});
     ml.end("run_stop", nullptr, {{"status", code == 0 ? "success" : "aborted"}});
     if (file) {
-      file->finish("complete", code);
+      file->finish(status, code);
       std::printf("# Results: %s\n", file->path().c_str());
     }
     return code;

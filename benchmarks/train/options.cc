@@ -113,10 +113,10 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
   app.add_option("--compression", compression, "gradients sent as none, fp16 or bf16")
       ->envname(env("COMPRESSION"))->capture_default_str()->check(CLI::IsMember({"none", "fp16", "bf16"}));
-  app.add_option("--local-sgd", o.local_sgd_every, "no per-step gradient sync; average parameters every H "
-                 "steps (0: off)")->envname(env("LOCAL_SGD"))->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--check-every", o.check_every, "compare parameter checksums across ranks every K steps "
-                 "(0: at the end only)")->envname(env("CHECK_EVERY"))->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--local-sgd", o.local_sgd_every, "no per-step gradient sync; average parameters after "
+                 "every H-th optimizer step, warm-up included, and after the last one (0: off)")->envname(env("LOCAL_SGD"))->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--check-every", o.check_every, "compare parameter checksums across ranks every K steps, "
+                 "with --local-sgd only after averagings (0: at the end only)")->envname(env("CHECK_EVERY"))->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--memory-limit-mb", o.memory_limit_mb, "CPU: memory a rank may use (for --batch auto)")
       ->envname(env("MEMORY_LIMIT_MB"))->check(CLI::NonNegativeNumber);
   app.add_option("--peak-tflops", o.peak_tflops, "peak for MFU in TFLOP/s (default: the datasheet of the "

@@ -1,7 +1,7 @@
 // Where a training step's time goes. mark(phase) closes the interval that started at the previous
 // mark (or begin_step) and adds it to `phase`; micro-steps add up. The CPU clock reads the steady
-// clock; the CUDA clock records events on the current stream and reads them once at the end of
-// the step, so timing never adds a synchronisation inside the step.
+// clock; the CUDA clock records events on its device's current stream and reads them once at the end
+// of the step, so timing never adds a synchronisation inside the step.
 #pragma once
 
 #include <array>
@@ -35,7 +35,8 @@ std::unique_ptr<PhaseClock> make_total_only_clock(std::unique_ptr<PhaseClock> in
 // --profile-steps: also records each phase interval as a span in `log` while it is enabled (CPU-side
 // times: on a GPU they show when the host issued the work).
 std::unique_ptr<PhaseClock> make_traced_clock(std::unique_ptr<PhaseClock> inner, TraceLog& log);
-// Defined in phase_clock_cuda.cc when built with CUDA; otherwise throws UsageError.
-std::unique_ptr<PhaseClock> make_cuda_clock();
+// Times the current stream of GPU `device` (the rank's). Defined in phase_clock_cuda.cc when built
+// with CUDA; otherwise throws UsageError.
+std::unique_ptr<PhaseClock> make_cuda_clock(int device);
 
 }  // namespace dtune::train

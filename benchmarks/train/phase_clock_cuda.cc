@@ -1,4 +1,5 @@
-// CUDA-event phase timing on the current stream (LibTorch's), read once per step.
+// CUDA-event phase timing on the rank's device's current stream (LibTorch's), read once per step.
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
@@ -13,6 +14,7 @@ namespace {
 
 class CudaClock final : public PhaseClock {
  public:
+  explicit CudaClock(int device) : device_(static_cast<c10::DeviceIndex>(device)) {}
   void begin_step() override {
     marks_.clear();
     record(Phase::kCount);
@@ -28,17 +30,23 @@ class CudaClock final : public PhaseClock {
   }
 
  private:
+  // The stream of `device_` by index: getCurrentCUDAStream() without one is the current device's
+  // stream, GPU 0's on a thread that never set its device, where nothing of this rank runs.
   void record(Phase p) {
-    if (events_.size() <= marks_.size()) events_.push_back(CudaEvent::create());
-    events_[marks_.size()].record(c10::cuda::getCurrentCUDAStream().stream());
+    if (events_.size() <= marks_.size()) {
+      const c10::cuda::CUDAGuard guard(device_);  // an event belongs to the device current at creation
+      events_.push_back(CudaEvent::create());
+    }
+    events_[marks_.size()].record(c10::cuda::getCurrentCUDAStream(device_).stream());
     marks_.push_back(p);
   }
+  c10::DeviceIndex device_;
   std::vector<CudaEvent> events_;
   std::vector<Phase> marks_;
 };
 
 }  // namespace
 
-std::unique_ptr<PhaseClock> make_cuda_clock() { return std::make_unique<CudaClock>(); }
+std::unique_ptr<PhaseClock> make_cuda_clock(int device) { return std::make_unique<CudaClock>(device); }
 
 }  // namespace dtune::train

@@ -4,7 +4,7 @@
 
 namespace dtune::train {
 
-std::unique_ptr<PhaseClock> make_cuda_clock() {
+std::unique_ptr<PhaseClock> make_cuda_clock(int) {
   throw UsageError("--device cuda: this dtune was built without CUDA (see README: CUDA_HOME)");
 }
 

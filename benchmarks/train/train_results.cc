@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "benchmarks/train/mfu.h"
 #include "core/error.h"
@@ -26,11 +28,17 @@ std::vector<double> flatten(const TrainOutcome& out) {
   return v;
 }
 
+// What every rank reported about itself, gathered to rank 0 (index = rank).
+struct RankRecords {
+  std::vector<long long> peak_memory_bytes;
+  std::vector<long long> device_index;
+  std::vector<std::string> device_name;
+};
+
 // Root only: prints the summary, writes the group, returns samples/s.
 double write_and_print(const Options& o, const RunContext& ctx, const TrainOutcome& out,
-                       std::optional<ResultsFile>& file, const std::vector<double>& all,
-                       const std::vector<long long>& peaks, const std::vector<ProfileSummary>& profiles,
-                       const std::vector<double>& data_sums) {
+                       std::optional<ResultsFile>& file, const std::vector<double>& all, const RankRecords& ranks,
+                       const std::vector<ProfileSummary>& profiles, const std::vector<double>& data_sums) {
   const size_t S = out.steps.size(), R = static_cast<size_t>(ctx.world_size());
   auto at = [&](size_t step, size_t rank, size_t field) { return all[(rank * S + step) * kStride + field]; };
 
@@ -126,13 +134,18 @@ double write_and_print(const Options& o, const RunContext& ctx, const TrainOutco
     cost.overhead = unprofiled_left ? cost.profiled_p50_ms / st.p50 - 1 : NAN;
     print_profile(profiles, cost, static_cast<size_t>(o.profile_top));
   }
+  if (out.final_average)
+    std::printf("# local SGD: the run ended between averagings; the parameters were averaged once more "
+                "after the last step (untimed)\n");
+  if (!out.diverged.empty()) std::printf("# stopped: %s\n", out.diverged.c_str());
 
   if (!file) return samples_per_s;
   h5::Handle g = file->new_run("train-" + o.model + "-" + to_string(o.precision) + "-b" +
                                std::to_string(out.batch));
   const hid_t id = g.get();
   h5::write_attr(id, "benchmark", "train");
-  h5::write_attr(id, "status", "ok");
+  h5::write_attr(id, "status", out.diverged.empty() ? "ok" : "diverged");
+  if (!out.diverged.empty()) h5::write_attr(id, "message", out.diverged);
   h5::write_attr(id, "model", o.model);
   h5::write_attr(id, "parameters", static_cast<int64_t>(out.parameters));
   h5::write_attr(id, "batch", static_cast<int64_t>(out.batch));
@@ -151,6 +164,7 @@ double write_and_print(const Options& o, const RunContext& ctx, const TrainOutco
   h5::write_attr(id, "first_bucket_mb", o.first_bucket_mb);
   h5::write_attr(id, "compression", to_string(o.compression));
   h5::write_attr(id, "local_sgd_every", o.local_sgd_every);
+  h5::write_attr(id, "local_sgd_final_average", static_cast<int64_t>(out.final_average));
   h5::write_attr(id, "channels_last", static_cast<int64_t>(o.channels_last));
   h5::write_attr(id, "threads", o.threads);
   h5::write_attr(id, "world_size", static_cast<int64_t>(R));
@@ -197,10 +211,14 @@ double write_and_print(const Options& o, const RunContext& ctx, const TrainOutco
   for (const auto& s : out.steps) profiled.push_back(s.profiled);
   h5::write_dataset(id, "profiled", {S}, profiled.data());
   if (!profiles.empty()) write_profile(id, profiles, cost);
-  std::vector<int64_t> peak_bytes(peaks.begin(), peaks.end());
+  std::vector<int64_t> peak_bytes(ranks.peak_memory_bytes.begin(), ranks.peak_memory_bytes.end());
   h5::write_dataset(id, "peak_memory_bytes", {R}, peak_bytes.data());
   std::vector<int64_t> buckets(out.bucket_bytes.begin(), out.bucket_bytes.end());
   h5::write_dataset(id, "bucket_bytes", {buckets.size()}, buckets.data());
+  std::vector<int64_t> device_index(ranks.device_index.begin(), ranks.device_index.end());
+  h5::write_dataset(id, "device_index", {R}, device_index.data());
+  h5::write_strings(id, "rank_device", ranks.device_name);
+  h5::write_dataset(id, "param_checksum", {out.param_checksums.size()}, out.param_checksums.data());
   g.close();
   file->flush();
   return samples_per_s;
@@ -211,14 +229,17 @@ double write_and_print(const Options& o, const RunContext& ctx, const TrainOutco
 double report_training(const Options& o, const RunContext& ctx, const TrainOutcome& out,
                        std::optional<ResultsFile>& file) {
   const std::vector<double> all = gather_doubles(ctx.comm(), flatten(out));
-  const std::vector<long long> peaks = gather_longs(ctx.comm(), {out.peak_memory_bytes});
+  RankRecords ranks;
+  ranks.peak_memory_bytes = gather_longs(ctx.comm(), {out.peak_memory_bytes});
+  ranks.device_index = gather_longs(ctx.comm(), {out.device_index});
+  ranks.device_name = gather_strings(ctx.comm(), out.device_name);
   const std::vector<double> data_all = gather_doubles(ctx.comm(), out.data.numbers());
   const size_t fields = kDataSummaryFields.size();
   std::vector<double> data_sums(fields, 0.0);
   for (size_t i = 0; i < data_all.size(); ++i) data_sums[i % fields] += data_all[i];
   std::vector<ProfileSummary> profiles;
   if (out.profile.ran) profiles = gather_profiles(ctx.comm(), out.profile);
-  double rate = ctx.is_root() ? write_and_print(o, ctx, out, file, all, peaks, profiles, data_sums) : 0.0;
+  double rate = ctx.is_root() ? write_and_print(o, ctx, out, file, all, ranks, profiles, data_sums) : 0.0;
   DTUNE_MPI_CHECK(MPI_Bcast(&rate, 1, MPI_DOUBLE, 0, ctx.comm()));
   return rate;
 }

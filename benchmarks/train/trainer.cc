@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 
+#include "benchmarks/train/cuda_device.h"
 #include "benchmarks/train/cuda_memory.h"
 #include "benchmarks/train/data.h"
 #include "benchmarks/train/grad_sync.h"
@@ -31,13 +32,11 @@ namespace dtune::train {
 namespace {
 
 torch::Device pick_device(const Options& o, const RunContext& ctx, int& ordinal) {
-  ordinal = -1;
-  if (o.device == DeviceKind::kCpu) return torch::kCPU;
-  const int n = query_device_summary().device_count;
-  if (n == 0 || !torch::cuda::is_available())
-    throw UsageError("--device cuda: no CUDA device visible to " + ctx.host() + " rank " +
-                     std::to_string(ctx.rank()) + "; run on GPU nodes or use --device cpu");
-  ordinal = ctx.local_rank() % n;
+  ordinal = device_ordinal(o, ctx);
+  if (ordinal < 0) return torch::kCPU;
+  // Before anything touches CUDA: what LibTorch and the runtime create on "the current device"
+  // (events, streams, NCCL's and cuBLAS's handles) must land on this rank's GPU, not on GPU 0.
+  make_cuda_device_current(ordinal);
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(ordinal));
 }
 
@@ -49,20 +48,33 @@ double checksum(const std::vector<torch::Tensor>& params) {
   return s;
 }
 
-void check_divergence(const RunContext& ctx, const std::vector<torch::Tensor>& params, int step,
-                      std::vector<double>* out) {
-  const std::vector<double> all = gather_doubles(ctx.comm(), {checksum(params)});
+// Collective. Compares the parameter checksums of all ranks after `steps_done` optimizer steps
+// (warm-up included); returns "" when they agree, else the message (on every rank). Rank 0 gets
+// every rank's checksum in `all`.
+std::string check_divergence(const RunContext& ctx, const std::vector<torch::Tensor>& params, int steps_done,
+                             std::vector<double>& all) {
+  all = gather_doubles(ctx.comm(), {checksum(params)});
   std::string bad;
   if (ctx.is_root()) {
     for (size_t r = 1; r < all.size(); ++r)
       if (all[r] != all[0]) bad += (bad.empty() ? "" : ",") + std::to_string(r);
   }
   bad = broadcast_string(ctx.comm(), bad);
-  if (!bad.empty())
-    throw Error("parameters diverged at step " + std::to_string(step) + ": rank(s) " + bad +
-                " differ from rank 0 (checksum over all parameters); the gradient "
-                "synchronisation is broken");
-  if (out) *out = all;
+  if (bad.empty()) return "";
+  return "parameters diverged after step " + std::to_string(steps_done) + " (warm-up included): rank(s) " + bad +
+         " differ from rank 0 (checksum over all parameters); the gradient synchronisation is broken";
+}
+
+// Local SGD: the mean over ranks of every parameter (of the fp32 master copy with bf16 weights,
+// which is then cast back), so that all ranks continue from the same point.
+void average_parameters(Reducer& reducer, int world, std::vector<torch::Tensor>& params,
+                        std::vector<torch::Tensor>& master) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : master.empty() ? params : master) {
+    reducer.allreduce_sum(p.data());
+    p.data().div_(world);
+  }
+  for (size_t i = 0; i < master.size(); ++i) params[i].copy_(master[i]);
 }
 
 int64_t process_peak_rss_bytes() {
@@ -72,6 +84,15 @@ int64_t process_peak_rss_bytes() {
 }
 
 }  // namespace
+
+int device_ordinal(const Options& o, const RunContext& ctx) {
+  if (o.device == DeviceKind::kCpu) return -1;
+  const int n = query_device_summary().device_count;
+  if (n == 0 || !torch::cuda::is_available())
+    throw UsageError("--device cuda: no CUDA device visible to " + ctx.host() + " rank " +
+                     std::to_string(ctx.rank()) + "; run on GPU nodes or use --device cpu");
+  return ctx.local_rank() % n;
+}
 
 TrainOutcome train_or_probe(const Options& o, const MainArgs& a, int64_t batch, RunMode mode);
 
@@ -148,6 +169,7 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
   out.alt_training_flops_per_sample = flops.alt_training_flops;
   out.alt_flops_formula = flops.alt_formula;
   out.gpu = device_properties(ordinal);
+  out.device_index = ordinal;
   model->to(device);
   if (o.channels_last) models::to_channels_last(*model);
   if (o.weights_dtype == WeightsDtype::kBf16) model->to(torch::kBFloat16);
@@ -186,7 +208,7 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
   std::unique_ptr<DataSource> data = probe || o.data == "synthetic"
                                          ? make_synthetic_source(*model, batch, o.accum_steps, ctx.rank(), o.seed, device)
                                          : make_loader_source(o, *model, batch, ctx, device);
-  std::unique_ptr<PhaseClock> clock = device.is_cuda() ? make_cuda_clock() : make_cpu_clock();
+  std::unique_ptr<PhaseClock> clock = device.is_cuda() ? make_cuda_clock(ordinal) : make_cpu_clock();
   if (!o.timing) clock = make_total_only_clock(std::move(clock));
   std::optional<StepProfiler> profiler;
   if (o.profile_steps > 0) {
@@ -205,6 +227,13 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
                "--tensorboard");
   const double global_batch = static_cast<double>(batch) * ctx.world_size() * o.accum_steps;
   const int total_steps = o.warmup_steps + o.steps;
+  // Local SGD averages after every H-th optimizer step, warm-up steps included (the averaging is
+  // part of training, not of the measurement); only then are the ranks' parameters meant to be
+  // equal, so only then may the divergence guard compare them.
+  const bool local_sgd = o.local_sgd_every > 0 && world > 1;
+  auto averages_after = [&](int step) { return local_sgd && (step + 1) % o.local_sgd_every == 0; };
+  auto equal_after = [&](int step) { return !local_sgd || averages_after(step); };
+  std::vector<double> checksums;
   for (int step = 0; step < total_steps; ++step) {
     if (profiler) profiler->begin_step(step);
     StepRecord rec;
@@ -269,16 +298,9 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
       }
     }
     clock->mark(Phase::kOptimizer);
-    if (o.local_sgd_every > 0 && world > 1 && (step + 1) % o.local_sgd_every == 0) {
-      // Local SGD: ranks step on their own gradients; every H steps, after the step, the
-      // parameters are averaged (timed as communication).
-      torch::NoGradGuard no_grad;
-      for (auto& p : master.empty() ? params : master) {
-        reducer->allreduce_sum(p.data());
-        p.data().div_(ctx.world_size());
-      }
-      for (size_t i = 0; i < master.size(); ++i) params[i].copy_(master[i]);
-    }
+    // Local SGD: ranks step on their own gradients; every H steps, after the step, the
+    // parameters are averaged (timed as communication).
+    if (averages_after(step)) average_parameters(*reducer, world, params, master);
     if (o.local_sgd_every > 0) clock->mark(Phase::kComm);
     if (step == 0 && ctx.rank() == o.perturb_rank) {
       torch::NoGradGuard no_grad;
@@ -297,9 +319,10 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
         tb->scalar(std::string("phase/") + kPhaseNames[ph], step, static_cast<float>(rec.phases[ph]));
       tb->flush();
     }
-    if (!probe && o.check_every > 0 && (step + 1) % o.check_every == 0 && o.local_sgd_every == 0)
-      check_divergence(ctx, params, step, nullptr);
+    if (!probe && o.check_every > 0 && (step + 1) % o.check_every == 0 && equal_after(step))
+      out.diverged = check_divergence(ctx, params, step + 1, checksums);
     if (profiler) profiler->end_step(step);
+    if (!out.diverged.empty()) break;  // on every rank: the verdict was broadcast
   }
   if (profiler) {
     if (reducer) reducer->set_trace(nullptr);
@@ -307,6 +330,12 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
   }
   out.data = data->summary();
   if (probe) return out;
+  // A local-SGD run whose last step was not an averaging one ends with one (untimed): the model it
+  // leaves is the ranks' mean, as local SGD defines it, and the ranks agree again.
+  if (local_sgd && out.diverged.empty() && !averages_after(total_steps - 1)) {
+    average_parameters(*reducer, world, params, master);
+    out.final_average = true;
+  }
   if (!o.dump_path.empty() && ctx.is_root()) {
     models::TensorMap dump;
     for (const auto& p : model->named_parameters()) {
@@ -315,8 +344,8 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
     }
     models::write_tensors(o.dump_path, dump);
   }
-  if (o.local_sgd_every == 0 || o.steps % o.local_sgd_every == 0)
-    check_divergence(ctx, params, total_steps, &out.param_checksums);
+  if (out.diverged.empty()) out.diverged = check_divergence(ctx, params, total_steps, checksums);
+  out.param_checksums = checksums;
   if (device.is_cuda()) {
     out.memory_source = "CUDA caching allocator peak allocated bytes";
     out.peak_memory_bytes = cuda_peak_allocated_bytes(ordinal);

@@ -32,6 +32,7 @@ struct TrainOutcome {
   int64_t peak_rss_bytes = 0;  // CPU: the process's peak resident set, for reference
   std::string memory_source;
   std::string device_name;
+  int device_index = -1;  // the GPU this rank trained on (made current); -1: CPU
   int64_t parameters = 0;
   double training_flops_per_sample = 0;
   double tokens_per_sample = 1;
@@ -40,7 +41,11 @@ struct TrainOutcome {
   std::string alt_flops_formula;
   DeviceProperties gpu;  // what picks the MFU peak (empty on CPU)
   std::vector<int64_t> bucket_bytes;
-  std::vector<double> param_checksums;  // per rank, at the end
+  std::vector<double> param_checksums;  // rank 0: every rank's, at the last check
+  // Non-empty: the divergence guard's message. The run stopped after that check; `steps` holds
+  // the steps run until then.
+  std::string diverged;
+  bool final_average = false;  // local SGD: averaged once more after the last step (not an H-th)
   ProfileSummary profile;               // --profile-steps
   DataSummary data;                     // what loading cost
 };
@@ -56,6 +61,10 @@ struct OutOfMemory : std::runtime_error {
 // kTrain: the real run. kProbe: this rank alone (no communication), two steps, to learn whether
 // `batch` fits; throws OutOfMemory when it does not.
 enum class RunMode { kTrain, kProbe };
+
+// The GPU this rank trains on: its local rank modulo the GPUs it sees; -1 for --device cpu. Throws
+// UsageError when --device cuda finds no GPU.
+int device_ordinal(const Options& o, const RunContext& ctx);
 
 TrainOutcome run_training(const Options& o, const MainArgs& a, int64_t batch, RunMode mode = RunMode::kTrain);
 
