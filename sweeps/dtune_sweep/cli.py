@@ -7,7 +7,7 @@ from pathlib import Path
 
 from . import merge as merge_mod
 from . import runner, slurm
-from .spec import SweepError, plan
+from .spec import DEFAULT_MAX_POINTS, SweepError, plan
 
 
 def sweep_dir(file: str, out: str | None) -> Path:
@@ -18,14 +18,18 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="dtune", description="dtune's sweeps over its benchmarks")
     sub = ap.add_subparsers(dest="group", required=True)
     sw = sub.add_parser("sweep", help="plan, run, inspect and merge sweeps").add_subparsers(dest="cmd", required=True)
-    p_plan = sw.add_parser("plan", help="expand a sweep file into points and print them")
+    cap = argparse.ArgumentParser(add_help=False)
+    cap.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS, metavar="N",
+                     help=f"refuse a file that plans more than N points, counted before expanding "
+                          f"(default {DEFAULT_MAX_POINTS:,})")
+    p_plan = sw.add_parser("plan", parents=[cap], help="expand a sweep file into points and print them")
     p_plan.add_argument("file")
     p_plan.add_argument("--show", type=int, default=10, help="points to print (default 10)")
-    p_run = sw.add_parser("run", help="run every point not yet complete, locally with mpirun")
+    p_run = sw.add_parser("run", parents=[cap], help="run every point not yet complete, locally with mpirun")
     p_run.add_argument("file")
     p_run.add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
     p_run.add_argument("--timeout", type=float, default=None, help="seconds per point before it is killed")
-    p_slurm = sw.add_parser("slurm", help="write (and submit) Slurm job arrays, one task per bundle of points")
+    p_slurm = sw.add_parser("slurm", parents=[cap], help="write (and submit) Slurm job arrays, one task per bundle of points")
     p_slurm.add_argument("file")
     p_slurm.add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
     p_slurm.add_argument("--dry-run", action="store_true", help="write the sbatch scripts, do not submit")
@@ -35,10 +39,10 @@ def main(argv=None) -> int:
                          help="how a task starts each point (default srun --mpi=pmix)")
     p_slurm.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
                          help="an sbatch option passed through, e.g. --sbatch=--partition=gpu (repeatable)")
-    p_status = sw.add_parser("status", help="count points by status")
+    p_status = sw.add_parser("status", parents=[cap], help="count points by status")
     p_status.add_argument("file")
     p_status.add_argument("--out")
-    p_merge = sw.add_parser("merge", help="one HDF5 file from the sweep's point files")
+    p_merge = sw.add_parser("merge", parents=[cap], help="one HDF5 file from the sweep's point files")
     p_merge.add_argument("file")
     p_merge.add_argument("--out")
     p_merge.add_argument("-o", "--output", help="merged file (default <sweep dir>/merged.h5)")
@@ -64,8 +68,11 @@ def main(argv=None) -> int:
         return 0
     if a.group == "compare":
         return compare_main(a)
+    if a.max_points < 1:
+        print(f"dtune: error: --max-points {a.max_points}: give a positive count", file=sys.stderr)
+        return 2
     try:
-        points = plan(a.file, runner.known_flags())
+        points = plan(a.file, runner.known_flags, a.max_points)
     except SweepError as e:
         print(f"dtune: error: {e}", file=sys.stderr)
         return 2
