@@ -61,8 +61,7 @@ def main(argv=None) -> int:
         try:
             r = build_report(a.results, a.output)
         except (OSError, ValueError) as e:
-            print(f"dtune: error: {e}", file=sys.stderr)
-            return 2
+            return _error(e)
         print(f"# report: {r['dir'] / 'report.html'} ({len(r['figures'])} figures"
               f"{', nccl_tuner.conf' if r['tuner'] else ''})")
         return 0
@@ -121,13 +120,24 @@ def main(argv=None) -> int:
     return 0
 
 
+def _error(e: BaseException) -> int:
+    """One line on stderr, exit 2: a file dtune cannot use is a usage error."""
+    text = str(e).strip()
+    if isinstance(e, KeyError):  # h5py: a group or attribute that is not there
+        text = f"missing in the results: {text.strip(chr(34))}"
+    print(f"dtune: error: {text.splitlines()[0] if text else type(e).__name__}", file=sys.stderr)
+    return 2
+
+
 def compare_main(a) -> int:
+    from dtune_report.check import check_results
     from dtune_report.compare import compare_results, format_table, regressions
     try:
+        check_results(a.a)
+        check_results(a.b)
         rows = compare_results(a.a, a.b, a.alpha)
-    except (OSError, ValueError) as e:
-        print(f"dtune: error: {e}", file=sys.stderr)
-        return 2
+    except (OSError, ValueError, KeyError) as e:
+        return _error(e)
     if not rows:
         print("dtune: error: no configuration appears in both A and B", file=sys.stderr)
         return 2
