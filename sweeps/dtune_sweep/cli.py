@@ -5,7 +5,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import merge as merge_mod
 from . import runner, slurm
 from .spec import DEFAULT_MAX_POINTS, SweepError, plan
 
@@ -110,6 +109,7 @@ def main(argv=None) -> int:
         c = runner.counts(points, d)
         print(f"# {d}: " + ", ".join(f"{k} {v}" for k, v in c.items()))
         return 0
+    from . import merge as merge_mod  # h5py: imported only when merging, so planning starts fast
     out = Path(a.output) if a.output else d / "merged.h5"
     try:
         n = merge_mod.merge(d, out)
