@@ -207,3 +207,18 @@ def test_markdown_and_html_show_recorded_values_as_text(hostile):
     assert p.tags.count("script") == 1  # the report's own image check, nothing recorded
     (pasted,) = [b for b in blocks if b.startswith("dtune-train ")]
     assert pasted in [t for t in p.pre], "the HTML's block to paste differs from report.md's"
+
+
+def test_dollar_signs_in_a_legend_are_text(good, tmp_path):
+    """A setting (legend, table) holding `$...$` is drawn as written, not parsed as mathtext."""
+    import json
+
+    value = "$\\frac{$ x $(touch pwned)$"
+
+    def edit(f):
+        for name in f["runs"]:
+            f["runs"][name].attrs["point"] = json.dumps({"env": {"NCCL_FOO": value}, "values": {}})
+    f = derived(good[0], tmp_path / "comm.h5", edit)
+    r = dtune("report", f, "-o", tmp_path / "out")
+    assert r.returncode == 0 and "1 figures" in r.stdout, r.stdout + r.stderr
+    assert f"NCCL_FOO={value}" in html.unescape((tmp_path / "out" / "report.html").read_text())
