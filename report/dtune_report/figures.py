@@ -9,6 +9,9 @@ import h5py
 import matplotlib
 
 matplotlib.use("Agg")
+# Labels carry recorded values (models, settings, environment values): a `$` in one is text, not
+# the start of mathtext (which would fail on `$(...)` pairs or draw them as formulas).
+matplotlib.rcParams["text.parse_math"] = False
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402

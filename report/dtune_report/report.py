@@ -1,6 +1,9 @@
 """`dtune report RESULTS... -o DIR`: a self-contained HTML report (figures embedded as PNG; the
 PNGs, a Markdown summary and, for NCCL sweeps, an nccl_tuner.conf beside it) from HDF5 files or a
-sweep directory, through the loader. Figures appear only when the data has their axes."""
+sweep directory, through the loader. Figures appear only when the data has their axes.
+Files the loader cannot use (report.check) and results with no run to draw are a ValueError naming
+them (exit 2), before anything is written. Recorded values are data: report.md escapes them
+(tables.md_text), the HTML escapes them, and every block to paste is shell-quoted."""
 from __future__ import annotations
 
 import base64
@@ -11,16 +14,21 @@ import pandas as pd
 
 from . import figures as fg
 from . import tables as tb
+from .check import check_results
 from .loader import load_comm_runs, load_comm_summary, load_train, load_train_summary
 
 
 def build_report(paths, out_dir) -> dict:
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    files = check_results(paths)
     comm = load_comm_summary(paths)
     fits = fg.comm_fits(paths)
     train = load_train_summary(paths)
     steps = load_train(paths)
+    if comm.empty and train.empty:
+        raise ValueError(f"nothing to report: no dtune-comm size or dtune-train run in "
+                         f"{', '.join(map(str, files))}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
     made = {}
     if not comm.empty:
         made["busbw_vs_size"] = fg.busbw_vs_size(comm, fits, out / "busbw_vs_size.png")
@@ -44,19 +52,20 @@ def build_report(paths, out_dir) -> dict:
         d = comm[comm.placement == "out-of-place"].merge(fits[["file", "run", "setting"]], on=["file", "run"])
         top = d.sort_values("size_bytes").groupby(["collective", "setting"]).tail(1)
         comm_best = top[["collective", "setting", "size_bytes", "busbw_gbps", "time_us_reported"]].reset_index(drop=True)
-    md = ["# dtune report", "", f"Sources: {', '.join(map(str, paths if isinstance(paths, (list, tuple)) else [paths]))}", ""]
+    sources = paths if isinstance(paths, (list, tuple)) else [paths]
+    md = ["# dtune report", "", f"Sources: {', '.join(tb.md_text(p) for p in sources)}", ""]
     if not comm_best.empty:
         md += ["## Collectives: bus bandwidth at the largest size", "", tb.markdown_table(comm_best)]
     if not best.empty:
         md += ["## Best training configuration per model and launch shape", "", tb.markdown_table(best)]
     for r in recs:
-        md += [f"### {r['model']} on {r['ranks']} rank(s): {r['samples_per_s']:.1f} samples/s", "",
-               "```", f"dtune-train {r['flags']}", *( [r["env"]] if r["env"] else []), "```", ""]
+        md += [f"### {tb.md_text(r['model'])} on {r['ranks']} rank(s): {r['samples_per_s']:.1f} samples/s", "",
+               *tb.md_code("\n".join([f"dtune-train {r['flags']}", *([r["env"]] if r["env"] else [])])), ""]
     if stragglers:
         md += ["## Stragglers (rank most often slowest per run)", "",
-               *[f"- {run}: rank {rank}" for run, rank in sorted(stragglers.items())], ""]
+               *[f"- {tb.md_text(run)}: rank {rank}" for run, rank in sorted(stragglers.items())], ""]
     if tuner:
-        md += ["## nccl_tuner.conf", "", "```", tuner.rstrip(), "```", ""]
+        md += ["## nccl_tuner.conf", "", *tb.md_code(tuner.rstrip()), ""]
     md += ["## Figures", "", *[f"![{k}]({Path(v).name})" for k, v in figures.items()], ""]
     (out / "report.md").write_text("\n".join(md))
     (out / "report.html").write_text(_html(md, figures, comm_best, best, recs, tuner, stragglers))

@@ -5,7 +5,10 @@ nccl_tuner.conf for NCCL's example tuner plugin (columns: collective_type,min_by
 algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff; -1 is a wildcard)."""
 from __future__ import annotations
 
+import html
 import json
+import re
+import shlex
 import textwrap
 
 import numpy as np
@@ -29,26 +32,60 @@ def best_training(train: pd.DataFrame, peaks: pd.DataFrame | None = None) -> pd.
     return best[[c for c in cols if c in best]].reset_index(drop=True)
 
 
+# Everything the report offers to paste goes through shlex.quote: a recorded value is data, and
+# `$(...)`, backquotes, quotes, blanks or newlines in it reach the program as written, never the
+# shell. A variable name that is not a shell identifier cannot be exported and is left out.
+_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def recommended_flags(row) -> str:
-    flags = [f"--model {row.model}", f"--batch {int(row.batch)}", f"--precision {row.precision}"]
+    """The run's flags as one shell-quoted string: `--model gpt2-tiny --batch 8 ...`."""
+    flags = [("--model", row.model), ("--batch", int(row.batch)), ("--precision", row.precision)]
     for attr, flag in (("accum_steps", "--accum-steps"), ("bucket_mb", "--bucket-mb"),
                        ("first_bucket_mb", "--first-bucket-mb"), ("overlap", "--overlap"),
                        ("compression", "--compression"), ("optimizer", "--optimizer")):
         if attr in row and pd.notna(row[attr]):
             v = row[attr]
-            flags.append(f"{flag} {v:g}" if isinstance(v, float) else f"{flag} {v}")
+            flags.append((flag, f"{v:g}" if isinstance(v, float) else v))
     if "data" in row and isinstance(row["data"], str) and row["data"] != "synthetic":
-        flags.append(f"--data {row['data']}")
+        flags.append(("--data", row["data"]))
         for attr, flag in (("workers", "--workers"), ("prefetch", "--prefetch")):
             if attr in row and pd.notna(row[attr]):
-                flags.append(f"{flag} {int(row[attr])}")
+                flags.append((flag, int(row[attr])))
         if isinstance(row.get("cache_dir"), str) and row["cache_dir"]:
-            flags.append(f"--cache-dir {row['cache_dir']}")
-    return " ".join(flags)
+            flags.append(("--cache-dir", row["cache_dir"]))
+    return " ".join(f"{flag} {shlex.quote(str(v))}" for flag, v in flags)
+
+
+def export_lines(env: dict) -> str:
+    """`export NAME='value'` lines, sorted by name; a name the shell cannot take becomes a comment
+    saying it was left out (printed with ascii(), so it cannot end the comment line)."""
+    lines = []
+    for k, v in sorted(env.items(), key=lambda kv: str(kv[0])):
+        if isinstance(k, str) and _SHELL_NAME.fullmatch(k):
+            lines.append(f"export {k}={shlex.quote(str(v))}")
+        else:
+            lines.append(f"# left out {ascii(k)}: not a shell variable name")
+    return "\n".join(lines)
+
+
+def md_text(value) -> str:
+    """A value as Markdown text that renders as itself: HTML special characters as entities,
+    backquotes, stars, brackets and table pipes backslash-escaped, line breaks as spaces."""
+    text = html.escape(str(value), quote=False).replace("\r", " ").replace("\n", " ")
+    return re.sub(r"([\\`*\[\]|])", r"\\\1", text)
+
+
+def md_code(text: str) -> list[str]:
+    """A fenced code block whose fence is longer than any run of backquotes inside (CommonMark),
+    so no recorded value can close it early."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence, text, fence]
 
 
 def recommendations(train: pd.DataFrame) -> list[dict]:
-    """Per model and launch shape: the fastest run's flags and environment."""
+    """Per model and launch shape: the fastest run's flags and environment, shell-quoted."""
     out = []
     if train.empty:
         return out
@@ -58,7 +95,7 @@ def recommendations(train: pd.DataFrame) -> list[dict]:
         env = point_env(row)
         out.append({"model": row.model, "ranks": int(row.world_size), "samples_per_s": float(row.samples_per_s),
                     "flags": recommended_flags(row),
-                    "env": "\n".join(f"export {k}={v}" for k, v in sorted(env.items()))})
+                    "env": export_lines(env)})
     return out
 
 
@@ -193,7 +230,7 @@ def nccl_tuner_conf(comm: pd.DataFrame, runs: pd.DataFrame) -> str | None:
 def markdown_table(df: pd.DataFrame) -> str:
     if df.empty:
         return "(none)\n"
-    fmt = lambda v: f"{v:.4g}" if isinstance(v, (float, np.floating)) else str(v)  # noqa: E731
-    lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
+    fmt = lambda v: f"{v:.4g}" if isinstance(v, (float, np.floating)) else md_text(v)  # noqa: E731
+    lines = ["| " + " | ".join(map(md_text, df.columns)) + " |", "|" + "---|" * len(df.columns)]
     lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
     return "\n".join(lines) + "\n"

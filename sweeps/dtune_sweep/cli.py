@@ -5,9 +5,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import merge as merge_mod
 from . import runner, slurm
-from .spec import SweepError, plan
+from .spec import DEFAULT_MAX_POINTS, SweepError, plan
 
 
 def sweep_dir(file: str, out: str | None) -> Path:
@@ -18,14 +17,18 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="dtune", description="dtune's sweeps over its benchmarks")
     sub = ap.add_subparsers(dest="group", required=True)
     sw = sub.add_parser("sweep", help="plan, run, inspect and merge sweeps").add_subparsers(dest="cmd", required=True)
-    p_plan = sw.add_parser("plan", help="expand a sweep file into points and print them")
+    cap = argparse.ArgumentParser(add_help=False)
+    cap.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS, metavar="N",
+                     help=f"refuse a file that plans more than N points, counted before expanding "
+                          f"(default {DEFAULT_MAX_POINTS:,})")
+    p_plan = sw.add_parser("plan", parents=[cap], help="expand a sweep file into points and print them")
     p_plan.add_argument("file")
     p_plan.add_argument("--show", type=int, default=10, help="points to print (default 10)")
-    p_run = sw.add_parser("run", help="run every point not yet complete, locally with mpirun")
+    p_run = sw.add_parser("run", parents=[cap], help="run every point not yet complete, locally with mpirun")
     p_run.add_argument("file")
     p_run.add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
     p_run.add_argument("--timeout", type=float, default=None, help="seconds per point before it is killed")
-    p_slurm = sw.add_parser("slurm", help="write (and submit) Slurm job arrays, one task per bundle of points")
+    p_slurm = sw.add_parser("slurm", parents=[cap], help="write (and submit) Slurm job arrays, one task per bundle of points")
     p_slurm.add_argument("file")
     p_slurm.add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
     p_slurm.add_argument("--dry-run", action="store_true", help="write the sbatch scripts, do not submit")
@@ -35,10 +38,10 @@ def main(argv=None) -> int:
                          help="how a task starts each point (default srun --mpi=pmix)")
     p_slurm.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
                          help="an sbatch option passed through, e.g. --sbatch=--partition=gpu (repeatable)")
-    p_status = sw.add_parser("status", help="count points by status")
+    p_status = sw.add_parser("status", parents=[cap], help="count points by status")
     p_status.add_argument("file")
     p_status.add_argument("--out")
-    p_merge = sw.add_parser("merge", help="one HDF5 file from the sweep's point files")
+    p_merge = sw.add_parser("merge", parents=[cap], help="one HDF5 file from the sweep's point files")
     p_merge.add_argument("file")
     p_merge.add_argument("--out")
     p_merge.add_argument("-o", "--output", help="merged file (default <sweep dir>/merged.h5)")
@@ -57,15 +60,17 @@ def main(argv=None) -> int:
         try:
             r = build_report(a.results, a.output)
         except (OSError, ValueError) as e:
-            print(f"dtune: error: {e}", file=sys.stderr)
-            return 2
+            return _error(e)
         print(f"# report: {r['dir'] / 'report.html'} ({len(r['figures'])} figures"
               f"{', nccl_tuner.conf' if r['tuner'] else ''})")
         return 0
     if a.group == "compare":
         return compare_main(a)
+    if a.max_points < 1:
+        print(f"dtune: error: --max-points {a.max_points}: give a positive count", file=sys.stderr)
+        return 2
     try:
-        points = plan(a.file, runner.known_flags())
+        points = plan(a.file, runner.known_flags, a.max_points)
     except SweepError as e:
         print(f"dtune: error: {e}", file=sys.stderr)
         return 2
@@ -104,6 +109,7 @@ def main(argv=None) -> int:
         c = runner.counts(points, d)
         print(f"# {d}: " + ", ".join(f"{k} {v}" for k, v in c.items()))
         return 0
+    from . import merge as merge_mod  # h5py: imported only when merging, so planning starts fast
     out = Path(a.output) if a.output else d / "merged.h5"
     try:
         n = merge_mod.merge(d, out)
@@ -114,13 +120,24 @@ def main(argv=None) -> int:
     return 0
 
 
+def _error(e: BaseException) -> int:
+    """One line on stderr, exit 2: a file dtune cannot use is a usage error."""
+    text = str(e).strip()
+    if isinstance(e, KeyError):  # h5py: a group or attribute that is not there
+        text = f"missing in the results: {text.strip(chr(34))}"
+    print(f"dtune: error: {text.splitlines()[0] if text else type(e).__name__}", file=sys.stderr)
+    return 2
+
+
 def compare_main(a) -> int:
+    from dtune_report.check import check_results
     from dtune_report.compare import compare_results, format_table, regressions
     try:
+        check_results(a.a)
+        check_results(a.b)
         rows = compare_results(a.a, a.b, a.alpha)
-    except (OSError, ValueError) as e:
-        print(f"dtune: error: {e}", file=sys.stderr)
-        return 2
+    except (OSError, ValueError, KeyError) as e:
+        return _error(e)
     if not rows:
         print("dtune: error: no configuration appears in both A and B", file=sys.stderr)
         return 2

@@ -6,19 +6,23 @@ arguments, then axes: `axes` (Cartesian product of flag values), `zip` (lists va
 `topology` presets, `exclude` rules, `repeats`, `order` (as-written or random with a recorded seed),
 `steps` (the measured iterations of every point).
 Every point gets a stable id: a hash of its canonical JSON form, independent of key order.
+Planning checks every key's type first (errors name the key path: `sweeps[1].zip[0].--batch`),
+then counts the points as the product of the axis lengths times the repeats, before building any,
+and refuses more than `max_points`.
 """
 from __future__ import annotations
 
 import hashlib
 import itertools
 import json
+import math
 import random
 import re
+import reprlib
 from dataclasses import dataclass, field
 
-import yaml
-
 from .presets import TOPOLOGIES, renamed_message
+from .safe_yaml import SweepError, key_path, load_yaml
 
 BINARIES = ("dtune-comm", "dtune-train")
 ENV_PREFIXES = ("NCCL_", "UCX_", "OMP_", "OMPI_", "DTUNE_", "CUDA_", "MKL_")
@@ -26,12 +30,13 @@ SWEEP_KEYS = {"name", "binary", "args", "axes", "zip", "env", "launch", "topolog
               "repeats", "order", "seed", "steps"}
 # `steps:` sets each binary's measured-iterations flag.
 STEPS_FLAG = {"dtune-comm": "--iters", "dtune-train": "--steps"}
-LAUNCH_KEYS = {"ranks", "nodes", "ranks_per_node"}
+LAUNCH_KEYS = ("ranks", "nodes", "ranks_per_node")
 SCALAR = (str, int, float, bool)
+DEFAULT_MAX_POINTS = 100_000
+_short = reprlib.Repr()
+_short.maxstring, _short.maxother, _short.maxlist, _short.maxdict, _short.maxlevel = 40, 40, 4, 4, 2
 
-
-class SweepError(Exception):
-    """A sweep file that cannot be run; the message says where and what to change (exit 2)."""
+__all__ = ["SweepError", "Point", "Sweep", "plan", "load", "DEFAULT_MAX_POINTS"]
 
 
 @dataclass
@@ -60,134 +65,268 @@ class Point:
         return {"id": self.id, **self.canonical(), "values": self.values}
 
 
-def _where(node) -> str:
-    m = getattr(node, "start_mark", None)
-    return f"line {m.line + 1}, column {m.column + 1}" if m else "?"
+def _type(x) -> str:
+    return "null" if x is None else "a list" if isinstance(x, list) else "a mapping" if isinstance(x, dict) \
+        else type(x).__name__
+
+
+class _Keys:
+    """Raises SweepError for one file, naming the key path."""
+
+    def __init__(self, file: str):
+        self.file = file
+
+    def fail(self, path: list, what: str):
+        raise SweepError(f"{self.file}: {key_path(path)}: {what}")
 
 
 def load(path: str) -> list[dict]:
-    """Parse a sweep file into its sweeps (dicts), keeping line numbers for messages."""
-    try:
-        with open(path) as f:
-            text = f.read()
-    except OSError as e:
-        raise SweepError(f"{path}: cannot read ({e.strerror})") from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as e:
-        m = e.problem_mark
-        where = f"line {m.line + 1}, column {m.column + 1}" if m else "?"
-        raise SweepError(f"{path}: YAML syntax error at {where}: {e.problem}") from None
+    """Parse a sweep file into its sweeps (dicts), each with a `name`."""
+    doc = load_yaml(path)
+    k = _Keys(path)
     if not isinstance(doc, dict):
-        raise SweepError(f"{path}: expected a mapping with 'binary' (or 'sweeps:'), got {type(doc).__name__}")
-    sweeps = doc["sweeps"] if "sweeps" in doc else [doc]
-    if not isinstance(sweeps, list) or not sweeps:
-        raise SweepError(f"{path}: 'sweeps' must be a non-empty list")
+        k.fail([], f"the file holds {_type(doc)}; write a mapping with 'binary:' (one sweep) or "
+                   f"'sweeps:' (a list of them)")
+    if "sweeps" in doc:
+        extra = [x for x in doc if x != "sweeps"]
+        if extra:
+            k.fail([extra[0]], "beside 'sweeps:' the file takes no other key; move it into a sweep")
+        sweeps, prefix = doc["sweeps"], ["sweeps"]
+        if not isinstance(sweeps, list) or not sweeps:
+            k.fail(prefix, f"is {_type(sweeps)}; write a non-empty list of sweeps (- binary: ...)")
+    else:
+        sweeps, prefix = [doc], None
+    names = {}
     for i, s in enumerate(sweeps):
+        where = prefix + [i] if prefix else []
         if not isinstance(s, dict):
-            raise SweepError(f"{path}: sweeps[{i}] must be a mapping")
-        s.setdefault("name", f"sweep{i}")
+            k.fail(where, f"is {_type(s)}; each sweep is a mapping with 'binary:'")
+        name = s.setdefault("name", f"sweep{i}")
+        if not isinstance(name, (str, int)) or isinstance(name, bool) or str(name) == "":
+            k.fail(where + ["name"], f"is {_type(name)}; write a name such as name: batch-sweep")
+        if str(name) in names:
+            k.fail(where + ["name"], f"{str(name)!r} names sweeps[{names[str(name)]}] too; give each "
+                                     f"sweep its own name")
+        names[str(name)] = i
+        s["_where"] = where
     return sweeps
 
 
-def _scalar_list(path, where, v) -> list:
+def _values(k: _Keys, path: list, v) -> list:
+    """An axis' values: one scalar or a non-empty list of scalars."""
     values = v if isinstance(v, list) else [v]
     if not values:
-        raise SweepError(f"{path}: {where}: empty list of values")
+        k.fail(path, "empty list of values; give at least one value")
     for x in values:
-        if not isinstance(x, SCALAR):
-            raise SweepError(f"{path}: {where}: value {x!r} has the wrong type "
-                             f"({type(x).__name__}); use a number or a string")
+        if x is None or not isinstance(x, SCALAR):
+            k.fail(path, f"value {_short.repr(x)} has the wrong type ({_type(x)}); use a number or a "
+                         f"string, or a list of them")
     return values
 
 
-def _check_flag(path, where, flag, known_flags):
+def _int(k: _Keys, path: list, v, least: int) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or v < least:
+        k.fail(path, f"{_short.repr(v)} is not an integer >= {least}; write e.g. {path[-1]}: {max(least, 2)}")
+    return v
+
+
+def _mapping(k: _Keys, path: list, v, example: str) -> dict:
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        k.fail(path, f"is {_type(v)}; write a mapping, e.g. {example}")
+    return v
+
+
+def _flag(k: _Keys, path: list, flag):
     if not isinstance(flag, str) or not flag.startswith("--"):
-        raise SweepError(f"{path}: {where}: axis '{flag}' must be a long flag such as --batch")
-    if known_flags is not None and flag not in known_flags:
-        raise SweepError(f"{path}: {where}: unknown axis '{flag}' (not a flag of the binary; see its --help)")
+        k.fail(path, f"axis {_short.repr(flag)} must be a long flag such as --batch")
+    return flag
 
 
-def expand(path: str, sweep: dict, known_flags: dict | None = None) -> list[Point]:
-    """All points of one sweep, in run order. `known_flags` maps binary -> set of its flags
-    (from --help) to reject unknown axes; None skips that check."""
-    name = str(sweep["name"])
-    where = f"sweep '{name}'"
-    unknown = set(sweep) - SWEEP_KEYS
-    if unknown:
-        raise SweepError(f"{path}: {where}: unknown key(s) {sorted(unknown)} (allowed: {sorted(SWEEP_KEYS)})")
-    binary = sweep.get("binary")
-    if binary not in BINARIES:
-        raise SweepError(f"{path}: {where}: binary {binary!r} is not one of {list(BINARIES)}")
-    flags = (known_flags or {}).get(binary) if known_flags is not None else None
+def _env_name(k: _Keys, path: list, name):
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Z_][A-Za-z0-9_]*", name) \
+            or not name.startswith(ENV_PREFIXES):
+        k.fail(path, f"environment axis {_short.repr(name)} must be a variable starting with one of "
+                     f"{', '.join(ENV_PREFIXES)}")
+    return name
+
+
+@dataclass
+class Sweep:
+    """One sweep, validated but not expanded: `dims` are the dimensions of the product, each a
+    list of {(kind, key): value} dicts."""
+    file: str
+    where: list
+    name: str
+    binary: str
+    args: list
+    dims: list
+    excludes: list
+    repeats: int
+    order: str
+    seed: int
+
+    def count(self) -> int:
+        """Points before exclusions: the product of the dimension lengths times the repeats."""
+        return math.prod(len(d) for d in self.dims) * self.repeats
+
+    def axis_flags(self):
+        for d in self.dims:
+            for (kind, key) in d[0]:
+                if kind == "arg":
+                    yield key
+
+
+def _args(k: _Keys, w: list, sweep: dict) -> list:
     args = sweep.get("args", [])
     if isinstance(args, str):
         args = args.split()
+    if args is None:
+        args = []
     if not isinstance(args, list):
-        raise SweepError(f"{path}: {where}: args must be a list")
-    args = [str(a) for a in _scalar_list(path, f"{where}: args", args)] if args else []
-    if "steps" in sweep:
-        steps = sweep["steps"]
-        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-            raise SweepError(f"{path}: {where}: steps must be a positive integer")
-        args += [STEPS_FLAG[binary], str(steps)]
+        k.fail(w + ["args"], f"is {_type(args)}; write a list such as args: [-b, 8, -e, 1M]")
+    return [str(a) for a in _values(k, w + ["args"], args)] if args else []
 
-    axes = []  # list of (kind, key) -> values, each a "dimension" of the product
+
+def _zip_dims(k: _Keys, w: list, sweep: dict) -> list:
+    zips = sweep.get("zip") or []
+    if not isinstance(zips, list):
+        k.fail(w + ["zip"], f"is {_type(zips)}; write a list of mappings, e.g. "
+                            f"zip: [{{--bucket-mb: [1, 25], --first-bucket-mb: [0.5, 1]}}]")
     dims = []
-    for flag, v in (sweep.get("axes") or {}).items():
-        _check_flag(path, f"{where}: axes", flag, flags)
-        dims.append([{("arg", flag): x} for x in _scalar_list(path, f"{where}: axes.{flag}", v)])
-    for i, z in enumerate(sweep.get("zip") or []):
+    for i, z in enumerate(zips):
+        p = w + ["zip", i]
         if not isinstance(z, dict) or not z:
-            raise SweepError(f"{path}: {where}: zip[{i}] must map axes to equally long lists")
+            k.fail(p, f"is {_type(z) if z != {} else 'empty'}; write a mapping of axes to equally long "
+                      f"lists, e.g. {{--bucket-mb: [1, 25], --first-bucket-mb: [0.5, 1]}}")
         lists = {}
-        for k, v in z.items():
-            if k.startswith("--"):
-                _check_flag(path, f"{where}: zip[{i}]", k, flags)
-                lists[("arg", k)] = _scalar_list(path, f"{where}: zip[{i}].{k}", v)
+        for key, v in z.items():
+            if isinstance(key, str) and key.startswith("--"):
+                lists[("arg", key)] = _values(k, p + [key], v)
             else:
-                lists[("env", _env_name(path, f"{where}: zip[{i}]", k))] = _scalar_list(path, f"{where}: zip[{i}].{k}", v)
+                lists[("env", _env_name(k, p + [key], key))] = _values(k, p + [key], v)
         lengths = {len(v) for v in lists.values()}
         if len(lengths) != 1:
-            raise SweepError(f"{path}: {where}: zip[{i}]: lists of different lengths {sorted(lengths)}")
-        dims.append([dict(zip(lists, combo)) for combo in zip(*lists.values())])
-    for k, v in (sweep.get("env") or {}).items():
-        dims.append([{("env", _env_name(path, f"{where}: env", k)): x}
-                     for x in _scalar_list(path, f"{where}: env.{k}", v)])
-    launch = sweep.get("launch") or {}
-    if not isinstance(launch, dict) or set(launch) - LAUNCH_KEYS:
-        raise SweepError(f"{path}: {where}: launch takes {sorted(LAUNCH_KEYS)}")
-    for k in ("ranks", "nodes", "ranks_per_node"):
-        values = _scalar_list(path, f"{where}: launch.{k}", launch.get(k, 1 if k != "ranks_per_node" else 0))
-        for x in values:
-            if not isinstance(x, int) or isinstance(x, bool) or x < (0 if k == "ranks_per_node" else 1):
-                raise SweepError(f"{path}: {where}: launch.{k}: {x!r} is not a positive integer")
-        dims.append([{("launch", k): x} for x in values])
-    topo = _scalar_list(path, f"{where}: topology", sweep.get("topology", "default"))
+            k.fail(p, f"lists of different lengths {sorted(lengths)}; a zip varies its lists together, "
+                      f"so give each the same number of values")
+        dims.append((p, [dict(zip(lists, combo)) for combo in zip(*lists.values())]))
+    return dims
+
+
+def _launch_dims(k: _Keys, w: list, sweep: dict) -> list:
+    launch = _mapping(k, w + ["launch"], sweep.get("launch"), "launch: {ranks: [2, 4]}")
+    dims = []
+    for key in launch:
+        if key not in LAUNCH_KEYS:
+            k.fail(w + ["launch", key], f"unknown key; launch takes {', '.join(LAUNCH_KEYS)}")
+    for key in LAUNCH_KEYS:
+        p = w + ["launch", key]
+        least = 0 if key == "ranks_per_node" else 1
+        values = [_int(k, p, x, least) for x in _values(k, p, launch.get(key, least))]
+        dims.append((p, [{("launch", key): x} for x in values]))
+    return dims
+
+
+def _topology_dim(k: _Keys, w: list, sweep: dict, env_names: set) -> tuple:
+    p = w + ["topology"]
+    topo = _values(k, p, sweep.get("topology", "default"))
     for t in topo:
         if renamed_message(t):
-            raise SweepError(f"{path}: {where}: {renamed_message(t)}")
+            k.fail(p, renamed_message(t))
         if t not in TOPOLOGIES:
-            raise SweepError(f"{path}: {where}: topology {t!r} is not one of {sorted(TOPOLOGIES)}")
-    dims.append([{("topology", "topology"): t} for t in topo])
+            k.fail(p, f"topology {_short.repr(t)} is not one of {sorted(TOPOLOGIES)}")
+        both = sorted(env_names & set(TOPOLOGIES[t]))
+        if both:
+            k.fail(p, f"topology {t!r} sets {both[0]}, which an env or zip axis also sets (the preset "
+                      f"would override it); drop one of the two")
+    return p, [{("topology", "topology"): t} for t in topo]
 
+
+def _excludes(k: _Keys, w: list, sweep: dict, axis_names: set) -> list:
     excludes = sweep.get("exclude") or []
-    if not isinstance(excludes, list) or not all(isinstance(e, dict) for e in excludes):
-        raise SweepError(f"{path}: {where}: exclude must be a list of mappings (axis: value)")
-    repeats = sweep.get("repeats", 1)
-    if not isinstance(repeats, int) or repeats < 1:
-        raise SweepError(f"{path}: {where}: repeats must be a positive integer")
+    if not isinstance(excludes, list):
+        k.fail(w + ["exclude"], f"is {_type(excludes)}; write a list of rules, e.g. "
+                                f"exclude: [{{--batch: 64, --precision: fp32}}]")
+    for i, rule in enumerate(excludes):
+        p = w + ["exclude", i]
+        if not isinstance(rule, dict) or not rule:
+            k.fail(p, f"is {_type(rule) if rule != {} else 'empty'}; write a mapping of axis to value, "
+                      f"e.g. {{--batch: 64, --precision: fp32}}")
+        for key, v in rule.items():
+            if key not in axis_names:
+                k.fail(p + [key], f"{_short.repr(key)} is not an axis of this sweep, so the rule would "
+                                  f"never match; axes: {', '.join(sorted(map(str, axis_names)))}")
+            if v is None or not isinstance(v, SCALAR):
+                k.fail(p + [key], f"is {_type(v)}; an exclude rule names one value per axis (write "
+                                  f"one rule per value)")
+    return excludes
+
+
+def parse(file: str, sweep: dict) -> Sweep:
+    """Checks one sweep (from load) key by key; nothing is expanded."""
+    k = _Keys(file)
+    w = sweep.pop("_where", [])
+    name = str(sweep["name"])
+    for key in sweep:
+        if key not in SWEEP_KEYS:
+            k.fail(w + [key], f"unknown key; a sweep takes {', '.join(sorted(SWEEP_KEYS))}")
+    binary = sweep.get("binary")
+    if not isinstance(binary, str) or binary not in BINARIES:
+        k.fail(w + ["binary"], f"binary {_short.repr(binary)} is not one of {list(BINARIES)}")
+    args = _args(k, w, sweep)
+    if "steps" in sweep:
+        args += [STEPS_FLAG[binary], str(_int(k, w + ["steps"], sweep["steps"], 1))]
+    dims = []  # (key path, [{(kind, key): value}, ...])
+    for flag, v in _mapping(k, w + ["axes"], sweep.get("axes"), "axes: {--batch: [8, 16]}").items():
+        _flag(k, w + ["axes", flag], flag)
+        dims.append((w + ["axes", flag], [{("arg", flag): x} for x in _values(k, w + ["axes", flag], v)]))
+    dims += _zip_dims(k, w, sweep)
+    for name_, v in _mapping(k, w + ["env"], sweep.get("env"), "env: {NCCL_ALGO: [Ring, Tree]}").items():
+        p = w + ["env", name_]
+        dims.append((p, [{("env", _env_name(k, p, name_)): x} for x in _values(k, p, v)]))
+    seen = {}
+    for p, d in dims:
+        for (kind, key) in d[0]:
+            if key in seen:
+                k.fail(p + ([key] if p[-1] != key else []),
+                       f"{key} is also an axis at {key_path(seen[key])}; vary it in one place")
+            seen[key] = p
+    env_names = {key for _, d in dims for (kind, key) in d[0] if kind == "env"}
+    dims += _launch_dims(k, w, sweep)
+    dims.append(_topology_dim(k, w, sweep, env_names))
+    axis_names = set(seen) | set(LAUNCH_KEYS) | {"topology"}
+    excludes = _excludes(k, w, sweep, axis_names)
+    repeats = _int(k, w + ["repeats"], sweep.get("repeats", 1), 1)
     order = sweep.get("order", "as-written")
     if order not in ("as-written", "random"):
-        raise SweepError(f"{path}: {where}: order must be as-written or random")
+        k.fail(w + ["order"], f"{_short.repr(order)} is not as-written or random")
+    seed = sweep.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        k.fail(w + ["seed"], f"is {_type(seed)}; write one integer, e.g. seed: 7")
+    return Sweep(file, w, name, binary, args, [d for _, d in dims], excludes, repeats, order, seed)
 
-    points = []
-    for combo in itertools.product(*dims):
+
+def check_flags(sw: Sweep, known_flags: dict | None) -> None:
+    """Every axis must be a flag of the binary (`known_flags`: binary -> its flags from --help)."""
+    flags = (known_flags or {}).get(sw.binary) if known_flags is not None else None
+    if flags is None:
+        return
+    for flag in sw.axis_flags():
+        if flag not in flags:
+            raise SweepError(f"{sw.file}: {key_path(sw.where + ['axes', flag])}: unknown axis '{flag}' "
+                             f"(not a flag of {sw.binary}; see its --help)")
+
+
+def points(sw: Sweep) -> list[Point]:
+    """All points of one sweep, in run order."""
+    out = []
+    for combo in itertools.product(*sw.dims):
         values = {}
         for d in combo:
             values.update(d)
         flat = {k[1]: v for k, v in values.items()}
-        if any(all(str(flat.get(k)) == str(v) for k, v in rule.items()) for rule in excludes):
+        if any(all(str(flat.get(k)) == str(v) for k, v in rule.items()) for rule in sw.excludes):
             continue
         env = {k[1]: str(v) for k, v in values.items() if k[0] == "env"}
         env.update(TOPOLOGIES[values[("topology", "topology")]])
@@ -195,28 +334,37 @@ def expand(path: str, sweep: dict, known_flags: dict | None = None) -> list[Poin
         for (kind, k), v in values.items():
             if kind == "arg":
                 axis_args += [k] if v is True else [] if v is False else [k, str(v)]
-        for r in range(repeats):
-            points.append(Point(name, binary, args + axis_args, env, values[("launch", "ranks")],
-                                values[("launch", "nodes")], values[("launch", "ranks_per_node")], r, flat))
-    if not points:
-        raise SweepError(f"{path}: {where}: no points left after the exclusions")
-    if order == "random":
-        random.Random(sweep.get("seed", 0)).shuffle(points)
-    return points
+        for r in range(sw.repeats):
+            out.append(Point(sw.name, sw.binary, sw.args + axis_args, env, values[("launch", "ranks")],
+                             values[("launch", "nodes")], values[("launch", "ranks_per_node")], r, flat))
+    if not out:
+        raise SweepError(f"{sw.file}: {key_path(sw.where + ['exclude'])}: no points left after the "
+                         f"exclusions; remove a rule")
+    if sw.order == "random":
+        random.Random(sw.seed).shuffle(out)
+    return out
 
 
-def _env_name(path, where, k):
-    if not isinstance(k, str) or not re.fullmatch(r"[A-Z_][A-Za-z0-9_]*", k) or not k.startswith(ENV_PREFIXES):
-        raise SweepError(f"{path}: {where}: environment axis {k!r} must be a variable starting with one of "
-                         f"{', '.join(ENV_PREFIXES)}")
-    return k
-
-
-def plan(path: str, known_flags: dict | None = None) -> list[Point]:
-    points = []
-    for s in load(path):
-        points += expand(path, s, known_flags)
-    ids = [p.id for p in points]
+def plan(path: str, known_flags=None, max_points: int | None = DEFAULT_MAX_POINTS) -> list[Point]:
+    """The points of every sweep in the file. `known_flags`: binary -> set of flags, or a function
+    returning that (called only once the file passed every other check), or None to skip the flag
+    check. More than `max_points` points (counted before any is built) is a SweepError."""
+    sweeps = [parse(path, s) for s in load(path)]
+    counts = [sw.count() for sw in sweeps]
+    if max_points is not None and sum(counts) > max_points:
+        i = max(range(len(sweeps)), key=counts.__getitem__)
+        raise SweepError(f"{path}: {key_path(sweeps[i].where) if sweeps[i].where else sweeps[i].name}: "
+                         f"the file plans {sum(counts):,} points ({counts[i]:,} in sweep "
+                         f"'{sweeps[i].name}', product of its axis lengths times repeats, before "
+                         f"exclusions), more than --max-points {max_points:,}; shrink the axes or "
+                         f"raise --max-points")
+    if callable(known_flags):
+        known_flags = known_flags()
+    out = []
+    for sw in sweeps:
+        check_flags(sw, known_flags)
+        out += points(sw)
+    ids = [p.id for p in out]
     if len(set(ids)) != len(ids):
         raise SweepError(f"{path}: two points are identical (the same arguments, environment and repeat)")
-    return points
+    return out

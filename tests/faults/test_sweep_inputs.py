@@ -1,0 +1,166 @@
+"""Malformed sweep files, fed to the real `dtune sweep plan`: each one exits 2 with one line on
+stderr naming the file and the key to fix, never a traceback, and nothing is expanded first (an
+alias bomb is refused from the YAML node graph; a point count over --max-points is refused from
+the axis lengths, before any point is built)."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DTUNE = [str(REPO / "scripts" / "dtune")]
+sys.path.insert(0, str(REPO / "sweeps"))
+from dtune_sweep.safe_yaml import load_yaml  # noqa: E402
+from dtune_sweep.spec import SweepError, plan  # noqa: E402
+
+C = "binary: dtune-comm\n"
+
+
+def bomb(levels: int) -> str:
+    """A "billion laughs" document: level k is a list of 9 aliases of level k-1, so the last
+    stands for 9**levels strings while the file stays a few hundred bytes. The levels sit under
+    env:, which is checked after the axis that uses the last one (unchecked code would print it)."""
+    lines = [C, "env:\n", "  L0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"]
+    for k in range(1, levels):
+        lines.append(f"  L{k}: &l{k} [" + ", ".join([f"*l{k - 1}"] * 9) + "]\n")
+    return "".join(lines) + f"axes: {{--collective: [*l{levels - 1}]}}\n"
+
+
+# (sweep file text, a key path that the one error line must name)
+CASES = [
+    (C + "axes: [--collective, allreduce]\n", "axes:"),
+    (C + "axes: {--collective: []}\n", "axes.--collective:"),
+    (C + "axes: {--collective: }\n", "axes.--collective:"),
+    (C + "axes: {--collective: {a: 1}}\n", "axes.--collective:"),
+    (C + "axes: {null: [1]}\n", "axes[None]:"),
+    (C + "axes: {7: [1]}\n", "axes[7]:"),
+    (C + "env: [NCCL_ALGO, Ring]\n", "env:"),
+    (C + "env: {true: [1]}\n", "env[True]:"),
+    (C + "env: {nccl_algo: [Ring]}\n", "env.nccl_algo:"),
+    (C + "zip: [{1: [a, b]}]\n", "zip[0][1]:"),
+    (C + "zip: {--op: [sum]}\n", "zip:"),
+    (C + "zip: [{}]\n", "zip[0]:"),
+    (C + "zip: [[--op, sum]]\n", "zip[0]:"),
+    (C + "zip: [{--op: [sum, max], --collective: [allreduce]}]\n", "zip[0]:"),
+    (C + "axes: {--op: [sum]}\nzip: [{--op: [max], --collective: [allreduce]}]\n", "zip[0].--op:"),
+    (C + "launch: [2]\n", "launch:"),
+    (C + "launch: {gpus: 2}\n", "launch.gpus:"),
+    (C + "launch: {ranks: true}\n", "launch.ranks:"),
+    (C + "launch: {ranks: [two]}\n", "launch.ranks:"),
+    (C + "launch: {ranks: []}\n", "launch.ranks:"),
+    (C + "topology: {nccl-shm: 1}\n", "topology:"),
+    (C + "topology: [nccl-shm, 3]\n", "topology:"),
+    (C + "env: {NCCL_P2P_LEVEL: [SYS]}\ntopology: nccl-p2p-nvl\n", "topology:"),
+    (C + "exclude: {--op: sum}\n", "exclude:"),
+    (C + "axes: {--op: [sum, max]}\nexclude: [{--op: [sum]}]\n", "exclude[0].--op:"),
+    (C + "axes: {--op: [sum, max]}\nexclude: [{--opp: sum}]\n", "exclude[0].--opp:"),
+    (C + "exclude: [{}]\n", "exclude[0]:"),
+    (C + "repeats: true\n", "repeats:"),
+    (C + "repeats: [2]\n", "repeats:"),
+    (C + "order: [random]\n", "order:"),
+    (C + "order: random\nseed: [1, 2]\n", "seed:"),
+    (C + "order: random\nseed: 1.5\n", "seed:"),
+    (C + "steps: ten\n", "steps:"),
+    (C + "steps: {n: 10}\n", "steps:"),
+    ("sweeps: {a: {binary: dtune-comm}}\n", "sweeps:"),
+    ("sweeps: []\n", "sweeps:"),
+    ("sweeps:\n  - binary: dtune-comm\n  - 3\n", "sweeps[1]:"),
+    ("sweeps: [{binary: dtune-comm}]\nbinary: dtune-comm\n", "binary:"),
+    ("sweeps: [{binary: dtune-comm, name: a}, {binary: dtune-comm, name: a}]\n", "sweeps[1].name:"),
+    ("sweeps: [{binary: dtune-comm, axes: {--op: [[sum]]}}]\n", "sweeps[0].axes.--op:"),
+    ("binary: [dtune-comm]\n", "binary:"),
+    ("axes: {--op: [sum]}\n", "binary:"),
+    (C + "args: {-b: 8}\n", "args:"),
+    (C + "args: [[-b, 8]]\n", "args:"),
+    (C + "name: [a, b]\n", "name:"),
+    (C + "colour: blue\n", "colour:"),
+    (C + "axes: {--op: [sum]}\naxes: {--op: [max]}\n", "axes:"),
+    ("", "(top level):"),
+    ("- binary: dtune-comm\n", "(top level):"),
+    (C + "axes: {--collective: " + "[" * 5000 + "]" * 5000 + "}\n", "axes.--collective[0]"),
+    (C + "axes: {--collective: " + "[" * 40 + "x" + "]" * 40 + "}\n", "axes.--collective[0]"),
+    # 10 * 9**5 values at L5 passes 100,000.
+    (bomb(7), "env.L5:"),
+]
+
+
+def dtune(*args, timeout=120):
+    return subprocess.run(DTUNE + [str(a) for a in args], capture_output=True, text=True, timeout=timeout)
+
+
+def one_error_line(r, file, key):
+    assert r.returncode == 2, r.stdout + r.stderr[-3000:]
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and len(lines[0]) < 600, r.stderr[:3000]
+    assert lines[0].startswith(f"dtune: error: {file}: {key}"), lines[0]
+
+
+@pytest.mark.parametrize("text,key", CASES, ids=[f"{i}-{k}" for i, (_, k) in enumerate(CASES)])
+def test_malformed_sweep_file(tmp_path, text, key):
+    f = tmp_path / "s.yaml"
+    f.write_text(text)
+    one_error_line(dtune("sweep", "plan", f), f, key)
+
+
+def test_bytes_that_are_not_utf8(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_bytes(b"binary: dtune-comm\nname: caf\xe9\n")
+    r = dtune("sweep", "plan", f)
+    one_error_line(r, f, "line 2:")
+    assert "UTF-8" in r.stderr
+
+
+def test_billion_laughs_is_refused_without_expanding(tmp_path):
+    """9**9 strings behind ten lines; building them would take gigabytes. Refused from the node
+    graph, naming the first key whose value is too large."""
+    f = tmp_path / "s.yaml"
+    f.write_text(bomb(9))
+    with pytest.raises(SweepError, match=r"env.L5: expands to more than 100,000 values"):
+        load_yaml(str(f))
+    one_error_line(dtune("sweep", "plan", f), f, "env.L5:")
+
+
+def test_recursive_alias_is_refused(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text(C + "axes: &a {--collective: [allreduce], --op: *a}\n")
+    r = dtune("sweep", "plan", f)
+    one_error_line(r, f, "axes.--op:")
+    assert "recursive alias" in r.stderr
+
+
+def axes_file(tmp_path, n_axes, n_values):
+    f = tmp_path / "big.yaml"
+    f.write_text(C + "axes:\n" + "".join(
+        f"  --a{k}: [{', '.join(str(v) for v in range(n_values))}]\n" for k in range(n_axes)))
+    return f
+
+
+def test_max_points_refuses_from_the_count(tmp_path):
+    """10**12 points: only a count can refuse this (expanding it would never end)."""
+    f = axes_file(tmp_path, 6, 100)
+    for cmd in (["plan"], ["run", "--out", tmp_path / "o"], ["slurm", "--dry-run", "--out", tmp_path / "o"]):
+        r = dtune("sweep", *cmd[:1], f, *cmd[1:], "--max-points", 1000)
+        one_error_line(r, f, "sweep0:")
+        assert "1,000,000,000,000 points" in r.stderr and "--max-points 1,000" in r.stderr, r.stderr
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(SweepError, match="1,000,000,000,000 points"):
+        plan(str(f), max_points=10)
+
+
+def test_max_points_default_refuses_a_million(tmp_path):
+    f = axes_file(tmp_path, 6, 10)
+    r = dtune("sweep", "plan", f, timeout=60)
+    one_error_line(r, f, "sweep0:")
+    assert "1,000,000 points" in r.stderr and "--max-points 100,000" in r.stderr, r.stderr
+
+
+def test_max_points_admits_a_file_at_the_cap(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text(C + "args: [-b, 8]\naxes: {--op: [sum, max], --collective: [allreduce, reduce]}\nrepeats: 3\n")
+    assert len(plan(str(f), max_points=12)) == 12
+    with pytest.raises(SweepError, match="12 points"):
+        plan(str(f), max_points=11)
+    r = dtune("sweep", "plan", f, "--max-points", 0)
+    assert r.returncode == 2 and "--max-points" in r.stderr, r.stderr
