@@ -32,8 +32,8 @@ def dtune(*args, cwd=None):
 
 def table(stdout: str) -> list:
     """The table's data rows (header, geomean and `#` notes left out)."""
-    lines = [l for l in stdout.splitlines() if l and not l.startswith("#")]
-    return [l for l in lines[1:] if not l.startswith("geomean")]
+    lines = [line for line in stdout.splitlines() if line and not line.startswith("#")]
+    return [line for line in lines[1:] if not line.startswith("geomean")]
 
 
 # Statistics on fixed inputs.
@@ -90,9 +90,9 @@ def fixed_times(path: Path, scale=lambda point: 1.0):
             if g.attrs["benchmark"] != "comm":
                 continue
             t = g["time_us"]
-            P, S, R, I = t.shape
-            it = 1 + np.random.default_rng(7).permutation(I) / 1000
-            v = (10.0 + np.arange(S))[None, :, None, None] * it[None, None, None, :] * np.ones((P, S, R, I))
+            shape = t.shape  # (P, S, R, I)
+            it = 1 + np.random.default_rng(7).permutation(shape[3]) / 1000
+            v = (10.0 + np.arange(shape[1]))[None, :, None, None] * it[None, None, None, :] * np.ones(shape)
             v[:, :, 1:, :] *= 0.99
             pid = g.attrs.get("point_id")
             t[...] = v * scale(pid.decode() if isinstance(pid, bytes) else pid)
@@ -134,12 +134,12 @@ def test_two_launches_match_and_an_env_setting_splits(comm_files):
     assert r.returncode == 0, r.stderr
     rows = table(r.stdout)
     assert "only in" not in r.stdout, r.stdout
-    shm = [l for l in rows if "OMPI_MCA_btl=self,vader" in l]
-    tcp = [l for l in rows if "OMPI_MCA_btl=self,tcp" in l]
+    shm = [line for line in rows if "OMPI_MCA_btl=self,vader" in line]
+    tcp = [line for line in rows if "OMPI_MCA_btl=self,tcp" in line]
     assert len(shm) == len(tcp) == ROWS_PER_RUN and len(rows) == 2 * ROWS_PER_RUN, r.stdout
-    assert all(" ~ " in l for l in shm) and all("+10.0%" in l for l in tcp), r.stdout
+    assert all(" ~ " in line for line in shm) and all("+10.0%" in line for line in tcp), r.stdout
     # One sample per iteration: n = 9 + 9, not ranks x iterations.
-    assert all(" 9+9 " in l for l in rows), r.stdout
+    assert all(" 9+9 " in line for line in rows), r.stdout
     assert dtune("compare", comm_files / "a", comm_files / "b", "--fail-on-regression", 5).returncode == 1
     assert dtune("compare", comm_files / "a", comm_files / "b", "--fail-on-regression", 20).returncode == 0
 
@@ -157,7 +157,7 @@ def test_same_files_are_all_unchanged(comm_files):
     r = dtune("compare", comm_files / "a", comm_files / "a", "--fail-on-regression", 0)
     assert r.returncode == 0, r.stdout + r.stderr
     rows = table(r.stdout)
-    assert len(rows) == 2 * ROWS_PER_RUN and all(" ~ " in l and " 1.000 " in l for l in rows), r.stdout
+    assert len(rows) == 2 * ROWS_PER_RUN and all(" ~ " in line and " 1.000 " in line for line in rows), r.stdout
 
 
 def test_cli_bad_input_exits_2(tmp_path):
@@ -201,12 +201,12 @@ def test_merged_sweep_one_row_per_point_and_only_the_slow_point_flagged(merged):
     assert r.returncode == 0, r.stderr
     rows = table(r.stdout)
     # Two points (mpi-shm, mpi-tcp) of ROWS_PER_RUN rows; the repeats of a point pool (9 + 9 each).
-    assert len(rows) == 2 * ROWS_PER_RUN and all(" ~ " in l and " 18+18 " in l for l in rows), r.stdout
+    assert len(rows) == 2 * ROWS_PER_RUN and all(" ~ " in line and " 18+18 " in line for line in rows), r.stdout
     r = dtune("compare", merged / "s" / "merged.h5", merged / "slow.h5")
     rows = table(r.stdout)
-    flagged = [l for l in rows if "+10.0%" in l]
-    assert len(flagged) == ROWS_PER_RUN and all("OMPI_MCA_btl=self,tcp" in l for l in flagged), r.stdout
-    assert all(" ~ " in l for l in rows if l not in flagged), r.stdout
+    flagged = [line for line in rows if "+10.0%" in line]
+    assert len(flagged) == ROWS_PER_RUN and all("OMPI_MCA_btl=self,tcp" in line for line in flagged), r.stdout
+    assert all(" ~ " in line for line in rows if line not in flagged), r.stdout
 
 
 # dtune-train files built in its layout (results/SCHEMA.md, benchmarks/train/train_results.cc).
@@ -275,9 +275,9 @@ def test_train_runs_differing_in_workers_compression_or_width_are_separate_rows(
     r = dtune("compare", tmp_path / "a.h5", tmp_path / "b.h5")
     rows = table(r.stdout)
     assert r.returncode == 0 and len(rows) == 3, r.stdout + r.stderr
-    (flagged,) = [l for l in rows if "+10.0%" in l]
+    (flagged,) = [line for line in rows if "+10.0%" in line]
     assert "compression=bf16" in flagged and " 11+11 " in flagged, r.stdout
-    assert sum("workers=2" in l for l in rows) == 1, r.stdout
+    assert sum("workers=2" in line for line in rows) == 1, r.stdout
     # --width is recorded only on the command line: 16 and 32 stay apart.
     r = dtune("compare", tmp_path / "a.h5", tmp_path / "w.h5")
     assert r.returncode == 2, r.stdout
@@ -286,7 +286,7 @@ def test_train_runs_differing_in_workers_compression_or_width_are_separate_rows(
         shutil.copy(tmp_path / n, tmp_path / "d" / n)
     r = dtune("compare", tmp_path / "d", tmp_path / "d")
     rows = table(r.stdout)
-    assert len(rows) == 4 and sum("--width=32" in l for l in rows) == 1 and all(" ~ " in l for l in rows), r.stdout
+    assert len(rows) == 4 and sum("--width=32" in line for line in rows) == 1 and all(" ~ " in line for line in rows), r.stdout
 
 
 def test_profiled_steps_are_left_out(tmp_path):
