@@ -46,10 +46,10 @@ def main(argv=None) -> int:
                          description="One row per configuration found in both A and B (runs match on every "
                          "setting: attributes, flags, environment, ranks; sweep runs on their point), with "
                          "medians, the change, the Mann-Whitney U p-value (significant when p < alpha; `~` "
-                         "otherwise) and a 95%% bootstrap interval of B/A. Samples: per iteration the slowest "
+                         "otherwise) and a 95% bootstrap interval of B/A. Samples: per iteration the slowest "
                          "rank's time (comm), per measured unprofiled step the slowest rank's total (train).")
-    cmp.add_argument("a")
-    cmp.add_argument("b")
+    cmp.add_argument("a", help="results before: an HDF5 file or a directory of them")
+    cmp.add_argument("b", help="results after: an HDF5 file or a directory of them")
     cmp.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
     cmp.add_argument("--fail-on-regression", type=float, metavar="PCT",
                      help="exit 1 when a significant (p < alpha) slowdown exceeds PCT percent")
