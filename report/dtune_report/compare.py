@@ -1,20 +1,30 @@
-"""A/B comparison of two sets of dtune results, as benchstat prints it: for every configuration in
-both, the medians, the change in %, a 95% bootstrap confidence interval of the ratio of medians,
-the two-sided Mann-Whitney U p-value, and `~` where the change is not significant (p >= alpha or
-the interval contains 1); a geometric-mean row; and a regression gate for users' CI.
+"""A/B comparison of two sets of dtune results, as benchstat (golang.org/x/perf) prints it: for
+every configuration in both, the medians, the change in %, the two-sided Mann-Whitney U p-value
+with the sample counts, and a 95% bootstrap interval of the ratio of medians; `~` where the change
+is not significant (p >= alpha: the test alone decides, the interval is shown beside it); a
+geometric-mean row; the configurations found on one side only; and a regression gate.
 
-Samples: dtune-comm, every timed iteration of every rank (time_us) per (collective, dtype, op,
-placement, size, backend); dtune-train, each measured step's total of its slowest rank (total_ms)
-per (model, precision, batch, ranks, ...)."""
+Rows: one per configuration, matched on everything that defines a run (identity.py), so two
+configurations are never pooled. Samples, one per event: dtune-comm, each timed iteration's time
+of its slowest rank (the iteration is over when the last rank finishes); dtune-train, each
+measured step's total of its slowest rank, leaving out warm-up steps and steps inside a
+--profile-steps window. Repeated runs of one configuration pool their samples.
+"""
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from .loader import load_comm, load_train
+from .identity import run_identity
+from .loader import load_comm, load_runs, load_train
+
+# Row fields named first in a label, by benchmark (the rest of the identity follows where it varies).
+_BASE = {"comm": ["collective", "dtype", "op", "placement", "size"], "train": ["model", "precision", "batch"]}
+_UNIT = {"comm": "us", "train": "ms"}
 
 
 @dataclass
@@ -28,36 +38,61 @@ class Row:
     ci_high: float
     p_value: float
     significant: bool
+    n_a: int = 0
+    n_b: int = 0
 
 
-def mann_whitney_p(a: np.ndarray, b: np.ndarray) -> float:
-    """Two-sided Mann-Whitney U test, normal approximation with tie and continuity corrections
-    (what scipy.stats.mannwhitneyu does with method="asymptotic")."""
+@functools.lru_cache(maxsize=None)
+def _u_cdf(n1: int, n2: int) -> np.ndarray:
+    """P(U <= u) for u = 0..n1*n2 under the null hypothesis, no ties: counts of arrangements by
+    c(u; m, n) = c(u - n; m - 1, n) + c(u; m, n - 1) (the largest value comes from the first
+    sample and exceeds all n of the second, or from the second)."""
+    c = [[None] * (n2 + 1) for _ in range(n1 + 1)]
+    for m in range(n1 + 1):
+        for n in range(n2 + 1):
+            if m == 0 or n == 0:
+                c[m][n] = np.ones(1)
+                continue
+            v = np.zeros(m * n + 1)
+            v[n:n + len(c[m - 1][n])] += c[m - 1][n]
+            v[:len(c[m][n - 1])] += c[m][n - 1]
+            c[m][n] = v
+    counts = c[n1][n2]
+    return np.cumsum(counts) / counts.sum()
+
+
+def mann_whitney_p(a, b) -> float:
+    """Two-sided Mann-Whitney U test as benchstat runs it (go-moremath stats.MannWhitneyUTest):
+    the exact U distribution for samples of up to 50 without ties, else the normal approximation
+    with tie and continuity corrections (benchstat also goes exact for ties up to 25; that case
+    takes the approximation here, as scipy's mannwhitneyu does). All values equal: p = 1."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     n1, n2 = len(a), len(b)
     if n1 == 0 or n2 == 0:
         return float("nan")
     both = np.concatenate([a, b])
-    order = both.argsort(kind="mergesort")
-    ranks = np.empty(len(both))
-    sorted_vals = both[order]
-    i = 0
-    while i < len(both):  # average ranks over ties
-        j = i
-        while j + 1 < len(both) and sorted_vals[j + 1] == sorted_vals[i]:
-            j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2 + 1
-        i = j + 1
-    u1 = ranks[:n1].sum() - n1 * (n1 + 1) / 2
-    _, counts = np.unique(both, return_counts=True)
-    n = n1 + n2
-    tie = (counts ** 3 - counts).sum() / (n * (n - 1)) if n > 1 else 0
-    sigma = math.sqrt(n1 * n2 / 12 * ((n + 1) - tie))
-    if sigma == 0:
+    values, inverse, counts = np.unique(both, return_inverse=True, return_counts=True)
+    if len(values) == 1:
         return 1.0
-    mu = n1 * n2 / 2
-    z = (abs(u1 - mu) - 0.5) / sigma
-    return float(min(1.0, math.erfc(max(z, 0) / math.sqrt(2))))
+    midrank = np.cumsum(counts) - (counts - 1) / 2  # rank 1 is the smallest
+    u1 = midrank[inverse[:n1]].sum() - n1 * (n1 + 1) / 2
+    u2 = n1 * n2 - u1
+    if (counts == 1).all() and n1 <= 50 and n2 <= 50:
+        return 1.0 if u1 == u2 else float(min(1.0, 2 * _u_cdf(n1, n2)[int(min(u1, u2))]))
+    n = n1 + n2
+    tie = (counts ** 3 - counts).sum() / (n * (n - 1))
+    sigma = math.sqrt(n1 * n2 / 12 * ((n + 1) - tie))
+    z = max(abs(u1 - n1 * n2 / 2) - 0.5, 0) / sigma
+    return float(min(1.0, math.erfc(z / math.sqrt(2))))
+
+
+def samples_needed(alpha: float) -> int:
+    """The smallest n for which two samples of n can reach p < alpha (fully separated samples:
+    p = 2 / C(2n, n)); benchstat's uTestSamples."""
+    n = 1
+    while 2 / math.comb(2 * n, n) >= alpha:
+        n += 1
+    return n
 
 
 def bootstrap_ratio_ci(a, b, resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
@@ -71,59 +106,148 @@ def bootstrap_ratio_ci(a, b, resamples: int = 2000, seed: int = 0) -> tuple[floa
 
 
 def compare_samples(groups_a: dict, groups_b: dict, unit: str, alpha: float = 0.05, label=str) -> list[Row]:
-    """Groups map a configuration key (sortable) to its samples; `label` names a key."""
+    """Groups map a configuration key (sortable) to its samples; `label` names a key. A row is
+    significant exactly when the U test's p < alpha."""
     rows = []
     for key in sorted(set(groups_a) & set(groups_b)):
         a, b = np.asarray(groups_a[key], float), np.asarray(groups_b[key], float)
         ma, mb = float(np.median(a)), float(np.median(b))
         lo, hi = bootstrap_ratio_ci(a, b)
         p = mann_whitney_p(a, b)
-        sig = p < alpha and not (lo <= 1.0 <= hi)
-        rows.append(Row(label(key), unit, ma, mb, mb / ma, lo, hi, p, sig))
+        rows.append(Row(label(key), unit, ma, mb, mb / ma, lo, hi, p, bool(p < alpha), len(a), len(b)))
     return rows
 
 
-def _comm_groups(paths) -> dict:
+def _identities(runs: pd.DataFrame, by_point: bool) -> dict:
+    return {(r.file, r.run): run_identity(r._asdict(), by_point) for r in runs.itertuples(index=False)}
+
+
+def _comm_samples(paths, ident: dict) -> dict:
+    """{(identity, placement, size): per-iteration slowest-rank times}; an iteration that some rank
+    did not run (NaN) is left out."""
     df = load_comm(paths)
     if df.empty:
         return {}
-    keys = ["backend", "collective", "dtype", "op", "placement", "size_bytes"]
-    return {k: g.time_us.to_numpy() for k, g in df.groupby(keys)}
+    ranks = df.groupby(["file", "run"])["rank"].nunique().rename("ranks")
+    it = df.groupby(["file", "run", "placement", "size_bytes", "iteration"]).time_us.agg(["max", "count"])
+    it = it.reset_index().merge(ranks.reset_index(), on=["file", "run"])
+    it = it[it["count"] == it["ranks"]]
+    out = {}
+    for (f, run, placement, size), g in it.groupby(["file", "run", "placement", "size_bytes"]):
+        fields = {**ident[(f, run)], "placement": placement, "size": str(size)}
+        out.setdefault(("comm", _key(fields)), []).extend(g["max"].tolist())
+    return out
 
 
-def _train_groups(paths) -> dict:
+def _train_samples(paths, ident: dict) -> dict:
+    """{identity: per-step slowest-rank totals} over measured steps outside a profiling window."""
     df = load_train(paths)
     if df.empty:
         return {}
-    df = df[~df.warmup]
-    per_step = df.groupby(["file", "run", "model", "precision", "step"]).total_ms.max().reset_index()
-    from .loader import load_train_summary
-    s = load_train_summary(paths)[["file", "run", "batch", "world_size", "accum_steps", "overlap", "bucket_mb"]]
-    per_step = per_step.merge(s, on=["file", "run"])
-    keys = ["model", "precision", "batch", "world_size", "accum_steps", "overlap", "bucket_mb"]
-    return {k: g.total_ms.to_numpy() for k, g in per_step.groupby(keys)}
+    df = df[~df.warmup & ~df.profiled]
+    per_step = df.groupby(["file", "run", "step"]).total_ms.max().reset_index()
+    out = {}
+    for (f, run), g in per_step.groupby(["file", "run"]):
+        out.setdefault(("train", _key(ident[(f, run)])), []).extend(g.total_ms.tolist())
+    return out
 
 
-def compare_results(a, b, alpha: float = 0.05) -> list[Row]:
-    comm = lambda k: f"{k[0]} {k[1]} {k[2]} {k[3]} {k[4]} {k[5]} B"  # noqa: E731
-    train = lambda k: f"{k[0]} {k[1]} batch {k[2]} np {k[3]} accum {k[4]} overlap {k[5]} bucket {k[6]:g} MiB"  # noqa: E731
-    return (compare_samples(_comm_groups(a), _comm_groups(b), "us", alpha, comm) +
-            compare_samples(_train_groups(a), _train_groups(b), "ms", alpha, train))
+def _key(fields: dict) -> tuple:
+    return tuple(sorted(fields.items()))
+
+
+def _sort_value(v: str):
+    try:
+        return (0, float(v), "")
+    except ValueError:
+        return (1, 0.0, v)
+
+
+def _labeller(keys) -> tuple:
+    """(label, sort key) functions for (benchmark, identity) keys: the benchmark's base fields,
+    then `name=value` for every other field whose value differs among `keys`."""
+    values = {}
+    for kind, fields in keys:
+        for name, v in fields:
+            values.setdefault((kind, name), set()).add(v)
+    for kind, fields in keys:  # a field one key lacks varies too
+        names = {n for n, _ in fields}
+        for (k, name), vs in values.items():
+            if k == kind and name not in names:
+                vs.add(None)
+
+    def parts(key):
+        kind, fields = key
+        d = dict(fields)
+        base = [d.get(n, "-") for n in _BASE[kind]]
+        extra = [f"{n}={d.get(n, '-')}" for (k, n) in sorted(values) if k == kind
+                 and n not in _BASE[kind] and len(values[(k, n)]) > 1]
+        return kind, base, extra
+
+    def label(key):
+        kind, base, extra = parts(key)
+        if kind == "comm":
+            base[-1] += " B"
+        else:
+            base[-1] = f"batch {base[-1]}"
+        return " ".join(base + extra)
+
+    def sort_key(key):
+        kind, base, extra = parts(key)
+        return (list(_BASE).index(kind), [_sort_value(v) for v in base], extra)
+
+    return label, sort_key
+
+
+@dataclass
+class Comparison:
+    rows: list
+    only_a: list          # labels of configurations in A alone
+    only_b: list
+    alpha: float
+
+
+def compare_results(a, b, alpha: float = 0.05) -> Comparison:
+    runs_a, runs_b = load_runs(a), load_runs(b)
+    by_point = (len(runs_a) > 0 and len(runs_b) > 0 and runs_a.point.notna().all()
+                and runs_b.point.notna().all())
+    ia, ib = _identities(runs_a, by_point), _identities(runs_b, by_point)
+    ga = {**_comm_samples(a, ia), **_train_samples(a, ia)}
+    gb = {**_comm_samples(b, ib), **_train_samples(b, ib)}
+    label, sort_key = _labeller(set(ga) | set(gb))
+    rows = []
+    for key in sorted(set(ga) & set(gb), key=sort_key):
+        rows += compare_samples({key: ga[key]}, {key: gb[key]}, _UNIT[key[0]], alpha, label)
+    only = lambda g, h: [label(k) for k in sorted(set(g) - set(h), key=sort_key)]  # noqa: E731
+    return Comparison(rows, only(ga, gb), only(gb, ga), alpha)
 
 
 def geomean_ratio(rows: list[Row]) -> float:
     return float(np.exp(np.mean([np.log(r.ratio) for r in rows]))) if rows else float("nan")
 
 
-def format_table(rows: list[Row]) -> str:
+def format_table(rows: list[Row], only_a=(), only_b=(), alpha: float = 0.05) -> str:
+    """The table, then `#` lines (so `grep -v '^#'` leaves the table): configurations on one side
+    only, and rows with too few samples to ever reach p < alpha (benchstat's warning)."""
     width = max([len(r.config) for r in rows] + [len("geomean")])
-    lines = [f"{'config':<{width}}  {'A median':>12}  {'B median':>12}  {'delta':>8}  {'95% CI of B/A':>17}  {'p':>6}"]
+    lines = [f"{'config':<{width}}  {'A median':>12}  {'B median':>12}  {'delta':>8}  "
+             f"{'p':>6}  {'n':>9}  {'95% CI of B/A':>17}"]
     for r in rows:
         delta = f"{(r.ratio - 1) * 100:+.1f}%" if r.significant else "~"
         lines.append(f"{r.config:<{width}}  {r.median_a:10.3f}{r.unit:>2}  {r.median_b:10.3f}{r.unit:>2}  "
-                     f"{delta:>8}  [{r.ci_low:6.3f}, {r.ci_high:6.3f}]  {r.p_value:6.3f}")
+                     f"{delta:>8}  {r.p_value:6.3f}  {f'{r.n_a}+{r.n_b}':>9}  "
+                     f"[{r.ci_low:6.3f}, {r.ci_high:6.3f}]")
     g = geomean_ratio(rows)
     lines.append(f"{'geomean':<{width}}  {'':>12}  {'':>12}  {(g - 1) * 100:+7.1f}%")
+    for side, labels in (("A", only_a), ("B", only_b)):
+        if labels:
+            lines.append(f"# only in {side} ({len(labels)}, not compared):")
+            lines += [f"#   {lab}" for lab in labels]
+    need = samples_needed(alpha)
+    few = [r for r in rows if not r.significant and r.n_a < need and r.n_b < need]
+    if few:
+        lines.append(f"# need >= {need} samples to detect a difference at alpha level {alpha:g}:")
+        lines += [f"#   {r.config} (n={r.n_a}+{r.n_b})" for r in few]
     return "\n".join(lines)
 
 

@@ -259,7 +259,8 @@ def load_comm_runs(paths: PathArg) -> pd.DataFrame:
 TRAIN_PHASES = ["data_ms", "h2d_ms", "forward_ms", "backward_ms", "comm_exposed_ms",
                 "optimizer_ms", "scaler_ms"]
 TRAIN_STEP_COLUMNS = ["file", "run", "status", "model", "precision", "step", "warmup", "rank",
-                      "host"] + TRAIN_PHASES + ["total_ms", "loss", "loss_scale", "skipped"]
+                      "host"] + TRAIN_PHASES + ["total_ms", "loss", "loss_scale", "skipped",
+                                                "profiled"]
 
 
 def _train_groups(f: h5py.File):
@@ -278,7 +279,8 @@ def load_train(paths: PathArg) -> pd.DataFrame:
     Columns: TRAIN_STEP_COLUMNS: the per-phase milliseconds the binary recorded (comm_exposed_ms
     is communication not hidden behind backward), the step total, the rank's loss, the step's
     loss scale and whether it was skipped (fp16 overflow); `warmup` marks steps excluded from
-    throughput. Runs with status "oom" have no steps and are left out (see load_train_summary).
+    throughput, `profiled` those inside a --profile-steps window (False in files without the
+    `profiled` dataset). Runs with status "oom" have no steps and are left out (see load_train_summary).
     """
     parts = []
     for path in _expand(paths):
@@ -298,7 +300,8 @@ def load_train(paths: PathArg) -> pd.DataFrame:
                     "warmup": s < int(a.get("warmup_steps", 0)), "rank": r.astype(np.int64),
                     "host": hosts[r] if hosts is not None and len(hosts) == R else None,
                     **{k: g[k][()].reshape(-1) for k in TRAIN_PHASES + ["total_ms", "loss"]},
-                    "loss_scale": g["loss_scale"][()][s], "skipped": g["skipped"][()][s].astype(bool)})
+                    "loss_scale": g["loss_scale"][()][s], "skipped": g["skipped"][()][s].astype(bool),
+                    "profiled": (g["profiled"][()][s] if "profiled" in g else np.zeros(S, int)[s]).astype(bool)})
     return _frame(parts, TRAIN_STEP_COLUMNS)
 
 
@@ -312,3 +315,39 @@ def load_train_summary(paths: PathArg) -> pd.DataFrame:
             for name, g in _train_groups(f):
                 rows.append({"file": str(path), "run": name, **_attrs(g)})
     return pd.DataFrame(rows)
+
+
+RUN_COLUMNS = ["file", "run", "benchmark", "attrs", "point", "command_line", "world_size", "env"]
+
+
+def _provenance_of(group) -> tuple:
+    """(command_line, world_size, env dict) of a provenance group; (None, None, {}) when absent."""
+    if group is None:
+        return None, None, {}
+    a = _attrs(group)
+    env = group.get("env")
+    return a.get("command_line"), a.get("world_size"), _attrs(env) if env is not None else {}
+
+
+def load_runs(paths: PathArg) -> pd.DataFrame:
+    """One row per run group (any benchmark), with what defines it; `dtune compare` matches on this.
+
+    Columns: RUN_COLUMNS. `attrs` is the group's attributes as a dict; `point` the sweep point's
+    definition (dict: sweep, binary, args, env, ranks, nodes, ranks_per_node, repeat, values) for
+    a run copied by `dtune sweep merge`, else None; `command_line`, `world_size` and `env` (dict)
+    come from the provenance of the process that measured the run: /points/<point_id>/provenance
+    in a merged file, /provenance otherwise.
+    """
+    import json
+    rows = []
+    for path in _expand(paths):
+        with _open(path) as f:
+            root = _provenance_of(f.get("provenance"))
+            for name in sorted(f.get("runs", {})):
+                a = _attrs(f["runs"][name])
+                pid = a.get("point_id")
+                prov = _provenance_of(f.get(f"points/{pid}/provenance")) if pid else root
+                rows.append({"file": str(path), "run": name, "benchmark": a.get("benchmark"),
+                             "attrs": a, "point": json.loads(a["point"]) if "point" in a else None,
+                             "command_line": prov[0], "world_size": prov[1], "env": prov[2]})
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)

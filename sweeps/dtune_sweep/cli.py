@@ -45,12 +45,17 @@ def main(argv=None) -> int:
     p_merge.add_argument("file")
     p_merge.add_argument("--out")
     p_merge.add_argument("-o", "--output", help="merged file (default <sweep dir>/merged.h5)")
-    cmp = sub.add_parser("compare", help="A/B comparison of two results (files or directories)")
-    cmp.add_argument("a")
-    cmp.add_argument("b")
+    cmp = sub.add_parser("compare", help="A/B comparison of two results (files or directories)",
+                         description="One row per configuration found in both A and B (runs match on every "
+                         "setting: attributes, flags, environment, ranks; sweep runs on their point), with "
+                         "medians, the change, the Mann-Whitney U p-value (significant when p < alpha; `~` "
+                         "otherwise) and a 95% bootstrap interval of B/A. Samples: per iteration the slowest "
+                         "rank's time (comm), per measured unprofiled step the slowest rank's total (train).")
+    cmp.add_argument("a", help="results before: an HDF5 file or a directory of them")
+    cmp.add_argument("b", help="results after: an HDF5 file or a directory of them")
     cmp.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
     cmp.add_argument("--fail-on-regression", type=float, metavar="PCT",
-                     help="exit 1 when a significant slowdown exceeds PCT percent")
+                     help="exit 1 when a significant (p < alpha) slowdown exceeds PCT percent")
     rep = sub.add_parser("report", help="HTML report with figures and recommendations from results")
     rep.add_argument("results", nargs="+", help="HDF5 files or directories (a sweep's merged.h5)")
     rep.add_argument("-o", "--output", required=True, help="directory for report.html, report.md and the PNGs")
@@ -132,18 +137,22 @@ def _error(e: BaseException) -> int:
 def compare_main(a) -> int:
     from dtune_report.check import check_results
     from dtune_report.compare import compare_results, format_table, regressions
+    if not 0 < a.alpha < 1:
+        print(f"dtune: error: --alpha {a.alpha}: must be between 0 and 1", file=sys.stderr)
+        return 2
     try:
         check_results(a.a)
         check_results(a.b)
-        rows = compare_results(a.a, a.b, a.alpha)
+        c = compare_results(a.a, a.b, a.alpha)
     except (OSError, ValueError, KeyError) as e:
         return _error(e)
-    if not rows:
-        print("dtune: error: no configuration appears in both A and B", file=sys.stderr)
+    if not c.rows:
+        print(f"dtune: error: no configuration appears in both A and B ({len(c.only_a)} in A alone, "
+              f"{len(c.only_b)} in B alone: runs match only when every setting agrees)", file=sys.stderr)
         return 2
-    print(format_table(rows))
+    print(format_table(c.rows, c.only_a, c.only_b, c.alpha))
     if a.fail_on_regression is not None:
-        bad = regressions(rows, a.fail_on_regression)
+        bad = regressions(c.rows, a.fail_on_regression)
         for r in bad:
             print(f"# regression: {r.config}: {(r.ratio - 1) * 100:+.1f}% (> {a.fail_on_regression}%)", file=sys.stderr)
         return 1 if bad else 0

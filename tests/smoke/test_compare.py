@@ -1,6 +1,13 @@
-"""dtune compare: a known 10% shift is flagged with its size, identical samples print `~`, the
-Mann-Whitney p-value agrees with the textbook value, and --fail-on-regression gates on exit codes.
-The file-level cases use results written by the real dtune-comm during the test run."""
+"""dtune compare: one row per configuration (never two pooled, two launches of one matched), one
+sample per event (the slowest rank's iteration or step; warm-up and profiled steps left out), and
+significance from the U test alone, so a 10% shift is flagged and identity never is.
+
+The comm files are written by the real dtune-comm and `dtune sweep run` + `merge` (their layout,
+command lines and launcher environment are real); their times are then replaced by fixed values,
+so no timing noise reaches the statistics. The train files are built with h5py in dtune-train's
+layout (benchmarks/train/train_results.cc), so this test needs no LibTorch build."""
+import math
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -9,65 +16,289 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import run_comm
-from dtune_report.compare import compare_samples, format_table, mann_whitney_p
+from conftest import bin_dir, mpirun_prefix
+from dtune_report.compare import compare_samples, format_table, mann_whitney_p, samples_needed
+from dtune_report.identity import parse_flags, settings_env
 
-DTUNE = [str(Path(__file__).resolve().parents[2] / "scripts" / "dtune")]
-
-
-def test_known_shift_is_flagged_and_identical_is_not():
-    rng = np.random.default_rng(1)
-    a = rng.normal(100, 2, 60)
-    b = rng.normal(110, 2, 60)  # 10% slower
-    (row,) = compare_samples({"x": a}, {"x": b}, "us")
-    assert row.significant and abs(row.ratio - 1.10) < 0.01 and row.ci_low > 1.05
-    (same,) = compare_samples({"x": a}, {"x": a.copy()}, "us")
-    assert not same.significant and same.ratio == 1.0
-    assert "~" in format_table([same])
+REPO = Path(__file__).resolve().parents[2]
+DTUNE = [str(REPO / "scripts" / "dtune")]
+COMM_ARGS = ["-b", "8", "-e", "64", "-f", "8", "-n", "9", "-w", "2", "-c", "0", "--collective", "allreduce,allgather"]
+ROWS_PER_RUN = 2 * 2 * 2  # collectives x placements x sizes
 
 
-def test_mann_whitney_matches_textbook():
-    # Fully separated samples of 5: U = 0, two-sided normal approximation with continuity
-    # correction: z = (12.5 - 0.5) / sqrt(5*5*11/12) = 2.5067 -> p = 0.01219.
-    assert abs(mann_whitney_p([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) - 0.01219) < 1e-4
+def dtune(*args, cwd=None):
+    return subprocess.run(DTUNE + [str(a) for a in args], capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+def table(stdout: str) -> list:
+    """The table's data rows (header, geomean and `#` notes left out)."""
+    lines = [line for line in stdout.splitlines() if line and not line.startswith("#")]
+    return [line for line in lines[1:] if not line.startswith("geomean")]
+
+
+# Statistics on fixed inputs.
+
+def test_mann_whitney_is_benchstats_exact_test():
+    # Fully separated samples of 5 and of 4: the exact two-sided p is 2 / C(10, 5) and 2 / C(8, 4),
+    # benchstat's uTestMinP[5] and [4] (the normal approximation gives 0.0122 and 0.0304).
+    assert mann_whitney_p([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) == pytest.approx(2 / 252, rel=1e-12)
+    assert mann_whitney_p([1, 2, 3, 4], [5, 6, 7, 8]) == pytest.approx(2 / 70, rel=1e-12)
     assert mann_whitney_p([1, 1, 1], [1, 1, 1]) == 1.0
+    # With ties, the normal approximation with tie and continuity corrections:
+    # U = 1, mu = 4.5, tie term = (3^3 - 3) / (6 * 5) = 0.8, sigma = sqrt(9 / 12 * (7 - 0.8)),
+    # z = (3.5 - 0.5) / sigma = 1.391, p = 0.1642 (scipy.stats.mannwhitneyu, method="asymptotic").
+    z = (3.5 - 0.5) / math.sqrt(9 / 12 * 6.2)
+    assert mann_whitney_p([1, 2, 2], [2, 3, 4]) == pytest.approx(math.erfc(z / math.sqrt(2)), rel=1e-12)
+    assert mann_whitney_p([1, 2, 2], [2, 3, 4]) == pytest.approx(0.16416, abs=1e-5)
+    assert samples_needed(0.05) == 4 and samples_needed(0.01) == 5
+
+
+def test_significance_is_the_u_test_alone():
+    # Equal medians (ratio exactly 1) and a bootstrap interval far around 1, yet every value of B
+    # is at or above its rank in A: p = 0.012 < 0.05, so the row is significant.
+    a = np.arange(1, 22, dtype=float)
+    b = a.copy()
+    b[:10] = 10.5 + np.arange(10) / 100
+    b[11:] += 20
+    (row,) = compare_samples({"x": a}, {"x": b}, "us")
+    assert row.p_value < 0.05 and row.ci_low < 1 < row.ci_high and row.significant
+    assert "+0.0%" in format_table([row])
+    # Three against three can never reach p < 0.05: `~`, with benchstat's warning.
+    (few,) = compare_samples({"x": [1, 2, 3]}, {"x": [10, 11, 12]}, "us")
+    assert not few.significant and few.ci_low > 1
+    out = format_table([few])
+    assert " ~ " in out and "# need >= 4 samples to detect a difference at alpha level 0.05" in out
+
+
+def test_flags_parse_as_cli11_reads_them():
+    assert parse_flags(["-n200", "--collective=allreduce", "-b", "8", "--no-output", "--root", "-1"],
+                       "dtune-comm") == {"--iters": "200", "--collective": "allreduce",
+                                         "--minbytes": "8", "--no-output": "", "--root": "-1"}
+    env = {"OMPI_MCA_btl": "self,tcp", "OMPI_MCA_ess_base_jobid": "1", "PMIX_NAMESPACE": "x",
+           "PMIX_MCA_gds": "hash", "SLURM_JOB_ID": "7", "NCCL_ALGO": "Ring", "DTUNE_BIN_DIR": "/b"}
+    assert settings_env(env) == {"OMPI_MCA_btl": "self,tcp", "PMIX_MCA_gds": "hash", "NCCL_ALGO": "Ring"}
+
+
+# dtune-comm files: real layout and launcher environment, fixed times.
+
+def fixed_times(path: Path, scale=lambda point: 1.0):
+    """Replace every comm run's time_us [P, S, R, I] with fixed values: iteration i of size s takes
+    (10 + s) * (1 + i / 1000) us on its slowest rank (a fixed permutation of i, other ranks 1% less),
+    times scale(point id or None)."""
+    with h5py.File(path, "r+") as f:
+        for g in f["runs"].values():
+            if g.attrs["benchmark"] != "comm":
+                continue
+            t = g["time_us"]
+            shape = t.shape  # (P, S, R, I)
+            it = 1 + np.random.default_rng(7).permutation(shape[3]) / 1000
+            v = (10.0 + np.arange(shape[1]))[None, :, None, None] * it[None, None, None, :] * np.ones(shape)
+            v[:, :, 1:, :] *= 0.99
+            pid = g.attrs.get("point_id")
+            t[...] = v * scale(pid.decode() if isinstance(pid, bytes) else pid)
+
+
+def launch_comm(out: Path, btl: str):
+    cmd = mpirun_prefix(2) + ["-x", f"OMPI_MCA_btl={btl}", str(bin_dir() / "dtune-comm")] + COMM_ARGS + ["--output", out]
+    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    fixed_times(out)
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory):
+def comm_files(tmp_path_factory):
+    """shm1, shm2: two launches of one configuration; tcp: the same flags over TCP (times 1.5);
+    tcp_slow: tcp 10% slower."""
+    if not (bin_dir() / "dtune-comm").exists():
+        pytest.fail(f"{bin_dir() / 'dtune-comm'} does not exist: build first (scripts/setup.sh)")
     d = tmp_path_factory.mktemp("cmp")
-    # 200 iterations: enough that run-to-run noise of the tiny sizes cannot hide a 10% shift (at 40
-    # the bootstrap interval of one 8-byte row once reached down to 0.995).
-    r = run_comm(2, ["-b", "8", "-e", "4K", "-f", "8", "-n", "200", "-w", "20", "-c", "0", "--output", d / "a.h5"])
-    assert r.returncode == 0, r.stderr
-    shutil.copy(d / "a.h5", d / "slow.h5")
-    with h5py.File(d / "slow.h5", "r+") as f:
+    for name, btl in (("shm1", "self,vader"), ("shm2", "self,vader"), ("tcp", "self,tcp")):
+        launch_comm(d / f"{name}.h5", btl)
+    with h5py.File(d / "tcp.h5", "r+") as f:
+        for g in f["runs"].values():
+            g["time_us"][...] = g["time_us"][()] * 1.5
+    shutil.copy(d / "tcp.h5", d / "tcp_slow.h5")
+    with h5py.File(d / "tcp_slow.h5", "r+") as f:
         for g in f["runs"].values():
             g["time_us"][...] = g["time_us"][()] * 1.10
+    for side, names in (("a", ["shm1", "tcp"]), ("b", ["shm2", "tcp_slow"])):
+        (d / side).mkdir()
+        for n in names:
+            shutil.copy(d / f"{n}.h5", d / side / f"{n}.h5")
     return d
 
 
-def dtune(*args):
-    return subprocess.run(DTUNE + [str(a) for a in args], capture_output=True, text=True, timeout=120)
-
-
-def test_cli_flags_the_slowdown_and_gates(results):
-    r = dtune("compare", results / "a.h5", results / "slow.h5")
+def test_two_launches_match_and_an_env_setting_splits(comm_files):
+    # A: shm1 + tcp; B: shm2 (another launch: new job id, PMIx namespace, ...) + tcp 10% slower.
+    r = dtune("compare", comm_files / "a", comm_files / "b")
     assert r.returncode == 0, r.stderr
-    body = [l for l in r.stdout.splitlines()[1:] if not l.startswith("geomean")]
-    assert len(body) == 8 and all("+10.0%" in l for l in body), r.stdout
-    assert "+10.0%" in r.stdout.splitlines()[-1]
-    assert dtune("compare", results / "a.h5", results / "slow.h5", "--fail-on-regression", 5).returncode == 1
-    assert dtune("compare", results / "a.h5", results / "slow.h5", "--fail-on-regression", 20).returncode == 0
+    rows = table(r.stdout)
+    assert "only in" not in r.stdout, r.stdout
+    shm = [line for line in rows if "OMPI_MCA_btl=self,vader" in line]
+    tcp = [line for line in rows if "OMPI_MCA_btl=self,tcp" in line]
+    assert len(shm) == len(tcp) == ROWS_PER_RUN and len(rows) == 2 * ROWS_PER_RUN, r.stdout
+    assert all(" ~ " in line for line in shm) and all("+10.0%" in line for line in tcp), r.stdout
+    # One sample per iteration: n = 9 + 9, not ranks x iterations.
+    assert all(" 9+9 " in line for line in rows), r.stdout
+    assert dtune("compare", comm_files / "a", comm_files / "b", "--fail-on-regression", 5).returncode == 1
+    assert dtune("compare", comm_files / "a", comm_files / "b", "--fail-on-regression", 20).returncode == 0
 
 
-def test_cli_same_file_is_all_unchanged(results):
-    r = dtune("compare", results / "a.h5", results / "a.h5", "--fail-on-regression", 0)
-    assert r.returncode == 0
-    body = [l for l in r.stdout.splitlines()[1:] if not l.startswith("geomean")]
-    assert all(" ~ " in l for l in body), r.stdout
+def test_an_unmatched_setting_is_listed_not_pooled(comm_files):
+    r = dtune("compare", comm_files / "shm1.h5", comm_files / "tcp.h5")
+    assert r.returncode == 2 and "no configuration appears in both" in r.stderr, r.stderr
+    r = dtune("compare", comm_files / "a", comm_files / "shm2.h5")
+    assert r.returncode == 0, r.stderr
+    assert len(table(r.stdout)) == ROWS_PER_RUN and f"# only in A ({ROWS_PER_RUN}, not compared):" in r.stdout
+    assert "only in B" not in r.stdout
+
+
+def test_same_files_are_all_unchanged(comm_files):
+    r = dtune("compare", comm_files / "a", comm_files / "a", "--fail-on-regression", 0)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = table(r.stdout)
+    assert len(rows) == 2 * ROWS_PER_RUN and all(" ~ " in line and " 1.000 " in line for line in rows), r.stdout
 
 
 def test_cli_bad_input_exits_2(tmp_path):
     r = dtune("compare", tmp_path / "missing.h5", tmp_path / "missing.h5")
     assert r.returncode == 2 and "error" in r.stderr
+    r = dtune("compare", tmp_path, tmp_path, "--alpha", "5")
+    assert r.returncode == 2 and "--alpha" in r.stderr
+
+
+# A merged sweep: two points with the same flags and different topology presets, each repeated.
+
+SWEEP = """sweeps:
+  - name: cmp
+    binary: dtune-comm
+    args: [{args}]
+    topology: [mpi-shm, mpi-tcp]
+    repeats: 2
+    launch: {{ranks: 2}}
+"""
+
+
+@pytest.fixture(scope="module")
+def merged(tmp_path_factory):
+    d = tmp_path_factory.mktemp("sweep")
+    (d / "cmp.yaml").write_text(SWEEP.format(args=", ".join(f'"{a}"' for a in COMM_ARGS)))
+    env = {**os.environ, "DTUNE_BIN_DIR": str(bin_dir())}
+    for cmd in (["sweep", "run", d / "cmp.yaml", "--out", d / "s"], ["sweep", "merge", d / "cmp.yaml", "--out", d / "s"]):
+        r = subprocess.run(DTUNE + [str(c) for c in cmd], capture_output=True, text=True, timeout=600, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+    with h5py.File(d / "s" / "merged.h5", "r") as f:
+        tcp = {pid for pid, g in f["points"].items() if "self,tcp" in g.attrs["point"]}
+    assert len(tcp) == 2  # two repeats
+    fixed_times(d / "s" / "merged.h5")
+    shutil.copy(d / "s" / "merged.h5", d / "slow.h5")
+    fixed_times(d / "slow.h5", lambda pid: 1.10 if pid in tcp else 1.0)
+    return d
+
+
+def test_merged_sweep_one_row_per_point_and_only_the_slow_point_flagged(merged):
+    r = dtune("compare", merged / "s" / "merged.h5", merged / "s" / "merged.h5")
+    assert r.returncode == 0, r.stderr
+    rows = table(r.stdout)
+    # Two points (mpi-shm, mpi-tcp) of ROWS_PER_RUN rows; the repeats of a point pool (9 + 9 each).
+    assert len(rows) == 2 * ROWS_PER_RUN and all(" ~ " in line and " 18+18 " in line for line in rows), r.stdout
+    r = dtune("compare", merged / "s" / "merged.h5", merged / "slow.h5")
+    rows = table(r.stdout)
+    flagged = [line for line in rows if "+10.0%" in line]
+    assert len(flagged) == ROWS_PER_RUN and all("OMPI_MCA_btl=self,tcp" in line for line in flagged), r.stdout
+    assert all(" ~ " in line for line in rows if line not in flagged), r.stdout
+
+
+# dtune-train files built in its layout (results/SCHEMA.md, benchmarks/train/train_results.cc).
+
+PHASES = ["data_ms", "h2d_ms", "forward_ms", "backward_ms", "comm_exposed_ms", "optimizer_ms", "scaler_ms"]
+DATA_FIELDS = ["data_samples", "data_bad_samples", "data_bytes", "data_requests", "data_retries",
+               "data_fetch_ms", "data_decode_ms", "data_wait_ms", "cache_hits", "cache_misses",
+               "cache_hit_bytes", "cache_miss_bytes", "cache_evictions"]
+
+
+def train_run(group, step_ms, profiled=None, warmup=1, **attrs):
+    """One train run group: step s of rank r takes step_ms[s] (rank 1 takes 2% less)."""
+    S, R = len(step_ms), 2
+    a = {"benchmark": "train", "status": "ok", "model": "resnet18", "parameters": 11689512, "batch": 8,
+         "batch_auto": 0, "accum_steps": 1, "global_batch": 16, "precision": "fp32", "tf32": 0,
+         "weights_dtype": "fp32", "optimizer": "sgd", "lr": 0.1, "device": "cpu", "backend": "mpi",
+         "overlap": "on", "bucket_mb": 25.0, "first_bucket_mb": 1.0, "compression": "none",
+         "local_sgd_every": 0, "channels_last": 0, "threads": 1, "world_size": R, "steps": S - warmup,
+         "throughput_steps": S - warmup, "warmup_steps": warmup, "samples_per_s": 100.0,
+         "tokens_per_s": 0.0, "step_time_p50_ms": float(np.median(step_ms)), "step_time_p90_ms": 0.0,
+         "skipped_steps": 0, "training_flops_per_sample": 1e9, "tokens_per_sample": 0.0,
+         "flops_formula": "counted", "mfu": float("nan"), "peak_tflops": float("nan"),
+         "peak_source": "unknown", "memory_source": "cpu", "data": "synthetic",
+         "data_description": "synthetic", "workers": 0, "prefetch": 2, **{k: 0.0 for k in DATA_FIELDS},
+         "cache_dir": ""}
+    a.update(attrs)
+    for k, v in a.items():
+        group.attrs[k] = np.int64(v) if isinstance(v, int) else v
+    total = np.asarray(step_ms, float)[:, None] * np.array([1.0, 0.98])[None, :]  # (S, R)
+    for name in PHASES:
+        group[name] = total / 10
+    group["total_ms"] = total
+    group["loss"] = np.full((S, R), 2.3)
+    group["loss_scale"] = np.ones(S)
+    group["skipped"] = np.zeros(S, np.int64)
+    group["profiled"] = np.zeros(S, np.int64) if profiled is None else np.asarray(profiled, np.int64)
+    group["peak_memory_bytes"] = np.full(R, 1 << 20, np.int64)
+    group["bucket_bytes"] = np.array([1 << 20], np.int64)
+
+
+def train_file(path: Path, runs: list, command_line: str):
+    """runs: list of (step_ms, profiled, attrs)."""
+    with h5py.File(path, "w") as f:
+        f.attrs.update({"schema": "dtune-results", "schema_version": np.int64(1), "tool": "dtune-train",
+                        "dtune_version": "0.1.0", "status": "complete", "exit_status": np.int64(0)})
+        p = f.create_group("provenance")
+        p.attrs.update({"command_line": command_line, "start_time": str(path), "world_size": np.int64(2)})
+        p["rank_host"] = np.array([b"h0", b"h1"])
+        p.create_group("env").attrs.update({"OMPI_MCA_ess_base_jobid": str(hash(path))})
+        runs_g = f.create_group("runs")
+        for n, (step_ms, profiled, attrs) in enumerate(runs):
+            train_run(runs_g.create_group(f"{n:04d}-train-resnet18-fp32-b8"), step_ms, profiled, **attrs)
+
+
+STEPS = 1000 + np.arange(12, dtype=float)  # step 0: warm-up; 11 measured steps, all distinct
+CMD = "/x/dtune-train --model resnet18 --width 16 --image-size 32 --batch 8 --steps 11 --warmup-steps 1"
+
+
+def test_train_runs_differing_in_workers_compression_or_width_are_separate_rows(tmp_path):
+    slow = (STEPS + 2) * 1.10
+    train_file(tmp_path / "a.h5", [(STEPS, None, {}), (STEPS + 1, None, {"workers": 2}),
+                                   (STEPS + 2, None, {"compression": "bf16"})], CMD)
+    train_file(tmp_path / "b.h5", [(STEPS, None, {}), (STEPS + 1, None, {"workers": 2}),
+                                   (slow, None, {"compression": "bf16"})], CMD.replace("--steps 11", "--steps 11 --seed 3"))
+    train_file(tmp_path / "w.h5", [(STEPS, None, {})], CMD.replace("--width 16", "--width 32"))
+    r = dtune("compare", tmp_path / "a.h5", tmp_path / "b.h5")
+    rows = table(r.stdout)
+    assert r.returncode == 0 and len(rows) == 3, r.stdout + r.stderr
+    (flagged,) = [line for line in rows if "+10.0%" in line]
+    assert "compression=bf16" in flagged and " 11+11 " in flagged, r.stdout
+    assert sum("workers=2" in line for line in rows) == 1, r.stdout
+    # --width is recorded only on the command line: 16 and 32 stay apart.
+    r = dtune("compare", tmp_path / "a.h5", tmp_path / "w.h5")
+    assert r.returncode == 2, r.stdout
+    (tmp_path / "d").mkdir()
+    for n in ("a.h5", "w.h5"):
+        shutil.copy(tmp_path / n, tmp_path / "d" / n)
+    r = dtune("compare", tmp_path / "d", tmp_path / "d")
+    rows = table(r.stdout)
+    assert len(rows) == 4 and sum("--width=32" in line for line in rows) == 1 and all(" ~ " in line for line in rows), r.stdout
+
+
+def test_profiled_steps_are_left_out(tmp_path):
+    # B: the same steps with a --profile-steps 4:3 window inserted, its steps ten times slower;
+    # they do not count, so B's median is A's.
+    slowed = np.concatenate([STEPS[:4], STEPS[4:7] * 10, STEPS[4:]])
+    window = np.zeros(len(slowed), int)
+    window[4:7] = 1
+    train_file(tmp_path / "a.h5", [(STEPS, None, {})], CMD)
+    train_file(tmp_path / "b.h5", [(slowed, window, {})], CMD.replace("--steps 11", "--steps 14") + " --profile-steps 4:3")
+    r = dtune("compare", tmp_path / "a.h5", tmp_path / "b.h5", "--fail-on-regression", 0)
+    rows = table(r.stdout)
+    assert r.returncode == 0 and len(rows) == 1, r.stdout + r.stderr
+    med = float(np.median(STEPS[1:]))
+    assert rows[0].count(f"{med:.3f}ms") == 2 and " ~ " in rows[0] and " 11+11 " in rows[0], r.stdout
