@@ -14,7 +14,8 @@ int64_t available_memory_bytes() {
   std::string line;
   while (std::getline(in, line)) {
     long long kib = 0;
-    if (std::sscanf(line.c_str(), "MemAvailable: %lld kB", &kib) == 1) return static_cast<int64_t>(kib) * 1024;
+    if (std::sscanf(line.c_str(), "MemAvailable: %lld kB", &kib) == 1)
+      return static_cast<int64_t>(kib) * 1024;
   }
   return -1;
 }
@@ -29,8 +30,8 @@ void require_memory(double needed_bytes, const std::string& what, const std::str
   };
   std::ostringstream msg;
   msg.precision(0);
-  msg << what << " needs " << std::fixed << needed_bytes << " bytes (" << gib(needed_bytes) << ") but "
-      << available << " bytes (" << gib(static_cast<double>(available))
+  msg << what << " needs " << std::fixed << needed_bytes << " bytes (" << gib(needed_bytes)
+      << ") but " << available << " bytes (" << gib(static_cast<double>(available))
       << ") are available (MemAvailable in /proc/meminfo): " << fix;
   throw UsageError(msg.str());
 }
