@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "benchmarks/data/memory_fit.h"
 #include "core/error.h"
 #include "core/gather.h"
 #include "data/loader/open_data.h"
@@ -21,6 +22,16 @@ int bench_loader(const RunContext& ctx, const BenchOptions& o) {
   LoaderOptions lo = o.loader;
   lo.rank = o.same_slice ? 0 : ctx.rank();
   lo.world = o.same_slice ? 1 : ctx.world_size();
+  // A batch: (B, 3, S, S) float images or (B, T) + (B, T) int64 tokens. Up to prefetch of them wait
+  // built, each worker builds one, and next() may copy one more together (see loader.h).
+  const bool images = d.kind == DatasetKind::kImages;
+  const double batch_bytes = static_cast<double>(lo.batch) *
+                             (images ? 3.0 * lo.image_size * lo.image_size * 4 + 8 : 2.0 * lo.context * 8);
+  require_memory(batch_bytes * (lo.prefetch + lo.workers + 2),
+                 "bench: --batch " + std::to_string(lo.batch) +
+                     (images ? " --image-size " + std::to_string(lo.image_size) : " --context " + std::to_string(lo.context)) +
+                     " --prefetch " + std::to_string(lo.prefetch) + " --workers " + std::to_string(lo.workers),
+                 "lower them");
   Loader loader(storage, d, lo);
   if (ctx.is_root()) {
     std::printf("# dtune-data bench: %s (%s)\n", storage->describe().c_str(), d.describe().c_str());
@@ -29,8 +40,9 @@ int bench_loader(const RunContext& ctx, const BenchOptions& o) {
                 d.kind == DatasetKind::kImages ? ("images " + std::to_string(lo.image_size) + "x" +
                                                    std::to_string(lo.image_size) + (lo.augment ? " random-resized-crop + flip" : " center crop")).c_str()
                                                : ("token windows of " + std::to_string(lo.context)).c_str());
-    std::printf("# %-6s %8s %10s %12s %10s %10s %10s %6s %8s %10s\n", "epoch", "batches", "samples", "samples/s",
-                "fetch_ms", "decode_ms", "wait_ms", "bad", "hit%", "fetched_MB");
+    std::printf("# %-6s %8s %10s %12s %10s %10s %10s %6s %8s %10s %11s %9s\n", "epoch", "batches", "samples",
+                "samples/s", "fetch_ms", "decode_ms", "wait_ms", "bad", "hit%", "fetched_MB", "undecodable",
+                "truncated");
   }
   std::ofstream ids;
   if (!o.dump_ids.empty()) {
@@ -54,11 +66,15 @@ int bench_loader(const RunContext& ctx, const BenchOptions& o) {
                                       static_cast<double>(t.samples - before.samples), s, t.fetch_ms - before.fetch_ms,
                                       t.decode_ms - before.decode_ms, t.wait_ms - before.wait_ms,
                                       static_cast<double>(t.bad - before.bad)};
+    const double undecodable = static_cast<double>(t.undecodable - before.undecodable);
+    const double truncated = static_cast<double>(t.truncated - before.truncated);
     const CacheStats c = cache ? cache->cache_stats() : CacheStats{};
     mine.push_back(static_cast<double>(c.hits - cache_before.hits));
     mine.push_back(static_cast<double>(c.misses - cache_before.misses));
     mine.push_back(static_cast<double>(c.miss_bytes - cache_before.miss_bytes));
-    constexpr int kF = 10;
+    mine.push_back(undecodable);
+    mine.push_back(truncated);
+    constexpr int kF = 12;
     const std::vector<double> all = gather_doubles(ctx.comm(), mine);
     if (ctx.is_root()) {
       double sum[kF] = {}, slowest = 0;
@@ -67,10 +83,10 @@ int bench_loader(const RunContext& ctx, const BenchOptions& o) {
         slowest = std::max(slowest, all[static_cast<size_t>(r * kF + 2)]);
       }
       const double lookups = sum[7] + sum[8];
-      std::printf("  %-6d %8.0f %10.0f %12.1f %10.1f %10.1f %10.1f %6.0f %8s %10.2f\n", epoch, sum[0], sum[1],
-                  sum[1] / slowest, sum[3], sum[4], sum[5], sum[6],
+      std::printf("  %-6d %8.0f %10.0f %12.1f %10.1f %10.1f %10.1f %6.0f %8s %10.2f %11.0f %9.0f\n", epoch, sum[0],
+                  sum[1], sum[1] / slowest, sum[3], sum[4], sum[5], sum[6],
                   cache ? (std::to_string(100 * sum[7] / std::max(1.0, lookups)).substr(0, 6)).c_str() : "-",
-                  cache ? sum[9] / 1e6 : 0.0);
+                  cache ? sum[9] / 1e6 : 0.0, sum[10], sum[11]);
     }
   }
   if (ctx.is_root()) {

@@ -21,8 +21,8 @@ int main(int argc, char** argv) {
     images->add_option("--out", mi.out, "directory or s3://bucket/prefix")->required();
     images->add_option("--samples", mi.samples, "images")->capture_default_str();
     images->add_option("--classes", mi.classes, "classes (labels 0..K-1, round robin)")->capture_default_str();
-    images->add_option("--width", mi.width, "pixels")->capture_default_str();
-    images->add_option("--height", mi.height, "pixels")->capture_default_str();
+    images->add_option("--width", mi.width, "pixels (at most 65500, libjpeg's limit)")->capture_default_str();
+    images->add_option("--height", mi.height, "pixels (at most 65500)")->capture_default_str();
     images->add_option("--size-jitter", mi.size_jitter, "each side scaled by a random factor in [1-j, 1+j]")
         ->capture_default_str();
     images->add_option("--shard-samples", mi.shard_samples, "images per shard")->capture_default_str();

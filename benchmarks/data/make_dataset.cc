@@ -8,6 +8,7 @@
 #include <random>
 #include <sstream>
 
+#include "benchmarks/data/memory_fit.h"
 #include "core/error.h"
 #include "data/formats/dataset.h"
 #include "data/formats/tar.h"
@@ -39,6 +40,28 @@ std::unique_ptr<Storage> open_storage_for_writing(const std::string& url) {
   }
 }
 
+// libjpeg's limit on either side (JPEG_MAX_DIMENSION in jmorecfg.h, "a tad under 64K to prevent
+// overflows"); libjpeg-turbo refuses to encode beyond it.
+constexpr int64_t kJpegMaxSide = 65500;
+
+// The largest image (sides scaled by up to 1 + --size-jitter) must be encodable, and one image's
+// working set must fit: its RGB pixels (3 bytes/pixel), TurboJPEG's output buffer (tjBufSize: 3
+// bytes/pixel at 4:2:0, plus 2 KiB) and our copy of the JPEG (at most as large): 9 bytes/pixel.
+// Plus the manifest, about 256 bytes per sample as JSON in memory.
+void check_image_sizes_fit(const MakeImagesOptions& o) {
+  const double w = o.width * (1 + o.size_jitter), h = o.height * (1 + o.size_jitter);
+  if (w > kJpegMaxSide || h > kJpegMaxSide)
+    throw UsageError("make images: --width " + std::to_string(o.width) + " --height " + std::to_string(o.height) +
+                     (o.size_jitter > 0 ? " with --size-jitter " + std::to_string(o.size_jitter) : std::string()) +
+                     " makes images up to " + std::to_string(static_cast<int64_t>(w)) + "x" +
+                     std::to_string(static_cast<int64_t>(h)) + ", beyond JPEG's limit of " +
+                     std::to_string(kJpegMaxSide) + " pixels per side (libjpeg's JPEG_MAX_DIMENSION): lower them");
+  require_memory(9.0 * w * h + 256.0 * static_cast<double>(o.samples),
+                 "make images: --width " + std::to_string(o.width) + " --height " + std::to_string(o.height) +
+                     " --samples " + std::to_string(o.samples),
+                 "lower --width/--height (or --samples)");
+}
+
 }  // namespace
 
 std::string make_images(const MakeImagesOptions& o) {
@@ -48,6 +71,7 @@ std::string make_images(const MakeImagesOptions& o) {
   if (o.size_jitter < 0 || o.size_jitter >= 1) throw UsageError("make images: --size-jitter must be in [0, 1)");
   if (o.layout != "webdataset" && o.layout != "imagefolder")
     throw UsageError("make images: --layout must be webdataset or imagefolder");
+  check_image_sizes_fit(o);
   std::unique_ptr<Storage> out = open_storage_for_writing(o.out);
   JpegCodec codec;
   Dataset d;
@@ -111,12 +135,20 @@ std::string make_tokens(const MakeTokensOptions& o) {
     text += ss.str();
   }
   if (text.empty()) throw UsageError("make tokens: the --input files are empty");
+  // All tokens are held at once (2 bytes each), with one repeat's worth in flight and one shard
+  // encoded (2 bytes per token + header).
+  const double tokens = static_cast<double>(text.size()) * o.repeat;
+  require_memory(2.0 * tokens + 2.0 * static_cast<double>(text.size()) +
+                     2.0 * std::min<double>(tokens, static_cast<double>(o.shard_tokens)) + kTokenHeaderBytes,
+                 "make tokens: " + std::to_string(text.size()) + " bytes of --input x --repeat " + std::to_string(o.repeat),
+                 "lower --repeat");
   std::unique_ptr<Storage> out = open_storage_for_writing(o.out);
   Dataset d;
   d.format = "tokens";
   d.kind = DatasetKind::kTokens;
   d.vocab = 256;
   std::vector<uint16_t> all;
+  all.reserve(text.size() * static_cast<size_t>(o.repeat));
   for (int r = 0; r < o.repeat; ++r) {
     const auto t = byte_tokens(text);
     all.insert(all.end(), t.begin(), t.end());
@@ -135,8 +167,14 @@ std::string make_tokens(const MakeTokensOptions& o) {
 }
 
 std::string index_data(const std::string& url) {
-  std::unique_ptr<Storage> s = open_storage(url);
-  const Dataset d = index_dataset(*s);
+  std::unique_ptr<Storage> s;
+  Dataset d;
+  try {
+    s = open_storage(url);
+    d = index_dataset(*s);
+  } catch (const UsageError& e) {  // also NotFound: a missing directory or bucket
+    throw UsageError(url + ": " + e.what());
+  }
   s->write(kManifestKey, manifest_to_json(d));
   return d.describe() + "; wrote " + s->describe() + "/" + kManifestKey;
 }

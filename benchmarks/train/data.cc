@@ -1,6 +1,8 @@
 // Synthetic data, and dtune's loader as a data source.
 #include "benchmarks/train/data.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "benchmarks/train/device_stager.h"
 #include "data/loader/loader.h"
@@ -21,9 +23,15 @@ class SyntheticSource final : public DataSource {
 
 class LoaderSource final : public DataSource {
  public:
-  LoaderSource(std::shared_ptr<data::Storage> storage, data::NodeCache* cache, std::unique_ptr<data::Loader> loader,
-               std::unique_ptr<DeviceStager> stager)
-      : storage_(std::move(storage)), loader_(std::move(loader)), cache_(cache), stager_(std::move(stager)) {
+  LoaderSource(std::string data, int rank, int64_t batch, std::shared_ptr<data::Storage> storage,
+               data::NodeCache* cache, std::unique_ptr<data::Loader> loader, std::unique_ptr<DeviceStager> stager)
+      : data_(std::move(data)),
+        rank_(rank),
+        batch_(batch),
+        storage_(std::move(storage)),
+        loader_(std::move(loader)),
+        cache_(cache),
+        stager_(std::move(stager)) {
     loader_->start_epoch(epoch_);
   }
   std::string name() const override { return loader_->dataset().describe(); }
@@ -43,6 +51,9 @@ class LoaderSource final : public DataSource {
     const data::LoaderTotals t = loader_->totals();
     const data::StorageStats s = storage_->stats();
     DataSummary d{name(), t.samples, t.bad, t.bytes, s.requests, s.retries, t.fetch_ms, t.decode_ms, t.wait_ms};
+    d.undecodable = t.undecodable;
+    d.truncated = t.truncated;
+    d.batches = t.batches;
     if (cache_) {
       const data::CacheStats c = cache_->cache_stats();
       d.cache_hits = c.hits;
@@ -55,14 +66,25 @@ class LoaderSource final : public DataSource {
   }
 
  private:
+  std::string data_;  // "--data URL", for messages
+  int rank_;
+  int64_t batch_;
   std::shared_ptr<data::Storage> storage_;
   data::LoadedBatch next_host() {
     std::optional<data::LoadedBatch> b = loader_->next();
-    if (!b) {  // the epoch is over: the next one, reshuffled
+    if (!b) {  // this rank's epoch is over (see loader.h): its next one, reshuffled
+      const data::LoaderTotals before = loader_->totals();
       loader_->start_epoch(++epoch_);
       b = loader_->next();
+      if (!b) {
+        const data::LoaderTotals t = loader_->totals();
+        throw UsageError(data_ + ": rank " + std::to_string(rank_) + "'s slice of epoch " + std::to_string(epoch_) +
+                         " holds fewer than " + std::to_string(batch_) + " good samples (" +
+                         std::to_string(t.undecodable - before.undecodable) + " undecodable, " +
+                         std::to_string(t.truncated - before.truncated) +
+                         " truncated): repair the data or lower --batch");
+      }
     }
-    DTUNE_CHECK(b.has_value(), "the loader delivered no batch in a fresh epoch");
     return std::move(*b);
   }
   void stage_next() {
@@ -104,10 +126,19 @@ std::unique_ptr<DataSource> make_loader_source(const Options& o, const models::M
       throw UsageError("--data " + o.data + " holds tokens but --model " + o.model + " takes images");
     if (x.size(2) != x.size(3)) throw UsageError("--data: the loader makes square images only");
     lo.image_size = static_cast<int>(x.size(2));
+    // Labels were checked against the dataset's num_classes at open; the model must cover them all.
     const int64_t classes = o.model_options.num_classes;
-    if (d.num_classes > classes)
-      throw UsageError("--data " + o.data + " has " + std::to_string(d.num_classes) + " classes but the model " +
-                       std::to_string(classes) + ": pass --num-classes " + std::to_string(d.num_classes));
+    const auto top = std::max_element(d.samples.begin(), d.samples.end(),
+                                      [](const data::SampleRef& a, const data::SampleRef& b) { return a.label < b.label; });
+    if (d.num_classes > classes) {
+      std::string example;
+      if (top != d.samples.end() && top->label >= classes)
+        example = " (sample " + std::to_string(top - d.samples.begin()) + " in " + d.objects[top->object].key +
+                  " has label " + std::to_string(top->label) + ")";
+      throw UsageError("--data " + o.data + " has " + std::to_string(d.num_classes) + " classes" + example +
+                       " but the model has --num-classes " + std::to_string(classes) + ": pass --num-classes " +
+                       std::to_string(d.num_classes));
+    }
   } else {
     if (d.kind != data::DatasetKind::kTokens)
       throw UsageError("--data " + o.data + " holds images but --model " + o.model + " takes tokens");
@@ -120,8 +151,8 @@ std::unique_ptr<DataSource> make_loader_source(const Options& o, const models::M
   if (loader->batches_per_epoch() < 1)
     throw UsageError("--data " + o.data + ": " + std::to_string(loader->samples_this_rank()) +
                      " samples per rank, fewer than one batch of " + std::to_string(batch));
-  return std::make_unique<LoaderSource>(std::move(opened.storage), opened.cache, std::move(loader),
-                                        make_device_stager(device));
+  return std::make_unique<LoaderSource>("--data " + o.data, ctx.rank(), batch, std::move(opened.storage), opened.cache,
+                                        std::move(loader), make_device_stager(device));
 }
 
 std::unique_ptr<DataSource> make_synthetic_source(const models::Model& model, int64_t batch,

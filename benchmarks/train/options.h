@@ -76,6 +76,8 @@ struct DataSummary {
   int64_t samples, bad, bytes, requests, retries;
   double fetch_ms, decode_ms, wait_ms;
   int64_t cache_hits = 0, cache_misses = 0, cache_hit_bytes = 0, cache_miss_bytes = 0, cache_evictions = 0;
+  int64_t undecodable = 0, truncated = 0;  // bad, by cause
+  int64_t batches = 0;                     // delivered: samples / batches is the samples per batch
 
   // The numbers, in the order of kDataSummaryFields (their names in the results file).
   std::vector<double> numbers() const {
@@ -83,13 +85,14 @@ struct DataSummary {
             static_cast<double>(requests),     static_cast<double>(retries),      fetch_ms,
             decode_ms,                         wait_ms,                           static_cast<double>(cache_hits),
             static_cast<double>(cache_misses), static_cast<double>(cache_hit_bytes),
-            static_cast<double>(cache_miss_bytes), static_cast<double>(cache_evictions)};
+            static_cast<double>(cache_miss_bytes), static_cast<double>(cache_evictions),
+            static_cast<double>(undecodable),  static_cast<double>(truncated),  static_cast<double>(batches)};
   }
 };
-inline constexpr std::array<const char*, 13> kDataSummaryFields = {
+inline constexpr std::array<const char*, 16> kDataSummaryFields = {
     "data_samples",   "data_bad_samples", "data_bytes", "data_requests",   "data_retries",    "data_fetch_ms",
     "data_decode_ms", "data_wait_ms",     "cache_hits", "cache_misses",    "cache_hit_bytes", "cache_miss_bytes",
-    "cache_evictions"};
+    "cache_evictions", "data_undecodable", "data_truncated", "data_batches"};
 
 // Returns an exit code (0 after --help, 2 on bad input) or -1 to go on.
 int parse_options(int argc, char** argv, bool print, int world_size, int local_size, Options& o);

@@ -45,10 +45,18 @@ Dataset manifest_from_json(const std::string& text, const std::string& what);
 // holds none of these.
 Dataset index_dataset(Storage& s);
 
-// dataset.json if present, else index_dataset(). Checks that every object exists; an object
+// dataset.json if present, else index_dataset(), then validate_dataset(). Checks that every object exists; an object
 // shorter than the manifest says (a truncated shard) is kept, its missing samples will read short
 // and be counted as bad. `*indexed` tells whether the root had to be indexed.
 Dataset open_dataset(Storage& s, bool* indexed = nullptr);
+
+// Every record checked before any sample is read, so that a bad one stops every rank at open
+// (UsageError naming the sample, its object, the field and what to fix) instead of one rank's
+// slice in the middle of a run. Images: the object exists, offset >= 0, size > 0, offset + size
+// within the object's size as listed, label in 0..num_classes-1. Tokens: each shard's header as
+// llm.c checks it (magic, version, size = header + 2 bytes per token) and the total token count.
+// `source` names where the records came from (the manifest, or the index made on the spot).
+void validate_dataset(Storage& s, const Dataset& d, const std::string& source);
 
 // Token windows of context T: T + 1 tokens every T tokens within each shard (drops a shard's tail
 // shorter than T + 1). Byte offsets include the shard header.

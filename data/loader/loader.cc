@@ -38,6 +38,7 @@ Loader::Loader(std::shared_ptr<Storage> storage, Dataset dataset, LoaderOptions 
   const int64_t m = static_cast<int64_t>(samples_.size());
   mine_count_ = m * (o_.rank + 1) / o_.world - m * o_.rank / o_.world;
   batches_ = o_.drop_last ? (m / o_.world) / o_.batch : (mine_count_ + o_.batch - 1) / o_.batch;
+  chunks_ = (mine_count_ + o_.batch - 1) / o_.batch;
 }
 
 Loader::~Loader() { stop_workers(); }
@@ -57,7 +58,9 @@ void Loader::start_epoch(int epoch) {
   epoch_ = epoch;
   mine_ = rank_slice(epoch_order(samples_, dataset_.objects.size(), o_.seed, epoch), o_.rank, o_.world);
   ready_.clear();
-  next_claim_ = next_out_ = 0;
+  taken_.clear();
+  used_ = next_claim_ = next_take_ = delivered_ = 0;
+  epoch_over_ = false;
   stop_ = false;
   error_ = nullptr;
   for (int w = 0; w < o_.workers; ++w) workers_.emplace_back([this] { worker_loop(); });
@@ -65,17 +68,17 @@ void Loader::start_epoch(int epoch) {
 
 void Loader::worker_loop() {
   while (true) {
-    int64_t index;
+    int64_t chunk;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [&] { return stop_ || error_ || next_claim_ >= batches_ || next_claim_ < next_out_ + o_.prefetch; });
-      if (stop_ || error_ || next_claim_ >= batches_) return;
-      index = next_claim_++;
+      cv_.wait(lock, [&] { return stop_ || error_ || next_claim_ >= chunks_ || next_claim_ < next_take_ + o_.prefetch; });
+      if (stop_ || error_ || next_claim_ >= chunks_) return;
+      chunk = next_claim_++;
     }
     try {
-      LoadedBatch b = build(index);
+      LoadedBatch b = build(chunk);
       std::lock_guard<std::mutex> lock(mutex_);
-      ready_.emplace(index, std::move(b));
+      ready_.emplace(chunk, std::move(b));
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!error_) error_ = std::current_exception();
@@ -84,41 +87,113 @@ void Loader::worker_loop() {
   }
 }
 
-std::optional<LoadedBatch> Loader::next() {
-  DTUNE_CHECK(epoch_ >= 0, "Loader::next before start_epoch");
-  const auto t0 = Clock::now();
-  LoadedBatch b;
+bool Loader::take_chunk(BatchTiming& timing) {
+  if (next_take_ >= chunks_) return false;
+  LoadedBatch c;
   if (o_.workers == 0) {
-    if (next_out_ >= batches_) return std::nullopt;
-    b = build(next_out_++);
+    c = build(next_take_++);
   } else {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (next_out_ >= batches_) return std::nullopt;
-    cv_.wait(lock, [&] { return error_ || ready_.count(next_out_); });
+    cv_.wait(lock, [&] { return error_ || ready_.count(next_take_); });
     if (error_) std::rethrow_exception(error_);
-    auto it = ready_.find(next_out_);
-    b = std::move(it->second);
+    auto it = ready_.find(next_take_);
+    c = std::move(it->second);
     ready_.erase(it);
-    ++next_out_;
+    ++next_take_;
     lock.unlock();
     cv_.notify_all();
   }
+  const BatchTiming& t = c.timing;
+  timing.fetch_ms += t.fetch_ms;
+  timing.decode_ms += t.decode_ms;
+  timing.bytes += t.bytes;
+  timing.bad += t.bad;
+  timing.undecodable += t.undecodable;
+  timing.truncated += t.truncated;
+  totals_.bad += t.bad;
+  totals_.undecodable += t.undecodable;
+  totals_.truncated += t.truncated;
+  totals_.bytes += t.bytes;
+  totals_.fetch_ms += t.fetch_ms;
+  totals_.decode_ms += t.decode_ms;
+  if (!c.ids.empty()) taken_.push_back(std::move(c));
+  return true;
+}
+
+int64_t Loader::rows_taken() const {
+  int64_t n = -used_;
+  for (const auto& c : taken_) n += static_cast<int64_t>(c.ids.size());
+  return n;
+}
+
+LoadedBatch Loader::assemble(int64_t n) {
+  LoadedBatch b;
+  LoadedBatch& first = taken_.front();
+  if (used_ == 0 && static_cast<int64_t>(first.ids.size()) == n) {  // a whole chunk: no copy
+    b.input = std::move(first.input);
+    b.target = std::move(first.target);
+    b.ids = std::move(first.ids);
+    taken_.pop_front();
+    return b;
+  }
+  auto rows = [&](const torch::Tensor& t) {
+    std::vector<int64_t> shape = t.sizes().vec();
+    shape[0] = n;
+    return torch::empty(shape, t.options().pinned_memory(o_.pin_memory));
+  };
+  b.input = rows(first.input);
+  b.target = rows(first.target);
+  for (int64_t filled = 0; filled < n;) {
+    LoadedBatch& c = taken_.front();
+    const int64_t k = std::min(n - filled, static_cast<int64_t>(c.ids.size()) - used_);
+    b.input.narrow(0, filled, k).copy_(c.input.narrow(0, used_, k));
+    b.target.narrow(0, filled, k).copy_(c.target.narrow(0, used_, k));
+    b.ids.insert(b.ids.end(), c.ids.begin() + used_, c.ids.begin() + used_ + k);
+    filled += k;
+    used_ += k;
+    if (used_ == static_cast<int64_t>(c.ids.size())) {
+      taken_.pop_front();
+      used_ = 0;
+    }
+  }
+  return b;
+}
+
+std::optional<LoadedBatch> Loader::next() {
+  DTUNE_CHECK(epoch_ >= 0, "Loader::next before start_epoch");
+  if (epoch_over_ || delivered_ >= batches_) return std::nullopt;
+  const auto t0 = Clock::now();
+  BatchTiming timing;
+  while (rows_taken() < o_.batch && take_chunk(timing)) {
+  }
+  const int64_t rows = rows_taken();
+  if (rows == 0 || (rows < o_.batch && o_.drop_last)) {  // the slice ran out of good samples
+    epoch_over_ = true;
+    taken_.clear();
+    used_ = 0;
+    return std::nullopt;
+  }
+  LoadedBatch b = assemble(std::min<int64_t>(rows, o_.batch));
+  b.index = delivered_++;
+  // Fewer than two batches' worth left (or this was the last): take the rest of the slice now,
+  // so that the epoch's skipped samples are all counted by the time its last batch is out.
+  const int64_t unread = static_cast<int64_t>(mine_.size()) - std::min<int64_t>(next_take_ * o_.batch, mine_.size());
+  if (delivered_ >= batches_ || rows_taken() + unread < 2 * o_.batch)
+    while (take_chunk(timing)) {
+    }
+  b.timing = timing;
   b.timing.wait_ms = ms_since(t0);
   ++totals_.batches;
   totals_.samples += static_cast<int64_t>(b.ids.size());
-  totals_.bad += b.timing.bad;
-  totals_.bytes += b.timing.bytes;
-  totals_.fetch_ms += b.timing.fetch_ms;
-  totals_.decode_ms += b.timing.decode_ms;
   totals_.wait_ms += b.timing.wait_ms;
   return b;
 }
 
-LoadedBatch Loader::build(int64_t index) {
+LoadedBatch Loader::build(int64_t chunk) {
   thread_local std::unique_ptr<JpegCodec> codec;
   LoadedBatch b;
-  b.index = index;
-  const int64_t lo = index * o_.batch;
+  b.index = chunk;
+  const int64_t lo = chunk * o_.batch;
   const int64_t hi = std::min<int64_t>(lo + o_.batch, static_cast<int64_t>(mine_.size()));
   const int64_t n = hi - lo;
   const bool images = dataset_.kind == DatasetKind::kImages;
@@ -136,10 +211,15 @@ LoadedBatch Loader::build(int64_t index) {
     b.timing.fetch_ms += ms_since(t0);
     b.timing.bytes += static_cast<int64_t>(bytes.size());
     t0 = Clock::now();
+    if (static_cast<int64_t>(bytes.size()) < s.size) {
+      if (o_.strict)
+        throw Error(key + ": sample " + std::to_string(id) + " cut short (" + std::to_string(bytes.size()) + " of " +
+                    std::to_string(s.size) + " bytes): truncated shard (--strict)");
+      ++b.timing.truncated;
+      ++b.timing.bad;
+      continue;
+    }
     try {
-      if (static_cast<int64_t>(bytes.size()) < s.size)
-        throw BadImage(key + ": sample " + std::to_string(id) + " cut short (" + std::to_string(bytes.size()) + " of " +
-                       std::to_string(s.size) + " bytes): truncated shard");
       if (images) {
         if (!codec) codec = std::make_unique<JpegCodec>();
         const RgbImage img = codec->decode(bytes.data(), bytes.size());
@@ -163,7 +243,8 @@ LoadedBatch Loader::build(int64_t index) {
       b.ids.push_back(id);
       ++filled;
     } catch (const BadImage& e) {
-      if (o_.strict) throw Error(std::string(e.what()) + " (--strict)");
+      if (o_.strict) throw Error(key + ": sample " + std::to_string(id) + ": " + e.what() + " (--strict)");
+      ++b.timing.undecodable;
       ++b.timing.bad;
     }
     b.timing.decode_ms += ms_since(t0);

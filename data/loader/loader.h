@@ -5,13 +5,27 @@
 // not depend on the worker count) or cuts token windows, into (pinned, with CUDA) host tensors.
 // Every batch carries its timing: fetch (storage reads), decode (decode + transform) and, at the
 // consumer, wait (time next() blocked). Bad samples (undecodable, truncated) are skipped and
-// counted, or fatal with strict.
+// counted by cause, or fatal with strict.
+//
+// Every batch is full: workers decode the rank's slice in chunks of `batch` consecutive samples
+// (as many as prefetch allows, in any order), and next() hands out the good samples in slice
+// order, `batch` at a time, so a batch that lost samples is refilled from the next samples of the
+// same slice and the batches do not depend on the worker count. The slice's tail beyond the last
+// full batch (fewer than `batch` + 1 samples) is read too, as spares. When the slice runs out of
+// good samples, the epoch ends there and the last partial batch is dropped, as drop_last does
+// (kept with drop_last off); a rank with many bad samples can then deliver fewer batches in an
+// epoch than the others. dtune-train rolls each rank into its next epoch when its own ends, so
+// every rank still runs the same number of steps, each on a full batch (N ranks x b samples are
+// the N·b samples of one step, as 1 rank x N·b). When fewer than two batches' worth of samples
+// remain, next() takes the rest of the slice at once: so when an epoch's last batch is out,
+// every sample of the slice was read and the skipped counts are those of the whole slice.
 #pragma once
 
 #include <torch/types.h>
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <exception>
 #include <map>
 #include <memory>
@@ -43,7 +57,8 @@ struct BatchTiming {
   double fetch_ms = 0, decode_ms = 0;  // summed over the batch's samples, in the worker
   double wait_ms = 0;                  // the consumer, blocked in next()
   int64_t bytes = 0;
-  int bad = 0;
+  int bad = 0;                         // undecodable + truncated
+  int undecodable = 0, truncated = 0;  // not a decodable JPEG; read short (a truncated shard)
 };
 
 struct LoadedBatch {
@@ -51,11 +66,12 @@ struct LoadedBatch {
   torch::Tensor input;        // images: float (B, 3, S, S); tokens: int64 (B, T)
   torch::Tensor target;       // images: int64 labels (B); tokens: int64 (B, T)
   std::vector<int64_t> ids;   // dataset sample indices, in batch order (bad ones left out)
-  BatchTiming timing;
+  BatchTiming timing;         // of the chunks this batch took first (see above)
 };
 
 struct LoaderTotals {
-  int64_t batches = 0, samples = 0, bad = 0, bytes = 0;
+  int64_t batches = 0, samples = 0, bad = 0, bytes = 0;  // samples: delivered in batches
+  int64_t undecodable = 0, truncated = 0;                // bad, by cause
   double fetch_ms = 0, decode_ms = 0, wait_ms = 0;
 };
 
@@ -68,6 +84,7 @@ class Loader {
 
   const Dataset& dataset() const { return dataset_; }
   int64_t samples_this_rank() const { return mine_count_; }
+  // Full batches per epoch (with drop_last, the same on every rank) while no sample is bad.
   int64_t batches_per_epoch() const { return batches_; }
   // Starts (or restarts) the workers on `epoch`'s order.
   void start_epoch(int epoch);
@@ -76,9 +93,12 @@ class Loader {
   LoaderTotals totals() const { return totals_; }
 
  private:
-  LoadedBatch build(int64_t index);
+  LoadedBatch build(int64_t chunk);  // chunk c: slice positions [c*batch, (c+1)*batch), bad ones left out
   void worker_loop();
   void stop_workers();
+  bool take_chunk(BatchTiming& timing);  // the next chunk into taken_; false when none is left
+  int64_t rows_taken() const;            // good samples in taken_ not yet handed out
+  LoadedBatch assemble(int64_t n);       // the first n of them, as one batch
 
   std::shared_ptr<Storage> storage_;
   Dataset dataset_;
@@ -88,11 +108,19 @@ class Loader {
   std::vector<int64_t> mine_;  // this rank's sample indices, this epoch
   int64_t mine_count_ = 0;
   int64_t batches_ = 0;
+  int64_t chunks_ = 0;  // ceil(|mine_| / batch)
+
+  // The consumer's side: chunks taken in order, the first one partly handed out.
+  std::deque<LoadedBatch> taken_;
+  int64_t used_ = 0;        // rows of taken_.front() already handed out
+  int64_t next_take_ = 0;   // next chunk to take
+  int64_t delivered_ = 0;   // batches handed out this epoch
+  bool epoch_over_ = false;
 
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::map<int64_t, LoadedBatch> ready_;
-  int64_t next_claim_ = 0, next_out_ = 0;
+  std::map<int64_t, LoadedBatch> ready_;  // chunks built, not yet taken
+  int64_t next_claim_ = 0;
   bool stop_ = false;
   std::exception_ptr error_;
   std::vector<std::thread> workers_;

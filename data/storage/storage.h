@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace dtune::data {
 
 struct ObjectInfo {
@@ -40,9 +42,11 @@ class Storage {
   virtual StorageStats stats() const = 0;
 };
 
-// A key or the root itself does not exist (also: an S3 bucket that does not exist).
-struct NotFound : std::runtime_error {
-  using std::runtime_error::runtime_error;
+// A key or the root itself does not exist (also: an S3 bucket that does not exist). The user named
+// it, so it is a usage error (exit 2) wherever it is not caught, as a missing --data is in every
+// dtune binary.
+struct NotFound : UsageError {
+  using UsageError::UsageError;
 };
 
 // S3 settings, from the environment as the AWS CLI reads it: AWS_ENDPOINT_URL (default

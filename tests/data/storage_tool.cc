@@ -157,10 +157,7 @@ std::string one_line(std::string s) {
 int main(int argc, char** argv) {
   try {
     return run(std::vector<std::string>(argv + 1, argv + argc));
-  } catch (const dtune::UsageError& e) {
-    std::cerr << "dtune_storage_tool: error: " << one_line(e.what()) << std::endl;
-    return 2;
-  } catch (const dtune::data::NotFound& e) {
+  } catch (const dtune::UsageError& e) {  // also dtune::data::NotFound
     std::cerr << "dtune_storage_tool: error: " << one_line(e.what()) << std::endl;
     return 2;
   } catch (const dtune::TimeoutError& e) {
