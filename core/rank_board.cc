@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <exception>
 #include <fstream>
 #include <new>
 
@@ -45,7 +46,9 @@ RankBoard::RankBoard(const RunContext& ctx) : local_(MpiComm::split_shared(ctx.c
 }
 
 RankBoard::~RankBoard() {
-  if (win_ != MPI_WIN_NULL) MPI_Win_free(&win_);
+  // MPI_Win_free synchronises the node's ranks: while an exception unwinds (a timeout, a rank
+  // gone) it could wait forever for a rank that stopped, so the window is left to the abort.
+  if (win_ != MPI_WIN_NULL && std::uncaught_exceptions() == 0) MPI_Win_free(&win_);
 }
 
 void RankBoard::reach(uint64_t step) { mine_->step.store(step, std::memory_order_relaxed); }

@@ -70,9 +70,14 @@ class State:
         self.directory = directory
         self.path = directory / name
 
-    def records(self) -> list[dict]:
+    def records(self, own_only: bool = False) -> list[dict]:
+        """Every log's records by time; with own_only, this runner's log alone (Slurm array tasks
+        share the directory, each with its own log)."""
         out = []
-        for path in sorted(self.directory.glob("state*.jsonl")):
+        paths = [self.path] if own_only else sorted(self.directory.glob("state*.jsonl"))
+        for path in paths:
+            if not path.exists():
+                continue
             for line in path.read_text(errors="replace").splitlines():
                 try:
                     r = json.loads(line)
@@ -99,10 +104,11 @@ class State:
         return status
 
     def orphans(self) -> list[dict]:
-        """`launched` records (on this host) of points with no outcome after them: launches whose
-        runner died, whose process group may still be running."""
+        """`launched` records (on this host, in this runner's own log) of points with no outcome
+        after them: launches whose runner died, whose process group may still be running. Other
+        logs belong to other runners (Slurm array tasks) whose launches are alive and theirs."""
         latest = {}
-        for r in self.records():
+        for r in self.records(own_only=True):
             latest[r["id"]] = r
         host = socket.gethostname()
         return [r for r in latest.values()
