@@ -39,8 +39,9 @@ class Backend {
                       size_t recv_bytes) = 0;
   // Copy the first `recv_bytes` bytes of the receive buffer back (after an operation completed).
   virtual void download_recv(void* recv_host, size_t recv_bytes) = 0;
-  // Where the result starts in the receive buffer, in elements: 0, except in-place
-  // reduce_scatter, whose result NCCL leaves at rank × count and MPI at 0.
+  // Where the result starts in the receive buffer, in elements: 0, except in-place, where NCCL
+  // leaves it at rank × the shape's recv_in_place_offset (reduce_scatter: rank × count) and MPI
+  // at 0 (MPI_Reduce_scatter_block with MPI_IN_PLACE).
   virtual size_t result_offset(const OpShape& s, Placement p) const = 0;
 
   // Run `iters` operations back to back and store each one's time in `times_us` (resized to
