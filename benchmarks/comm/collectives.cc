@@ -36,7 +36,7 @@ Counts all_to_all_counts(size_t elems, size_t n) {
 double twice_ring_factor(double n) { return 2.0 * (n - 1) / n; }  // src/all_reduce.cu
 // src/all_gather.cu, reduce_scatter.cu, alltoall.cu
 double ring_factor(double n) { return (n - 1) / n; }
-double unit_factor(double) { return 1.0; }            // broadcast.cu, reduce.cu, sendrecv.cu
+double unit_factor(double) { return 1.0; }  // broadcast.cu, reduce.cu, sendrecv.cu
 
 // --- Expected results (nccl-tests' *InitData expected buffers) --------------------------------
 double reduced_at(const OpShape& s, int, size_t i) { return reduced_value(s, i); }
@@ -62,26 +62,57 @@ double from_previous(const OpShape& s, int rank, size_t i) {
 std::deque<CollectiveSpec> builtin_rows() {
   using C = Collective;
   return {
-      {.value = C::kAllreduce, .name = "allreduce", .aliases = {"all_reduce"}, .reduction = true,
-       .counts = same_counts, .busbw_factor = twice_ring_factor, .expected = reduced_at},
-      {.value = C::kAllgather, .name = "allgather", .aliases = {"all_gather"},
-       .counts = gathered_counts, .busbw_factor = ring_factor, .expected = gathered},
-      {.value = C::kReduceScatter, .name = "reduce_scatter",
-       .aliases = {"reducescatter", "reduce-scatter"}, .reduction = true,
-       .counts = scattered_counts, .busbw_factor = ring_factor, .expected = scattered},
+      {.value = C::kAllreduce,
+       .name = "allreduce",
+       .aliases = {"all_reduce"},
+       .reduction = true,
+       .counts = same_counts,
+       .busbw_factor = twice_ring_factor,
+       .expected = reduced_at},
+      {.value = C::kAllgather,
+       .name = "allgather",
+       .aliases = {"all_gather"},
+       .counts = gathered_counts,
+       .busbw_factor = ring_factor,
+       .expected = gathered},
+      {.value = C::kReduceScatter,
+       .name = "reduce_scatter",
+       .aliases = {"reducescatter", "reduce-scatter"},
+       .reduction = true,
+       .counts = scattered_counts,
+       .busbw_factor = ring_factor,
+       .expected = scattered},
       // The root only sends: its receive buffer holds nothing to check.
-      {.value = C::kBroadcast, .name = "broadcast", .aliases = {"bcast"}, .rooted = true,
-       .counts = same_counts, .busbw_factor = unit_factor, .expected = root_input,
+      {.value = C::kBroadcast,
+       .name = "broadcast",
+       .aliases = {"bcast"},
+       .rooted = true,
+       .counts = same_counts,
+       .busbw_factor = unit_factor,
+       .expected = root_input,
        .result_ranks = ResultRanks::kAllButRoot},
-      {.value = C::kReduce, .name = "reduce", .reduction = true, .rooted = true,
-       .counts = same_counts, .busbw_factor = unit_factor, .expected = reduced_at,
+      {.value = C::kReduce,
+       .name = "reduce",
+       .reduction = true,
+       .rooted = true,
+       .counts = same_counts,
+       .busbw_factor = unit_factor,
+       .expected = reduced_at,
        .result_ranks = ResultRanks::kRootOnly},
       // NCCL has no in-place alltoall or sendrecv (grouped ncclSend/ncclRecv on one buffer).
-      {.value = C::kAlltoall, .name = "alltoall", .aliases = {"all_to_all", "alltoallv"},
-       .nccl_in_place = false, .counts = all_to_all_counts, .busbw_factor = ring_factor,
+      {.value = C::kAlltoall,
+       .name = "alltoall",
+       .aliases = {"all_to_all", "alltoallv"},
+       .nccl_in_place = false,
+       .counts = all_to_all_counts,
+       .busbw_factor = ring_factor,
        .expected = all_to_all},
-      {.value = C::kSendrecv, .name = "sendrecv", .nccl_in_place = false, .counts = same_counts,
-       .busbw_factor = unit_factor, .expected = from_previous},
+      {.value = C::kSendrecv,
+       .name = "sendrecv",
+       .nccl_in_place = false,
+       .counts = same_counts,
+       .busbw_factor = unit_factor,
+       .expected = from_previous},
   };
 }
 

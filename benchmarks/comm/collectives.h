@@ -31,11 +31,11 @@ enum class ResultRanks { kAll, kRootOnly, kAllButRoot };
 
 struct CollectiveSpec {
   Collective value;
-  std::string_view name;                      // --collective, to_string, results files
+  std::string_view name;                       // --collective, to_string, results files
   std::vector<std::string_view> aliases = {};  // also accepted by --collective
-  bool reduction = false;      // takes a reduction op (-o); inputs are reduction patterns
-  bool rooted = false;         // takes a root (-r)
-  bool nccl_in_place = true;   // NCCL has an in-place form (else the table prints N/A)
+  bool reduction = false;     // takes a reduction op (-o); inputs are reduction patterns
+  bool rooted = false;        // takes a root (-r)
+  bool nccl_in_place = true;  // NCCL has an in-place form (else the table prints N/A)
   // Counts from the elements a requested size holds and the rank count.
   Counts (*counts)(size_t elems, size_t nranks) = nullptr;
   // busbw = algbw × factor (nccl-tests' *GetBw; doc/metrics.md derives each one).

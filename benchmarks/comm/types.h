@@ -15,7 +15,13 @@ namespace dtune::comm {
 
 // The built-in collectives; what each one means is its row in collectives.cc.
 enum class Collective : int {
-  kAllreduce, kAllgather, kReduceScatter, kBroadcast, kReduce, kAlltoall, kSendrecv
+  kAllreduce,
+  kAllgather,
+  kReduceScatter,
+  kBroadcast,
+  kReduce,
+  kAlltoall,
+  kSendrecv
 };
 enum class Dtype { kFloat32, kFloat64, kInt32, kBfloat16, kFloat16 };
 enum class ReduceOp { kSum, kProd, kMin, kMax, kAvg };
@@ -23,9 +29,9 @@ enum class ReduceOp { kSum, kProd, kMin, kMax, kAvg };
 // laid out as NCCL defines it (allgather's input is this rank's slice of the output, etc.).
 enum class Placement { kOutOfPlace, kInPlace };
 enum class TimeMode { kRank0 = 0, kAvg = 1, kMin = 2, kMax = 3 };  // nccl-tests -a
-enum class Format { kTable, kJson, kCsv };                          // --format
-enum class BackendKind { kMpi, kNccl };                             // --backend
-enum class MpiBuffers { kHost, kDevice };                           // --mpi-buffers
+enum class Format { kTable, kJson, kCsv };                         // --format
+enum class BackendKind { kMpi, kNccl };                            // --backend
+enum class MpiBuffers { kHost, kDevice };                          // --mpi-buffers
 
 // One row per element type: its names and size.
 struct DtypeSpec {
@@ -49,15 +55,15 @@ std::vector<Collective> all_collectives();
 std::vector<Dtype> all_dtypes();
 std::vector<ReduceOp> all_ops();
 
-std::string to_string(Collective c);      // "allreduce"
-std::string to_string(Dtype d);           // canonical: "float32"
-std::string nccl_tests_name(Dtype d);     // as nccl-tests prints it: "float", "half", "bfloat16"
-std::string to_string(ReduceOp op);       // "sum"
-std::string to_string(Placement p);       // "out-of-place"
-std::string to_string(TimeMode m);        // "avg"
-std::string to_string(Format f);          // "table"
-std::string to_string(BackendKind b);     // "mpi"
-std::string to_string(MpiBuffers b);      // "host"
+std::string to_string(Collective c);   // "allreduce"
+std::string to_string(Dtype d);        // canonical: "float32"
+std::string nccl_tests_name(Dtype d);  // as nccl-tests prints it: "float", "half", "bfloat16"
+std::string to_string(ReduceOp op);    // "sum"
+std::string to_string(Placement p);    // "out-of-place"
+std::string to_string(TimeMode m);     // "avg"
+std::string to_string(Format f);       // "table"
+std::string to_string(BackendKind b);  // "mpi"
+std::string to_string(MpiBuffers b);   // "host"
 // Parsing accepts canonical names and aliases (float/float32, half/float16, double/float64,
 // int/int32, bcast/broadcast, ...), in any case; throws UsageError naming `flag` otherwise.
 Collective parse_collective(const std::string& s, const std::string& flag);
@@ -79,10 +85,10 @@ struct OpShape {
   int root = 0;
   int nranks = 1;
   size_t requested_bytes = 0;
-  size_t bytes = 0;        // size column after rounding
-  size_t count = 0;        // elements per rank per call (NCCL's count argument)
-  size_t send_count = 0;   // elements in this rank's send buffer
-  size_t recv_count = 0;   // elements in this rank's receive buffer
+  size_t bytes = 0;       // size column after rounding
+  size_t count = 0;       // elements per rank per call (NCCL's count argument)
+  size_t send_count = 0;  // elements in this rank's send buffer
+  size_t recv_count = 0;  // elements in this rank's receive buffer
   // In-place, the receive buffer is the only buffer: the input starts at rank ×
   // send_in_place_offset elements, the result at rank × recv_in_place_offset (nccl-tests'
   // sendInplaceOffset and recvInplaceOffset, src/common.cu startColl).
@@ -90,6 +96,7 @@ struct OpShape {
   size_t recv_in_place_offset = 0;
   bool rounded() const { return bytes != requested_bytes; }
 };
-OpShape make_shape(Collective c, Dtype d, ReduceOp op, int root, int nranks, size_t requested_bytes);
+OpShape make_shape(Collective c, Dtype d, ReduceOp op, int root, int nranks,
+                   size_t requested_bytes);
 
 }  // namespace dtune::comm

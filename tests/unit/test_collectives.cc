@@ -24,14 +24,16 @@ const CollectiveSpec& gather_row() {
       .value = kGather,
       .name = "gather",
       .rooted = true,
-      .counts = [](size_t elems, size_t n) {
-        const size_t c = elems / n;
-        return Counts{c, c, c * n, c, 0};
-      },
+      .counts =
+          [](size_t elems, size_t n) {
+            const size_t c = elems / n;
+            return Counts{c, c, c * n, c, 0};
+          },
       .busbw_factor = [](double n) { return (n - 1) / n; },
-      .expected = [](const OpShape& s, int, size_t i) {
-        return input_value(s, static_cast<int>(i / s.count), i % s.count);
-      },
+      .expected =
+          [](const OpShape& s, int, size_t i) {
+            return input_value(s, static_cast<int>(i / s.count), i % s.count);
+          },
       .result_ranks = ResultRanks::kRootOnly,
   });
   return row;
@@ -42,7 +44,8 @@ std::vector<uint8_t> simulated_gather(const OpShape& s) {
   std::vector<uint8_t> out(s.recv_count * dtype_size(s.dtype));
   for (int r = 0; r < s.nranks; ++r)
     for (size_t i = 0; i < s.count; ++i)
-      store_element(s.dtype, out.data(), static_cast<size_t>(r) * s.count + i, input_value(s, r, i));
+      store_element(s.dtype, out.data(), static_cast<size_t>(r) * s.count + i,
+                    input_value(s, r, i));
   return out;
 }
 
@@ -142,7 +145,8 @@ void expect_round_trip(const Rows& rows, Parse parse) {
 }
 
 TEST(NameTables, EveryEnumRoundTrips) {
-  expect_round_trip(collective_table(), [](const std::string& s) { return parse_collective(s, "x"); });
+  expect_round_trip(collective_table(),
+                    [](const std::string& s) { return parse_collective(s, "x"); });
   expect_round_trip(dtype_table(), [](const std::string& s) { return parse_dtype(s, "x"); });
   expect_round_trip(reduce_op_names(), [](const std::string& s) { return parse_op(s, "x"); });
   const auto by_name = [](const auto& rows) {
