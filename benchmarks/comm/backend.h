@@ -15,7 +15,6 @@ namespace dtune::comm {
 
 using Clock = std::chrono::steady_clock;
 
-enum class BackendKind { kMpi, kNccl };
 enum class Blocking { kNo, kYes };  // -z: synchronise after every iteration
 
 class Backend {
@@ -30,7 +29,7 @@ class Backend {
   // Allocate buffers large enough for the largest shape of the run (bytes per rank).
   virtual void allocate(size_t send_bytes, size_t recv_bytes) = 0;
   // Whether this backend has the operation in this placement (NCCL has no in-place alltoall or
-  // sendrecv: the table prints N/A for them).
+  // sendrecv, the rows' nccl_in_place: the table prints N/A for them).
   virtual bool supports(const OpShape& s, Placement p) const = 0;
   // Copy check data into the buffers: `send_bytes` into the send buffer and `recv_bytes` into the
   // receive buffer. In-place operations use the receive buffer as their only buffer, laid out as
@@ -40,8 +39,9 @@ class Backend {
                       size_t recv_bytes) = 0;
   // Copy the first `recv_bytes` bytes of the receive buffer back (after an operation completed).
   virtual void download_recv(void* recv_host, size_t recv_bytes) = 0;
-  // Where the result starts in the receive buffer, in elements: 0, except in-place
-  // reduce_scatter, whose result NCCL leaves at rank × count and MPI at 0.
+  // Where the result starts in the receive buffer, in elements: 0, except in-place, where NCCL
+  // leaves it at rank × the shape's recv_in_place_offset (reduce_scatter: rank × count) and MPI
+  // at 0 (MPI_Reduce_scatter_block with MPI_IN_PLACE).
   virtual size_t result_offset(const OpShape& s, Placement p) const = 0;
 
   // Run `iters` operations back to back and store each one's time in `times_us` (resized to
@@ -51,7 +51,6 @@ class Backend {
                    Clock::time_point deadline, std::vector<double>& times_us) = 0;
 };
 
-enum class MpiBuffers;  // mpi_buffers.h
 // Host buffers, or device buffers for a CUDA-aware MPI (UsageError when that is not available).
 std::unique_ptr<Backend> make_mpi_backend(const RunContext& ctx, MpiBuffers where);
 // Defined in nccl_backend.cc when dtune is built with CUDA and NCCL; otherwise in

@@ -1,20 +1,12 @@
 // nccl-tests bandwidth formulas.
 #include "benchmarks/comm/bandwidth.h"
 
+#include "benchmarks/comm/collectives.h"
+
 namespace dtune::comm {
 
 double busbw_factor(Collective c, int nranks) {
-  const double n = nranks;
-  switch (c) {
-    case Collective::kAllreduce: return 2.0 * (n - 1) / n;
-    case Collective::kReduceScatter:
-    case Collective::kAllgather:
-    case Collective::kAlltoall: return (n - 1) / n;
-    case Collective::kBroadcast:
-    case Collective::kReduce:
-    case Collective::kSendrecv: return 1.0;
-  }
-  return 1.0;
+  return collective_spec(c).busbw_factor(static_cast<double>(nranks));
 }
 
 double algbw_gbps(double bytes, double time_us) {

@@ -1,7 +1,8 @@
-// Algorithm and bus bandwidth exactly as nccl-tests defines them (doc/PERFORMANCE.md and its
-// src/*.cu GetBw functions), one function per formula so each is unit-tested:
-//   algbw = S / t  (GB/s = 1e9 B/s), S as listed per collective in ../shared/REFERENCE.md
-//   busbw = algbw × factor(collective, n):
+// Algorithm and bus bandwidth exactly as nccl-tests defines them (its doc/PERFORMANCE.md and the
+// src/*.cu GetBw functions; our derivation is doc/metrics.md), one function per formula so each is
+// unit-tested:
+//   algbw = S / t  (GB/s = 1e9 B/s), S the size column (OpShape::bytes)
+//   busbw = algbw × factor(collective, n), the factor from the collective's row (collectives.cc):
 //     allreduce 2(n-1)/n; reduce_scatter, allgather, alltoall (n-1)/n;
 //     broadcast, reduce, sendrecv 1.
 // The factor makes busbw comparable with the hardware's link bandwidth whatever n is: e.g. a ring

@@ -1,10 +1,12 @@
-// Input patterns and the CPU reference of every collective for the correctness check.
+// Input patterns, the reduction reference and the comparison of the correctness check; each
+// collective's expected result is its row's `expected` (collectives.cc).
 #include "benchmarks/comm/check.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "benchmarks/comm/collectives.h"
 #include "core/float16.h"
 
 namespace dtune::comm {
@@ -25,33 +27,6 @@ double reduce_pair(ReduceOp op, double a, double b) {
   return a;
 }
 
-// Exact reduction over ranks of element `index` of the send buffers.
-double reduced(const OpShape& s, size_t index) {
-  double acc = input_value(s, 0, index);
-  for (int r = 1; r < s.nranks; ++r) acc = reduce_pair(s.op, acc, input_value(s, r, index));
-  if (s.op == ReduceOp::kAvg) {
-    if (s.dtype == Dtype::kInt32) return std::trunc(acc / s.nranks);
-    return acc / s.nranks;
-  }
-  return acc;
-}
-
-double expected_value(const OpShape& s, int rank, size_t i) {
-  const size_t c = s.count;
-  const int n = s.nranks;
-  switch (s.collective) {
-    case Collective::kAllreduce:
-    case Collective::kReduce: return reduced(s, i);
-    case Collective::kBroadcast: return input_value(s, s.root, i);
-    case Collective::kAllgather: return input_value(s, static_cast<int>(i / c), i % c);
-    case Collective::kReduceScatter: return reduced(s, static_cast<size_t>(rank) * c + i);
-    case Collective::kAlltoall:
-      return input_value(s, static_cast<int>(i / c), static_cast<size_t>(rank) * c + i % c);
-    case Collective::kSendrecv: return input_value(s, (rank - 1 + n) % n, i);
-  }
-  return 0;
-}
-
 // Relative tolerance: zero except for avg of floating types (one rounding of the division).
 double tolerance(const OpShape& s) {
   if (s.op != ReduceOp::kAvg || !is_reduction(s.collective)) return 0;
@@ -66,6 +41,16 @@ double tolerance(const OpShape& s) {
 }
 
 }  // namespace
+
+double reduced_value(const OpShape& s, size_t index) {
+  double acc = input_value(s, 0, index);
+  for (int r = 1; r < s.nranks; ++r) acc = reduce_pair(s.op, acc, input_value(s, r, index));
+  if (s.op == ReduceOp::kAvg) {
+    if (s.dtype == Dtype::kInt32) return std::trunc(acc / s.nranks);
+    return acc / s.nranks;
+  }
+  return acc;
+}
 
 double input_value(const OpShape& s, int rank, size_t index) {
   const size_t r = static_cast<size_t>(rank);
@@ -111,27 +96,27 @@ CheckImages make_check_images(const OpShape& s, Placement p, int rank, bool plan
   for (size_t i = 0; i < recv_elems; ++i) store_element(s.dtype, img.recv.data(), i, kSentinel);
   if (p == Placement::kOutOfPlace) {
     img.send = std::move(input);
-  } else if (s.collective == Collective::kAllgather) {
-    std::memcpy(img.recv.data() + static_cast<size_t>(rank) * s.count * es, input.data(), input.size());
   } else {
-    std::memcpy(img.recv.data(), input.data(), input.size());
+    const size_t at = static_cast<size_t>(rank) * s.send_in_place_offset * es;
+    std::memcpy(img.recv.data() + at, input.data(), input.size());
   }
   return img;
 }
 
 int64_t count_wrong(const OpShape& s, Placement p, int rank, const std::vector<uint8_t>& recv,
                     size_t result_offset) {
-  if (s.collective == Collective::kReduce && rank != s.root) return 0;
-  if (s.collective == Collective::kBroadcast && rank == s.root) return 0;
+  const CollectiveSpec& spec = collective_spec(s.collective);
+  if (spec.result_ranks == ResultRanks::kRootOnly && rank != s.root) return 0;
+  if (spec.result_ranks == ResultRanks::kAllButRoot && rank == s.root) return 0;
   const double tol = tolerance(s);
-  const bool int_avg = s.op == ReduceOp::kAvg && s.dtype == Dtype::kInt32 && is_reduction(s.collective);
+  const bool int_avg = s.op == ReduceOp::kAvg && s.dtype == Dtype::kInt32 && spec.reduction;
   int64_t wrong = 0;
   const uint8_t* base = recv.data() + result_offset * dtype_size(s.dtype);
   for (size_t i = 0; i < s.recv_count; ++i) {
     const double got = load_element(s.dtype, base, i);
     // Round the exact value to the dtype first: that is the best any library can return.
     uint8_t tmp[8];
-    store_element(s.dtype, tmp, 0, expected_value(s, rank, i));
+    store_element(s.dtype, tmp, 0, spec.expected(s, rank, i));
     const double want = load_element(s.dtype, tmp, 0);
     bool ok = got == want;
     if (!ok && tol > 0) ok = std::fabs(got - want) <= tol * std::max(1.0, std::fabs(want));

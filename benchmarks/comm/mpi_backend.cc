@@ -110,7 +110,7 @@ class MpiBackend final : public Backend {
       : comm_(MpiComm::dup(ctx.comm())), rank_(ctx.rank()), size_(ctx.world_size()),
         buffers_(std::move(buffers)) {}
 
-  std::string name() const override { return "mpi"; }
+  std::string name() const override { return to_string(BackendKind::kMpi); }
   std::string version() const override { return mpi_library_version(); }
   std::string device() const override { return buffers_->device(); }
 

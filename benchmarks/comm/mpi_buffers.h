@@ -8,11 +8,10 @@
 #include <memory>
 #include <string>
 
+#include "benchmarks/comm/types.h"
 #include "core/context.h"
 
 namespace dtune::comm {
-
-enum class MpiBuffers { kHost, kDevice };
 
 class BufferPair {
  public:

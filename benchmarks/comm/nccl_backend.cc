@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "benchmarks/comm/backend.h"
+#include "benchmarks/comm/collectives.h"
 #include "core/cuda/cuda_error.h"
 #include "core/cuda/cuda_handles.h"
 #include "core/cuda/nccl_comm.h"
@@ -98,7 +99,7 @@ class NcclBackend final : public Backend {
     comm_ = NcclComm::create(ctx, Clock::now() + kInitTimeout);
   }
 
-  std::string name() const override { return "nccl"; }
+  std::string name() const override { return to_string(BackendKind::kNccl); }
   std::string version() const override { return "NCCL " + nccl_version_string(); }
   std::string device() const override { return describe_device(device_); }
 
@@ -112,8 +113,7 @@ class NcclBackend final : public Backend {
   }
 
   bool supports(const OpShape& s, Placement p) const override {
-    return !(p == Placement::kInPlace &&
-             (s.collective == Collective::kAlltoall || s.collective == Collective::kSendrecv));
+    return p == Placement::kOutOfPlace || collective_spec(s.collective).nccl_in_place;
   }
 
   void upload(const void* send_host, size_t send_bytes, const void* recv_host,
@@ -145,9 +145,7 @@ class NcclBackend final : public Backend {
   }
 
   size_t result_offset(const OpShape& s, Placement p) const override {
-    if (p == Placement::kInPlace && s.collective == Collective::kReduceScatter)
-      return static_cast<size_t>(rank_) * s.count;
-    return 0;
+    return p == Placement::kInPlace ? static_cast<size_t>(rank_) * s.recv_in_place_offset : 0;
   }
 
   void run(const OpShape& s, Placement p, int iters, Blocking blocking, Clock::time_point deadline,
@@ -181,31 +179,17 @@ class NcclBackend final : public Backend {
  private:
   void use_device() const { DTUNE_CUDA_CHECK(cudaSetDevice(device_)); }
 
-  // Bytes NCCL will touch in each buffer, from the count and the layouts in launch().
+  // Bytes NCCL will touch in each buffer, from the shape's counts and in-place offsets.
   void check_fits(const OpShape& s, Placement p) const {
     DTUNE_CHECK(s.nranks == nranks_, "nccl backend: shape made for " + std::to_string(s.nranks) +
                                          " ranks, communicator has " + std::to_string(nranks_));
     DTUNE_CHECK(!is_rooted(s.collective) || (s.root >= 0 && s.root < nranks_),
                 "nccl backend: root " + std::to_string(s.root) + " is not a rank");
-    const size_t chunk = s.count * dtype_size(s.dtype);
-    const size_t all = chunk * static_cast<size_t>(nranks_);
-    size_t send = chunk, recv = chunk;
-    switch (s.collective) {
-      case Collective::kAllgather:
-        recv = all;
-        break;
-      case Collective::kReduceScatter:
-        send = all;
-        break;
-      case Collective::kAlltoall:
-        send = all;
-        recv = all;
-        break;
-      default:
-        break;
-    }
+    const size_t es = dtype_size(s.dtype), me = static_cast<size_t>(rank_);
+    size_t send = s.send_count * es, recv = s.recv_count * es;
     if (p == Placement::kInPlace) {
-      recv = std::max(send, recv);
+      recv = std::max(me * s.send_in_place_offset * es + send,
+                      me * s.recv_in_place_offset * es + recv);
       send = 0;
     }
     DTUNE_CHECK(send <= send_.size() && recv <= recv_.size(),
@@ -215,19 +199,22 @@ class NcclBackend final : public Backend {
                     std::to_string(send_.size()) + " + " + std::to_string(recv_.size()) + " B");
   }
 
-  // One operation, enqueued on stream_. In-place layouts as nccl-tests' sendInplaceOffset and
-  // recvInplaceOffset: the receive buffer is the only buffer; allgather's input is this rank's
-  // slice of it, reduce_scatter's input is all of it and its result lands at rank * count.
+  // One operation, enqueued on stream_. In-place, the receive buffer is the only buffer, the
+  // input and result at rank × the shape's in-place offsets, as nccl-tests' src/common.cu
+  // startColl passes them (allgather's input is this rank's slice of the output, reduce_scatter's
+  // result this rank's slice of the input).
   void launch(const OpShape& s, Placement p, Clock::time_point deadline) {
-    const bool in_place = p == Placement::kInPlace;
     const size_t count = s.count;
-    const size_t chunk = count * dtype_size(s.dtype);
+    const size_t es = dtype_size(s.dtype), chunk = count * es, me = static_cast<size_t>(rank_);
     const ncclDataType_t type = nccl_dtype(s.dtype);
     char* recv = static_cast<char*>(recv_.data());
-    char* send = in_place ? recv : static_cast<char*>(send_.data());
+    char* send = static_cast<char*>(send_.data());
+    if (p == Placement::kInPlace) {
+      send = recv + me * s.send_in_place_offset * es;
+      recv += me * s.recv_in_place_offset * es;
+    }
     const ncclComm_t comm = comm_.get();
     const cudaStream_t stream = stream_.get();
-    const size_t my_chunk = static_cast<size_t>(rank_) * chunk;
 
     switch (s.collective) {
       case Collective::kAllreduce:
@@ -235,13 +222,11 @@ class NcclBackend final : public Backend {
             comm_, ncclAllReduce(send, recv, count, type, nccl_op(s.op), comm, stream), deadline);
         break;
       case Collective::kAllgather:
-        if (in_place) send = recv + my_chunk;
         DTUNE_NCCL_SETTLE(comm_, ncclAllGather(send, recv, count, type, comm, stream), deadline);
         break;
       case Collective::kReduceScatter:
         DTUNE_NCCL_SETTLE(comm_,
-                          ncclReduceScatter(send, in_place ? recv + my_chunk : recv, count, type,
-                                            nccl_op(s.op), comm, stream),
+                          ncclReduceScatter(send, recv, count, type, nccl_op(s.op), comm, stream),
                           deadline);
         break;
       case Collective::kBroadcast:

@@ -7,21 +7,12 @@
 #include <iostream>
 #include <sstream>
 
+#include "benchmarks/comm/collectives.h"
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/results_file.h"
 
 namespace dtune::comm {
-
-std::string to_string(TimeMode m) {
-  switch (m) {
-    case TimeMode::kRank0: return "rank0";
-    case TimeMode::kAvg: return "avg";
-    case TimeMode::kMin: return "min";
-    case TimeMode::kMax: return "max";
-  }
-  return "?";
-}
 
 std::vector<uint64_t> Options::sizes() const {
   std::vector<uint64_t> out;
@@ -69,8 +60,10 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
   app.footer("Exit status: 0 all results exact; 1 wrong elements or an error; 2 bad input; 3 a rank\n"
              "did not arrive within --timeout; 130 interrupted (measured sizes kept).");
   app.get_formatter()->column_width(34);
-  std::string min_b = "32M", max_b = "32M", step_b = "1M", coll = "allreduce", dtype = "float32",
-              op = "sum", backend = "mpi", mpi_buffers = "host", format = "table", output;
+  std::string min_b = "32M", max_b = "32M", step_b = "1M", coll = to_string(o.collectives[0]),
+              dtype = to_string(o.dtypes[0]), op = to_string(o.ops[0]),
+              backend = to_string(o.backend), mpi_buffers = to_string(o.mpi_buffers),
+              format = to_string(o.format), output;
   int blocking = 0, average = 1, nthreads = 1, ngpus = 1, per_iter = 0;
   std::string json_path;
   bool no_output = false;
@@ -89,13 +82,13 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
   app.add_option("-c,--check", o.check_iters, "check iterations per size (0: no correctness check)")
       ->envname(env("CHECK"))->capture_default_str()->check(kNonNegative);
   app.add_option("--collective", coll,
-                 "collectives, comma separated: allreduce, allgather, reduce_scatter, broadcast, "
-                 "reduce, alltoall, sendrecv, or all")
+                 "collectives, comma separated: " + join_names(collective_table(), ", ") + ", or all")
       ->envname(env("COLLECTIVE"))->capture_default_str();
-  app.add_option("-d,--datatype", dtype, "float32|float64|int32|bfloat16|float16 (or nccl-tests names "
+  app.add_option("-d,--datatype", dtype, join_names(dtype_table(), "|") + " (or nccl-tests names "
                  "float, double, half), comma separated, or all")
       ->envname(env("DATATYPE"))->capture_default_str();
-  app.add_option("-o,--op", op, "reduction: sum|prod|min|max|avg, comma separated, or all")
+  app.add_option("-o,--op", op, "reduction: " + join_names(reduce_op_names(), "|") +
+                 ", comma separated, or all")
       ->envname(env("OP"))->capture_default_str();
   app.add_option("-r,--root", o.root, "root rank of broadcast and reduce")->envname(env("ROOT"))
       ->capture_default_str()->check(kNonNegative);
@@ -118,12 +111,15 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
                  "process)")
       ->envname(env("NGPUS"))->capture_default_str();
   app.add_option("--backend", backend, "mpi (host buffers) or nccl (one GPU per rank)")
-      ->envname(env("BACKEND"))->capture_default_str()->check(CLI::IsMember({"mpi", "nccl"}));
+      ->envname(env("BACKEND"))->capture_default_str()
+      ->check(CLI::IsMember(names_of(backend_names())));
   app.add_option("--mpi-buffers", mpi_buffers,
                  "mpi backend: host memory, or device memory passed to a CUDA-aware MPI")
-      ->envname(env("MPI_BUFFERS"))->capture_default_str()->check(CLI::IsMember({"host", "device"}));
+      ->envname(env("MPI_BUFFERS"))->capture_default_str()
+      ->check(CLI::IsMember(names_of(mpi_buffers_names())));
   app.add_option("--format", format, "what rank 0 prints on stdout: table (nccl-tests), json or csv")
-      ->envname(env("FORMAT"))->capture_default_str()->check(CLI::IsMember({"table", "json", "csv"}));
+      ->envname(env("FORMAT"))->capture_default_str()
+      ->check(CLI::IsMember(names_of(format_names())));
   app.add_option("--output", output,
                  "HDF5 results file [default: $DTUNE_RESULTS_DIR or results/, "
                  "dtune-comm-<UTC time>-<pid>.h5]")
@@ -166,12 +162,12 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
                      std::to_string(world_size) + "): choose 0.." + std::to_string(world_size - 1));
   o.blocking = blocking ? Blocking::kYes : Blocking::kNo;
   o.time_mode = static_cast<TimeMode>(average);
-  o.backend = backend == "nccl" ? BackendKind::kNccl : BackendKind::kMpi;
-  o.mpi_buffers = mpi_buffers == "device" ? MpiBuffers::kDevice : MpiBuffers::kHost;
+  o.backend = find_named(backend_names(), backend)->value;  // checked by IsMember
+  o.mpi_buffers = find_named(mpi_buffers_names(), mpi_buffers)->value;
   if (o.backend == BackendKind::kNccl && o.mpi_buffers == MpiBuffers::kDevice)
     throw UsageError("--mpi-buffers device is for --backend mpi (the nccl backend always uses device "
                      "buffers): drop one of them");
-  o.format = format == "json" ? Format::kJson : format == "csv" ? Format::kCsv : Format::kTable;
+  o.format = find_named(format_names(), format)->value;
   if (no_output && !output.empty())
     throw UsageError("--no-output and --output both given: keep one");
   if (!no_output) {

@@ -12,9 +12,6 @@
 
 namespace dtune::comm {
 
-enum class TimeMode { kRank0 = 0, kAvg = 1, kMin = 2, kMax = 3 };  // nccl-tests -a
-enum class Format { kTable, kJson, kCsv };
-
 struct Options {
   uint64_t min_bytes = 32ull << 20;
   uint64_t max_bytes = 32ull << 20;
@@ -48,7 +45,5 @@ struct Options {
 // Parses and validates argv. Returns an exit code to leave with (0 after --help, 2 on a bad flag)
 // or -1 to go on. Option errors are identical on every rank; only `print` ranks print them.
 int parse_options(int argc, char** argv, bool print, int world_size, Options& out);
-
-std::string to_string(TimeMode m);
 
 }  // namespace dtune::comm

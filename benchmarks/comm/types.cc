@@ -1,170 +1,94 @@
-// Names, parsing and the nccl-tests size → count rules for each collective.
+// The name tables of dtune-comm's enums (the collectives' are their rows in collectives.cc), and
+// the functions that read them.
 #include "benchmarks/comm/types.h"
 
-#include <algorithm>
-
-#include "core/error.h"
+#include <cctype>
 
 namespace dtune::comm {
 
-const std::vector<Collective>& all_collectives() {
-  static const std::vector<Collective> k = {
-      Collective::kAllreduce, Collective::kAllgather, Collective::kReduceScatter,
-      Collective::kBroadcast, Collective::kReduce,    Collective::kAlltoall,
-      Collective::kSendrecv};
+bool same_name(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
+  return true;
+}
+
+const std::vector<DtypeSpec>& dtype_table() {
+  using D = Dtype;
+  static const std::vector<DtypeSpec> k = {
+      {D::kFloat32, "float32", "float", 4, {"float", "fp32"}},
+      {D::kFloat64, "float64", "double", 8, {"double", "fp64"}},
+      {D::kInt32, "int32", "int32", 4, {"int"}},
+      {D::kBfloat16, "bfloat16", "bfloat16", 2, {"bf16"}},
+      {D::kFloat16, "float16", "half", 2, {"half", "fp16"}},
+  };
   return k;
 }
-const std::vector<Dtype>& all_dtypes() {
-  static const std::vector<Dtype> k = {Dtype::kFloat32, Dtype::kFloat64, Dtype::kInt32,
-                                       Dtype::kBfloat16, Dtype::kFloat16};
+const std::vector<EnumName<ReduceOp>>& reduce_op_names() {
+  static const std::vector<EnumName<ReduceOp>> k = {{ReduceOp::kSum, "sum"},
+                                                    {ReduceOp::kProd, "prod"},
+                                                    {ReduceOp::kMin, "min"},
+                                                    {ReduceOp::kMax, "max"},
+                                                    {ReduceOp::kAvg, "avg"}};
   return k;
 }
-const std::vector<ReduceOp>& all_ops() {
-  static const std::vector<ReduceOp> k = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin,
-                                          ReduceOp::kMax, ReduceOp::kAvg};
+const std::vector<EnumName<Placement>>& placement_names() {
+  static const std::vector<EnumName<Placement>> k = {{Placement::kOutOfPlace, "out-of-place"},
+                                                     {Placement::kInPlace, "in-place"}};
+  return k;
+}
+const std::vector<EnumName<TimeMode>>& time_mode_names() {
+  static const std::vector<EnumName<TimeMode>> k = {{TimeMode::kRank0, "rank0"},
+                                                    {TimeMode::kAvg, "avg"},
+                                                    {TimeMode::kMin, "min"},
+                                                    {TimeMode::kMax, "max"}};
+  return k;
+}
+const std::vector<EnumName<Format>>& format_names() {
+  static const std::vector<EnumName<Format>> k = {
+      {Format::kTable, "table"}, {Format::kJson, "json"}, {Format::kCsv, "csv"}};
+  return k;
+}
+const std::vector<EnumName<BackendKind>>& backend_names() {
+  static const std::vector<EnumName<BackendKind>> k = {{BackendKind::kMpi, "mpi"},
+                                                       {BackendKind::kNccl, "nccl"}};
+  return k;
+}
+const std::vector<EnumName<MpiBuffers>>& mpi_buffers_names() {
+  static const std::vector<EnumName<MpiBuffers>> k = {{MpiBuffers::kHost, "host"},
+                                                      {MpiBuffers::kDevice, "device"}};
   return k;
 }
 
-std::string to_string(Collective c) {
-  switch (c) {
-    case Collective::kAllreduce: return "allreduce";
-    case Collective::kAllgather: return "allgather";
-    case Collective::kReduceScatter: return "reduce_scatter";
-    case Collective::kBroadcast: return "broadcast";
-    case Collective::kReduce: return "reduce";
-    case Collective::kAlltoall: return "alltoall";
-    case Collective::kSendrecv: return "sendrecv";
-  }
-  return "?";
-}
-std::string to_string(Dtype d) {
-  switch (d) {
-    case Dtype::kFloat32: return "float32";
-    case Dtype::kFloat64: return "float64";
-    case Dtype::kInt32: return "int32";
-    case Dtype::kBfloat16: return "bfloat16";
-    case Dtype::kFloat16: return "float16";
-  }
-  return "?";
-}
+std::vector<Dtype> all_dtypes() { return values_of(dtype_table()); }
+std::vector<ReduceOp> all_ops() { return values_of(reduce_op_names()); }
+
+std::string to_string(Dtype d) { return name_of(dtype_table(), d); }
+std::string to_string(ReduceOp op) { return name_of(reduce_op_names(), op); }
+std::string to_string(Placement p) { return name_of(placement_names(), p); }
+std::string to_string(TimeMode m) { return name_of(time_mode_names(), m); }
+std::string to_string(Format f) { return name_of(format_names(), f); }
+std::string to_string(BackendKind b) { return name_of(backend_names(), b); }
+std::string to_string(MpiBuffers b) { return name_of(mpi_buffers_names(), b); }
+
 std::string nccl_tests_name(Dtype d) {
-  switch (d) {
-    case Dtype::kFloat32: return "float";
-    case Dtype::kFloat64: return "double";
-    case Dtype::kInt32: return "int32";
-    case Dtype::kBfloat16: return "bfloat16";
-    case Dtype::kFloat16: return "half";
-  }
+  for (const auto& r : dtype_table())
+    if (r.value == d) return std::string(r.nccl_tests_name);
   return "?";
 }
-std::string to_string(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kProd: return "prod";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kAvg: return "avg";
-  }
-  return "?";
-}
-std::string to_string(Placement p) {
-  return p == Placement::kOutOfPlace ? "out-of-place" : "in-place";
-}
-
-namespace {
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-template <typename T>
-std::string choices(const std::vector<T>& all) {
-  std::string out;
-  for (const auto& v : all) out += (out.empty() ? "" : ", ") + to_string(v);
-  return out;
-}
-}  // namespace
-
-Collective parse_collective(const std::string& s, const std::string& flag) {
-  const std::string l = lower(s);
-  for (Collective c : all_collectives())
-    if (l == to_string(c)) return c;
-  if (l == "reducescatter" || l == "reduce-scatter") return Collective::kReduceScatter;
-  if (l == "bcast") return Collective::kBroadcast;
-  if (l == "all_reduce") return Collective::kAllreduce;
-  if (l == "all_gather") return Collective::kAllgather;
-  if (l == "all_to_all" || l == "alltoallv") return Collective::kAlltoall;
-  throw UsageError(flag + ": unknown collective '" + s + "' (choose from " +
-                   choices(all_collectives()) + ", or all)");
-}
-
-Dtype parse_dtype(const std::string& s, const std::string& flag) {
-  const std::string l = lower(s);
-  for (Dtype d : all_dtypes())
-    if (l == to_string(d) || l == nccl_tests_name(d)) return d;
-  if (l == "fp32") return Dtype::kFloat32;
-  if (l == "fp64") return Dtype::kFloat64;
-  if (l == "int") return Dtype::kInt32;
-  if (l == "bf16") return Dtype::kBfloat16;
-  if (l == "fp16") return Dtype::kFloat16;
-  throw UsageError(flag + ": unknown datatype '" + s + "' (choose from " + choices(all_dtypes()) +
-                   ", or all)");
-}
-
-ReduceOp parse_op(const std::string& s, const std::string& flag) {
-  const std::string l = lower(s);
-  for (ReduceOp op : all_ops())
-    if (l == to_string(op)) return op;
-  throw UsageError(flag + ": unknown reduction op '" + s + "' (choose from " + choices(all_ops()) +
-                   ", or all)");
-}
-
 size_t dtype_size(Dtype d) {
-  switch (d) {
-    case Dtype::kFloat64: return 8;
-    case Dtype::kFloat32:
-    case Dtype::kInt32: return 4;
-    case Dtype::kBfloat16:
-    case Dtype::kFloat16: return 2;
-  }
+  for (const auto& r : dtype_table())
+    if (r.value == d) return r.size_bytes;
   return 1;
 }
 
-bool is_reduction(Collective c) {
-  return c == Collective::kAllreduce || c == Collective::kReduceScatter || c == Collective::kReduce;
+Dtype parse_dtype(const std::string& s, const std::string& flag) {
+  return parse_list_item(dtype_table(), s, flag, "datatype");
 }
-bool is_rooted(Collective c) { return c == Collective::kBroadcast || c == Collective::kReduce; }
-
-OpShape make_shape(Collective c, Dtype d, ReduceOp op, int root, int nranks, size_t requested_bytes) {
-  OpShape s{c, d, op, is_rooted(c) ? root : -1, nranks, requested_bytes};
-  const size_t n = static_cast<size_t>(nranks);
-  const size_t elems = requested_bytes / dtype_size(d);
-  // As nccl-tests' *GetCollByteCount: collectives whose size is the total over ranks split it in
-  // n equal parts, rounding down.
-  switch (c) {
-    case Collective::kAllreduce:
-    case Collective::kBroadcast:
-    case Collective::kReduce:
-    case Collective::kSendrecv:
-      s.count = elems;
-      s.send_count = s.recv_count = elems;
-      break;
-    case Collective::kAllgather:  // size = total output; each rank sends count
-      s.count = elems / n;
-      s.send_count = s.count;
-      s.recv_count = s.count * n;
-      break;
-    case Collective::kReduceScatter:  // size = total input; each rank receives count
-      s.count = elems / n;
-      s.send_count = s.count * n;
-      s.recv_count = s.count;
-      break;
-    case Collective::kAlltoall:  // size = total per rank; count to each peer
-      s.count = elems / n;
-      s.send_count = s.recv_count = s.count * n;
-      break;
-  }
-  s.bytes = std::max(s.send_count, s.recv_count) * dtype_size(d);
-  return s;
+ReduceOp parse_op(const std::string& s, const std::string& flag) {
+  return parse_list_item(reduce_op_names(), s, flag, "reduction op");
 }
 
 }  // namespace dtune::comm
