@@ -1,5 +1,6 @@
-// busbw factors of every collective against the table in ../shared/REFERENCE.md (nccl-tests'
-// doc/PERFORMANCE.md), for n = 2, 3, 4, 8, and the algbw unit (GB/s = 1e9 B/s).
+// busbw factors of every collective as nccl-tests defines them (its doc/PERFORMANCE.md and the
+// GetBw of each src/*.cu; derived in doc/metrics.md), for n = 2, 3, 4, 8, and the algbw unit
+// (GB/s = 1e9 B/s).
 #include <gtest/gtest.h>
 
 #include "benchmarks/comm/bandwidth.h"
