@@ -10,7 +10,7 @@ from pathlib import Path
 
 import h5py
 
-from .loader import TRAIN_PHASES, PathArg, _decode, _expand, _open
+from .loader import TRAIN_PHASES, PathArg, decode_attr, expand_paths, open_results
 
 COMM_DATASETS = ("placement", "size_bytes", "requested_bytes", "count", "time_us", "wrong",
                  "time_us_reported", "algbw_gbps", "busbw_gbps", "slowest_rank")
@@ -46,7 +46,7 @@ def _need_attrs(path: Path, g: h5py.Group, name: str, names) -> None:
 
 def _check_file(path: Path) -> None:
     try:
-        f = _open(path)
+        f = open_results(path)
     except (OSError, KeyError) as e:  # h5py: KeyError for a root group it cannot decode
         why = _one_line(e).strip("'\"").split("cannot open as HDF5: ", 1)[-1]
         raise ValueError(f"{path}: not a readable HDF5 file (truncated, corrupt or another "
@@ -67,13 +67,13 @@ def _check_runs(path: Path, f: h5py.File) -> None:
         g = runs.get(name)
         if not isinstance(g, h5py.Group):
             raise ValueError(f"{path}: /runs/{name}: not a group (corrupt file?)")
-        benchmark = _decode(g.attrs.get("benchmark"))
+        benchmark = decode_attr(g.attrs.get("benchmark"))
         if benchmark == "comm":
             _need_attrs(path, g, name, COMM_ATTRS)
             _read_all(path, g, name, COMM_DATASETS)
         elif benchmark == "train":
             _need_attrs(path, g, name, TRAIN_ATTRS)
-            if _decode(g.attrs.get("status")) == "ok":
+            if decode_attr(g.attrs.get("status")) == "ok":
                 _need_attrs(path, g, name, TRAIN_OK_ATTRS)
             if "total_ms" in g:
                 _read_all(path, g, name, TRAIN_DATASETS)
@@ -83,7 +83,7 @@ def check_results(paths: PathArg) -> list[Path]:
     """The files behind `paths` (files or directories, as the loader takes them), each checked;
     ValueError (one line, naming the file) on the first one that cannot be used."""
     try:
-        files = _expand(paths)
+        files = expand_paths(paths)
     except OSError as e:
         raise ValueError(_one_line(e)) from None
     for path in files:

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .loader import _expand  # noqa: E402
+from .loader import expand_paths  # noqa: E402
 
 PHASES = ["data_ms", "h2d_ms", "forward_ms", "backward_ms", "comm_exposed_ms", "optimizer_ms", "scaler_ms"]
 
@@ -44,7 +44,7 @@ def comm_setting(point_json: str | None, backend: str) -> str:
 def comm_fits(paths) -> pd.DataFrame:
     """Per comm run: file, run, setting, busbw_factor and the α–β fit the binary stored."""
     rows = []
-    for path in _expand(paths):
+    for path in expand_paths(paths):
         with h5py.File(path, "r") as f:
             for name, g in f.get("runs", {}).items():
                 a = g.attrs
@@ -65,7 +65,7 @@ def comm_fits(paths) -> pd.DataFrame:
 def train_peaks(paths) -> pd.DataFrame:
     """Per train run: the largest peak_memory_bytes over its ranks (the dataset the binary wrote)."""
     rows = []
-    for path in _expand(paths):
+    for path in expand_paths(paths):
         with h5py.File(path, "r") as f:
             for name, g in f.get("runs", {}).items():
                 if g.attrs.get("benchmark") == "train" and "peak_memory_bytes" in g:

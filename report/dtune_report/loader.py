@@ -28,7 +28,7 @@ SUMMARY_COLUMNS = _RUN_COLUMNS + ["time_us_reported", "algbw_gbps", "busbw_gbps"
                                   "wrong", "busbw_factor"]
 
 
-def _decode(value):
+def decode_attr(value):
     """An h5py attribute value as plain Python: bytes -> str, numpy scalars -> int/float,
     arrays -> lists, an empty (null dataspace) attribute -> None."""
     if isinstance(value, h5py.Empty):
@@ -36,14 +36,14 @@ def _decode(value):
     if isinstance(value, (bytes, np.bytes_)):
         return value.decode("utf-8")
     if isinstance(value, np.ndarray):
-        return [_decode(v) for v in value.tolist()]
+        return [decode_attr(v) for v in value.tolist()]
     if isinstance(value, np.generic):
         return value.item()
     return value
 
 
 def _attrs(obj) -> dict:
-    return {k: _decode(v) for k, v in obj.attrs.items()}
+    return {k: decode_attr(v) for k, v in obj.attrs.items()}
 
 
 def _read(ds: h5py.Dataset) -> np.ndarray:
@@ -53,7 +53,7 @@ def _read(ds: h5py.Dataset) -> np.ndarray:
     return ds[()]
 
 
-def _expand(paths: PathArg) -> list[Path]:
+def expand_paths(paths: PathArg) -> list[Path]:
     """A path, a list of paths, or a directory (its *.h5 and *.h5.partial files, sorted)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -72,18 +72,18 @@ def _expand(paths: PathArg) -> list[Path]:
     return out
 
 
-def _open(path: Path) -> h5py.File:
+def open_results(path: Path) -> h5py.File:
     """Open read-only and check the schema; ValueError naming the file when it is not ours."""
     try:
         f = h5py.File(path, "r")
     except OSError as e:
         raise OSError(f"{path}: cannot open as HDF5: {e}") from e
     try:
-        schema = _decode(f.attrs.get("schema"))
+        schema = decode_attr(f.attrs.get("schema"))
         if schema != SCHEMA:
             raise ValueError(f"{path}: not a dtune results file (root attribute schema = "
                              f"{schema!r}, expected {SCHEMA!r})")
-        version = _decode(f.attrs.get("schema_version"))
+        version = decode_attr(f.attrs.get("schema_version"))
         if not isinstance(version, int) or version < 1:
             raise ValueError(f"{path}: root attribute schema_version = {version!r}, expected a "
                              f"positive integer")
@@ -106,7 +106,7 @@ def read_provenance(path: Union[str, os.PathLike]) -> dict:
     rank_device); and `env`, a dict of the /provenance/env attributes. Strings are str.
     """
     path = Path(path)
-    with _open(path) as f:
+    with open_results(path) as f:
         out = {"file": str(path), **_attrs(f)}
         prov = f.get("provenance")
         if prov is not None:
@@ -164,9 +164,9 @@ def load_comm(paths: PathArg) -> pd.DataFrame:
     were not run (NaN in time_us) are dropped.
     """
     parts = []
-    for path in _expand(paths):
-        with _open(path) as f:
-            file_status = _decode(f.attrs.get("status"))
+    for path in expand_paths(paths):
+        with open_results(path) as f:
+            file_status = decode_attr(f.attrs.get("status"))
             hosts_ds = f.get("provenance/rank_host")
             hosts = _read(hosts_ds) if hosts_ds is not None else None
             for cols, d in _comm_runs(f, path):
@@ -196,9 +196,9 @@ def load_comm_summary(paths: PathArg) -> pd.DataFrame:
     not check that size). Sizes that were not run (time_us_reported NaN) are dropped.
     """
     parts = []
-    for path in _expand(paths):
-        with _open(path) as f:
-            file_status = _decode(f.attrs.get("status"))
+    for path in expand_paths(paths):
+        with open_results(path) as f:
+            file_status = decode_attr(f.attrs.get("status"))
             for cols, d in _comm_runs(f, path):
                 rep = d["time_us_reported"]
                 keep = np.flatnonzero(~np.isnan(rep.reshape(-1)))
@@ -230,8 +230,8 @@ def load_comm_runs(paths: PathArg) -> pd.DataFrame:
     /points/<point_id>/provenance.
     """
     rows = []
-    for path in _expand(paths):
-        with _open(path) as f:
+    for path in expand_paths(paths):
+        with open_results(path) as f:
             runs = f.get("runs")
             for name in sorted(runs) if runs is not None else []:
                 g = runs[name]
@@ -269,7 +269,7 @@ def _train_groups(f: h5py.File):
         return
     for name in sorted(runs):
         g = runs[name]
-        if _decode(g.attrs.get("benchmark")) == "train":
+        if decode_attr(g.attrs.get("benchmark")) == "train":
             yield name, g
 
 
@@ -283,8 +283,8 @@ def load_train(paths: PathArg) -> pd.DataFrame:
     `profiled` dataset). Runs with status "oom" have no steps and are left out (see load_train_summary).
     """
     parts = []
-    for path in _expand(paths):
-        with _open(path) as f:
+    for path in expand_paths(paths):
+        with open_results(path) as f:
             hosts_ds = f.get("provenance/rank_host")
             hosts = _read(hosts_ds) if hosts_ds is not None else None
             for name, g in _train_groups(f):
@@ -310,8 +310,8 @@ def load_train_summary(paths: PathArg) -> pd.DataFrame:
     samples_per_s, tokens_per_s, step_time_p50_ms, mfu with peak_tflops and peak_source, ...),
     plus `file` and `run`. Out-of-memory runs appear with status "oom" and their batch."""
     rows = []
-    for path in _expand(paths):
-        with _open(path) as f:
+    for path in expand_paths(paths):
+        with open_results(path) as f:
             for name, g in _train_groups(f):
                 rows.append({"file": str(path), "run": name, **_attrs(g)})
     return pd.DataFrame(rows)
@@ -340,8 +340,8 @@ def load_runs(paths: PathArg) -> pd.DataFrame:
     """
     import json
     rows = []
-    for path in _expand(paths):
-        with _open(path) as f:
+    for path in expand_paths(paths):
+        with open_results(path) as f:
             root = _provenance_of(f.get("provenance"))
             for name in sorted(f.get("runs", {})):
                 a = _attrs(f["runs"][name])
