@@ -83,7 +83,7 @@ def busbw_vs_size(comm: pd.DataFrame, fits: pd.DataFrame, out):
     colls = sorted(d.collective.unique())
     fig, axes = plt.subplots(1, len(colls), figsize=(5 * len(colls), 4), squeeze=False)
     for ax, c in zip(axes[0], colls):
-        for (setting, run), g in d[d.collective == c].groupby(["setting", "run"]):
+        for (setting, _run), g in d[d.collective == c].groupby(["setting", "run"]):
             g = g.sort_values("size_bytes")
             line, = ax.loglog(g.size_bytes, g.busbw_gbps.clip(lower=1e-6), "o-", ms=3, label=setting)
             a, B, k = g.alpha_us.iloc[0], g.fit_busbw_gbps.iloc[0], g.busbw_factor.iloc[0]

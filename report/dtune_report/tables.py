@@ -14,6 +14,7 @@ import textwrap
 import numpy as np
 import pandas as pd
 
+
 def point_env(train_or_comm_row) -> dict:
     p = train_or_comm_row.get("point") if hasattr(train_or_comm_row, "get") else None
     return json.loads(p).get("env", {}) if isinstance(p, str) and p else {}

@@ -259,7 +259,7 @@ def _run_locked(points: list[Point], directory: Path, state: State, timeout_s: f
         for s, h in old.items():
             signal.signal(s, h)
     if stop["signal"]:
-        print(f"# interrupted: the running point is marked interrupted; rerun to resume", file=sys.stderr)
+        print("# interrupted: the running point is marked interrupted; rerun to resume", file=sys.stderr)
         return 130
     return 1 if failures else 0
 

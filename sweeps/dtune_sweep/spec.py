@@ -287,7 +287,7 @@ def parse(file: str, sweep: dict) -> Sweep:
         dims.append((p, [{("env", _env_name(k, p, name_)): x} for x in _values(k, p, v)]))
     seen = {}
     for p, d in dims:
-        for (kind, key) in d[0]:
+        for (_kind, key) in d[0]:
             if key in seen:
                 k.fail(p + ([key] if p[-1] != key else []),
                        f"{key} is also an axis at {key_path(seen[key])}; vary it in one place")

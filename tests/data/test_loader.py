@@ -29,7 +29,7 @@ def ok(r):
 
 
 def epochs_table(stdout):
-    rows = [l.split() for l in stdout.splitlines() if l.strip() and not l.startswith("#")]
+    rows = [line.split() for line in stdout.splitlines() if line.strip() and not line.startswith("#")]
     return [dict(epoch=int(r[0]), batches=int(r[1]), samples=int(r[2]), bad=int(r[7]), hit=r[8],
                  fetched_mb=float(r[9])) for r in rows]
 
@@ -192,7 +192,7 @@ def test_missing_data_is_a_clear_error_before_reading(s3_server, images, tmp_pat
                  ["dtune-train", "--model", "resnet18", "--width", 8, "--image-size", 32, "--num-classes", 3,
                   "--batch", 2, "--steps", 1, "--data", url, "--no-output"]):
         r = tool(args, env=env)
-        errors = [l for l in r.stderr.splitlines() if "error" in l]
+        errors = [line for line in r.stderr.splitlines() if "error" in line]
         assert r.returncode == 2 and len(errors) == 1, r.stdout + r.stderr
         assert str(url) in errors[0] or "no-such-bucket" in errors[0], errors[0]
 

@@ -82,7 +82,7 @@ def test_a_stopped_rank_is_named_and_measured_sizes_are_kept(tmp_path):
 def test_impossible_values_are_one_line(tmp_path, args, words):
     r = subprocess.run(comm_cmd(2, *args, "--output", tmp_path / "x.h5"), capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, r.stderr
-    errors = [l for l in r.stderr.splitlines() if "error" in l]
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
     assert len(errors) == 1, r.stderr
     for w in words:
         assert w in errors[0], errors[0]

@@ -33,7 +33,7 @@ def dtune(*args, timeout=600):
 
 
 def records(out):
-    return [json.loads(l) for l in (out / "state.jsonl").read_text().splitlines()]
+    return [json.loads(line) for line in (out / "state.jsonl").read_text().splitlines()]
 
 
 def wait_for_launch(out, proc, timeout=120):

@@ -59,6 +59,7 @@ def test_single_rank_without_mpirun_runs():
 def test_silent_singleton_launch_is_warned():
     import os
     import subprocess
+
     from conftest import bin_dir
     env = dict(os.environ, SLURM_NTASKS="4")
     r = subprocess.run([str(bin_dir() / "dtune-comm"), "-b", "8", "-e", "8", "--no-output"],
@@ -72,7 +73,9 @@ def test_sigint_keeps_what_was_measured(tmp_path):
     says "interrupted" and the exit status is 130."""
     import signal
     import subprocess
+
     import h5py
+
     from conftest import bin_dir
     from dtune_report.loader import load_comm
     out = tmp_path / "int.h5"

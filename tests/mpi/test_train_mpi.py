@@ -3,7 +3,6 @@
 statistics per rank); K micro-steps equal one step of K*b; overlapped, bucketed reduction equals the
 flat baseline for every bucket cap; an fp16 overflow on one rank makes every rank skip the step and
 halve the scale; bf16 and fp16 follow the fp32 loss curve."""
-import os
 import subprocess
 
 import h5py

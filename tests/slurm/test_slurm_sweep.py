@@ -2,7 +2,6 @@
 task per bundle of points, srun --mpi=pmix inside the allocation, a failing point recorded as
 failed while the others complete, everything merged; and the sbatch scripts' safety."""
 import json
-import os
 import re
 import subprocess
 import sys
@@ -62,7 +61,7 @@ def test_array_sweep_completes_and_merges(tmp_path, slurm):
     with h5py.File(out / "merged.h5") as h:
         points = {json.loads(g.attrs["point"])["ranks"] for g in h["runs"].values()}
         assert len(h["runs"]) == 4 and points == {1, 2}
-        for pid, g in h["points"].items():
+        for g in h["points"].values():
             assert list(g["provenance"]["rank_host"].asstr()[()])  # each point keeps its provenance
     # Each task wrote only its own state log.
     assert len(list(out.glob("state-*.jsonl"))) == 5

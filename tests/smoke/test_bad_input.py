@@ -29,7 +29,7 @@ def test_bad_flag_exits_2_naming_flag(tmp_path, args, flag):
     out = tmp_path / "r.h5"
     r = run_comm(2, args + ["--output", out], timeout=60)
     assert r.returncode == 2, r.stdout + r.stderr
-    errors = [l for l in r.stderr.splitlines() if "error" in l]
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
     assert len(errors) == 1, r.stderr  # reported once, by rank 0
     assert flag in errors[0]
     assert list(tmp_path.iterdir()) == []

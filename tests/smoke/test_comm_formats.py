@@ -3,7 +3,6 @@ reads its DTUNE_COMM_<NAME> environment variable, with the flag taking precedenc
 import csv
 import io
 import json
-import os
 
 from conftest import data_rows, run_comm
 from dtune_report.loader import load_comm_summary

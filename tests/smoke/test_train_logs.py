@@ -7,10 +7,9 @@ import json
 import logging
 import subprocess
 
-import yaml
-
 import h5py
 import pytest
+import yaml
 
 from conftest import bin_dir, mpirun_prefix
 

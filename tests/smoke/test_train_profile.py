@@ -10,7 +10,6 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-
 from test_train_results import run
 
 GPT = ["--model", "gpt2-tiny", "--threads", "1"]
@@ -154,6 +153,6 @@ def test_bad_profile_window_exits_2(tmp_path, value):
     r = run(GPT + ["--batch", "2", "--steps", "4", "--warmup-steps", "1", "--profile-steps", value,
                    "--output", tmp_path / "t.h5"], timeout=120)
     assert r.returncode == 2, r.stdout + r.stderr
-    errors = [l for l in r.stderr.splitlines() if "error" in l]
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
     assert len(errors) == 1 and "--profile-steps" in errors[0], r.stderr
     assert list(tmp_path.iterdir()) == []

@@ -67,7 +67,7 @@ def test_bad_input_exits_2(tmp_path, args, flag):
     out = tmp_path / "t.h5"
     r = run(TINY + args + ["--output", out], np_=2, timeout=120)
     assert r.returncode == 2, r.stdout + r.stderr
-    errors = [l for l in r.stderr.splitlines() if "error" in l]
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
     assert len(errors) == 1 and flag in errors[0], r.stderr
     assert list(tmp_path.iterdir()) == []
 

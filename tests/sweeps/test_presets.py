@@ -93,6 +93,7 @@ def test_readme_table_is_the_presets():
 
 def test_report_label_names_the_preset_and_its_variables(tmp_path):
     import json
+
     from dtune_report.figures import comm_setting
     (point,) = plan(sweep_file(tmp_path, "ucx-tcp"))
     label = comm_setting(json.dumps(point.to_json()), "mpi")

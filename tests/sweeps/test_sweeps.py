@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "sweeps"))
-from dtune_sweep.spec import SweepError, plan  # noqa: E402
+from dtune_sweep.spec import plan  # noqa: E402
 
 DTUNE = [str(REPO / "scripts" / "dtune")]
 
@@ -112,7 +112,7 @@ launch: {ranks: [1, 2]}
     r = dtune("sweep", "run", f, "--out", out)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "already complete" in r.stdout
-    records = [json.loads(l) for l in (out / "state.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (out / "state.jsonl").read_text().splitlines()]
     ok = [rec["id"] for rec in records if rec.get("status") == "ok"]
     assert len(ok) == 6 and len(set(ok)) == 6  # every point completed exactly once
     assert "ok 6" in dtune("sweep", "status", f, "--out", out).stdout
@@ -159,6 +159,6 @@ axes: {--collective: [allreduce, allgather, alltoall]}
     r = dtune("sweep", "run", f, "--out", out)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "ok 3" in dtune("sweep", "status", f, "--out", out).stdout
-    records = [json.loads(l) for l in (out / "state.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (out / "state.jsonl").read_text().splitlines()]
     ok = [rec["id"] for rec in records if rec.get("status") == "ok"]
     assert len(ok) == len(set(ok)) == 3
