@@ -1,4 +1,5 @@
 """Shared pytest fixtures: where the built binaries are and how to launch them with mpirun."""
+
 import os
 import subprocess
 from pathlib import Path

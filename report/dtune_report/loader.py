@@ -21,11 +21,30 @@ SCHEMA_VERSION = 1  # the newest schema_version this loader understands
 
 PathArg = Union[str, os.PathLike, Iterable[Union[str, os.PathLike]]]
 
-_RUN_COLUMNS = ["file", "run", "status", "file_status", "collective", "backend", "dtype", "op",
-                "root", "placement", "size_bytes", "requested_bytes", "count"]
+_RUN_COLUMNS = [
+    "file",
+    "run",
+    "status",
+    "file_status",
+    "collective",
+    "backend",
+    "dtype",
+    "op",
+    "root",
+    "placement",
+    "size_bytes",
+    "requested_bytes",
+    "count",
+]
 COMM_COLUMNS = _RUN_COLUMNS + ["rank", "host", "iteration", "time_us", "wrong"]
-SUMMARY_COLUMNS = _RUN_COLUMNS + ["time_us_reported", "algbw_gbps", "busbw_gbps", "slowest_rank",
-                                  "wrong", "busbw_factor"]
+SUMMARY_COLUMNS = _RUN_COLUMNS + [
+    "time_us_reported",
+    "algbw_gbps",
+    "busbw_gbps",
+    "slowest_rank",
+    "wrong",
+    "busbw_factor",
+]
 
 
 def decode_attr(value):
@@ -60,8 +79,7 @@ def expand_paths(paths: PathArg) -> list[Path]:
     out = []
     for p in map(Path, paths):
         if p.is_dir():
-            found = sorted(q for q in p.iterdir()
-                           if q.is_file() and q.name.endswith((".h5", ".h5.partial")))
+            found = sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith((".h5", ".h5.partial")))
             if not found:
                 raise FileNotFoundError(f"{p}: no *.h5 or *.h5.partial files in this directory")
             out += found
@@ -81,16 +99,18 @@ def open_results(path: Path) -> h5py.File:
     try:
         schema = decode_attr(f.attrs.get("schema"))
         if schema != SCHEMA:
-            raise ValueError(f"{path}: not a dtune results file (root attribute schema = "
-                             f"{schema!r}, expected {SCHEMA!r})")
+            raise ValueError(
+                f"{path}: not a dtune results file (root attribute schema = {schema!r}, expected {SCHEMA!r})"
+            )
         version = decode_attr(f.attrs.get("schema_version"))
         if not isinstance(version, int) or version < 1:
-            raise ValueError(f"{path}: root attribute schema_version = {version!r}, expected a "
-                             f"positive integer")
+            raise ValueError(f"{path}: root attribute schema_version = {version!r}, expected a positive integer")
         if version > SCHEMA_VERSION:
-            raise ValueError(f"{path}: schema_version {version} is newer than this loader knows "
-                             f"({SCHEMA_VERSION}); update report/dtune_report/loader.py "
-                             f"(see results/SCHEMA.md, Changes)")
+            raise ValueError(
+                f"{path}: schema_version {version} is newer than this loader knows "
+                f"({SCHEMA_VERSION}); update report/dtune_report/loader.py "
+                f"(see results/SCHEMA.md, Changes)"
+            )
     except BaseException:
         f.close()
         raise
@@ -130,20 +150,44 @@ def _comm_runs(f: h5py.File, path: Path):
         a = _attrs(g)
         if a.get("benchmark") != "comm":
             continue
-        d = {k: _read(g[k]) for k in ("placement", "size_bytes", "requested_bytes", "count",
-                                      "time_us", "wrong", "time_us_reported", "algbw_gbps",
-                                      "busbw_gbps", "slowest_rank")}
+        d = {
+            k: _read(g[k])
+            for k in (
+                "placement",
+                "size_bytes",
+                "requested_bytes",
+                "count",
+                "time_us",
+                "wrong",
+                "time_us_reported",
+                "algbw_gbps",
+                "busbw_gbps",
+                "slowest_rank",
+            )
+        }
         ps = (len(d["placement"]), len(d["size_bytes"]))
         t = d["time_us"]
-        if t.ndim != 4 or t.shape[:2] != ps or d["wrong"].shape != t.shape[:3] or any(
-                d[k].shape != ps for k in ("time_us_reported", "algbw_gbps", "busbw_gbps",
-                                           "slowest_rank")):
-            raise ValueError(f"{path}: /runs/{name}: inconsistent shapes: placement x size = "
-                             f"{ps}, time_us {t.shape}, wrong {d['wrong'].shape}, "
-                             f"time_us_reported {d['time_us_reported'].shape}")
-        cols = {"run": name, "status": a.get("status"), "collective": a.get("collective"),
-                "backend": a.get("backend"), "dtype": a.get("dtype"), "op": a.get("op"),
-                "root": a.get("root"), "busbw_factor": a.get("busbw_factor")}
+        if (
+            t.ndim != 4
+            or t.shape[:2] != ps
+            or d["wrong"].shape != t.shape[:3]
+            or any(d[k].shape != ps for k in ("time_us_reported", "algbw_gbps", "busbw_gbps", "slowest_rank"))
+        ):
+            raise ValueError(
+                f"{path}: /runs/{name}: inconsistent shapes: placement x size = "
+                f"{ps}, time_us {t.shape}, wrong {d['wrong'].shape}, "
+                f"time_us_reported {d['time_us_reported'].shape}"
+            )
+        cols = {
+            "run": name,
+            "status": a.get("status"),
+            "collective": a.get("collective"),
+            "backend": a.get("backend"),
+            "dtype": a.get("dtype"),
+            "op": a.get("op"),
+            "root": a.get("root"),
+            "busbw_factor": a.get("busbw_factor"),
+        }
         yield cols, d
 
 
@@ -174,17 +218,29 @@ def load_comm(paths: PathArg) -> pd.DataFrame:
                 if hosts is None:
                     hosts = np.full(t.shape[2], None, dtype=object)
                 if len(hosts) != t.shape[2]:
-                    raise ValueError(f"{path}: /runs/{cols['run']}: time_us has {t.shape[2]} "
-                                     f"ranks but provenance/rank_host has {len(hosts)}")
+                    raise ValueError(
+                        f"{path}: /runs/{cols['run']}: time_us has {t.shape[2]} "
+                        f"ranks but provenance/rank_host has {len(hosts)}"
+                    )
                 keep = np.flatnonzero(~np.isnan(t.reshape(-1)))
                 p, s, r, i = np.unravel_index(keep, t.shape)
                 cols.pop("busbw_factor")
-                parts.append({
-                    "file": str(path), "file_status": file_status, **cols,
-                    "placement": d["placement"][p], "size_bytes": d["size_bytes"][s],
-                    "requested_bytes": d["requested_bytes"][s], "count": d["count"][s],
-                    "rank": r.astype(np.int64), "host": hosts[r], "iteration": i.astype(np.int64),
-                    "time_us": t.reshape(-1)[keep], "wrong": d["wrong"][p, s, r]})
+                parts.append(
+                    {
+                        "file": str(path),
+                        "file_status": file_status,
+                        **cols,
+                        "placement": d["placement"][p],
+                        "size_bytes": d["size_bytes"][s],
+                        "requested_bytes": d["requested_bytes"][s],
+                        "count": d["count"][s],
+                        "rank": r.astype(np.int64),
+                        "host": hosts[r],
+                        "iteration": i.astype(np.int64),
+                        "time_us": t.reshape(-1)[keep],
+                        "wrong": d["wrong"][p, s, r],
+                    }
+                )
     return _frame(parts, COMM_COLUMNS)
 
 
@@ -204,20 +260,27 @@ def load_comm_summary(paths: PathArg) -> pd.DataFrame:
                 keep = np.flatnonzero(~np.isnan(rep.reshape(-1)))
                 p, s = np.unravel_index(keep, rep.shape)
                 w = d["wrong"]
-                wrong = np.where((w < 0).any(axis=2), -1, w.sum(axis=2)) if w.shape[2] else \
-                    np.full(rep.shape, -1)
-                parts.append({
-                    "file": str(path), "file_status": file_status, **cols,
-                    "placement": d["placement"][p], "size_bytes": d["size_bytes"][s],
-                    "requested_bytes": d["requested_bytes"][s], "count": d["count"][s],
-                    **{k: d[k].reshape(-1)[keep] for k in ("time_us_reported", "algbw_gbps",
-                                                           "busbw_gbps", "slowest_rank")},
-                    "wrong": wrong.reshape(-1)[keep]})
+                wrong = np.where((w < 0).any(axis=2), -1, w.sum(axis=2)) if w.shape[2] else np.full(rep.shape, -1)
+                parts.append(
+                    {
+                        "file": str(path),
+                        "file_status": file_status,
+                        **cols,
+                        "placement": d["placement"][p],
+                        "size_bytes": d["size_bytes"][s],
+                        "requested_bytes": d["requested_bytes"][s],
+                        "count": d["count"][s],
+                        **{
+                            k: d[k].reshape(-1)[keep]
+                            for k in ("time_us_reported", "algbw_gbps", "busbw_gbps", "slowest_rank")
+                        },
+                        "wrong": wrong.reshape(-1)[keep],
+                    }
+                )
     return _frame(parts, SUMMARY_COLUMNS)
 
 
-COMM_RUN_COLUMNS = ["file", "run", "status", "collective", "backend", "dtype", "op", "world_size",
-                    "nodes", "env"]
+COMM_RUN_COLUMNS = ["file", "run", "status", "collective", "backend", "dtype", "op", "world_size", "nodes", "env"]
 
 
 def load_comm_runs(paths: PathArg) -> pd.DataFrame:
@@ -249,18 +312,29 @@ def load_comm_runs(paths: PathArg) -> pd.DataFrame:
                     hosts = _read(prov["rank_host"]).tolist() if "rank_host" in prov else None
                 ranks = g["time_us"].shape[2] if "time_us" in g else point.get("ranks")
                 nodes = len(set(hosts)) if hosts and len(hosts) == ranks else point.get("nodes")
-                rows.append({"file": str(path), "run": name, "status": a.get("status"),
-                             "collective": a.get("collective"), "backend": a.get("backend"),
-                             "dtype": a.get("dtype"), "op": a.get("op"), "world_size": ranks,
-                             "nodes": nodes, "env": env})
+                rows.append(
+                    {
+                        "file": str(path),
+                        "run": name,
+                        "status": a.get("status"),
+                        "collective": a.get("collective"),
+                        "backend": a.get("backend"),
+                        "dtype": a.get("dtype"),
+                        "op": a.get("op"),
+                        "world_size": ranks,
+                        "nodes": nodes,
+                        "env": env,
+                    }
+                )
     return pd.DataFrame(rows, columns=COMM_RUN_COLUMNS)
 
 
-TRAIN_PHASES = ["data_ms", "h2d_ms", "forward_ms", "backward_ms", "comm_exposed_ms",
-                "optimizer_ms", "scaler_ms"]
-TRAIN_STEP_COLUMNS = ["file", "run", "status", "model", "precision", "step", "warmup", "rank",
-                      "host"] + TRAIN_PHASES + ["total_ms", "loss", "loss_scale", "skipped",
-                                                "profiled"]
+TRAIN_PHASES = ["data_ms", "h2d_ms", "forward_ms", "backward_ms", "comm_exposed_ms", "optimizer_ms", "scaler_ms"]
+TRAIN_STEP_COLUMNS = (
+    ["file", "run", "status", "model", "precision", "step", "warmup", "rank", "host"]
+    + TRAIN_PHASES
+    + ["total_ms", "loss", "loss_scale", "skipped", "profiled"]
+)
 
 
 def _train_groups(f: h5py.File):
@@ -294,14 +368,23 @@ def load_train(paths: PathArg) -> pd.DataFrame:
                 total = g["total_ms"][()]
                 S, R = total.shape
                 s, r = np.unravel_index(np.arange(S * R), (S, R))
-                parts.append({
-                    "file": str(path), "run": name, "status": a.get("status"), "model": a.get("model"),
-                    "precision": a.get("precision"), "step": s.astype(np.int64),
-                    "warmup": s < int(a.get("warmup_steps", 0)), "rank": r.astype(np.int64),
-                    "host": hosts[r] if hosts is not None and len(hosts) == R else None,
-                    **{k: g[k][()].reshape(-1) for k in TRAIN_PHASES + ["total_ms", "loss"]},
-                    "loss_scale": g["loss_scale"][()][s], "skipped": g["skipped"][()][s].astype(bool),
-                    "profiled": (g["profiled"][()][s] if "profiled" in g else np.zeros(S, int)[s]).astype(bool)})
+                parts.append(
+                    {
+                        "file": str(path),
+                        "run": name,
+                        "status": a.get("status"),
+                        "model": a.get("model"),
+                        "precision": a.get("precision"),
+                        "step": s.astype(np.int64),
+                        "warmup": s < int(a.get("warmup_steps", 0)),
+                        "rank": r.astype(np.int64),
+                        "host": hosts[r] if hosts is not None and len(hosts) == R else None,
+                        **{k: g[k][()].reshape(-1) for k in TRAIN_PHASES + ["total_ms", "loss"]},
+                        "loss_scale": g["loss_scale"][()][s],
+                        "skipped": g["skipped"][()][s].astype(bool),
+                        "profiled": (g["profiled"][()][s] if "profiled" in g else np.zeros(S, int)[s]).astype(bool),
+                    }
+                )
     return _frame(parts, TRAIN_STEP_COLUMNS)
 
 
@@ -339,6 +422,7 @@ def load_runs(paths: PathArg) -> pd.DataFrame:
     in a merged file, /provenance otherwise.
     """
     import json
+
     rows = []
     for path in expand_paths(paths):
         with open_results(path) as f:
@@ -347,7 +431,16 @@ def load_runs(paths: PathArg) -> pd.DataFrame:
                 a = _attrs(f["runs"][name])
                 pid = a.get("point_id")
                 prov = _provenance_of(f.get(f"points/{pid}/provenance")) if pid else root
-                rows.append({"file": str(path), "run": name, "benchmark": a.get("benchmark"),
-                             "attrs": a, "point": json.loads(a["point"]) if "point" in a else None,
-                             "command_line": prov[0], "world_size": prov[1], "env": prov[2]})
+                rows.append(
+                    {
+                        "file": str(path),
+                        "run": name,
+                        "benchmark": a.get("benchmark"),
+                        "attrs": a,
+                        "point": json.loads(a["point"]) if "point" in a else None,
+                        "command_line": prov[0],
+                        "world_size": prov[1],
+                        "env": prov[2],
+                    }
+                )
     return pd.DataFrame(rows, columns=RUN_COLUMNS)

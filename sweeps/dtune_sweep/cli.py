@@ -51,8 +51,10 @@ def cmd_plan(a) -> int:
     print(f"# {a.file}: {len(points)} points")
     for p in points[: a.show]:
         env = " ".join(f"{k}={v}" for k, v in sorted(p.env.items()))
-        print(f"  {p.id}  np={p.ranks}  {env + '  ' if env else ''}{p.binary} {' '.join(p.args)}"
-              f"{'  (repeat ' + str(p.repeat) + ')' if p.repeat else ''}")
+        print(
+            f"  {p.id}  np={p.ranks}  {env + '  ' if env else ''}{p.binary} {' '.join(p.args)}"
+            f"{'  (repeat ' + str(p.repeat) + ')' if p.repeat else ''}"
+        )
     if len(points) > a.show:
         print(f"  ... {len(points) - a.show} more")
     return 0
@@ -69,8 +71,7 @@ def cmd_slurm(a) -> int:
     points = _points(a)
     if a.throttle < 1 or a.points_per_task < 1:
         return _usage("--throttle and --points-per-task must be at least 1")
-    scripts = slurm.write_scripts(points, sweep_dir(a.file, a.out), a.sbatch, a.throttle, a.points_per_task,
-                                  a.launcher)
+    scripts = slurm.write_scripts(points, sweep_dir(a.file, a.out), a.sbatch, a.throttle, a.points_per_task, a.launcher)
     for s in scripts:
         print(f"# wrote {s}")
     if not a.dry_run:
@@ -108,8 +109,9 @@ def cmd_report(a) -> int:
         r = build_report(a.results, a.output)
     except (OSError, ValueError) as e:
         return _error(e)
-    print(f"# report: {r['dir'] / 'report.html'} ({len(r['figures'])} figures"
-          f"{', nccl_tuner.conf' if r['tuner'] else ''})")
+    print(
+        f"# report: {r['dir'] / 'report.html'} ({len(r['figures'])} figures{', nccl_tuner.conf' if r['tuner'] else ''})"
+    )
     return 0
 
 
@@ -127,14 +129,15 @@ def cmd_compare(a) -> int:
     except (OSError, ValueError, KeyError) as e:
         return _error(e)
     if not c.rows:
-        return _usage(f"no configuration appears in both A and B ({len(c.only_a)} in A alone, "
-                      f"{len(c.only_b)} in B alone: runs match only when every setting agrees)")
+        return _usage(
+            f"no configuration appears in both A and B ({len(c.only_a)} in A alone, "
+            f"{len(c.only_b)} in B alone: runs match only when every setting agrees)"
+        )
     print(format_table(c.rows, c.only_a, c.only_b, c.alpha))
     if a.fail_on_regression is not None:
         bad = regressions(c.rows, a.fail_on_regression)
         for r in bad:
-            print(f"# regression: {r.config}: {(r.ratio - 1) * 100:+.1f}% (> {a.fail_on_regression}%)",
-                  file=sys.stderr)
+            print(f"# regression: {r.config}: {(r.ratio - 1) * 100:+.1f}% (> {a.fail_on_regression}%)", file=sys.stderr)
         return 1 if bad else 0
     return 0
 
@@ -155,9 +158,13 @@ _FUNC = {words: func for words, _, func in COMMANDS}
 
 def _add_sweep_commands(sw) -> None:
     cap = argparse.ArgumentParser(add_help=False)
-    cap.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS, metavar="N",
-                     help=f"refuse a file that plans more than N points, counted before expanding "
-                          f"(default {DEFAULT_MAX_POINTS:,})")
+    cap.add_argument(
+        "--max-points",
+        type=int,
+        default=DEFAULT_MAX_POINTS,
+        metavar="N",
+        help=f"refuse a file that plans more than N points, counted before expanding (default {DEFAULT_MAX_POINTS:,})",
+    )
 
     def add(name):
         p = sw.add_parser(name, parents=[cap], help=_HELP[f"sweep {name}"])
@@ -174,10 +181,19 @@ def _add_sweep_commands(sw) -> None:
     p_slurm.add_argument("--dry-run", action="store_true", help="write the sbatch scripts, do not submit")
     p_slurm.add_argument("--throttle", type=int, default=8, help="array tasks running at once (default 8)")
     p_slurm.add_argument("--points-per-task", type=int, default=4, help="points in one array task (default 4)")
-    p_slurm.add_argument("--launcher", choices=["srun", "mpirun"], default="srun",
-                         help="how a task starts each point (default srun --mpi=pmix)")
-    p_slurm.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
-                         help="an sbatch option passed through, e.g. --sbatch=--partition=gpu (repeatable)")
+    p_slurm.add_argument(
+        "--launcher",
+        choices=["srun", "mpirun"],
+        default="srun",
+        help="how a task starts each point (default srun --mpi=pmix)",
+    )
+    p_slurm.add_argument(
+        "--sbatch",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="an sbatch option passed through, e.g. --sbatch=--partition=gpu (repeatable)",
+    )
     add("status").add_argument("--out")
     p_merge = add("merge")
     p_merge.add_argument("--out")
@@ -187,26 +203,36 @@ def _add_sweep_commands(sw) -> None:
 def build_parser() -> argparse.ArgumentParser:
     width = max(len(words) for words, _, _ in COMMANDS)
     ap = argparse.ArgumentParser(
-        prog="dtune", description="dtune: sweeps, reports and comparisons over dtune's benchmarks",
+        prog="dtune",
+        description="dtune: sweeps, reports and comparisons over dtune's benchmarks",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="commands:\n" + "\n".join(f"  dtune {w:<{width}}  {t}" for w, t, _ in COMMANDS)
-        + "\n\n`dtune COMMAND --help` shows a command's arguments.")
+        epilog="commands:\n"
+        + "\n".join(f"  dtune {w:<{width}}  {t}" for w, t, _ in COMMANDS)
+        + "\n\n`dtune COMMAND --help` shows a command's arguments.",
+    )
     sub = ap.add_subparsers(dest="group", required=True)
     sw = sub.add_parser("sweep", help="plan, run, inspect and merge sweeps").add_subparsers(dest="cmd", required=True)
     _add_sweep_commands(sw)
-    cmp = sub.add_parser("compare", help=_HELP["compare"],
-                         description="One row per configuration found in both A and B (runs match on every "
-                         "setting: attributes, flags, environment, ranks; sweep runs on their point), with "
-                         "medians, the change, the Mann-Whitney U p-value (significant when p < alpha; `~` "
-                         "otherwise) and a 95% bootstrap interval of B/A. Samples: per iteration the slowest "
-                         "rank's time (comm), per measured unprofiled step the slowest rank's total (train). "
-                         "The statistics: doc/metrics.md.")
+    cmp = sub.add_parser(
+        "compare",
+        help=_HELP["compare"],
+        description="One row per configuration found in both A and B (runs match on every "
+        "setting: attributes, flags, environment, ranks; sweep runs on their point), with "
+        "medians, the change, the Mann-Whitney U p-value (significant when p < alpha; `~` "
+        "otherwise) and a 95% bootstrap interval of B/A. Samples: per iteration the slowest "
+        "rank's time (comm), per measured unprofiled step the slowest rank's total (train). "
+        "The statistics: doc/metrics.md.",
+    )
     cmp.set_defaults(func=cmd_compare)
     cmp.add_argument("a", help="results before: an HDF5 file or a directory of them")
     cmp.add_argument("b", help="results after: an HDF5 file or a directory of them")
     cmp.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
-    cmp.add_argument("--fail-on-regression", type=float, metavar="PCT",
-                     help="exit 1 when a significant (p < alpha) slowdown exceeds PCT percent")
+    cmp.add_argument(
+        "--fail-on-regression",
+        type=float,
+        metavar="PCT",
+        help="exit 1 when a significant (p < alpha) slowdown exceeds PCT percent",
+    )
     rep = sub.add_parser("report", help=_HELP["report"])
     rep.set_defaults(func=cmd_report)
     rep.add_argument("results", nargs="+", help="HDF5 files or directories (a sweep's merged.h5)")

@@ -1,6 +1,7 @@
 """Sweeps through a real Slurm (slurmctld, slurmd and munged started here): job arrays with one
 task per bundle of points, srun --mpi=pmix inside the allocation, a failing point recorded as
 failed while the others complete, everything merged; and the sbatch scripts' safety."""
+
 import json
 import re
 import subprocess
@@ -70,11 +71,26 @@ def test_array_sweep_completes_and_merges(tmp_path, slurm):
 def test_sbatch_scripts_are_safe_and_pass_options_through(tmp_path):
     evil = "x; touch pwned $(id) `id`"
     f = tmp_path / "s.yaml"
-    f.write_text(f"binary: dtune-train\naxes: {{--model: [{json.dumps(evil)}, gpt2-tiny, resnet18]}}\n"
-                 "launch: {ranks: [1]}\n")
+    f.write_text(
+        f"binary: dtune-train\naxes: {{--model: [{json.dumps(evil)}, gpt2-tiny, resnet18]}}\nlaunch: {{ranks: [1]}}\n"
+    )
     out = tmp_path / "sweep"
-    r = dtune(["sweep", "slurm", f, "--out", out, "--dry-run", "--throttle", 2, "--points-per-task", 2,
-               "--sbatch=--partition=gpu", "--sbatch=--time=00:10:00"])
+    r = dtune(
+        [
+            "sweep",
+            "slurm",
+            f,
+            "--out",
+            out,
+            "--dry-run",
+            "--throttle",
+            2,
+            "--points-per-task",
+            2,
+            "--sbatch=--partition=gpu",
+            "--sbatch=--time=00:10:00",
+        ]
+    )
     assert r.returncode == 0, r.stderr
     (script,) = (out / "slurm").glob("*.sbatch")
     text = script.read_text()

@@ -15,8 +15,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 def dtune(*args):
     env = dict(os.environ, PYTHONPATH=f"{REPO / 'sweeps'}:{REPO / 'report'}")
-    return subprocess.run([str(REPO / "scripts" / "dtune"), *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+    return subprocess.run(
+        [str(REPO / "scripts" / "dtune"), *args], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def subcommands(help_text: str) -> dict:
@@ -51,11 +52,14 @@ def test_pyproject_entry_point_runs_the_dtune_command(tmp_path):
         assert (REPO / folder / "__init__.py").is_file() and Path(folder).name == package
     # The entry point as pip's console script calls it: sys.exit(main()), with the packages importable.
     module, func = meta["project"]["scripts"]["dtune"].split(":")
-    code = (f"import sys; sys.path[:0] = {[str(REPO / 'sweeps'), str(REPO / 'report')]!r}; "
-            f"from {module} import {func}; sys.exit({func}())")
+    code = (
+        f"import sys; sys.path[:0] = {[str(REPO / 'sweeps'), str(REPO / 'report')]!r}; "
+        f"from {module} import {func}; sys.exit({func}())"
+    )
     args = ["sweep", "plan", str(REPO / "sweeps" / "quickstart.yaml"), "--show", "1"]
-    installed = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
-                               cwd=tmp_path)
+    installed = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     in_place = dtune(*args)
     assert installed.returncode == in_place.returncode == 0, installed.stderr + in_place.stderr
     assert installed.stdout == in_place.stdout and "points" in installed.stdout
