@@ -1,8 +1,12 @@
 // TensorBoard event files written by dtune itself (no Python in the training process): a TFRecord
 // stream of Event protobufs, each record `uint64 length, uint32 masked_crc32c(length), bytes,
 // uint32 masked_crc32c(bytes)` with mask(c) = ((c >> 15) | (c << 17)) + 0xa282ead8; the first
-// event carries file_version "brain.Event:2", the others a Summary with one simple_value
-// (../shared/REFERENCE.md). The protobuf encoding is done by hand: four fields.
+// event carries file_version "brain.Event:2", the others a Summary with one simple_value.
+// Sources: TensorFlow's TFRecord format as tensorboard writes it (tensorflow/tensorboard:
+// tensorboard/summary/writer/record_writer.py for the framing, masked_crc32c in
+// tensorboard/compat/tensorflow_stub/pywrap_tensorflow.py for the mask) and the field numbers of
+// tensorboard/compat/proto/event.proto and summary.proto. The protobuf encoding is done by hand:
+// four fields.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 """Shared pytest fixtures: where the built binaries are and how to launch them with mpirun."""
+
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -30,7 +30,7 @@ def run_comm(np: int, args: list, timeout: float = 300, cwd=None) -> subprocess.
 
 def data_rows(stdout: str) -> list:
     """Table rows as nccl-tests parsers see them: lines not starting with '#'."""
-    return [l.split() for l in stdout.splitlines() if l.strip() and not l.startswith("#")]
+    return [line.split() for line in stdout.splitlines() if line.strip() and not line.startswith("#")]
 
 
 @pytest.fixture

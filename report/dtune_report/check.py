@@ -4,16 +4,27 @@ dtune file missing a dataset or attribute that the loader reads (results/SCHEMA.
 ValueError naming the file and what is missing, which `dtune` prints as one line with exit 2.
 Every dataset the loader reads is read here once, so a corrupt chunk is found here too.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import h5py
 
-from .loader import TRAIN_PHASES, PathArg, _decode, _expand, _open
+from .loader import TRAIN_PHASES, PathArg, decode_attr, expand_paths, open_results
 
-COMM_DATASETS = ("placement", "size_bytes", "requested_bytes", "count", "time_us", "wrong",
-                 "time_us_reported", "algbw_gbps", "busbw_gbps", "slowest_rank")
+COMM_DATASETS = (
+    "placement",
+    "size_bytes",
+    "requested_bytes",
+    "count",
+    "time_us",
+    "wrong",
+    "time_us_reported",
+    "algbw_gbps",
+    "busbw_gbps",
+    "slowest_rank",
+)
 COMM_ATTRS = ("collective", "backend", "busbw_factor", "fit_alpha_us", "fit_busbw_gbps")
 # A train run with steps (status "ok"; an "oom" run has none): its per-step datasets.
 TRAIN_DATASETS = tuple(TRAIN_PHASES) + ("total_ms", "loss", "loss_scale", "skipped")
@@ -29,13 +40,16 @@ def _one_line(e: BaseException) -> str:
 def _read_all(path: Path, g: h5py.Group, name: str, names) -> None:
     for k in names:
         if k not in g:
-            raise ValueError(f"{path}: /runs/{name}: missing dataset {k!r} (written by an older or "
-                             f"interrupted binary?); the report needs it")
+            raise ValueError(
+                f"{path}: /runs/{name}: missing dataset {k!r} (written by an older or "
+                f"interrupted binary?); the report needs it"
+            )
         try:
             g[k][()]
         except (OSError, KeyError, ValueError) as e:
-            raise ValueError(f"{path}: /runs/{name}/{k}: cannot be read (truncated or corrupt "
-                             f"file?): {_one_line(e)}") from None
+            raise ValueError(
+                f"{path}: /runs/{name}/{k}: cannot be read (truncated or corrupt file?): {_one_line(e)}"
+            ) from None
 
 
 def _need_attrs(path: Path, g: h5py.Group, name: str, names) -> None:
@@ -46,11 +60,10 @@ def _need_attrs(path: Path, g: h5py.Group, name: str, names) -> None:
 
 def _check_file(path: Path) -> None:
     try:
-        f = _open(path)
+        f = open_results(path)
     except (OSError, KeyError) as e:  # h5py: KeyError for a root group it cannot decode
         why = _one_line(e).strip("'\"").split("cannot open as HDF5: ", 1)[-1]
-        raise ValueError(f"{path}: not a readable HDF5 file (truncated, corrupt or another "
-                         f"format?): {why}") from None
+        raise ValueError(f"{path}: not a readable HDF5 file (truncated, corrupt or another format?): {why}") from None
     try:
         with f:
             _check_runs(path, f)
@@ -61,19 +74,21 @@ def _check_file(path: Path) -> None:
 def _check_runs(path: Path, f: h5py.File) -> None:
     runs = f.get("runs")
     if not isinstance(runs, h5py.Group):
-        raise ValueError(f"{path}: a dtune results file without a /runs group: nothing measured "
-                         f"in it (a run that died before its first measurement?)")
+        raise ValueError(
+            f"{path}: a dtune results file without a /runs group: nothing measured "
+            f"in it (a run that died before its first measurement?)"
+        )
     for name in runs:
         g = runs.get(name)
         if not isinstance(g, h5py.Group):
             raise ValueError(f"{path}: /runs/{name}: not a group (corrupt file?)")
-        benchmark = _decode(g.attrs.get("benchmark"))
+        benchmark = decode_attr(g.attrs.get("benchmark"))
         if benchmark == "comm":
             _need_attrs(path, g, name, COMM_ATTRS)
             _read_all(path, g, name, COMM_DATASETS)
         elif benchmark == "train":
             _need_attrs(path, g, name, TRAIN_ATTRS)
-            if _decode(g.attrs.get("status")) == "ok":
+            if decode_attr(g.attrs.get("status")) == "ok":
                 _need_attrs(path, g, name, TRAIN_OK_ATTRS)
             if "total_ms" in g:
                 _read_all(path, g, name, TRAIN_DATASETS)
@@ -83,7 +98,7 @@ def check_results(paths: PathArg) -> list[Path]:
     """The files behind `paths` (files or directories, as the loader takes them), each checked;
     ValueError (one line, naming the file) on the first one that cannot be used."""
     try:
-        files = _expand(paths)
+        files = expand_paths(paths)
     except OSError as e:
         raise ValueError(_one_line(e)) from None
     for path in files:

@@ -10,6 +10,7 @@ of its slowest rank (the iteration is over when the last rank finishes); dtune-t
 measured step's total of its slowest rank, leaving out warm-up steps and steps inside a
 --profile-steps window. Repeated runs of one configuration pool their samples.
 """
+
 from __future__ import annotations
 
 import functools
@@ -33,7 +34,7 @@ class Row:
     unit: str
     median_a: float
     median_b: float
-    ratio: float          # median_b / median_a (time: > 1 is slower)
+    ratio: float  # median_b / median_a (time: > 1 is slower)
     ci_low: float
     ci_high: float
     p_value: float
@@ -54,8 +55,8 @@ def _u_cdf(n1: int, n2: int) -> np.ndarray:
                 c[m][n] = np.ones(1)
                 continue
             v = np.zeros(m * n + 1)
-            v[n:n + len(c[m - 1][n])] += c[m - 1][n]
-            v[:len(c[m][n - 1])] += c[m][n - 1]
+            v[n : n + len(c[m - 1][n])] += c[m - 1][n]
+            v[: len(c[m][n - 1])] += c[m][n - 1]
             c[m][n] = v
     counts = c[n1][n2]
     return np.cumsum(counts) / counts.sum()
@@ -80,7 +81,7 @@ def mann_whitney_p(a, b) -> float:
     if (counts == 1).all() and n1 <= 50 and n2 <= 50:
         return 1.0 if u1 == u2 else float(min(1.0, 2 * _u_cdf(n1, n2)[int(min(u1, u2))]))
     n = n1 + n2
-    tie = (counts ** 3 - counts).sum() / (n * (n - 1))
+    tie = (counts**3 - counts).sum() / (n * (n - 1))
     sigma = math.sqrt(n1 * n2 / 12 * ((n + 1) - tie))
     z = max(abs(u1 - n1 * n2 / 2) - 0.5, 0) / sigma
     return float(min(1.0, math.erfc(z / math.sqrt(2))))
@@ -180,8 +181,11 @@ def _labeller(keys) -> tuple:
         kind, fields = key
         d = dict(fields)
         base = [d.get(n, "-") for n in _BASE[kind]]
-        extra = [f"{n}={d.get(n, '-')}" for (k, n) in sorted(values) if k == kind
-                 and n not in _BASE[kind] and len(values[(k, n)]) > 1]
+        extra = [
+            f"{n}={d.get(n, '-')}"
+            for (k, n) in sorted(values)
+            if k == kind and n not in _BASE[kind] and len(values[(k, n)]) > 1
+        ]
         return kind, base, extra
 
     def label(key):
@@ -202,15 +206,14 @@ def _labeller(keys) -> tuple:
 @dataclass
 class Comparison:
     rows: list
-    only_a: list          # labels of configurations in A alone
+    only_a: list  # labels of configurations in A alone
     only_b: list
     alpha: float
 
 
 def compare_results(a, b, alpha: float = 0.05) -> Comparison:
     runs_a, runs_b = load_runs(a), load_runs(b)
-    by_point = (len(runs_a) > 0 and len(runs_b) > 0 and runs_a.point.notna().all()
-                and runs_b.point.notna().all())
+    by_point = len(runs_a) > 0 and len(runs_b) > 0 and runs_a.point.notna().all() and runs_b.point.notna().all()
     ia, ib = _identities(runs_a, by_point), _identities(runs_b, by_point)
     ga = {**_comm_samples(a, ia), **_train_samples(a, ia)}
     gb = {**_comm_samples(b, ib), **_train_samples(b, ib)}
@@ -230,13 +233,17 @@ def format_table(rows: list[Row], only_a=(), only_b=(), alpha: float = 0.05) -> 
     """The table, then `#` lines (so `grep -v '^#'` leaves the table): configurations on one side
     only, and rows with too few samples to ever reach p < alpha (benchstat's warning)."""
     width = max([len(r.config) for r in rows] + [len("geomean")])
-    lines = [f"{'config':<{width}}  {'A median':>12}  {'B median':>12}  {'delta':>8}  "
-             f"{'p':>6}  {'n':>9}  {'95% CI of B/A':>17}"]
+    lines = [
+        f"{'config':<{width}}  {'A median':>12}  {'B median':>12}  {'delta':>8}  "
+        f"{'p':>6}  {'n':>9}  {'95% CI of B/A':>17}"
+    ]
     for r in rows:
         delta = f"{(r.ratio - 1) * 100:+.1f}%" if r.significant else "~"
-        lines.append(f"{r.config:<{width}}  {r.median_a:10.3f}{r.unit:>2}  {r.median_b:10.3f}{r.unit:>2}  "
-                     f"{delta:>8}  {r.p_value:6.3f}  {f'{r.n_a}+{r.n_b}':>9}  "
-                     f"[{r.ci_low:6.3f}, {r.ci_high:6.3f}]")
+        lines.append(
+            f"{r.config:<{width}}  {r.median_a:10.3f}{r.unit:>2}  {r.median_b:10.3f}{r.unit:>2}  "
+            f"{delta:>8}  {r.p_value:6.3f}  {f'{r.n_a}+{r.n_b}':>9}  "
+            f"[{r.ci_low:6.3f}, {r.ci_high:6.3f}]"
+        )
     g = geomean_ratio(rows)
     lines.append(f"{'geomean':<{width}}  {'':>12}  {'':>12}  {(g - 1) * 100:+7.1f}%")
     for side, labels in (("A", only_a), ("B", only_b)):

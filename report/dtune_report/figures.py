@@ -1,6 +1,7 @@
 """The report's figures (matplotlib, Agg). Each function returns a PNG path, or None when the data
 lacks the figure's axes (the report then leaves it out). Values come from the files as written:
 busbw, MFU and throughput are never recomputed here."""
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .loader import _expand  # noqa: E402
+from .loader import expand_paths  # noqa: E402
 
 PHASES = ["data_ms", "h2d_ms", "forward_ms", "backward_ms", "comm_exposed_ms", "optimizer_ms", "scaler_ms"]
 
@@ -44,7 +45,7 @@ def comm_setting(point_json: str | None, backend: str) -> str:
 def comm_fits(paths) -> pd.DataFrame:
     """Per comm run: file, run, setting, busbw_factor and the α–β fit the binary stored."""
     rows = []
-    for path in _expand(paths):
+    for path in expand_paths(paths):
         with h5py.File(path, "r") as f:
             for name, g in f.get("runs", {}).items():
                 a = g.attrs
@@ -52,40 +53,58 @@ def comm_fits(paths) -> pd.DataFrame:
                     continue
                 point = json.loads(a["point"]) if a.get("point") else {}
                 env = point.get("env", {})
-                world = point.get("ranks") or int(f["provenance"].attrs.get("world_size", 1)) if "provenance" in f \
+                world = (
+                    point.get("ranks") or int(f["provenance"].attrs.get("world_size", 1))
+                    if "provenance" in f
                     else point.get("ranks", 1)
-                rows.append({"file": str(path), "run": name, "collective": a["collective"],
-                             "setting": comm_setting(a.get("point"), a["backend"]),
-                             "algo": env.get("NCCL_ALGO"), "proto": env.get("NCCL_PROTO"), "world_size": world,
-                             "busbw_factor": float(a["busbw_factor"]), "alpha_us": float(a["fit_alpha_us"]),
-                             "fit_busbw_gbps": float(a["fit_busbw_gbps"])})
+                )
+                rows.append(
+                    {
+                        "file": str(path),
+                        "run": name,
+                        "collective": a["collective"],
+                        "setting": comm_setting(a.get("point"), a["backend"]),
+                        "algo": env.get("NCCL_ALGO"),
+                        "proto": env.get("NCCL_PROTO"),
+                        "world_size": world,
+                        "busbw_factor": float(a["busbw_factor"]),
+                        "alpha_us": float(a["fit_alpha_us"]),
+                        "fit_busbw_gbps": float(a["fit_busbw_gbps"]),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
 def train_peaks(paths) -> pd.DataFrame:
     """Per train run: the largest peak_memory_bytes over its ranks (the dataset the binary wrote)."""
     rows = []
-    for path in _expand(paths):
+    for path in expand_paths(paths):
         with h5py.File(path, "r") as f:
             for name, g in f.get("runs", {}).items():
                 if g.attrs.get("benchmark") == "train" and "peak_memory_bytes" in g:
-                    rows.append({"file": str(path), "run": name,
-                                 "peak_memory_mib": float(np.max(g["peak_memory_bytes"][()])) / 2**20,
-                                 "memory_source": g.attrs.get("memory_source", "")})
+                    rows.append(
+                        {
+                            "file": str(path),
+                            "run": name,
+                            "peak_memory_mib": float(np.max(g["peak_memory_bytes"][()])) / 2**20,
+                            "memory_source": g.attrs.get("memory_source", ""),
+                        }
+                    )
     return pd.DataFrame(rows, columns=["file", "run", "peak_memory_mib", "memory_source"])
 
 
 def busbw_vs_size(comm: pd.DataFrame, fits: pd.DataFrame, out):
     if comm.empty or comm.size_bytes.nunique() < 2:
         return None
-    d = comm[comm.placement == "out-of-place"].merge(fits[["file", "run", "setting", "alpha_us", "fit_busbw_gbps"]],
-                                                     on=["file", "run"])
+    d = comm[comm.placement == "out-of-place"].merge(
+        fits[["file", "run", "setting", "alpha_us", "fit_busbw_gbps"]], on=["file", "run"]
+    )
     colls = sorted(d.collective.unique())
     fig, axes = plt.subplots(1, len(colls), figsize=(5 * len(colls), 4), squeeze=False)
     for ax, c in zip(axes[0], colls):
-        for (setting, run), g in d[d.collective == c].groupby(["setting", "run"]):
+        for (setting, _run), g in d[d.collective == c].groupby(["setting", "run"]):
             g = g.sort_values("size_bytes")
-            line, = ax.loglog(g.size_bytes, g.busbw_gbps.clip(lower=1e-6), "o-", ms=3, label=setting)
+            (line,) = ax.loglog(g.size_bytes, g.busbw_gbps.clip(lower=1e-6), "o-", ms=3, label=setting)
             a, B, k = g.alpha_us.iloc[0], g.fit_busbw_gbps.iloc[0], g.busbw_factor.iloc[0]
             if np.isfinite(a) and np.isfinite(B) and B > 0:
                 s = np.geomspace(g.size_bytes.min(), g.size_bytes.max(), 100)
@@ -188,7 +207,9 @@ def data_workers(train: pd.DataFrame, steps: pd.DataFrame, out):
     m = steps[~steps.warmup].groupby(["file", "run"])[["data_ms", "total_ms"]].mean().reset_index()
     real = real.merge(m, on=["file", "run"])
     real["stall"] = 100 * real.data_ms / real.total_ms
-    real["cache"] = np.where(real.get("cache_dir", pd.Series("", index=real.index)).fillna("") != "", "cache", "no cache")
+    real["cache"] = np.where(
+        real.get("cache_dir", pd.Series("", index=real.index)).fillna("") != "", "cache", "no cache"
+    )
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     for (model, prec, batch, cache), g in real.groupby(["model", "precision", "batch", "cache"]):
         g = g.groupby("workers")[["samples_per_s", "stall"]].mean().sort_index()
@@ -196,8 +217,12 @@ def data_workers(train: pd.DataFrame, steps: pd.DataFrame, out):
         a1.plot(g.index, g.samples_per_s, "o-", label=label)
         a2.plot(g.index, g.stall, "o-", label=label)
     a1.set(xlabel="loader workers per rank", ylabel="samples/s", title="Throughput against loader workers")
-    a2.set(xlabel="loader workers per rank", ylabel="data stall (% of step time)", ylim=(0, 100),
-           title="Data stall against loader workers")
+    a2.set(
+        xlabel="loader workers per rank",
+        ylabel="data stall (% of step time)",
+        ylim=(0, 100),
+        title="Data stall against loader workers",
+    )
     a1.legend(fontsize=7)
     return _save(fig, out)
 
@@ -214,7 +239,12 @@ def slowest_rank_steps(steps: pd.DataFrame, out):
     runs = sorted(worst.run.unique())
     fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(runs) + 3), 4))
     ax.boxplot([worst[worst.run == r].total_ms.values for r in runs])
-    ax.set_xticks(range(1, len(runs) + 1), [f"{r}\n(slowest: rank {stragglers[r]})" for r in runs],
-                  rotation=60, ha="right", fontsize=7)
+    ax.set_xticks(
+        range(1, len(runs) + 1),
+        [f"{r}\n(slowest: rank {stragglers[r]})" for r in runs],
+        rotation=60,
+        ha="right",
+        fontsize=7,
+    )
     ax.set(ylabel="step time of the slowest rank (ms)", title="Step-time distribution, stragglers named")
     return _save(fig, out), stragglers

@@ -11,6 +11,7 @@ Left out, each list below says why: what differs between two runs of one configu
 counts, output paths, seeds, the launcher's job bookkeeping) and what is a result, not a setting.
 Anything not listed counts, so a flag or variable added later splits rows rather than pooling.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -18,56 +19,139 @@ import re
 import shlex
 
 # dtune-comm's short flags (nccl-tests' letters), by long name: benchmarks/comm/options.cc.
-COMM_SHORT = {"-b": "--minbytes", "-e": "--maxbytes", "-i": "--stepbytes", "-f": "--stepfactor",
-              "-n": "--iters", "-w": "--warmup_iters", "-c": "--check", "-d": "--datatype",
-              "-o": "--op", "-r": "--root", "-z": "--blocking", "-a": "--average"}
+COMM_SHORT = {
+    "-b": "--minbytes",
+    "-e": "--maxbytes",
+    "-i": "--stepbytes",
+    "-f": "--stepfactor",
+    "-n": "--iters",
+    "-w": "--warmup_iters",
+    "-c": "--check",
+    "-d": "--datatype",
+    "-o": "--op",
+    "-r": "--root",
+    "-z": "--blocking",
+    "-a": "--average",
+}
 
 # Flags that are not part of a run's identity (benchmarks/{comm,train}/options.cc).
 IGNORED_FLAGS = {
     "dtune-comm": {
         # The sizes run: the size is part of each row, so overlapping sizes still match.
-        "--minbytes", "--maxbytes", "--stepbytes", "--stepfactor",
+        "--minbytes",
+        "--maxbytes",
+        "--stepbytes",
+        "--stepfactor",
         # Sample counts: more or fewer samples of the same configuration (untimed warm-up and
         # check iterations included).
-        "--iters", "--warmup_iters", "--check",
+        "--iters",
+        "--warmup_iters",
+        "--check",
         # Which runs a file holds: each run records its own collective, dtype, op, root,
         # blocking and backend as attributes, and is matched on those.
-        "--collective", "--datatype", "--op", "--root", "--blocking", "--backend",
+        "--collective",
+        "--datatype",
+        "--op",
+        "--root",
+        "--blocking",
+        "--backend",
         # How the printed table combines ranks, and where results go: not what is measured.
-        "--average", "--format", "--output", "--no-output",
+        "--average",
+        "--format",
+        "--output",
+        "--no-output",
         # A deadline, not work done.
         "--timeout",
     },
     "dtune-train": {
         # Recorded as run attributes with their resolved values (a flag left at its default is
         # absent from the command line but present there): matched on the attributes.
-        "--model", "--batch", "--batch-sweep", "--global-batch", "--accum-steps", "--precision",
-        "--weights-dtype", "--optimizer", "--lr", "--threads", "--channels-last", "--device",
-        "--backend", "--bucket-mb", "--first-bucket-mb", "--overlap", "--compression",
-        "--local-sgd", "--data", "--workers", "--prefetch", "--cache-dir",
+        "--model",
+        "--batch",
+        "--batch-sweep",
+        "--global-batch",
+        "--accum-steps",
+        "--precision",
+        "--weights-dtype",
+        "--optimizer",
+        "--lr",
+        "--threads",
+        "--channels-last",
+        "--device",
+        "--backend",
+        "--bucket-mb",
+        "--first-bucket-mb",
+        "--overlap",
+        "--compression",
+        "--local-sgd",
+        "--data",
+        "--workers",
+        "--prefetch",
+        "--cache-dir",
         # Sample counts.
-        "--steps", "--warmup-steps",
+        "--steps",
+        "--warmup-steps",
         # Which random numbers, not how much work.
         "--seed",
         # Outputs and diagnostics; profiled steps are left out of the samples.
-        "--output", "--no-output", "--tensorboard", "--mllog", "--profile-steps", "--profile-dir",
-        "--profile-top", "--debug-dump",
+        "--output",
+        "--no-output",
+        "--tensorboard",
+        "--mllog",
+        "--profile-steps",
+        "--profile-dir",
+        "--profile-top",
+        "--debug-dump",
         # Only MFU's denominator; a deadline.
-        "--peak-tflops", "--timeout",
+        "--peak-tflops",
+        "--timeout",
     },
 }
 
 # Run attributes that are results, sample counts or derived text, not settings
 # (results/SCHEMA.md): comm fits and status, train summaries and data/cache counters.
 IGNORED_ATTRS = {
-    "status", "iters", "warmup_iters", "check_iters", "time_mode", "busbw_factor", "fit_alpha_us",
-    "fit_busbw_gbps", "fit_r2", "point_id", "point",
-    "steps", "warmup_steps", "throughput_steps", "samples_per_s", "tokens_per_s",
-    "step_time_p50_ms", "step_time_p90_ms", "skipped_steps", "training_flops_per_sample",
-    "tokens_per_sample", "flops_formula", "mfu", "peak_tflops", "peak_source", "memory_source",
-    "data_description", "data_samples", "data_bad_samples", "data_bytes", "data_requests",
-    "data_retries", "data_fetch_ms", "data_decode_ms", "data_wait_ms", "cache_hits",
-    "cache_misses", "cache_hit_bytes", "cache_miss_bytes", "cache_evictions", "message",
+    "status",
+    "iters",
+    "warmup_iters",
+    "check_iters",
+    "time_mode",
+    "busbw_factor",
+    "fit_alpha_us",
+    "fit_busbw_gbps",
+    "fit_r2",
+    "point_id",
+    "point",
+    "steps",
+    "warmup_steps",
+    "throughput_steps",
+    "samples_per_s",
+    "tokens_per_s",
+    "step_time_p50_ms",
+    "step_time_p90_ms",
+    "skipped_steps",
+    "training_flops_per_sample",
+    "tokens_per_sample",
+    "flops_formula",
+    "mfu",
+    "peak_tflops",
+    "peak_source",
+    "memory_source",
+    "data_description",
+    "data_samples",
+    "data_bad_samples",
+    "data_bytes",
+    "data_requests",
+    "data_retries",
+    "data_fetch_ms",
+    "data_decode_ms",
+    "data_wait_ms",
+    "cache_hits",
+    "cache_misses",
+    "cache_hit_bytes",
+    "cache_miss_bytes",
+    "cache_evictions",
+    "message",
     "peak_memory_bytes",
 }
 
@@ -75,9 +159,17 @@ IGNORED_ATTRS = {
 IGNORED_ENV = [
     # Open MPI's launcher telling each process who and where it is: job id, session
     # directories, daemon URIs, the working directory, this process's rank, the command.
-    "OMPI_MCA_orte_*", "OMPI_MCA_ess_*", "OMPI_MCA_initial_wdir", "OMPI_COMM_WORLD_*",
-    "OMPI_FILE_LOCATION", "OMPI_COMMAND", "OMPI_ARGV", "OMPI_FIRST_RANKS", "OMPI_NUM_APP_CTX",
-    "OMPI_APP_CTX_NUM_PROCS", "OMPI_UNIVERSE_SIZE",
+    "OMPI_MCA_orte_*",
+    "OMPI_MCA_ess_*",
+    "OMPI_MCA_initial_wdir",
+    "OMPI_COMM_WORLD_*",
+    "OMPI_FILE_LOCATION",
+    "OMPI_COMMAND",
+    "OMPI_ARGV",
+    "OMPI_FIRST_RANKS",
+    "OMPI_NUM_APP_CTX",
+    "OMPI_APP_CTX_NUM_PROCS",
+    "OMPI_UNIVERSE_SIZE",
     # Permission to run as root: says who ran it, not how.
     "OMPI_ALLOW_RUN_AS_ROOT*",
     # PMIx wire-up (namespace, server URIs, rank, temporary directories); PMIX_MCA_* settings count.
@@ -87,7 +179,8 @@ IGNORED_ENV = [
     # ranks per node.
     "SLURM_*",
     # Where dtune's scripts find the binaries and the launcher: A and B are often two builds.
-    "DTUNE_BIN_DIR", "DTUNE_MPIRUN",
+    "DTUNE_BIN_DIR",
+    "DTUNE_MPIRUN",
 ]
 _KEEP_ENV = ["PMIX_MCA_*"]
 
@@ -111,8 +204,7 @@ def parse_flags(tokens: list, binary: str) -> dict:
             t, value = t.split("=", 1)
         elif not t.startswith("--") and len(t) > 2:
             t, value = t[:2], t[2:]
-        if value is None and i < len(tokens) and (not str(tokens[i]).startswith("-")
-                                                  or _NUMBER.match(str(tokens[i]))):
+        if value is None and i < len(tokens) and (not str(tokens[i]).startswith("-") or _NUMBER.match(str(tokens[i]))):
             value = str(tokens[i])
             i += 1
         out[short.get(t, t)] = "" if value is None else value
@@ -126,7 +218,7 @@ def _flags_with_env_fallbacks(tokens: list, env: dict, binary: str) -> dict:
     prefix = _FLAG_ENV.get(binary)
     for k, v in env.items():
         if prefix and k.startswith(prefix):
-            flags.setdefault("--" + k[len(prefix):].lower().replace("_", "-"), str(v))
+            flags.setdefault("--" + k[len(prefix) :].lower().replace("_", "-"), str(v))
     if binary == "dtune-comm":  # its one underscore flag
         flags = {("--warmup_iters" if k == "--warmup-iters" else k): v for k, v in flags.items()}
     ignored = IGNORED_FLAGS.get(binary, set())
@@ -135,11 +227,12 @@ def _flags_with_env_fallbacks(tokens: list, env: dict, binary: str) -> dict:
 
 def settings_env(env: dict) -> dict:
     """The recorded environment less IGNORED_ENV and the flag fallbacks (folded into flags)."""
+
     def ignored(k):
         if any(fnmatch.fnmatchcase(k, p) for p in _KEEP_ENV):
             return False
-        return (any(fnmatch.fnmatchcase(k, p) for p in IGNORED_ENV)
-                or k.startswith(tuple(_FLAG_ENV.values())))
+        return any(fnmatch.fnmatchcase(k, p) for p in IGNORED_ENV) or k.startswith(tuple(_FLAG_ENV.values()))
+
     return {k: str(v) for k, v in env.items() if not ignored(k)}
 
 
@@ -156,8 +249,9 @@ def run_identity(run: dict, by_point: bool) -> dict:
         p = run["point"]
         env.update(p.get("env", {}))
         tokens = p.get("args", [])
-        out.update({"np": str(p.get("ranks")), "nodes": str(p.get("nodes")),
-                    "ranks_per_node": str(p.get("ranks_per_node"))})
+        out.update(
+            {"np": str(p.get("ranks")), "nodes": str(p.get("nodes")), "ranks_per_node": str(p.get("ranks_per_node"))}
+        )
     else:
         tokens = shlex.split(run["command_line"])[1:] if run["command_line"] else []
         out["np"] = str(run["world_size"])

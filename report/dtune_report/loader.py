@@ -21,14 +21,33 @@ SCHEMA_VERSION = 1  # the newest schema_version this loader understands
 
 PathArg = Union[str, os.PathLike, Iterable[Union[str, os.PathLike]]]
 
-_RUN_COLUMNS = ["file", "run", "status", "file_status", "collective", "backend", "dtype", "op",
-                "root", "placement", "size_bytes", "requested_bytes", "count"]
+_RUN_COLUMNS = [
+    "file",
+    "run",
+    "status",
+    "file_status",
+    "collective",
+    "backend",
+    "dtype",
+    "op",
+    "root",
+    "placement",
+    "size_bytes",
+    "requested_bytes",
+    "count",
+]
 COMM_COLUMNS = _RUN_COLUMNS + ["rank", "host", "iteration", "time_us", "wrong"]
-SUMMARY_COLUMNS = _RUN_COLUMNS + ["time_us_reported", "algbw_gbps", "busbw_gbps", "slowest_rank",
-                                  "wrong", "busbw_factor"]
+SUMMARY_COLUMNS = _RUN_COLUMNS + [
+    "time_us_reported",
+    "algbw_gbps",
+    "busbw_gbps",
+    "slowest_rank",
+    "wrong",
+    "busbw_factor",
+]
 
 
-def _decode(value):
+def decode_attr(value):
     """An h5py attribute value as plain Python: bytes -> str, numpy scalars -> int/float,
     arrays -> lists, an empty (null dataspace) attribute -> None."""
     if isinstance(value, h5py.Empty):
@@ -36,14 +55,14 @@ def _decode(value):
     if isinstance(value, (bytes, np.bytes_)):
         return value.decode("utf-8")
     if isinstance(value, np.ndarray):
-        return [_decode(v) for v in value.tolist()]
+        return [decode_attr(v) for v in value.tolist()]
     if isinstance(value, np.generic):
         return value.item()
     return value
 
 
 def _attrs(obj) -> dict:
-    return {k: _decode(v) for k, v in obj.attrs.items()}
+    return {k: decode_attr(v) for k, v in obj.attrs.items()}
 
 
 def _read(ds: h5py.Dataset) -> np.ndarray:
@@ -53,15 +72,14 @@ def _read(ds: h5py.Dataset) -> np.ndarray:
     return ds[()]
 
 
-def _expand(paths: PathArg) -> list[Path]:
+def expand_paths(paths: PathArg) -> list[Path]:
     """A path, a list of paths, or a directory (its *.h5 and *.h5.partial files, sorted)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out = []
     for p in map(Path, paths):
         if p.is_dir():
-            found = sorted(q for q in p.iterdir()
-                           if q.is_file() and q.name.endswith((".h5", ".h5.partial")))
+            found = sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith((".h5", ".h5.partial")))
             if not found:
                 raise FileNotFoundError(f"{p}: no *.h5 or *.h5.partial files in this directory")
             out += found
@@ -72,25 +90,27 @@ def _expand(paths: PathArg) -> list[Path]:
     return out
 
 
-def _open(path: Path) -> h5py.File:
+def open_results(path: Path) -> h5py.File:
     """Open read-only and check the schema; ValueError naming the file when it is not ours."""
     try:
         f = h5py.File(path, "r")
     except OSError as e:
         raise OSError(f"{path}: cannot open as HDF5: {e}") from e
     try:
-        schema = _decode(f.attrs.get("schema"))
+        schema = decode_attr(f.attrs.get("schema"))
         if schema != SCHEMA:
-            raise ValueError(f"{path}: not a dtune results file (root attribute schema = "
-                             f"{schema!r}, expected {SCHEMA!r})")
-        version = _decode(f.attrs.get("schema_version"))
+            raise ValueError(
+                f"{path}: not a dtune results file (root attribute schema = {schema!r}, expected {SCHEMA!r})"
+            )
+        version = decode_attr(f.attrs.get("schema_version"))
         if not isinstance(version, int) or version < 1:
-            raise ValueError(f"{path}: root attribute schema_version = {version!r}, expected a "
-                             f"positive integer")
+            raise ValueError(f"{path}: root attribute schema_version = {version!r}, expected a positive integer")
         if version > SCHEMA_VERSION:
-            raise ValueError(f"{path}: schema_version {version} is newer than this loader knows "
-                             f"({SCHEMA_VERSION}); update report/dtune_report/loader.py "
-                             f"(see results/SCHEMA.md, Changes)")
+            raise ValueError(
+                f"{path}: schema_version {version} is newer than this loader knows "
+                f"({SCHEMA_VERSION}); update report/dtune_report/loader.py "
+                f"(see results/SCHEMA.md, Changes)"
+            )
     except BaseException:
         f.close()
         raise
@@ -106,7 +126,7 @@ def read_provenance(path: Union[str, os.PathLike]) -> dict:
     rank_device); and `env`, a dict of the /provenance/env attributes. Strings are str.
     """
     path = Path(path)
-    with _open(path) as f:
+    with open_results(path) as f:
         out = {"file": str(path), **_attrs(f)}
         prov = f.get("provenance")
         if prov is not None:
@@ -130,20 +150,44 @@ def _comm_runs(f: h5py.File, path: Path):
         a = _attrs(g)
         if a.get("benchmark") != "comm":
             continue
-        d = {k: _read(g[k]) for k in ("placement", "size_bytes", "requested_bytes", "count",
-                                      "time_us", "wrong", "time_us_reported", "algbw_gbps",
-                                      "busbw_gbps", "slowest_rank")}
+        d = {
+            k: _read(g[k])
+            for k in (
+                "placement",
+                "size_bytes",
+                "requested_bytes",
+                "count",
+                "time_us",
+                "wrong",
+                "time_us_reported",
+                "algbw_gbps",
+                "busbw_gbps",
+                "slowest_rank",
+            )
+        }
         ps = (len(d["placement"]), len(d["size_bytes"]))
         t = d["time_us"]
-        if t.ndim != 4 or t.shape[:2] != ps or d["wrong"].shape != t.shape[:3] or any(
-                d[k].shape != ps for k in ("time_us_reported", "algbw_gbps", "busbw_gbps",
-                                           "slowest_rank")):
-            raise ValueError(f"{path}: /runs/{name}: inconsistent shapes: placement x size = "
-                             f"{ps}, time_us {t.shape}, wrong {d['wrong'].shape}, "
-                             f"time_us_reported {d['time_us_reported'].shape}")
-        cols = {"run": name, "status": a.get("status"), "collective": a.get("collective"),
-                "backend": a.get("backend"), "dtype": a.get("dtype"), "op": a.get("op"),
-                "root": a.get("root"), "busbw_factor": a.get("busbw_factor")}
+        if (
+            t.ndim != 4
+            or t.shape[:2] != ps
+            or d["wrong"].shape != t.shape[:3]
+            or any(d[k].shape != ps for k in ("time_us_reported", "algbw_gbps", "busbw_gbps", "slowest_rank"))
+        ):
+            raise ValueError(
+                f"{path}: /runs/{name}: inconsistent shapes: placement x size = "
+                f"{ps}, time_us {t.shape}, wrong {d['wrong'].shape}, "
+                f"time_us_reported {d['time_us_reported'].shape}"
+            )
+        cols = {
+            "run": name,
+            "status": a.get("status"),
+            "collective": a.get("collective"),
+            "backend": a.get("backend"),
+            "dtype": a.get("dtype"),
+            "op": a.get("op"),
+            "root": a.get("root"),
+            "busbw_factor": a.get("busbw_factor"),
+        }
         yield cols, d
 
 
@@ -164,9 +208,9 @@ def load_comm(paths: PathArg) -> pd.DataFrame:
     were not run (NaN in time_us) are dropped.
     """
     parts = []
-    for path in _expand(paths):
-        with _open(path) as f:
-            file_status = _decode(f.attrs.get("status"))
+    for path in expand_paths(paths):
+        with open_results(path) as f:
+            file_status = decode_attr(f.attrs.get("status"))
             hosts_ds = f.get("provenance/rank_host")
             hosts = _read(hosts_ds) if hosts_ds is not None else None
             for cols, d in _comm_runs(f, path):
@@ -174,17 +218,29 @@ def load_comm(paths: PathArg) -> pd.DataFrame:
                 if hosts is None:
                     hosts = np.full(t.shape[2], None, dtype=object)
                 if len(hosts) != t.shape[2]:
-                    raise ValueError(f"{path}: /runs/{cols['run']}: time_us has {t.shape[2]} "
-                                     f"ranks but provenance/rank_host has {len(hosts)}")
+                    raise ValueError(
+                        f"{path}: /runs/{cols['run']}: time_us has {t.shape[2]} "
+                        f"ranks but provenance/rank_host has {len(hosts)}"
+                    )
                 keep = np.flatnonzero(~np.isnan(t.reshape(-1)))
                 p, s, r, i = np.unravel_index(keep, t.shape)
                 cols.pop("busbw_factor")
-                parts.append({
-                    "file": str(path), "file_status": file_status, **cols,
-                    "placement": d["placement"][p], "size_bytes": d["size_bytes"][s],
-                    "requested_bytes": d["requested_bytes"][s], "count": d["count"][s],
-                    "rank": r.astype(np.int64), "host": hosts[r], "iteration": i.astype(np.int64),
-                    "time_us": t.reshape(-1)[keep], "wrong": d["wrong"][p, s, r]})
+                parts.append(
+                    {
+                        "file": str(path),
+                        "file_status": file_status,
+                        **cols,
+                        "placement": d["placement"][p],
+                        "size_bytes": d["size_bytes"][s],
+                        "requested_bytes": d["requested_bytes"][s],
+                        "count": d["count"][s],
+                        "rank": r.astype(np.int64),
+                        "host": hosts[r],
+                        "iteration": i.astype(np.int64),
+                        "time_us": t.reshape(-1)[keep],
+                        "wrong": d["wrong"][p, s, r],
+                    }
+                )
     return _frame(parts, COMM_COLUMNS)
 
 
@@ -196,28 +252,35 @@ def load_comm_summary(paths: PathArg) -> pd.DataFrame:
     not check that size). Sizes that were not run (time_us_reported NaN) are dropped.
     """
     parts = []
-    for path in _expand(paths):
-        with _open(path) as f:
-            file_status = _decode(f.attrs.get("status"))
+    for path in expand_paths(paths):
+        with open_results(path) as f:
+            file_status = decode_attr(f.attrs.get("status"))
             for cols, d in _comm_runs(f, path):
                 rep = d["time_us_reported"]
                 keep = np.flatnonzero(~np.isnan(rep.reshape(-1)))
                 p, s = np.unravel_index(keep, rep.shape)
                 w = d["wrong"]
-                wrong = np.where((w < 0).any(axis=2), -1, w.sum(axis=2)) if w.shape[2] else \
-                    np.full(rep.shape, -1)
-                parts.append({
-                    "file": str(path), "file_status": file_status, **cols,
-                    "placement": d["placement"][p], "size_bytes": d["size_bytes"][s],
-                    "requested_bytes": d["requested_bytes"][s], "count": d["count"][s],
-                    **{k: d[k].reshape(-1)[keep] for k in ("time_us_reported", "algbw_gbps",
-                                                           "busbw_gbps", "slowest_rank")},
-                    "wrong": wrong.reshape(-1)[keep]})
+                wrong = np.where((w < 0).any(axis=2), -1, w.sum(axis=2)) if w.shape[2] else np.full(rep.shape, -1)
+                parts.append(
+                    {
+                        "file": str(path),
+                        "file_status": file_status,
+                        **cols,
+                        "placement": d["placement"][p],
+                        "size_bytes": d["size_bytes"][s],
+                        "requested_bytes": d["requested_bytes"][s],
+                        "count": d["count"][s],
+                        **{
+                            k: d[k].reshape(-1)[keep]
+                            for k in ("time_us_reported", "algbw_gbps", "busbw_gbps", "slowest_rank")
+                        },
+                        "wrong": wrong.reshape(-1)[keep],
+                    }
+                )
     return _frame(parts, SUMMARY_COLUMNS)
 
 
-COMM_RUN_COLUMNS = ["file", "run", "status", "collective", "backend", "dtype", "op", "world_size",
-                    "nodes", "env"]
+COMM_RUN_COLUMNS = ["file", "run", "status", "collective", "backend", "dtype", "op", "world_size", "nodes", "env"]
 
 
 def load_comm_runs(paths: PathArg) -> pd.DataFrame:
@@ -230,8 +293,8 @@ def load_comm_runs(paths: PathArg) -> pd.DataFrame:
     /points/<point_id>/provenance.
     """
     rows = []
-    for path in _expand(paths):
-        with _open(path) as f:
+    for path in expand_paths(paths):
+        with open_results(path) as f:
             runs = f.get("runs")
             for name in sorted(runs) if runs is not None else []:
                 g = runs[name]
@@ -249,18 +312,29 @@ def load_comm_runs(paths: PathArg) -> pd.DataFrame:
                     hosts = _read(prov["rank_host"]).tolist() if "rank_host" in prov else None
                 ranks = g["time_us"].shape[2] if "time_us" in g else point.get("ranks")
                 nodes = len(set(hosts)) if hosts and len(hosts) == ranks else point.get("nodes")
-                rows.append({"file": str(path), "run": name, "status": a.get("status"),
-                             "collective": a.get("collective"), "backend": a.get("backend"),
-                             "dtype": a.get("dtype"), "op": a.get("op"), "world_size": ranks,
-                             "nodes": nodes, "env": env})
+                rows.append(
+                    {
+                        "file": str(path),
+                        "run": name,
+                        "status": a.get("status"),
+                        "collective": a.get("collective"),
+                        "backend": a.get("backend"),
+                        "dtype": a.get("dtype"),
+                        "op": a.get("op"),
+                        "world_size": ranks,
+                        "nodes": nodes,
+                        "env": env,
+                    }
+                )
     return pd.DataFrame(rows, columns=COMM_RUN_COLUMNS)
 
 
-TRAIN_PHASES = ["data_ms", "h2d_ms", "forward_ms", "backward_ms", "comm_exposed_ms",
-                "optimizer_ms", "scaler_ms"]
-TRAIN_STEP_COLUMNS = ["file", "run", "status", "model", "precision", "step", "warmup", "rank",
-                      "host"] + TRAIN_PHASES + ["total_ms", "loss", "loss_scale", "skipped",
-                                                "profiled"]
+TRAIN_PHASES = ["data_ms", "h2d_ms", "forward_ms", "backward_ms", "comm_exposed_ms", "optimizer_ms", "scaler_ms"]
+TRAIN_STEP_COLUMNS = (
+    ["file", "run", "status", "model", "precision", "step", "warmup", "rank", "host"]
+    + TRAIN_PHASES
+    + ["total_ms", "loss", "loss_scale", "skipped", "profiled"]
+)
 
 
 def _train_groups(f: h5py.File):
@@ -269,7 +343,7 @@ def _train_groups(f: h5py.File):
         return
     for name in sorted(runs):
         g = runs[name]
-        if _decode(g.attrs.get("benchmark")) == "train":
+        if decode_attr(g.attrs.get("benchmark")) == "train":
             yield name, g
 
 
@@ -283,8 +357,8 @@ def load_train(paths: PathArg) -> pd.DataFrame:
     `profiled` dataset). Runs with status "oom" have no steps and are left out (see load_train_summary).
     """
     parts = []
-    for path in _expand(paths):
-        with _open(path) as f:
+    for path in expand_paths(paths):
+        with open_results(path) as f:
             hosts_ds = f.get("provenance/rank_host")
             hosts = _read(hosts_ds) if hosts_ds is not None else None
             for name, g in _train_groups(f):
@@ -294,14 +368,23 @@ def load_train(paths: PathArg) -> pd.DataFrame:
                 total = g["total_ms"][()]
                 S, R = total.shape
                 s, r = np.unravel_index(np.arange(S * R), (S, R))
-                parts.append({
-                    "file": str(path), "run": name, "status": a.get("status"), "model": a.get("model"),
-                    "precision": a.get("precision"), "step": s.astype(np.int64),
-                    "warmup": s < int(a.get("warmup_steps", 0)), "rank": r.astype(np.int64),
-                    "host": hosts[r] if hosts is not None and len(hosts) == R else None,
-                    **{k: g[k][()].reshape(-1) for k in TRAIN_PHASES + ["total_ms", "loss"]},
-                    "loss_scale": g["loss_scale"][()][s], "skipped": g["skipped"][()][s].astype(bool),
-                    "profiled": (g["profiled"][()][s] if "profiled" in g else np.zeros(S, int)[s]).astype(bool)})
+                parts.append(
+                    {
+                        "file": str(path),
+                        "run": name,
+                        "status": a.get("status"),
+                        "model": a.get("model"),
+                        "precision": a.get("precision"),
+                        "step": s.astype(np.int64),
+                        "warmup": s < int(a.get("warmup_steps", 0)),
+                        "rank": r.astype(np.int64),
+                        "host": hosts[r] if hosts is not None and len(hosts) == R else None,
+                        **{k: g[k][()].reshape(-1) for k in TRAIN_PHASES + ["total_ms", "loss"]},
+                        "loss_scale": g["loss_scale"][()][s],
+                        "skipped": g["skipped"][()][s].astype(bool),
+                        "profiled": (g["profiled"][()][s] if "profiled" in g else np.zeros(S, int)[s]).astype(bool),
+                    }
+                )
     return _frame(parts, TRAIN_STEP_COLUMNS)
 
 
@@ -310,8 +393,8 @@ def load_train_summary(paths: PathArg) -> pd.DataFrame:
     samples_per_s, tokens_per_s, step_time_p50_ms, mfu with peak_tflops and peak_source, ...),
     plus `file` and `run`. Out-of-memory runs appear with status "oom" and their batch."""
     rows = []
-    for path in _expand(paths):
-        with _open(path) as f:
+    for path in expand_paths(paths):
+        with open_results(path) as f:
             for name, g in _train_groups(f):
                 rows.append({"file": str(path), "run": name, **_attrs(g)})
     return pd.DataFrame(rows)
@@ -339,15 +422,25 @@ def load_runs(paths: PathArg) -> pd.DataFrame:
     in a merged file, /provenance otherwise.
     """
     import json
+
     rows = []
-    for path in _expand(paths):
-        with _open(path) as f:
+    for path in expand_paths(paths):
+        with open_results(path) as f:
             root = _provenance_of(f.get("provenance"))
             for name in sorted(f.get("runs", {})):
                 a = _attrs(f["runs"][name])
                 pid = a.get("point_id")
                 prov = _provenance_of(f.get(f"points/{pid}/provenance")) if pid else root
-                rows.append({"file": str(path), "run": name, "benchmark": a.get("benchmark"),
-                             "attrs": a, "point": json.loads(a["point"]) if "point" in a else None,
-                             "command_line": prov[0], "world_size": prov[1], "env": prov[2]})
+                rows.append(
+                    {
+                        "file": str(path),
+                        "run": name,
+                        "benchmark": a.get("benchmark"),
+                        "attrs": a,
+                        "point": json.loads(a["point"]) if "point" in a else None,
+                        "command_line": prov[0],
+                        "world_size": prov[1],
+                        "env": prov[2],
+                    }
+                )
     return pd.DataFrame(rows, columns=RUN_COLUMNS)

@@ -4,6 +4,7 @@ sweep directory, through the loader. Figures appear only when the data has their
 Files the loader cannot use (report.check) and results with no run to draw are a ValueError naming
 them (exit 2), before anything is written. Recorded values are data: report.md escapes them
 (tables.md_text), the HTML escapes them, and every block to paste is shell-quoted."""
+
 from __future__ import annotations
 
 import base64
@@ -25,8 +26,7 @@ def build_report(paths, out_dir) -> dict:
     train = load_train_summary(paths)
     steps = load_train(paths)
     if comm.empty and train.empty:
-        raise ValueError(f"nothing to report: no dtune-comm size or dtune-train run in "
-                         f"{', '.join(map(str, files))}")
+        raise ValueError(f"nothing to report: no dtune-comm size or dtune-train run in {', '.join(map(str, files))}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     made = {}
@@ -51,7 +51,9 @@ def build_report(paths, out_dir) -> dict:
     if not comm.empty:
         d = comm[comm.placement == "out-of-place"].merge(fits[["file", "run", "setting"]], on=["file", "run"])
         top = d.sort_values("size_bytes").groupby(["collective", "setting"]).tail(1)
-        comm_best = top[["collective", "setting", "size_bytes", "busbw_gbps", "time_us_reported"]].reset_index(drop=True)
+        comm_best = top[["collective", "setting", "size_bytes", "busbw_gbps", "time_us_reported"]].reset_index(
+            drop=True
+        )
     sources = paths if isinstance(paths, (list, tuple)) else [paths]
     md = ["# dtune report", "", f"Sources: {', '.join(tb.md_text(p) for p in sources)}", ""]
     if not comm_best.empty:
@@ -59,11 +61,19 @@ def build_report(paths, out_dir) -> dict:
     if not best.empty:
         md += ["## Best training configuration per model and launch shape", "", tb.markdown_table(best)]
     for r in recs:
-        md += [f"### {tb.md_text(r['model'])} on {r['ranks']} rank(s): {r['samples_per_s']:.1f} samples/s", "",
-               *tb.md_code("\n".join([f"dtune-train {r['flags']}", *([r["env"]] if r["env"] else [])])), ""]
+        md += [
+            f"### {tb.md_text(r['model'])} on {r['ranks']} rank(s): {r['samples_per_s']:.1f} samples/s",
+            "",
+            *tb.md_code("\n".join([f"dtune-train {r['flags']}", *([r["env"]] if r["env"] else [])])),
+            "",
+        ]
     if stragglers:
-        md += ["## Stragglers (rank most often slowest per run)", "",
-               *[f"- {tb.md_text(run)}: rank {rank}" for run, rank in sorted(stragglers.items())], ""]
+        md += [
+            "## Stragglers (rank most often slowest per run)",
+            "",
+            *[f"- {tb.md_text(run)}: rank {rank}" for run, rank in sorted(stragglers.items())],
+            "",
+        ]
     if tuner:
         md += ["## nccl_tuner.conf", "", *tb.md_code(tuner.rstrip()), ""]
     md += ["## Figures", "", *[f"![{k}]({Path(v).name})" for k, v in figures.items()], ""]
@@ -73,10 +83,12 @@ def build_report(paths, out_dir) -> dict:
 
 
 def _html(md, figures, comm_best, best, recs, tuner, stragglers) -> str:
-    parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>dtune report</title>",
-             "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse}"
-             "td,th{border:1px solid #ccc;padding:2px 6px;font-size:12px}pre{background:#f4f4f4;padding:6px}"
-             "img{max-width:100%}</style></head><body><h1>dtune report</h1>"]
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>dtune report</title>",
+        "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:2px 6px;font-size:12px}pre{background:#f4f4f4;padding:6px}"
+        "img{max-width:100%}</style></head><body><h1>dtune report</h1>",
+    ]
     if not comm_best.empty:
         parts += ["<h2>Collectives: bus bandwidth at the largest size</h2>", comm_best.to_html(index=False)]
     if not best.empty:
@@ -85,15 +97,23 @@ def _html(md, figures, comm_best, best, recs, tuner, stragglers) -> str:
         body = f"dtune-train {r['flags']}" + (f"\n{r['env']}" if r["env"] else "")
         parts += [f"<h3>{html.escape(r['model'])} on {r['ranks']} rank(s)</h3><pre>{html.escape(body)}</pre>"]
     if stragglers:
-        parts += ["<h2>Stragglers</h2><ul>"] + [f"<li>{html.escape(k)}: rank {v}</li>" for k, v in sorted(stragglers.items())] + ["</ul>"]
+        parts += (
+            ["<h2>Stragglers</h2><ul>"]
+            + [f"<li>{html.escape(k)}: rank {v}</li>" for k, v in sorted(stragglers.items())]
+            + ["</ul>"]
+        )
     if tuner:
         parts += ["<h2>nccl_tuner.conf</h2>", f"<pre>{html.escape(tuner)}</pre>"]
     parts.append("<h2>Figures</h2>")
     for k, v in figures.items():
         data = base64.b64encode(Path(v).read_bytes()).decode()
-        parts.append(f"<figure><img id='{k}' alt='{k}' src='data:image/png;base64,{data}'><figcaption>{k}</figcaption></figure>")
+        parts.append(
+            f"<figure><img id='{k}' alt='{k}' src='data:image/png;base64,{data}'><figcaption>{k}</figcaption></figure>"
+        )
     # For headless checks: after load, record each image's decoded size in the DOM.
-    parts.append("<script>window.addEventListener('load',()=>{document.body.dataset.images=JSON.stringify("
-                 "[...document.images].map(i=>[i.id,i.complete,i.naturalWidth,i.naturalHeight]));});</script>")
+    parts.append(
+        "<script>window.addEventListener('load',()=>{document.body.dataset.images=JSON.stringify("
+        "[...document.images].map(i=>[i.id,i.complete,i.naturalWidth,i.naturalHeight]));});</script>"
+    )
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -3,6 +3,7 @@ the settings to paste into a job (flags and an environment block), and, for NCCL
 winning algorithm and protocol per collective, launch shape and message-size range as an
 nccl_tuner.conf for NCCL's example tuner plugin (columns: collective_type,min_bytes,max_bytes,
 algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff; -1 is a wildcard)."""
+
 from __future__ import annotations
 
 import html
@@ -13,6 +14,7 @@ import textwrap
 
 import numpy as np
 import pandas as pd
+
 
 def point_env(train_or_comm_row) -> dict:
     p = train_or_comm_row.get("point") if hasattr(train_or_comm_row, "get") else None
@@ -26,8 +28,19 @@ def best_training(train: pd.DataFrame, peaks: pd.DataFrame | None = None) -> pd.
     if peaks is not None and not peaks.empty:
         ok = ok.merge(peaks[["file", "run", "peak_memory_mib"]], on=["file", "run"], how="left")
     idx = ok.groupby(["model", "world_size"]).samples_per_s.idxmax()
-    cols = ["model", "world_size", "batch", "precision", "bucket_mb", "overlap", "samples_per_s", "mfu",
-            "peak_source", "step_time_p50_ms", "peak_memory_mib"]
+    cols = [
+        "model",
+        "world_size",
+        "batch",
+        "precision",
+        "bucket_mb",
+        "overlap",
+        "samples_per_s",
+        "mfu",
+        "peak_source",
+        "step_time_p50_ms",
+        "peak_memory_mib",
+    ]
     best = ok.loc[idx]
     return best[[c for c in cols if c in best]].reset_index(drop=True)
 
@@ -41,9 +54,14 @@ _SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 def recommended_flags(row) -> str:
     """The run's flags as one shell-quoted string: `--model gpt2-tiny --batch 8 ...`."""
     flags = [("--model", row.model), ("--batch", int(row.batch)), ("--precision", row.precision)]
-    for attr, flag in (("accum_steps", "--accum-steps"), ("bucket_mb", "--bucket-mb"),
-                       ("first_bucket_mb", "--first-bucket-mb"), ("overlap", "--overlap"),
-                       ("compression", "--compression"), ("optimizer", "--optimizer")):
+    for attr, flag in (
+        ("accum_steps", "--accum-steps"),
+        ("bucket_mb", "--bucket-mb"),
+        ("first_bucket_mb", "--first-bucket-mb"),
+        ("overlap", "--overlap"),
+        ("compression", "--compression"),
+        ("optimizer", "--optimizer"),
+    ):
         if attr in row and pd.notna(row[attr]):
             v = row[attr]
             flags.append((flag, f"{v:g}" if isinstance(v, float) else v))
@@ -93,9 +111,15 @@ def recommendations(train: pd.DataFrame) -> list[dict]:
     for _, i in ok.groupby(["model", "world_size"]).samples_per_s.idxmax().items():
         row = ok.loc[i]
         env = point_env(row)
-        out.append({"model": row.model, "ranks": int(row.world_size), "samples_per_s": float(row.samples_per_s),
-                    "flags": recommended_flags(row),
-                    "env": export_lines(env)})
+        out.append(
+            {
+                "model": row.model,
+                "ranks": int(row.world_size),
+                "samples_per_s": float(row.samples_per_s),
+                "flags": recommended_flags(row),
+                "env": export_lines(env),
+            }
+        )
     return out
 
 
@@ -108,15 +132,37 @@ def recommendations(train: pd.DataFrame) -> list[dict]:
 # unknown collective as allreduce, algorithm as ring and protocol as simple. A line matches when
 # min_bytes <= nBytes <= max_bytes (strtoull, so up to 2^64-1), nNodes and nRanks equal the
 # communicator's or are -1; the first matching line wins.
-TUNER_COLUMNS = ["collective_type", "min_bytes", "max_bytes", "algorithm", "protocol", "channels",
-                 "nNodes", "nRanks", "numPipeOps", "regBuff"]
-NCCL_COLLECTIVE = {"allreduce": "allreduce", "allgather": "allgather", "reduce_scatter": "reducescatter",
-                   "broadcast": "broadcast", "reduce": "reduce"}
+TUNER_COLUMNS = [
+    "collective_type",
+    "min_bytes",
+    "max_bytes",
+    "algorithm",
+    "protocol",
+    "channels",
+    "nNodes",
+    "nRanks",
+    "numPipeOps",
+    "regBuff",
+]
+NCCL_COLLECTIVE = {
+    "allreduce": "allreduce",
+    "allgather": "allgather",
+    "reduce_scatter": "reducescatter",
+    "broadcast": "broadcast",
+    "reduce": "reduce",
+}
 # NCCL reads NCCL_ALGO / NCCL_PROTO case-insensitively (src/graph/tuning.cc parseList, strcasecmp
 # against src/init.cc ncclAlgoStr "Tree Ring CollNetDirect CollNetChain NVLS NVLSTree PAT" and
 # ncclProtoStr "LL LL128 Simple"); the plugin's spellings (parseAlgorithm, parseProtocol) differ.
-PLUGIN_ALGORITHM = {"ring": "ring", "tree": "tree", "collnetdirect": "collnet_direct",
-                    "collnetchain": "collnet_chain", "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat"}
+PLUGIN_ALGORITHM = {
+    "ring": "ring",
+    "tree": "tree",
+    "collnetdirect": "collnet_direct",
+    "collnetchain": "collnet_chain",
+    "nvls": "nvls",
+    "nvlstree": "nvls_tree",
+    "pat": "pat",
+}
 PLUGIN_PROTOCOL = {"ll": "ll", "ll128": "ll128", "simple": "simple"}
 TUNER_OPEN_END = 2**64 - 1  # max_bytes of the last range: SIZE_MAX, what strtoull reads at most
 # pluginGetCollInfo presets *nChannels = 1 and overrides it only for a channels field != -1; NCCL
@@ -127,8 +173,7 @@ _TUNER_HEADER = [
     "plugins/tuner/example, ext-tuner/example before NCCL 2.29.7; config files since 2.27.5).",
     "Use: NCCL_TUNER_PLUGIN=/path/libnccl-tuner-example.so NCCL_TUNER_CONFIG_FILE=/path/nccl_tuner.conf, "
     "and leave NCCL_ALGO and NCCL_PROTO unset (a pair they exclude is skipped by the plugin).",
-    "Fields: " + ",".join(TUNER_COLUMNS) + " (-1 = any). The first matching line wins; byte bounds "
-    "are inclusive.",
+    "Fields: " + ",".join(TUNER_COLUMNS) + " (-1 = any). The first matching line wins; byte bounds are inclusive.",
     "Bytes are NCCL's nBytes, max(send, recv) bytes per rank (count x ranks for allgather and "
     "reducescatter), which is dtune-comm's size column.",
     "Each (collective, nNodes, nRanks) gets the winners of its own runs (lowest median time at each "
@@ -191,15 +236,22 @@ def nccl_tuner_conf(comm: pd.DataFrame, runs: pd.DataFrame) -> str | None:
     be written (no such run: the mpi backend ignores NCCL variables; or none the plugin can spell)."""
     if comm.empty or runs.empty:
         return None
-    d = comm[(comm.placement == "out-of-place") & (comm.backend == "nccl") & (comm.wrong <= 0)
-             & comm.collective.isin(list(NCCL_COLLECTIVE)) & np.isfinite(comm.time_us_reported)]
+    d = comm[
+        (comm.placement == "out-of-place")
+        & (comm.backend == "nccl")
+        & (comm.wrong <= 0)
+        & comm.collective.isin(list(NCCL_COLLECTIVE))
+        & np.isfinite(comm.time_us_reported)
+    ]
     d = d.merge(runs[["file", "run", "world_size", "nodes", "env"]], on=["file", "run"])
     d = d[[("NCCL_ALGO" in e and "NCCL_PROTO" in e) for e in d.env]]
     if d.empty:
         return None
-    d = d.assign(setting=[_plugin_setting(e) for e in d.env],
-                 nodes=[int(n) if pd.notna(n) else -1 for n in d.nodes],
-                 world_size=d.world_size.astype(int))
+    d = d.assign(
+        setting=[_plugin_setting(e) for e in d.env],
+        nodes=[int(n) if pd.notna(n) else -1 for n in d.nodes],
+        world_size=d.world_size.astype(int),
+    )
     lines, n_config = [c for t in _TUNER_HEADER for c in _comment(t)], 0
     shape_cols = ["collective", "nodes", "world_size"]
     # A block with a known node count before one with -1, which would also match its calls.
@@ -208,8 +260,10 @@ def nccl_tuner_conf(comm: pd.DataFrame, runs: pd.DataFrame) -> str | None:
         where = f"{NCCL_COLLECTIVE[coll]} nNodes={nodes} nRanks={nranks}"
         bad = g[g.setting.isna()]
         for algo, proto in sorted({(e["NCCL_ALGO"], e["NCCL_PROTO"]) for e in bad.env}):
-            lines += _comment(f"{where}: left out NCCL_ALGO={algo} NCCL_PROTO={proto}: not one algorithm "
-                              f"and one protocol the example plugin knows by name")
+            lines += _comment(
+                f"{where}: left out NCCL_ALGO={algo} NCCL_PROTO={proto}: not one algorithm "
+                f"and one protocol the example plugin knows by name"
+            )
         g = g[g.setting.notna()]
         if g.empty:
             continue
@@ -217,12 +271,18 @@ def nccl_tuner_conf(comm: pd.DataFrame, runs: pd.DataFrame) -> str | None:
         counts = counts.sort_values(["n", "dtype", "op"], ascending=[False, True, True], kind="stable")
         dtype, op = counts.iloc[0]["dtype"], counts.iloc[0]["op"]
         others = [f"{r.dtype}/{r.op}" for r in counts.iloc[1:].itertuples()]
-        lines += _comment(f"{where}: winners among {dtype}/{op} runs" + (
-            f" (also measured, not used: {', '.join(others)}; the plugin cannot tell dtypes or ops apart)"
-            if others else ""))
+        lines += _comment(
+            f"{where}: winners among {dtype}/{op} runs"
+            + (
+                f" (also measured, not used: {', '.join(others)}; the plugin cannot tell dtypes or ops apart)"
+                if others
+                else ""
+            )
+        )
         for lo, hi, (algo, proto, channels) in _winner_ranges(g[(g.dtype == dtype) & (g.op == op)]):
-            lines.append(",".join(map(str, [NCCL_COLLECTIVE[coll], lo, hi, algo, proto, channels, nodes,
-                                            nranks, -1, -1])))
+            lines.append(
+                ",".join(map(str, [NCCL_COLLECTIVE[coll], lo, hi, algo, proto, channels, nodes, nranks, -1, -1]))
+            )
             n_config += 1
     return "\n".join(lines) + "\n" if n_config else None
 

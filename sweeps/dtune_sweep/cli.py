@@ -1,4 +1,15 @@
-"""`dtune sweep plan|run|slurm|status|merge FILE` and `dtune compare A B`: dtune's command line."""
+"""The `dtune` command: sweeps, reports and comparisons over dtune's benchmarks.
+
+    dtune sweep plan|run|slurm|status|merge FILE   a sweep file (YAML, README "Sweeps") -> points,
+                                                   runs, Slurm job arrays, one merged HDF5 file
+    dtune report RESULTS... -o DIR                 HDF5 results -> DIR/report.html, report.md, PNGs
+    dtune compare A B                              two sets of HDF5 results -> a benchstat-like table
+
+One function per subcommand (`cmd_*`, registered with `set_defaults(func=...)`), each returning the
+exit status: 0 done, 1 a failed point or a regression, 2 a usage error (one line on stderr).
+Installed by `pip install .` as the `dtune` entry point; `scripts/dtune` runs this module in place.
+"""
+
 from __future__ import annotations
 
 import argparse
@@ -13,116 +24,9 @@ def sweep_dir(file: str, out: str | None) -> Path:
     return Path(out) if out else Path("results") / "sweeps" / Path(file).stem
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="dtune", description="dtune's sweeps over its benchmarks")
-    sub = ap.add_subparsers(dest="group", required=True)
-    sw = sub.add_parser("sweep", help="plan, run, inspect and merge sweeps").add_subparsers(dest="cmd", required=True)
-    cap = argparse.ArgumentParser(add_help=False)
-    cap.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS, metavar="N",
-                     help=f"refuse a file that plans more than N points, counted before expanding "
-                          f"(default {DEFAULT_MAX_POINTS:,})")
-    p_plan = sw.add_parser("plan", parents=[cap], help="expand a sweep file into points and print them")
-    p_plan.add_argument("file")
-    p_plan.add_argument("--show", type=int, default=10, help="points to print (default 10)")
-    p_run = sw.add_parser("run", parents=[cap], help="run every point not yet complete, locally with mpirun")
-    p_run.add_argument("file")
-    p_run.add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
-    p_run.add_argument("--timeout", type=float, default=None, help="seconds per point before it is killed")
-    p_slurm = sw.add_parser("slurm", parents=[cap], help="write (and submit) Slurm job arrays, one task per bundle of points")
-    p_slurm.add_argument("file")
-    p_slurm.add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
-    p_slurm.add_argument("--dry-run", action="store_true", help="write the sbatch scripts, do not submit")
-    p_slurm.add_argument("--throttle", type=int, default=8, help="array tasks running at once (default 8)")
-    p_slurm.add_argument("--points-per-task", type=int, default=4, help="points in one array task (default 4)")
-    p_slurm.add_argument("--launcher", choices=["srun", "mpirun"], default="srun",
-                         help="how a task starts each point (default srun --mpi=pmix)")
-    p_slurm.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
-                         help="an sbatch option passed through, e.g. --sbatch=--partition=gpu (repeatable)")
-    p_status = sw.add_parser("status", parents=[cap], help="count points by status")
-    p_status.add_argument("file")
-    p_status.add_argument("--out")
-    p_merge = sw.add_parser("merge", parents=[cap], help="one HDF5 file from the sweep's point files")
-    p_merge.add_argument("file")
-    p_merge.add_argument("--out")
-    p_merge.add_argument("-o", "--output", help="merged file (default <sweep dir>/merged.h5)")
-    cmp = sub.add_parser("compare", help="A/B comparison of two results (files or directories)",
-                         description="One row per configuration found in both A and B (runs match on every "
-                         "setting: attributes, flags, environment, ranks; sweep runs on their point), with "
-                         "medians, the change, the Mann-Whitney U p-value (significant when p < alpha; `~` "
-                         "otherwise) and a 95% bootstrap interval of B/A. Samples: per iteration the slowest "
-                         "rank's time (comm), per measured unprofiled step the slowest rank's total (train).")
-    cmp.add_argument("a", help="results before: an HDF5 file or a directory of them")
-    cmp.add_argument("b", help="results after: an HDF5 file or a directory of them")
-    cmp.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
-    cmp.add_argument("--fail-on-regression", type=float, metavar="PCT",
-                     help="exit 1 when a significant (p < alpha) slowdown exceeds PCT percent")
-    rep = sub.add_parser("report", help="HTML report with figures and recommendations from results")
-    rep.add_argument("results", nargs="+", help="HDF5 files or directories (a sweep's merged.h5)")
-    rep.add_argument("-o", "--output", required=True, help="directory for report.html, report.md and the PNGs")
-    a = ap.parse_args(argv)
-    if a.group == "report":
-        from dtune_report.report import build_report
-        try:
-            r = build_report(a.results, a.output)
-        except (OSError, ValueError) as e:
-            return _error(e)
-        print(f"# report: {r['dir'] / 'report.html'} ({len(r['figures'])} figures"
-              f"{', nccl_tuner.conf' if r['tuner'] else ''})")
-        return 0
-    if a.group == "compare":
-        return compare_main(a)
-    if a.max_points < 1:
-        print(f"dtune: error: --max-points {a.max_points}: give a positive count", file=sys.stderr)
-        return 2
-    try:
-        points = plan(a.file, runner.known_flags, a.max_points)
-    except SweepError as e:
-        print(f"dtune: error: {e}", file=sys.stderr)
-        return 2
-    if a.cmd == "plan":
-        print(f"# {a.file}: {len(points)} points")
-        for p in points[: a.show]:
-            env = " ".join(f"{k}={v}" for k, v in sorted(p.env.items()))
-            print(f"  {p.id}  np={p.ranks}  {env + '  ' if env else ''}{p.binary} {' '.join(p.args)}"
-                  f"{'  (repeat ' + str(p.repeat) + ')' if p.repeat else ''}")
-        if len(points) > a.show:
-            print(f"  ... {len(points) - a.show} more")
-        return 0
-    d = sweep_dir(a.file, a.out)
-    if a.cmd == "run":
-        try:
-            return runner.run_points(points, d, a.timeout)
-        except SweepError as e:
-            print(f"dtune: error: {e}", file=sys.stderr)
-            return 2
-    if a.cmd == "slurm":
-        if a.throttle < 1 or a.points_per_task < 1:
-            print("dtune: error: --throttle and --points-per-task must be at least 1", file=sys.stderr)
-            return 2
-        try:
-            scripts = slurm.write_scripts(points, d, a.sbatch, a.throttle, a.points_per_task, a.launcher)
-            for s in scripts:
-                print(f"# wrote {s}")
-            if not a.dry_run:
-                for job in slurm.submit(scripts):
-                    print(f"# submitted job array {job}")
-        except SweepError as e:
-            print(f"dtune: error: {e}", file=sys.stderr)
-            return 2
-        return 0
-    if a.cmd == "status":
-        c = runner.counts(points, d)
-        print(f"# {d}: " + ", ".join(f"{k} {v}" for k, v in c.items()))
-        return 0
-    from . import merge as merge_mod  # h5py: imported only when merging, so planning starts fast
-    out = Path(a.output) if a.output else d / "merged.h5"
-    try:
-        n = merge_mod.merge(d, out)
-    except SweepError as e:
-        print(f"dtune: error: {e}", file=sys.stderr)
-        return 2
-    print(f"# merged {n} runs into {out}")
-    return 0
+def _usage(message: str) -> int:
+    print(f"dtune: error: {message}", file=sys.stderr)
+    return 2
 
 
 def _error(e: BaseException) -> int:
@@ -130,16 +34,94 @@ def _error(e: BaseException) -> int:
     text = str(e).strip()
     if isinstance(e, KeyError):  # h5py: a group or attribute that is not there
         text = f"missing in the results: {text.strip(chr(34))}"
-    print(f"dtune: error: {text.splitlines()[0] if text else type(e).__name__}", file=sys.stderr)
-    return 2
+    return _usage(text.splitlines()[0] if text else type(e).__name__)
 
 
-def compare_main(a) -> int:
+def _points(a):
+    """The sweep file's points (planned before any subcommand acts on them); SweepError if the file
+    or --max-points is bad."""
+    if a.max_points < 1:
+        raise SweepError(f"--max-points {a.max_points}: give a positive count")
+    return plan(a.file, runner.known_flags, a.max_points)
+
+
+def cmd_plan(a) -> int:
+    """Print the points a sweep file expands into, each with its stable id."""
+    points = _points(a)
+    print(f"# {a.file}: {len(points)} points")
+    for p in points[: a.show]:
+        env = " ".join(f"{k}={v}" for k, v in sorted(p.env.items()))
+        print(
+            f"  {p.id}  np={p.ranks}  {env + '  ' if env else ''}{p.binary} {' '.join(p.args)}"
+            f"{'  (repeat ' + str(p.repeat) + ')' if p.repeat else ''}"
+        )
+    if len(points) > a.show:
+        print(f"  ... {len(points) - a.show} more")
+    return 0
+
+
+def cmd_run(a) -> int:
+    """Run every point not yet complete, locally with mpirun; 1 when a point failed."""
+    points = _points(a)
+    return runner.run_points(points, sweep_dir(a.file, a.out), a.timeout)
+
+
+def cmd_slurm(a) -> int:
+    """Write one sbatch job-array script per resource shape, and submit them unless --dry-run."""
+    points = _points(a)
+    if a.throttle < 1 or a.points_per_task < 1:
+        return _usage("--throttle and --points-per-task must be at least 1")
+    scripts = slurm.write_scripts(points, sweep_dir(a.file, a.out), a.sbatch, a.throttle, a.points_per_task, a.launcher)
+    for s in scripts:
+        print(f"# wrote {s}")
+    if not a.dry_run:
+        for job in slurm.submit(scripts):
+            print(f"# submitted job array {job}")
+    return 0
+
+
+def cmd_status(a) -> int:
+    """Count the sweep's points by their latest status."""
+    points = _points(a)
+    d = sweep_dir(a.file, a.out)
+    c = runner.counts(points, d)
+    print(f"# {d}: " + ", ".join(f"{k} {v}" for k, v in c.items()))
+    return 0
+
+
+def cmd_merge(a) -> int:
+    """Merge the point files whose latest outcome is ok or oom into one HDF5 file."""
+    _points(a)
+    from . import merge as merge_mod  # h5py: imported only when merging, so planning starts fast
+
+    d = sweep_dir(a.file, a.out)
+    out = Path(a.output) if a.output else d / "merged.h5"
+    n = merge_mod.merge(d, out)
+    print(f"# merged {n} runs into {out}")
+    return 0
+
+
+def cmd_report(a) -> int:
+    """Write report.html, report.md and the figures for a set of results."""
+    from dtune_report.report import build_report
+
+    try:
+        r = build_report(a.results, a.output)
+    except (OSError, ValueError) as e:
+        return _error(e)
+    print(
+        f"# report: {r['dir'] / 'report.html'} ({len(r['figures'])} figures{', nccl_tuner.conf' if r['tuner'] else ''})"
+    )
+    return 0
+
+
+def cmd_compare(a) -> int:
+    """Print the A/B table; 1 with --fail-on-regression exceeded."""
     from dtune_report.check import check_results
     from dtune_report.compare import compare_results, format_table, regressions
+
     if not 0 < a.alpha < 1:
-        print(f"dtune: error: --alpha {a.alpha}: must be between 0 and 1", file=sys.stderr)
-        return 2
+        return _usage(f"--alpha {a.alpha}: must be between 0 and 1")
     try:
         check_results(a.a)
         check_results(a.b)
@@ -147,9 +129,10 @@ def compare_main(a) -> int:
     except (OSError, ValueError, KeyError) as e:
         return _error(e)
     if not c.rows:
-        print(f"dtune: error: no configuration appears in both A and B ({len(c.only_a)} in A alone, "
-              f"{len(c.only_b)} in B alone: runs match only when every setting agrees)", file=sys.stderr)
-        return 2
+        return _usage(
+            f"no configuration appears in both A and B ({len(c.only_a)} in A alone, "
+            f"{len(c.only_b)} in B alone: runs match only when every setting agrees)"
+        )
     print(format_table(c.rows, c.only_a, c.only_b, c.alpha))
     if a.fail_on_regression is not None:
         bad = regressions(c.rows, a.fail_on_regression)
@@ -157,6 +140,112 @@ def compare_main(a) -> int:
             print(f"# regression: {r.config}: {(r.ratio - 1) * 100:+.1f}% (> {a.fail_on_regression}%)", file=sys.stderr)
         return 1 if bad else 0
     return 0
+
+
+# (command words, one-line description, handler): the parsers and `dtune --help` read this table.
+COMMANDS = [
+    ("sweep plan", "expand a sweep file into points and print them", cmd_plan),
+    ("sweep run", "run every point not yet complete, locally with mpirun", cmd_run),
+    ("sweep slurm", "write (and submit) Slurm job arrays, one task per bundle of points", cmd_slurm),
+    ("sweep status", "count points by status", cmd_status),
+    ("sweep merge", "one HDF5 file from the sweep's point files", cmd_merge),
+    ("report", "HTML report with figures and recommendations from results", cmd_report),
+    ("compare", "A/B comparison of two results (files or directories)", cmd_compare),
+]
+_HELP = {words: text for words, text, _ in COMMANDS}
+_FUNC = {words: func for words, _, func in COMMANDS}
+
+
+def _add_sweep_commands(sw) -> None:
+    cap = argparse.ArgumentParser(add_help=False)
+    cap.add_argument(
+        "--max-points",
+        type=int,
+        default=DEFAULT_MAX_POINTS,
+        metavar="N",
+        help=f"refuse a file that plans more than N points, counted before expanding (default {DEFAULT_MAX_POINTS:,})",
+    )
+
+    def add(name):
+        p = sw.add_parser(name, parents=[cap], help=_HELP[f"sweep {name}"])
+        p.set_defaults(func=_FUNC[f"sweep {name}"])
+        p.add_argument("file")
+        return p
+
+    add("plan").add_argument("--show", type=int, default=10, help="points to print (default 10)")
+    p_run = add("run")
+    p_run.add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
+    p_run.add_argument("--timeout", type=float, default=None, help="seconds per point before it is killed")
+    p_slurm = add("slurm")
+    p_slurm.add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
+    p_slurm.add_argument("--dry-run", action="store_true", help="write the sbatch scripts, do not submit")
+    p_slurm.add_argument("--throttle", type=int, default=8, help="array tasks running at once (default 8)")
+    p_slurm.add_argument("--points-per-task", type=int, default=4, help="points in one array task (default 4)")
+    p_slurm.add_argument(
+        "--launcher",
+        choices=["srun", "mpirun"],
+        default="srun",
+        help="how a task starts each point (default srun --mpi=pmix)",
+    )
+    p_slurm.add_argument(
+        "--sbatch",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="an sbatch option passed through, e.g. --sbatch=--partition=gpu (repeatable)",
+    )
+    add("status").add_argument("--out")
+    p_merge = add("merge")
+    p_merge.add_argument("--out")
+    p_merge.add_argument("-o", "--output", help="merged file (default <sweep dir>/merged.h5)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    width = max(len(words) for words, _, _ in COMMANDS)
+    ap = argparse.ArgumentParser(
+        prog="dtune",
+        description="dtune: sweeps, reports and comparisons over dtune's benchmarks",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="commands:\n"
+        + "\n".join(f"  dtune {w:<{width}}  {t}" for w, t, _ in COMMANDS)
+        + "\n\n`dtune COMMAND --help` shows a command's arguments.",
+    )
+    sub = ap.add_subparsers(dest="group", required=True)
+    sw = sub.add_parser("sweep", help="plan, run, inspect and merge sweeps").add_subparsers(dest="cmd", required=True)
+    _add_sweep_commands(sw)
+    cmp = sub.add_parser(
+        "compare",
+        help=_HELP["compare"],
+        description="One row per configuration found in both A and B (runs match on every "
+        "setting: attributes, flags, environment, ranks; sweep runs on their point), with "
+        "medians, the change, the Mann-Whitney U p-value (significant when p < alpha; `~` "
+        "otherwise) and a 95% bootstrap interval of B/A. Samples: per iteration the slowest "
+        "rank's time (comm), per measured unprofiled step the slowest rank's total (train). "
+        "The statistics: doc/metrics.md.",
+    )
+    cmp.set_defaults(func=cmd_compare)
+    cmp.add_argument("a", help="results before: an HDF5 file or a directory of them")
+    cmp.add_argument("b", help="results after: an HDF5 file or a directory of them")
+    cmp.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    cmp.add_argument(
+        "--fail-on-regression",
+        type=float,
+        metavar="PCT",
+        help="exit 1 when a significant (p < alpha) slowdown exceeds PCT percent",
+    )
+    rep = sub.add_parser("report", help=_HELP["report"])
+    rep.set_defaults(func=cmd_report)
+    rep.add_argument("results", nargs="+", help="HDF5 files or directories (a sweep's merged.h5)")
+    rep.add_argument("-o", "--output", required=True, help="directory for report.html, report.md and the PNGs")
+    return ap
+
+
+def main(argv=None) -> int:
+    a = build_parser().parse_args(argv)
+    try:
+        return a.func(a)
+    except SweepError as e:  # a bad sweep file, or a sweep directory another runner holds
+        return _usage(str(e))
 
 
 if __name__ == "__main__":

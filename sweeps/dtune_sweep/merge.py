@@ -2,6 +2,7 @@
 point's id and definition as attributes, and each point's provenance kept under
 /points/<id>/provenance (results/SCHEMA.md). Only points whose latest outcome in the state logs is
 ok or oom are taken: a file left by a failed, timed-out or interrupted launch is not a result."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,10 @@ from .spec import SweepError
 def _manifest(directory: Path) -> dict:
     path = directory / "manifest.json"
     if not path.exists():
-        raise SweepError(f"{path} does not exist: run `dtune sweep run` (or `slurm`) on this sweep first, "
-                         f"or give its directory with --out")
+        raise SweepError(
+            f"{path} does not exist: run `dtune sweep run` (or `slurm`) on this sweep first, "
+            f"or give its directory with --out"
+        )
     try:
         points = json.loads(path.read_text())
         return {p["id"]: p for p in points}

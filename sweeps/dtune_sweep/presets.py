@@ -12,6 +12,7 @@ is selectable only where UCX offers a transport of pml_ucx_tls (InfiniBand verbs
 on a device of pml_ucx_devices (mlx*); the UCX presets set both to `any` so that shared memory and
 TCP qualify, else mpirun fails with "No components were able to be opened in the pml framework".
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,29 +29,53 @@ _UCX_ANY = {"OMPI_MCA_pml": "ucx", "OMPI_MCA_pml_ucx_tls": "any", "OMPI_MCA_pml_
 
 PRESETS = [
     Preset("default", {}, "nothing set: each library chooses"),
-    Preset("nccl-p2p-nvl", {"NCCL_P2P_LEVEL": "NVL"},
-           "NCCL's P2P transport only between GPUs joined directly by NVLink; other GPU pairs of a "
-           "node go through host memory (SHM)"),
+    Preset(
+        "nccl-p2p-nvl",
+        {"NCCL_P2P_LEVEL": "NVL"},
+        "NCCL's P2P transport only between GPUs joined directly by NVLink; other GPU pairs of a "
+        "node go through host memory (SHM)",
+    ),
     # NVLink SHARP does not look at NCCL_P2P_DISABLE (src/transport/nvls.cc, ncclNvlsInit), and
     # without NCCL_NET_DISABLE_INTRA a NIC judged faster than the host path carries intra-node
     # pairs (paths.cc, ncclTopoCheckNet): both are switched off so that host memory is the path.
-    Preset("nccl-shm", {"NCCL_P2P_DISABLE": "1", "NCCL_NET_DISABLE_INTRA": "1", "NCCL_NVLS_ENABLE": "0"},
-           "no GPU peer access (neither NVLink nor PCIe): GPU pairs of a node go through host shared "
-           "memory (NCCL's SHM transport), NVLink SHARP off"),
+    Preset(
+        "nccl-shm",
+        {"NCCL_P2P_DISABLE": "1", "NCCL_NET_DISABLE_INTRA": "1", "NCCL_NVLS_ENABLE": "0"},
+        "no GPU peer access (neither NVLink nor PCIe): GPU pairs of a node go through host shared "
+        "memory (NCCL's SHM transport), NVLink SHARP off",
+    ),
     # NCCL_NET=Socket names NCCL's internal socket transport, so neither InfiniBand nor a network
     # plugin is used (docs/userguide/source/env.rst, NCCL_NET; NCCL_IB_DISABLE for NCCL before
     # 2.10); with P2P and SHM off, every pair goes through the network.
-    Preset("nccl-socket", {"NCCL_NET": "Socket", "NCCL_IB_DISABLE": "1", "NCCL_P2P_DISABLE": "1",
-                           "NCCL_SHM_DISABLE": "1", "NCCL_NVLS_ENABLE": "0"},
-           "every GPU pair, within a node too, through NCCL's TCP socket transport"),
-    Preset("mpi-shm", {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,vader"},
-           "Open MPI's ob1 with the vader shared-memory btl (one node only)"),
-    Preset("mpi-tcp", {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,tcp"},
-           "Open MPI's ob1 with the tcp btl, within a node too"),
-    Preset("ucx-shm", {**_UCX_ANY, "UCX_TLS": "shm,self"},
-           "Open MPI's UCX pml over UCX shared memory (posix, sysv, cma, knem, xpmem; one node only)"),
-    Preset("ucx-tcp", {**_UCX_ANY, "UCX_TLS": "tcp,self"},
-           "Open MPI's UCX pml over UCX's tcp transport, within a node too"),
+    Preset(
+        "nccl-socket",
+        {
+            "NCCL_NET": "Socket",
+            "NCCL_IB_DISABLE": "1",
+            "NCCL_P2P_DISABLE": "1",
+            "NCCL_SHM_DISABLE": "1",
+            "NCCL_NVLS_ENABLE": "0",
+        },
+        "every GPU pair, within a node too, through NCCL's TCP socket transport",
+    ),
+    Preset(
+        "mpi-shm",
+        {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,vader"},
+        "Open MPI's ob1 with the vader shared-memory btl (one node only)",
+    ),
+    Preset(
+        "mpi-tcp",
+        {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,tcp"},
+        "Open MPI's ob1 with the tcp btl, within a node too",
+    ),
+    Preset(
+        "ucx-shm",
+        {**_UCX_ANY, "UCX_TLS": "shm,self"},
+        "Open MPI's UCX pml over UCX shared memory (posix, sysv, cma, knem, xpmem; one node only)",
+    ),
+    Preset(
+        "ucx-tcp", {**_UCX_ANY, "UCX_TLS": "tcp,self"}, "Open MPI's UCX pml over UCX's tcp transport, within a node too"
+    ),
 ]
 
 # Old names whose meaning held: the same preset under a second name.
@@ -59,10 +84,16 @@ ALIASES = {"socket": "nccl-socket"}
 # Old names that said something their variables did not do: naming one is an error that points to
 # the preset that does what the old one did.
 RENAMED = {
-    "pcie": ("nccl-shm", "NCCL_P2P_DISABLE=1 stages through host memory; it does not select PCIe "
-                         "peer-to-peer, which no NCCL variable does between NVLink-joined GPUs"),
-    "nvlink": ("nccl-p2p-nvl", "NCCL_P2P_LEVEL=NVL does not select NVLink; it sends every GPU pair "
-                               "without a direct NVLink through host memory"),
+    "pcie": (
+        "nccl-shm",
+        "NCCL_P2P_DISABLE=1 stages through host memory; it does not select PCIe "
+        "peer-to-peer, which no NCCL variable does between NVLink-joined GPUs",
+    ),
+    "nvlink": (
+        "nccl-p2p-nvl",
+        "NCCL_P2P_LEVEL=NVL does not select NVLink; it sends every GPU pair "
+        "without a direct NVLink through host memory",
+    ),
 }
 
 TOPOLOGIES = {p.name: dict(p.env) for p in PRESETS}

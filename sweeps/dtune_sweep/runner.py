@@ -6,6 +6,7 @@ record and no outcome, and is marked interrupted and rerun by the next run. Its 
 own session, recorded in a `launched` record) may outlive the runner: the next run ends it before
 anything else, so no two launches of a point ever write at once. One runner per state log: an
 flock on `<state log>.lock` holding the runner's pid and host."""
+
 from __future__ import annotations
 
 import fcntl
@@ -32,6 +33,7 @@ def bin_dir() -> Path:
 def known_flags() -> dict:
     """Each binary's long flags, read from its --help (an axis must be one of them)."""
     import re
+
     out = {}
     for b in ("dtune-comm", "dtune-train"):
         exe = bin_dir() / b
@@ -111,8 +113,11 @@ class State:
         for r in self.records(own_only=True):
             latest[r["id"]] = r
         host = socket.gethostname()
-        return [r for r in latest.values()
-                if r["event"] == "launched" and isinstance(r.get("pgid"), int) and r.get("host") == host]
+        return [
+            r
+            for r in latest.values()
+            if r["event"] == "launched" and isinstance(r.get("pgid"), int) and r.get("host") == host
+        ]
 
 
 EVENTS = ("started", "launched", "finished")
@@ -126,7 +131,7 @@ def _group_members(pgid: int) -> list[int]:
             continue
         try:
             stat = (d / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2:].split()
+            fields = stat[stat.rindex(")") + 2 :].split()
             if int(fields[2]) == pgid and fields[0] != "Z":
                 out.append(int(d.name))
         except (OSError, ValueError, IndexError):
@@ -150,8 +155,11 @@ def end_orphans(state: "State") -> None:
                 pass
         if not ours:
             continue
-        print(f"# resume: ending {r['id']}'s earlier launch (process group {pgid}), still running "
-              f"after its runner stopped", flush=True)
+        print(
+            f"# resume: ending {r['id']}'s earlier launch (process group {pgid}), still running "
+            f"after its runner stopped",
+            flush=True,
+        )
         for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
             try:
                 os.killpg(pgid, sig)
@@ -180,8 +188,10 @@ class RunnerLock:
         except BlockingIOError:
             holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
-            raise SweepError(f"another dtune sweep runner ({holder}) is running {self.path.parent}: "
-                             f"wait for it, or stop it and rerun to resume") from None
+            raise SweepError(
+                f"another dtune sweep runner ({holder}) is running {self.path.parent}: "
+                f"wait for it, or stop it and rerun to resume"
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
         self.fd = fd
@@ -192,8 +202,14 @@ class RunnerLock:
         return False
 
 
-def run_points(points: list[Point], directory: Path, timeout_s: float | None = None,
-               launcher: str = "mpirun", state_name: str = "state.jsonl", write_manifest: bool = True) -> int:
+def run_points(
+    points: list[Point],
+    directory: Path,
+    timeout_s: float | None = None,
+    launcher: str = "mpirun",
+    state_name: str = "state.jsonl",
+    write_manifest: bool = True,
+) -> int:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "points").mkdir(exist_ok=True)
     state = State(directory, state_name)
@@ -206,8 +222,7 @@ def run_points(points: list[Point], directory: Path, timeout_s: float | None = N
         return _run_locked(points, directory, state, timeout_s, launcher)
 
 
-def _run_locked(points: list[Point], directory: Path, state: State, timeout_s: float | None,
-                launcher: str) -> int:
+def _run_locked(points: list[Point], directory: Path, state: State, timeout_s: float | None, launcher: str) -> int:
     done = state.outcomes()
     todo = [p for p in points if done.get(p.id) not in COMPLETE]
     skipped = len(points) - len(todo)
@@ -242,8 +257,16 @@ def _run_locked(points: list[Point], directory: Path, state: State, timeout_s: f
                 current["proc"] = proc
                 # Its own session: its group id is its pid. Recorded so that a runner started after
                 # a kill -9 of this one can end it before relaunching the point.
-                state.append({"event": "launched", "id": p.id, "time": time.time(), "pgid": proc.pid,
-                              "host": socket.gethostname(), "binary": p.binary})
+                state.append(
+                    {
+                        "event": "launched",
+                        "id": p.id,
+                        "time": time.time(),
+                        "pgid": proc.pid,
+                        "host": socket.gethostname(),
+                        "binary": p.binary,
+                    }
+                )
                 try:
                     rc = proc.wait(timeout=timeout_s)
                     status = EXIT_STATUS.get(rc, "failed")
@@ -255,17 +278,29 @@ def _run_locked(points: list[Point], directory: Path, state: State, timeout_s: f
             if stop["signal"]:
                 status = "interrupted"
             failures += status not in COMPLETE
-            state.append({"event": "finished", "id": p.id, "time": time.time(), "status": status, "exit_status": rc,
-                          "seconds": round(time.monotonic() - t0, 3), "output": str(out)})
+            state.append(
+                {
+                    "event": "finished",
+                    "id": p.id,
+                    "time": time.time(),
+                    "status": status,
+                    "exit_status": rc,
+                    "seconds": round(time.monotonic() - t0, 3),
+                    "output": str(out),
+                }
+            )
             elapsed = time.monotonic() - start
             eta = elapsed / n * (len(todo) - n)
-            print(f"[{skipped + n}/{len(points)}] {p.id} {status:<11s} {p.binary} {' '.join(p.args)} "
-                  f"(elapsed {elapsed:.0f} s, about {eta:.0f} s left)", flush=True)
+            print(
+                f"[{skipped + n}/{len(points)}] {p.id} {status:<11s} {p.binary} {' '.join(p.args)} "
+                f"(elapsed {elapsed:.0f} s, about {eta:.0f} s left)",
+                flush=True,
+            )
     finally:
         for s, h in old.items():
             signal.signal(s, h)
     if stop["signal"]:
-        print(f"# interrupted: the running point is marked interrupted; rerun to resume", file=sys.stderr)
+        print("# interrupted: the running point is marked interrupted; rerun to resume", file=sys.stderr)
         return 130
     return 1 if failures else 0
 

@@ -5,6 +5,7 @@ being expanded), nesting is at most MAX_DEPTH levels, no anchor is used inside i
 mapping gives a key twice (PyYAML would keep the last one silently). Every refusal is a SweepError
 naming the file and the key path, e.g. `s.yaml: sweeps[0].axes.--batch: ...`.
 """
+
 from __future__ import annotations
 
 import yaml
@@ -41,11 +42,15 @@ def _check(node, path: list, depth: int, memo: dict, active: set, file: str) -> 
     if id(node) in memo:
         return memo[id(node)]
     if id(node) in active:
-        raise SweepError(f"{file}: {key_path(path)}: a recursive alias ({_line(node)}: an anchor used "
-                         f"inside itself); write the values out")
+        raise SweepError(
+            f"{file}: {key_path(path)}: a recursive alias ({_line(node)}: an anchor used "
+            f"inside itself); write the values out"
+        )
     if depth > MAX_DEPTH:
-        raise SweepError(f"{file}: {key_path(path)}: nested more than {MAX_DEPTH} levels deep "
-                         f"({_line(node)}); a sweep file needs at most a few")
+        raise SweepError(
+            f"{file}: {key_path(path)}: nested more than {MAX_DEPTH} levels deep "
+            f"({_line(node)}); a sweep file needs at most a few"
+        )
     active.add(id(node))
     n = 1
     if isinstance(node, yaml.MappingNode):
@@ -54,8 +59,10 @@ def _check(node, path: list, depth: int, memo: dict, active: set, file: str) -> 
             name = k.value if isinstance(k, yaml.ScalarNode) else "?"
             if isinstance(k, yaml.ScalarNode) and k.tag != _MERGE_TAG:
                 if (k.tag, k.value) in seen:
-                    raise SweepError(f"{file}: {key_path(path + [name])}: given twice in one mapping "
-                                     f"({seen[(k.tag, k.value)]} and {_line(k)}); keep one")
+                    raise SweepError(
+                        f"{file}: {key_path(path + [name])}: given twice in one mapping "
+                        f"({seen[(k.tag, k.value)]} and {_line(k)}); keep one"
+                    )
                 seen[(k.tag, k.value)] = _line(k)
             n += _check(k, path + [name], depth + 1, memo, active, file)
             n += _check(v, path + [name], depth + 1, memo, active, file)
@@ -67,8 +74,10 @@ def _check(node, path: list, depth: int, memo: dict, active: set, file: str) -> 
             if n > MAX_VALUES:
                 break
     if n > MAX_VALUES:
-        raise SweepError(f"{file}: {key_path(path)}: expands to more than {MAX_VALUES:,} values "
-                         f"({_line(node)}; aliases of aliases, an alias bomb?); write a smaller sweep")
+        raise SweepError(
+            f"{file}: {key_path(path)}: expands to more than {MAX_VALUES:,} values "
+            f"({_line(node)}; aliases of aliases, an alias bomb?); write a smaller sweep"
+        )
     active.discard(id(node))
     memo[id(node)] = n
     return n
@@ -90,9 +99,11 @@ def _check_depth(text: str, file: str) -> None:
                     top[1] += 1
             if isinstance(ev, yaml.CollectionStartEvent):
                 if len(stack) >= MAX_DEPTH:
-                    raise SweepError(f"{file}: {key_path([f[1] for f in stack])}: nested more than "
-                                     f"{MAX_DEPTH} levels deep (line {ev.start_mark.line + 1}); a "
-                                     f"sweep file needs at most a few")
+                    raise SweepError(
+                        f"{file}: {key_path([f[1] for f in stack])}: nested more than "
+                        f"{MAX_DEPTH} levels deep (line {ev.start_mark.line + 1}); a "
+                        f"sweep file needs at most a few"
+                    )
                 stack.append([isinstance(ev, yaml.MappingStartEvent), -1, True])
         elif isinstance(ev, yaml.CollectionEndEvent):
             stack.pop()
@@ -100,14 +111,17 @@ def _check_depth(text: str, file: str) -> None:
 
 def _text(file: str, data: bytes) -> str:
     if len(data) > MAX_FILE_BYTES:
-        raise SweepError(f"{file}: {len(data):,} bytes; a sweep file may have at most "
-                         f"{MAX_FILE_BYTES:,} (write fewer values, or several files)")
+        raise SweepError(
+            f"{file}: {len(data):,} bytes; a sweep file may have at most "
+            f"{MAX_FILE_BYTES:,} (write fewer values, or several files)"
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise SweepError(f"{file}: line {line}: byte {e.start} ({data[e.start]:#04x}) is not UTF-8; "
-                         f"save the file as UTF-8") from None
+        line = data[: e.start].count(b"\n") + 1
+        raise SweepError(
+            f"{file}: line {line}: byte {e.start} ({data[e.start]:#04x}) is not UTF-8; save the file as UTF-8"
+        ) from None
 
 
 def load_yaml(file: str):
@@ -132,13 +146,16 @@ def load_yaml(file: str):
         m = e.problem_mark or e.context_mark
         where = f"line {m.line + 1}, column {m.column + 1}" if m else "?"
         if isinstance(e, yaml.constructor.ConstructorError):
-            raise SweepError(f"{file}: YAML error at {where}: {e.problem or e.context}; a sweep file "
-                             f"holds plain mappings, lists, strings and numbers") from None
+            raise SweepError(
+                f"{file}: YAML error at {where}: {e.problem or e.context}; a sweep file "
+                f"holds plain mappings, lists, strings and numbers"
+            ) from None
         raise SweepError(f"{file}: YAML syntax error at {where}: {e.problem or e.context}") from None
     except yaml.YAMLError as e:
         raise SweepError(f"{file}: YAML error: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     except RecursionError:
-        raise SweepError(f"{file}: nested more than {MAX_DEPTH} levels deep; a sweep file needs at "
-                         f"most a few") from None
+        raise SweepError(
+            f"{file}: nested more than {MAX_DEPTH} levels deep; a sweep file needs at most a few"
+        ) from None
     finally:
         loader.dispose()

@@ -4,6 +4,7 @@ node) and cut into bundles; each shape gets one sbatch script whose array has on
 `srun --mpi=pmix` (or mpirun) and records them in its own state log, so tasks never write the same
 file. No point's arguments or environment appear in the scripts: tasks read them from the sweep's
 manifest and pass them as argument lists, so nothing in a sweep file can reach a shell."""
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,9 @@ def _directive(opt: str) -> str:
     return f"#SBATCH {opt}"
 
 
-def write_scripts(points: list[Point], directory: Path, sbatch_opts: list[str], throttle: int,
-                  per_task: int, launcher: str) -> list[Path]:
+def write_scripts(
+    points: list[Point], directory: Path, sbatch_opts: list[str], throttle: int, per_task: int, launcher: str
+) -> list[Path]:
     """Writes manifest.json, slurm/bundles-<k>.json and slurm/shape-<k>.sbatch; returns the scripts."""
     directory = directory.resolve()
     (directory / "points").mkdir(parents=True, exist_ok=True)
@@ -41,21 +43,26 @@ def write_scripts(points: list[Point], directory: Path, sbatch_opts: list[str], 
     python = shlex.quote(sys.executable)
     pkg = shlex.quote(str(Path(__file__).resolve().parents[1]))
     for k, ((ranks, nodes, rpn), pts) in enumerate(shapes(points).items()):
-        bundles = [[p.id for p in pts[i:i + per_task]] for i in range(0, len(pts), per_task)]
+        bundles = [[p.id for p in pts[i : i + per_task]] for i in range(0, len(pts), per_task)]
         (sdir / f"bundles-{k}.json").write_text(json.dumps(bundles))
-        lines = ["#!/bin/bash",
-                 f"#SBATCH --job-name=dtune-sweep-{k}",
-                 f"#SBATCH --array=0-{len(bundles) - 1}%{throttle}",
-                 f"#SBATCH --ntasks={ranks}",
-                 f"#SBATCH --nodes={nodes}",
-                 f"#SBATCH --output={shlex.quote(str(sdir / f'shape-{k}-task-%a.out'))}"]
+        lines = [
+            "#!/bin/bash",
+            f"#SBATCH --job-name=dtune-sweep-{k}",
+            f"#SBATCH --array=0-{len(bundles) - 1}%{throttle}",
+            f"#SBATCH --ntasks={ranks}",
+            f"#SBATCH --nodes={nodes}",
+            f"#SBATCH --output={shlex.quote(str(sdir / f'shape-{k}-task-%a.out'))}",
+        ]
         if rpn:
             lines.append(f"#SBATCH --ntasks-per-node={rpn}")
         lines += [_directive(o) for o in sbatch_opts]
-        lines += ["set -euo pipefail",
-                  f"export PYTHONPATH={pkg}${{PYTHONPATH:+:$PYTHONPATH}}",
-                  f"exec {python} -m dtune_sweep.task {shlex.quote(str(directory))} {k} "
-                  f"\"$SLURM_ARRAY_TASK_ID\" {shlex.quote(launcher)}", ""]
+        lines += [
+            "set -euo pipefail",
+            f"export PYTHONPATH={pkg}${{PYTHONPATH:+:$PYTHONPATH}}",
+            f"exec {python} -m dtune_sweep.task {shlex.quote(str(directory))} {k} "
+            f'"$SLURM_ARRAY_TASK_ID" {shlex.quote(launcher)}',
+            "",
+        ]
         script = sdir / f"shape-{k}.sbatch"
         script.write_text("\n".join(lines))
         scripts.append(script)

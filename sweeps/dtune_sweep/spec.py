@@ -10,6 +10,7 @@ Planning checks every key's type first (errors name the key path: `sweeps[1].zip
 then counts the points as the product of the axis lengths times the repeats, before building any,
 and refuses more than `max_points`.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,8 +27,21 @@ from .safe_yaml import SweepError, key_path, load_yaml
 
 BINARIES = ("dtune-comm", "dtune-train")
 ENV_PREFIXES = ("NCCL_", "UCX_", "OMP_", "OMPI_", "DTUNE_", "CUDA_", "MKL_")
-SWEEP_KEYS = {"name", "binary", "args", "axes", "zip", "env", "launch", "topology", "exclude",
-              "repeats", "order", "seed", "steps"}
+SWEEP_KEYS = {
+    "name",
+    "binary",
+    "args",
+    "axes",
+    "zip",
+    "env",
+    "launch",
+    "topology",
+    "exclude",
+    "repeats",
+    "order",
+    "seed",
+    "steps",
+}
 # `steps:` sets each binary's measured-iterations flag.
 STEPS_FLAG = {"dtune-comm": "--iters", "dtune-train": "--steps"}
 LAUNCH_KEYS = ("ranks", "nodes", "ranks_per_node")
@@ -43,8 +57,8 @@ __all__ = ["SweepError", "Point", "Sweep", "plan", "load", "DEFAULT_MAX_POINTS"]
 class Point:
     sweep: str
     binary: str
-    args: list          # the full argument list after the binary (fixed + axes)
-    env: dict           # variables exported to every rank
+    args: list  # the full argument list after the binary (fixed + axes)
+    env: dict  # variables exported to every rank
     ranks: int
     nodes: int
     ranks_per_node: int
@@ -52,9 +66,16 @@ class Point:
     values: dict = field(default_factory=dict)  # the axis values that define the point
 
     def canonical(self) -> dict:
-        return {"sweep": self.sweep, "binary": self.binary, "args": [str(a) for a in self.args],
-                "env": dict(sorted(self.env.items())), "ranks": self.ranks, "nodes": self.nodes,
-                "ranks_per_node": self.ranks_per_node, "repeat": self.repeat}
+        return {
+            "sweep": self.sweep,
+            "binary": self.binary,
+            "args": [str(a) for a in self.args],
+            "env": dict(sorted(self.env.items())),
+            "ranks": self.ranks,
+            "nodes": self.nodes,
+            "ranks_per_node": self.ranks_per_node,
+            "repeat": self.repeat,
+        }
 
     @property
     def id(self) -> str:
@@ -66,8 +87,15 @@ class Point:
 
 
 def _type(x) -> str:
-    return "null" if x is None else "a list" if isinstance(x, list) else "a mapping" if isinstance(x, dict) \
+    return (
+        "null"
+        if x is None
+        else "a list"
+        if isinstance(x, list)
+        else "a mapping"
+        if isinstance(x, dict)
         else type(x).__name__
+    )
 
 
 class _Keys:
@@ -85,8 +113,9 @@ def load(path: str) -> list[dict]:
     doc = load_yaml(path)
     k = _Keys(path)
     if not isinstance(doc, dict):
-        k.fail([], f"the file holds {_type(doc)}; write a mapping with 'binary:' (one sweep) or "
-                   f"'sweeps:' (a list of them)")
+        k.fail(
+            [], f"the file holds {_type(doc)}; write a mapping with 'binary:' (one sweep) or 'sweeps:' (a list of them)"
+        )
     if "sweeps" in doc:
         extra = [x for x in doc if x != "sweeps"]
         if extra:
@@ -105,8 +134,9 @@ def load(path: str) -> list[dict]:
         if not isinstance(name, (str, int)) or isinstance(name, bool) or str(name) == "":
             k.fail(where + ["name"], f"is {_type(name)}; write a name such as name: batch-sweep")
         if str(name) in names:
-            k.fail(where + ["name"], f"{str(name)!r} names sweeps[{names[str(name)]}] too; give each "
-                                     f"sweep its own name")
+            k.fail(
+                where + ["name"], f"{str(name)!r} names sweeps[{names[str(name)]}] too; give each sweep its own name"
+            )
         names[str(name)] = i
         s["_where"] = where
     return sweeps
@@ -119,8 +149,10 @@ def _values(k: _Keys, path: list, v) -> list:
         k.fail(path, "empty list of values; give at least one value")
     for x in values:
         if x is None or not isinstance(x, SCALAR):
-            k.fail(path, f"value {_short.repr(x)} has the wrong type ({_type(x)}); use a number or a "
-                         f"string, or a list of them")
+            k.fail(
+                path,
+                f"value {_short.repr(x)} has the wrong type ({_type(x)}); use a number or a string, or a list of them",
+            )
     return values
 
 
@@ -145,10 +177,11 @@ def _flag(k: _Keys, path: list, flag):
 
 
 def _env_name(k: _Keys, path: list, name):
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Z_][A-Za-z0-9_]*", name) \
-            or not name.startswith(ENV_PREFIXES):
-        k.fail(path, f"environment axis {_short.repr(name)} must be a variable starting with one of "
-                     f"{', '.join(ENV_PREFIXES)}")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Z_][A-Za-z0-9_]*", name) or not name.startswith(ENV_PREFIXES):
+        k.fail(
+            path,
+            f"environment axis {_short.repr(name)} must be a variable starting with one of {', '.join(ENV_PREFIXES)}",
+        )
     return name
 
 
@@ -156,6 +189,7 @@ def _env_name(k: _Keys, path: list, name):
 class Sweep:
     """One sweep, validated but not expanded: `dims` are the dimensions of the product, each a
     list of {(kind, key): value} dicts."""
+
     file: str
     where: list
     name: str
@@ -173,7 +207,7 @@ class Sweep:
 
     def axis_flags(self):
         for d in self.dims:
-            for (kind, key) in d[0]:
+            for kind, key in d[0]:
                 if kind == "arg":
                     yield key
 
@@ -192,14 +226,20 @@ def _args(k: _Keys, w: list, sweep: dict) -> list:
 def _zip_dims(k: _Keys, w: list, sweep: dict) -> list:
     zips = sweep.get("zip") or []
     if not isinstance(zips, list):
-        k.fail(w + ["zip"], f"is {_type(zips)}; write a list of mappings, e.g. "
-                            f"zip: [{{--bucket-mb: [1, 25], --first-bucket-mb: [0.5, 1]}}]")
+        k.fail(
+            w + ["zip"],
+            f"is {_type(zips)}; write a list of mappings, e.g. "
+            f"zip: [{{--bucket-mb: [1, 25], --first-bucket-mb: [0.5, 1]}}]",
+        )
     dims = []
     for i, z in enumerate(zips):
         p = w + ["zip", i]
         if not isinstance(z, dict) or not z:
-            k.fail(p, f"is {_type(z) if z != {} else 'empty'}; write a mapping of axes to equally long "
-                      f"lists, e.g. {{--bucket-mb: [1, 25], --first-bucket-mb: [0.5, 1]}}")
+            k.fail(
+                p,
+                f"is {_type(z) if z != {} else 'empty'}; write a mapping of axes to equally long "
+                f"lists, e.g. {{--bucket-mb: [1, 25], --first-bucket-mb: [0.5, 1]}}",
+            )
         lists = {}
         for key, v in z.items():
             if isinstance(key, str) and key.startswith("--"):
@@ -208,8 +248,11 @@ def _zip_dims(k: _Keys, w: list, sweep: dict) -> list:
                 lists[("env", _env_name(k, p + [key], key))] = _values(k, p + [key], v)
         lengths = {len(v) for v in lists.values()}
         if len(lengths) != 1:
-            k.fail(p, f"lists of different lengths {sorted(lengths)}; a zip varies its lists together, "
-                      f"so give each the same number of values")
+            k.fail(
+                p,
+                f"lists of different lengths {sorted(lengths)}; a zip varies its lists together, "
+                f"so give each the same number of values",
+            )
         dims.append((p, [dict(zip(lists, combo)) for combo in zip(*lists.values())]))
     return dims
 
@@ -238,28 +281,38 @@ def _topology_dim(k: _Keys, w: list, sweep: dict, env_names: set) -> tuple:
             k.fail(p, f"topology {_short.repr(t)} is not one of {sorted(TOPOLOGIES)}")
         both = sorted(env_names & set(TOPOLOGIES[t]))
         if both:
-            k.fail(p, f"topology {t!r} sets {both[0]}, which an env or zip axis also sets (the preset "
-                      f"would override it); drop one of the two")
+            k.fail(
+                p,
+                f"topology {t!r} sets {both[0]}, which an env or zip axis also sets (the preset "
+                f"would override it); drop one of the two",
+            )
     return p, [{("topology", "topology"): t} for t in topo]
 
 
 def _excludes(k: _Keys, w: list, sweep: dict, axis_names: set) -> list:
     excludes = sweep.get("exclude") or []
     if not isinstance(excludes, list):
-        k.fail(w + ["exclude"], f"is {_type(excludes)}; write a list of rules, e.g. "
-                                f"exclude: [{{--batch: 64, --precision: fp32}}]")
+        k.fail(
+            w + ["exclude"],
+            f"is {_type(excludes)}; write a list of rules, e.g. exclude: [{{--batch: 64, --precision: fp32}}]",
+        )
     for i, rule in enumerate(excludes):
         p = w + ["exclude", i]
         if not isinstance(rule, dict) or not rule:
-            k.fail(p, f"is {_type(rule) if rule != {} else 'empty'}; write a mapping of axis to value, "
-                      f"e.g. {{--batch: 64, --precision: fp32}}")
+            k.fail(
+                p,
+                f"is {_type(rule) if rule != {} else 'empty'}; write a mapping of axis to value, "
+                f"e.g. {{--batch: 64, --precision: fp32}}",
+            )
         for key, v in rule.items():
             if key not in axis_names:
-                k.fail(p + [key], f"{_short.repr(key)} is not an axis of this sweep, so the rule would "
-                                  f"never match; axes: {', '.join(sorted(map(str, axis_names)))}")
+                k.fail(
+                    p + [key],
+                    f"{_short.repr(key)} is not an axis of this sweep, so the rule would "
+                    f"never match; axes: {', '.join(sorted(map(str, axis_names)))}",
+                )
             if v is None or not isinstance(v, SCALAR):
-                k.fail(p + [key], f"is {_type(v)}; an exclude rule names one value per axis (write "
-                                  f"one rule per value)")
+                k.fail(p + [key], f"is {_type(v)}; an exclude rule names one value per axis (write one rule per value)")
     return excludes
 
 
@@ -287,10 +340,12 @@ def parse(file: str, sweep: dict) -> Sweep:
         dims.append((p, [{("env", _env_name(k, p, name_)): x} for x in _values(k, p, v)]))
     seen = {}
     for p, d in dims:
-        for (kind, key) in d[0]:
+        for _kind, key in d[0]:
             if key in seen:
-                k.fail(p + ([key] if p[-1] != key else []),
-                       f"{key} is also an axis at {key_path(seen[key])}; vary it in one place")
+                k.fail(
+                    p + ([key] if p[-1] != key else []),
+                    f"{key} is also an axis at {key_path(seen[key])}; vary it in one place",
+                )
             seen[key] = p
     env_names = {key for _, d in dims for (kind, key) in d[0] if kind == "env"}
     dims += _launch_dims(k, w, sweep)
@@ -314,8 +369,10 @@ def check_flags(sw: Sweep, known_flags: dict | None) -> None:
         return
     for flag in sw.axis_flags():
         if flag not in flags:
-            raise SweepError(f"{sw.file}: {key_path(sw.where + ['axes', flag])}: unknown axis '{flag}' "
-                             f"(not a flag of {sw.binary}; see its --help)")
+            raise SweepError(
+                f"{sw.file}: {key_path(sw.where + ['axes', flag])}: unknown axis '{flag}' "
+                f"(not a flag of {sw.binary}; see its --help)"
+            )
 
 
 def points(sw: Sweep) -> list[Point]:
@@ -335,11 +392,23 @@ def points(sw: Sweep) -> list[Point]:
             if kind == "arg":
                 axis_args += [k] if v is True else [] if v is False else [k, str(v)]
         for r in range(sw.repeats):
-            out.append(Point(sw.name, sw.binary, sw.args + axis_args, env, values[("launch", "ranks")],
-                             values[("launch", "nodes")], values[("launch", "ranks_per_node")], r, flat))
+            out.append(
+                Point(
+                    sw.name,
+                    sw.binary,
+                    sw.args + axis_args,
+                    env,
+                    values[("launch", "ranks")],
+                    values[("launch", "nodes")],
+                    values[("launch", "ranks_per_node")],
+                    r,
+                    flat,
+                )
+            )
     if not out:
-        raise SweepError(f"{sw.file}: {key_path(sw.where + ['exclude'])}: no points left after the "
-                         f"exclusions; remove a rule")
+        raise SweepError(
+            f"{sw.file}: {key_path(sw.where + ['exclude'])}: no points left after the exclusions; remove a rule"
+        )
     if sw.order == "random":
         random.Random(sw.seed).shuffle(out)
     return out
@@ -353,11 +422,13 @@ def plan(path: str, known_flags=None, max_points: int | None = DEFAULT_MAX_POINT
     counts = [sw.count() for sw in sweeps]
     if max_points is not None and sum(counts) > max_points:
         i = max(range(len(sweeps)), key=counts.__getitem__)
-        raise SweepError(f"{path}: {key_path(sweeps[i].where) if sweeps[i].where else sweeps[i].name}: "
-                         f"the file plans {sum(counts):,} points ({counts[i]:,} in sweep "
-                         f"'{sweeps[i].name}', product of its axis lengths times repeats, before "
-                         f"exclusions), more than --max-points {max_points:,}; shrink the axes or "
-                         f"raise --max-points")
+        raise SweepError(
+            f"{path}: {key_path(sweeps[i].where) if sweeps[i].where else sweeps[i].name}: "
+            f"the file plans {sum(counts):,} points ({counts[i]:,} in sweep "
+            f"'{sweeps[i].name}', product of its axis lengths times repeats, before "
+            f"exclusions), more than --max-points {max_points:,}; shrink the axes or "
+            f"raise --max-points"
+        )
     if callable(known_flags):
         known_flags = known_flags()
     out = []

@@ -1,5 +1,6 @@
 """One Slurm array task: runs its bundle of sweep points inside the allocation.
 Usage (from the generated sbatch script): python -m dtune_sweep.task SWEEP_DIR SHAPE TASK_ID LAUNCHER"""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,9 @@ def main(argv: list[str]) -> int:
             pt = Point(**p, values=values)
             assert pt.id == pid, "manifest and code disagree on a point's id"
             points.append(pt)
-    return run_points(points, directory, launcher=launcher, state_name=f"state-{shape}-{task}.jsonl",
-                      write_manifest=False)
+    return run_points(
+        points, directory, launcher=launcher, state_name=f"state-{shape}-{task}.jsonl", write_manifest=False
+    )
 
 
 if __name__ == "__main__":

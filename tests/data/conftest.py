@@ -6,6 +6,7 @@ an s3:* policy and an access key while auth is still off, then turns it on throu
 /moto-api/reset-auth endpoint (what `set_initial_no_auth_action_count(0)` does in server mode) and
 proves that a request signed with a wrong secret is refused before yielding.
 """
+
 import importlib.util
 import json
 import os
@@ -32,12 +33,25 @@ REPO = _root.REPO
 REGION = "us-east-1"
 _USER = "dtune-test"
 # s3 for the data, iam and sts so that a test can mint temporary credentials (assume_role).
-_POLICY = {"Version": "2012-10-17",
-           "Statement": [{"Effect": "Allow", "Action": ["s3:*", "iam:*", "sts:*"], "Resource": "*"}]}
+_POLICY = {
+    "Version": "2012-10-17",
+    "Statement": [{"Effect": "Allow", "Action": ["s3:*", "iam:*", "sts:*"], "Resource": "*"}],
+}
 # Variables that would make a subprocess talk to something other than the fixture's server.
-_FOREIGN_ENV = ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION",
-                "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "http_proxy", "HTTP_PROXY",
-                "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
+_FOREIGN_ENV = (
+    "AWS_PROFILE",
+    "AWS_SESSION_TOKEN",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_DEFAULT_REGION",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "http_proxy",
+    "HTTP_PROXY",
+    "https_proxy",
+    "HTTPS_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+)
 
 
 def free_port() -> int:
@@ -48,8 +62,12 @@ def free_port() -> int:
 
 def _set_auth_threshold(endpoint: str, count) -> None:
     """moto checks signatures after `count` unauthenticated requests (inf: never, 0: always)."""
-    req = urllib.request.Request(f"{endpoint}/moto-api/reset-auth", data=str(count).encode(),
-                                 method="POST", headers={"Content-Type": "text/plain"})
+    req = urllib.request.Request(
+        f"{endpoint}/moto-api/reset-auth",
+        data=str(count).encode(),
+        method="POST",
+        headers={"Content-Type": "text/plain"},
+    )
     with urllib.request.urlopen(req, timeout=10) as r:
         json.loads(r.read())
 
@@ -93,15 +111,26 @@ class S3Server:
     def assume_role(self, name: str = "dtune-reader") -> dict:
         """Temporary credentials (AccessKeyId, SecretAccessKey, SessionToken) of a role with s3:*."""
         import boto3
-        kw = dict(endpoint_url=self.endpoint, region_name=self.region,
-                  aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key)
+
+        kw = dict(
+            endpoint_url=self.endpoint,
+            region_name=self.region,
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+        )
         iam, sts = boto3.client("iam", **kw), boto3.client("sts", **kw)
-        trust = {"Version": "2012-10-17", "Statement": [
-            {"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}]}
+        trust = {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}],
+        }
         role = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))["Role"]
-        iam.put_role_policy(RoleName=name, PolicyName="s3-all", PolicyDocument=json.dumps(
-            {"Version": "2012-10-17",
-             "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+        iam.put_role_policy(
+            RoleName=name,
+            PolicyName="s3-all",
+            PolicyDocument=json.dumps(
+                {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
+            ),
+        )
         return sts.assume_role(RoleArn=role["Arn"], RoleSessionName="dtune-test")["Credentials"]
 
     def url(self, bucket: str, prefix: str = "") -> str:
@@ -121,23 +150,44 @@ def s3_server():
     cfg = Config(proxies={}, retries={"max_attempts": 1}, s3={"addressing_style": "path"})
     try:
         # While auth is off any credentials do: create the user the tests will sign as.
-        iam = boto3.client("iam", endpoint_url=endpoint, region_name=REGION, config=cfg,
-                           aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap")
+        iam = boto3.client(
+            "iam",
+            endpoint_url=endpoint,
+            region_name=REGION,
+            config=cfg,
+            aws_access_key_id="bootstrap",
+            aws_secret_access_key="bootstrap",
+        )
         iam.create_user(UserName=_USER)
         iam.put_user_policy(UserName=_USER, PolicyName="s3-all", PolicyDocument=json.dumps(_POLICY))
         key = iam.create_access_key(UserName=_USER)["AccessKey"]
         _set_auth_threshold(endpoint, 0)
 
         def client(secret):
-            return boto3.client("s3", endpoint_url=endpoint, region_name=REGION, config=cfg,
-                                aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=secret)
+            return boto3.client(
+                "s3",
+                endpoint_url=endpoint,
+                region_name=REGION,
+                config=cfg,
+                aws_access_key_id=key["AccessKeyId"],
+                aws_secret_access_key=secret,
+            )
 
-        srv = S3Server(endpoint=endpoint, access_key=key["AccessKeyId"],
-                       secret_key=key["SecretAccessKey"], client=client(key["SecretAccessKey"]))
-        srv.env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": srv.access_key,
-                   "AWS_SECRET_ACCESS_KEY": srv.secret_key, "AWS_REGION": REGION}
+        srv = S3Server(
+            endpoint=endpoint,
+            access_key=key["AccessKeyId"],
+            secret_key=key["SecretAccessKey"],
+            client=client(key["SecretAccessKey"]),
+        )
+        srv.env = {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": srv.access_key,
+            "AWS_SECRET_ACCESS_KEY": srv.secret_key,
+            "AWS_REGION": REGION,
+        }
         # Signature checking must really be on, or the tests below would prove nothing about it.
         from botocore.exceptions import ClientError
+
         with pytest.raises(ClientError) as refused:
             client("wrong" + key["SecretAccessKey"]).list_buckets()
         assert refused.value.response["Error"]["Code"] == "SignatureDoesNotMatch", refused.value

@@ -49,10 +49,14 @@ def photo_like(width, height, seed):
 def jpegs(tmp_path_factory):
     d = tmp_path_factory.mktemp("jpegs")
     files = {}
-    for name, (w, h, label) in {"synth_500x375": (500, 375, 1), "synth_224": (224, 224, 4),
-                                "synth_333x517": (333, 517, 7)}.items():
-        run_tool("synth", d / f"{name}.jpg", "--width", w, "--height", h, "--label", label,
-                 "--classes", 10, "--seed", 11)
+    for name, (w, h, label) in {
+        "synth_500x375": (500, 375, 1),
+        "synth_224": (224, 224, 4),
+        "synth_333x517": (333, 517, 7),
+    }.items():
+        run_tool(
+            "synth", d / f"{name}.jpg", "--width", w, "--height", h, "--label", label, "--classes", 10, "--seed", 11
+        )
         files[name] = d / f"{name}.jpg"
     pil_variants = {
         "pil_420_640x480": ((640, 480), dict(quality=90, subsampling=2)),
@@ -76,9 +80,21 @@ def decode(path, out_dir):
     return np.fromfile(out, dtype=np.uint8).reshape(h, w, 3)
 
 
-@pytest.mark.parametrize("name", ["synth_500x375", "synth_224", "synth_333x517", "pil_420_640x480",
-                                  "pil_444_333x517", "pil_422_1024x768", "pil_progressive_500x375",
-                                  "pil_odd_1x1", "pil_odd_17x9", "pil_gray_333x517"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "synth_500x375",
+        "synth_224",
+        "synth_333x517",
+        "pil_420_640x480",
+        "pil_444_333x517",
+        "pil_422_1024x768",
+        "pil_progressive_500x375",
+        "pil_odd_1x1",
+        "pil_odd_17x9",
+        "pil_gray_333x517",
+    ],
+)
 def test_decode_equals_pillow(jpegs, tmp_path, name):
     ours = decode(jpegs[name], tmp_path)
     ref = np.asarray(Image.open(jpegs[name]).convert("RGB"))
@@ -89,8 +105,7 @@ def test_decode_equals_pillow(jpegs, tmp_path, name):
 
 def reference_transform(path, box, size, flip):
     top, left, h, w = box
-    img = F.resized_crop(Image.open(path).convert("RGB"), top, left, h, w, list(size),
-                         InterpolationMode.BILINEAR)
+    img = F.resized_crop(Image.open(path).convert("RGB"), top, left, h, w, list(size), InterpolationMode.BILINEAR)
     if flip:
         img = F.hflip(img)
     return F.normalize(F.to_tensor(img), MEAN, STD).numpy()
@@ -98,17 +113,17 @@ def reference_transform(path, box, size, flip):
 
 TRANSFORM_CASES = [
     # (image, (top, left, height, width), (out_h, out_w), flip)
-    ("synth_500x375", (0, 0, 375, 500), (224, 224), False),        # whole image, non-square
-    ("synth_500x375", (40, 60, 300, 300), (224, 224), True),       # mild downscale, flip
-    ("synth_500x375", (10, 20, 100, 120), (224, 224), False),      # upscale ~2x
-    ("synth_500x375", (300, 450, 75, 50), (224, 224), True),       # upscale ~4x, touching edges
-    ("pil_422_1024x768", (0, 0, 768, 1024), (224, 224), False),    # downscale ~3.4-4.6x
+    ("synth_500x375", (0, 0, 375, 500), (224, 224), False),  # whole image, non-square
+    ("synth_500x375", (40, 60, 300, 300), (224, 224), True),  # mild downscale, flip
+    ("synth_500x375", (10, 20, 100, 120), (224, 224), False),  # upscale ~2x
+    ("synth_500x375", (300, 450, 75, 50), (224, 224), True),  # upscale ~4x, touching edges
+    ("pil_422_1024x768", (0, 0, 768, 1024), (224, 224), False),  # downscale ~3.4-4.6x
     ("pil_422_1024x768", (60, 24, 700, 1000), (160, 200), True),  # downscale ~5x, non-square out
-    ("pil_420_640x480", (240, 320, 240, 320), (112, 64), False),   # bottom-right quarter
-    ("pil_444_333x517", (0, 0, 517, 333), (517, 333), False),      # identity: no resampling
-    ("pil_444_333x517", (7, 5, 224, 300), (224, 150), True),       # vertical identity, 2x horizontal
-    ("pil_gray_333x517", (3, 1, 511, 331), (97, 301), False),      # odd sizes, mixed scales
-    ("pil_odd_17x9", (0, 0, 9, 17), (224, 224), False),            # tiny source
+    ("pil_420_640x480", (240, 320, 240, 320), (112, 64), False),  # bottom-right quarter
+    ("pil_444_333x517", (0, 0, 517, 333), (517, 333), False),  # identity: no resampling
+    ("pil_444_333x517", (7, 5, 224, 300), (224, 150), True),  # vertical identity, 2x horizontal
+    ("pil_gray_333x517", (3, 1, 511, 331), (97, 301), False),  # odd sizes, mixed scales
+    ("pil_odd_17x9", (0, 0, 9, 17), (224, 224), False),  # tiny source
 ]
 
 
@@ -140,8 +155,10 @@ def test_bad_images_exit_2_with_one_line(jpegs, tmp_path, make):
         bad.write_bytes(b"")
     else:
         Image.fromarray(photo_like(32, 32, 0)).save(bad, format="PNG")
-    for cmd in (["decode", bad, tmp_path / "x.rgb"],
-                ["transform", bad, tmp_path / "x.f32", "--box", 0, 0, 8, 8, "--size", 4, 4]):
+    for cmd in (
+        ["decode", bad, tmp_path / "x.rgb"],
+        ["transform", bad, tmp_path / "x.f32", "--box", 0, 0, 8, 8, "--size", 4, 4],
+    ):
         proc = run_tool(*cmd, check=False)
         assert proc.returncode == 2, proc.stderr
         lines = proc.stderr.strip().splitlines()
@@ -149,11 +166,12 @@ def test_bad_images_exit_2_with_one_line(jpegs, tmp_path, make):
 
 
 def test_usage_errors_exit_2(jpegs, tmp_path):
-    for args in (["transform", jpegs["synth_224"], tmp_path / "x", "--box", 0, 0, 300, 10,
-                  "--size", 4, 4],
-                 ["decode", tmp_path / "missing.jpg", tmp_path / "x"],
-                 ["synth", tmp_path / "x.jpg", "--label", 10, "--classes", 10],
-                 ["transform", jpegs["synth_224"], tmp_path / "x", "--box", 0, 0]):
+    for args in (
+        ["transform", jpegs["synth_224"], tmp_path / "x", "--box", 0, 0, 300, 10, "--size", 4, 4],
+        ["decode", tmp_path / "missing.jpg", tmp_path / "x"],
+        ["synth", tmp_path / "x.jpg", "--label", 10, "--classes", 10],
+        ["transform", jpegs["synth_224"], tmp_path / "x", "--box", 0, 0],
+    ):
         proc = run_tool(*args, check=False)
         assert proc.returncode == 2, (args, proc.stderr)
         lines = proc.stderr.strip().splitlines()
@@ -167,8 +185,22 @@ def test_synthetic_jpegs_have_class_structure(tmp_path):
         per_class = []
         for seed in range(4):
             p = tmp_path / f"c{label}_s{seed}.jpg"
-            run_tool("synth", p, "--width", 224, "--height", 224, "--label", label,
-                     "--classes", classes, "--seed", seed, "--quality", 90)
+            run_tool(
+                "synth",
+                p,
+                "--width",
+                224,
+                "--height",
+                224,
+                "--label",
+                label,
+                "--classes",
+                classes,
+                "--seed",
+                seed,
+                "--quality",
+                90,
+            )
             with Image.open(p) as im:
                 assert im.format == "JPEG" and im.size == (224, 224) and im.mode == "RGB"
                 per_class.append(np.asarray(im, dtype=np.float64).reshape(-1, 3).mean(0))

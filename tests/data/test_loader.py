@@ -5,6 +5,7 @@ signed requests), keeps to its capacity, and two ranks filling it at once fetch 
 never read a partial one; corrupt and truncated data are skipped and counted (fatal with
 --strict); missing paths, buckets and objects fail before anything is read; dtune-train learns from
 real shards and records what loading cost."""
+
 import json
 import re
 import subprocess
@@ -29,14 +30,31 @@ def ok(r):
 
 
 def epochs_table(stdout):
-    rows = [l.split() for l in stdout.splitlines() if l.strip() and not l.startswith("#")]
-    return [dict(epoch=int(r[0]), batches=int(r[1]), samples=int(r[2]), bad=int(r[7]), hit=r[8],
-                 fetched_mb=float(r[9])) for r in rows]
+    rows = [line.split() for line in stdout.splitlines() if line.strip() and not line.startswith("#")]
+    return [
+        dict(epoch=int(r[0]), batches=int(r[1]), samples=int(r[2]), bad=int(r[7]), hit=r[8], fetched_mb=float(r[9]))
+        for r in rows
+    ]
 
 
 def make_images(out, samples=60, shard=16, env=None, **kw):
-    args = ["dtune-data", "make", "images", "--out", out, "--samples", samples, "--classes", 3,
-            "--width", 96, "--height", 72, "--shard-samples", shard]
+    args = [
+        "dtune-data",
+        "make",
+        "images",
+        "--out",
+        out,
+        "--samples",
+        samples,
+        "--classes",
+        3,
+        "--width",
+        96,
+        "--height",
+        72,
+        "--shard-samples",
+        shard,
+    ]
     for k, v in kw.items():
         args += [f"--{k.replace('_', '-')}", v]
     return ok(tool(args, env=env))
@@ -60,8 +78,27 @@ def read_ids(prefix, ranks):
 
 @pytest.mark.parametrize("ranks", [1, 2, 3])
 def test_every_sample_once_per_epoch_across_ranks(images, tmp_path, ranks):
-    ok(tool(["dtune-data", "bench", images, "--batch", 4, "--workers", 2, "--epochs", 2, "--keep-last",
-             "--image-size", 32, "--dump-ids", tmp_path / "ids"], np_=ranks))
+    ok(
+        tool(
+            [
+                "dtune-data",
+                "bench",
+                images,
+                "--batch",
+                4,
+                "--workers",
+                2,
+                "--epochs",
+                2,
+                "--keep-last",
+                "--image-size",
+                32,
+                "--dump-ids",
+                tmp_path / "ids",
+            ],
+            np_=ranks,
+        )
+    )
     per_rank = read_ids(tmp_path / "ids", ranks)
     for epoch in (0, 1):
         seen = [i for pairs in per_rank for e, i in pairs if e == epoch]
@@ -76,8 +113,25 @@ def test_every_sample_once_per_epoch_across_ranks(images, tmp_path, ranks):
 def test_shuffling_is_deterministic_for_a_seed_and_worker_count_free(images, tmp_path):
     runs = []
     for name, workers, seed in [("a", 1, 7), ("b", 3, 7), ("c", 1, 8)]:
-        ok(tool(["dtune-data", "bench", images, "--batch", 5, "--workers", workers, "--seed", seed,
-                 "--image-size", 32, "--dump-ids", tmp_path / name]))
+        ok(
+            tool(
+                [
+                    "dtune-data",
+                    "bench",
+                    images,
+                    "--batch",
+                    5,
+                    "--workers",
+                    workers,
+                    "--seed",
+                    seed,
+                    "--image-size",
+                    32,
+                    "--dump-ids",
+                    tmp_path / name,
+                ]
+            )
+        )
         runs.append(Path(f"{tmp_path / name}.rank0").read_text())
     assert runs[0] == runs[1] and runs[0] != runs[2]
 
@@ -90,8 +144,23 @@ def test_token_windows_once_per_epoch(tmp_path):
     assert manifest["kind"] == "tokens" and manifest["tokens"] == 1800 and len(manifest["objects"]) == 4
     head = (tmp_path / "tok" / "tokens-000000.bin").read_bytes()[:12]
     assert int.from_bytes(head[:4], "little") == 20240520 and int.from_bytes(head[8:12], "little") == 500
-    ok(tool(["dtune-data", "bench", tmp_path / "tok", "--context", 16, "--batch", 3, "--keep-last",
-             "--dump-ids", tmp_path / "ids"], np_=2))
+    ok(
+        tool(
+            [
+                "dtune-data",
+                "bench",
+                tmp_path / "tok",
+                "--context",
+                16,
+                "--batch",
+                3,
+                "--keep-last",
+                "--dump-ids",
+                tmp_path / "ids",
+            ],
+            np_=2,
+        )
+    )
     seen = [i for pairs in read_ids(tmp_path / "ids", 2) for e, i in pairs]
     # windows of 17 every 16 in shards of 500, 500, 500, 300 tokens: 31 + 31 + 31 + 18
     assert sorted(seen) == list(range(111))
@@ -113,8 +182,28 @@ def s3_dataset(s3_server, tmp_path, bucket, samples=48, shard=8):
 
 def test_second_epoch_comes_from_the_cache(s3_server, tmp_path):
     env, url = s3_dataset(s3_server, tmp_path, "cache-epochs")
-    r = ok(tool(["dtune-data", "bench", url, "--batch", 4, "--workers", 2, "--epochs", 2, "--image-size", 32,
-                 "--cache-dir", tmp_path / "cache", "--cache-block-mb", 0.0625], env=env))
+    r = ok(
+        tool(
+            [
+                "dtune-data",
+                "bench",
+                url,
+                "--batch",
+                4,
+                "--workers",
+                2,
+                "--epochs",
+                2,
+                "--image-size",
+                32,
+                "--cache-dir",
+                tmp_path / "cache",
+                "--cache-block-mb",
+                0.0625,
+            ],
+            env=env,
+        )
+    )
     e0, e1 = epochs_table(r.stdout)
     assert e0["fetched_mb"] > 0 and e0["bad"] == 0
     assert float(e1["hit"]) >= 99.0 and e1["fetched_mb"] == 0.0, r.stdout
@@ -125,10 +214,32 @@ def test_second_epoch_comes_from_the_cache(s3_server, tmp_path):
 def test_eviction_keeps_the_cache_within_capacity(s3_server, tmp_path):
     env, url = s3_dataset(s3_server, tmp_path, "cache-evict")
     cap_mb = 0.0625  # two blocks
-    total = sum(o["Size"] for o in s3_server.client.list_objects_v2(Bucket="cache-evict", Prefix="ds/shard")["Contents"])
+    total = sum(
+        o["Size"] for o in s3_server.client.list_objects_v2(Bucket="cache-evict", Prefix="ds/shard")["Contents"]
+    )
     assert total > 2 * cap_mb * 2**20
-    r = ok(tool(["dtune-data", "bench", url, "--batch", 4, "--epochs", 2, "--image-size", 32, "--cache-dir",
-                 tmp_path / "cache", "--cache-block-mb", cap_mb / 2, "--cache-mb", cap_mb], env=env))
+    r = ok(
+        tool(
+            [
+                "dtune-data",
+                "bench",
+                url,
+                "--batch",
+                4,
+                "--epochs",
+                2,
+                "--image-size",
+                32,
+                "--cache-dir",
+                tmp_path / "cache",
+                "--cache-block-mb",
+                cap_mb / 2,
+                "--cache-mb",
+                cap_mb,
+            ],
+            env=env,
+        )
+    )
     blocks = [p for p in (tmp_path / "cache" / "blocks").iterdir() if ".tmp." not in p.name]
     assert sum(p.stat().st_size for p in blocks) <= cap_mb * 2**20
     e0, e1 = epochs_table(r.stdout)
@@ -138,8 +249,29 @@ def test_eviction_keeps_the_cache_within_capacity(s3_server, tmp_path):
 def test_two_ranks_fill_the_cache_at_once_without_duplicates_or_partial_reads(s3_server, tmp_path):
     env, url = s3_dataset(s3_server, tmp_path, "cache-race", samples=64, shard=16)
     total = sum(o["Size"] for o in s3_server.client.list_objects_v2(Bucket="cache-race", Prefix="ds/shard")["Contents"])
-    r = ok(tool(["dtune-data", "bench", url, "--batch", 4, "--workers", 3, "--image-size", 32, "--strict",
-                 "--debug-same-slice", "--cache-dir", tmp_path / "cache", "--cache-block-mb", 0.0625], np_=2, env=env))
+    r = ok(
+        tool(
+            [
+                "dtune-data",
+                "bench",
+                url,
+                "--batch",
+                4,
+                "--workers",
+                3,
+                "--image-size",
+                32,
+                "--strict",
+                "--debug-same-slice",
+                "--cache-dir",
+                tmp_path / "cache",
+                "--cache-block-mb",
+                0.0625,
+            ],
+            np_=2,
+            env=env,
+        )
+    )
     (e0,) = epochs_table(r.stdout)
     assert e0["samples"] == 2 * 64 and e0["bad"] == 0  # --strict: a partial block would have stopped it
     # Both ranks read everything, yet the blocks came from S3 once: fetched bytes = the shards' size
@@ -149,13 +281,14 @@ def test_two_ranks_fill_the_cache_at_once_without_duplicates_or_partial_reads(s3
 
 def corrupt_copy(src, dst):
     import shutil
+
     shutil.copytree(src, dst)
     manifest = json.loads((dst / "dataset.json").read_text())
     obj, off, size, _ = manifest["samples"][5]
     shard = dst / manifest["objects"][obj][0]
     data = bytearray(shard.read_bytes())
-    data[off + 200: off + size - 2] = b"\x00" * (size - 202)  # keep the markers, wipe the scan
-    data[off: off + 2] = b"XX"                                   # and make it no JPEG at all
+    data[off + 200 : off + size - 2] = b"\x00" * (size - 202)  # keep the markers, wipe the scan
+    data[off : off + 2] = b"XX"  # and make it no JPEG at all
     shard.write_bytes(bytes(data))
     last = dst / manifest["objects"][-1][0]
     last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])  # a truncated shard
@@ -183,16 +316,35 @@ def test_missing_data_is_a_clear_error_before_reading(s3_server, images, tmp_pat
         url = tmp_path / "empty"
     elif case == "missing-object":
         import shutil
+
         shutil.copytree(images, tmp_path / "gone")
         (tmp_path / "gone" / "shard-000001.tar").unlink()
         url = tmp_path / "gone"
     else:
         env, url = s3_server.subprocess_env(), s3_server.url("no-such-bucket", "ds")
-    for args in (["dtune-data", "bench", url, "--image-size", 32],
-                 ["dtune-train", "--model", "resnet18", "--width", 8, "--image-size", 32, "--num-classes", 3,
-                  "--batch", 2, "--steps", 1, "--data", url, "--no-output"]):
+    for args in (
+        ["dtune-data", "bench", url, "--image-size", 32],
+        [
+            "dtune-train",
+            "--model",
+            "resnet18",
+            "--width",
+            8,
+            "--image-size",
+            32,
+            "--num-classes",
+            3,
+            "--batch",
+            2,
+            "--steps",
+            1,
+            "--data",
+            url,
+            "--no-output",
+        ],
+    ):
         r = tool(args, env=env)
-        errors = [l for l in r.stderr.splitlines() if "error" in l]
+        errors = [line for line in r.stderr.splitlines() if "error" in line]
         assert r.returncode == 2 and len(errors) == 1, r.stdout + r.stderr
         assert str(url) in errors[0] or "no-such-bucket" in errors[0], errors[0]
 
@@ -200,10 +352,40 @@ def test_missing_data_is_a_clear_error_before_reading(s3_server, images, tmp_pat
 def test_train_learns_from_shards_and_records_loading(tmp_path):
     make_images(tmp_path / "ds", samples=96, shard=32)
     out = tmp_path / "t.h5"
-    r = ok(tool(["dtune-train", "--model", "resnet18", "--width", 8, "--image-size", 32, "--num-classes", 3,
-                 "--batch", 16, "--steps", 24, "--warmup-steps", 0, "--lr", 0.05, "--threads", 1,
-                 "--data", tmp_path / "ds", "--workers", 2, "--cache-dir", tmp_path / "cache", "--output", out],
-                timeout=600))
+    r = ok(
+        tool(
+            [
+                "dtune-train",
+                "--model",
+                "resnet18",
+                "--width",
+                8,
+                "--image-size",
+                32,
+                "--num-classes",
+                3,
+                "--batch",
+                16,
+                "--steps",
+                24,
+                "--warmup-steps",
+                0,
+                "--lr",
+                0.05,
+                "--threads",
+                1,
+                "--data",
+                tmp_path / "ds",
+                "--workers",
+                2,
+                "--cache-dir",
+                tmp_path / "cache",
+                "--output",
+                out,
+            ],
+            timeout=600,
+        )
+    )
     assert "# data: webdataset: 3 shards, 96 images, 3 classes" in r.stdout
     with h5py.File(out) as f:
         (g,) = f["runs"].values()
@@ -220,20 +402,66 @@ def test_train_on_token_shards(tmp_path):
     text = tmp_path / "t.txt"
     text.write_text("hello world, dtune loads tokens. " * 60)
     ok(tool(["dtune-data", "make", "tokens", "--out", tmp_path / "tok", "--input", text]))
-    r = ok(tool(["dtune-train", "--model", "gpt2-tiny", "--context", 16, "--vocab", 256, "--batch", 4, "--steps", 3,
-                 "--threads", 1, "--data", tmp_path / "tok", "--no-output"], np_=2))
+    r = ok(
+        tool(
+            [
+                "dtune-train",
+                "--model",
+                "gpt2-tiny",
+                "--context",
+                16,
+                "--vocab",
+                256,
+                "--batch",
+                4,
+                "--steps",
+                3,
+                "--threads",
+                1,
+                "--data",
+                tmp_path / "tok",
+                "--no-output",
+            ],
+            np_=2,
+        )
+    )
     assert "# data: tokens: 1 shards" in r.stdout
 
 
 def test_report_draws_the_data_stall_against_workers(tmp_path):
     from dtune_report.report import build_report
+
     make_images(tmp_path / "ds", samples=64, shard=32)
     files = []
     for w in (0, 2):
         out = tmp_path / f"w{w}.h5"
-        ok(tool(["dtune-train", "--model", "resnet18", "--width", 8, "--image-size", 32, "--num-classes", 3,
-                 "--batch", 8, "--steps", 3, "--threads", 1, "--data", tmp_path / "ds", "--workers", w,
-                 "--output", out]))
+        ok(
+            tool(
+                [
+                    "dtune-train",
+                    "--model",
+                    "resnet18",
+                    "--width",
+                    8,
+                    "--image-size",
+                    32,
+                    "--num-classes",
+                    3,
+                    "--batch",
+                    8,
+                    "--steps",
+                    3,
+                    "--threads",
+                    1,
+                    "--data",
+                    tmp_path / "ds",
+                    "--workers",
+                    w,
+                    "--output",
+                    out,
+                ]
+            )
+        )
         files.append(out)
     made = build_report(files, tmp_path / "report")
     assert "data_workers" in made["figures"] and Path(made["figures"]["data_workers"]).stat().st_size > 1000

@@ -3,6 +3,7 @@ SigV4 signature of every request (see conftest.py). Driven through dtune_storage
 compared with what boto3 uploaded. Retries and timeouts use small Python servers in front of moto
 or standing alone: one that answers 503/429/500 a few times, one that accepts and never answers.
 """
+
 import http.client
 import re
 import socket
@@ -26,16 +27,19 @@ OBJECTS = {
     "sub/tilde~_-.bin": b"x" * 17,
     "empty.bin": b"",
 }
-SIG = re.compile(r"AWS4-HMAC-SHA256 Credential=(\w+)/(\d{8})/([\w-]+)/s3/aws4_request, "
-                 r"SignedHeaders=([\w;-]+), Signature=([0-9a-f]{64})$")
+SIG = re.compile(
+    r"AWS4-HMAC-SHA256 Credential=(\w+)/(\d{8})/([\w-]+)/s3/aws4_request, "
+    r"SignedHeaders=([\w;-]+), Signature=([0-9a-f]{64})$"
+)
 
 
 def tool(args, env, input_bytes=None, timeout=120):
     exe = bin_dir() / "dtune_storage_tool"
     if not exe.exists():
         pytest.fail(f"{exe} does not exist: build the dtune_storage_tool target first")
-    return subprocess.run([str(exe)] + [str(a) for a in args], env=env, input=input_bytes,
-                          capture_output=True, timeout=timeout)
+    return subprocess.run(
+        [str(exe)] + [str(a) for a in args], env=env, input=input_bytes, capture_output=True, timeout=timeout
+    )
 
 
 def stats_of(stderr: bytes) -> dict:
@@ -72,8 +76,7 @@ def test_list_follows_continuation_tokens(s3_server):
     bucket = s3_server.make_bucket("dtune-many")
     keys = [f"p/{i:05d}.bin" for i in range(2100)]
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda k: s3_server.client.put_object(Bucket=bucket, Key=k,
-                                                            Body=k.encode()), keys))
+        list(pool.map(lambda k: s3_server.client.put_object(Bucket=bucket, Key=k, Body=k.encode()), keys))
     r = tool(["--stats", "ls", s3_server.url(bucket, "p/")], s3_server.subprocess_env())
     assert r.returncode == 0, r.stderr
     rows = [line.split("\t") for line in r.stdout.decode().splitlines()]
@@ -94,15 +97,16 @@ def test_full_read_and_size(data, key):
 
 
 @pytest.mark.parametrize("key", ["a.bin", "dir with space/ünïcødé €.bin"])
-@pytest.mark.parametrize("offset,length", [(0, 1), (7, 100), (1000, -1), (0, -1),
-                                           ("end-10", 100), ("end", 5), ("end+99", 1)])
+@pytest.mark.parametrize(
+    "offset,length", [(0, 1), (7, 100), (1000, -1), (0, -1), ("end-10", 100), ("end", 5), ("end+99", 1)]
+)
 def test_range_reads_and_short_reads(data, key, offset, length):
     obj = OBJECTS[key]
     if isinstance(offset, str):  # relative to the end of the object
         offset = len(obj) + int(offset[3:] or 0)
     r = tool(["get", data.url(BUCKET, PREFIX), key, offset, length], data.subprocess_env())
     assert r.returncode == 0, r.stderr
-    assert r.stdout == (obj[offset:] if length < 0 else obj[offset:offset + length])
+    assert r.stdout == (obj[offset:] if length < 0 else obj[offset : offset + length])
 
 
 def test_put_then_get_and_overwrite(data, tmp_path):
@@ -133,10 +137,13 @@ def test_missing_bucket_is_not_found(data):
     assert f"s3 bucket 'no-such-bucket' does not exist at {data.endpoint}" in one_error_line(r)
 
 
-@pytest.mark.parametrize("override,code", [
-    ({"AWS_SECRET_ACCESS_KEY": "wrong-secret"}, "SignatureDoesNotMatch"),
-    ({"AWS_ACCESS_KEY_ID": "AKIANOTAREALKEY00000"}, "InvalidAccessKeyId"),
-])
+@pytest.mark.parametrize(
+    "override,code",
+    [
+        ({"AWS_SECRET_ACCESS_KEY": "wrong-secret"}, "SignatureDoesNotMatch"),
+        ({"AWS_ACCESS_KEY_ID": "AKIANOTAREALKEY00000"}, "InvalidAccessKeyId"),
+    ],
+)
 def test_bad_credentials_are_rejected(data, override, code):
     r = tool(["ls", data.url(BUCKET, PREFIX)], data.subprocess_env(**override))
     assert r.returncode == 1
@@ -146,9 +153,11 @@ def test_bad_credentials_are_rejected(data, override, code):
 
 def test_session_token_is_sent_and_signed(data):
     creds = data.assume_role()
-    env = data.subprocess_env(AWS_ACCESS_KEY_ID=creds["AccessKeyId"],
-                              AWS_SECRET_ACCESS_KEY=creds["SecretAccessKey"],
-                              AWS_SESSION_TOKEN=creds["SessionToken"])
+    env = data.subprocess_env(
+        AWS_ACCESS_KEY_ID=creds["AccessKeyId"],
+        AWS_SECRET_ACCESS_KEY=creds["SecretAccessKey"],
+        AWS_SESSION_TOKEN=creds["SessionToken"],
+    )
     r = tool(["get", data.url(BUCKET, PREFIX), "a.bin"], env)
     assert r.returncode == 0, r.stderr
     assert r.stdout == OBJECTS["a.bin"]
@@ -277,8 +286,9 @@ def test_a_server_that_never_answers_times_out(data):
     t = threading.Thread(target=accept, daemon=True)
     t.start()
     try:
-        env = data.subprocess_env(AWS_ENDPOINT_URL=f"http://127.0.0.1:{sock.getsockname()[1]}",
-                                  DTUNE_S3_TIMEOUT_S=1, DTUNE_S3_RETRIES=1)
+        env = data.subprocess_env(
+            AWS_ENDPOINT_URL=f"http://127.0.0.1:{sock.getsockname()[1]}", DTUNE_S3_TIMEOUT_S=1, DTUNE_S3_RETRIES=1
+        )
         start = time.monotonic()
         r = tool(["ls", data.url(BUCKET, PREFIX)], env, timeout=60)
         elapsed = time.monotonic() - start
@@ -301,8 +311,7 @@ def test_concurrent_range_reads_from_many_threads(data):
     big = bytes((i * 131 + 7) % 251 for i in range(3_000_000))
     data.upload(BUCKET, {"big.bin": big}, prefix=PREFIX + "/")
     chunk = 65_536 + 3  # the last chunk is short
-    r = tool(["--stats", "pget", data.url(BUCKET, PREFIX), "big.bin", 8, chunk],
-             data.subprocess_env())
+    r = tool(["--stats", "pget", data.url(BUCKET, PREFIX), "big.bin", 8, chunk], data.subprocess_env())
     assert r.returncode == 0, r.stderr
     assert r.stdout == big
     chunks = -(-len(big) // chunk)

@@ -2,6 +2,7 @@
 stopped, the job ends with exit 3 soon after --timeout, and every size measured so far (of the
 configuration in progress too) is in a readable file with status timeout; impossible sizes and
 meaningless numbers are refused with one line before anything is allocated."""
+
 import os
 import signal
 import subprocess
@@ -37,9 +38,13 @@ def rank_pid(parent_pid, rank):
 
 def test_a_stopped_rank_is_named_and_measured_sizes_are_kept(tmp_path):
     out = tmp_path / "t.h5"
-    p = subprocess.Popen(comm_cmd(3, "-b", "8", "-e", "64K", "-f", "2", "-n", "3000", "-w", "1", "--timeout", "4",
-                                  "--output", out),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    p = subprocess.Popen(
+        comm_cmd(3, "-b", "8", "-e", "64K", "-f", "2", "-n", "3000", "-w", "1", "--timeout", "4", "--output", out),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     # Wait until a few sizes are done (rows printed), then stop rank 1 in the middle of the next.
     rows = 0
     for line in p.stdout:
@@ -70,19 +75,22 @@ def test_a_stopped_rank_is_named_and_measured_sizes_are_kept(tmp_path):
         assert len(run["size_bytes"]) >= 3  # every completed size, the stopped one not among them
 
 
-@pytest.mark.parametrize("args, words", [
-    (["-b", "200G", "-e", "200G"], ["needs", "host memory", "available", "lower -e/--maxbytes"]),
-    (["--timeout", "nan"], ["--timeout", "not a finite number"]),
-    (["--timeout", "1e300"], ["--timeout", "at most"]),
-    (["-n", "-3"], ["--iters", "greater than zero"]),
-    (["-n", "99999999999"], ["--iters", "too large"]),
-    (["-a", "7"], ["--average", "0 to 3"]),
-    (["--collective", "nope"], ["--collective", "unknown collective"]),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["-b", "200G", "-e", "200G"], ["needs", "host memory", "available", "lower -e/--maxbytes"]),
+        (["--timeout", "nan"], ["--timeout", "not a finite number"]),
+        (["--timeout", "1e300"], ["--timeout", "at most"]),
+        (["-n", "-3"], ["--iters", "greater than zero"]),
+        (["-n", "99999999999"], ["--iters", "too large"]),
+        (["-a", "7"], ["--average", "0 to 3"]),
+        (["--collective", "nope"], ["--collective", "unknown collective"]),
+    ],
+)
 def test_impossible_values_are_one_line(tmp_path, args, words):
     r = subprocess.run(comm_cmd(2, *args, "--output", tmp_path / "x.h5"), capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, r.stderr
-    errors = [l for l in r.stderr.splitlines() if "error" in l]
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
     assert len(errors) == 1, r.stderr
     for w in words:
         assert w in errors[0], errors[0]

@@ -5,6 +5,7 @@ attribute the loader reads, nothing to draw) is one line naming the file and wha
 exit 2, nothing written. Recorded values are data: the report's block to paste (flags and
 `export` lines), run by bash, runs no command substitution and gives the program and the
 variables exactly the recorded strings; report.md and report.html show no markup from them."""
+
 import html
 import html.parser
 import re
@@ -22,13 +23,13 @@ DTUNE = [str(REPO / "scripts" / "dtune")]
 
 
 def dtune(*args, timeout=300, cwd=None):
-    return subprocess.run(DTUNE + [str(a) for a in args], capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd)
+    return subprocess.run(DTUNE + [str(a) for a in args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
 def run_binary(name, args, out):
-    r = subprocess.run([str(bin_dir() / name), *map(str, args), "--output", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [str(bin_dir() / name), *map(str, args), "--output", str(out)], capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     return out
 
@@ -37,9 +38,26 @@ def run_binary(name, args, out):
 def good(tmp_path_factory):
     d = tmp_path_factory.mktemp("good")
     comm = run_binary("dtune-comm", ["-b", "8", "-e", "1K", "-f", "4", "-n", "3"], d / "comm.h5")
-    train = run_binary("dtune-train", ["--model", "gpt2-tiny", "--context", "16", "--vocab", "128",
-                                       "--steps", "3", "--warmup-steps", "1", "--threads", "1",
-                                       "--batch", "2"], d / "train.h5")
+    train = run_binary(
+        "dtune-train",
+        [
+            "--model",
+            "gpt2-tiny",
+            "--context",
+            "16",
+            "--vocab",
+            "128",
+            "--steps",
+            "3",
+            "--warmup-steps",
+            "1",
+            "--threads",
+            "1",
+            "--batch",
+            "2",
+        ],
+        d / "train.h5",
+    )
     return comm, train
 
 
@@ -59,9 +77,9 @@ def broken_files(good, d):
     comm, train = good
     data = comm.read_bytes()
     (d / "garbage.h5").write_bytes(b"not hdf5 at all\n" * 10)
-    (d / "truncated.h5").write_bytes(data[:len(data) // 2])
+    (d / "truncated.h5").write_bytes(data[: len(data) // 2])
     zeroed = bytearray(data)
-    zeroed[len(data) // 3:] = bytes(len(data) - len(data) // 3)
+    zeroed[len(data) // 3 :] = bytes(len(data) - len(data) // 3)
     (d / "zeroed.h5").write_bytes(bytes(zeroed))
     with h5py.File(d / "plain.h5", "w") as f:
         f["x"] = [1, 2, 3]
@@ -80,11 +98,15 @@ def broken_files(good, d):
         (derived(comm, d / "no_runs.h5", lambda f: f.__delitem__("runs")), "without a /runs group"),
         (derived(comm, d / "no_time.h5", drop("time_us")), "missing dataset 'time_us'"),
         (derived(comm, d / "no_busbw.h5", drop("busbw_gbps")), "missing dataset 'busbw_gbps'"),
-        (derived(comm, d / "no_fit.h5", lambda f: first_run(f).attrs.__delitem__("fit_alpha_us")),
-         "missing attribute 'fit_alpha_us'"),
+        (
+            derived(comm, d / "no_fit.h5", lambda f: first_run(f).attrs.__delitem__("fit_alpha_us")),
+            "missing attribute 'fit_alpha_us'",
+        ),
         (derived(train, d / "no_loss.h5", drop("loss")), "missing dataset 'loss'"),
-        (derived(train, d / "no_model.h5", lambda f: first_run(f).attrs.__delitem__("model")),
-         "missing attribute 'model'"),
+        (
+            derived(train, d / "no_model.h5", lambda f: first_run(f).attrs.__delitem__("model")),
+            "missing attribute 'model'",
+        ),
     ]
 
 
@@ -114,6 +136,7 @@ def test_report_with_nothing_to_draw_exits_2(good, tmp_path):
     def empty(f):
         for name in list(f["runs"]):
             del f["runs"][name]
+
     f = derived(good[0], tmp_path / "empty_runs.h5", empty)
     r = dtune("report", f, "-o", tmp_path / "out")
     assert r.returncode == 2 and "nothing to report" in r.stderr and str(f) in r.stderr, r.stdout + r.stderr
@@ -122,10 +145,13 @@ def test_report_with_nothing_to_draw_exits_2(good, tmp_path):
 
 # Recorded values that a shell, an HTML page or a Markdown renderer would act on.
 MODEL = "<script>alert(1)</script>|tiny"
-DATA = "/data/it's a \"set\" $HOME `touch pwned_data`"
+DATA = '/data/it\'s a "set" $HOME `touch pwned_data`'
 CACHE = "/tmp/cache dir\nrm -rf x"
-ENV = {"NCCL_FOO": "$(touch pwned)", "NCCL_BAR": "a b 'c' \"d\" `touch pwned2` \\ $x ```",
-       "bad name": "$(touch pwned3)"}
+ENV = {
+    "NCCL_FOO": "$(touch pwned)",
+    "NCCL_BAR": "a b 'c' \"d\" `touch pwned2` \\ $x ```",
+    "bad name": "$(touch pwned3)",
+}
 
 
 @pytest.fixture(scope="module")
@@ -136,6 +162,7 @@ def hostile(good, tmp_path_factory):
         a = first_run(f).attrs
         a["model"], a["data"], a["cache_dir"] = MODEL, DATA, CACHE
         a["point"] = json.dumps({"env": ENV, "ranks": 1, "values": {}})
+
     d = tmp_path_factory.mktemp("hostile")
     f = derived(good[1], d / "train.h5", edit)
     r = dtune("report", f, "-o", d / "report")
@@ -157,7 +184,7 @@ def fenced_blocks(md):
         while j < len(lines) and not re.fullmatch(f"`{{{len(m.group(1))},}}\\s*", lines[j]):
             j += 1
         assert j < len(lines), "an unclosed code block"
-        blocks.append("\n".join(lines[i + 1:j]))
+        blocks.append("\n".join(lines[i + 1 : j]))
         i = j + 1
     return blocks, "\n".join(outside)
 
@@ -165,8 +192,11 @@ def fenced_blocks(md):
 def test_pasted_block_runs_nothing_and_keeps_values_exact(hostile, tmp_path):
     blocks, _ = fenced_blocks((hostile / "report.md").read_text())
     (block,) = [b for b in blocks if b.startswith("dtune-train ")]
-    script = ('dtune-train() { printf "%s\\0" "$@" > args.bin; }\n' + block +
-              '\nprintf "%s" "$NCCL_FOO" > foo.txt; printf "%s" "$NCCL_BAR" > bar.txt\n')
+    script = (
+        'dtune-train() { printf "%s\\0" "$@" > args.bin; }\n'
+        + block
+        + '\nprintf "%s" "$NCCL_FOO" > foo.txt; printf "%s" "$NCCL_BAR" > bar.txt\n'
+    )
     r = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert not list(tmp_path.glob("pwned*")), "a recorded value ran as a command"
@@ -218,6 +248,7 @@ def test_dollar_signs_in_a_legend_are_text(good, tmp_path):
     def edit(f):
         for name in f["runs"]:
             f["runs"][name].attrs["point"] = json.dumps({"env": {"NCCL_FOO": value}, "values": {}})
+
     f = derived(good[0], tmp_path / "comm.h5", edit)
     r = dtune("report", f, "-o", tmp_path / "out")
     assert r.returncode == 0 and "1 figures" in r.stdout, r.stdout + r.stderr

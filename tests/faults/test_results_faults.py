@@ -2,6 +2,7 @@
 results (the second under NAME.1.h5); a usage error on one rank only ends every rank within seconds
 with exit 2 and that rank's message (no rank left waiting until --timeout); secrets in the recorded
 environment keep their names but not their values, and URLs lose their user-info."""
+
 import os
 import signal
 import subprocess
@@ -19,8 +20,9 @@ def comm_cmd(np, *args):
 def start_and_stop_when_writing(args, partial):
     """Starts a 2-rank run and stops it (SIGSTOP to its whole process group) as soon as its
     .partial exists: a writer that is certainly alive and mid-run while the test goes on."""
-    a = subprocess.Popen(comm_cmd(2, *args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         start_new_session=True)
+    a = subprocess.Popen(
+        comm_cmd(2, *args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     deadline = time.monotonic() + 120
     while not partial.exists():
         assert time.monotonic() < deadline and a.poll() is None, a.communicate()[0]
@@ -60,14 +62,21 @@ def test_overwrite_replaces_and_refuses_a_live_writer(tmp_path):
     r = subprocess.run(comm_cmd(1, "-b", "8", "-e", "8", "--output", out), capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     first = out.stat().st_mtime_ns
-    r = subprocess.run(comm_cmd(1, "-b", "8", "-e", "8", "--output", out, "--overwrite"), capture_output=True, text=True)
+    r = subprocess.run(
+        comm_cmd(1, "-b", "8", "-e", "8", "--output", out, "--overwrite"), capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stderr
     assert out.stat().st_mtime_ns != first and not (tmp_path / "r.1.h5").exists()
-    a = start_and_stop_when_writing(["-b", "8", "-e", "1M", "-f", "2", "-n", "100", "--output", out, "--overwrite"],
-                                    tmp_path / "r.h5.partial")
+    a = start_and_stop_when_writing(
+        ["-b", "8", "-e", "1M", "-f", "2", "-n", "100", "--output", out, "--overwrite"], tmp_path / "r.h5.partial"
+    )
     try:
-        r = subprocess.run(comm_cmd(1, "-b", "8", "-e", "8", "--output", out, "--overwrite"),
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            comm_cmd(1, "-b", "8", "-e", "8", "--output", out, "--overwrite"),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         resume(a)
     assert r.returncode == 2, r.stdout + r.stderr
@@ -81,8 +90,19 @@ def test_usage_error_on_one_rank_ends_every_rank(tmp_path):
     # MPMD: rank 0 gets a bad value through the environment, rank 1 a good one. Before, rank 0
     # exited 2 alone and rank 1 waited in its first collective until --timeout (300 s).
     exe = str(bin_dir() / "dtune-comm")
-    cmd = mpirun_prefix(1) + ["env", "DTUNE_COMM_ITERS=many", exe, "--output", tmp_path / "x.h5", ":",
-                              "-np", "1", exe, "--output", tmp_path / "x.h5"]
+    cmd = mpirun_prefix(1) + [
+        "env",
+        "DTUNE_COMM_ITERS=many",
+        exe,
+        "--output",
+        tmp_path / "x.h5",
+        ":",
+        "-np",
+        "1",
+        exe,
+        "--output",
+        tmp_path / "x.h5",
+    ]
     t0 = time.monotonic()
     r = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, timeout=240)
     took = time.monotonic() - t0
@@ -93,24 +113,28 @@ def test_usage_error_on_one_rank_ends_every_rank(tmp_path):
 
 
 def test_usage_error_on_every_rank_is_printed_once(tmp_path):
-    r = subprocess.run(comm_cmd(2, "-n", "many", "--output", tmp_path / "x.h5"), capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(
+        comm_cmd(2, "-n", "many", "--output", tmp_path / "x.h5"), capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("dtune-comm: error:") == 1, r.stderr
     assert "MPI_ABORT" not in r.stderr
 
 
 def test_secrets_are_not_recorded(tmp_path):
-    env = {**os.environ,
-           "SLURM_JWT": "eyJhbGciOiJIUzI1NiJ9.jwt-secret-value",
-           "DTUNE_S3_PASSWORD": "hunter2-secret",
-           "OMPI_MCA_my_api_key": "key-secret-value",
-           "DTUNE_COMM_SOMETHING_URL": "s3://alice:userinfo-secret@minio:9000/bucket",
-           "NCCL_ALGO": "Ring"}
+    env = {
+        **os.environ,
+        "SLURM_JWT": "eyJhbGciOiJIUzI1NiJ9.jwt-secret-value",
+        "DTUNE_S3_PASSWORD": "hunter2-secret",
+        "OMPI_MCA_my_api_key": "key-secret-value",
+        "DTUNE_COMM_SOMETHING_URL": "s3://alice:userinfo-secret@minio:9000/bucket",
+        "NCCL_ALGO": "Ring",
+    }
     out = tmp_path / "p.h5"
     js = tmp_path / "p.json"  # nccl-tests' JSON lists the whole environment
-    r = subprocess.run(comm_cmd(1, "-b", "8", "-e", "8", "--output", out, "-J", js), capture_output=True, text=True,
-                       env=env)
+    r = subprocess.run(
+        comm_cmd(1, "-b", "8", "-e", "8", "--output", out, "-J", js), capture_output=True, text=True, env=env
+    )
     assert r.returncode == 0, r.stderr
     assert "SLURM_JWT=<redacted>" in js.read_text()
     with h5py.File(out) as f:

@@ -2,6 +2,7 @@
 (naming the holder's pid) and measures nothing; after kill -9 of the runner its point's process
 group runs on, and an immediate resume ends it before relaunching, so every point is measured once
 into a readable file; merge takes only points whose latest outcome is ok or oom."""
+
 import json
 import os
 import signal
@@ -33,7 +34,7 @@ def dtune(*args, timeout=600):
 
 
 def records(out):
-    return [json.loads(l) for l in (out / "state.jsonl").read_text().splitlines()]
+    return [json.loads(line) for line in (out / "state.jsonl").read_text().splitlines()]
 
 
 def wait_for_launch(out, proc, timeout=120):
@@ -57,8 +58,9 @@ def group_alive(pgid):
 def test_second_runner_is_refused(tmp_path):
     f = write(tmp_path, SLOW)
     out = tmp_path / "sweep"
-    first = subprocess.Popen(DTUNE + ["sweep", "run", f, "--out", str(out)], stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
+    first = subprocess.Popen(
+        DTUNE + ["sweep", "run", f, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     wait_for_launch(out, first)
     second = dtune("sweep", "run", f, "--out", out)
     assert second.returncode == 2, second.stdout + second.stderr
@@ -72,8 +74,13 @@ def test_second_runner_is_refused(tmp_path):
 def test_kill_9_then_immediate_resume_ends_the_orphan_first(tmp_path):
     f = write(tmp_path, SLOW)
     out = tmp_path / "sweep"
-    runner = subprocess.Popen(DTUNE + ["sweep", "run", f, "--out", str(out)], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    runner = subprocess.Popen(
+        DTUNE + ["sweep", "run", f, "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     wait_for_launch(out, runner)
     orphan = next(r for r in records(out) if r["event"] == "launched")
     os.killpg(runner.pid, signal.SIGKILL)  # the runner only: its point runs in a session of its own
@@ -94,11 +101,14 @@ def test_kill_9_then_immediate_resume_ends_the_orphan_first(tmp_path):
 
 
 def test_merge_takes_only_points_whose_latest_outcome_is_complete(tmp_path):
-    f = write(tmp_path, """
+    f = write(
+        tmp_path,
+        """
 binary: dtune-comm
 args: [-b, 8, -e, 64, -n, 5, -w, 1]
 axes: {--collective: [allreduce, allgather]}
-""")
+""",
+    )
     out = tmp_path / "sweep"
     assert dtune("sweep", "run", f, "--out", out).returncode == 0
     recs = records(out)

@@ -2,6 +2,7 @@
 stderr naming the file and the key to fix, never a traceback, and nothing is expanded first (an
 alias bomb is refused from the YAML node graph; a point count over --max-points is refused from
 the axis lengths, before any point is built)."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -132,8 +133,9 @@ def test_recursive_alias_is_refused(tmp_path):
 
 def axes_file(tmp_path, n_axes, n_values):
     f = tmp_path / "big.yaml"
-    f.write_text(C + "axes:\n" + "".join(
-        f"  --a{k}: [{', '.join(str(v) for v in range(n_values))}]\n" for k in range(n_axes)))
+    f.write_text(
+        C + "axes:\n" + "".join(f"  --a{k}: [{', '.join(str(v) for v in range(n_values))}]\n" for k in range(n_axes))
+    )
     return f
 
 

@@ -2,6 +2,7 @@
 CUDA runtime, and its phase clock times that GPU's stream. Before the fix every rank >= 1 timed
 GPU 0's idle stream (phases of microseconds) or failed at its first CUDA event. Needs 2 GPUs;
 skips itself, with the reason, otherwise."""
+
 import os
 import shutil
 import subprocess
@@ -34,10 +35,26 @@ def test_rank_r_trains_on_gpu_r_and_times_it(tmp_path, backend):
     if n < 2:
         pytest.skip(f"needs 2 GPUs on this node, {n} visible")
     out = tmp_path / "gpus.h5"
-    r = subprocess.run(mpirun_prefix(2) + [str(bin_dir() / "dtune-train"), *RESNET, "--device", "cuda",
-                                           "--backend", backend,
-                                           "--steps", "10", "--warmup-steps", "3", "--output", str(out)],
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        mpirun_prefix(2)
+        + [
+            str(bin_dir() / "dtune-train"),
+            *RESNET,
+            "--device",
+            "cuda",
+            "--backend",
+            backend,
+            "--steps",
+            "10",
+            "--warmup-steps",
+            "3",
+            "--output",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     with h5py.File(out) as f:
         (g,) = f["runs"].values()

@@ -1,5 +1,6 @@
 """A nanoGPT-style GPT-2 written in plain PyTorch: the twin that dtune's C++ GPT is checked
 against (same module names, so state_dict keys match; lm_head tied to the token embedding)."""
+
 import math
 
 import torch
@@ -48,12 +49,14 @@ class Block(nn.Module):
 class GPT(nn.Module):
     def __init__(self, layers, width, heads, context, vocab):
         super().__init__()
-        self.transformer = nn.ModuleDict(dict(
-            wte=nn.Embedding(vocab, width),
-            wpe=nn.Embedding(context, width),
-            h=nn.ModuleList([Block(width, heads) for _ in range(layers)]),
-            ln_f=nn.LayerNorm(width),
-        ))
+        self.transformer = nn.ModuleDict(
+            dict(
+                wte=nn.Embedding(vocab, width),
+                wpe=nn.Embedding(context, width),
+                h=nn.ModuleList([Block(width, heads) for _ in range(layers)]),
+                ln_f=nn.LayerNorm(width),
+            )
+        )
         self.lm_head = nn.Linear(width, vocab, bias=False)
         self.transformer.wte.weight = self.lm_head.weight
         for m in self.modules():

@@ -2,6 +2,7 @@
 Weights and one batch are exported from Python with torch.save, the C++ model runs one training
 step (forward in train mode, cross-entropy, backward) through `dtune-models parity`, and in fp32
 the logits agree to 1e-4, the loss to 1e-5 and every parameter's gradient to 1e-4 (relative)."""
+
 import subprocess
 
 import pytest
@@ -25,8 +26,17 @@ def run_parity(tmp_path, model, args, inp, target, loss_fn, channels_last=False)
     exe = bin_dir() / "dtune-models"
     if not exe.exists():
         pytest.fail(f"{exe} does not exist: build first (scripts/setup.sh)")
-    cmd = [str(exe), "parity", *args, "--weights", str(tmp_path / "w.pt"), "--batch",
-           str(tmp_path / "b.pt"), "--out", str(tmp_path / "out.pt")]
+    cmd = [
+        str(exe),
+        "parity",
+        *args,
+        "--weights",
+        str(tmp_path / "w.pt"),
+        "--batch",
+        str(tmp_path / "b.pt"),
+        "--out",
+        str(tmp_path / "out.pt"),
+    ]
     if channels_last:
         cmd.append("--channels-last")
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -58,9 +68,15 @@ def test_resnet18_matches_torchvision(tmp_path, channels_last):
     model = torchvision.models.resnet18(num_classes=10)
     inp = torch.randn(4, 3, 32, 32)
     target = torch.randint(0, 10, (4,))
-    got, logits, loss = run_parity(tmp_path, model, ["--model", "resnet18", "--num-classes", "10",
-                                                     "--image-size", "32"], inp, target,
-                                   F.cross_entropy, channels_last)
+    got, logits, loss = run_parity(
+        tmp_path,
+        model,
+        ["--model", "resnet18", "--num-classes", "10", "--image-size", "32"],
+        inp,
+        target,
+        F.cross_entropy,
+        channels_last,
+    )
     check(got, logits, loss, model)
     # Batch-norm running statistics moved the same way in train mode.
     for name, buf in model.state_dict().items():
@@ -80,11 +96,25 @@ def test_tiny_gpt_matches_nanogpt(tmp_path):
 def test_weights_with_wrong_shape_are_refused(tmp_path):
     model = torchvision.models.resnet18(num_classes=10)
     torch.save(dict(model.state_dict()), tmp_path / "w.pt")
-    torch.save({"input": torch.randn(1, 3, 32, 32), "target": torch.zeros(1, dtype=torch.long)},
-               tmp_path / "b.pt")
-    r = subprocess.run([str(bin_dir() / "dtune-models"), "parity", "--model", "resnet18",
-                        "--num-classes", "100", "--weights", str(tmp_path / "w.pt"), "--batch",
-                        str(tmp_path / "b.pt"), "--out", str(tmp_path / "o.pt")],
-                       capture_output=True, text=True, timeout=300)
+    torch.save({"input": torch.randn(1, 3, 32, 32), "target": torch.zeros(1, dtype=torch.long)}, tmp_path / "b.pt")
+    r = subprocess.run(
+        [
+            str(bin_dir() / "dtune-models"),
+            "parity",
+            "--model",
+            "resnet18",
+            "--num-classes",
+            "100",
+            "--weights",
+            str(tmp_path / "w.pt"),
+            "--batch",
+            str(tmp_path / "b.pt"),
+            "--out",
+            str(tmp_path / "o.pt"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 2
     assert "fc.weight" in r.stderr and "shape" in r.stderr

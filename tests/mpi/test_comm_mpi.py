@@ -1,6 +1,7 @@
 """dtune-comm under mpirun with 2 and 4 ranks (oversubscribed): every collective x dtype x op is
 exactly right, a planted wrong element is caught, and a rank that stops taking part makes the job
 end with a message naming it instead of hanging."""
+
 import time
 
 import pytest
@@ -11,8 +12,30 @@ from conftest import data_rows, run_comm
 @pytest.mark.parametrize("np", [2, 4])
 def test_every_collective_dtype_op_is_exact(np):
     # 4 sizes from 8 B to 24 KiB (3 x nranks does not divide some: rounding is exercised too).
-    r = run_comm(np, ["-b", "8", "-e", "24K", "-f", "8", "-n", "2", "-w", "1", "-c", "1",
-                      "--collective", "all", "-d", "all", "-o", "all", "--no-output"])
+    r = run_comm(
+        np,
+        [
+            "-b",
+            "8",
+            "-e",
+            "24K",
+            "-f",
+            "8",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "-c",
+            "1",
+            "--collective",
+            "all",
+            "-d",
+            "all",
+            "-o",
+            "all",
+            "--no-output",
+        ],
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     rows = data_rows(r.stdout)
     # 3 reductions x 5 dtypes x 5 ops + 4 others x 5 dtypes, 4 sizes each.
@@ -31,8 +54,26 @@ def test_every_collective_dtype_op_is_exact(np):
 
 @pytest.mark.parametrize("collective", ["allreduce", "reduce_scatter", "alltoall"])
 def test_planted_wrong_element_fails_the_run(collective):
-    r = run_comm(2, ["-b", "64", "-e", "1K", "-f", "4", "-n", "2", "-c", "1",
-                     "--collective", collective, "--debug-plant-wrong", "1", "--no-output"])
+    r = run_comm(
+        2,
+        [
+            "-b",
+            "64",
+            "-e",
+            "1K",
+            "-f",
+            "4",
+            "-n",
+            "2",
+            "-c",
+            "1",
+            "--collective",
+            collective,
+            "--debug-plant-wrong",
+            "1",
+            "--no-output",
+        ],
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     wrong = [int(row[8]) for row in data_rows(r.stdout)]
     assert all(w > 0 for w in wrong), wrong
@@ -42,8 +83,9 @@ def test_planted_wrong_element_fails_the_run(collective):
 
 def test_hung_rank_is_named_and_job_ends():
     start = time.monotonic()
-    r = run_comm(3, ["-b", "8", "-e", "64", "-f", "2", "--timeout", "3",
-                     "--debug-hang-rank", "2", "--no-output"], timeout=60)
+    r = run_comm(
+        3, ["-b", "8", "-e", "64", "-f", "2", "--timeout", "3", "--debug-hang-rank", "2", "--no-output"], timeout=60
+    )
     elapsed = time.monotonic() - start
     assert r.returncode == 3, r.stdout + r.stderr
     assert "rank 2 did not arrive" in r.stderr
@@ -59,10 +101,17 @@ def test_single_rank_without_mpirun_runs():
 def test_silent_singleton_launch_is_warned():
     import os
     import subprocess
+
     from conftest import bin_dir
+
     env = dict(os.environ, SLURM_NTASKS="4")
-    r = subprocess.run([str(bin_dir() / "dtune-comm"), "-b", "8", "-e", "8", "--no-output"],
-                       capture_output=True, text=True, timeout=60, env=env)
+    r = subprocess.run(
+        [str(bin_dir() / "dtune-comm"), "-b", "8", "-e", "8", "--no-output"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert r.returncode == 0, r.stderr
     assert "MPI world size is 1 but SLURM_NTASKS=4" in r.stderr
 
@@ -72,12 +121,19 @@ def test_sigint_keeps_what_was_measured(tmp_path):
     says "interrupted" and the exit status is 130."""
     import signal
     import subprocess
+
     import h5py
+
     from conftest import bin_dir
     from dtune_report.loader import load_comm
+
     out = tmp_path / "int.h5"
-    p = subprocess.Popen([str(bin_dir() / "dtune-comm"), "-b", "8", "-e", "256M", "-f", "2", "-n", "100",
-                          "--output", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [str(bin_dir() / "dtune-comm"), "-b", "8", "-e", "256M", "-f", "2", "-n", "100", "--output", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     # Wait for the first table row, then interrupt.
     for line in p.stdout:
         if line.strip() and not line.startswith("#"):

@@ -4,6 +4,7 @@ Open MPI's pml framework names the pml it selected (pml_base_verbose), ob1's bml
 for each peer (btl_base_verbose: "mca: bml: Using tcp btl for send to [[job,1],1]"), and UCX names
 each endpoint's transports (UCX_LOG_LEVEL=info, ucp_worker.c: "ep_cfg[1]: tag(sysv/memory cma/memory)").
 Each point's results file records the preset's variables, and the report labels it with the preset."""
+
 import json
 import os
 import re
@@ -67,10 +68,16 @@ topology: {json.dumps(PRESETS)}
     env["DTUNE_BIN_DIR"] = str(bin_dir())
     cli = [sys.executable, "-m", "dtune_sweep.cli", "sweep"]
     out = tmp / "out"
-    run = subprocess.run(cli + ["run", str(f), "--out", str(out), "--timeout", "120"], capture_output=True,
-                         text=True, env=env, timeout=600)
-    merge = subprocess.run(cli + ["merge", str(f), "--out", str(out)], capture_output=True, text=True,
-                           env=env, timeout=120)
+    run = subprocess.run(
+        cli + ["run", str(f), "--out", str(out), "--timeout", "120"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    merge = subprocess.run(
+        cli + ["merge", str(f), "--out", str(out)], capture_output=True, text=True, env=env, timeout=120
+    )
     if not (out / "manifest.json").exists():
         pytest.fail(f"dtune sweep run planned nothing: {run.stdout[-2000:]}{run.stderr[-2000:]}")
     manifest = json.loads((out / "manifest.json").read_text())
@@ -99,6 +106,7 @@ def test_every_point_ok_and_its_file_records_the_preset(sweep):
     assert sweep["run"].returncode == 0, sweep["run"].stdout[-3000:] + sweep["run"].stderr[-3000:]
     assert sweep["merge"].returncode == 0, sweep["merge"].stderr
     from dtune_report.loader import read_provenance
+
     for preset, point in sweep["points"].items():
         recorded = read_provenance(sweep["out"] / "points" / f"{point['id']}.h5")["env"]
         for k, v in TOPOLOGIES[preset].items():
@@ -107,6 +115,7 @@ def test_every_point_ok_and_its_file_records_the_preset(sweep):
 
 def test_report_labels_each_setting_with_its_preset_and_variables(sweep):
     from dtune_report.figures import comm_fits
+
     fits = comm_fits([sweep["out"] / "merged.h5"])
     labels = set(fits.setting)
     for preset in PRESETS:

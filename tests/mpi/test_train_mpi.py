@@ -3,7 +3,7 @@
 statistics per rank); K micro-steps equal one step of K*b; overlapped, bucketed reduction equals the
 flat baseline for every bucket cap; an fp16 overflow on one rank makes every rank skip the step and
 halve the scale; bf16 and fp16 follow the fp32 loss curve."""
-import os
+
 import subprocess
 
 import h5py
@@ -23,8 +23,18 @@ def train(tmp_path, name, np_, args, timeout=600, warmup=0):
     if not exe.exists():
         pytest.fail(f"{exe} does not exist: build first (scripts/setup.sh)")
     dump, out = tmp_path / f"{name}.pt", tmp_path / f"{name}.h5"
-    cmd = (mpirun_prefix(np_) if np_ > 1 else []) + [str(exe), "--threads", "1", "--warmup-steps", str(warmup),
-                                                      *args, "--debug-dump", str(dump), "--output", str(out)]
+    cmd = (mpirun_prefix(np_) if np_ > 1 else []) + [
+        str(exe),
+        "--threads",
+        "1",
+        "--warmup-steps",
+        str(warmup),
+        *args,
+        "--debug-dump",
+        str(dump),
+        "--output",
+        str(out),
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return torch.load(dump, weights_only=False), out
@@ -66,11 +76,17 @@ def test_accumulation_equals_larger_batch(tmp_path):
     assert max_rel(acc, big, "param.") <= 1e-6
 
 
-@pytest.mark.parametrize("bucket_mb", ["0.000001", "0.05", "1000"],
-                         ids=["bucket-per-parameter", "some-buckets", "one-bucket"])
+@pytest.mark.parametrize(
+    "bucket_mb", ["0.000001", "0.05", "1000"], ids=["bucket-per-parameter", "some-buckets", "one-bucket"]
+)
 def test_overlap_equals_flat_baseline(tmp_path, bucket_mb):
-    on, h5 = train(tmp_path, "on", 2, GPT + ["--batch", "2", "--steps", "2", "--overlap", "on",
-                                            "--bucket-mb", bucket_mb, "--first-bucket-mb", bucket_mb])
+    on, h5 = train(
+        tmp_path,
+        "on",
+        2,
+        GPT
+        + ["--batch", "2", "--steps", "2", "--overlap", "on", "--bucket-mb", bucket_mb, "--first-bucket-mb", bucket_mb],
+    )
     off, _ = train(tmp_path, "off", 2, GPT + ["--batch", "2", "--steps", "2", "--overlap", "off"])
     # Two ranks: every element is one addition a + b either way, so the results are identical.
     for k in on:
@@ -84,8 +100,24 @@ def test_overlap_equals_flat_baseline(tmp_path, bucket_mb):
 
 
 def test_fp16_overflow_on_one_rank_skips_everywhere(tmp_path):
-    _, h5 = train(tmp_path, "fp16", 2, GPT + ["--batch", "2", "--steps", "5", "--precision", "fp16",
-                                              "--debug-plant-inf-step", "2", "--debug-plant-inf-rank", "1"])
+    _, h5 = train(
+        tmp_path,
+        "fp16",
+        2,
+        GPT
+        + [
+            "--batch",
+            "2",
+            "--steps",
+            "5",
+            "--precision",
+            "fp16",
+            "--debug-plant-inf-step",
+            "2",
+            "--debug-plant-inf-rank",
+            "1",
+        ],
+    )
     with h5py.File(h5) as f:
         (g,) = f["runs"].values()
         skipped, scale = g["skipped"][()], g["loss_scale"][()]
@@ -95,8 +127,13 @@ def test_fp16_overflow_on_one_rank_skips_everywhere(tmp_path):
 
 
 def loss_curve(tmp_path, name, precision):
-    _, h5 = train(tmp_path, name, 1, GPT_MODEL + ["--batch", "8", "--steps", "50", "--precision", precision,
-                                           "--optimizer", "adamw", "--lr", "0.003"])
+    _, h5 = train(
+        tmp_path,
+        name,
+        1,
+        GPT_MODEL
+        + ["--batch", "8", "--steps", "50", "--precision", precision, "--optimizer", "adamw", "--lr", "0.003"],
+    )
     with h5py.File(h5) as f:
         (g,) = f["runs"].values()
         return g["loss"][()][:, 0]
@@ -115,9 +152,27 @@ def test_low_precision_follows_fp32_loss_curve(tmp_path):
 
 def test_divergence_guard_names_the_rank(tmp_path):
     exe = bin_dir() / "dtune-train"
-    r = subprocess.run(mpirun_prefix(3) + [str(exe), *GPT, "--threads", "1", "--batch", "2", "--steps", "4",
-                                           "--check-every", "2", "--debug-perturb-rank", "2", "--no-output"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        mpirun_prefix(3)
+        + [
+            str(exe),
+            *GPT,
+            "--threads",
+            "1",
+            "--batch",
+            "2",
+            "--steps",
+            "4",
+            "--check-every",
+            "2",
+            "--debug-perturb-rank",
+            "2",
+            "--no-output",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode != 0
     assert "rank(s) 2 differ from rank 0" in r.stderr, r.stderr[-2000:]
 
@@ -148,14 +203,18 @@ def run_group(h5):
         return dict(g.attrs), {k: g[k][()] for k in g if isinstance(g[k], h5py.Dataset)}
 
 
-@pytest.mark.parametrize("h,steps,warmup", [(5, 10, 2), (4, 5, 2), (3, 7, 0), (4, 6, 2)],
-                         ids=["H5-10+2", "H4-5+2", "H3-7+0", "H4-6+2-ends-on-averaging"])
+@pytest.mark.parametrize(
+    "h,steps,warmup",
+    [(5, 10, 2), (4, 5, 2), (3, 7, 0), (4, 6, 2)],
+    ids=["H5-10+2", "H4-5+2", "H3-7+0", "H4-6+2-ends-on-averaging"],
+)
 def test_local_sgd_ends_with_equal_parameters_on_every_rank(tmp_path, h, steps, warmup):
     # Averaging counts every optimizer step, warm-up included; a run whose last step is not an
     # H-th is averaged once more at the end. Either way the ranks end equal: exit 0, a file with
     # every step, and equal checksums.
-    _, h5 = train(tmp_path, "local", 2, GPT + ["--batch", "2", "--steps", str(steps), "--local-sgd", str(h)],
-                  warmup=warmup)
+    _, h5 = train(
+        tmp_path, "local", 2, GPT + ["--batch", "2", "--steps", str(steps), "--local-sgd", str(h)], warmup=warmup
+    )
     attrs, data = run_group(h5)
     assert attrs["status"] == "ok"
     assert data["total_ms"].shape == (warmup + steps, 2)
@@ -201,10 +260,30 @@ def test_local_sgd_every_step_is_gradient_averaging(tmp_path):
 def test_divergence_keeps_the_measured_steps(tmp_path):
     exe = bin_dir() / "dtune-train"
     out = tmp_path / "diverged.h5"
-    r = subprocess.run(mpirun_prefix(2) + [str(exe), *GPT, "--threads", "1", "--batch", "2", "--steps", "6",
-                                           "--warmup-steps", "1", "--check-every", "3", "--debug-perturb-rank", "1",
-                                           "--output", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        mpirun_prefix(2)
+        + [
+            str(exe),
+            *GPT,
+            "--threads",
+            "1",
+            "--batch",
+            "2",
+            "--steps",
+            "6",
+            "--warmup-steps",
+            "1",
+            "--check-every",
+            "3",
+            "--debug-perturb-rank",
+            "1",
+            "--output",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 1, r.stderr[-2000:]
     assert "parameters diverged after step 3 (warm-up included): rank(s) 1 differ from rank 0" in r.stderr
     with h5py.File(out) as f:

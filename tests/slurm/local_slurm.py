@@ -1,6 +1,7 @@
 """A real single-node Slurm for the tests: munged, slurmctld and slurmd started from a generated
 slurm.conf in a temporary directory (ProctrackType=proctrack/linuxproc, TaskPlugin=task/none,
 SelectType=select/cons_tres, SlurmUser=root), and stopped afterwards."""
+
 from __future__ import annotations
 
 import os

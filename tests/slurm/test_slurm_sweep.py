@@ -1,8 +1,8 @@
 """Sweeps through a real Slurm (slurmctld, slurmd and munged started here): job arrays with one
 task per bundle of points, srun --mpi=pmix inside the allocation, a failing point recorded as
 failed while the others complete, everything merged; and the sbatch scripts' safety."""
+
 import json
-import os
 import re
 import subprocess
 import sys
@@ -62,7 +62,7 @@ def test_array_sweep_completes_and_merges(tmp_path, slurm):
     with h5py.File(out / "merged.h5") as h:
         points = {json.loads(g.attrs["point"])["ranks"] for g in h["runs"].values()}
         assert len(h["runs"]) == 4 and points == {1, 2}
-        for pid, g in h["points"].items():
+        for g in h["points"].values():
             assert list(g["provenance"]["rank_host"].asstr()[()])  # each point keeps its provenance
     # Each task wrote only its own state log.
     assert len(list(out.glob("state-*.jsonl"))) == 5
@@ -71,11 +71,26 @@ def test_array_sweep_completes_and_merges(tmp_path, slurm):
 def test_sbatch_scripts_are_safe_and_pass_options_through(tmp_path):
     evil = "x; touch pwned $(id) `id`"
     f = tmp_path / "s.yaml"
-    f.write_text(f"binary: dtune-train\naxes: {{--model: [{json.dumps(evil)}, gpt2-tiny, resnet18]}}\n"
-                 "launch: {ranks: [1]}\n")
+    f.write_text(
+        f"binary: dtune-train\naxes: {{--model: [{json.dumps(evil)}, gpt2-tiny, resnet18]}}\nlaunch: {{ranks: [1]}}\n"
+    )
     out = tmp_path / "sweep"
-    r = dtune(["sweep", "slurm", f, "--out", out, "--dry-run", "--throttle", 2, "--points-per-task", 2,
-               "--sbatch=--partition=gpu", "--sbatch=--time=00:10:00"])
+    r = dtune(
+        [
+            "sweep",
+            "slurm",
+            f,
+            "--out",
+            out,
+            "--dry-run",
+            "--throttle",
+            2,
+            "--points-per-task",
+            2,
+            "--sbatch=--partition=gpu",
+            "--sbatch=--time=00:10:00",
+        ]
+    )
     assert r.returncode == 0, r.stderr
     (script,) = (out / "slurm").glob("*.sbatch")
     text = script.read_text()

@@ -1,4 +1,5 @@
 """Bad input: one clear line naming the flag, exit status 2, and no results file left behind."""
+
 import os
 from pathlib import Path
 
@@ -29,7 +30,7 @@ def test_bad_flag_exits_2_naming_flag(tmp_path, args, flag):
     out = tmp_path / "r.h5"
     r = run_comm(2, args + ["--output", out], timeout=60)
     assert r.returncode == 2, r.stdout + r.stderr
-    errors = [l for l in r.stderr.splitlines() if "error" in l]
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
     assert len(errors) == 1, r.stderr  # reported once, by rank 0
     assert flag in errors[0]
     assert list(tmp_path.iterdir()) == []
@@ -56,6 +57,7 @@ def test_unwritable_output_exits_2(tmp_path, where):
 def test_mpi_device_buffers_need_cuda_aware_mpi(tmp_path):
     """Debian's Open MPI is not CUDA-aware: asking for device buffers is a usage error."""
     import subprocess
+
     info = subprocess.run(["ompi_info", "--parsable", "--all"], capture_output=True, text=True)
     if "mpi_built_with_cuda_support:value:true" in info.stdout:
         pytest.skip("this Open MPI is CUDA-aware: covered by the gpu tests")
@@ -67,6 +69,7 @@ def test_mpi_device_buffers_need_cuda_aware_mpi(tmp_path):
 
 def test_nccl_backend_without_gpu_exits_with_message(tmp_path):
     import shutil
+
     if shutil.which("nvidia-smi"):
         pytest.skip("a GPU driver is present: covered by the gpu tests")
     r = run_comm(2, ["-b", "8", "-e", "8", "--backend", "nccl", "--output", tmp_path / "r.h5"], timeout=120)

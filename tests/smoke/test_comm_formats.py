@@ -1,9 +1,9 @@
 """--format csv and json carry the same figures as the HDF5 file of the same run, and every option
 reads its DTUNE_COMM_<NAME> environment variable, with the flag taking precedence."""
+
 import csv
 import io
 import json
-import os
 
 from conftest import data_rows, run_comm
 from dtune_report.loader import load_comm_summary
@@ -11,16 +11,37 @@ from dtune_report.loader import load_comm_summary
 
 def test_csv_matches_hdf5(tmp_path):
     out = tmp_path / "r.h5"
-    r = run_comm(2, ["-b", "8", "-e", "4K", "-f", "8", "-n", "3", "--collective", "allreduce,sendrecv",
-                     "--format", "csv", "--output", out], timeout=120)
+    r = run_comm(
+        2,
+        [
+            "-b",
+            "8",
+            "-e",
+            "4K",
+            "-f",
+            "8",
+            "-n",
+            "3",
+            "--collective",
+            "allreduce,sendrecv",
+            "--format",
+            "csv",
+            "--output",
+            out,
+        ],
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
     assert len(rows) == 2 * 4 * 2  # collectives x sizes (8, 64, 512, 4K) x placements
     assert f"# Results: {out}" in r.stderr
     summary = load_comm_summary(out)
     for row in rows:
-        m = summary[(summary.collective == row["collective"]) & (summary.placement == row["placement"])
-                    & (summary.size_bytes == int(row["size_bytes"]))]
+        m = summary[
+            (summary.collective == row["collective"])
+            & (summary.placement == row["placement"])
+            & (summary.size_bytes == int(row["size_bytes"]))
+        ]
         assert len(m) == 1, row
         assert abs(float(row["busbw_gbps"]) - m.busbw_gbps.iloc[0]) <= 1e-4 + 1e-3 * m.busbw_gbps.iloc[0]
         assert abs(float(row["time_us"]) - m.time_us_reported.iloc[0]) <= 1e-3

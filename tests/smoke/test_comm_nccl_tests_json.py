@@ -2,6 +2,7 @@
 and -J FILE writes the JSON that nccl-tests writes (NVIDIA/nccl-tests src/util.cu, schema version 3:
 key names, their order, value types), its figures the same as in dtune's HDF5 file and table, read
 by nccl-tests' own tools/analyze_perf_json.py (copied in nccl_tests/)."""
+
 import json
 import re
 import socket
@@ -20,17 +21,64 @@ TIME_RE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")  # src/util.cu TIME_ST
 
 # src/util.cu: jsonOutputInit, writeDeviceReport, writeResultHeader/Footer, writeErrors,
 # jsonOutputFinalize, in the order it writes them.
-TOP_KEYS = ["version", "start_time", "args", "env", "nccl_version", "config", "results",
-            "out_of_bounds", "average_bus_bandwidth", "errors", "end_time"]
-CONFIG_KEYS = ["nthreads", "ngpus", "minimum_bytes", "maximum_bytes", "step_factor", "warmup_iters",
-               "iterations", "aggregated_iterations", "validation", "graph", "blocking_collectives",
-               "per_iter_timing", "per_iter_skip", "parallel_init", "devices"]
+TOP_KEYS = [
+    "version",
+    "start_time",
+    "args",
+    "env",
+    "nccl_version",
+    "config",
+    "results",
+    "out_of_bounds",
+    "average_bus_bandwidth",
+    "errors",
+    "end_time",
+]
+CONFIG_KEYS = [
+    "nthreads",
+    "ngpus",
+    "minimum_bytes",
+    "maximum_bytes",
+    "step_factor",
+    "warmup_iters",
+    "iterations",
+    "aggregated_iterations",
+    "validation",
+    "graph",
+    "blocking_collectives",
+    "per_iter_timing",
+    "per_iter_skip",
+    "parallel_init",
+    "devices",
+]
 DEVICE_KEYS = ["rank", "group", "pid", "hostname", "device", "device_hex", "device_info"]
-RESULT_KEYS = ["size", "count", "type", "redop", "root", "out_of_place", "out_of_place_per_iter",
-               "in_place", "in_place_per_iter", "actual_iterations", "experiment_name"]
+RESULT_KEYS = [
+    "size",
+    "count",
+    "type",
+    "redop",
+    "root",
+    "out_of_place",
+    "out_of_place_per_iter",
+    "in_place",
+    "in_place_per_iter",
+    "actual_iterations",
+    "experiment_name",
+]
 BODY_KEYS = ["time", "alg_bw", "bus_bw", "nwrong"]
-PER_ITER_KEYS = ["skipped_iterations", "min_us", "max_us", "avg_us", "p50_us", "p95_us", "p99_us",
-                 "stdev_us", "cv_pct", "times_us", "per_process_max_times_us"]
+PER_ITER_KEYS = [
+    "skipped_iterations",
+    "min_us",
+    "max_us",
+    "avg_us",
+    "p50_us",
+    "p95_us",
+    "p99_us",
+    "stdev_us",
+    "cv_pct",
+    "times_us",
+    "per_process_max_times_us",
+]
 ITERS = 7
 
 
@@ -39,6 +87,7 @@ def load(path):
         keys = [k for k, _ in pairs]
         assert len(keys) == len(set(keys)), keys
         return dict(pairs)
+
     return json.loads(Path(path).read_text(), object_pairs_hook=no_duplicates)
 
 
@@ -49,23 +98,55 @@ def nccl_tests_stats(times):
     idx = lambda q: min(n - 1, (n * q + 99) // 100 - 1)  # noqa: E731
     avg = sum(s) / n
     stdev = (sum((t - avg) ** 2 for t in s) / n) ** 0.5
-    return {"min_us": s[0], "max_us": s[-1], "avg_us": avg, "p50_us": s[n // 2],
-            "p95_us": s[idx(95)], "p99_us": s[idx(99)], "stdev_us": stdev,
-            "cv_pct": stdev / avg * 100 if avg > 0 else 0.0}
+    return {
+        "min_us": s[0],
+        "max_us": s[-1],
+        "avg_us": avg,
+        "p50_us": s[n // 2],
+        "p95_us": s[idx(95)],
+        "p99_us": s[idx(99)],
+        "stdev_us": stdev,
+        "cv_pct": stdev / avg * 100 if avg > 0 else 0.0,
+    }
 
 
 def h5_runs(path):
     with h5py.File(path, "r") as f:
-        return {g.attrs["collective"]: {k: g[k][()] for k in g} | {"factor": g.attrs["busbw_factor"]}
-                for g in f["runs"].values()}
+        return {
+            g.attrs["collective"]: {k: g[k][()] for k in g} | {"factor": g.attrs["busbw_factor"]}
+            for g in f["runs"].values()
+        }
 
 
 @pytest.fixture(scope="module")
 def two_collectives(tmp_path_factory):
     d = tmp_path_factory.mktemp("json")
-    args = ["-b", "8", "-e", "2K", "-f", "4", "-n", str(ITERS), "-w", "1", "-c", "1", "-g", "1",
-            "-t", "1", "--collective", "allreduce,allgather", "-I", "1", "-J", d / "f.json",
-            "--output", d / "r.h5"]
+    args = [
+        "-b",
+        "8",
+        "-e",
+        "2K",
+        "-f",
+        "4",
+        "-n",
+        str(ITERS),
+        "-w",
+        "1",
+        "-c",
+        "1",
+        "-g",
+        "1",
+        "-t",
+        "1",
+        "--collective",
+        "allreduce,allgather",
+        "-I",
+        "1",
+        "-J",
+        d / "f.json",
+        "--output",
+        d / "r.h5",
+    ]
     r = run_comm(2, args, timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr
     return r, d, [str(bin_dir() / "dtune-comm")] + [str(a) for a in args]
@@ -86,10 +167,21 @@ def test_one_file_per_collective_in_nccl_tests_layout(two_collectives):
         cfg = doc["config"]
         assert list(cfg) == CONFIG_KEYS
         assert {k: cfg[k] for k in CONFIG_KEYS[:-1]} == {
-            "nthreads": 1, "ngpus": 1, "minimum_bytes": 8, "maximum_bytes": 2048, "step_factor": 4,
-            "warmup_iters": 1, "iterations": ITERS, "aggregated_iterations": 1, "validation": 1,
-            "graph": 0, "blocking_collectives": "false", "per_iter_timing": "true", "per_iter_skip": 0,
-            "parallel_init": "false"}  # jsonBool writes the strings "true"/"false"
+            "nthreads": 1,
+            "ngpus": 1,
+            "minimum_bytes": 8,
+            "maximum_bytes": 2048,
+            "step_factor": 4,
+            "warmup_iters": 1,
+            "iterations": ITERS,
+            "aggregated_iterations": 1,
+            "validation": 1,
+            "graph": 0,
+            "blocking_collectives": "false",
+            "per_iter_timing": "true",
+            "per_iter_skip": 0,
+            "parallel_init": "false",
+        }  # jsonBool writes the strings "true"/"false"
         assert [list(x) for x in cfg["devices"]] == [DEVICE_KEYS] * 2
         assert [x["rank"] for x in cfg["devices"]] == [0, 1]
         pids = [x["pid"] for x in cfg["devices"]]
@@ -150,8 +242,12 @@ def test_results_agree_with_hdf5_and_table(two_collectives):
 @pytest.mark.parametrize("placement", [[], ["--in-place"]], ids=["out_of_place", "in_place"])
 def test_nccl_tests_analyzer_reads_it(two_collectives, placement):
     _, d, _ = two_collectives
-    a = subprocess.run([sys.executable, str(ANALYZER), str(d / "f-allgather.json"), "--all"] + placement,
-                       capture_output=True, text=True, timeout=60)
+    a = subprocess.run(
+        [sys.executable, str(ANALYZER), str(d / "f-allgather.json"), "--all"] + placement,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert a.returncode == 0, a.stderr
     label, name = ("IP", "in-place") if placement else ("OOP", "out-of-place")
     assert f"Placement:  {name}" in a.stdout
@@ -163,8 +259,11 @@ def test_nccl_tests_analyzer_reads_it(two_collectives, placement):
 def test_without_per_iter_and_checks(tmp_path):
     """-I 0 (the default): no per-iteration blocks; -c 0: nwrong null; -f 1: step_bytes; one rank:
     no per-process rows even with -I 1."""
-    r = run_comm(2, ["-b", "8", "-e", "24", "-i", "8", "-n", "2", "-c", "0", "-J", tmp_path / "a.json",
-                     "--no-output"], timeout=120)
+    r = run_comm(
+        2,
+        ["-b", "8", "-e", "24", "-i", "8", "-n", "2", "-c", "0", "-J", tmp_path / "a.json", "--no-output"],
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     doc = load(tmp_path / "a.json")
     assert "step_factor" not in doc["config"] and doc["config"]["step_bytes"] == 8
@@ -182,8 +281,7 @@ def test_existing_file_is_kept_and_numbered(tmp_path):
     target = tmp_path / "f.json"
     target.write_text("keep")
     for n in (0, 1):
-        r = run_comm(2, ["-b", "8", "-e", "8", "-n", "1", "-J", target, "--no-output", "--format", "csv"],
-                     timeout=120)
+        r = run_comm(2, ["-b", "8", "-e", "8", "-n", "1", "-J", target, "--no-output", "--format", "csv"], timeout=120)
         assert r.returncode == 0, r.stderr
         assert f"# Writing JSON output to {target}.{n}" in r.stderr  # stdout holds the CSV
         assert load(f"{target}.{n}")["results"][0]["size"] == 8
@@ -198,11 +296,17 @@ def test_nccl_tests_readme_command_runs():
     assert all(len(x) == 13 for x in data_rows(r.stdout))  # one collective: nccl-tests' columns only
 
 
-@pytest.mark.parametrize("args,flag", [(["-g", "2"], "-g/--ngpus"), (["-t", "4"], "-t/--nthreads"),
-                                       (["--ngpus", "0"], "-g/--ngpus"),
-                                       (["-J", "out.txt"], "-J/--output_file"),
-                                       (["-J", "/proc/dtune-no-such-dir/f.json"], "-J/--output_file"),
-                                       (["-I", "2"], "--per_iter_timing")])
+@pytest.mark.parametrize(
+    "args,flag",
+    [
+        (["-g", "2"], "-g/--ngpus"),
+        (["-t", "4"], "-t/--nthreads"),
+        (["--ngpus", "0"], "-g/--ngpus"),
+        (["-J", "out.txt"], "-J/--output_file"),
+        (["-J", "/proc/dtune-no-such-dir/f.json"], "-J/--output_file"),
+        (["-I", "2"], "--per_iter_timing"),
+    ],
+)
 def test_refused_with_one_line(tmp_path, args, flag):
     r = run_comm(2, ["-b", "8", "-e", "8", "--output", tmp_path / "r.h5"] + args, timeout=60, cwd=tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr

@@ -37,42 +37,66 @@ class Run:
     """One finished dtune-comm invocation: its output file, stdout, stderr and exit status."""
 
     def __init__(self, h5, proc):
-        self.h5, self.stdout, self.stderr, self.returncode = \
-            h5, proc.stdout, proc.stderr, proc.returncode
+        self.h5, self.stdout, self.stderr, self.returncode = h5, proc.stdout, proc.stderr, proc.returncode
 
 
 def run_comm(tmp, *args, expect_ok=True):
     """Run dtune-comm on NRANKS ranks in `tmp` with `args` plus --output tmp/comm.h5."""
     binary = Path(os.environ.get("DTUNE_BIN_DIR", REPO / "build" / "bin")) / "dtune-comm"
     if not binary.is_file():
-        pytest.fail(f"{binary} does not exist: build first (scripts/setup.sh, or "
-                    f"cmake --build build), or point DTUNE_BIN_DIR at the build's bin/",
-                    pytrace=False)
+        pytest.fail(
+            f"{binary} does not exist: build first (scripts/setup.sh, or "
+            f"cmake --build build), or point DTUNE_BIN_DIR at the build's bin/",
+            pytrace=False,
+        )
     h5 = tmp / "comm.h5"
     cmd = shlex.split(os.environ.get("DTUNE_MPIRUN", "mpirun")) + [
-        "-np", str(NRANKS), "--oversubscribe", "--allow-run-as-root", str(binary), *args,
-        "--output", str(h5)]
+        "-np",
+        str(NRANKS),
+        "--oversubscribe",
+        "--allow-run-as-root",
+        str(binary),
+        *args,
+        "--output",
+        str(h5),
+    ]
     try:
         proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired as e:
-        pytest.fail(f"{shlex.join(cmd)} did not finish in 300 s\nstdout:\n{e.stdout}\n"
-                    f"stderr:\n{e.stderr}", pytrace=False)
+        pytest.fail(
+            f"{shlex.join(cmd)} did not finish in 300 s\nstdout:\n{e.stdout}\nstderr:\n{e.stderr}", pytrace=False
+        )
     if expect_ok and proc.returncode != 0:
-        pytest.fail(f"{shlex.join(cmd)} exited {proc.returncode}\nstdout:\n{proc.stdout}\n"
-                    f"stderr:\n{proc.stderr}", pytrace=False)
+        pytest.fail(
+            f"{shlex.join(cmd)} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}", pytrace=False
+        )
     return Run(h5, proc)
 
 
 @pytest.fixture(scope="session")
 def comm_run(tmp_path_factory):
-    return run_comm(tmp_path_factory.mktemp("comm"), "-b", "8", "-e", "64K", "-f", "4",
-                    "-n", str(ITERS), "-w", "1", "-c", "1", "--collective", ",".join(COLLECTIVES))
+    return run_comm(
+        tmp_path_factory.mktemp("comm"),
+        "-b",
+        "8",
+        "-e",
+        "64K",
+        "-f",
+        "4",
+        "-n",
+        str(ITERS),
+        "-w",
+        "1",
+        "-c",
+        "1",
+        "--collective",
+        ",".join(COLLECTIVES),
+    )
 
 
 def table_rows(stdout):
     """The data rows of the nccl-tests style table: non-empty lines not starting with '#'."""
-    return [line.split() for line in stdout.splitlines()
-            if line.strip() and not line.lstrip().startswith("#")]
+    return [line.split() for line in stdout.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
 def test_file_named_and_renamed(comm_run):
@@ -128,8 +152,7 @@ def test_summary_bandwidths(comm_run):
     np.testing.assert_allclose(s["busbw_gbps"], s["algbw_gbps"] * s["busbw_factor"], rtol=1e-12)
     np.testing.assert_allclose(s["busbw_factor"], s["collective"].map(BUSBW_FACTOR), rtol=1e-12)
     # algbw = size column / time (nccl-tests; GB/s = 1e9 B/s, time in us).
-    np.testing.assert_allclose(s["algbw_gbps"], s["size_bytes"] / s["time_us_reported"] / 1e3,
-                               rtol=1e-9)
+    np.testing.assert_allclose(s["algbw_gbps"], s["size_bytes"] / s["time_us_reported"] / 1e3, rtol=1e-9)
     assert (s["wrong"] == 0).all()
 
 
@@ -158,14 +181,14 @@ def test_table_matches_file(comm_run):
     # Rows come in measurement order: runs by their NNNN- prefix, sizes ascending.
     assert [int(r[0]) for r in rows] == oop["size_bytes"].tolist()
     assert [int(r[1]) for r in rows] == oop["count"].tolist()
-    np.testing.assert_allclose([float(r[5]) for r in rows], oop["time_us_reported"],
-                               rtol=1e-3, atol=0.051)
+    np.testing.assert_allclose([float(r[5]) for r in rows], oop["time_us_reported"], rtol=1e-3, atol=0.051)
 
 
 def test_wrong_result_recorded(tmp_path):
     """A planted wrong element (test-only flag) reaches the file, the loader and the exit status."""
-    run = run_comm(tmp_path, "-b", "1K", "-e", "1K", "-n", "2", "-w", "0", "-c", "1",
-                   "--debug-plant-wrong", "1", expect_ok=False)
+    run = run_comm(
+        tmp_path, "-b", "1K", "-e", "1K", "-n", "2", "-w", "0", "-c", "1", "--debug-plant-wrong", "1", expect_ok=False
+    )
     assert run.returncode != 0
     assert read_provenance(run.h5)["exit_status"] == run.returncode
     s = load_comm_summary(run.h5)

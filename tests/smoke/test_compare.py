@@ -6,6 +6,7 @@ The comm files are written by the real dtune-comm and `dtune sweep run` + `merge
 command lines and launcher environment are real); their times are then replaced by fixed values,
 so no timing noise reaches the statistics. The train files are built with h5py in dtune-train's
 layout (benchmarks/train/train_results.cc), so this test needs no LibTorch build."""
+
 import math
 import os
 import shutil
@@ -37,6 +38,7 @@ def table(stdout: str) -> list:
 
 
 # Statistics on fixed inputs.
+
 
 def test_mann_whitney_is_benchstats_exact_test():
     # Fully separated samples of 5 and of 4: the exact two-sided p is 2 / C(10, 5) and 2 / C(8, 4),
@@ -71,15 +73,27 @@ def test_significance_is_the_u_test_alone():
 
 
 def test_flags_parse_as_cli11_reads_them():
-    assert parse_flags(["-n200", "--collective=allreduce", "-b", "8", "--no-output", "--root", "-1"],
-                       "dtune-comm") == {"--iters": "200", "--collective": "allreduce",
-                                         "--minbytes": "8", "--no-output": "", "--root": "-1"}
-    env = {"OMPI_MCA_btl": "self,tcp", "OMPI_MCA_ess_base_jobid": "1", "PMIX_NAMESPACE": "x",
-           "PMIX_MCA_gds": "hash", "SLURM_JOB_ID": "7", "NCCL_ALGO": "Ring", "DTUNE_BIN_DIR": "/b"}
+    assert parse_flags(["-n200", "--collective=allreduce", "-b", "8", "--no-output", "--root", "-1"], "dtune-comm") == {
+        "--iters": "200",
+        "--collective": "allreduce",
+        "--minbytes": "8",
+        "--no-output": "",
+        "--root": "-1",
+    }
+    env = {
+        "OMPI_MCA_btl": "self,tcp",
+        "OMPI_MCA_ess_base_jobid": "1",
+        "PMIX_NAMESPACE": "x",
+        "PMIX_MCA_gds": "hash",
+        "SLURM_JOB_ID": "7",
+        "NCCL_ALGO": "Ring",
+        "DTUNE_BIN_DIR": "/b",
+    }
     assert settings_env(env) == {"OMPI_MCA_btl": "self,tcp", "PMIX_MCA_gds": "hash", "NCCL_ALGO": "Ring"}
 
 
 # dtune-comm files: real layout and launcher environment, fixed times.
+
 
 def fixed_times(path: Path, scale=lambda point: 1.0):
     """Replace every comm run's time_us [P, S, R, I] with fixed values: iteration i of size s takes
@@ -99,7 +113,9 @@ def fixed_times(path: Path, scale=lambda point: 1.0):
 
 
 def launch_comm(out: Path, btl: str):
-    cmd = mpirun_prefix(2) + ["-x", f"OMPI_MCA_btl={btl}", str(bin_dir() / "dtune-comm")] + COMM_ARGS + ["--output", out]
+    cmd = (
+        mpirun_prefix(2) + ["-x", f"OMPI_MCA_btl={btl}", str(bin_dir() / "dtune-comm")] + COMM_ARGS + ["--output", out]
+    )
     r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     fixed_times(out)
@@ -184,7 +200,10 @@ def merged(tmp_path_factory):
     d = tmp_path_factory.mktemp("sweep")
     (d / "cmp.yaml").write_text(SWEEP.format(args=", ".join(f'"{a}"' for a in COMM_ARGS)))
     env = {**os.environ, "DTUNE_BIN_DIR": str(bin_dir())}
-    for cmd in (["sweep", "run", d / "cmp.yaml", "--out", d / "s"], ["sweep", "merge", d / "cmp.yaml", "--out", d / "s"]):
+    for cmd in (
+        ["sweep", "run", d / "cmp.yaml", "--out", d / "s"],
+        ["sweep", "merge", d / "cmp.yaml", "--out", d / "s"],
+    ):
         r = subprocess.run(DTUNE + [str(c) for c in cmd], capture_output=True, text=True, timeout=600, env=env)
         assert r.returncode == 0, r.stdout + r.stderr
     with h5py.File(d / "s" / "merged.h5", "r") as f:
@@ -212,26 +231,72 @@ def test_merged_sweep_one_row_per_point_and_only_the_slow_point_flagged(merged):
 # dtune-train files built in its layout (results/SCHEMA.md, benchmarks/train/train_results.cc).
 
 PHASES = ["data_ms", "h2d_ms", "forward_ms", "backward_ms", "comm_exposed_ms", "optimizer_ms", "scaler_ms"]
-DATA_FIELDS = ["data_samples", "data_bad_samples", "data_bytes", "data_requests", "data_retries",
-               "data_fetch_ms", "data_decode_ms", "data_wait_ms", "cache_hits", "cache_misses",
-               "cache_hit_bytes", "cache_miss_bytes", "cache_evictions"]
+DATA_FIELDS = [
+    "data_samples",
+    "data_bad_samples",
+    "data_bytes",
+    "data_requests",
+    "data_retries",
+    "data_fetch_ms",
+    "data_decode_ms",
+    "data_wait_ms",
+    "cache_hits",
+    "cache_misses",
+    "cache_hit_bytes",
+    "cache_miss_bytes",
+    "cache_evictions",
+]
 
 
 def train_run(group, step_ms, profiled=None, warmup=1, **attrs):
     """One train run group: step s of rank r takes step_ms[s] (rank 1 takes 2% less)."""
     S, R = len(step_ms), 2
-    a = {"benchmark": "train", "status": "ok", "model": "resnet18", "parameters": 11689512, "batch": 8,
-         "batch_auto": 0, "accum_steps": 1, "global_batch": 16, "precision": "fp32", "tf32": 0,
-         "weights_dtype": "fp32", "optimizer": "sgd", "lr": 0.1, "device": "cpu", "backend": "mpi",
-         "overlap": "on", "bucket_mb": 25.0, "first_bucket_mb": 1.0, "compression": "none",
-         "local_sgd_every": 0, "channels_last": 0, "threads": 1, "world_size": R, "steps": S - warmup,
-         "throughput_steps": S - warmup, "warmup_steps": warmup, "samples_per_s": 100.0,
-         "tokens_per_s": 0.0, "step_time_p50_ms": float(np.median(step_ms)), "step_time_p90_ms": 0.0,
-         "skipped_steps": 0, "training_flops_per_sample": 1e9, "tokens_per_sample": 0.0,
-         "flops_formula": "counted", "mfu": float("nan"), "peak_tflops": float("nan"),
-         "peak_source": "unknown", "memory_source": "cpu", "data": "synthetic",
-         "data_description": "synthetic", "workers": 0, "prefetch": 2, **{k: 0.0 for k in DATA_FIELDS},
-         "cache_dir": ""}
+    a = {
+        "benchmark": "train",
+        "status": "ok",
+        "model": "resnet18",
+        "parameters": 11689512,
+        "batch": 8,
+        "batch_auto": 0,
+        "accum_steps": 1,
+        "global_batch": 16,
+        "precision": "fp32",
+        "tf32": 0,
+        "weights_dtype": "fp32",
+        "optimizer": "sgd",
+        "lr": 0.1,
+        "device": "cpu",
+        "backend": "mpi",
+        "overlap": "on",
+        "bucket_mb": 25.0,
+        "first_bucket_mb": 1.0,
+        "compression": "none",
+        "local_sgd_every": 0,
+        "channels_last": 0,
+        "threads": 1,
+        "world_size": R,
+        "steps": S - warmup,
+        "throughput_steps": S - warmup,
+        "warmup_steps": warmup,
+        "samples_per_s": 100.0,
+        "tokens_per_s": 0.0,
+        "step_time_p50_ms": float(np.median(step_ms)),
+        "step_time_p90_ms": 0.0,
+        "skipped_steps": 0,
+        "training_flops_per_sample": 1e9,
+        "tokens_per_sample": 0.0,
+        "flops_formula": "counted",
+        "mfu": float("nan"),
+        "peak_tflops": float("nan"),
+        "peak_source": "unknown",
+        "memory_source": "cpu",
+        "data": "synthetic",
+        "data_description": "synthetic",
+        "workers": 0,
+        "prefetch": 2,
+        **{k: 0.0 for k in DATA_FIELDS},
+        "cache_dir": "",
+    }
     a.update(attrs)
     for k, v in a.items():
         group.attrs[k] = np.int64(v) if isinstance(v, int) else v
@@ -250,8 +315,16 @@ def train_run(group, step_ms, profiled=None, warmup=1, **attrs):
 def train_file(path: Path, runs: list, command_line: str):
     """runs: list of (step_ms, profiled, attrs)."""
     with h5py.File(path, "w") as f:
-        f.attrs.update({"schema": "dtune-results", "schema_version": np.int64(1), "tool": "dtune-train",
-                        "dtune_version": "0.1.0", "status": "complete", "exit_status": np.int64(0)})
+        f.attrs.update(
+            {
+                "schema": "dtune-results",
+                "schema_version": np.int64(1),
+                "tool": "dtune-train",
+                "dtune_version": "0.1.0",
+                "status": "complete",
+                "exit_status": np.int64(0),
+            }
+        )
         p = f.create_group("provenance")
         p.attrs.update({"command_line": command_line, "start_time": str(path), "world_size": np.int64(2)})
         p["rank_host"] = np.array([b"h0", b"h1"])
@@ -267,10 +340,16 @@ CMD = "/x/dtune-train --model resnet18 --width 16 --image-size 32 --batch 8 --st
 
 def test_train_runs_differing_in_workers_compression_or_width_are_separate_rows(tmp_path):
     slow = (STEPS + 2) * 1.10
-    train_file(tmp_path / "a.h5", [(STEPS, None, {}), (STEPS + 1, None, {"workers": 2}),
-                                   (STEPS + 2, None, {"compression": "bf16"})], CMD)
-    train_file(tmp_path / "b.h5", [(STEPS, None, {}), (STEPS + 1, None, {"workers": 2}),
-                                   (slow, None, {"compression": "bf16"})], CMD.replace("--steps 11", "--steps 11 --seed 3"))
+    train_file(
+        tmp_path / "a.h5",
+        [(STEPS, None, {}), (STEPS + 1, None, {"workers": 2}), (STEPS + 2, None, {"compression": "bf16"})],
+        CMD,
+    )
+    train_file(
+        tmp_path / "b.h5",
+        [(STEPS, None, {}), (STEPS + 1, None, {"workers": 2}), (slow, None, {"compression": "bf16"})],
+        CMD.replace("--steps 11", "--steps 11 --seed 3"),
+    )
     train_file(tmp_path / "w.h5", [(STEPS, None, {})], CMD.replace("--width 16", "--width 32"))
     r = dtune("compare", tmp_path / "a.h5", tmp_path / "b.h5")
     rows = table(r.stdout)
@@ -286,7 +365,9 @@ def test_train_runs_differing_in_workers_compression_or_width_are_separate_rows(
         shutil.copy(tmp_path / n, tmp_path / "d" / n)
     r = dtune("compare", tmp_path / "d", tmp_path / "d")
     rows = table(r.stdout)
-    assert len(rows) == 4 and sum("--width=32" in line for line in rows) == 1 and all(" ~ " in line for line in rows), r.stdout
+    assert len(rows) == 4 and sum("--width=32" in line for line in rows) == 1 and all(" ~ " in line for line in rows), (
+        r.stdout
+    )
 
 
 def test_profiled_steps_are_left_out(tmp_path):
@@ -296,7 +377,9 @@ def test_profiled_steps_are_left_out(tmp_path):
     window = np.zeros(len(slowed), int)
     window[4:7] = 1
     train_file(tmp_path / "a.h5", [(STEPS, None, {})], CMD)
-    train_file(tmp_path / "b.h5", [(slowed, window, {})], CMD.replace("--steps 11", "--steps 14") + " --profile-steps 4:3")
+    train_file(
+        tmp_path / "b.h5", [(slowed, window, {})], CMD.replace("--steps 11", "--steps 14") + " --profile-steps 4:3"
+    )
     r = dtune("compare", tmp_path / "a.h5", tmp_path / "b.h5", "--fail-on-regression", 0)
     rows = table(r.stdout)
     assert r.returncode == 0 and len(rows) == 1, r.stdout + r.stderr

@@ -2,6 +2,7 @@
 axes the data has renders a non-empty PNG, the others are left out cleanly, and a sweep over
 NCCL_ALGO x NCCL_PROTO on the mpi backend yields no nccl_tuner.conf (test_tuner_conf.py checks
 the file on synthetic NCCL results)."""
+
 import subprocess
 from pathlib import Path
 
@@ -46,8 +47,7 @@ sweeps:
 def test_figures_render_from_real_results(sweep, tmp_path):
     r = build_report([sweep], tmp_path)
     # Scaling needs several rank counts: left out. The rest have their axes here.
-    assert set(r["figures"]) == {"busbw_vs_size", "throughput_vs_batch", "step_breakdown", "heatmap",
-                                 "slowest_rank"}
+    assert set(r["figures"]) == {"busbw_vs_size", "throughput_vs_batch", "step_breakdown", "heatmap", "slowest_rank"}
     for png in r["figures"].values():
         data = Path(png).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
@@ -80,14 +80,16 @@ def test_html_report_loads_in_headless_chromium(sweep, tmp_path):
     import json
     import re
     import shutil
+
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
         pytest.fail("chromium not found: scripts/setup.sh installs Debian's chromium")
     r = build_report([sweep], tmp_path)
     url = (tmp_path / "report.html").as_uri()
     flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0"]
-    dom = subprocess.run([browser, *flags, "--virtual-time-budget=5000", "--dump-dom", url],
-                         capture_output=True, text=True, timeout=120)
+    dom = subprocess.run(
+        [browser, *flags, "--virtual-time-budget=5000", "--dump-dom", url], capture_output=True, text=True, timeout=120
+    )
     assert dom.returncode == 0, dom.stderr[-2000:]
     m = re.search(r'data-images="([^"]*)"', dom.stdout)
     assert m, "the page's load handler did not run"
@@ -97,6 +99,10 @@ def test_html_report_loads_in_headless_chromium(sweep, tmp_path):
         assert complete and width > 100 and height > 100, (name, width, height)
     assert "Uncaught" not in dom.stderr and "CONSOLE" not in dom.stderr, dom.stderr[-2000:]
     shot = tmp_path / "screenshot.png"
-    s = subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1200,3000", url],
-                       capture_output=True, text=True, timeout=120)
+    s = subprocess.run(
+        [browser, *flags, f"--screenshot={shot}", "--window-size=1200,3000", url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert s.returncode == 0 and shot.stat().st_size > 10000, s.stderr[-2000:]

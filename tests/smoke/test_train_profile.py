@@ -3,6 +3,7 @@ profiled window and has the matrix multiplies on top for the tiny GPT; every ran
 loads in Holistic Trace Analysis with its rank, holds the ProfilerStep#N annotations, the operators
 and dtune's phase and bucket-reduction spans aligned inside the steps; Perfetto's trace processor
 loads it where its binary is available; profiling off leaves no trace of itself."""
+
 import json
 import os
 from pathlib import Path
@@ -10,7 +11,6 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-
 from test_train_results import run
 
 GPT = ["--model", "gpt2-tiny", "--threads", "1"]
@@ -27,22 +27,41 @@ def steps_of(evs):
 
 def hta_ranks(trace_dir):
     from hta.trace_analysis import TraceAnalysis  # the real reader
+
     analysis = TraceAnalysis(trace_dir=str(trace_dir))
     t = analysis.t
     names = t.symbol_table.get_sym_table()
     out = {}
     for r in t.get_ranks():
         df = t.get_trace(r)
-        out[r] = {"names": {names[i] for i in df["name"].unique()}, "cats": {names[i] for i in df["cat"].unique()},
-                  "meta": t.meta_data[r]}
+        out[r] = {
+            "names": {names[i] for i in df["name"].unique()},
+            "cats": {names[i] for i in df["cat"].unique()},
+            "meta": t.meta_data[r],
+        }
     return out
 
 
 @pytest.fixture(scope="module")
 def one_rank(tmp_path_factory):
     d = tmp_path_factory.mktemp("profile1")
-    r = run(GPT + ["--batch", "8", "--steps", "4", "--warmup-steps", "1", "--profile-steps", "2:2",
-                   "--profile-dir", d / "traces", "--output", d / "t.h5"])
+    r = run(
+        GPT
+        + [
+            "--batch",
+            "8",
+            "--steps",
+            "4",
+            "--warmup-steps",
+            "1",
+            "--profile-steps",
+            "2:2",
+            "--profile-dir",
+            d / "traces",
+            "--output",
+            d / "t.h5",
+        ]
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return d, r
 
@@ -84,8 +103,9 @@ def test_trace_has_steps_operators_and_aligned_phases(one_rank):
     # dtune's spans come from the steady clock; aligned, each one lies inside a profiled step.
     slack = 50.0  # microseconds
     for e in phases:
-        assert any(s["ts"] - slack <= e["ts"] and e["ts"] + e["dur"] <= s["ts"] + s["dur"] + slack
-                   for s in steps.values()), e
+        assert any(
+            s["ts"] - slack <= e["ts"] and e["ts"] + e["dur"] <= s["ts"] + s["dur"] + slack for s in steps.values()
+        ), e
     fwd = next(e for e in phases if e["name"] == "forward")
     assert any(e.get("cat") == "cpu_op" and fwd["ts"] <= e["ts"] <= fwd["ts"] + fwd["dur"] for e in evs)
     rows = {e["args"]["name"] for e in evs if e.get("ph") == "M" and e.get("name") == "thread_name"}
@@ -101,9 +121,28 @@ def test_holistic_trace_analysis_reads_the_trace(one_rank):
 
 
 def test_two_ranks_each_write_a_trace_with_their_rank_and_reductions(tmp_path):
-    r = run(GPT + ["--batch", "4", "--steps", "3", "--warmup-steps", "1", "--bucket-mb", "0.5",
-                   "--first-bucket-mb", "0.25", "--profile-steps", "1:2", "--profile-dir", tmp_path / "tr",
-                   "--output", tmp_path / "t.h5"], np_=2)
+    r = run(
+        GPT
+        + [
+            "--batch",
+            "4",
+            "--steps",
+            "3",
+            "--warmup-steps",
+            "1",
+            "--bucket-mb",
+            "0.5",
+            "--first-bucket-mb",
+            "0.25",
+            "--profile-steps",
+            "1:2",
+            "--profile-dir",
+            tmp_path / "tr",
+            "--output",
+            tmp_path / "t.h5",
+        ],
+        np_=2,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     with h5py.File(tmp_path / "t.h5") as f:
         (g,) = f["runs"].values()
@@ -131,6 +170,7 @@ def test_perfetto_trace_processor_loads_the_trace(one_rank):
     if not shell:
         pytest.skip("set DTUNE_TRACE_PROCESSOR to a trace_processor_shell binary (not on PyPI or Debian)")
     from perfetto.trace_processor import TraceProcessor, TraceProcessorConfig
+
     d, _ = one_rank
     tp = TraceProcessor(trace=str(d / "traces" / "rank0.pt.trace.json"), config=TraceProcessorConfig(bin_path=shell))
     names = {row.name for row in tp.query("select distinct name from slice")}
@@ -139,8 +179,7 @@ def test_perfetto_trace_processor_loads_the_trace(one_rank):
 
 
 def test_profiling_off_leaves_nothing(tmp_path):
-    r = run(GPT + ["--batch", "4", "--steps", "2", "--warmup-steps", "0", "--output", tmp_path / "t.h5"],
-            timeout=300)
+    r = run(GPT + ["--batch", "4", "--steps", "2", "--warmup-steps", "0", "--output", tmp_path / "t.h5"], timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "# profile" not in r.stdout
     with h5py.File(tmp_path / "t.h5") as f:
@@ -151,9 +190,23 @@ def test_profiling_off_leaves_nothing(tmp_path):
 
 @pytest.mark.parametrize("value", ["3", "a:b", "2:0", "-1:2", "4:3"])
 def test_bad_profile_window_exits_2(tmp_path, value):
-    r = run(GPT + ["--batch", "2", "--steps", "4", "--warmup-steps", "1", "--profile-steps", value,
-                   "--output", tmp_path / "t.h5"], timeout=120)
+    r = run(
+        GPT
+        + [
+            "--batch",
+            "2",
+            "--steps",
+            "4",
+            "--warmup-steps",
+            "1",
+            "--profile-steps",
+            value,
+            "--output",
+            tmp_path / "t.h5",
+        ],
+        timeout=120,
+    )
     assert r.returncode == 2, r.stdout + r.stderr
-    errors = [l for l in r.stderr.splitlines() if "error" in l]
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
     assert len(errors) == 1 and "--profile-steps" in errors[0], r.stderr
     assert list(tmp_path.iterdir()) == []

@@ -1,6 +1,7 @@
 """dtune-train end to end: every precision and backend available here writes an HDF5 run that h5py
 and the loader read; bad input exits 2 naming the flag; --batch auto finds the boundary of a CPU
 memory limit exactly (the found batch fits, one more does not, recorded as status "oom")."""
+
 import subprocess
 
 import h5py
@@ -23,8 +24,9 @@ def run(args, np_=1, timeout=600):
 @pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])
 def test_each_precision_writes_a_valid_run(tmp_path, precision):
     out = tmp_path / "t.h5"
-    r = run(TINY + ["--batch", "2", "--steps", "3", "--warmup-steps", "1", "--precision", precision,
-                    "--output", out], np_=2)
+    r = run(
+        TINY + ["--batch", "2", "--steps", "3", "--warmup-steps", "1", "--precision", precision, "--output", out], np_=2
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     with h5py.File(out) as f:
         assert f.attrs["status"] == "complete"
@@ -46,28 +48,47 @@ def test_each_precision_writes_a_valid_run(tmp_path, precision):
 
 def test_weights_bf16_with_master_copy_and_adamw(tmp_path):
     out = tmp_path / "t.h5"
-    r = run(TINY + ["--batch", "2", "--steps", "2", "--precision", "bf16", "--weights-dtype", "bf16",
-                    "--optimizer", "adamw", "--output", out], np_=2)
+    r = run(
+        TINY
+        + [
+            "--batch",
+            "2",
+            "--steps",
+            "2",
+            "--precision",
+            "bf16",
+            "--weights-dtype",
+            "bf16",
+            "--optimizer",
+            "adamw",
+            "--output",
+            out,
+        ],
+        np_=2,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert load_train_summary(out).iloc[0].weights_dtype == "bf16"
 
 
-@pytest.mark.parametrize("args,flag", [
-    (["--batch", "0"], "--batch"),
-    (["--batch", "many"], "--batch"),
-    (["--precision", "fp8"], "--precision"),
-    (["--model", "resnet19"], "--model"),
-    (["--global-batch", "7"], "--global-batch"),
-    (["--backend", "nccl"], "--backend nccl"),
-    (["--precision", "tf32"], "--precision tf32"),
-    (["--batch", "auto"], "--memory-limit-mb"),
-    (["--first-bucket-mb", "50"], "--first-bucket-mb"),
-])
+@pytest.mark.parametrize(
+    "args,flag",
+    [
+        (["--batch", "0"], "--batch"),
+        (["--batch", "many"], "--batch"),
+        (["--precision", "fp8"], "--precision"),
+        (["--model", "resnet19"], "--model"),
+        (["--global-batch", "7"], "--global-batch"),
+        (["--backend", "nccl"], "--backend nccl"),
+        (["--precision", "tf32"], "--precision tf32"),
+        (["--batch", "auto"], "--memory-limit-mb"),
+        (["--first-bucket-mb", "50"], "--first-bucket-mb"),
+    ],
+)
 def test_bad_input_exits_2(tmp_path, args, flag):
     out = tmp_path / "t.h5"
     r = run(TINY + args + ["--output", out], np_=2, timeout=120)
     assert r.returncode == 2, r.stdout + r.stderr
-    errors = [l for l in r.stderr.splitlines() if "error" in l]
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
     assert len(errors) == 1 and flag in errors[0], r.stderr
     assert list(tmp_path.iterdir()) == []
 
@@ -90,13 +111,27 @@ def test_batch_finder_lands_on_the_memory_boundary(tmp_path):
 
 def test_batch_sweep_measures_powers_of_two_up_to_the_limit(tmp_path):
     model = ["--model", "resnet18", "--width", "8", "--image-size", "64", "--num-classes", "10", "--threads", "1"]
-    r = run(model + ["--memory-limit-mb", "40", "--batch", "auto", "--batch-sweep", "--steps", "2",
-                     "--warmup-steps", "1", "--output", tmp_path / "s.h5"])
+    r = run(
+        model
+        + [
+            "--memory-limit-mb",
+            "40",
+            "--batch",
+            "auto",
+            "--batch-sweep",
+            "--steps",
+            "2",
+            "--warmup-steps",
+            "1",
+            "--output",
+            tmp_path / "s.h5",
+        ]
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     s = load_train_summary(tmp_path / "s.h5")
     batches = list(s.batch)
     largest = batches[-1]
-    assert batches[:-1] == [2 ** k for k in range(len(batches) - 1)] and batches[-2] < largest <= 2 * batches[-2]
+    assert batches[:-1] == [2**k for k in range(len(batches) - 1)] and batches[-2] < largest <= 2 * batches[-2]
     assert (s.status == "ok").all() and (s.batch_auto == 1).all()
     best = int(s.loc[s.samples_per_s.idxmax(), "batch"])
     assert f"batch {best} per rank is the fastest" in r.stdout

@@ -3,6 +3,7 @@ tuner plugin (NVIDIA/nccl plugins/tuner/example/plugin.c: loadConfig and pluginG
 synthetic dtune-comm results whose winners are known by construction: for every measured
 (collective, launch shape, size), between measured sizes and past the largest, the plugin must
 apply exactly the algorithm, protocol and channel count that won there."""
+
 import json
 
 import h5py
@@ -13,8 +14,15 @@ from dtune_report.report import build_report
 
 # The plugin's own spellings (plugin.c parseCollType, parseAlgorithm, parseProtocol), written out
 # here rather than imported, so that a wrong table in the code under test cannot agree with itself.
-PLUGIN_NAME = {"NVLSTree": "nvls_tree", "CollnetDirect": "collnet_direct", "Ring": "ring", "Tree": "tree",
-               "LL128": "ll128", "Simple": "simple", "LL": "ll"}
+PLUGIN_NAME = {
+    "NVLSTree": "nvls_tree",
+    "CollnetDirect": "collnet_direct",
+    "Ring": "ring",
+    "Tree": "tree",
+    "LL128": "ll128",
+    "Simple": "simple",
+    "LL": "ll",
+}
 PLUGIN_COLL = {"allreduce": "allreduce", "allgather": "allgather"}
 SIZE_MAX = 2**64 - 1
 
@@ -49,7 +57,7 @@ def plugin_load(text):
     trim blanks and tabs, keep lines of 8 to 10 tokens; unknown names fall back silently."""
     pieces = []
     for line in text.encode().splitlines(keepends=True):
-        pieces += [line[i:i + 255] for i in range(0, len(line), 255)]
+        pieces += [line[i : i + 255] for i in range(0, len(line), 255)]
     configs = []
     for piece in pieces:
         if piece[:1] in (b"#", b"\n"):
@@ -58,15 +66,31 @@ def plugin_load(text):
         tokens = [t.strip(" \t") for t in line.split(",") if t != ""][:10]
         if not 8 <= len(tokens) <= 10:
             continue
-        coll = tokens[0] if tokens[0] in ("broadcast", "reduce", "allgather", "reducescatter", "allreduce") \
+        coll = (
+            tokens[0]
+            if tokens[0] in ("broadcast", "reduce", "allgather", "reducescatter", "allreduce")
             else "allreduce"
-        algo = tokens[3] if tokens[3] in ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree",
-                                          "pat") else "ring"
+        )
+        algo = (
+            tokens[3]
+            if tokens[3] in ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
+            else "ring"
+        )
         proto = tokens[4] if tokens[4] in ("ll", "ll128", "simple") else "simple"
-        configs.append({"coll": coll, "min": _strtoull(tokens[1]), "max": _strtoull(tokens[2]), "algo": algo,
-                        "proto": proto, "channels": _atoi(tokens[5]), "nNodes": _atoi(tokens[6]),
-                        "nRanks": _atoi(tokens[7]), "pipeOps": _atoi(tokens[8]) if len(tokens) > 8 else -1,
-                        "regBuff": _atoi(tokens[9]) if len(tokens) > 9 else -1})
+        configs.append(
+            {
+                "coll": coll,
+                "min": _strtoull(tokens[1]),
+                "max": _strtoull(tokens[2]),
+                "algo": algo,
+                "proto": proto,
+                "channels": _atoi(tokens[5]),
+                "nNodes": _atoi(tokens[6]),
+                "nRanks": _atoi(tokens[7]),
+                "pipeOps": _atoi(tokens[8]) if len(tokens) > 8 else -1,
+                "regBuff": _atoi(tokens[9]) if len(tokens) > 9 else -1,
+            }
+        )
     return configs
 
 
@@ -76,9 +100,14 @@ def plugin_get_coll_info(configs, coll, n_bytes, n_nodes, n_ranks, num_pipe_ops=
     with channels != -1 replaces it; NCCL keeps its own count when it gets 0 (src/enqueue.cc)."""
     n_channels = 1
     for c in configs:
-        if (c["coll"] == coll and c["min"] <= n_bytes <= c["max"] and c["nNodes"] in (-1, n_nodes)
-                and c["nRanks"] in (-1, n_ranks) and c["pipeOps"] in (-1, num_pipe_ops)
-                and c["regBuff"] in (-1, reg_buff)):
+        if (
+            c["coll"] == coll
+            and c["min"] <= n_bytes <= c["max"]
+            and c["nNodes"] in (-1, n_nodes)
+            and c["nRanks"] in (-1, n_ranks)
+            and c["pipeOps"] in (-1, num_pipe_ops)
+            and c["regBuff"] in (-1, reg_buff)
+        ):
             if c["channels"] != -1:
                 n_channels = c["channels"]
             return c["algo"], c["proto"], n_channels
@@ -90,8 +119,14 @@ def plugin_get_coll_info(configs, coll, n_bytes, n_nodes, n_ranks, num_pipe_ops=
 
 SIZES = [1024, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20]
 SETTINGS = [  # (NCCL_ALGO, NCCL_PROTO, pinned channels or None)
-    ("NVLSTree", "Simple", None), ("CollnetDirect", "Simple", None), ("Ring", "LL128", None),
-    ("Tree", "Simple", None), ("Ring", "Simple", None), ("Tree", "LL128", None), ("Ring", "Simple", 8)]
+    ("NVLSTree", "Simple", None),
+    ("CollnetDirect", "Simple", None),
+    ("Ring", "LL128", None),
+    ("Tree", "Simple", None),
+    ("Ring", "Simple", None),
+    ("Tree", "LL128", None),
+    ("Ring", "Simple", 8),
+]
 COMMA = ("Ring,Tree", "Simple", None)  # fastest everywhere, but the plugin cannot spell it
 # Winner per size index, per (collective, world size): an index into SETTINGS.
 WINNERS = {
@@ -116,17 +151,30 @@ def _run_group(runs, name, coll, dtype, sizes, ranks, times, point=None, backend
     es = {"float32": 4, "bfloat16": 2}[dtype]
     n = ranks if coll == "allgather" else 1
     count = np.array([s // (n * es) for s in sizes], dtype=np.int64)
-    a = {"benchmark": "comm", "collective": coll, "backend": backend, "dtype": dtype,
-         "op": "sum" if coll == "allreduce" else "none", "root": np.int64(-1), "iters": np.int64(2),
-         "warmup_iters": np.int64(1), "check_iters": np.int64(1), "blocking": np.int64(0), "time_mode": "avg",
-         "busbw_factor": 1.0, "status": "ok", "fit_alpha_us": 5.0, "fit_busbw_gbps": 10.0, "fit_r2": 1.0}
+    a = {
+        "benchmark": "comm",
+        "collective": coll,
+        "backend": backend,
+        "dtype": dtype,
+        "op": "sum" if coll == "allreduce" else "none",
+        "root": np.int64(-1),
+        "iters": np.int64(2),
+        "warmup_iters": np.int64(1),
+        "check_iters": np.int64(1),
+        "blocking": np.int64(0),
+        "time_mode": "avg",
+        "busbw_factor": 1.0,
+        "status": "ok",
+        "fit_alpha_us": 5.0,
+        "fit_busbw_gbps": 10.0,
+        "fit_r2": 1.0,
+    }
     if point:
         a.update(point_id=point["id"], point=json.dumps(point))
     g.attrs.update(a)
     n_sizes, n_iters = len(sizes), 2
     rep = np.array([times, times], dtype=np.float64)
-    g.create_dataset("placement", data=np.array(["out-of-place", "in-place"], dtype=object),
-                     dtype=h5py.string_dtype())
+    g.create_dataset("placement", data=np.array(["out-of-place", "in-place"], dtype=object), dtype=h5py.string_dtype())
     g.create_dataset("size_bytes", data=np.array(sizes, dtype=np.int64))
     g.create_dataset("requested_bytes", data=np.array(sizes, dtype=np.int64))
     g.create_dataset("count", data=count)
@@ -155,8 +203,14 @@ def _provenance(parent, ranks, env):
 
 
 def _root(f, tool):
-    f.attrs.update(schema="dtune-results", schema_version=np.int64(1), tool=tool, status="complete",
-                   dtune_version="0.1.0", exit_status=np.int64(0))
+    f.attrs.update(
+        schema="dtune-results",
+        schema_version=np.int64(1),
+        tool=tool,
+        status="complete",
+        dtune_version="0.1.0",
+        exit_status=np.int64(0),
+    )
 
 
 def write_results(d, backend="nccl"):
@@ -169,19 +223,32 @@ def write_results(d, backend="nccl"):
         n = 0
         for k, setting in enumerate(SETTINGS + [COMMA]):
             pid = f"p{k:03d}"
-            point = {"id": pid, "sweep": "nccl", "binary": "dtune-comm", "args": [], "env": _env(setting),
-                     "ranks": 2, "nodes": 1, "ranks_per_node": 0, "repeat": 0, "values": {}}
+            point = {
+                "id": pid,
+                "sweep": "nccl",
+                "binary": "dtune-comm",
+                "args": [],
+                "env": _env(setting),
+                "ranks": 2,
+                "nodes": 1,
+                "ranks_per_node": 0,
+                "repeat": 0,
+                "values": {},
+            }
             pg = points.create_group(pid)
             pg.attrs["point"] = json.dumps(point)
             _provenance(pg, 2, {"NCCL_DEBUG": "WARN"})
             for coll in ("allreduce", "allgather"):
-                times = [_time_us(s, True) * 0.5 if setting == COMMA
-                         else _time_us(s, WINNERS[(coll, 2)][i] == k) for i, s in enumerate(SIZES)]
+                times = [
+                    _time_us(s, True) * 0.5 if setting == COMMA else _time_us(s, WINNERS[(coll, 2)][i] == k)
+                    for i, s in enumerate(SIZES)
+                ]
                 _run_group(runs, f"{n:04d}-{pid}-{coll}", coll, "float32", SIZES, 2, times, point, backend)
                 n += 1
             bf = [_time_us(s, BF16_WINNER == k) * (0.1 if BF16_WINNER == k else 1) for s in BF16_SIZES]
-            _run_group(runs, f"{n:04d}-{pid}-allreduce-bfloat16", "allreduce", "bfloat16", BF16_SIZES, 2, bf,
-                       point, backend)
+            _run_group(
+                runs, f"{n:04d}-{pid}-allreduce-bfloat16", "allreduce", "bfloat16", BF16_SIZES, 2, bf, point, backend
+            )
             n += 1
     for k, setting in enumerate(SETTINGS + [COMMA]):
         with h5py.File(d / f"w4-{k}.h5", "w") as f:
@@ -189,8 +256,10 @@ def write_results(d, backend="nccl"):
             _provenance(f, 4, {**_env(setting), "NCCL_DEBUG": "WARN"})
             runs = f.create_group("runs")
             for j, coll in enumerate(("allreduce", "allgather")):
-                times = [_time_us(s, True) * 0.5 if setting == COMMA
-                         else _time_us(s, WINNERS[(coll, 4)][i] == k) for i, s in enumerate(SIZES)]
+                times = [
+                    _time_us(s, True) * 0.5 if setting == COMMA else _time_us(s, WINNERS[(coll, 4)][i] == k)
+                    for i, s in enumerate(SIZES)
+                ]
                 _run_group(runs, f"{j:04d}-{coll}", coll, "float32", SIZES, 4, times, backend=backend)
     return d
 
@@ -257,8 +326,7 @@ def test_the_plugin_applies_the_winner_at_and_between_measured_sizes(conf, coll,
 
 def test_no_line_matches_a_shape_or_collective_that_was_not_measured(conf):
     configs = plugin_load(conf)
-    for coll, nodes, ranks in (("allreduce", 1, 8), ("allreduce", 1, 4), ("reducescatter", 1, 2),
-                               ("broadcast", 2, 4)):
+    for coll, nodes, ranks in (("allreduce", 1, 8), ("allreduce", 1, 4), ("reducescatter", 1, 2), ("broadcast", 2, 4)):
         assert plugin_get_coll_info(configs, coll, 65536, nodes, ranks)[:2] == (None, None)
 
 
@@ -299,6 +367,7 @@ def test_the_reimplementation_agrees_with_the_real_plugin(conf, tmp_path):
     import shutil
     import subprocess
     from pathlib import Path
+
     src = Path(os.environ.get("DTUNE_NCCL_SOURCE", "/nonexistent")) / "plugins" / "tuner" / "example"
     cc = shutil.which("cc") or shutil.which("gcc")
     if not (src / "plugin.c").exists() or cc is None:
@@ -310,14 +379,22 @@ def test_the_reimplementation_agrees_with_the_real_plugin(conf, tmp_path):
     algos = ["tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat"]
     protos = ["ll", "ll128", "simple"]
     colls = ["broadcast", "reduce", "allgather", "reducescatter", "allreduce"]
-    sizes = sorted({0, 1, 2**40, SIZE_MAX} | {s + k for s in SIZES for k in (-1, 0, 1)}
-                   | {(a + b) // 2 + k for a, b in zip(SIZES, SIZES[1:]) for k in (0, 1)})
+    sizes = sorted(
+        {0, 1, 2**40, SIZE_MAX}
+        | {s + k for s in SIZES for k in (-1, 0, 1)}
+        | {(a + b) // 2 + k for a, b in zip(SIZES, SIZES[1:]) for k in (0, 1)}
+    )
     configs = plugin_load(conf)
     for ranks, nodes in ((2, 1), (4, 2), (4, 1), (8, 1)):
         queries = [(c, s) for c in range(len(colls)) for s in sizes]
-        out = subprocess.run([exe, str(ranks), str(nodes)], input="".join(f"{c} {s}\n" for c, s in queries),
-                             capture_output=True, text=True, check=True,
-                             env={**os.environ, "NCCL_TUNER_CONFIG_FILE": str(tmp_path / "nccl_tuner.conf")})
+        out = subprocess.run(
+            [exe, str(ranks), str(nodes)],
+            input="".join(f"{c} {s}\n" for c, s in queries),
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "NCCL_TUNER_CONFIG_FILE": str(tmp_path / "nccl_tuner.conf")},
+        )
         for (c, s), line in zip(queries, out.stdout.splitlines(), strict=True):
             a, p, ch = map(int, line.split())
             real = (algos[a] if a >= 0 else None, protos[p] if p >= 0 else None, ch)

@@ -2,6 +2,7 @@
 the transport its name says), old misleading names rejected with exit 2 and the new name, the
 README's table equal to the presets, and the report's label for a setting naming the preset and its
 variables."""
+
 import os
 import re
 import subprocess
@@ -22,10 +23,20 @@ EXPECTED = {
     "default": {},
     "nccl-p2p-nvl": {"NCCL_P2P_LEVEL": "NVL"},
     "nccl-shm": {"NCCL_P2P_DISABLE": "1", "NCCL_NET_DISABLE_INTRA": "1", "NCCL_NVLS_ENABLE": "0"},
-    "nccl-socket": {"NCCL_NET": "Socket", "NCCL_IB_DISABLE": "1", "NCCL_P2P_DISABLE": "1",
-                    "NCCL_SHM_DISABLE": "1", "NCCL_NVLS_ENABLE": "0"},
-    "socket": {"NCCL_NET": "Socket", "NCCL_IB_DISABLE": "1", "NCCL_P2P_DISABLE": "1",
-               "NCCL_SHM_DISABLE": "1", "NCCL_NVLS_ENABLE": "0"},
+    "nccl-socket": {
+        "NCCL_NET": "Socket",
+        "NCCL_IB_DISABLE": "1",
+        "NCCL_P2P_DISABLE": "1",
+        "NCCL_SHM_DISABLE": "1",
+        "NCCL_NVLS_ENABLE": "0",
+    },
+    "socket": {
+        "NCCL_NET": "Socket",
+        "NCCL_IB_DISABLE": "1",
+        "NCCL_P2P_DISABLE": "1",
+        "NCCL_SHM_DISABLE": "1",
+        "NCCL_NVLS_ENABLE": "0",
+    },
     "mpi-shm": {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,vader"},
     "mpi-tcp": {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,tcp"},
     "ucx-shm": {**UCX_ANY, "UCX_TLS": "shm,self"},
@@ -74,8 +85,13 @@ def test_misleading_old_names_exit_2_naming_the_new_preset(tmp_path, old, new):
     with pytest.raises(SweepError, match=f"topology '{old}' was renamed '{new}'"):
         plan(f)
     env = dict(os.environ, PYTHONPATH=f"{REPO / 'sweeps'}:{REPO / 'report'}")
-    r = subprocess.run([sys.executable, "-m", "dtune_sweep.cli", "sweep", "plan", f], capture_output=True,
-                       text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "dtune_sweep.cli", "sweep", "plan", f],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 2, r.stdout + r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and f"'{new}'" in lines[0] and "Traceback" not in r.stderr, r.stderr
@@ -86,14 +102,15 @@ def test_readme_table_is_the_presets():
     rows = {}
     for m in re.finditer(r"^\| `([a-z0-9-]+)`[^|]*\| ([^|]+) \|", text, re.M):
         variables = m.group(2).strip()
-        rows[m.group(1)] = {} if variables == "none" else dict(
-            kv.split("=", 1) for kv in variables.strip("`").split())
+        rows[m.group(1)] = {} if variables == "none" else dict(kv.split("=", 1) for kv in variables.strip("`").split())
     assert rows == {p.name: p.env for p in PRESETS}
 
 
 def test_report_label_names_the_preset_and_its_variables(tmp_path):
     import json
+
     from dtune_report.figures import comm_setting
+
     (point,) = plan(sweep_file(tmp_path, "ucx-tcp"))
     label = comm_setting(json.dumps(point.to_json()), "mpi")
     assert label.split()[:2] == ["mpi", "topology=ucx-tcp"]

@@ -1,6 +1,7 @@
 """Sweeps: planning (product, zips, exclusions, stable ids), bad sweep files rejected with exit 2
 before anything launches, and a local sweep killed with kill -9 mid-way then resumed: every point
 ran to completion exactly once and the merged HDF5 file holds all of them."""
+
 import json
 import os
 import signal
@@ -14,7 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "sweeps"))
-from dtune_sweep.spec import SweepError, plan  # noqa: E402
+from dtune_sweep.spec import plan  # noqa: E402
 
 DTUNE = [str(REPO / "scripts" / "dtune")]
 
@@ -30,7 +31,9 @@ def dtune(*args, timeout=600, **kw):
 
 
 def test_product_zip_exclude_repeats(tmp_path):
-    f = write(tmp_path, """
+    f = write(
+        tmp_path,
+        """
 binary: dtune-train
 args: [--model, gpt2-tiny]
 axes: {--batch: [1, 2, 4], --precision: [fp32, bf16]}
@@ -38,7 +41,8 @@ zip: [{--bucket-mb: [1, 25], --first-bucket-mb: [0.5, 1]}]
 env: {OMP_NUM_THREADS: [1, 2]}
 exclude: [{--batch: 4, --precision: bf16}]
 repeats: 2
-""")
+""",
+    )
     points = plan(f)
     assert len(points) == (3 * 2 - 1) * 2 * 2 * 2
     assert len({p.id for p in points}) == len(points)
@@ -47,33 +51,50 @@ repeats: 2
 
 
 def test_ids_stable_across_runs_and_key_order(tmp_path):
-    a = write(tmp_path, "binary: dtune-comm\nargs: [-b, 8]\naxes: {--collective: [allreduce, allgather], -e: [8]}\n"
-              .replace("-e: [8]", "--op: [sum]"), "a.yaml")
-    b = write(tmp_path, "axes: {--op: [sum], --collective: [allreduce, allgather]}\nargs: [-b, 8]\nbinary: dtune-comm\n", "b.yaml")
+    a = write(
+        tmp_path,
+        "binary: dtune-comm\nargs: [-b, 8]\naxes: {--collective: [allreduce, allgather], -e: [8]}\n".replace(
+            "-e: [8]", "--op: [sum]"
+        ),
+        "a.yaml",
+    )
+    b = write(
+        tmp_path,
+        "axes: {--op: [sum], --collective: [allreduce, allgather]}\nargs: [-b, 8]\nbinary: dtune-comm\n",
+        "b.yaml",
+    )
     ida = sorted(p.id for p in plan(a))
     assert ida == sorted(p.id for p in plan(a))
     # Reordered keys give the same points: the arguments are compared as sets of (flag, value).
-    assert {frozenset(zip(p.args[2::2], p.args[3::2])) for p in plan(a)} == \
-           {frozenset(zip(p.args[2::2], p.args[3::2])) for p in plan(b)}
+    assert {frozenset(zip(p.args[2::2], p.args[3::2])) for p in plan(a)} == {
+        frozenset(zip(p.args[2::2], p.args[3::2])) for p in plan(b)
+    }
 
 
 def test_random_order_is_recorded_and_reproducible(tmp_path):
-    f = write(tmp_path, "binary: dtune-comm\naxes: {--collective: [allreduce, allgather, broadcast, reduce]}\n"
-                        "order: random\nseed: 7\n")
+    f = write(
+        tmp_path,
+        "binary: dtune-comm\naxes: {--collective: [allreduce, allgather, broadcast, reduce]}\norder: random\nseed: 7\n",
+    )
     assert [p.id for p in plan(f)] == [p.id for p in plan(f)]
 
 
-@pytest.mark.parametrize("text,expect", [
-    ("binary: dtune-comm\naxes: {--collective: [allreduce\n", "line"),
-    ("binary: dtune-comm\naxes: {--no-such-flag: [1]}\n", "unknown axis '--no-such-flag'"),
-    ("binary: dtune-nope\n", "binary 'dtune-nope'"),
-    ("binary: dtune-comm\naxes: {--collective: [[1, 2]]}\n", "wrong type"),
-    ("binary: dtune-comm\naxes: {--collective: [allreduce]}\nexclude: [{--collective: allreduce}]\n",
-     "no points left"),
-    ("binary: dtune-comm\nenv: {PATH: [x]}\n", "environment axis 'PATH'"),
-    ("binary: dtune-comm\nlaunch: {ranks: [0]}\n", "launch.ranks"),
-    ("binary: dtune-comm\ncolour: blue\n", "unknown key"),
-])
+@pytest.mark.parametrize(
+    "text,expect",
+    [
+        ("binary: dtune-comm\naxes: {--collective: [allreduce\n", "line"),
+        ("binary: dtune-comm\naxes: {--no-such-flag: [1]}\n", "unknown axis '--no-such-flag'"),
+        ("binary: dtune-nope\n", "binary 'dtune-nope'"),
+        ("binary: dtune-comm\naxes: {--collective: [[1, 2]]}\n", "wrong type"),
+        (
+            "binary: dtune-comm\naxes: {--collective: [allreduce]}\nexclude: [{--collective: allreduce}]\n",
+            "no points left",
+        ),
+        ("binary: dtune-comm\nenv: {PATH: [x]}\n", "environment axis 'PATH'"),
+        ("binary: dtune-comm\nlaunch: {ranks: [0]}\n", "launch.ranks"),
+        ("binary: dtune-comm\ncolour: blue\n", "unknown key"),
+    ],
+)
 def test_bad_sweep_files_exit_2_before_launch(tmp_path, text, expect):
     f = write(tmp_path, text)
     r = dtune("sweep", "run", f, "--out", tmp_path / "out")
@@ -89,15 +110,23 @@ def test_yaml_syntax_error_names_line_and_column(tmp_path):
 
 
 def test_kill_minus_9_then_resume_runs_every_point_once(tmp_path):
-    f = write(tmp_path, """
+    f = write(
+        tmp_path,
+        """
 binary: dtune-comm
 args: [-b, 8, -e, 64K, -f, 4, -n, 200, -w, 5, -c, 1]
 axes: {--collective: [allreduce, allgather, reduce_scatter]}
 launch: {ranks: [1, 2]}
-""")
+""",
+    )
     out = tmp_path / "sweep"
-    p = subprocess.Popen(DTUNE + ["sweep", "run", f, "--out", str(out)], stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    p = subprocess.Popen(
+        DTUNE + ["sweep", "run", f, "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     # Wait until two points finished, then kill the runner and everything it started.
     seen = 0
     for line in p.stdout:
@@ -112,7 +141,7 @@ launch: {ranks: [1, 2]}
     r = dtune("sweep", "run", f, "--out", out)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "already complete" in r.stdout
-    records = [json.loads(l) for l in (out / "state.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (out / "state.jsonl").read_text().splitlines()]
     ok = [rec["id"] for rec in records if rec.get("status") == "ok"]
     assert len(ok) == 6 and len(set(ok)) == 6  # every point completed exactly once
     assert "ok 6" in dtune("sweep", "status", f, "--out", out).stdout
@@ -137,15 +166,19 @@ def test_shell_metacharacters_reach_the_program_verbatim(tmp_path):
 
 
 def test_sigterm_marks_the_running_point_interrupted(tmp_path):
-    f = write(tmp_path, """
+    f = write(
+        tmp_path,
+        """
 binary: dtune-comm
 args: [-b, 8, -e, 16M, -f, 2, -w, 5, -c, 1]
 steps: 200
 axes: {--collective: [allreduce, allgather, alltoall]}
-""")
+""",
+    )
     out = tmp_path / "sweep"
-    p = subprocess.Popen(DTUNE + ["sweep", "run", f, "--out", str(out)], stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True)
+    p = subprocess.Popen(
+        DTUNE + ["sweep", "run", f, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     for line in p.stdout:
         if line.startswith("[1/3]"):
             break
@@ -159,6 +192,6 @@ axes: {--collective: [allreduce, allgather, alltoall]}
     r = dtune("sweep", "run", f, "--out", out)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "ok 3" in dtune("sweep", "status", f, "--out", out).stdout
-    records = [json.loads(l) for l in (out / "state.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (out / "state.jsonl").read_text().splitlines()]
     ok = [rec["id"] for rec in records if rec.get("status") == "ok"]
     assert len(ok) == len(set(ok)) == 3

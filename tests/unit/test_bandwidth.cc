@@ -1,5 +1,5 @@
-// busbw factors of every collective against nccl-tests' (its src/*.cu GetBw functions and
-// doc/PERFORMANCE.md; derived in doc/metrics.md), for n = 2, 3, 4, 8, and the algbw unit
+// busbw factors of every collective as nccl-tests defines them (its doc/PERFORMANCE.md and the
+// GetBw of each src/*.cu; derived in doc/metrics.md), for n = 2, 3, 4, 8, and the algbw unit
 // (GB/s = 1e9 B/s).
 #include <gtest/gtest.h>
 

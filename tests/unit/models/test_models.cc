@@ -1,5 +1,5 @@
-// The model registry: parameter counts against ../shared/REFERENCE.md, FLOPs against torchvision's
-// published GMACs, forward shapes of every registered model, channels_last against contiguous, and
+// The model registry: parameter counts against torchvision's model documentation (ResNets) and
+// llm.c (GPT-2 124M), FLOPs against torchvision's published GMACs, forward shapes of every registered model, channels_last against contiguous, and
 // deterministic initialisation for a seed.
 #include <gtest/gtest.h>
 #include <torch/nn/functional/activation.h>
