@@ -5,6 +5,7 @@ waiting; corrupt and truncated JPEGs are skipped, counted exactly by cause, and 
 refilled to full size, so a BatchNorm ResNet trains on 2 ranks; sizes that cannot fit in memory
 are refused before anything is allocated; a missing dataset is exit 2 from dtune-data and
 dtune-train alike."""
+
 import json
 import os
 import shutil
@@ -41,7 +42,7 @@ def ok(r):
 
 
 def error_lines(r, tool):
-    return [l for l in r.stderr.splitlines() if l.startswith(f"{tool}: error:")]
+    return [line for line in r.stderr.splitlines() if line.startswith(f"{tool}: error:")]
 
 
 def one_error(r, tool, *words):
@@ -70,8 +71,27 @@ def no_process_left(marker):
 
 
 def make_images(out, samples=40, shard=20):
-    ok(run(["dtune-data", "make", "images", "--out", out, "--samples", samples, "--classes", 3, "--width", 64,
-            "--height", 48, "--shard-samples", shard]))
+    ok(
+        run(
+            [
+                "dtune-data",
+                "make",
+                "images",
+                "--out",
+                out,
+                "--samples",
+                samples,
+                "--classes",
+                3,
+                "--width",
+                64,
+                "--height",
+                48,
+                "--shard-samples",
+                shard,
+            ]
+        )
+    )
     return json.loads((Path(out) / "dataset.json").read_text())
 
 
@@ -80,9 +100,28 @@ def save_manifest(d, manifest):
 
 
 def train_args(data, out=None, steps=1, classes=3):
-    return ["dtune-train", "--model", "resnet18", "--width", 8, "--image-size", 32, "--num-classes", classes,
-            "--batch", BATCH, "--steps", steps, "--warmup-steps", 0, "--threads", 1, "--data", data,
-            *(["--output", out] if out else ["--no-output"])]
+    return [
+        "dtune-train",
+        "--model",
+        "resnet18",
+        "--width",
+        8,
+        "--image-size",
+        32,
+        "--num-classes",
+        classes,
+        "--batch",
+        BATCH,
+        "--steps",
+        steps,
+        "--warmup-steps",
+        0,
+        "--threads",
+        1,
+        "--data",
+        data,
+        *(["--output", out] if out else ["--no-output"]),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -140,15 +179,15 @@ def test_labels_outside_the_classes_are_refused_naming_both(images, tmp_path):
     m = copy(images, tmp_path / "label")
     m["samples"][9][3] = 7
     save_manifest(tmp_path / "label", m)
-    one_error(run(train_args(tmp_path / "label")), "dtune-train", "sample 9", "label 7", "outside 0..2",
-              "num_classes 3")
+    one_error(
+        run(train_args(tmp_path / "label")), "dtune-train", "sample 9", "label 7", "outside 0..2", "num_classes 3"
+    )
     # Labels within the manifest's 5 classes but past the model's 3.
     m = copy(images, tmp_path / "wide")
     m["num_classes"] = 5
     m["samples"][11][3] = 4
     save_manifest(tmp_path / "wide", m)
-    one_error(run(train_args(tmp_path / "wide")), "dtune-train", "5 classes", "sample 11", "label 4",
-              "--num-classes 3")
+    one_error(run(train_args(tmp_path / "wide")), "dtune-train", "5 classes", "sample 11", "label 4", "--num-classes 3")
 
 
 @pytest.mark.parametrize("case", ["magic", "size"])
@@ -178,7 +217,7 @@ def corrupt(src, dst, undecodable):
         obj, off, size, _ = m["samples"][i]
         path = dst / m["objects"][obj][0]
         data = bytearray(path.read_bytes())
-        data[off: off + size] = b"XX" + b"\0" * (size - 2)
+        data[off : off + size] = b"XX" + b"\0" * (size - 2)
         path.write_bytes(bytes(data))
         per_shard[obj] = per_shard.get(obj, 0) + 1
     for obj, (key, _) in enumerate(m["objects"]):
@@ -218,9 +257,25 @@ def test_corrupt_jpegs_are_skipped_and_every_batch_is_refilled(images, tmp_path)
     # The loader alone: one epoch with the tail kept, deterministic whatever the worker count.
     runs = []
     for w in (1, 3):
-        r = ok(run(["dtune-data", "bench", tmp_path / "bad", "--batch", BATCH, "--workers", w, "--image-size", 32,
-                    "--dump-ids", tmp_path / f"ids{w}"], np_=2))
-        rows = [l.split() for l in r.stdout.splitlines() if l.strip() and not l.startswith("#")]
+        r = ok(
+            run(
+                [
+                    "dtune-data",
+                    "bench",
+                    tmp_path / "bad",
+                    "--batch",
+                    BATCH,
+                    "--workers",
+                    w,
+                    "--image-size",
+                    32,
+                    "--dump-ids",
+                    tmp_path / f"ids{w}",
+                ],
+                np_=2,
+            )
+        )
+        rows = [line.split() for line in r.stdout.splitlines() if line.strip() and not line.startswith("#")]
         (row,) = rows
         assert (int(row[1]), int(row[2])) == (8, 32)  # 4 full batches per rank
         assert (int(row[10]), int(row[11])) == (undecodable, truncated), r.stdout
@@ -228,13 +283,21 @@ def test_corrupt_jpegs_are_skipped_and_every_batch_is_refilled(images, tmp_path)
     assert runs[0] == runs[1]
 
 
-@pytest.mark.parametrize("args, words", [
-    (["make", "images", "--width", 1000000], ["--width 1000000", "65500", "JPEG"]),
-    (["make", "images", "--width", 60000, "--size-jitter", 0.5], ["90000x562", "65500"]),
-    (["bench", "{images}", "--batch", 100000000, "--image-size", 4096], ["needs", "bytes", "available",
-                                                                         "MemAvailable"]),
-    (["make", "tokens", "--input", "{text}", "--repeat", 2000000000], ["--repeat 2000000000", "needs", "available"]),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["make", "images", "--width", 1000000], ["--width 1000000", "65500", "JPEG"]),
+        (["make", "images", "--width", 60000, "--size-jitter", 0.5], ["90000x562", "65500"]),
+        (
+            ["bench", "{images}", "--batch", 100000000, "--image-size", 4096],
+            ["needs", "bytes", "available", "MemAvailable"],
+        ),
+        (
+            ["make", "tokens", "--input", "{text}", "--repeat", 2000000000],
+            ["--repeat 2000000000", "needs", "available"],
+        ),
+    ],
+)
 def test_sizes_that_cannot_fit_are_refused_before_allocating(images, tmp_path, args, words):
     text = tmp_path / "t.txt"
     text.write_text("x" * 4096)
@@ -250,7 +313,9 @@ def test_sizes_that_cannot_fit_are_refused_before_allocating(images, tmp_path, a
 @pytest.mark.parametrize("tool", ["dtune-data index", "dtune-data bench", "dtune-train"])
 def test_a_missing_dataset_is_exit_2_from_every_binary(tmp_path, tool):
     missing = tmp_path / "nowhere"
-    args = {"dtune-data index": ["dtune-data", "index", missing],
-            "dtune-data bench": ["dtune-data", "bench", missing, "--image-size", 32],
-            "dtune-train": train_args(missing)}[tool]
+    args = {
+        "dtune-data index": ["dtune-data", "index", missing],
+        "dtune-data bench": ["dtune-data", "bench", missing, "--image-size", 32],
+        "dtune-train": train_args(missing),
+    }[tool]
     one_error(run(args), args[0], str(missing), "does not exist")
