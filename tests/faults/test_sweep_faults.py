@@ -130,3 +130,33 @@ def test_merge_without_a_manifest_says_what_to_do(tmp_path):
     m = dtune("sweep", "merge", f, "--out", tmp_path / "nothing")
     assert m.returncode == 2
     assert "manifest.json" in m.stderr and "Traceback" not in m.stderr
+
+
+def test_a_stopped_runner_still_holds_its_sweep(tmp_path):
+    # SIGSTOP of the runner (and its point) then an immediate resume: the stopped runner is alive
+    # and holds the sweep, so the resume is refused instead of racing it; once continued, the first
+    # runner finishes every point exactly once.
+    f = write(tmp_path, SLOW)
+    out = tmp_path / "sweep"
+    runner = subprocess.Popen(
+        DTUNE + ["sweep", "run", f, "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    wait_for_launch(out, runner)
+    point = next(r for r in records(out) if r["event"] == "launched")
+    os.kill(runner.pid, signal.SIGSTOP)
+    os.killpg(point["pgid"], signal.SIGSTOP)
+    try:
+        r = dtune("sweep", "run", f, "--out", out)
+    finally:
+        os.killpg(point["pgid"], signal.SIGCONT)
+        os.kill(runner.pid, signal.SIGCONT)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"pid {runner.pid}" in r.stderr and "Traceback" not in r.stderr
+    rest = runner.communicate(timeout=600)[0]
+    assert runner.returncode == 0, rest
+    ok = [x["id"] for x in records(out) if x.get("status") == "ok"]
+    assert sorted(ok) == sorted(set(ok)) and len(ok) == 2
