@@ -4,6 +4,7 @@ soon after --timeout, and every completed step is in a readable file with status
 or failed; sizes that cannot fit in host memory are refused with one line before anything is
 allocated, and an allocation that fails anyway is an oom record, never a crash or a backtrace."""
 import os
+import selectors
 import signal
 import subprocess
 import time
@@ -44,11 +45,20 @@ def start_long_run(out, *extra):
     written (so steps were completed), with the number it reported."""
     p = subprocess.Popen(train_cmd(2, *TINY, "--steps", STEPS, "--warmup-steps", "1", "--output", out, *extra),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    for line in p.stdout:
-        if "steps done, written" in line:
-            return p, int(line.split()[1])
-    p.kill()
-    pytest.fail("no steps were reported: " + p.stderr.read())
+    deadline = time.monotonic() + 60
+    with selectors.DefaultSelector() as sel:
+        sel.register(p.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if not sel.select(timeout=1):
+                continue
+            line = p.stdout.readline()
+            if not line:
+                break
+            if "steps done, written" in line:
+                return p, int(line.split()[1])
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    pytest.fail("no steps were reported as written within 60 s")
 
 
 def steps_in(path):
