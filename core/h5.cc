@@ -140,6 +140,45 @@ void write_strings(hid_t parent, const std::string& name, const std::vector<std:
   if (n) DTUNE_H5_CHECK(H5Dwrite(ds.get(), t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()));
 }
 
+Handle create_rows(hid_t parent, const std::string& name, const std::vector<hsize_t>& cols, hid_t type) {
+  std::vector<hsize_t> dims{0}, max{H5S_UNLIMITED}, chunk{1};
+  hsize_t row = 1;
+  for (hsize_t c : cols) {
+    dims.push_back(c);
+    max.push_back(c);
+    chunk.push_back(std::max<hsize_t>(c, 1));
+    row *= std::max<hsize_t>(c, 1);
+  }
+  // About 4K elements per chunk: a few hundred steps of a few ranks, compressed together.
+  chunk[0] = std::max<hsize_t>(1, 4096 / row);
+  Handle space(DTUNE_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), max.data())),
+               H5Sclose);
+  Handle plist(DTUNE_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)), H5Pclose);
+  DTUNE_H5_CHECK(H5Pset_chunk(plist.get(), static_cast<int>(chunk.size()), chunk.data()));
+  DTUNE_H5_CHECK(H5Pset_shuffle(plist.get()));
+  DTUNE_H5_CHECK(H5Pset_deflate(plist.get(), 4));
+  return Handle(DTUNE_H5_CHECK(H5Dcreate2(parent, name.c_str(), type, space.get(), H5P_DEFAULT,
+                                          plist.get(), H5P_DEFAULT)),
+                H5Dclose);
+}
+
+void append_rows(hid_t dataset, hsize_t rows, hid_t mem_type, const void* data) {
+  if (rows == 0) return;
+  Handle space(DTUNE_H5_CHECK(H5Dget_space(dataset)), H5Sclose);
+  const int rank = DTUNE_H5_CHECK(H5Sget_simple_extent_ndims(space.get()));
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  DTUNE_H5_CHECK(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr));
+  std::vector<hsize_t> start(dims.size(), 0), count(dims);
+  start[0] = dims[0];
+  count[0] = rows;
+  dims[0] += rows;
+  DTUNE_H5_CHECK(H5Dset_extent(dataset, dims.data()));
+  Handle file_space(DTUNE_H5_CHECK(H5Dget_space(dataset)), H5Sclose);
+  DTUNE_H5_CHECK(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr));
+  Handle mem_space(DTUNE_H5_CHECK(H5Screate_simple(rank, count.data(), nullptr)), H5Sclose);
+  DTUNE_H5_CHECK(H5Dwrite(dataset, mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, data));
+}
+
 void flush(hid_t file) { DTUNE_H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL)); }
 
 }  // namespace dtune::h5

@@ -1,6 +1,7 @@
 // Exception-to-exit-status translation and job abort.
 #include "core/main_guard.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -14,10 +15,11 @@
 namespace dtune {
 
 namespace {
-// LibTorch's errors append a C++ backtrace ("Exception raised from ..."): keep the message.
+// LibTorch's errors append a C++ backtrace ("Exception raised from ...", or after an enforce
+// failure "frame #0: ..."): keep the message.
 std::string first_part(const char* what) {
   std::string s = what;
-  const size_t cut = s.find("\nException raised from");
+  const size_t cut = std::min(s.find("\nException raised from"), s.find("\nframe #"));
   if (cut != std::string::npos) s.resize(cut);
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;

@@ -5,15 +5,19 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/train/host_fit.h"
 #include "benchmarks/train/memory_meter.h"
 #include "benchmarks/train/mllog.h"
 #include "benchmarks/train/options.h"
+#include "benchmarks/train/run_monitor.h"
 #include "benchmarks/train/train_results.h"
 #include "benchmarks/train/trainer.h"
 #include "core/device_info.h"
 #include "core/main_guard.h"
 #include "core/provenance.h"
 #include "core/results_file.h"
+#include "core/error.h"
+#include "core/signals.h"
 
 namespace {
 
@@ -33,6 +37,14 @@ const char* mllog_comm_precision(const dtune::train::Options& o) {
   return o.weights_dtype == dtune::train::WeightsDtype::kBf16 ? "bfloat16" : "fp32";
 }
 
+// LibTorch appends a backtrace to its messages ("Exception raised from ..."): the first line.
+std::string first_line(const char* what) {
+  const std::string s = what;
+  return s.substr(0, s.find('\n'));
+}
+
+constexpr int kInterruptedExitStatus = 130;  // 128 + SIGINT, as shells report it
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -42,6 +54,7 @@ int main(int argc, char** argv) {
     tr::Options o;
     const int rc = tr::parse_options(a.argc, a.argv, a.ctx.is_root(), a.ctx.world_size(), a.ctx.local_size(), o);
     if (rc >= 0) return rc;
+    tr::refuse_impossible_sizes(o, a.ctx);
     // MLPerf's phases: init (setup, --batch auto probing), then the run; a block per measured batch.
     tr::Mllog ml(o.mllog && a.ctx.is_root());
     ml.start("init_start");
@@ -55,9 +68,11 @@ int main(int argc, char** argv) {
     if (const auto m = a.ctx.launcher_mismatch(); m.expected > 1 && a.ctx.is_root())
       std::fprintf(stderr, "dtune-train: warning: MPI world size is 1 but %s=%d: the launcher started "
                    "separate singletons, not one job\n", m.variable.c_str(), m.expected);
+    tr::RunMonitor monitor(o, a, file);
+    dtune::install_stop_handlers();  // the ranks agree on a stop at the end of a step
     int64_t batch = o.batch;
     if (o.batch_auto) {
-      batch = tr::find_batch(o, a);
+      batch = tr::find_batch(o, a, monitor);
       if (a.ctx.is_root()) std::printf("# --batch auto: %lld samples per rank is the largest that fits\n",
                                        static_cast<long long>(batch));
     }
@@ -87,6 +102,8 @@ int main(int argc, char** argv) {
     int code = 0;
     bool in_block = false;
     std::string status = "complete";  // the file's; "failed" when the divergence guard stopped the run
+    // Every way out of training saves the completed steps first (rank 0), then goes on to
+    // main_guard, which ends the job (exit 3 timeout, 2 usage, 1 other).
     try {
       int64_t best = 0;
       double best_rate = 0;
@@ -96,8 +113,8 @@ int main(int argc, char** argv) {
         in_block = true;
         ml.event("micro_batch_size", b);
         ml.event("global_batch_size", global);
-        const tr::TrainOutcome out = tr::run_training(o, a, b);
-        const double rate = tr::report_training(o, a.ctx, out, file);
+        const tr::TrainOutcome out = tr::run_training(o, a, b, tr::RunMode::kTrain, &monitor);
+        const double rate = tr::report_training(o, a.ctx, out, monitor);
         if (!out.diverged.empty()) {
           // Every rank has the verdict; what was measured up to it is written (status "diverged").
           if (a.ctx.is_root()) std::fprintf(stderr, "dtune-train: error: %s\n", out.diverged.c_str());
@@ -107,6 +124,11 @@ int main(int argc, char** argv) {
         }
         steps_done += static_cast<int64_t>(out.steps.size());
         samples_done += static_cast<int64_t>(out.steps.size()) * global;
+        if (out.interrupted) {
+          code = kInterruptedExitStatus;
+          status = "interrupted";
+          break;
+        }
         ml.event("tracked_stats", {{"throughput", rate}}, {{"step", steps_done}});
         ml.end("block_stop", nullptr, {{"samples_count", samples_done}});
         in_block = false;
@@ -120,14 +142,23 @@ int main(int argc, char** argv) {
                     static_cast<long long>(best), best_rate, batches.size());
     } catch (const tr::OutOfMemory& e) {
       // Every rank runs the same shapes, so every rank gets here at the same step.
-      if (a.ctx.is_root()) tr::report_oom(o, e, file);
+      if (a.ctx.is_root()) tr::report_oom(o, e, monitor, file);
       code = tr::kOomExitStatus;
+    } catch (const dtune::TimeoutError& e) {
+      monitor.save("timeout", "timeout", dtune::kTimeoutExitStatus, e.what());
+      throw dtune::TimeoutError(std::string(e.what()) + "; " + monitor.diagnose());
+    } catch (const dtune::UsageError& e) {
+      monitor.save("failed", "failed", dtune::kUsageExitStatus, e.what());
+      throw;
+    } catch (const std::exception& e) {
+      monitor.save("failed", "failed", 1, first_line(e.what()));
+      throw;
     }
     if (in_block) ml.end("block_stop", nullptr, {{"samples_count", samples_done}});
     ml.end("run_stop", nullptr, {{"status", code == 0 ? "success" : "aborted"}});
     if (file) {
       file->finish(status, code);
-      std::printf("# Results: %s\n", file->path().c_str());
+      if (file->runs() > 0) std::printf("# Results: %s\n", file->path().c_str());
     }
     return code;
   });

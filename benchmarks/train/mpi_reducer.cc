@@ -1,7 +1,10 @@
-// MPI gradient reducer: a communication thread drains a FIFO of buffers with blocking
-// MPI_Allreduce on its own communicator (MPI_THREAD_MULTIPLE), so reductions progress while the
-// main thread computes the rest of backward (Open MPI does not progress nonblocking collectives
-// without calls into MPI, so a thread is what makes the overlap real).
+// MPI gradient reducer: a communication thread drains a FIFO of buffers with MPI_Iallreduce on its
+// own communicator (MPI_THREAD_MULTIPLE), polled with MPI_Test until done, so reductions progress
+// while the main thread computes the rest of backward (Open MPI does not progress nonblocking
+// collectives without calls into MPI, so a thread is what makes the overlap real). Polling rather
+// than a blocking MPI_Allreduce lets the thread give up a reduction that never completes (a rank
+// stopped) when the reducer is destroyed, so the thread is always joined, never detached.
+#include <atomic>
 #include <climits>
 #include <condition_variable>
 #include <deque>
@@ -34,18 +37,15 @@ class MpiReducer final : public Reducer {
         worker_([this] { loop(); }) {}
 
   ~MpiReducer() override {
-    bool stuck = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stop_ = true;
-      stuck = done_ < started_;  // a reduction never finished: the job is being aborted
+      // A reduction still in flight after wait_all() gave up (a rank stopped; the job is being
+      // aborted) is abandoned rather than waited for.
+      abandon_ = done_ < started_;
     }
     cv_.notify_all();
-    if (stuck) {
-      worker_.detach();  // joining would wait forever on the hung collective
-    } else {
-      worker_.join();
-    }
+    worker_.join();
   }
 
   std::string name() const override { return "mpi"; }
@@ -89,16 +89,40 @@ class MpiReducer final : public Reducer {
     torch::Tensor host;
   };
 
+  MPI_Op mpi_op(const torch::Tensor& host, ReduceKind kind) {
+    const auto type = host.scalar_type();
+    return type == torch::kHalf       ? ops16_.get(Fp16Kind::kHalf, kind)
+           : type == torch::kBFloat16 ? ops16_.get(Fp16Kind::kBfloat16, kind)
+                                      : builtin_op(kind);
+  }
+
+  // The caller's thread: blocking (its waits are bounded by the run's watchdog).
   void allreduce(torch::Tensor& t, ReduceKind kind, MPI_Comm comm) {
     Staged s(t);
-    const auto type = s.host.scalar_type();
-    const MPI_Op op = type == torch::kHalf       ? ops16_.get(Fp16Kind::kHalf, kind)
-                      : type == torch::kBFloat16 ? ops16_.get(Fp16Kind::kBfloat16, kind)
-                                                 : builtin_op(kind);
     DTUNE_CHECK(s.host.numel() <= INT_MAX, "MPI reducer: bucket larger than 2^31 elements");
     DTUNE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, s.host.data_ptr(), static_cast<int>(s.host.numel()),
-                                  mpi_type(s.host), op, comm));
+                                  mpi_type(s.host), mpi_op(s.host, kind), comm));
     s.finish(t);
+  }
+
+  // The communication thread: a sum polled to completion, or abandoned when the reducer is
+  // destroyed with it in flight (returns false; the request is left to MPI_Abort).
+  bool thread_allreduce(torch::Tensor& t) {
+    Staged s(t);
+    DTUNE_CHECK(s.host.numel() <= INT_MAX, "MPI reducer: bucket larger than 2^31 elements");
+    MPI_Request req = MPI_REQUEST_NULL;
+    DTUNE_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, s.host.data_ptr(), static_cast<int>(s.host.numel()),
+                                   mpi_type(s.host), mpi_op(s.host, ReduceKind::kSum), thread_comm_.get(), &req));
+    for (int spins = 0;; ++spins) {
+      int done = 0;
+      DTUNE_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+      if (done) break;
+      if (abandon_.load(std::memory_order_relaxed)) return false;
+      // Spin while the reduction is likely close, then yield so an oversubscribed node keeps its cores.
+      if (spins > 1000) std::this_thread::yield();
+    }
+    s.finish(t);
+    return true;
   }
 
   void loop() {
@@ -112,7 +136,7 @@ class MpiReducer final : public Reducer {
       std::exception_ptr err;
       const auto t0 = Clock::now();
       try {
-        allreduce(q.flat, ReduceKind::kSum, thread_comm_.get());
+        if (!thread_allreduce(q.flat)) return;  // abandoned: the reducer is being destroyed
       } catch (...) {
         err = std::current_exception();
       }
@@ -138,6 +162,7 @@ class MpiReducer final : public Reducer {
   std::deque<Queued> queue_;
   int64_t started_ = 0, done_ = 0, next_bucket_ = 0;
   bool stop_ = false;
+  std::atomic<bool> abandon_{false};  // read by the communication thread without the mutex
   std::exception_ptr error_;
   std::thread worker_;  // last: starts after everything it uses exists
 };

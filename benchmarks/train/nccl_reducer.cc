@@ -31,9 +31,9 @@ ncclDataType_t nccl_type(const torch::Tensor& t) {
 
 class NcclReducer final : public Reducer {
  public:
-  NcclReducer(const RunContext& ctx, int device) : device_(device) {
+  NcclReducer(const RunContext& ctx, int device, double timeout_s) : device_(device), timeout_s_(timeout_s) {
     DTUNE_CUDA_CHECK(cudaSetDevice(device));
-    comm_ = NcclComm::create(ctx, deadline_after_s(300));
+    comm_ = NcclComm::create(ctx, deadline_after_s(timeout_s_));
     stream_ = CudaStream::create();
     ready_ = CudaEvent::create(EventTiming::kDisabled);
     done_ = CudaEvent::create(EventTiming::kDisabled);
@@ -67,7 +67,7 @@ class NcclReducer final : public Reducer {
 
   void broadcast(torch::Tensor t, int root) override {
     const cudaStream_t s = c10::cuda::getCurrentCUDAStream(device_).stream();
-    const auto deadline = deadline_after_s(300);
+    const auto deadline = deadline_after_s(timeout_s_);
     DTUNE_NCCL_SETTLE(comm_, ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
                                            nccl_type(t), root, comm_.get(), s), deadline);
     comm_.wait(s, deadline, "broadcast");
@@ -79,15 +79,16 @@ class NcclReducer final : public Reducer {
   void allreduce_on(torch::Tensor& t, ncclRedOp_t op, cudaStream_t s) {
     DTUNE_CHECK(t.is_cuda() && t.is_contiguous(), "NCCL reducer: tensors must be contiguous on the GPU");
     DTUNE_NCCL_SETTLE(comm_, ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
-                                           nccl_type(t), op, comm_.get(), s), deadline_after_s(300));
+                                           nccl_type(t), op, comm_.get(), s), deadline_after_s(timeout_s_));
   }
   void blocking(torch::Tensor& t, ncclRedOp_t op) {
     const cudaStream_t s = c10::cuda::getCurrentCUDAStream(device_).stream();
     allreduce_on(t, op, s);
-    comm_.wait(s, deadline_after_s(300), "allreduce");
+    comm_.wait(s, deadline_after_s(timeout_s_), "allreduce");
   }
 
   int device_;
+  double timeout_s_;  // --timeout
   NcclComm comm_;
   CudaStream stream_;
   CudaEvent ready_, done_;
@@ -97,8 +98,8 @@ class NcclReducer final : public Reducer {
 
 }  // namespace
 
-std::unique_ptr<Reducer> make_nccl_reducer(const RunContext& ctx, int device) {
-  return std::make_unique<NcclReducer>(ctx, device);
+std::unique_ptr<Reducer> make_nccl_reducer(const RunContext& ctx, int device, double timeout_s) {
+  return std::make_unique<NcclReducer>(ctx, device, timeout_s);
 }
 
 }  // namespace dtune::train

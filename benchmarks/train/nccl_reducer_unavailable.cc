@@ -4,7 +4,7 @@
 
 namespace dtune::train {
 
-std::unique_ptr<Reducer> make_nccl_reducer(const RunContext&, int) {
+std::unique_ptr<Reducer> make_nccl_reducer(const RunContext&, int, double) {
   throw UsageError("--backend nccl: this dtune was built without NCCL (see README: NCCL_HOME)");
 }
 

@@ -57,7 +57,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
                "dtune-train"};
   app.set_version_flag("--version", "dtune-train 0.1.0");
   app.footer("Exit status: 0 trained; 1 error; 2 bad input; 3 a rank timed out; 4 out of memory (recorded\n"
-             "in the results file with status oom). Results layout: results/SCHEMA.md.");
+             "in the results file with status oom); 130 interrupted (SIGINT/SIGTERM: the completed steps are kept). Results layout: results/SCHEMA.md.");
   app.get_formatter()->column_width(34);
   auto env = [](const char* n) { return std::string("DTUNE_TRAIN_") + n; };
   std::string batch = "8", precision = "fp32", weights = "fp32", optimizer = "sgd", device = "cpu",
@@ -154,8 +154,10 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->envname(env("PROFILE_DIR"))->capture_default_str();
   app.add_option("--profile-top", o.profile_top, "rows of the operator table to print")
       ->envname(env("PROFILE_TOP"))->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--timeout", o.timeout_s, "seconds a gradient reduction may take before the job is aborted")
-      ->envname(env("TIMEOUT"))->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--timeout", o.timeout_s, "seconds one training step (its gradient reductions and checks "
+                 "included), or one wait for the other ranks outside the steps, may take before the job is "
+                 "aborted, naming the ranks that stopped (exit 3; the completed steps are kept)")
+      ->envname(env("TIMEOUT"))->capture_default_str()->check(kPositive);
   app.add_option("--debug-plant-inf-step", o.plant_inf_step, "test only: plant an inf gradient at this step")
       ->group("Testing");
   app.add_option("--debug-plant-inf-rank", o.plant_inf_rank, "test only: on this rank")->group("Testing");
@@ -167,6 +169,8 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   const int rc = parse_cli(app, argc, argv, print);
   if (rc >= 0) return rc;
 
+  constexpr double kMaxTimeoutS = 1e6;  // as dtune-comm: past this a deadline means no deadline
+  if (o.timeout_s > kMaxTimeoutS) throw UsageError("--timeout: at most 1000000 s (about 11 days)");
   if (batch == "auto") {
     o.batch_auto = true;
     o.batch = 0;

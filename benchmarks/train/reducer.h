@@ -41,7 +41,9 @@ class Reducer {
 // through dtune's user-defined ops). Device tensors are staged through host memory.
 std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx);
 // GPU tensors reduced by NCCL on a communication stream that waits for the gradients' stream.
-// Defined in nccl_reducer.cc when built with NCCL; otherwise throws UsageError.
-std::unique_ptr<Reducer> make_nccl_reducer(const RunContext& ctx, int device);
+// Creating the communicator and each blocking call wait at most `timeout_s` (--timeout), then
+// abort the communicator. Defined in nccl_reducer.cc when built with NCCL; otherwise throws
+// UsageError.
+std::unique_ptr<Reducer> make_nccl_reducer(const RunContext& ctx, int device, double timeout_s);
 
 }  // namespace dtune::train

@@ -8,25 +8,13 @@
 #include <vector>
 
 #include "benchmarks/train/mfu.h"
+#include "benchmarks/train/step_log.h"
 #include "core/error.h"
 #include "core/gather.h"
 #include "core/stats.h"
 
 namespace dtune::train {
 namespace {
-
-// Per step on this rank: the phases, the total, the loss.
-constexpr size_t kStride = kPhases + 2;
-
-std::vector<double> flatten(const TrainOutcome& out) {
-  std::vector<double> v;
-  for (const auto& s : out.steps) {
-    v.insert(v.end(), s.phases.begin(), s.phases.end());
-    v.push_back(s.total_ms);
-    v.push_back(s.loss);
-  }
-  return v;
-}
 
 // What every rank reported about itself, gathered to rank 0 (index = rank).
 struct RankRecords {
@@ -36,11 +24,11 @@ struct RankRecords {
 };
 
 // Root only: prints the summary, writes the group, returns samples/s.
-double write_and_print(const Options& o, const RunContext& ctx, const TrainOutcome& out,
-                       std::optional<ResultsFile>& file, const std::vector<double>& all, const RankRecords& ranks,
-                       const std::vector<ProfileSummary>& profiles, const std::vector<double>& data_sums) {
-  const size_t S = out.steps.size(), R = static_cast<size_t>(ctx.world_size());
-  auto at = [&](size_t step, size_t rank, size_t field) { return all[(rank * S + step) * kStride + field]; };
+double write_and_print(const Options& o, const RunContext& ctx, const TrainOutcome& out, StepLog& log,
+                       const RankRecords& ranks, const std::vector<ProfileSummary>& profiles,
+                       const std::vector<double>& data_sums) {
+  const size_t S = log.steps(), R = static_cast<size_t>(ctx.world_size());
+  auto at = [&](size_t step, size_t rank, size_t field) { return log.at(step, rank, field); };
 
   // A step takes as long as its slowest rank; throughput is total work over total measured time.
   // Steps in a --profile-steps window run slower; they are left out unless no other step is left.
@@ -138,39 +126,17 @@ double write_and_print(const Options& o, const RunContext& ctx, const TrainOutco
     std::printf("# local SGD: the run ended between averagings; the parameters were averaged once more "
                 "after the last step (untimed)\n");
   if (!out.diverged.empty()) std::printf("# stopped: %s\n", out.diverged.c_str());
+  if (out.interrupted)
+    std::printf("# stopped: interrupted by a signal after %zu of %d steps\n", S, o.warmup_steps + o.steps);
 
-  if (!file) return samples_per_s;
-  h5::Handle g = file->new_run("train-" + o.model + "-" + to_string(o.precision) + "-b" +
-                               std::to_string(out.batch));
-  const hid_t id = g.get();
-  h5::write_attr(id, "benchmark", "train");
-  h5::write_attr(id, "status", out.diverged.empty() ? "ok" : "diverged");
-  if (!out.diverged.empty()) h5::write_attr(id, "message", out.diverged);
-  h5::write_attr(id, "model", o.model);
+  const std::string status = out.interrupted ? "interrupted" : out.diverged.empty() ? "ok" : "diverged";
+  log.flush();  // creates the group if this run was shorter than a flush period
+  if (!log.has_group()) return samples_per_s;  // --no-output
+  // The configuration and the steps are in the group already (StepLog); the summary joins them.
+  const hid_t id = log.group();
   h5::write_attr(id, "parameters", static_cast<int64_t>(out.parameters));
-  h5::write_attr(id, "batch", static_cast<int64_t>(out.batch));
-  h5::write_attr(id, "batch_auto", static_cast<int64_t>(o.batch_auto));
-  h5::write_attr(id, "accum_steps", o.accum_steps);
-  h5::write_attr(id, "global_batch", static_cast<int64_t>(global_batch));
-  h5::write_attr(id, "precision", to_string(o.precision));
-  h5::write_attr(id, "tf32", static_cast<int64_t>(o.precision == Precision::kTf32));
-  h5::write_attr(id, "weights_dtype", o.weights_dtype == WeightsDtype::kBf16 ? "bf16" : "fp32");
-  h5::write_attr(id, "optimizer", to_string(o.optimizer));
-  h5::write_attr(id, "lr", o.lr);
-  h5::write_attr(id, "device", o.device == DeviceKind::kCuda ? "cuda" : "cpu");
-  h5::write_attr(id, "backend", o.backend == SyncBackend::kNccl ? "nccl" : "mpi");
-  h5::write_attr(id, "overlap", o.overlap == Overlap::kOn ? "on" : "off");
-  h5::write_attr(id, "bucket_mb", o.bucket_mb);
-  h5::write_attr(id, "first_bucket_mb", o.first_bucket_mb);
-  h5::write_attr(id, "compression", to_string(o.compression));
-  h5::write_attr(id, "local_sgd_every", o.local_sgd_every);
   h5::write_attr(id, "local_sgd_final_average", static_cast<int64_t>(out.final_average));
-  h5::write_attr(id, "channels_last", static_cast<int64_t>(o.channels_last));
-  h5::write_attr(id, "threads", o.threads);
-  h5::write_attr(id, "world_size", static_cast<int64_t>(R));
-  h5::write_attr(id, "steps", o.steps);
   h5::write_attr(id, "throughput_steps", used_steps);
-  h5::write_attr(id, "warmup_steps", o.warmup_steps);
   h5::write_attr(id, "samples_per_s", samples_per_s);
   h5::write_attr(id, "tokens_per_s", samples_per_s * out.tokens_per_sample);
   h5::write_attr(id, "step_time_p50_ms", st.p50);
@@ -186,30 +152,8 @@ double write_and_print(const Options& o, const RunContext& ctx, const TrainOutco
   h5::write_attr(id, "peak_tflops", peak.tflops);
   h5::write_attr(id, "peak_source", peak.source);
   h5::write_attr(id, "memory_source", out.memory_source);
-  h5::write_attr(id, "data", o.data);
   h5::write_attr(id, "data_description", out.data.source);
-  h5::write_attr(id, "workers", o.workers);
-  h5::write_attr(id, "prefetch", o.prefetch);
   for (size_t k = 0; k < kDataSummaryFields.size(); ++k) h5::write_attr(id, kDataSummaryFields[k], data_sums[k]);
-  h5::write_attr(id, "cache_dir", o.cache_dir);
-  for (size_t f = 0; f <= kPhases + 1; ++f) {
-    std::vector<double> col(S * R);
-    for (size_t s = 0; s < S; ++s)
-      for (size_t r = 0; r < R; ++r) col[s * R + r] = at(s, r, f);
-    const char* name = f < kPhases ? kPhaseNames[f] : f == kPhases ? "total_ms" : "loss";
-    h5::write_dataset(id, name, {S, R}, col.data());
-  }
-  std::vector<double> scale;
-  std::vector<int64_t> skip;
-  for (const auto& s : out.steps) {
-    scale.push_back(s.loss_scale);
-    skip.push_back(s.skipped);
-  }
-  h5::write_dataset(id, "loss_scale", {S}, scale.data());
-  h5::write_dataset(id, "skipped", {S}, skip.data());
-  std::vector<int64_t> profiled;
-  for (const auto& s : out.steps) profiled.push_back(s.profiled);
-  h5::write_dataset(id, "profiled", {S}, profiled.data());
   if (!profiles.empty()) write_profile(id, profiles, cost);
   std::vector<int64_t> peak_bytes(ranks.peak_memory_bytes.begin(), ranks.peak_memory_bytes.end());
   h5::write_dataset(id, "peak_memory_bytes", {R}, peak_bytes.data());
@@ -219,35 +163,42 @@ double write_and_print(const Options& o, const RunContext& ctx, const TrainOutco
   h5::write_dataset(id, "device_index", {R}, device_index.data());
   h5::write_strings(id, "rank_device", ranks.device_name);
   h5::write_dataset(id, "param_checksum", {out.param_checksums.size()}, out.param_checksums.data());
-  g.close();
-  file->flush();
+  log.close(status, out.diverged);
   return samples_per_s;
 }
 
 }  // namespace
 
-double report_training(const Options& o, const RunContext& ctx, const TrainOutcome& out,
-                       std::optional<ResultsFile>& file) {
-  const std::vector<double> all = gather_doubles(ctx.comm(), flatten(out));
+double report_training(const Options& o, const RunContext& ctx, const TrainOutcome& out, RunMonitor& monitor) {
   RankRecords ranks;
-  ranks.peak_memory_bytes = gather_longs(ctx.comm(), {out.peak_memory_bytes});
-  ranks.device_index = gather_longs(ctx.comm(), {out.device_index});
-  ranks.device_name = gather_strings(ctx.comm(), out.device_name);
-  const std::vector<double> data_all = gather_doubles(ctx.comm(), out.data.numbers());
-  const size_t fields = kDataSummaryFields.size();
-  std::vector<double> data_sums(fields, 0.0);
-  for (size_t i = 0; i < data_all.size(); ++i) data_sums[i % fields] += data_all[i];
+  std::vector<double> data_sums(kDataSummaryFields.size(), 0.0);
   std::vector<ProfileSummary> profiles;
-  if (out.profile.ran) profiles = gather_profiles(ctx.comm(), out.profile);
-  double rate = ctx.is_root() ? write_and_print(o, ctx, out, file, all, ranks, profiles, data_sums) : 0.0;
+  {
+    const auto armed = monitor.arm("gathering the run's results");
+    ranks.peak_memory_bytes = gather_longs(ctx.comm(), {out.peak_memory_bytes});
+    ranks.device_index = gather_longs(ctx.comm(), {out.device_index});
+    ranks.device_name = gather_strings(ctx.comm(), out.device_name);
+    const std::vector<double> data_all = gather_doubles(ctx.comm(), out.data.numbers());
+    for (size_t i = 0; i < data_all.size(); ++i) data_sums[i % data_sums.size()] += data_all[i];
+    if (out.profile.ran) profiles = gather_profiles(ctx.comm(), out.profile);
+  }
+  // Rank 0 writes disarmed: the watchdog's save must never run beside it.
+  double rate = ctx.is_root() ? write_and_print(o, ctx, out, *monitor.log(), ranks, profiles, data_sums) : 0.0;
+  const auto armed = monitor.arm("sharing the run's throughput");
   DTUNE_MPI_CHECK(MPI_Bcast(&rate, 1, MPI_DOUBLE, 0, ctx.comm()));
   return rate;
 }
 
-void report_oom(const Options& o, const OutOfMemory& e, std::optional<ResultsFile>& file) {
+void report_oom(const Options& o, const OutOfMemory& e, RunMonitor& monitor, std::optional<ResultsFile>& file) {
   std::printf("# dtune-train: %s out of memory at batch %lld per rank: %s\n", o.model.c_str(),
               static_cast<long long>(e.batch), e.what());
   if (!file) return;
+  if (StepLog* log = monitor.log(); log && log->has_group() && log->steps() > 0) {
+    // Out of memory after some steps completed: their group keeps them, with status oom.
+    h5::write_attr(log->group(), "peak_memory_bytes", static_cast<int64_t>(e.peak_bytes));
+    log->close("oom", e.what());
+    return;
+  }
   h5::Handle g = file->new_run("train-" + o.model + "-oom");
   h5::write_attr(g.get(), "benchmark", "train");
   h5::write_attr(g.get(), "status", "oom");

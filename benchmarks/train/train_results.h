@@ -1,4 +1,5 @@
-// dtune-train's results: every rank's per-step phase times gathered to rank 0, the summary
+// dtune-train's results: every rank's per-step phase times (gathered to rank 0 step by step and
+// written as they come: run_monitor.h, step_log.h), the summary
 // (throughput as total samples over total measured time, step-time percentiles, MFU with its
 // formula and peak), written as one HDF5 group (results/SCHEMA.md, benchmark "train") and printed
 // as one screen by rank 0.
@@ -7,17 +8,20 @@
 #include <optional>
 
 #include "benchmarks/train/options.h"
+#include "benchmarks/train/run_monitor.h"
 #include "benchmarks/train/trainer.h"
 #include "core/results_file.h"
 
 namespace dtune::train {
 
-// Collective. Returns the run's throughput in samples/s (on every rank).
-double report_training(const Options& o, const RunContext& ctx, const TrainOutcome& out,
-                       std::optional<ResultsFile>& file);
+// Collective (armed). The steps come from rank 0's monitor.log(), whose group gets the summary and
+// its final status (ok, diverged, interrupted). Returns the run's throughput in samples/s (on
+// every rank).
+double report_training(const Options& o, const RunContext& ctx, const TrainOutcome& out, RunMonitor& monitor);
 
-// Root only: a run that did not fit, recorded with status "oom" and its batch.
-void report_oom(const Options& o, const OutOfMemory& e, std::optional<ResultsFile>& file);
+// Root only: a run that did not fit, recorded with status "oom" and its batch (in the run's group
+// when some steps completed, else in a group of its own).
+void report_oom(const Options& o, const OutOfMemory& e, RunMonitor& monitor, std::optional<ResultsFile>& file);
 
 inline constexpr int kOomExitStatus = 4;
 

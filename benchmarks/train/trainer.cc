@@ -6,6 +6,7 @@
 #include <torch/utils.h>
 
 #include <cmath>
+#include <new>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "benchmarks/train/precision.h"
 #include "benchmarks/train/profiler.h"
 #include "benchmarks/train/reducer.h"
+#include "benchmarks/train/run_monitor.h"
 #include "core/device_info.h"
 #include "core/error.h"
 #include "core/gather.h"
@@ -94,20 +96,30 @@ int device_ordinal(const Options& o, const RunContext& ctx) {
   return ctx.local_rank() % n;
 }
 
-TrainOutcome train_or_probe(const Options& o, const MainArgs& a, int64_t batch, RunMode mode);
+TrainOutcome train_or_probe(const Options& o, const MainArgs& a, int64_t batch, RunMode mode, RunMonitor* monitor);
 
-TrainOutcome run_training(const Options& o, const MainArgs& a, int64_t batch, RunMode mode) {
+TrainOutcome run_training(const Options& o, const MainArgs& a, int64_t batch, RunMode mode, RunMonitor* monitor) {
+  const std::string at = " at batch " + std::to_string(batch) + " per rank";
   try {
-    return train_or_probe(o, a, batch, mode);
+    return train_or_probe(o, a, batch, mode, monitor);
   } catch (const c10::OutOfMemoryError& e) {
-    throw OutOfMemory(batch, 0, "CUDA out of memory at batch " + std::to_string(batch));
+    throw OutOfMemory(batch, 0, "CUDA out of memory" + at);
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory(batch, CpuMemoryMeter::peak_bytes(), "host memory exhausted" + at + " (std::bad_alloc)");
+  } catch (const c10::Error& e) {
+    // LibTorch's CPU allocator (c10/core/impl/alloc_cpu.cpp): "DefaultCPUAllocator: can't
+    // allocate memory: you tried to allocate N bytes. Error code 12 (Cannot allocate memory)".
+    const std::string what = e.what_without_backtrace();
+    if (what.find("can't allocate memory") == std::string::npos && what.find("out of memory") == std::string::npos)
+      throw;
+    throw OutOfMemory(batch, CpuMemoryMeter::peak_bytes(), "host memory exhausted" + at + ": " + what.substr(0, what.find('\n')));
   }
 }
 
-int64_t find_batch(const Options& o, const MainArgs& a) {
+int64_t find_batch(const Options& o, const MainArgs& a, RunMonitor& monitor) {
   auto fits = [&](int64_t b) {
     try {
-      run_training(o, a, b, RunMode::kProbe);
+      run_training(o, a, b, RunMode::kProbe, nullptr);
       return true;
     } catch (const OutOfMemory&) {
       return false;
@@ -125,11 +137,12 @@ int64_t find_batch(const Options& o, const MainArgs& a) {
     (fits(mid) ? lo : hi) = mid;
   }
   long long mine = lo, agreed = lo;
+  const auto armed = monitor.arm("--batch auto: the ranks' agreement on the batch");
   DTUNE_MPI_CHECK(MPI_Allreduce(&mine, &agreed, 1, MPI_LONG_LONG, MPI_MIN, a.ctx.comm()));
   return agreed;
 }
 
-TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batch, RunMode mode) {
+TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batch, RunMode mode, RunMonitor* monitor) {
   const RunContext& ctx = a.ctx;
   Options o = o_in;
   const bool probe = mode == RunMode::kProbe;
@@ -176,7 +189,11 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
 
   TraceLog trace_log;  // before the reducer: its thread may write here until it is destroyed
   std::unique_ptr<Reducer> reducer;
-  if (!probe) reducer = o.backend == SyncBackend::kNccl ? make_nccl_reducer(ctx, ordinal) : make_mpi_reducer(ctx);
+  RunMonitor::Armed armed;
+  if (!probe) {
+    armed = monitor->arm("setting up the gradient reducer and broadcasting the initial parameters");
+    reducer = o.backend == SyncBackend::kNccl ? make_nccl_reducer(ctx, ordinal, o.timeout_s) : make_mpi_reducer(ctx);
+  }
   std::vector<torch::Tensor> params = model->parameters();
   {
     // Parameters and buffers start equal on every rank (rank 0's), as DDP does.
@@ -186,6 +203,7 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
       for (auto& b : model->buffers()) reducer->broadcast(b, 0);
     }
   }
+  armed.disarm();
   // bf16 weights: the optimizer updates an fp32 master copy, which is cast back after each step.
   std::vector<torch::Tensor> master;
   if (o.weights_dtype == WeightsDtype::kBf16)
@@ -234,7 +252,10 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
   auto averages_after = [&](int step) { return local_sgd && (step + 1) % o.local_sgd_every == 0; };
   auto equal_after = [&](int step) { return !local_sgd || averages_after(step); };
   std::vector<double> checksums;
+  if (monitor) monitor->begin_run(batch);
   for (int step = 0; step < total_steps; ++step) {
+    // The whole step, its communication included, within --timeout.
+    if (monitor) armed = monitor->arm("training step " + std::to_string(step) + " (batch " + std::to_string(batch) + ")");
     if (profiler) profiler->begin_step(step);
     StepRecord rec;
     rec.profiled = profiler && profiler->in_window(step);
@@ -322,7 +343,12 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
     if (!probe && o.check_every > 0 && (step + 1) % o.check_every == 0 && equal_after(step))
       out.diverged = check_divergence(ctx, params, step + 1, checksums);
     if (profiler) profiler->end_step(step);
-    if (!out.diverged.empty()) break;  // on every rank: the verdict was broadcast
+    if (monitor) {
+      out.interrupted = monitor->exchange(rec);
+      armed.disarm();
+      monitor->record(rec);
+    }
+    if (!out.diverged.empty() || out.interrupted) break;  // on every rank: the verdict was shared
   }
   if (profiler) {
     if (reducer) reducer->set_trace(nullptr);
@@ -330,9 +356,10 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
   }
   out.data = data->summary();
   if (probe) return out;
+  armed = monitor->arm("the final parameter averaging and check");
   // A local-SGD run whose last step was not an averaging one ends with one (untimed): the model it
   // leaves is the ranks' mean, as local SGD defines it, and the ranks agree again.
-  if (local_sgd && out.diverged.empty() && !averages_after(total_steps - 1)) {
+  if (local_sgd && out.diverged.empty() && !averages_after(static_cast<int>(out.steps.size()) - 1)) {
     average_parameters(*reducer, world, params, master);
     out.final_average = true;
   }
@@ -344,7 +371,9 @@ TrainOutcome train_or_probe(const Options& o_in, const MainArgs& a, int64_t batc
     }
     models::write_tensors(o.dump_path, dump);
   }
-  if (out.diverged.empty()) out.diverged = check_divergence(ctx, params, total_steps, checksums);
+  if (out.diverged.empty())
+    out.diverged = check_divergence(ctx, params, static_cast<int>(out.steps.size()), checksums);
+  armed.disarm();
   out.param_checksums = checksums;
   if (device.is_cuda()) {
     out.memory_source = "CUDA caching allocator peak allocated bytes";

@@ -16,6 +16,8 @@
 
 namespace dtune::train {
 
+class RunMonitor;
+
 struct StepRecord {
   PhaseTimes phases{};
   double total_ms = 0;
@@ -45,6 +47,7 @@ struct TrainOutcome {
   // Non-empty: the divergence guard's message. The run stopped after that check; `steps` holds
   // the steps run until then.
   std::string diverged;
+  bool interrupted = false;  // the ranks agreed to stop after the last step in `steps` (a signal)
   bool final_average = false;  // local SGD: averaged once more after the last step (not an H-th)
   ProfileSummary profile;               // --profile-steps
   DataSummary data;                     // what loading cost
@@ -66,11 +69,15 @@ enum class RunMode { kTrain, kProbe };
 // UsageError when --device cuda finds no GPU.
 int device_ordinal(const Options& o, const RunContext& ctx);
 
-TrainOutcome run_training(const Options& o, const MainArgs& a, int64_t batch, RunMode mode = RunMode::kTrain);
+// kTrain needs `monitor` (run_monitor.h): every step runs armed against --timeout, and its records
+// go to rank 0's results file as it completes. A CPU allocation failure (std::bad_alloc, LibTorch's
+// CPU allocator) or a CUDA out-of-memory is thrown as OutOfMemory.
+TrainOutcome run_training(const Options& o, const MainArgs& a, int64_t batch, RunMode mode,
+                          RunMonitor* monitor);
 
 // --batch auto: the largest per-rank batch whose step fits (CPU: tensors within --memory-limit-mb;
 // GPU: no out-of-memory, with a 10% margin of device memory kept free), by doubling then
-// bisection; every rank probes alone and the ranks take the smallest answer.
-int64_t find_batch(const Options& o, const MainArgs& a);
+// bisection; every rank probes alone and the ranks take the smallest answer (an armed agreement).
+int64_t find_batch(const Options& o, const MainArgs& a, RunMonitor& monitor);
 
 }  // namespace dtune::train
