@@ -3,6 +3,7 @@ soon after --timeout, and every completed step is in a readable file with status
 (SIGINT/SIGTERM) or an error after training began keeps the completed steps with status interrupted
 or failed; sizes that cannot fit in host memory are refused with one line before anything is
 allocated, and an allocation that fails anyway is an oom record, never a crash or a backtrace."""
+
 import os
 import selectors
 import signal
@@ -43,8 +44,13 @@ def rank_pid(session, rank):
 def start_long_run(out, *extra):
     """A 2-rank run that goes on until stopped; returns it once rank 0 reports its first steps
     written (so steps were completed), with the number it reported."""
-    p = subprocess.Popen(train_cmd(2, *TINY, "--steps", STEPS, "--warmup-steps", "1", "--output", out, *extra),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    p = subprocess.Popen(
+        train_cmd(2, *TINY, "--steps", STEPS, "--warmup-steps", "1", "--output", out, *extra),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 60
     with selectors.DefaultSelector() as sel:
         sel.register(p.stdout, selectors.EVENT_READ)
@@ -76,6 +82,7 @@ def steps_in(path):
 
 def test_a_stopped_rank_is_named_and_completed_steps_are_kept(tmp_path):
     from dtune_report.loader import load_train
+
     out = tmp_path / "t.h5"
     p, reported = start_long_run(out, "--timeout", "4")
     victim = rank_pid(p.pid, 1)
@@ -104,9 +111,14 @@ def test_a_stopped_rank_is_named_and_completed_steps_are_kept(tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_keeps_the_completed_steps(tmp_path, sig):
     from dtune_report.loader import load_train, load_train_summary
+
     out = tmp_path / "t.h5"
     p, reported = start_long_run(out)
-    p.send_signal(sig)  # to mpirun, which passes it on to the ranks
+    # To the ranks themselves: they agree to stop at the next step boundary and write. (A signal to
+    # mpirun is forwarded too, but mpirun then kills the ranks after odls_base_sigkill_timeout,
+    # 1 s by default, whether or not they finished writing: a race a test must not depend on.)
+    for rank in (0, 1):
+        os.kill(rank_pid(p.pid, rank), sig)
     rest, err = p.communicate(timeout=60)
     assert p.returncode != 0, err
     file_status, run_status, rows, written = steps_in(out)
@@ -122,9 +134,23 @@ def test_an_error_after_training_keeps_the_steps(tmp_path):
     """Rank 0 alone fails after the last step (its --debug-dump cannot be written): the file keeps
     every step, with status failed; the job ends with the error, not a hang."""
     out = tmp_path / "t.h5"
-    r = subprocess.run(train_cmd(2, *TINY, "--steps", "3", "--warmup-steps", "1", "--output", out,
-                                 "--debug-dump", tmp_path / "missing" / "dir" / "d.pt"),
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        train_cmd(
+            2,
+            *TINY,
+            "--steps",
+            "3",
+            "--warmup-steps",
+            "1",
+            "--output",
+            out,
+            "--debug-dump",
+            tmp_path / "missing" / "dir" / "d.pt",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 1, r.stderr
     assert "cannot write tensor file" in r.stderr
     file_status, run_status, rows, written = steps_in(out)
@@ -132,15 +158,17 @@ def test_an_error_after_training_keeps_the_steps(tmp_path):
     assert rows == written == 4
 
 
-@pytest.mark.parametrize("args, flag", [
-    (["--model", "gpt2-tiny", "--batch", "100000000"], "--batch 100000000"),
-    (["--model", "gpt2-tiny", "--context", "100000000"], "--context 100000000"),
-    (["--model", "resnet18", "--image-size", "32", "--width", "8", "--batch", "100000000"], "--batch 100000000"),
-])
+@pytest.mark.parametrize(
+    "args, flag",
+    [
+        (["--model", "gpt2-tiny", "--batch", "100000000"], "--batch 100000000"),
+        (["--model", "gpt2-tiny", "--context", "100000000"], "--context 100000000"),
+        (["--model", "resnet18", "--image-size", "32", "--width", "8", "--batch", "100000000"], "--batch 100000000"),
+    ],
+)
 def test_sizes_that_cannot_fit_are_one_line(tmp_path, args, flag):
     t0 = time.monotonic()
-    r = subprocess.run(train_cmd(2, *args, "--output", tmp_path / "x.h5"), capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(train_cmd(2, *args, "--output", tmp_path / "x.h5"), capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, r.stderr
     errors = [l for l in r.stderr.splitlines() if "error" in l]
     assert len(errors) == 1, r.stderr
@@ -154,6 +182,7 @@ def test_an_allocation_that_fails_is_an_oom_record(tmp_path):
     """A batch that passes the host-memory check but cannot be allocated (the address space is
     capped, as a cgroup or ulimit would) ends as an oom record, exit 4, one line, no backtrace."""
     import resource
+
     out = tmp_path / "o.h5"
     cap = 6 << 30
 
@@ -161,9 +190,27 @@ def test_an_allocation_that_fails_is_an_oom_record(tmp_path):
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
     # gpt2-tiny logits: 128 x 1024 fp32 = 512 KiB per sample; 16384 samples: 8 GiB, past the cap.
-    r = subprocess.run(train_cmd(0, "--model", "gpt2-tiny", "--batch", "16384", "--steps", "1", "--warmup-steps",
-                                 "0", "--threads", "1", "--output", out),
-                       capture_output=True, text=True, timeout=120, preexec_fn=limit)
+    r = subprocess.run(
+        train_cmd(
+            0,
+            "--model",
+            "gpt2-tiny",
+            "--batch",
+            "16384",
+            "--steps",
+            "1",
+            "--warmup-steps",
+            "0",
+            "--threads",
+            "1",
+            "--output",
+            out,
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limit,
+    )
     if r.returncode == 2 and "available" in r.stderr:
         pytest.skip("this machine has too little memory for the allocation to pass the host check")
     assert r.returncode == 4, r.stderr
