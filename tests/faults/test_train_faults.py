@@ -170,7 +170,7 @@ def test_sizes_that_cannot_fit_are_one_line(tmp_path, args, flag):
     t0 = time.monotonic()
     r = subprocess.run(train_cmd(2, *args, "--output", tmp_path / "x.h5"), capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, r.stderr
-    errors = [l for l in r.stderr.splitlines() if "error" in l]
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
     assert len(errors) == 1, r.stderr
     for w in (flag, "need", "of host memory per rank", "available", "lower " + flag.split()[0]):
         assert w in errors[0], errors[0]
