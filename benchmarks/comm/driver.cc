@@ -99,9 +99,12 @@ class Driver {
                       });
     try {
       return measure();
-    } catch (const TimeoutError&) {
-      if (ctx_.is_root()) save_on_timeout();
-      throw;
+    } catch (const TimeoutError& e) {
+      // A rank that never arrived at a size: rank 0 saves, and the message says what the board
+      // shows of the missing ranks (stopped, gone or behind), as the watchdog's does.
+      if (!ctx_.is_root()) throw;
+      save_on_timeout();
+      throw TimeoutError(std::string(e.what()) + "; " + board_.diagnose());
     }
   }
 
