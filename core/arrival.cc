@@ -6,22 +6,21 @@
 #include <thread>
 #include <vector>
 
+#include "core/deadline.h"
 #include "core/error.h"
-#include "core/timer.h"
 
 namespace dtune {
 namespace {
 
 // Polls until every request completed or the deadline passed; returns the indices still pending.
-std::vector<int> wait_until(std::vector<MPI_Request>& reqs,
-                            std::chrono::steady_clock::time_point deadline) {
+std::vector<int> wait_until(std::vector<MPI_Request>& reqs, Deadline deadline) {
   int spins = 0;
   while (true) {
     int done = 0;
     DTUNE_MPI_CHECK(MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done,
                                 MPI_STATUSES_IGNORE));
     if (done) return {};
-    if (std::chrono::steady_clock::now() > deadline) break;
+    if (deadline.expired()) break;
     // Spin briefly (arrivals are usually near-simultaneous), then back off so an oversubscribed
     // node does not lose a core to polling.
     if (++spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -48,7 +47,7 @@ ArrivalCheck::ArrivalCheck(const RunContext& ctx)
 
 bool ArrivalCheck::arrive(const std::string& label, double timeout_s, bool stop_requested) {
   if (size_ == 1) return stop_requested;
-  const auto deadline = deadline_after_s(timeout_s);
+  const Deadline deadline = Deadline::after_s(timeout_s);
   constexpr int kTagArrive = 1, kTagDecide = 2;
   int mine = stop_requested ? 1 : 0;
   if (rank_ == 0) {
@@ -69,7 +68,7 @@ bool ArrivalCheck::arrive(const std::string& label, double timeout_s, bool stop_
     std::vector<MPI_Request> sends(static_cast<size_t>(size_ - 1), MPI_REQUEST_NULL);
     for (int r = 1; r < size_; ++r)
       DTUNE_MPI_CHECK(MPI_Isend(&decision, 1, MPI_INT, r, kTagDecide, comm_.get(), &sends[r - 1]));
-    wait_until(sends, deadline_after_s(timeout_s));
+    wait_until(sends, Deadline::after_s(timeout_s));
     return decision != 0;
   }
   int decision = 0;

@@ -5,10 +5,19 @@
 
 #include <cstdlib>
 
+#include "core/error.h"
+
 namespace dtune {
 
 RunContext RunContext::create() {
+  int level = MPI_THREAD_SINGLE;
+  DTUNE_MPI_CHECK(MPI_Query_thread(&level));
+  return create(level);
+}
+
+RunContext RunContext::create(int mpi_thread_level) {
   RunContext ctx;
+  ctx.mpi_thread_level_ = mpi_thread_level;
   ctx.world_ = MpiComm::dup(MPI_COMM_WORLD);
   ctx.ending_ = MpiComm::dup(MPI_COMM_WORLD);
   ctx.rank_ = ctx.world_.rank();

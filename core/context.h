@@ -13,6 +13,9 @@ class RunContext {
   // Collective over MPI_COMM_WORLD: duplicates it (dtune never uses the user's world directly),
   // finds the node-local rank with MPI_Comm_split_type(MPI_COMM_TYPE_SHARED).
   static RunContext create();
+  // The same, recording the thread level MPI was initialised with (MpiSession::thread_level());
+  // create() asks MPI for it (MPI_Query_thread).
+  static RunContext create(int mpi_thread_level);
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
@@ -24,6 +27,8 @@ class RunContext {
   // matched against one the failing code path left half-done on comm().
   MPI_Comm ending_comm() const { return ending_.get(); }
   bool is_root() const { return rank_ == 0; }
+  // MPI_THREAD_MULTIPLE when any thread may call MPI (a watchdog may then MPI_Abort).
+  int mpi_thread_level() const { return mpi_thread_level_; }
 
   // The silent-singleton launch: the launcher says N > 1 processes but MPI sees one. Returns the
   // launcher's count and the variable that said so, or 0 when there is nothing to warn about.
@@ -41,6 +46,7 @@ class RunContext {
   int local_rank_ = 0;
   int local_size_ = 1;
   std::string host_;
+  int mpi_thread_level_ = MPI_THREAD_SINGLE;
 };
 
 }  // namespace dtune

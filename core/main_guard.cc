@@ -54,7 +54,7 @@ int run_main(int argc, char** argv, const char* tool,
     // The context (and its communicators) must be gone before MPI_Finalize.
     std::unique_ptr<RunContext> ctx;
     try {
-      ctx = std::make_unique<RunContext>(RunContext::create());
+      ctx = std::make_unique<RunContext>(RunContext::create(session.thread_level()));
       code = body(MainArgs{argc, argv, *ctx, session.thread_level()});
       // Every rank meets here before finishing. A rank that returned a failure waits only a
       // moment: when some ranks never come (they wait for it in a collective), it aborts the job

@@ -4,11 +4,12 @@
 
 #include <chrono>
 
+#include "core/deadline.h"
+
 namespace dtune {
 
 class Stopwatch {
  public:
-  using Clock = std::chrono::steady_clock;
   Stopwatch() : start_(Clock::now()) {}
   void restart() { start_ = Clock::now(); }
   double elapsed_us() const {
@@ -20,11 +21,5 @@ class Stopwatch {
  private:
   Clock::time_point start_;
 };
-
-inline std::chrono::steady_clock::time_point deadline_after_s(double seconds) {
-  return std::chrono::steady_clock::now() +
-         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-             std::chrono::duration<double>(seconds));
-}
 
 }  // namespace dtune

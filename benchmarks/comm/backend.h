@@ -10,10 +10,9 @@
 
 #include "benchmarks/comm/types.h"
 #include "core/context.h"
+#include "core/deadline.h"
 
 namespace dtune::comm {
-
-using Clock = std::chrono::steady_clock;
 
 enum class Blocking { kNo, kYes };  // -z: synchronise after every iteration
 

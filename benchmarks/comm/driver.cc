@@ -1,10 +1,9 @@
-// Measurement loop, gathering and results writing for dtune-comm.
+// Measurement loop, timing and gathering for dtune-comm; rank 0 summarises each size and hands the
+// summaries to the reporters (table, HDF5, -J).
 #include "benchmarks/comm/driver.h"
 
 #include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -13,26 +12,26 @@
 
 #include "benchmarks/comm/bandwidth.h"
 #include "benchmarks/comm/check.h"
+#include "benchmarks/comm/comm_results.h"
 #include "benchmarks/comm/nccl_tests_json.h"
+#include "benchmarks/comm/summary.h"
 #include "benchmarks/comm/table.h"
 #include "core/arrival.h"
 #include "core/error.h"
 #include "core/gather.h"
 #include "core/host_memory.h"
 #include "core/cli.h"
+#include "core/deadline.h"
 #include "core/provenance.h"
 #include "core/rank_board.h"
 #include "core/results_file.h"
 #include "core/signals.h"
-#include "core/timer.h"
 #include "core/watchdog.h"
 
 namespace dtune::comm {
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kWatchdogGraceS = 2.0;
-constexpr Placement kPlacements[2] = {Placement::kOutOfPlace, Placement::kInPlace};
 
 std::string describe(const OpShape& s, Placement p) {
   return to_string(s.collective) + " " + to_string(s.dtype) +
@@ -40,30 +39,20 @@ std::string describe(const OpShape& s, Placement p) {
          std::to_string(s.bytes) + " B (" + to_string(p) + ")";
 }
 
-double combine(TimeMode m, const RankSpread& r, double rank0) {
-  switch (m) {
-    case TimeMode::kRank0: return rank0;
-    case TimeMode::kAvg: return r.avg;
-    case TimeMode::kMin: return r.min;
-    case TimeMode::kMax: return r.max;
-  }
-  return r.avg;
-}
-
-// What rank 0 holds of one configuration: every rank's iterations in the schema's order
-// [placement][size][rank][iteration], wrong counts [placement][size][rank], and the table rows.
-struct ConfigData {
-  std::vector<OpShape> shapes;
-  std::vector<double> times;
-  std::vector<int64_t> wrong;
-  std::vector<SizeResult> rows;
+// The configuration being measured: rank 0 holds the summaries of the sizes done so far, which a
+// timeout saves.
+struct ConfigInProgress {
+  Collective collective{};
+  Dtype dtype{};
+  ReduceOp op{};
+  std::vector<SizeSummary> sizes;
 };
 
 class Driver {
  public:
   Driver(const Options& o, const MainArgs& a)
       : o_(o), ctx_(a.ctx), arrival_(a.ctx), board_(a.ctx),
-        watchdog_("dtune-comm", a.mpi_thread_level == MPI_THREAD_MULTIPLE),
+        watchdog_("dtune-comm", a.ctx.mpi_thread_level() == MPI_THREAD_MULTIPLE),
         printer_(o.format, stdout) {}
 
   int run() {
@@ -76,18 +65,7 @@ class Driver {
     Provenance prov = collect_provenance(ctx_, o_.command_line, device, nccl_version);
     if (ctx_.is_root()) {
       if (results_) results_->write_provenance(prov);
-      std::vector<std::string> lines;
-      for (int r = 0; r < ctx_.world_size(); ++r) {
-        char buf[512];
-        std::snprintf(buf, sizeof buf, "#  Rank %2d Local %2lld on %s device %s", r,
-                      prov.rank_local_rank[r], prov.rank_host[r].c_str(), prov.rank_device[r].c_str());
-        lines.push_back(buf);
-      }
-      if (const auto m = ctx_.launcher_mismatch(); m.expected > 1)
-        std::fprintf(stderr, "dtune-comm: warning: MPI world size is 1 but %s=%d: the launcher "
-                     "started separate singletons, not one job (use srun --mpi=pmix, or an mpirun "
-                     "from the same MPI dtune was built with)\n", m.variable.c_str(), m.expected);
-      printer_.banner(o_, ctx_.world_size(), lines);
+      print_banner(prov);
     }
     describe_json_devices(prov);
     allocate();
@@ -112,10 +90,7 @@ class Driver {
   // Rank 0, when the run ends by a timeout: the configuration in progress is written with the
   // sizes it completed (status "timeout"), and the file is finished with status "timeout".
   void save_on_timeout() {
-    if (in_config_) {
-      in_config_ = false;
-      finish_config(current_c_, current_d_, current_op_, current_, "timeout");
-    }
+    if (current_) finish_config(ConfigEnd::kTimeout);
     if (json_) json_->finish();
     if (results_) {
       results_->finish("timeout", kTimeoutExitStatus);
@@ -124,8 +99,23 @@ class Driver {
     }
   }
 
-  int measure() {
+  // Rank 0: the version banner, the settings and every rank's device.
+  void print_banner(const Provenance& prov) {
+    std::vector<std::string> lines;
+    for (int r = 0; r < ctx_.world_size(); ++r) {
+      char buf[512];
+      std::snprintf(buf, sizeof buf, "#  Rank %2d Local %2lld on %s device %s", r,
+                    prov.rank_local_rank[r], prov.rank_host[r].c_str(), prov.rank_device[r].c_str());
+      lines.push_back(buf);
+    }
+    if (const auto m = ctx_.launcher_mismatch(); m.expected > 1)
+      std::fprintf(stderr, "dtune-comm: warning: MPI world size is 1 but %s=%d: the launcher "
+                   "started separate singletons, not one job (use srun --mpi=pmix, or an mpirun "
+                   "from the same MPI dtune was built with)\n", m.variable.c_str(), m.expected);
+    printer_.banner(o_, ctx_.world_size(), lines);
+  }
 
+  int measure() {
     bool stopped = false;
     for (Collective c : o_.collectives) {
       if (json_) json_->begin(c);
@@ -140,13 +130,13 @@ class Driver {
       if (json_) json_->finish();  // interrupted: what was measured of this collective
       if (stopped) break;
     }
-    const int code = stopped ? 130 : total_wrong_ > 0 ? 1 : 0;
+    const int code = stopped ? 130 : totals_.wrong > 0 ? 1 : 0;
     if (ctx_.is_root()) {
-      printer_.footer(total_wrong_, o_.check_iters > 0, busbw_all_, results_ ? results_->path() : "");
+      printer_.footer(totals_, o_.check_iters > 0, results_ ? results_->path() : "");
       if (results_) results_->finish(stopped ? "interrupted" : "complete", code);
-      if (total_wrong_ > 0)
+      if (totals_.wrong > 0)
         std::fprintf(stderr, "dtune-comm: error: %lld wrong elements: the collective results are "
-                     "incorrect\n", static_cast<long long>(total_wrong_));
+                     "incorrect\n", static_cast<long long>(totals_.wrong));
     }
     return code;
   }
@@ -229,180 +219,84 @@ class Driver {
   // Returns true when the ranks agreed to stop (a signal).
   bool run_config(Collective c, Dtype d, ReduceOp op) {
     const auto sizes = o_.sizes();
-    const size_t I = static_cast<size_t>(o_.iters);
-    current_ = ConfigData{};
-    current_c_ = c;
-    current_d_ = d;
-    current_op_ = op;
-    in_config_ = true;
+    const size_t R = static_cast<size_t>(ctx_.world_size()), I = static_cast<size_t>(o_.iters);
+    current_.emplace(ConfigInProgress{c, d, op, {}});
     if (ctx_.is_root()) printer_.begin_config(c, d, op, backend_->name());
     bool stopped = false;
-    std::vector<double> times;
-    for (size_t si = 0; si < sizes.size(); ++si) {
-      const OpShape s = make_shape(c, d, op, o_.root, ctx_.world_size(), sizes[si]);
+    for (uint64_t bytes : sizes) {
+      const OpShape s = make_shape(c, d, op, o_.root, ctx_.world_size(), bytes);
       board_.reach(++step_);
       if (ctx_.rank() == o_.hang_rank) std::this_thread::sleep_for(std::chrono::hours(24 * 365));
       if (arrival_.arrive(describe(s, Placement::kOutOfPlace), o_.timeout_s, stop_requested())) {
         stopped = true;
         break;
       }
-      // This rank's contribution: iterations of both placements, then the two wrong counts.
-      std::vector<double> mine(2 * I + 2, kNaN);
-      mine[2 * I] = mine[2 * I + 1] = -1;
-      for (int pi = 0; pi < 2; ++pi) {
-        const Placement p = kPlacements[pi];
-        if (s.count == 0 || !backend_->supports(s, p)) continue;
-        // Rank 0 fires first: the others wait a moment longer, so that rank 0 saves what was
-        // measured before any abort takes the job down.
-        watchdog_.arm(o_.timeout_s + (ctx_.is_root() ? 0.0 : kWatchdogGraceS), describe(s, p));
-        const auto deadline = deadline_after_s(o_.timeout_s);
-        upload_images(s, p);
-        if (o_.warmup_iters > 0) backend_->run(s, p, o_.warmup_iters, o_.blocking, deadline, times);
-        backend_->run(s, p, o_.iters, o_.blocking, deadline, times);
-        std::copy(times.begin(), times.end(), mine.begin() + static_cast<long>(pi * I));
-        if (o_.check_iters > 0) {
-          int64_t wrong = 0;
-          std::vector<uint8_t> result(std::max(s.send_count, s.recv_count) * dtype_size(d));
-          for (int k = 0; k < o_.check_iters; ++k) {
-            upload_images(s, p);
-            backend_->run(s, p, 1, Blocking::kYes, deadline, times);
-            backend_->download_recv(result.data(), result.size());
-            wrong += count_wrong(s, p, ctx_.rank(), result, backend_->result_offset(s, p));
-          }
-          mine[2 * I + static_cast<size_t>(pi)] = static_cast<double>(wrong);
-        }
-        watchdog_.disarm();
-      }
+      const RankSample mine = measure_size(s);
       // Gathered per size, outside the timed region, so rank 0 prints each row as it completes.
-      const std::vector<double> all = gather_doubles(ctx_.comm(), mine);
-      if (ctx_.is_root()) add_size(s, all, current_);
+      const std::vector<double> all = gather_doubles(ctx_.comm(), pack(mine, I));
+      if (ctx_.is_root()) report_size(summarize_size(s, unpack_ranks(all, R, I), o_.time_mode));
     }
-    in_config_ = false;
-    if (ctx_.is_root()) finish_config(c, d, op, current_, stopped ? "interrupted" : nullptr);
+    if (ctx_.is_root()) finish_config(stopped ? ConfigEnd::kInterrupted : ConfigEnd::kComplete);
+    current_.reset();
     return stopped;
   }
 
-  void add_size(const OpShape& s, const std::vector<double>& all, ConfigData& data) {
-    const size_t R = static_cast<size_t>(ctx_.world_size()), I = static_cast<size_t>(o_.iters);
-    const size_t stride = 2 * I + 2;
-    SizeResult r{s, {}};
-    data.shapes.push_back(s);
-    // Staged per size as [placement][rank][iteration]; reordered into the schema at the end.
+  // This rank's iterations of both placements, and the wrong elements its checks found.
+  RankSample measure_size(const OpShape& s) {
+    RankSample mine;
+    std::vector<double> scratch;
     for (size_t pi = 0; pi < 2; ++pi) {
-      auto& p = r.placement[pi];
-      std::vector<double> means(R), iters;
-      int64_t wrong = 0;
-      bool checked = false;
-      for (size_t rk = 0; rk < R; ++rk) {
-        const double* it = &all[rk * stride + pi * I];
-        data.times.insert(data.times.end(), it, it + I);
-        double sum = 0;
-        for (size_t i = 0; i < I; ++i) sum += it[i];
-        means[rk] = sum / static_cast<double>(I);
-        const double w = all[rk * stride + 2 * I + pi];
-        data.wrong.push_back(static_cast<int64_t>(w));
-        if (w >= 0) {
-          checked = true;
-          wrong += static_cast<int64_t>(w);
-        }
+      const Placement p = kPlacements[pi];
+      if (s.count == 0 || !backend_->supports(s, p)) continue;
+      // Rank 0 fires first: the others wait a moment longer, so that rank 0 saves what was
+      // measured before any abort takes the job down.
+      const DeadlineGuard guard(watchdog_, o_.timeout_s + (ctx_.is_root() ? 0.0 : kWatchdogGraceS),
+                                describe(s, p));
+      const Deadline deadline = Deadline::after_s(o_.timeout_s);
+      auto& mp = mine.placement[pi];
+      upload_images(s, p);
+      if (o_.warmup_iters > 0)
+        backend_->run(s, p, o_.warmup_iters, o_.blocking, deadline.at(), scratch);
+      backend_->run(s, p, o_.iters, o_.blocking, deadline.at(), mp.times_us);
+      mp.run = true;
+      if (o_.check_iters > 0) {
+        mp.checked = true;
+        mp.wrong = run_checks(s, p, deadline);
       }
-      p.run = !std::isnan(means[0]);
-      if (!p.run) continue;
-      p.iters = summarize(std::span<const double>(&data.times[data.times.size() - R * I], R * I));
-      p.ranks = spread_over_ranks(means);
-      p.time_us = combine(o_.time_mode, p.ranks, means[0]);
-      p.algbw_gbps = algbw_gbps(static_cast<double>(s.bytes), p.time_us);
-      p.busbw_gbps = busbw_gbps(s.collective, static_cast<int>(R), static_cast<double>(s.bytes), p.time_us);
-      p.wrong = checked ? wrong : -1;
-      if (checked) total_wrong_ += wrong;
-      busbw_all_.push_back(p.busbw_gbps);
     }
-    printer_.row(r);
-    if (json_) json_->add(r, all, static_cast<int>(R));
-    data.rows.push_back(r);
+    return mine;
   }
 
-  // Rank 0: the fit, the statistics lines and the HDF5 group of one configuration.
-  // `cut_short`: nullptr when every size ran, else the status of a configuration that ended early
-  // ("interrupted", "timeout").
-  void finish_config(Collective c, Dtype d, ReduceOp op, ConfigData& data, const char* cut_short) {
-    const size_t S = data.shapes.size(), R = static_cast<size_t>(ctx_.world_size());
-    const size_t I = static_cast<size_t>(o_.iters);
-    const double factor = busbw_factor(c, static_cast<int>(R));
-    std::vector<double> fit_x, fit_t;
-    for (size_t s = 0; s < S; ++s) {
-      const auto& pp = data.rows[s].placement[0];
-      if (!pp.run) continue;
-      fit_x.push_back(static_cast<double>(data.shapes[s].bytes) * factor);
-      fit_t.push_back(pp.iters.p50);
+  // -c: separate iterations on fresh check data, each result compared with the expected one.
+  int64_t run_checks(const OpShape& s, Placement p, Deadline deadline) {
+    int64_t wrong = 0;
+    std::vector<double> scratch;
+    std::vector<uint8_t> result(std::max(s.send_count, s.recv_count) * dtype_size(s.dtype));
+    for (int k = 0; k < o_.check_iters; ++k) {
+      upload_images(s, p);
+      backend_->run(s, p, 1, Blocking::kYes, deadline.at(), scratch);
+      backend_->download_recv(result.data(), result.size());
+      wrong += count_wrong(s, p, ctx_.rank(), result, backend_->result_offset(s, p));
     }
-    const AlphaBetaFit fit = fit_alpha_beta(fit_x, fit_t);
-    printer_.end_config(data.rows, fit, factor);
-    if (!results_ || S == 0) return;
-    // Staged [size][placement][rank][iteration] -> schema [placement][size][rank][iteration].
-    std::vector<double> times(2 * S * R * I);
-    std::vector<int64_t> wrong(2 * S * R);
-    for (size_t s = 0; s < S; ++s)
-      for (size_t p = 0; p < 2; ++p) {
-        std::copy_n(&data.times[(s * 2 + p) * R * I], R * I, &times[(p * S + s) * R * I]);
-        std::copy_n(&data.wrong[(s * 2 + p) * R], R, &wrong[(p * S + s) * R]);
-      }
-    write_group(c, d, op, data, times, wrong, fit, factor, cut_short);
+    return wrong;
   }
 
-  void write_group(Collective c, Dtype d, ReduceOp op, const ConfigData& data,
-                   const std::vector<double>& times, const std::vector<int64_t>& wrong,
-                   const AlphaBetaFit& fit, double factor, const char* cut_short) {
-    const size_t S = data.shapes.size(), R = static_cast<size_t>(ctx_.world_size());
-    const size_t I = static_cast<size_t>(o_.iters);
-    const std::string op_name = is_reduction(c) ? to_string(op) : "none";
-    h5::Handle g = results_->new_run(to_string(c) + "-" + to_string(d) + (is_reduction(c) ? "-" + op_name : ""));
-    const hid_t id = g.get();
-    bool any_wrong = false;
-    for (int64_t w : wrong) any_wrong |= w > 0;
-    h5::write_attr(id, "benchmark", "comm");
-    h5::write_attr(id, "collective", to_string(c));
-    h5::write_attr(id, "backend", backend_->name());
-    h5::write_attr(id, "dtype", to_string(d));
-    h5::write_attr(id, "op", op_name);
-    h5::write_attr(id, "root", is_rooted(c) ? o_.root : -1);
-    h5::write_attr(id, "iters", o_.iters);
-    h5::write_attr(id, "warmup_iters", o_.warmup_iters);
-    h5::write_attr(id, "check_iters", o_.check_iters);
-    h5::write_attr(id, "blocking", o_.blocking == Blocking::kYes ? 1 : 0);
-    h5::write_attr(id, "time_mode", to_string(o_.time_mode));
-    h5::write_attr(id, "busbw_factor", factor);
-    h5::write_attr(id, "status", cut_short ? cut_short : any_wrong ? "wrong" : "ok");
-    h5::write_attr(id, "fit_alpha_us", fit.ok ? fit.alpha_us : kNaN);
-    h5::write_attr(id, "fit_busbw_gbps", fit.ok ? fit.bandwidth_gbps : kNaN);
-    h5::write_attr(id, "fit_r2", fit.ok ? fit.r2 : kNaN);
-    h5::write_strings(id, "placement", {to_string(Placement::kOutOfPlace), to_string(Placement::kInPlace)});
-    std::vector<int64_t> size_b, req_b, count;
-    std::vector<double> rep(2 * S), alg(2 * S), bus(2 * S);
-    std::vector<int64_t> slowest(2 * S);
-    for (size_t s = 0; s < S; ++s) {
-      size_b.push_back(static_cast<int64_t>(data.shapes[s].bytes));
-      req_b.push_back(static_cast<int64_t>(data.shapes[s].requested_bytes));
-      count.push_back(static_cast<int64_t>(data.shapes[s].count));
-      for (size_t p = 0; p < 2; ++p) {
-        const auto& pp = data.rows[s].placement[p];
-        rep[p * S + s] = pp.run ? pp.time_us : kNaN;
-        alg[p * S + s] = pp.run ? pp.algbw_gbps : kNaN;
-        bus[p * S + s] = pp.run ? pp.busbw_gbps : kNaN;
-        slowest[p * S + s] = pp.run ? pp.ranks.slowest_rank : -1;
-      }
-    }
-    h5::write_dataset(id, "size_bytes", {S}, size_b.data());
-    h5::write_dataset(id, "requested_bytes", {S}, req_b.data());
-    h5::write_dataset(id, "count", {S}, count.data());
-    h5::write_dataset(id, "time_us", {2, S, R, I}, times.data());
-    h5::write_dataset(id, "wrong", {2, S, R}, wrong.data());
-    h5::write_dataset(id, "time_us_reported", {2, S}, rep.data());
-    h5::write_dataset(id, "algbw_gbps", {2, S}, alg.data());
-    h5::write_dataset(id, "busbw_gbps", {2, S}, bus.data());
-    h5::write_dataset(id, "slowest_rank", {2, S}, slowest.data());
-    g.close();
-    results_->flush();
+  // Rank 0: one size to every reporter that prints as it goes, and to the configuration.
+  void report_size(SizeSummary z) {
+    printer_.row(z);
+    if (json_) json_->add(z);
+    totals_.add(z);
+    current_->sizes.push_back(std::move(z));
+  }
+
+  // Rank 0: the configuration's summary (fit, status) to the table and the HDF5 file.
+  void finish_config(ConfigEnd end) {
+    ConfigInProgress cfg = std::move(*current_);
+    current_.reset();
+    const CommSummary summary = summarize_config(cfg.collective, cfg.dtype, cfg.op,
+                                                 ctx_.world_size(), std::move(cfg.sizes), end);
+    printer_.end_config(summary);
+    if (results_) write_comm_group(*results_, summary, o_, backend_->name());
   }
 
   const Options& o_;
@@ -411,18 +305,12 @@ class Driver {
   RankBoard board_;
   Watchdog watchdog_;
   uint64_t step_ = 0;  // sizes begun, on the rank board
-  // The configuration being measured (rank 0 holds its data), for a save on timeout.
-  ConfigData current_;
-  Collective current_c_{};
-  Dtype current_d_{};
-  ReduceOp current_op_{};
-  bool in_config_ = false;
+  std::optional<ConfigInProgress> current_;  // for a save on timeout
   TablePrinter printer_;
   std::unique_ptr<Backend> backend_;
   std::optional<ResultsFile> results_;
   std::optional<NcclTestsJson> json_;  // rank 0, with -J
-  int64_t total_wrong_ = 0;
-  std::vector<double> busbw_all_;
+  RunTotals totals_;  // rank 0
 };
 
 }  // namespace

@@ -153,7 +153,7 @@ void NcclTestsJson::begin(Collective c) {
 
 // src/util.cu writeBenchmarkLineBody: {time, alg_bw, bus_bw, nwrong}, nwrong a double summed over
 // ranks, or null when nothing was checked (-c 0).
-Json NcclTestsJson::placement(const SizeResult::PerPlacement& p, bool checked) const {
+Json NcclTestsJson::placement(const SizeSummary::PerPlacement& p, bool checked) const {
   return Json{{"time", number(p.time_us)}, {"alg_bw", number(p.algbw_gbps)},
               {"bus_bw", number(p.busbw_gbps)},
               {"nwrong", checked ? number(static_cast<double>(p.wrong)) : Json(nullptr)}};
@@ -163,12 +163,12 @@ Json NcclTestsJson::placement(const SizeResult::PerPlacement& p, bool checked) c
 // row per process (here one rank, one GPU) when there is more than one; times_us is, for every
 // iteration, the maximum over those rows (ReduceProcessMaxIterTimes); the statistics summarise
 // times_us.
-Json NcclTestsJson::per_iter(std::span<const double> all, int nranks, int pi) const {
-  const size_t I = static_cast<size_t>(o_.iters), stride = 2 * I + 2;
+Json NcclTestsJson::per_iter(const std::vector<RankSample>& samples, size_t pi) const {
+  const size_t I = static_cast<size_t>(o_.iters);
   std::vector<double> times(I, 0.0);
   Json rows = Json::array();
-  for (size_t r = 0; r < static_cast<size_t>(nranks); ++r) {
-    const double* it = &all[r * stride + static_cast<size_t>(pi) * I];
+  for (size_t r = 0; r < samples.size(); ++r) {
+    const std::vector<double>& it = samples[r].placement[pi].times_us;
     Json row = Json::array();
     for (size_t i = 0; i < I; ++i) {
       times[i] = r == 0 ? it[i] : std::max(times[i], it[i]);
@@ -184,31 +184,30 @@ Json NcclTestsJson::per_iter(std::span<const double> all, int nranks, int pi) co
   Json t = Json::array();
   for (double v : times) t.push_back(number(v));
   j["times_us"] = std::move(t);
-  if (nranks > 1) j["per_process_max_times_us"] = std::move(rows);
+  if (samples.size() > 1) j["per_process_max_times_us"] = std::move(rows);
   return j;
 }
 
 // src/util.cu writeBenchmarkLinePreamble, writeBenchmarkLineBody, writePerIterReport and
 // writeBenchmarkLineTerminator, in the order src/common.cu TimeTest calls them.
-void NcclTestsJson::add(const SizeResult& r, std::span<const double> all, int nranks) {
+void NcclTestsJson::add(const SizeSummary& r) {
   const OpShape& s = r.shape;
-  const size_t I = static_cast<size_t>(o_.iters), stride = 2 * I + 2;
   char root[16];
   std::snprintf(root, sizeof root, "%6i", s.root);
   Json j{{"size", s.bytes}, {"count", s.count}, {"type", nccl_tests_name(s.dtype)},
          {"redop", is_reduction(s.collective) ? to_string(s.op) : "none"}, {"root", root}};
   static const char* kKeys[2] = {"out_of_place", "in_place"};
-  for (int pi = 0; pi < 2; ++pi) {
+  for (size_t pi = 0; pi < 2; ++pi) {
     const auto& p = r.placement[pi];
     if (!p.run) {  // src/util.cu writeBenchMarkLineNullBody: the placement's key, null
       j[kKeys[pi]] = nullptr;
       continue;
     }
     j[kKeys[pi]] = placement(p, p.wrong >= 0);
-    if (o_.per_iter_timing) j[std::string(kKeys[pi]) + "_per_iter"] = per_iter(all, nranks, pi);
+    if (o_.per_iter_timing) j[std::string(kKeys[pi]) + "_per_iter"] = per_iter(r.samples, pi);
     // src/common.cu CheckData counts one error per rank whose check found wrong elements.
-    for (size_t rk = 0; rk < static_cast<size_t>(nranks); ++rk)
-      out_of_bounds_ += all[rk * stride + 2 * I + static_cast<size_t>(pi)] > 0;
+    for (const RankSample& rk : r.samples)
+      out_of_bounds_ += rk.placement[pi].checked && rk.placement[pi].wrong > 0;
     busbw_sum_ += p.busbw_gbps;
     ++busbw_count_;
   }

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "benchmarks/comm/options.h"
-#include "benchmarks/comm/table.h"
+#include "benchmarks/comm/summary.h"
 #include "benchmarks/comm/types.h"
 
 namespace dtune::comm {
@@ -63,14 +63,13 @@ class NcclTestsJson {
   // Known once every rank has reported its host and device (provenance).
   void set_run_info(const std::vector<JsonDevice>& devices, int nccl_version);
   void begin(Collective c);
-  // One size: the row as the table prints it, and `all`: every rank's contribution
-  // (R, 2 I + 2) = [rank][out-of-place iterations, in-place iterations, wrong oop, wrong ip].
-  void add(const SizeResult& r, std::span<const double> all, int nranks);
+  // One size: the row as the table prints it, with every rank's samples.
+  void add(const SizeSummary& r);
   void finish();  // writes the file of the collective begun last
 
  private:
-  nlohmann::ordered_json placement(const SizeResult::PerPlacement& p, bool checked) const;
-  nlohmann::ordered_json per_iter(std::span<const double> all, int nranks, int pi) const;
+  nlohmann::ordered_json placement(const SizeSummary::PerPlacement& p, bool checked) const;
+  nlohmann::ordered_json per_iter(const std::vector<RankSample>& samples, size_t pi) const;
 
   const Options& o_;
   std::vector<std::string> paths_;

@@ -65,7 +65,7 @@ void TablePrinter::begin_config(Collective c, Dtype d, ReduceOp op, const std::s
   std::fflush(out_);
 }
 
-void TablePrinter::row(const SizeResult& r) {
+void TablePrinter::row(const SizeSummary& r) {
   const OpShape& s = r.shape;
   if (format_ == Format::kTable) {
     if (s.rounded())
@@ -120,14 +120,14 @@ void TablePrinter::row(const SizeResult& r) {
   }
 }
 
-void TablePrinter::end_config(const std::vector<SizeResult>& rows, const AlphaBetaFit& fit,
-                              double factor) {
+void TablePrinter::end_config(const CommSummary& c) {
   if (format_ != Format::kTable) return;
+  const AlphaBetaFit& fit = c.fit;
   std::fprintf(out_, "#\n# Iteration statistics, out-of-place, all ranks' iterations "
                      "(p50/p95/p99/min/max in us; per-rank mean: min/avg/max, slowest rank)\n");
   std::fprintf(out_, "#%11s  %9s  %9s  %9s  %9s  %9s  %9s  %9s  %9s  %7s  %6s\n", "size", "p50", "p95",
                "p99", "min", "max", "rank-min", "rank-avg", "rank-max", "slowest", "cv");
-  for (const auto& r : rows) {
+  for (const auto& r : c.sizes) {
     const auto& p = r.placement[0];
     if (!p.run) continue;
     std::fprintf(out_, "#%11zu  %9.2f  %9.2f  %9.2f  %9.2f  %9.2f  %9.2f  %9.2f  %9.2f  %7d  %6.3f\n",
@@ -137,14 +137,15 @@ void TablePrinter::end_config(const std::vector<SizeResult>& rows, const AlphaBe
   if (fit.ok)
     std::fprintf(out_, "# alpha-beta fit of the out-of-place medians, t = alpha + S x %.4f / B: "
                        "alpha %.2f us, B %.3f GB/s (bus), R^2 %.4f\n",
-                 factor, fit.alpha_us, fit.bandwidth_gbps, fit.r2);
+                 c.busbw_factor, fit.alpha_us, fit.bandwidth_gbps, fit.r2);
   else
     std::fprintf(out_, "# alpha-beta fit: needs at least two sizes\n");
   std::fflush(out_);
 }
 
-void TablePrinter::footer(int64_t total_wrong, bool checked, const std::vector<double>& busbw_all,
-                          const std::string& results_path) {
+void TablePrinter::footer(const RunTotals& totals, bool checked, const std::string& results_path) {
+  const int64_t total_wrong = totals.wrong;
+  const std::vector<double>& busbw_all = totals.busbw_gbps;
   if (format_ == Format::kJson) {
     std::fprintf(out_, "{\n  \"schema_version\": 1,\n  \"results\": [\n    %s\n  ]\n}\n", json_rows_.c_str());
   }

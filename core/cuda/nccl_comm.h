@@ -11,13 +11,12 @@
 #include <string>
 
 #include "core/context.h"
+#include "core/deadline.h"
 
 namespace dtune {
 
 class NcclComm {
  public:
-  using Clock = std::chrono::steady_clock;
-
   NcclComm() = default;
   // Collective over ctx.comm(), on the current CUDA device (call cudaSetDevice first): rank 0
   // makes the unique id, MPI_Bcast shares it, every rank joins with ncclCommInitRankConfig and

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <random>
 
+#include "core/deadline.h"
 #include "core/error.h"
 #include "data/image/jpeg.h"
 #include "data/image/transform.h"
@@ -13,7 +14,6 @@
 namespace dtune::data {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 // Uniform [0, 1) from a 64-bit generator, identical on every platform.
