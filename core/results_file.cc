@@ -33,6 +33,36 @@ bool try_lock(int fd) {
   return fcntl(fd, F_OFD_SETLK, &l) == 0;
 }
 
+// Creates `partial` exclusively with its lock already held: a private file is created and locked
+// first, then linked to the name (link() refuses a name that exists), so no other run ever sees the
+// .partial unlocked (not even between an open(O_EXCL) and the lock). Returns the descriptor, or -1
+// with errno (EEXIST when the name is taken).
+int create_locked(const std::string& partial) {
+  static int serial = 0;
+  const std::string tmp = partial + ".tmp." + std::to_string(getpid()) + "." + std::to_string(serial++);
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  if (!try_lock(fd) || link(tmp.c_str(), partial.c_str()) != 0) {
+    const int err = errno;
+    unlink(tmp.c_str());
+    close(fd);
+    if (err != EPERM && err != ENOTSUP && err != EOPNOTSUPP) {
+      errno = err;
+      return -1;
+    }
+    // A file system without hard links (some FUSE mounts): create, then lock.
+    fd = open(partial.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0 && !try_lock(fd)) {
+      close(fd);
+      errno = EEXIST;
+      return -1;
+    }
+    return fd;
+  }
+  unlink(tmp.c_str());
+  return fd;
+}
+
 // Renames without replacing an existing `to` (false and errno EEXIST when it exists).
 bool rename_no_replace(const std::string& from, const std::string& to) {
   if (renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return true;
@@ -74,7 +104,7 @@ ResultsFile ResultsFile::create(const std::string& path, const std::string& tool
     const std::string candidate = n == 0 ? path : numbered_path(path, n);
     if (existing == Existing::kNewName && fs::exists(candidate, ec)) continue;
     const std::string partial = candidate + ".partial";
-    int fd = open(partial.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = create_locked(partial);
     if (fd < 0 && errno == EEXIST) {
       if (existing == Existing::kNewName) continue;
       // --overwrite: a stale .partial (nobody holds its lock) is replaced; a live one is not.
@@ -88,10 +118,6 @@ ResultsFile ResultsFile::create(const std::string& path, const std::string& tool
     if (fd < 0)
       throw UsageError(flag + " '" + path + "': cannot write there (" + errno_text(errno) +
                        "); choose a writable location");
-    if (!try_lock(fd)) {  // created by us a moment ago: only a racing run can hold it
-      close(fd);
-      continue;
-    }
     f.lock_fd_ = fd;
     f.path_ = candidate;
     f.partial_path_ = partial;

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import h5py
 
@@ -17,9 +18,31 @@ def comm_cmd(np, *args):
     return mpirun_prefix(np) + [str(bin_dir() / "dtune-comm"), *map(str, args)]
 
 
+def session_processes(session):
+    """Every process of session `session` (mpirun and the ranks it started: Open MPI puts the
+    ranks in process groups of their own, so a signal to mpirun's group does not reach them)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if os.getsid(int(d.name)) == session:
+                    out.append(int(d.name))
+            except OSError:
+                continue
+    return out
+
+
+def signal_session(session, sig):
+    for pid in session_processes(session):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
 def start_and_stop_when_writing(args, partial):
-    """Starts a 2-rank run and stops it (SIGSTOP to its whole process group) as soon as its
-    .partial exists: a writer that is certainly alive and mid-run while the test goes on."""
+    """Starts a 2-rank run and stops it (SIGSTOP to mpirun and every rank) as soon as its .partial
+    exists: a writer that is certainly alive and mid-run while the test goes on."""
     a = subprocess.Popen(
         comm_cmd(2, *args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
@@ -27,12 +50,14 @@ def start_and_stop_when_writing(args, partial):
     while not partial.exists():
         assert time.monotonic() < deadline and a.poll() is None, a.communicate()[0]
         time.sleep(0.005)
-    os.killpg(a.pid, signal.SIGSTOP)
+    signal_session(a.pid, signal.SIGSTOP)
+    # Stopped before it could finish: its .partial is still there, held by a live writer.
+    assert partial.exists(), "the first run finished before it could be stopped: make it longer"
     return a
 
 
 def resume(a):
-    os.killpg(a.pid, signal.SIGCONT)
+    signal_session(a.pid, signal.SIGCONT)
     out = a.communicate(timeout=300)[0]
     assert a.returncode == 0, out
     return out
