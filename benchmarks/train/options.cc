@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "core/build_info.h"
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/results_file.h"
@@ -41,7 +42,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   CLI::App app{"dtune-train: data-parallel training of real models, every step's time broken down "
                "per rank (launch with mpirun -np N, or as one process).",
                "dtune-train"};
-  app.set_version_flag("--version", "dtune-train 0.1.0");
+  app.set_version_flag("--version", "dtune-train " + build_info::dtune_version());
   app.footer("Exit status: 0 trained; 1 error; 2 bad input; 3 a rank timed out; 4 out of memory (recorded\n"
              "in the results file with status oom); 130 interrupted (SIGINT/SIGTERM: the completed steps are kept). Results layout: results/SCHEMA.md.");
   app.get_formatter()->column_width(34);
