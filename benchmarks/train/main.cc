@@ -5,13 +5,13 @@
 #include <string>
 #include <vector>
 
-#include "benchmarks/train/host_fit.h"
-#include "benchmarks/train/memory_meter.h"
-#include "benchmarks/train/mllog.h"
+#include "train/host_fit.h"
+#include "train/memory_meter.h"
+#include "train/telemetry/mllog.h"
 #include "benchmarks/train/options.h"
-#include "benchmarks/train/run_monitor.h"
+#include "train/run_monitor.h"
 #include "benchmarks/train/train_results.h"
-#include "benchmarks/train/trainer.h"
+#include "train/trainer.h"
 #include "core/device_info.h"
 #include "core/main_guard.h"
 #include "core/provenance.h"

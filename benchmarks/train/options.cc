@@ -5,25 +5,12 @@
 #include <cstdlib>
 #include <thread>
 
+#include "core/build_info.h"
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/results_file.h"
 
 namespace dtune::train {
-
-std::string to_string(Precision p) {
-  switch (p) {
-    case Precision::kFp32: return "fp32";
-    case Precision::kTf32: return "tf32";
-    case Precision::kFp16: return "fp16";
-    case Precision::kBf16: return "bf16";
-  }
-  return "?";
-}
-std::string to_string(OptimizerKind k) { return k == OptimizerKind::kSgd ? "sgd" : "adamw"; }
-std::string to_string(Compression c) {
-  return c == Compression::kNone ? "none" : c == Compression::kFp16 ? "fp16" : "bf16";
-}
 
 namespace {
 
@@ -55,13 +42,14 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   CLI::App app{"dtune-train: data-parallel training of real models, every step's time broken down "
                "per rank (launch with mpirun -np N, or as one process).",
                "dtune-train"};
-  app.set_version_flag("--version", "dtune-train 0.1.0");
+  app.set_version_flag("--version", "dtune-train " + build_info::dtune_version());
   app.footer("Exit status: 0 trained; 1 error; 2 bad input; 3 a rank timed out; 4 out of memory (recorded\n"
              "in the results file with status oom); 130 interrupted (SIGINT/SIGTERM: the completed steps are kept). Results layout: results/SCHEMA.md.");
   app.get_formatter()->column_width(34);
   auto env = [](const char* n) { return std::string("DTUNE_TRAIN_") + n; };
-  std::string batch = "8", precision = "fp32", weights = "fp32", optimizer = "sgd", device = "cpu",
-              backend = "mpi", overlap = "on", compression = "none";
+  std::string batch = "8", precision = to_string(o.precision), weights = to_string(o.weights_dtype),
+              optimizer = to_string(o.optimizer), device = to_string(o.device), backend = to_string(o.backend),
+              overlap = to_string(o.overlap), compression = to_string(o.compression);
   auto& mo = o.model_options;
   app.add_option("--model", o.model, "model name (dtune-models list)")->envname(env("MODEL"))->capture_default_str();
   app.add_option("--num-classes", mo.num_classes, "ResNet classes")->envname(env("NUM_CLASSES"))->capture_default_str();
@@ -79,11 +67,11 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   app.add_option("--accum-steps", o.accum_steps, "micro-steps per optimizer step (gradient accumulation)")
       ->envname(env("ACCUM_STEPS"))->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--precision", precision, "fp32, tf32, fp16 (autocast + dynamic loss scaling) or bf16 (autocast)")
-      ->envname(env("PRECISION"))->capture_default_str()->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16"}));
+      ->envname(env("PRECISION"))->capture_default_str()->check(CLI::IsMember(enum_names(kPrecisionNames)));
   app.add_option("--weights-dtype", weights, "fp32, or bf16 weights with an fp32 master copy in the optimizer")
-      ->envname(env("WEIGHTS_DTYPE"))->capture_default_str()->check(CLI::IsMember({"fp32", "bf16"}));
+      ->envname(env("WEIGHTS_DTYPE"))->capture_default_str()->check(CLI::IsMember(enum_names(kWeightsDtypeNames)));
   app.add_option("--optimizer", optimizer, "sgd (momentum 0.9) or adamw")->envname(env("OPTIMIZER"))
-      ->capture_default_str()->check(CLI::IsMember({"sgd", "adamw"}));
+      ->capture_default_str()->check(CLI::IsMember(enum_names(kOptimizerNames)));
   app.add_option("--lr", o.lr, "learning rate")->envname(env("LR"))->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--steps", o.steps, "measured optimizer steps")->envname(env("STEPS"))->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -101,18 +89,18 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
                "replace an existing --output file (default: keep it and write NAME.1.h5, NAME.2.h5, ...)")
       ->envname(env("OVERWRITE"));
   app.add_option("--device", device, "cpu or cuda (one GPU per rank)")->envname(env("DEVICE"))
-      ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+      ->capture_default_str()->check(CLI::IsMember(enum_names(kDeviceNames)));
   app.add_option("--backend", backend, "gradient reduction: mpi (host tensors) or nccl (GPU)")
-      ->envname(env("BACKEND"))->capture_default_str()->check(CLI::IsMember({"mpi", "nccl"}));
+      ->envname(env("BACKEND"))->capture_default_str()->check(CLI::IsMember(enum_names(kBackendNames)));
   app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket cap in MiB (PyTorch DDP: 25)")
       ->envname(env("BUCKET_MB"))->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--first-bucket-mb", o.first_bucket_mb, "first bucket cap in MiB (DDP: 1)")
       ->envname(env("FIRST_BUCKET_MB"))->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--overlap", overlap, "on: reduce each bucket as soon as its gradients are ready; "
                  "off: one flat allreduce after backward")->envname(env("OVERLAP"))
-      ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
+      ->capture_default_str()->check(CLI::IsMember(enum_names(kOverlapNames)));
   app.add_option("--compression", compression, "gradients sent as none, fp16 or bf16")
-      ->envname(env("COMPRESSION"))->capture_default_str()->check(CLI::IsMember({"none", "fp16", "bf16"}));
+      ->envname(env("COMPRESSION"))->capture_default_str()->check(CLI::IsMember(enum_names(kCompressionNames)));
   app.add_option("--local-sgd", o.local_sgd_every, "no per-step gradient sync; average parameters after "
                  "every H-th optimizer step, warm-up included, and after the last one (0: off)")->envname(env("LOCAL_SGD"))->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--check-every", o.check_every, "compare parameter checksums across ranks every K steps, "
@@ -193,15 +181,13 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
                        "): choose a multiple of " + std::to_string(per));
     o.batch = o.global_batch / per;
   }
-  o.precision = precision == "tf32" ? Precision::kTf32 : precision == "fp16" ? Precision::kFp16
-              : precision == "bf16" ? Precision::kBf16 : Precision::kFp32;
-  o.weights_dtype = weights == "bf16" ? WeightsDtype::kBf16 : WeightsDtype::kFp32;
-  o.optimizer = optimizer == "adamw" ? OptimizerKind::kAdamw : OptimizerKind::kSgd;
-  o.device = device == "cuda" ? DeviceKind::kCuda : DeviceKind::kCpu;
-  o.backend = backend == "nccl" ? SyncBackend::kNccl : SyncBackend::kMpi;
-  o.overlap = overlap == "off" ? Overlap::kOff : Overlap::kOn;
-  o.compression = compression == "fp16" ? Compression::kFp16 : compression == "bf16" ? Compression::kBf16
-                : Compression::kNone;
+  o.precision = enum_value(kPrecisionNames, precision);
+  o.weights_dtype = enum_value(kWeightsDtypeNames, weights);
+  o.optimizer = enum_value(kOptimizerNames, optimizer);
+  o.device = enum_value(kDeviceNames, device);
+  o.backend = enum_value(kBackendNames, backend);
+  o.overlap = enum_value(kOverlapNames, overlap);
+  o.compression = enum_value(kCompressionNames, compression);
   if (o.backend == SyncBackend::kNccl && o.device != DeviceKind::kCuda)
     throw UsageError("--backend nccl needs --device cuda (NCCL reduces GPU tensors)");
   if (o.precision == Precision::kTf32 && o.device != DeviceKind::kCuda)

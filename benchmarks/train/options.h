@@ -2,103 +2,11 @@
 // flag wins. Cross-option checks name both flags; a bad value exits 2 with one line.
 #pragma once
 
-#include <array>
-#include <cstdint>
-#include <string>
-#include <vector>
-
-#include "models/model.h"
+#include "train/config.h"
 
 namespace dtune::train {
 
-enum class Precision { kFp32, kTf32, kFp16, kBf16 };
-enum class WeightsDtype { kFp32, kBf16 };
-enum class OptimizerKind { kSgd, kAdamw };
-enum class SyncBackend { kMpi, kNccl };
-enum class Overlap { kOn, kOff };
-enum class Compression { kNone, kFp16, kBf16 };
-enum class DeviceKind { kCpu, kCuda };
-
-struct Options {
-  std::string model = "gpt2-tiny";
-  models::ModelOptions model_options;
-  int64_t batch = 8;          // per rank; 0 with batch_auto
-  int64_t global_batch = 0;   // when given: batch = global / (ranks × accum)
-  bool batch_auto = false;
-  bool batch_sweep = false;   // with batch_auto: measure powers of two up to the largest batch
-  int accum_steps = 1;
-  Precision precision = Precision::kFp32;
-  WeightsDtype weights_dtype = WeightsDtype::kFp32;
-  OptimizerKind optimizer = OptimizerKind::kSgd;
-  double lr = 1e-3;
-  int steps = 10;
-  int warmup_steps = 2;
-  int threads = 0;  // 0: cores on this node / ranks on this node
-  bool channels_last = false;
-  uint64_t seed = 1234;
-  std::string output;  // empty: no HDF5 file (--no-output)
-  bool overwrite = false;  // --overwrite: replace an existing output file
-  DeviceKind device = DeviceKind::kCpu;
-  SyncBackend backend = SyncBackend::kMpi;
-  double bucket_mb = 25;
-  double first_bucket_mb = 1;
-  Overlap overlap = Overlap::kOn;
-  Compression compression = Compression::kNone;
-  int local_sgd_every = 0;  // > 0: no per-step sync, average parameters every H steps
-  int check_every = 0;      // divergence guard period (0: only at the end)
-  double memory_limit_mb = 0;  // CPU batch finder
-  double peak_tflops = 0;      // override of the MFU peak
-  double timeout_s = 300;
-  bool timing = true;       // false: only each step's total (to measure the harness's own cost)
-  int plant_inf_step = -1;  // test only: rank 0 plants an inf gradient at this step
-  int plant_inf_rank = 0;
-  int perturb_rank = -1;    // test only: this rank's parameters drift after the first step
-  std::string tensorboard_dir;  // per-step scalars as TensorBoard event files (DIR/rank<r>/)
-  bool mllog = false;           // MLPerf-style :::MLLOG lines from rank 0
-  std::string data = "synthetic";  // or a dataset: directory or s3://bucket/prefix
-  int workers = 2;                 // loader threads
-  int prefetch = 4;                // batches built ahead
-  bool strict = false;             // a bad sample is an error
-  std::string cache_dir;           // node-local cache tier (empty: none)
-  double cache_mb = 8192;          // its capacity
-  double cache_block_mb = 8;       // its fetch unit
-  int profile_first = 0;        // --profile-steps START:COUNT (COUNT 0: off)
-  int profile_steps = 0;
-  std::string profile_dir = "dtune-profile";  // per-rank Chrome traces
-  int profile_top = 15;         // rows of the operator table printed
-  std::string dump_path;    // test only: rank 0 writes final parameters and last gradients
-  std::string command_line;
-};
-
-// What the data source did during a run (per rank; summed over ranks in the results).
-struct DataSummary {
-  std::string source;  // "synthetic" or the dataset's description
-  int64_t samples, bad, bytes, requests, retries;
-  double fetch_ms, decode_ms, wait_ms;
-  int64_t cache_hits = 0, cache_misses = 0, cache_hit_bytes = 0, cache_miss_bytes = 0, cache_evictions = 0;
-  int64_t undecodable = 0, truncated = 0;  // bad, by cause
-  int64_t batches = 0;                     // delivered: samples / batches is the samples per batch
-
-  // The numbers, in the order of kDataSummaryFields (their names in the results file).
-  std::vector<double> numbers() const {
-    return {static_cast<double>(samples),      static_cast<double>(bad),          static_cast<double>(bytes),
-            static_cast<double>(requests),     static_cast<double>(retries),      fetch_ms,
-            decode_ms,                         wait_ms,                           static_cast<double>(cache_hits),
-            static_cast<double>(cache_misses), static_cast<double>(cache_hit_bytes),
-            static_cast<double>(cache_miss_bytes), static_cast<double>(cache_evictions),
-            static_cast<double>(undecodable),  static_cast<double>(truncated),  static_cast<double>(batches)};
-  }
-};
-inline constexpr std::array<const char*, 16> kDataSummaryFields = {
-    "data_samples",   "data_bad_samples", "data_bytes", "data_requests",   "data_retries",    "data_fetch_ms",
-    "data_decode_ms", "data_wait_ms",     "cache_hits", "cache_misses",    "cache_hit_bytes", "cache_miss_bytes",
-    "cache_evictions", "data_undecodable", "data_truncated", "data_batches"};
-
 // Returns an exit code (0 after --help, 2 on bad input) or -1 to go on.
 int parse_options(int argc, char** argv, bool print, int world_size, int local_size, Options& o);
-
-std::string to_string(Precision p);
-std::string to_string(OptimizerKind k);
-std::string to_string(Compression c);
 
 }  // namespace dtune::train

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "benchmarks/train/mfu.h"
-#include "benchmarks/train/step_log.h"
+#include "train/mfu.h"
+#include "train/step_log.h"
 #include "core/error.h"
 #include "core/gather.h"
 #include "core/stats.h"
@@ -68,8 +68,8 @@ double write_and_print(const Options& o, const RunContext& ctx, const TrainOutco
   std::printf("#   precision %s, weights %s, optimizer %s, sync %s (overlap %s, buckets %zu, compression %s%s), "
               "device %s, %d threads/rank\n",
               to_string(o.precision).c_str(), o.weights_dtype == WeightsDtype::kBf16 ? "bf16+fp32 master" : "fp32",
-              to_string(o.optimizer).c_str(), o.backend == SyncBackend::kNccl ? "nccl" : "mpi",
-              o.overlap == Overlap::kOn ? "on" : "off", out.bucket_bytes.size(), to_string(o.compression).c_str(),
+              to_string(o.optimizer).c_str(), to_string(o.backend).c_str(),
+              to_string(o.overlap).c_str(), out.bucket_bytes.size(), to_string(o.compression).c_str(),
               o.local_sgd_every > 0 ? (", local SGD every " + std::to_string(o.local_sgd_every)).c_str() : "",
               out.device_name.c_str(), o.threads);
   std::printf("# %-6s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n", "step", "total_ms", "data", "h2d", "forward",

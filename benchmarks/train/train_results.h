@@ -8,8 +8,8 @@
 #include <optional>
 
 #include "benchmarks/train/options.h"
-#include "benchmarks/train/run_monitor.h"
-#include "benchmarks/train/trainer.h"
+#include "train/run_monitor.h"
+#include "train/trainer.h"
 #include "core/results_file.h"
 
 namespace dtune::train {

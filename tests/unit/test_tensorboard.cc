@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "core/tensorboard.h"
+#include "train/telemetry/tensorboard.h"
 
 namespace dtune {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "benchmarks/train/mfu.h"
+#include "train/mfu.h"
 #include "models/registry.h"
 
 namespace dtune::train {

@@ -5,7 +5,7 @@
 
 #include <limits>
 
-#include "benchmarks/train/mllog.h"
+#include "train/telemetry/mllog.h"
 
 namespace dtune::train {
 namespace {

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "benchmarks/train/chrome_trace.h"
-#include "benchmarks/train/op_table.h"
+#include "train/telemetry/chrome_trace.h"
+#include "train/telemetry/op_table.h"
 #include "core/error.h"
 
 namespace dtune::train {

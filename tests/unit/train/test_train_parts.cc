@@ -5,8 +5,8 @@
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
-#include "benchmarks/train/grad_sync.h"
-#include "benchmarks/train/optimizer.h"
+#include "train/grad_sync.h"
+#include "train/optimizer.h"
 
 namespace dtune::train {
 namespace {

@@ -1,0 +1,133 @@
+// Bucketed, overlapped gradient averaging.
+#include "train/grad_sync.h"
+
+#include "core/error.h"
+#include "core/nvtx.h"
+
+namespace dtune::train {
+
+BucketLayout plan_buckets(const std::vector<int64_t>& param_bytes, int64_t first_cap, int64_t cap) {
+  BucketLayout out;
+  for (size_t k = param_bytes.size(); k-- > 0;) {
+    const int64_t limit = out.params.size() == 1 ? first_cap : cap;  // bucket 0 has its own cap
+    if (out.params.empty() || (out.bytes.back() > 0 && out.bytes.back() + param_bytes[k] > limit)) {
+      out.params.emplace_back();
+      out.bytes.push_back(0);
+    }
+    out.params.back().push_back(k);
+    out.bytes.back() += param_bytes[k];
+  }
+  return out;
+}
+
+namespace {
+torch::ScalarType wire_dtype(Compression c, torch::ScalarType param) {
+  switch (c) {
+    case Compression::kFp16: return torch::kHalf;
+    case Compression::kBf16: return torch::kBFloat16;
+    case Compression::kNone: return param;
+  }
+  return param;
+}
+}  // namespace
+
+GradSync::GradSync(std::vector<torch::Tensor> params, Reducer& reducer, int world_size, const Options& o)
+    : params_(std::move(params)), reducer_(reducer), inv_world_(1.0 / world_size), overlap_(o.overlap) {
+  std::vector<int64_t> bytes;
+  for (const auto& p : params_) bytes.push_back(p.numel() * static_cast<int64_t>(p.element_size()));
+  layout_ = plan_buckets(bytes, static_cast<int64_t>(o.first_bucket_mb * (1 << 20)),
+                         static_cast<int64_t>(o.bucket_mb * (1 << 20)));
+  where_.resize(params_.size());
+  filled_.assign(params_.size(), false);
+  for (size_t b = 0; b < layout_.params.size(); ++b) {
+    Bucket bucket;
+    bucket.params = layout_.params[b];
+    int64_t elems = 0;
+    for (size_t slot = 0; slot < bucket.params.size(); ++slot) {
+      const size_t i = bucket.params[slot];
+      DTUNE_CHECK(params_[i].scalar_type() == params_[bucket.params[0]].scalar_type(),
+                  "parameters of one bucket must share a dtype");
+      where_[i] = {b, slot};
+      bucket.offsets.push_back(elems);
+      elems += params_[i].numel();
+    }
+    const auto& p0 = params_[bucket.params[0]];
+    bucket.flat = torch::zeros({elems}, p0.options().dtype(wire_dtype(o.compression, p0.scalar_type())));
+    buckets_.push_back(std::move(bucket));
+  }
+  // The hook sees the gradient of this backward before autograd adds it to .grad.
+  for (size_t i = 0; i < params_.size(); ++i)
+    params_[i].register_hook([this, i](const torch::Tensor& grad) { on_grad(i, grad); });
+}
+
+void GradSync::prepare(bool sync) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  sync_ = sync;
+  next_launch_ = 0;
+  filled_.assign(params_.size(), false);
+  for (auto& b : buckets_) {
+    b.ready = 0;
+    b.launched = false;
+  }
+}
+
+void GradSync::copy_in(size_t i, const torch::Tensor& grad) {
+  const auto [b, slot] = where_[i];
+  Bucket& bucket = buckets_[b];
+  torch::Tensor view = bucket.flat.narrow(0, bucket.offsets[slot], params_[i].numel());
+  torch::NoGradGuard no_grad;
+  const torch::Tensor& acc = params_[i].grad();
+  torch::Tensor total = acc.defined() ? grad.detach() + acc : grad.detach();
+  // Pre-divided by the world size, as DDP does: the sum over ranks is then the average, and
+  // fp16 buckets cannot overflow where the gradients themselves do not.
+  view.copy_(total.reshape({-1}).mul(inv_world_));
+  filled_[i] = true;
+  ++bucket.ready;
+}
+
+void GradSync::on_grad(size_t i, const torch::Tensor& grad) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!sync_ || overlap_ == Overlap::kOff || filled_[i]) return;
+  copy_in(i, grad);
+  launch_ready_locked();
+}
+
+void GradSync::launch_ready_locked() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].ready == buckets_[next_launch_].params.size()) {
+    buckets_[next_launch_].launched = true;
+    nvtx_mark("bucket reduction start");
+    reducer_.start(buckets_[next_launch_].flat);
+    ++next_launch_;
+  }
+}
+
+void GradSync::finish(Clock::time_point deadline) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Parameters whose hook did not fire (overlap off, or unused in this forward) are taken from
+  // .grad now; a parameter with no gradient at all contributes zeros.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (filled_[i]) continue;
+    const torch::Tensor& g = params_[i].grad();
+    const auto [b, slot] = where_[i];
+    if (g.defined()) {
+      copy_in(i, torch::zeros_like(g));
+    } else {
+      buckets_[b].flat.narrow(0, buckets_[b].offsets[slot], params_[i].numel()).zero_();
+      filled_[i] = true;
+      ++buckets_[b].ready;
+    }
+  }
+  launch_ready_locked();
+  DTUNE_CHECK(next_launch_ == buckets_.size(), "gradient buckets left unlaunched");
+  reducer_.wait_all(deadline);
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto [b, slot] = where_[i];
+    torch::Tensor avg = buckets_[b].flat.narrow(0, buckets_[b].offsets[slot], params_[i].numel());
+    torch::Tensor& g = params_[i].mutable_grad();
+    if (!g.defined()) g = torch::empty_like(params_[i]);
+    g.copy_(avg.view(params_[i].sizes()));
+  }
+}
+
+}  // namespace dtune::train

@@ -1,0 +1,68 @@
+// dtune's DistributedDataParallel for LibTorch (which has none): gradients are packed into
+// buckets in the reverse of parameter order (the order backward produces them) with a cap per
+// bucket and a smaller first bucket (PyTorch DDP: 25 MiB and 1 MiB). A hook on every parameter
+// copies its gradient into its bucket as soon as autograd computes it; when a bucket and all
+// buckets before it are full, its reduction starts, so communication overlaps the rest of
+// backward. Buckets are launched strictly in index order on every rank, so collectives match.
+// Accumulation micro-steps skip all of this (no_sync) until the last one.
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <mutex>
+#include <vector>
+
+#include "train/config.h"
+#include "train/reducer.h"
+
+namespace dtune::train {
+
+struct BucketLayout {
+  std::vector<std::vector<size_t>> params;  // per bucket: parameter indices, in order of arrival
+  std::vector<int64_t> bytes;               // per bucket, in the parameters' dtype
+};
+// Reverse parameter order; the first bucket capped at first_cap, later ones at cap (a parameter
+// larger than the cap gets a bucket of its own). Pure function, unit-tested.
+BucketLayout plan_buckets(const std::vector<int64_t>& param_bytes, int64_t first_cap, int64_t cap);
+
+class GradSync {
+ public:
+  GradSync(std::vector<torch::Tensor> params, Reducer& reducer, int world_size, const Options& o);
+  GradSync(const GradSync&) = delete;
+  GradSync& operator=(const GradSync&) = delete;
+
+  // Call before each micro-step's backward: `sync` is false for accumulation micro-steps.
+  void prepare(bool sync);
+  // After backward: launches what the hooks did not (overlap off; unused parameters), waits for
+  // every reduction, and leaves the average over ranks in each parameter's .grad.
+  void finish(Clock::time_point deadline);
+
+  size_t buckets() const { return buckets_.size(); }
+  const BucketLayout& layout() const { return layout_; }
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;
+    std::vector<int64_t> offsets;  // element offset of each parameter in `flat`
+    torch::Tensor flat;            // the bucket, in the communication dtype
+    size_t ready = 0;
+    bool launched = false;
+  };
+  void on_grad(size_t param, const torch::Tensor& grad);
+  void copy_in(size_t param, const torch::Tensor& grad);  // grad (+ accumulated .grad) / world
+  void launch_ready_locked();
+
+  std::vector<torch::Tensor> params_;
+  std::vector<std::pair<size_t, size_t>> where_;  // param -> (bucket, slot)
+  std::vector<bool> filled_;
+  std::vector<Bucket> buckets_;
+  BucketLayout layout_;
+  Reducer& reducer_;
+  double inv_world_;
+  Overlap overlap_;
+  bool sync_ = true;
+  size_t next_launch_ = 0;
+  std::mutex mutex_;
+};
+
+}  // namespace dtune::train

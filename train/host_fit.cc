@@ -1,0 +1,69 @@
+// Host memory lower bounds of a training run.
+#include "train/host_fit.h"
+
+#include <mpi.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/host_memory.h"
+#include "models/gpt.h"
+
+namespace dtune::train {
+
+HostNeed host_need(const Options& o) {
+  HostNeed n;
+  const bool cpu = o.device == DeviceKind::kCpu;
+  const double weight_copies = cpu ? 2 : 1;  // CPU: the gradients too; GPU: built on the host, then moved
+  if (o.model.rfind("gpt2-", 0) == 0) {
+    const models::GptConfig c = models::gpt_config(o.model, o.model_options);
+    const double C = static_cast<double>(c.width), T = static_cast<double>(c.context);
+    const double V = static_cast<double>(c.vocab), L = static_cast<double>(c.layers);
+    // wte (V, C), wpe (T, C), per block 12C² weights + 13C biases and norms, the final norm 2C.
+    n.table_bytes = T * C * 4 * weight_copies;
+    n.model_bytes = (V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C) * 4 * weight_copies;
+    // The synthetic sequence (T + 1 tokens) and its input and target slices, int64; on CPU the
+    // logits (T, V) and the embedding sum (T, C) in fp32.
+    n.per_sample_bytes = (T + 1 + 2 * T) * 8 + (cpu ? (T * V + T * C) * 4 : 0);
+  } else {
+    // (3, S, S) fp32 input; on CPU the first convolution's output (width, S/2, S/2).
+    const double S = static_cast<double>(o.model_options.image_size);
+    const double W = static_cast<double>(o.model_options.width);
+    n.per_sample_bytes = 3 * S * S * 4 + (cpu ? W * std::ceil(S / 2) * std::ceil(S / 2) * 4 : 0);
+  }
+  return n;
+}
+
+void refuse_impossible_sizes(const Options& o, const RunContext& ctx) {
+  const HostNeed need = host_need(o);
+  // This rank's share of its node's MemAvailable; 0 (unknown) counts as unlimited.
+  const double node = static_cast<double>(host_memory_available_bytes());
+  double mine = node > 0 ? node / ctx.local_size() : INFINITY, share = mine;
+  DTUNE_MPI_CHECK(MPI_Allreduce(&mine, &share, 1, MPI_DOUBLE, MPI_MIN, ctx.comm()));
+  if (std::isinf(share)) return;
+  auto bytes = [](double b) { return format_bytes(b >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(b)); };
+  const std::string avail = bytes(share) + " is available per rank (MemAvailable shared by " +
+                            std::to_string(ctx.local_size()) + " rank(s) on " + ctx.host() + ")";
+  if (need.model_bytes > share) {
+    const auto& mo = o.model_options;
+    const std::string flag = mo.context > 0 && need.table_bytes * 2 >= need.model_bytes
+                                 ? "--context " + std::to_string(mo.context)
+                             : mo.vocab > 0 ? "--vocab " + std::to_string(mo.vocab)
+                                            : "--model " + o.model;
+    throw UsageError(flag + ": the model's parameters alone need " + bytes(need.model_bytes) +
+                     " of host memory per rank, but " + avail + ": lower " + flag.substr(0, flag.find(' ')));
+  }
+  if (o.batch_auto) return;  // the batch finder stops where memory ends
+  const double total = need.model_bytes + need.per_sample_bytes * static_cast<double>(o.batch);
+  if (total > share) {
+    const std::string with = o.model_options.context > 0 ? " with --context " + std::to_string(o.model_options.context)
+                             : o.model.rfind("gpt2-", 0) != 0 ? " with --image-size " + std::to_string(o.model_options.image_size)
+                                                              : "";
+    throw UsageError("--batch " + std::to_string(o.batch) + with + " needs at least " + bytes(total) +
+                     " of host memory per rank (parameters and the batch's input" +
+                     (o.device == DeviceKind::kCpu ? " and outputs" : "") + " alone), but " + avail +
+                     ": lower --batch");
+  }
+}
+
+}  // namespace dtune::train

@@ -1,0 +1,41 @@
+// Model FLOPs utilisation: achieved training FLOP/s over the hardware's peak. The peak comes from
+// --peak-tflops, else from NVIDIA's datasheet (dense, no sparsity) for the exact model of the
+// detected GPU (SXM, PCIe or NVL, told apart by name, SM count and memory size) and the precision
+// in use; a CPU or a GPU not in the table has no peak unless one is given (MFU is NaN).
+#pragma once
+
+#include <string>
+
+#include "train/config.h"
+#include "core/device_info.h"
+
+namespace dtune::train {
+
+// One GPU model's dense datasheet peaks, TFLOP/s.
+struct GpuSku {
+  const char* name;    // "H100 SXM"
+  const char* family;  // the name token of cudaDeviceProp::name: "A100", "H100", "H200"
+  const char* form;    // "SXM", "PCIe", "NVL"
+  int sm_count;        // multiProcessorCount of the full part
+  double min_mem_gib;  // totalGlobalMem range of its memory sizes, GiB
+  double max_mem_gib;
+  double fp32, tf32, half;  // half: bf16 and fp16 tensor cores (fp32 accumulate)
+  const char* source;
+};
+
+// The SKU that a device is, or nullptr when no row fits its name, SM count and memory (an unknown
+// GPU, a MIG slice, a GH200): a name word picks the family ("A100", "H100", "H200") and, when the
+// name states one ("NVL", "PCIe", "SXM"), the form factor; a known SM count and memory size must
+// match the row's, and tell apart an H100 whose name states none (114 SMs: PCIe; 132 SMs and 94 GB:
+// NVL). What is still ambiguous is the SXM part, as PCIe and NVL cards carry it in their names.
+const GpuSku* find_gpu_sku(const DeviceProperties& gpu);
+
+struct Peak {
+  double tflops = 0;  // per device; 0: unknown
+  std::string source;
+};
+Peak peak_for(const DeviceProperties& gpu, Precision p, double override_tflops);
+// achieved / (peak × devices); NaN when the peak or the FLOP count is unknown.
+double mfu(double flops_per_sample, double samples, double seconds, const Peak& peak, int devices);
+
+}  // namespace dtune::train

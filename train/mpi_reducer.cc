@@ -1,0 +1,174 @@
+// MPI gradient reducer: a communication thread drains a FIFO of buffers with MPI_Iallreduce on its
+// own communicator (MPI_THREAD_MULTIPLE), polled with MPI_Test until done, so reductions progress
+// while the main thread computes the rest of backward (Open MPI does not progress nonblocking
+// collectives without calls into MPI, so a thread is what makes the overlap real). Polling rather
+// than a blocking MPI_Allreduce lets the thread give up a reduction that never completes (a rank
+// stopped) when the reducer is destroyed, so the thread is always joined, never detached.
+#include <atomic>
+#include <climits>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "train/reducer.h"
+#include "core/error.h"
+#include "core/mpi_reduce_ops.h"
+
+namespace dtune::train {
+namespace {
+
+MPI_Datatype mpi_type(const torch::Tensor& t) {
+  switch (t.scalar_type()) {
+    case torch::kFloat: return MPI_FLOAT;
+    case torch::kDouble: return MPI_DOUBLE;
+    case torch::kHalf:
+    case torch::kBFloat16: return Mpi16BitOps::datatype();
+    case torch::kLong: return MPI_INT64_T;
+    case torch::kInt: return MPI_INT32_T;
+    default: throw Error("MPI reducer: unsupported dtype " + std::string(c10::toString(t.scalar_type())));
+  }
+}
+
+class MpiReducer final : public Reducer {
+ public:
+  explicit MpiReducer(const RunContext& ctx)
+      : thread_comm_(MpiComm::dup(ctx.comm())), main_comm_(MpiComm::dup(ctx.comm())),
+        worker_([this] { loop(); }) {}
+
+  ~MpiReducer() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+      // A reduction still in flight after wait_all() gave up (a rank stopped; the job is being
+      // aborted) is abandoned rather than waited for.
+      abandon_ = done_ < started_;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+
+  std::string name() const override { return "mpi"; }
+
+  void start(torch::Tensor flat) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back({std::move(flat), next_bucket_++});
+      ++started_;
+    }
+    cv_.notify_all();
+  }
+
+  void wait_all(Clock::time_point deadline) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!done_cv_.wait_until(lock, deadline, [&] { return done_ == started_ || error_; }))
+      throw TimeoutError("gradient reduction " + std::to_string(done_ + 1) + " of " +
+                         std::to_string(started_) + " did not finish in time (--timeout): a rank is "
+                         "not taking part");
+    if (error_) std::rethrow_exception(error_);
+    next_bucket_ = 0;  // the next start() is the first bucket of the next step
+  }
+
+  void broadcast(torch::Tensor t, int root) override {
+    Staged s(t);
+    DTUNE_MPI_CHECK(MPI_Bcast(s.host.data_ptr(), static_cast<int>(s.host.numel()), mpi_type(s.host), root,
+                              main_comm_.get()));
+    s.finish(t);
+  }
+  void allreduce_sum(torch::Tensor t) override { allreduce(t, ReduceKind::kSum, main_comm_.get()); }
+  void allreduce_max(torch::Tensor t) override { allreduce(t, ReduceKind::kMax, main_comm_.get()); }
+
+ private:
+  // A contiguous host view of `t` (a copy when `t` is on a device or strided).
+  struct Staged {
+    explicit Staged(const torch::Tensor& t)
+        : host(t.device().is_cpu() && t.is_contiguous() ? t : t.to(torch::kCPU).contiguous()) {}
+    void finish(torch::Tensor& t) {
+      if (host.data_ptr() != t.data_ptr()) t.copy_(host);
+    }
+    torch::Tensor host;
+  };
+
+  MPI_Op mpi_op(const torch::Tensor& host, ReduceKind kind) {
+    const auto type = host.scalar_type();
+    return type == torch::kHalf       ? ops16_.get(Fp16Kind::kHalf, kind)
+           : type == torch::kBFloat16 ? ops16_.get(Fp16Kind::kBfloat16, kind)
+                                      : builtin_op(kind);
+  }
+
+  // The caller's thread: blocking (its waits are bounded by the run's watchdog).
+  void allreduce(torch::Tensor& t, ReduceKind kind, MPI_Comm comm) {
+    Staged s(t);
+    DTUNE_CHECK(s.host.numel() <= INT_MAX, "MPI reducer: bucket larger than 2^31 elements");
+    DTUNE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, s.host.data_ptr(), static_cast<int>(s.host.numel()),
+                                  mpi_type(s.host), mpi_op(s.host, kind), comm));
+    s.finish(t);
+  }
+
+  // The communication thread: a sum polled to completion, or abandoned when the reducer is
+  // destroyed with it in flight (returns false; the request is left to MPI_Abort).
+  bool thread_allreduce(torch::Tensor& t) {
+    Staged s(t);
+    DTUNE_CHECK(s.host.numel() <= INT_MAX, "MPI reducer: bucket larger than 2^31 elements");
+    MPI_Request req = MPI_REQUEST_NULL;
+    DTUNE_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, s.host.data_ptr(), static_cast<int>(s.host.numel()),
+                                   mpi_type(s.host), mpi_op(s.host, ReduceKind::kSum), thread_comm_.get(), &req));
+    for (int spins = 0;; ++spins) {
+      int done = 0;
+      DTUNE_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+      if (done) break;
+      if (abandon_.load(std::memory_order_relaxed)) return false;
+      // Spin while the reduction is likely close, then yield so an oversubscribed node keeps its cores.
+      if (spins > 1000) std::this_thread::yield();
+    }
+    s.finish(t);
+    return true;
+  }
+
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_ and drained
+      Queued q = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      std::exception_ptr err;
+      const auto t0 = Clock::now();
+      try {
+        if (!thread_allreduce(q.flat)) return;  // abandoned: the reducer is being destroyed
+      } catch (...) {
+        err = std::current_exception();
+      }
+      if (trace_ && trace_->enabled())
+        trace_->add({"MPI_Allreduce bucket " + std::to_string(q.bucket), TraceTrack::kReductions, t0, Clock::now(),
+                     {{"bucket", q.bucket}, {"bytes", q.flat.numel() * static_cast<int64_t>(q.flat.element_size())}}});
+      lock.lock();
+      if (err) error_ = err;
+      ++done_;
+      done_cv_.notify_all();
+    }
+  }
+
+  MpiComm thread_comm_;  // used only by the communication thread
+  MpiComm main_comm_;    // used only by the caller's thread
+  Mpi16BitOps ops16_;
+  std::mutex mutex_;
+  std::condition_variable cv_, done_cv_;
+  struct Queued {
+    torch::Tensor flat;
+    int64_t bucket;  // index within the step
+  };
+  std::deque<Queued> queue_;
+  int64_t started_ = 0, done_ = 0, next_bucket_ = 0;
+  bool stop_ = false;
+  std::atomic<bool> abandon_{false};  // read by the communication thread without the mutex
+  std::exception_ptr error_;
+  std::thread worker_;  // last: starts after everything it uses exists
+};
+
+}  // namespace
+
+std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx) { return std::make_unique<MpiReducer>(ctx); }
+
+}  // namespace dtune::train

@@ -1,0 +1,105 @@
+// NCCL gradient reducer: reductions run on a dedicated communication stream. start() records an
+// event on the compute stream (LibTorch's current stream, where backward wrote the gradients), the
+// communication stream waits for it and runs ncclAllReduce, so reductions overlap the rest of
+// backward on the GPU. wait_all() polls for completion with a deadline, then makes the compute
+// stream wait for the communication stream.
+#include <c10/cuda/CUDAStream.h>
+
+#include <vector>
+
+#include "train/reducer.h"
+#include "core/cuda/cuda_error.h"
+#include "core/cuda/cuda_handles.h"
+#include "core/cuda/nccl_comm.h"
+#include "core/error.h"
+#include "core/timer.h"
+
+namespace dtune::train {
+namespace {
+
+ncclDataType_t nccl_type(const torch::Tensor& t) {
+  switch (t.scalar_type()) {
+    case torch::kFloat: return ncclFloat32;
+    case torch::kDouble: return ncclFloat64;
+    case torch::kHalf: return ncclFloat16;
+    case torch::kBFloat16: return ncclBfloat16;
+    case torch::kLong: return ncclInt64;
+    case torch::kInt: return ncclInt32;
+    default: throw Error("NCCL reducer: unsupported dtype " + std::string(c10::toString(t.scalar_type())));
+  }
+}
+
+class NcclReducer final : public Reducer {
+ public:
+  NcclReducer(const RunContext& ctx, int device, double timeout_s) : device_(device), timeout_s_(timeout_s) {
+    DTUNE_CUDA_CHECK(cudaSetDevice(device));
+    comm_ = NcclComm::create(ctx, deadline_after_s(timeout_s_));
+    stream_ = CudaStream::create();
+    ready_ = CudaEvent::create(EventTiming::kDisabled);
+    done_ = CudaEvent::create(EventTiming::kDisabled);
+  }
+  std::string name() const override { return "nccl"; }
+
+  void start(torch::Tensor flat) override {
+    const auto t0 = Clock::now();
+    const cudaStream_t compute = c10::cuda::getCurrentCUDAStream(device_).stream();
+    ready_.record(compute);
+    DTUNE_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), ready_.get(), 0));
+    allreduce_on(flat, ncclSum, stream_.get());
+    // The caching allocator must not reuse the bucket's memory while NCCL still reads it.
+    flat.record_stream(c10::cuda::getStreamFromExternal(stream_.get(), device_));
+    pending_ = true;
+    // The kernel itself is on the GPU timeline (CUPTI); this is the CPU-side enqueue.
+    if (trace_ && trace_->enabled())
+      trace_->add({"ncclAllReduce enqueue bucket " + std::to_string(next_bucket_), TraceTrack::kReductions, t0,
+                   Clock::now(), {{"bucket", next_bucket_}, {"bytes", flat.numel() * static_cast<int64_t>(flat.element_size())}}});
+    ++next_bucket_;
+  }
+
+  void wait_all(Clock::time_point deadline) override {
+    if (!pending_) return;
+    comm_.wait(stream_.get(), deadline, "gradient reductions");
+    done_.record(stream_.get());
+    DTUNE_CUDA_CHECK(cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(device_).stream(), done_.get(), 0));
+    pending_ = false;
+    next_bucket_ = 0;
+  }
+
+  void broadcast(torch::Tensor t, int root) override {
+    const cudaStream_t s = c10::cuda::getCurrentCUDAStream(device_).stream();
+    const auto deadline = deadline_after_s(timeout_s_);
+    DTUNE_NCCL_SETTLE(comm_, ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
+                                           nccl_type(t), root, comm_.get(), s), deadline);
+    comm_.wait(s, deadline, "broadcast");
+  }
+  void allreduce_sum(torch::Tensor t) override { blocking(t, ncclSum); }
+  void allreduce_max(torch::Tensor t) override { blocking(t, ncclMax); }
+
+ private:
+  void allreduce_on(torch::Tensor& t, ncclRedOp_t op, cudaStream_t s) {
+    DTUNE_CHECK(t.is_cuda() && t.is_contiguous(), "NCCL reducer: tensors must be contiguous on the GPU");
+    DTUNE_NCCL_SETTLE(comm_, ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
+                                           nccl_type(t), op, comm_.get(), s), deadline_after_s(timeout_s_));
+  }
+  void blocking(torch::Tensor& t, ncclRedOp_t op) {
+    const cudaStream_t s = c10::cuda::getCurrentCUDAStream(device_).stream();
+    allreduce_on(t, op, s);
+    comm_.wait(s, deadline_after_s(timeout_s_), "allreduce");
+  }
+
+  int device_;
+  double timeout_s_;  // --timeout
+  NcclComm comm_;
+  CudaStream stream_;
+  CudaEvent ready_, done_;
+  bool pending_ = false;
+  int64_t next_bucket_ = 0;  // index within the step, for the trace
+};
+
+}  // namespace
+
+std::unique_ptr<Reducer> make_nccl_reducer(const RunContext& ctx, int device, double timeout_s) {
+  return std::make_unique<NcclReducer>(ctx, device, timeout_s);
+}
+
+}  // namespace dtune::train

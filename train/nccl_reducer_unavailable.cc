@@ -1,0 +1,11 @@
+// Builds without NCCL have no NCCL reducer.
+#include "train/reducer.h"
+#include "core/error.h"
+
+namespace dtune::train {
+
+std::unique_ptr<Reducer> make_nccl_reducer(const RunContext&, int, double) {
+  throw UsageError("--backend nccl: this dtune was built without NCCL (see README: NCCL_HOME)");
+}
+
+}  // namespace dtune::train

@@ -1,0 +1,37 @@
+// Optimizers through PyTorch's fused kernels (at::_fused_sgd_, at::_fused_adamw_: one kernel over
+// all parameters, on CPU and CUDA, what torch.optim uses with fused=True), with the hyper-
+// parameters dtune uses: SGD with momentum 0.9, AdamW with betas (0.9, 0.999), eps 1e-8, weight
+// decay 0.01. LibTorch's torch::optim has only per-parameter loops; the tests check the fused
+// versions against it.
+#pragma once
+
+#include <torch/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "train/config.h"
+
+namespace dtune::train {
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual std::string name() const = 0;
+  // Updates every parameter that has a gradient.
+  virtual void step() = 0;
+  // Drops the gradients (set to none), as zero_grad(set_to_none=True) does.
+  void zero_grad();
+
+ protected:
+  explicit Optimizer(std::vector<torch::Tensor> params) : params_(std::move(params)) {}
+  // The parameters that have a gradient, and their gradients (the fused kernels' lists).
+  void with_grads(std::vector<torch::Tensor>& p, std::vector<torch::Tensor>& g) const;
+  std::vector<torch::Tensor> params_;
+};
+
+std::unique_ptr<Optimizer> make_fused_optimizer(OptimizerKind kind, std::vector<torch::Tensor> params,
+                                                double lr);
+
+}  // namespace dtune::train

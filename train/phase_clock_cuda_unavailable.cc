@@ -1,0 +1,11 @@
+// Builds without CUDA have no CUDA clock.
+#include "train/phase_clock.h"
+#include "core/error.h"
+
+namespace dtune::train {
+
+std::unique_ptr<PhaseClock> make_cuda_clock(int) {
+  throw UsageError("--device cuda: this dtune was built without CUDA (see README: CUDA_HOME)");
+}
+
+}  // namespace dtune::train

@@ -1,0 +1,49 @@
+// Gradient reduction across ranks, the communication half of data parallelism. start() queues a
+// flat buffer for an in-place sum over ranks and returns at once (the reduction overlaps whatever
+// the caller does next); wait_all() blocks until every started buffer is reduced. Buffers are
+// reduced in the order they were started, identically on every rank (the caller guarantees the
+// order, as PyTorch DDP does), so collectives always match. Blocking collectives for the main
+// thread (broadcast, max, checksums) go through the same object.
+#pragma once
+
+#include <torch/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "train/telemetry/trace_log.h"
+#include "core/context.h"
+
+namespace dtune::train {
+
+using Clock = std::chrono::steady_clock;
+
+class Reducer {
+ public:
+  virtual ~Reducer() = default;
+  virtual std::string name() const = 0;
+  virtual void start(torch::Tensor flat) = 0;
+  // Throws TimeoutError when a reduction is not done by `deadline`.
+  virtual void wait_all(Clock::time_point deadline) = 0;
+  // Blocking, on the caller's thread, with no reduction in flight.
+  virtual void broadcast(torch::Tensor t, int root) = 0;
+  virtual void allreduce_sum(torch::Tensor t) = 0;
+  virtual void allreduce_max(torch::Tensor t) = 0;
+  // --profile-steps: gradient reductions are recorded here (only while the log is enabled).
+  void set_trace(TraceLog* log) { trace_ = log; }
+
+ protected:
+  TraceLog* trace_ = nullptr;
+};
+
+// Host tensors reduced by a communication thread with MPI_Allreduce (fp32, fp64; fp16 and bf16
+// through dtune's user-defined ops). Device tensors are staged through host memory.
+std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx);
+// GPU tensors reduced by NCCL on a communication stream that waits for the gradients' stream.
+// Creating the communicator and each blocking call wait at most `timeout_s` (--timeout), then
+// abort the communicator. Defined in nccl_reducer.cc when built with NCCL; otherwise throws
+// UsageError.
+std::unique_ptr<Reducer> make_nccl_reducer(const RunContext& ctx, int device, double timeout_s);
+
+}  // namespace dtune::train

@@ -1,0 +1,111 @@
+// Incremental writing of a training run's steps.
+#include "train/step_log.h"
+
+namespace dtune::train {
+namespace {
+
+// The configuration: everything known before the first step (the rest comes with the summary).
+void write_config(hid_t id, const Options& o, int64_t batch, size_t ranks) {
+  h5::write_attr(id, "benchmark", "train");
+  h5::write_attr(id, "status", "running");
+  h5::write_attr(id, "model", o.model);
+  h5::write_attr(id, "batch", static_cast<int64_t>(batch));
+  h5::write_attr(id, "batch_auto", static_cast<int64_t>(o.batch_auto));
+  h5::write_attr(id, "accum_steps", o.accum_steps);
+  h5::write_attr(id, "global_batch", static_cast<int64_t>(batch * static_cast<int64_t>(ranks) * o.accum_steps));
+  h5::write_attr(id, "precision", to_string(o.precision));
+  h5::write_attr(id, "tf32", static_cast<int64_t>(o.precision == Precision::kTf32));
+  h5::write_attr(id, "weights_dtype", to_string(o.weights_dtype));
+  h5::write_attr(id, "optimizer", to_string(o.optimizer));
+  h5::write_attr(id, "lr", o.lr);
+  h5::write_attr(id, "device", to_string(o.device));
+  h5::write_attr(id, "backend", to_string(o.backend));
+  h5::write_attr(id, "overlap", to_string(o.overlap));
+  h5::write_attr(id, "bucket_mb", o.bucket_mb);
+  h5::write_attr(id, "first_bucket_mb", o.first_bucket_mb);
+  h5::write_attr(id, "compression", to_string(o.compression));
+  h5::write_attr(id, "local_sgd_every", o.local_sgd_every);
+  h5::write_attr(id, "channels_last", static_cast<int64_t>(o.channels_last));
+  h5::write_attr(id, "threads", o.threads);
+  h5::write_attr(id, "world_size", static_cast<int64_t>(ranks));
+  h5::write_attr(id, "steps", o.steps);
+  h5::write_attr(id, "warmup_steps", o.warmup_steps);
+  h5::write_attr(id, "data", o.data);
+  h5::write_attr(id, "workers", o.workers);
+  h5::write_attr(id, "prefetch", o.prefetch);
+  h5::write_attr(id, "cache_dir", o.cache_dir);
+  h5::write_attr(id, "steps_written", static_cast<int64_t>(0));
+}
+
+const char* field_name(size_t f) { return f < kPhases ? kPhaseNames[f] : f == kPhases ? "total_ms" : "loss"; }
+
+}  // namespace
+
+std::string run_description(const Options& o, int64_t batch) {
+  return "train-" + o.model + "-" + to_string(o.precision) + "-b" + std::to_string(batch);
+}
+
+StepLog::StepLog(ResultsFile* file, const Options& o, int64_t batch, size_t ranks)
+    : file_(file), o_(o), batch_(batch), ranks_(ranks), last_flush_(std::chrono::steady_clock::now()) {}
+
+void StepLog::open_group() {
+  if (!file_ || group_.valid()) return;
+  group_ = file_->new_run(run_description(o_, batch_));
+  write_config(group_.get(), o_, batch_, ranks_);
+  for (size_t f = 0; f < kStepFields; ++f)
+    columns_.push_back(h5::create_rows(group_.get(), field_name(f), {ranks_}, H5T_IEEE_F64LE));
+  columns_.push_back(h5::create_rows(group_.get(), "loss_scale", {}, H5T_IEEE_F64LE));
+  columns_.push_back(h5::create_rows(group_.get(), "skipped", {}, H5T_STD_I64LE));
+  columns_.push_back(h5::create_rows(group_.get(), "profiled", {}, H5T_STD_I64LE));
+}
+
+void StepLog::add(const double* fields, const StepRecord& rank0) {
+  rows_.insert(rows_.end(), fields, fields + ranks_ * kStepFields);
+  loss_scale_.push_back(rank0.loss_scale);
+  skipped_.push_back(rank0.skipped);
+  profiled_.push_back(rank0.profiled);
+}
+
+bool StepLog::flush_if_due() {
+  const std::chrono::duration<double> since = std::chrono::steady_clock::now() - last_flush_;
+  if (since.count() < kFlushEveryS) return false;
+  flush();
+  return true;
+}
+
+void StepLog::flush() {
+  last_flush_ = std::chrono::steady_clock::now();
+  if (!file_) return;
+  open_group();
+  const size_t S = steps(), n = S - written_;
+  if (n > 0) {
+    // Datasets are [S, R] by field; the rows are held (S, R, field): one column at a time.
+    std::vector<double> col(n * ranks_);
+    for (size_t f = 0; f < kStepFields; ++f) {
+      for (size_t s = 0; s < n; ++s)
+        for (size_t r = 0; r < ranks_; ++r) col[s * ranks_ + r] = at(written_ + s, r, f);
+      h5::append_rows(columns_[f].get(), n, H5T_NATIVE_DOUBLE, col.data());
+    }
+    h5::append_rows(columns_[kStepFields].get(), n, H5T_NATIVE_DOUBLE, loss_scale_.data() + written_);
+    h5::append_rows(columns_[kStepFields + 1].get(), n, H5T_NATIVE_INT64, skipped_.data() + written_);
+    h5::append_rows(columns_[kStepFields + 2].get(), n, H5T_NATIVE_INT64, profiled_.data() + written_);
+    written_ = S;
+  }
+  h5::write_attr(group_.get(), "steps_written", static_cast<int64_t>(written_));
+  file_->flush();
+}
+
+void StepLog::close(const std::string& status, const std::string& message) {
+  if (closed_ || !file_ || (!group_.valid() && steps() == 0)) return;
+  closed_ = true;
+  open_group();
+  h5::write_attr(group_.get(), "status", status);
+  if (!message.empty()) h5::write_attr(group_.get(), "message", message);
+  flush();
+  // Released now: HDF5 closes a file only when its last object is closed, and the file may be
+  // finished next (on the watchdog's thread, just before the job is aborted).
+  columns_.clear();
+  group_.close();
+}
+
+}  // namespace dtune::train
