@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "benchmarks/comm/collectives.h"
+#include "core/build_info.h"
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/results_file.h"
@@ -56,7 +57,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
       "Launch with mpirun -np N (or srun --mpi=pmix); rank 0 prints an nccl-tests table and writes "
       "every iteration of every rank to an HDF5 file (results/SCHEMA.md).",
       "dtune-comm"};
-  app.set_version_flag("--version", "dtune-comm 0.1.0");
+  app.set_version_flag("--version", "dtune-comm " + build_info::dtune_version());
   app.footer("Exit status: 0 all results exact; 1 wrong elements or an error; 2 bad input; 3 a rank\n"
              "did not arrive within --timeout; 130 interrupted (measured sizes kept).");
   app.get_formatter()->column_width(34);
