@@ -13,6 +13,7 @@ Installed by `pip install .` as the `dtune` entry point; `scripts/dtune` runs th
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -246,6 +247,10 @@ def main(argv=None) -> int:
         return a.func(a)
     except SweepError as e:  # a bad sweep file, or a sweep directory another runner holds
         return _usage(str(e))
+    except BrokenPipeError:
+        # The reader went away (`dtune compare ... | head`): not an error; stop writing quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

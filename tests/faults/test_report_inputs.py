@@ -253,3 +253,17 @@ def test_dollar_signs_in_a_legend_are_text(good, tmp_path):
     r = dtune("report", f, "-o", tmp_path / "out")
     assert r.returncode == 0 and "1 figures" in r.stdout, r.stdout + r.stderr
     assert f"NCCL_FOO={value}" in html.unescape((tmp_path / "out" / "report.html").read_text())
+
+
+def test_a_reader_that_goes_away_is_not_an_error(tmp_path):
+    # `dtune compare A B | head -1`: the pipe closes after one line; dtune stops quietly, exit 0.
+    a = run_binary("dtune-comm", ["-b", "8", "-e", "1M", "-f", "2", "-n", "3"], tmp_path / "a.h5")
+    b = run_binary("dtune-comm", ["-b", "8", "-e", "1M", "-f", "2", "-n", "3"], tmp_path / "b.h5")
+    r = subprocess.run(
+        ["bash", "-c", 'set -o pipefail; "$0" compare "$1" "$2" | head -1', DTUNE[0], str(a), str(b)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("config") and "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr
