@@ -153,6 +153,17 @@ IGNORED_ATTRS = {
     "cache_evictions",
     "message",
     "peak_memory_bytes",
+    # Added since: how far a run got (steps written as it went, loader batches and skipped-sample
+    # causes), the second FLOPs convention derived from the model, and local SGD's closing
+    # average (it follows from --steps and --local-sgd).
+    "steps_written",
+    "data_batches",
+    "data_undecodable",
+    "data_truncated",
+    "alt_training_flops_per_sample",
+    "alt_flops_formula",
+    "alt_mfu",
+    "local_sgd_final_average",
 }
 
 # Recorded environment variables that change between two launches of one configuration.

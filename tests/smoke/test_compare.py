@@ -385,3 +385,23 @@ def test_profiled_steps_are_left_out(tmp_path):
     assert r.returncode == 0 and len(rows) == 1, r.stdout + r.stderr
     med = float(np.median(STEPS[1:]))
     assert rows[0].count(f"{med:.3f}ms") == 2 and " ~ " in rows[0] and " 11+11 " in rows[0], r.stdout
+
+
+def test_real_train_runs_of_different_lengths_match(tmp_path):
+    # Two real dtune-train runs of one configuration, one longer: how far a run got (steps_written,
+    # loader batches) and other result attributes must not split the row.
+    exe = str(bin_dir() / "dtune-train")
+    base = ["--model", "gpt2-tiny", "--context", "16", "--vocab", "128", "--batch", "2", "--threads", "1"]
+    for name, steps in (("a.h5", "3"), ("b.h5", "5")):
+        r = subprocess.run(
+            [exe, *base, "--steps", steps, "--warmup-steps", "1", "--output", str(tmp_path / name)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert r.returncode == 0, r.stderr
+    r = dtune("compare", tmp_path / "a.h5", tmp_path / "b.h5")
+    assert r.returncode == 0, r.stderr
+    rows = [line for line in r.stdout.splitlines() if line.startswith("gpt2-tiny")]
+    assert len(rows) == 1, r.stdout
+    assert "steps_written" not in rows[0] and "only in" not in r.stdout, r.stdout
