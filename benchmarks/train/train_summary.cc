@@ -15,16 +15,19 @@ DataSummary data_summary_from_numbers(std::string source, std::span<const double
 }
 
 DataSummary& operator+=(DataSummary& a, const DataSummary& b) {
-  a.samples += b.samples, a.bad += b.bad, a.bytes += b.bytes, a.requests += b.requests, a.retries += b.retries;
+  a.samples += b.samples, a.bad += b.bad, a.bytes += b.bytes, a.requests += b.requests,
+      a.retries += b.retries;
   a.fetch_ms += b.fetch_ms, a.decode_ms += b.decode_ms, a.wait_ms += b.wait_ms;
-  a.cache_hits += b.cache_hits, a.cache_misses += b.cache_misses, a.cache_hit_bytes += b.cache_hit_bytes;
+  a.cache_hits += b.cache_hits, a.cache_misses += b.cache_misses,
+      a.cache_hit_bytes += b.cache_hit_bytes;
   a.cache_miss_bytes += b.cache_miss_bytes, a.cache_evictions += b.cache_evictions;
   a.undecodable += b.undecodable, a.truncated += b.truncated, a.batches += b.batches;
   return a;
 }
 
 TrainSummary summarize_training(const Options& o, size_t ranks, const TrainOutcome& out,
-                                std::span<const double> slowest_ms, const DataSummary& data_total, bool profiled) {
+                                std::span<const double> slowest_ms, const DataSummary& data_total,
+                                bool profiled) {
   TrainSummary t;
   t.ranks = ranks;
   t.slowest_ms.assign(slowest_ms.begin(), slowest_ms.end());
@@ -53,11 +56,13 @@ TrainSummary summarize_training(const Options& o, size_t ranks, const TrainOutco
   t.p90_ms = percentile(step_ms, 90);
   t.peak = peak_for(out.gpu, o.precision, o.peak_tflops);
   t.mfu = mfu(out.training_flops_per_sample, t.samples, t.seconds, t.peak, static_cast<int>(ranks));
-  t.alt_mfu = mfu(out.alt_training_flops_per_sample, t.samples, t.seconds, t.peak, static_cast<int>(ranks));
+  t.alt_mfu =
+      mfu(out.alt_training_flops_per_sample, t.samples, t.seconds, t.peak, static_cast<int>(ranks));
   if (profiled) {
     t.profile_cost.profiled_p50_ms = summarize(profiled_ms).p50;
     t.profile_cost.unprofiled_p50_ms = t.unprofiled_left ? t.step_ms.p50 : NAN;
-    t.profile_cost.overhead = t.unprofiled_left ? t.profile_cost.profiled_p50_ms / t.step_ms.p50 - 1 : NAN;
+    t.profile_cost.overhead =
+        t.unprofiled_left ? t.profile_cost.profiled_p50_ms / t.step_ms.p50 - 1 : NAN;
   }
   t.data = data_total;
   t.status = out.interrupted ? "interrupted" : out.diverged.empty() ? "ok" : "diverged";

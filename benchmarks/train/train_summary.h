@@ -22,7 +22,8 @@ struct TrainSummary {
   size_t ranks = 0;
   std::vector<double> slowest_ms;  // per step (warm-up first): the slowest rank's total
   double global_batch = 0;         // batch x ranks x accumulation steps
-  // The measured steps: after warm-up, without the --profile-steps window unless nothing else is left.
+  // The measured steps: after warm-up, without the --profile-steps window unless nothing else is
+  // left.
   int used_steps = 0;
   int skipped = 0;  // measured steps skipped for inf/NaN gradients (warm-up excluded)
   double samples = 0, seconds = 0;
@@ -37,7 +38,8 @@ struct TrainSummary {
   std::string status;            // ok, diverged, interrupted
 };
 
-// The inverse of DataSummary::numbers() (values in the order of kDataSummaryFields): a gathered rank's.
+// The inverse of DataSummary::numbers() (values in the order of kDataSummaryFields): a gathered
+// rank's.
 DataSummary data_summary_from_numbers(std::string source, std::span<const double> v);
 // Adds another rank's counts and times (the source stays the left one's).
 DataSummary& operator+=(DataSummary& a, const DataSummary& b);
@@ -45,6 +47,7 @@ DataSummary& operator+=(DataSummary& a, const DataSummary& b);
 // `slowest_ms`: per step, the slowest rank's total (index = step, one per out.steps entry run);
 // `data_total`: every rank's DataSummary summed; `profiled`: a --profile-steps summary exists.
 TrainSummary summarize_training(const Options& o, size_t ranks, const TrainOutcome& out,
-                                std::span<const double> slowest_ms, const DataSummary& data_total, bool profiled);
+                                std::span<const double> slowest_ms, const DataSummary& data_total,
+                                bool profiled);
 
 }  // namespace dtune::train

@@ -34,7 +34,9 @@ Options options() {
   return o;
 }
 
-DataSummary no_data() { return data_summary_from_numbers("synthetic", std::vector<double>(kDataSummaryFields.size())); }
+DataSummary no_data() {
+  return data_summary_from_numbers("synthetic", std::vector<double>(kDataSummaryFields.size()));
+}
 
 TEST(TrainSummary, ThroughputLeavesOutWarmupAndProfiledSteps) {
   const TrainOutcome out = outcome({false, false, false, false, true, false, false});
@@ -60,7 +62,8 @@ TEST(TrainSummary, ThroughputLeavesOutWarmupAndProfiledSteps) {
 
 TEST(TrainSummary, EveryMeasuredStepProfiledCountsThemAll) {
   const TrainOutcome out = outcome({false, false, true, true});
-  const TrainSummary t = summarize_training(options(), 1, out, std::vector<double>{1000, 1000, 30, 50}, no_data(), true);
+  const TrainSummary t = summarize_training(
+      options(), 1, out, std::vector<double>{1000, 1000, 30, 50}, no_data(), true);
   EXPECT_EQ(t.used_steps, 2);
   EXPECT_DOUBLE_EQ(t.step_ms.p50, 40);
   EXPECT_NEAR(t.samples_per_s, 2 * 12 / 0.08, 1e-9);
@@ -69,13 +72,15 @@ TEST(TrainSummary, EveryMeasuredStepProfiledCountsThemAll) {
 
 TEST(TrainSummary, DataSummariesAddFieldByField) {
   std::vector<double> a(kDataSummaryFields.size()), b(kDataSummaryFields.size());
-  for (size_t k = 0; k < a.size(); ++k) a[k] = static_cast<double>(k + 1), b[k] = 100.0 * static_cast<double>(k + 1);
+  for (size_t k = 0; k < a.size(); ++k)
+    a[k] = static_cast<double>(k + 1), b[k] = 100.0 * static_cast<double>(k + 1);
   DataSummary sum = data_summary_from_numbers("mine", a);
   EXPECT_EQ(sum.numbers(), a);  // from_numbers inverts numbers()
   sum += data_summary_from_numbers("theirs", b);
   EXPECT_EQ(sum.source, "mine");
   const std::vector<double> n = sum.numbers();
-  for (size_t k = 0; k < n.size(); ++k) EXPECT_DOUBLE_EQ(n[k], 101.0 * static_cast<double>(k + 1)) << kDataSummaryFields[k];
+  for (size_t k = 0; k < n.size(); ++k)
+    EXPECT_DOUBLE_EQ(n[k], 101.0 * static_cast<double>(k + 1)) << kDataSummaryFields[k];
 }
 
 }  // namespace
