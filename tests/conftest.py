@@ -36,3 +36,21 @@ def data_rows(stdout: str) -> list:
 @pytest.fixture
 def comm():
     return run_comm
+
+
+def rank_pid(session: int, rank: int, binary: str):
+    """The pid of MPI world rank `rank` among the `binary` processes of session `session` (an mpirun
+    started with start_new_session=True leads it; Open MPI gives the ranks process groups of their
+    own, but they stay in its session). None when there is no such process."""
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if binary.encode() not in (d / "cmdline").read_bytes():
+                continue
+            env = (d / "environ").read_bytes().split(b"\0")
+            if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env and os.getsid(int(d.name)) == session:
+                return int(d.name)
+        except OSError:
+            continue
+    return None

@@ -7,33 +7,15 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import h5py
 import pytest
 
-from conftest import bin_dir, mpirun_prefix
+from conftest import bin_dir, mpirun_prefix, rank_pid
 
 
 def comm_cmd(np, *args):
     return mpirun_prefix(np) + [str(bin_dir() / "dtune-comm"), *map(str, args)]
-
-
-def rank_pid(parent_pid, rank):
-    """The pid of world rank `rank` among the dtune-comm processes of the mpirun that leads session
-    `parent_pid`."""
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            if b"dtune-comm" not in (d / "cmdline").read_bytes():
-                continue
-            env = (d / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env and os.getsid(int(d.name)) == parent_pid:
-            return int(d.name)
-    return None
 
 
 def test_a_stopped_rank_is_named_and_measured_sizes_are_kept(tmp_path):
@@ -52,7 +34,7 @@ def test_a_stopped_rank_is_named_and_measured_sizes_are_kept(tmp_path):
             rows += 1
             if rows == 3:
                 break
-    victim = rank_pid(p.pid, 1)
+    victim = rank_pid(p.pid, 1, "dtune-comm")
     assert victim, "rank 1 not found"
     os.kill(victim, signal.SIGSTOP)
     t0 = time.monotonic()

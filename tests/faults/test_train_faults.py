@@ -9,12 +9,11 @@ import selectors
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import h5py
 import pytest
 
-from conftest import bin_dir, mpirun_prefix
+from conftest import bin_dir, mpirun_prefix, rank_pid
 
 TINY = ["--model", "gpt2-tiny", "--batch", "2", "--threads", "1"]
 STEPS = 100000  # runs until the test stops it
@@ -23,22 +22,6 @@ STEPS = 100000  # runs until the test stops it
 def train_cmd(np, *args):
     exe = str(bin_dir() / "dtune-train")
     return (mpirun_prefix(np) if np > 0 else []) + [exe, *map(str, args)]
-
-
-def rank_pid(session, rank):
-    """The pid of world rank `rank` among the dtune-train processes of session `session`."""
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            if b"dtune-train" not in (d / "cmdline").read_bytes():
-                continue
-            env = (d / "environ").read_bytes().split(b"\0")
-            if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env and os.getsid(int(d.name)) == session:
-                return int(d.name)
-        except OSError:
-            continue
-    return None
 
 
 def start_long_run(out, *extra):
@@ -85,7 +68,7 @@ def test_a_stopped_rank_is_named_and_completed_steps_are_kept(tmp_path):
 
     out = tmp_path / "t.h5"
     p, reported = start_long_run(out, "--timeout", "4")
-    victim = rank_pid(p.pid, 1)
+    victim = rank_pid(p.pid, 1, "dtune-train")
     assert victim, "rank 1 not found"
     os.kill(victim, signal.SIGSTOP)
     t0 = time.monotonic()
@@ -118,7 +101,7 @@ def test_a_signal_keeps_the_completed_steps(tmp_path, sig):
     # mpirun is forwarded too, but mpirun then kills the ranks after odls_base_sigkill_timeout,
     # 1 s by default, whether or not they finished writing: a race a test must not depend on.)
     for rank in (0, 1):
-        os.kill(rank_pid(p.pid, rank), sig)
+        os.kill(rank_pid(p.pid, rank, "dtune-train"), sig)
     rest, err = p.communicate(timeout=60)
     assert p.returncode != 0, err
     file_status, run_status, rows, written = steps_in(out)
