@@ -11,20 +11,8 @@ from pathlib import Path
 
 import h5py
 
-from .loader import TRAIN_PHASES, PathArg, decode_attr, expand_paths, open_results
+from .loader import COMM_DATASETS, TRAIN_PHASES, PathArg, decode_attr, expand_paths, open_results
 
-COMM_DATASETS = (
-    "placement",
-    "size_bytes",
-    "requested_bytes",
-    "count",
-    "time_us",
-    "wrong",
-    "time_us_reported",
-    "algbw_gbps",
-    "busbw_gbps",
-    "slowest_rank",
-)
 COMM_ATTRS = ("collective", "backend", "busbw_factor", "fit_alpha_us", "fit_busbw_gbps")
 # A train run with steps (status "ok"; an "oom" run has none): its per-step datasets.
 TRAIN_DATASETS = tuple(TRAIN_PHASES) + ("total_ms", "loss", "loss_scale", "skipped")

@@ -150,21 +150,7 @@ def _comm_runs(f: h5py.File, path: Path):
         a = _attrs(g)
         if a.get("benchmark") != "comm":
             continue
-        d = {
-            k: _read(g[k])
-            for k in (
-                "placement",
-                "size_bytes",
-                "requested_bytes",
-                "count",
-                "time_us",
-                "wrong",
-                "time_us_reported",
-                "algbw_gbps",
-                "busbw_gbps",
-                "slowest_rank",
-            )
-        }
+        d = {k: _read(g[k]) for k in COMM_DATASETS}
         ps = (len(d["placement"]), len(d["size_bytes"]))
         t = d["time_us"]
         if (
@@ -334,6 +320,20 @@ TRAIN_STEP_COLUMNS = (
     ["file", "run", "status", "model", "precision", "step", "warmup", "rank", "host"]
     + TRAIN_PHASES
     + ["total_ms", "loss", "loss_scale", "skipped", "profiled"]
+)
+
+# A comm run group's datasets (results/SCHEMA.md), all read by load_comm_summary.
+COMM_DATASETS = (
+    "placement",
+    "size_bytes",
+    "requested_bytes",
+    "count",
+    "time_us",
+    "wrong",
+    "time_us_reported",
+    "algbw_gbps",
+    "busbw_gbps",
+    "slowest_rank",
 )
 
 
