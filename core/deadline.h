@@ -31,11 +31,6 @@ class Deadline {
   Clock::time_point at_;
 };
 
-// The time point `seconds` from now, for interfaces that take a Clock::time_point.
-inline Clock::time_point deadline_after_s(double seconds) {
-  return Deadline::after_s(seconds).at();
-}
-
 class Watchdog;
 
 // Arms `watchdog` for `timeout_s` seconds, waiting for `what` (the watchdog's message names it),

@@ -53,9 +53,13 @@ int run_main(int argc, char** argv, const char* tool,
   {
     // The context (and its communicators) must be gone before MPI_Finalize.
     std::unique_ptr<RunContext> ctx;
+    // After the context: it goes first. A hang ends through MPI_Abort from its thread when MPI
+    // allows calls from any thread (MPI_THREAD_MULTIPLE), else through _exit and the launcher.
+    std::unique_ptr<Watchdog> watchdog;
     try {
       ctx = std::make_unique<RunContext>(RunContext::create(session.thread_level()));
-      code = body(MainArgs{argc, argv, *ctx, session.thread_level()});
+      watchdog = std::make_unique<Watchdog>(tool, ctx->mpi_thread_level() == MPI_THREAD_MULTIPLE);
+      code = body(MainArgs{argc, argv, *ctx, *watchdog});
       // Every rank meets here before finishing. A rank that returned a failure waits only a
       // moment: when some ranks never come (they wait for it in a collective), it aborts the job
       // rather than leave them there. A rank that succeeded waits as MPI_Finalize would.

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "core/context.h"
+#include "core/watchdog.h"
 
 namespace dtune {
 
@@ -17,7 +18,10 @@ struct MainArgs {
   int argc;
   char** argv;
   const RunContext& ctx;
-  int mpi_thread_level;
+  // The process's one watchdog (core/watchdog.h), owned by run_main: every blocking wait of the
+  // body runs armed on it (DeadlineGuard, or the training run's monitor), and whoever installs
+  // on_fire callbacks removes them before the objects they capture are destroyed.
+  Watchdog& watchdog;
 };
 
 int run_main(int argc, char** argv, const char* tool, const std::function<int(const MainArgs&)>& body);

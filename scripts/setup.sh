@@ -18,7 +18,7 @@ log() { printf '[setup] %s\n' "$*"; }
 
 # --- 1. Debian packages -------------------------------------------------------------------------
 apt_packages=(
-  build-essential cmake ninja-build ccache pkg-config git
+  build-essential cmake ninja-build ccache pkg-config git clang-format
   openmpi-bin libopenmpi-dev
   libhdf5-dev hdf5-tools
   libcli11-dev libyaml-cpp-dev nlohmann-json3-dev

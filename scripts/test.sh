@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: sets everything up (scripts/setup.sh), lints the Python (ruff check and
-# ruff format --check over the packages and the tests, configured in pyproject.toml), then runs the
+# ruff format --check over the packages and the tests, configured in pyproject.toml), checks the
+# C++ formatting (clang-format --dry-run --Werror with .clang-format), then runs the
 # whole test suite (ctest: unit, mpi, smoke; gpu tests skip themselves visibly without a GPU). Extra
 # arguments go to ctest, e.g. scripts/test.sh -L unit.
 set -euo pipefail
@@ -12,6 +13,19 @@ if ! (cd "$repo" && "$ruff" check -q --output-format concise "${python_code[@]}"
       "$ruff" format -q --check "${python_code[@]}"); then
   echo "test.sh: the Python code fails ruff (above); fix it with" >&2
   echo "  .venv/bin/ruff check --fix ${python_code[*]} && .venv/bin/ruff format ${python_code[*]}" >&2
+  exit 1
+fi
+# The C++ follows .clang-format (Google based, 100 columns; Debian's clang-format 14).
+if git -C "$repo" rev-parse --git-dir >/dev/null 2>&1; then
+  mapfile -t cxx_code < <(git -C "$repo" ls-files -- '*.cc' '*.h' '*.cu' '*.cuh')
+else
+  mapfile -t cxx_code < <(cd "$repo" && find core models data train kernels benchmarks tests -type f \
+                            \( -name '*.cc' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) 2>/dev/null)
+fi
+if ! fmt_out=$(cd "$repo" && clang-format --dry-run --Werror "${cxx_code[@]}" 2>&1); then
+  printf '%s\n' "$fmt_out" | head -20 >&2
+  echo "test.sh: the C++ code is not formatted as .clang-format says (above); fix it with" >&2
+  echo "  git ls-files -- '*.cc' '*.h' '*.cu' '*.cuh' | xargs clang-format -i" >&2
   exit 1
 fi
 if [[ $(id -u) -eq 0 ]]; then

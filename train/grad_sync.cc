@@ -101,7 +101,7 @@ void GradSync::launch_ready_locked() {
   }
 }
 
-void GradSync::finish(Clock::time_point deadline) {
+void GradSync::finish(const Deadline& deadline) {
   std::lock_guard<std::mutex> lock(mutex_);
   // Parameters whose hook did not fire (overlap off, or unused in this forward) are taken from
   // .grad now; a parameter with no gradient at all contributes zeros.

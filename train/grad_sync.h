@@ -35,7 +35,7 @@ class GradSync {
   void prepare(bool sync);
   // After backward: launches what the hooks did not (overlap off; unused parameters), waits for
   // every reduction, and leaves the average over ranks in each parameter's .grad.
-  void finish(Clock::time_point deadline);
+  void finish(const Deadline& deadline);
 
   size_t buckets() const { return buckets_.size(); }
   const BucketLayout& layout() const { return layout_; }

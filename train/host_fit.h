@@ -3,7 +3,7 @@
 // batch's input and, on CPU, its logits), compared with MemAvailable shared by the ranks of the
 // node (core/host_memory.h). One line naming the flag, the bytes needed and available, instead of
 // minutes of swapping, std::bad_alloc or the kernel's OOM killer. Sizes that pass may still not
-// fit (activations are not counted); those end as an "oom" record (trainer.h, OutOfMemory).
+// fit (activations are not counted); those end as an "oom" record (outcome.h, OutOfMemory).
 #pragma once
 
 #include "train/config.h"

@@ -59,9 +59,9 @@ class MpiReducer final : public Reducer {
     cv_.notify_all();
   }
 
-  void wait_all(Clock::time_point deadline) override {
+  void wait_all(const Deadline& deadline) override {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (!done_cv_.wait_until(lock, deadline, [&] { return done_ == started_ || error_; }))
+    if (!done_cv_.wait_until(lock, deadline.at(), [&] { return done_ == started_ || error_; }))
       throw TimeoutError("gradient reduction " + std::to_string(done_ + 1) + " of " +
                          std::to_string(started_) + " did not finish in time (--timeout): a rank is "
                          "not taking part");
@@ -169,6 +169,12 @@ class MpiReducer final : public Reducer {
 
 }  // namespace
 
-std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx) { return std::make_unique<MpiReducer>(ctx); }
+std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx) {
+  if (ctx.mpi_thread_level() != MPI_THREAD_MULTIPLE)
+    throw Error("the MPI gradient reducer calls MPI from its communication thread, which needs "
+                "MPI_THREAD_MULTIPLE; this MPI library provided level " +
+                std::to_string(ctx.mpi_thread_level()) + " (use an MPI built with thread support)");
+  return std::make_unique<MpiReducer>(ctx);
+}
 
 }  // namespace dtune::train

@@ -33,7 +33,7 @@ class NcclReducer final : public Reducer {
  public:
   NcclReducer(const RunContext& ctx, int device, double timeout_s) : device_(device), timeout_s_(timeout_s) {
     DTUNE_CUDA_CHECK(cudaSetDevice(device));
-    comm_ = NcclComm::create(ctx, deadline_after_s(timeout_s_));
+    comm_ = NcclComm::create(ctx, Deadline::after_s(timeout_s_).at());
     stream_ = CudaStream::create();
     ready_ = CudaEvent::create(EventTiming::kDisabled);
     done_ = CudaEvent::create(EventTiming::kDisabled);
@@ -56,9 +56,9 @@ class NcclReducer final : public Reducer {
     ++next_bucket_;
   }
 
-  void wait_all(Clock::time_point deadline) override {
+  void wait_all(const Deadline& deadline) override {
     if (!pending_) return;
-    comm_.wait(stream_.get(), deadline, "gradient reductions");
+    comm_.wait(stream_.get(), deadline.at(), "gradient reductions");
     done_.record(stream_.get());
     DTUNE_CUDA_CHECK(cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(device_).stream(), done_.get(), 0));
     pending_ = false;
@@ -67,7 +67,7 @@ class NcclReducer final : public Reducer {
 
   void broadcast(torch::Tensor t, int root) override {
     const cudaStream_t s = c10::cuda::getCurrentCUDAStream(device_).stream();
-    const auto deadline = deadline_after_s(timeout_s_);
+    const auto deadline = Deadline::after_s(timeout_s_).at();
     DTUNE_NCCL_SETTLE(comm_, ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
                                            nccl_type(t), root, comm_.get(), s), deadline);
     comm_.wait(s, deadline, "broadcast");
@@ -79,12 +79,12 @@ class NcclReducer final : public Reducer {
   void allreduce_on(torch::Tensor& t, ncclRedOp_t op, cudaStream_t s) {
     DTUNE_CHECK(t.is_cuda() && t.is_contiguous(), "NCCL reducer: tensors must be contiguous on the GPU");
     DTUNE_NCCL_SETTLE(comm_, ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
-                                           nccl_type(t), op, comm_.get(), s), deadline_after_s(timeout_s_));
+                                           nccl_type(t), op, comm_.get(), s), Deadline::after_s(timeout_s_).at());
   }
   void blocking(torch::Tensor& t, ncclRedOp_t op) {
     const cudaStream_t s = c10::cuda::getCurrentCUDAStream(device_).stream();
     allreduce_on(t, op, s);
-    comm_.wait(s, deadline_after_s(timeout_s_), "allreduce");
+    comm_.wait(s, Deadline::after_s(timeout_s_).at(), "allreduce");
   }
 
   int device_;

@@ -8,16 +8,14 @@
 
 #include <torch/types.h>
 
-#include <chrono>
 #include <memory>
 #include <string>
 
 #include "train/telemetry/trace_log.h"
 #include "core/context.h"
+#include "core/deadline.h"
 
 namespace dtune::train {
-
-using Clock = std::chrono::steady_clock;
 
 class Reducer {
  public:
@@ -25,7 +23,7 @@ class Reducer {
   virtual std::string name() const = 0;
   virtual void start(torch::Tensor flat) = 0;
   // Throws TimeoutError when a reduction is not done by `deadline`.
-  virtual void wait_all(Clock::time_point deadline) = 0;
+  virtual void wait_all(const Deadline& deadline) = 0;
   // Blocking, on the caller's thread, with no reduction in flight.
   virtual void broadcast(torch::Tensor t, int root) = 0;
   virtual void allreduce_sum(torch::Tensor t) = 0;
@@ -38,7 +36,9 @@ class Reducer {
 };
 
 // Host tensors reduced by a communication thread with MPI_Allreduce (fp32, fp64; fp16 and bf16
-// through dtune's user-defined ops). Device tensors are staged through host memory.
+// through dtune's user-defined ops). Device tensors are staged through host memory. The thread
+// calls MPI while the main thread does: throws Error unless MPI was initialised with
+// MPI_THREAD_MULTIPLE (RunContext::mpi_thread_level).
 std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx);
 // GPU tensors reduced by NCCL on a communication stream that waits for the gradients' stream.
 // Creating the communicator and each blocking call wait at most `timeout_s` (--timeout), then

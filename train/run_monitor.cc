@@ -12,7 +12,7 @@ namespace dtune::train {
 
 RunMonitor::RunMonitor(const Options& o, const MainArgs& a, std::optional<ResultsFile>& file)
     : o_(o), ctx_(a.ctx), file_(file), board_(std::make_unique<RankBoard>(a.ctx)),
-      watchdog_("dtune-train", a.mpi_thread_level == MPI_THREAD_MULTIPLE) {
+      watchdog_(a.watchdog) {
   // On the watchdog's thread, while the main thread is blocked inside the armed stretch (it
   // touches the log and the file only while disarmed).
   watchdog_.on_fire([this] { return board_->diagnose(); },
@@ -20,6 +20,8 @@ RunMonitor::RunMonitor(const Options& o, const MainArgs& a, std::optional<Result
 }
 
 RunMonitor::~RunMonitor() {
+  watchdog_.disarm();
+  watchdog_.on_fire(nullptr, nullptr);  // they capture this object
   if (std::uncaught_exceptions() > 0) (void)board_.release();
 }
 

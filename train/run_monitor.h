@@ -1,8 +1,8 @@
 // dtune-train's one timeout policy and its fault paths. Every blocking stretch of a run (a whole
 // training step with its gradient reductions, found-inf max and divergence check; the parameter
-// broadcast; the batch finder's agreement; the gathers of results) runs armed: a Watchdog aborts
-// the job when it lasts past --timeout, naming the ranks of this node that stopped or died (a
-// RankBoard every rank marks at each armed stretch). At the end of each step, every rank's phase
+// broadcast; the batch finder's agreement; the gathers of results) runs armed: the process's
+// Watchdog (run_main's, MainArgs::watchdog) aborts the job when it lasts past --timeout, naming
+// the ranks of this node that stopped or died (a RankBoard every rank marks at each armed stretch). At the end of each step, every rank's phase
 // times go to rank 0, which appends them to the results file as they come (StepLog), and the ranks
 // agree on a stop request (SIGINT/SIGTERM); on a timeout rank 0 writes every completed step and
 // finishes the file with status "timeout" before the job goes down.
@@ -15,7 +15,7 @@
 
 #include "train/config.h"
 #include "train/step_log.h"
-#include "train/trainer.h"
+#include "train/outcome.h"
 #include "core/main_guard.h"
 #include "core/rank_board.h"
 #include "core/results_file.h"
@@ -89,7 +89,7 @@ class RunMonitor {
   const RunContext& ctx_;
   std::optional<ResultsFile>& file_;
   std::unique_ptr<RankBoard> board_;
-  Watchdog watchdog_;
+  Watchdog& watchdog_;  // the process's (run_main's)
   uint64_t marks_ = 0;
   std::optional<StepLog> log_;
   std::vector<double> exchanged_;  // (R, kStepFields + 1): the last step's, the stop flag last

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "train/config.h"
-#include "train/trainer.h"
+#include "train/outcome.h"
 #include "core/h5.h"
 #include "core/results_file.h"
 

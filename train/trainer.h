@@ -1,83 +1,62 @@
-// The training loop of dtune-train: builds the model on the device, broadcasts parameters from
-// rank 0, and runs warm-up and measured optimizer steps (micro-steps, autocast, loss scaling,
-// bucketed overlapped gradient averaging or local SGD, optimizer), timing every phase of every
-// step on every rank. Results: benchmarks/train/train_results.h.
+// The training loop of dtune-train: over the parts a TrainSetup built (setup.h), each optimizer
+// step runs its micro-steps (data, host-to-device copy, forward under autocast, backward with
+// bucketed, overlapped gradient averaging), the loss scaler, the optimizer and local SGD's
+// averaging, timing every phase on every rank (phase_clock.h). Observers watch the steps from
+// outside (step_observer.h: the run monitor, profiler, TensorBoard, divergence guard) and the test
+// hooks sit in one FaultInjector (fault_injector.h). Results: benchmarks/train/train_results.h.
 #pragma once
 
-#include <stdexcept>
-#include <string>
+#include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "train/config.h"
-#include "train/phase_clock.h"
-#include "train/telemetry/profile_results.h"
-#include "core/device_info.h"
+#include "train/divergence.h"
+#include "train/fault_injector.h"
+#include "train/local_sgd.h"
+#include "train/outcome.h"
+#include "train/setup.h"
+#include "train/step_observer.h"
 #include "core/main_guard.h"
 
 namespace dtune::train {
 
 class RunMonitor;
 
-struct StepRecord {
-  PhaseTimes phases{};
-  double total_ms = 0;
-  double loss = 0;        // mean over micro-steps, unscaled
-  double loss_scale = 1;  // fp16: the scale used in this step
-  bool skipped = false;   // fp16: inf/NaN gradients, step skipped on every rank
-  bool profiled = false;  // inside the --profile-steps window (left out of throughput)
+class Trainer {
+ public:
+  // kTrain needs `monitor`: every step runs armed against --timeout and its record goes to rank
+  // 0's results file as it completes.
+  Trainer(TrainSetup& setup, const RunContext& ctx, RunMonitor* monitor);
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // Optimizer step `step` (warm-up steps first, from 0), with the observers around it. Returns
+  // false when the ranks agreed to end the run after it (divergence, a stop request). Throws
+  // OutOfMemory when the step's tensors exceed the memory limit.
+  bool step(int step);
+  // After the last step: the profile and data summaries; for a real run, local SGD's closing
+  // average, the final divergence check and the peak memory.
+  TrainOutcome finish();
+
+ private:
+  void run_step(int step, StepRecord& rec);  // the timed part: phases, loss, skipped
+  void check_memory() const;
+
+  TrainSetup& s_;
+  const RunContext& ctx_;
+  RunMonitor* monitor_;
+  LocalSgdSchedule local_sgd_;
+  FaultInjector faults_;
+  DivergenceGuard* divergence_ = nullptr;  // among observers_
+  std::vector<std::unique_ptr<StepObserver>> observers_;
+  TrainOutcome out_;
 };
 
-struct TrainOutcome {
-  std::vector<StepRecord> steps;  // warm-up first
-  int64_t batch = 0;              // per rank per micro-step (after --batch auto)
-  int64_t peak_memory_bytes = 0;
-  int64_t peak_rss_bytes = 0;  // CPU: the process's peak resident set, for reference
-  std::string memory_source;
-  std::string device_name;
-  int device_index = -1;  // the GPU this rank trained on (made current); -1: CPU
-  int64_t parameters = 0;
-  double training_flops_per_sample = 0;
-  double tokens_per_sample = 1;
-  std::string flops_formula;
-  double alt_training_flops_per_sample = 0;  // by alt_flops_formula (NaN: none)
-  std::string alt_flops_formula;
-  DeviceProperties gpu;  // what picks the MFU peak (empty on CPU)
-  std::vector<int64_t> bucket_bytes;
-  std::vector<double> param_checksums;  // rank 0: every rank's, at the last check
-  // Non-empty: the divergence guard's message. The run stopped after that check; `steps` holds
-  // the steps run until then.
-  std::string diverged;
-  bool interrupted = false;  // the ranks agreed to stop after the last step in `steps` (a signal)
-  bool final_average = false;  // local SGD: averaged once more after the last step (not an H-th)
-  ProfileSummary profile;               // --profile-steps
-  DataSummary data;                     // what loading cost
-};
-
-// An out-of-memory at `batch`: a CUDA OOM, or CPU tensors beyond --memory-limit-mb.
-struct OutOfMemory : std::runtime_error {
-  OutOfMemory(int64_t batch, int64_t peak_bytes, const std::string& what)
-      : std::runtime_error(what), batch(batch), peak_bytes(peak_bytes) {}
-  int64_t batch;
-  int64_t peak_bytes;
-};
-
-// kTrain: the real run. kProbe: this rank alone (no communication), two steps, to learn whether
-// `batch` fits; throws OutOfMemory when it does not.
-enum class RunMode { kTrain, kProbe };
-
-// The GPU this rank trains on: its local rank modulo the GPUs it sees; -1 for --device cpu. Throws
-// UsageError when --device cuda finds no GPU.
-int device_ordinal(const Options& o, const RunContext& ctx);
-
-// kTrain needs `monitor` (run_monitor.h): every step runs armed against --timeout, and its records
-// go to rank 0's results file as it completes. A CPU allocation failure (std::bad_alloc, LibTorch's
-// CPU allocator) or a CUDA out-of-memory is thrown as OutOfMemory.
+// One run at `batch`: builds its setup and trains it for --warmup-steps + --steps (a probe: two
+// steps, alone). A CPU allocation failure (std::bad_alloc, LibTorch's CPU allocator) or a CUDA
+// out-of-memory is thrown as OutOfMemory.
 TrainOutcome run_training(const Options& o, const MainArgs& a, int64_t batch, RunMode mode,
                           RunMonitor* monitor);
-
-// --batch auto: the largest per-rank batch whose step fits (CPU: tensors within --memory-limit-mb;
-// GPU: no out-of-memory, with a 10% margin of device memory kept free), by doubling then
-// bisection; every rank probes alone and the ranks take the smallest answer (an armed agreement).
-int64_t find_batch(const Options& o, const MainArgs& a, RunMonitor& monitor);
 
 }  // namespace dtune::train

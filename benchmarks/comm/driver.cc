@@ -52,8 +52,14 @@ class Driver {
  public:
   Driver(const Options& o, const MainArgs& a)
       : o_(o), ctx_(a.ctx), arrival_(a.ctx), board_(a.ctx),
-        watchdog_("dtune-comm", a.ctx.mpi_thread_level() == MPI_THREAD_MULTIPLE),
+        watchdog_(a.watchdog),
         printer_(o.format, stdout) {}
+  Driver(const Driver&) = delete;
+  Driver& operator=(const Driver&) = delete;
+  ~Driver() {
+    watchdog_.disarm();
+    watchdog_.on_fire(nullptr, nullptr);  // they capture this object
+  }
 
   int run() {
     backend_ = o_.backend == BackendKind::kNccl ? make_nccl_backend(ctx_)
@@ -303,7 +309,7 @@ class Driver {
   const RunContext& ctx_;
   ArrivalCheck arrival_;
   RankBoard board_;
-  Watchdog watchdog_;
+  Watchdog& watchdog_;  // the process's (run_main's)
   uint64_t step_ = 0;  // sizes begun, on the rank board
   std::optional<ConfigInProgress> current_;  // for a save on timeout
   TablePrinter printer_;

@@ -6,13 +6,14 @@
 #include <fstream>
 
 #include "benchmarks/data/memory_fit.h"
+#include "core/deadline.h"
 #include "core/error.h"
 #include "core/gather.h"
 #include "data/loader/open_data.h"
 
 namespace dtune::data {
 
-int bench_loader(const RunContext& ctx, const BenchOptions& o) {
+int bench_loader(const RunContext& ctx, Watchdog& watchdog, const BenchOptions& o) {
   OpenedData data = open_data(o.url, o.cache, o.url);
   if (data.indexed && ctx.is_root())
     std::printf("# %s has no dataset.json: indexed it now (dtune-data index saves it)\n", o.url.c_str());
@@ -52,7 +53,10 @@ int bench_loader(const RunContext& ctx, const BenchOptions& o) {
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
     const LoaderTotals before = loader.totals();
     const CacheStats cache_before = cache ? cache->cache_stats() : CacheStats{};
-    DTUNE_MPI_CHECK(MPI_Barrier(ctx.comm()));
+    {
+      const DeadlineGuard guard(watchdog, o.timeout_s, "the ranks' start of epoch " + std::to_string(epoch));
+      DTUNE_MPI_CHECK(MPI_Barrier(ctx.comm()));
+    }
     const auto t0 = std::chrono::steady_clock::now();
     loader.start_epoch(epoch);
     int64_t n = 0;
@@ -75,7 +79,11 @@ int bench_loader(const RunContext& ctx, const BenchOptions& o) {
     mine.push_back(undecodable);
     mine.push_back(truncated);
     constexpr int kF = 12;
-    const std::vector<double> all = gather_doubles(ctx.comm(), mine);
+    std::vector<double> all;
+    {
+      const DeadlineGuard guard(watchdog, o.timeout_s, "gathering epoch " + std::to_string(epoch) + "'s totals");
+      all = gather_doubles(ctx.comm(), mine);
+    }
     if (ctx.is_root()) {
       double sum[kF] = {}, slowest = 0;
       for (int r = 0; r < ctx.world_size(); ++r) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/context.h"
+#include "core/watchdog.h"
 #include "data/cache/node_cache.h"
 #include "data/loader/loader.h"
 
@@ -20,8 +21,9 @@ struct BenchOptions {
   std::string dump_ids;
   CacheOptions cache;  // dir empty: no cache tier
   bool same_slice = false;  // test only: every rank reads the whole epoch (concurrent cache fills)
+  double timeout_s = 300;   // the ranks' meeting at each epoch's start and end, armed on the watchdog
 };
 
-int bench_loader(const RunContext& ctx, const BenchOptions& o);
+int bench_loader(const RunContext& ctx, Watchdog& watchdog, const BenchOptions& o);
 
 }  // namespace dtune::data

@@ -70,6 +70,9 @@ int main(int argc, char** argv) {
         ->check(CLI::PositiveNumber);
     bench->add_option("--cache-block-mb", cache_block_mb, "cache block (fetch unit) in MiB")->capture_default_str()
         ->check(CLI::PositiveNumber);
+    bench->add_option("--timeout", b.timeout_s, "seconds the ranks wait for each other at an epoch's "
+                      "start and end before the job is aborted, naming what it waited for")
+        ->capture_default_str()->check(dtune::kPositive);
     bench->add_flag("--debug-same-slice", b.same_slice, "test only: every rank reads the whole epoch")
         ->group("Testing");
 
@@ -88,7 +91,7 @@ int main(int argc, char** argv) {
       b.cache.capacity_bytes = static_cast<int64_t>(cache_mb * (1 << 20));
       b.cache.block_bytes = static_cast<int64_t>(cache_block_mb * (1 << 20));
       b.loader.augment = !no_augment;
-      return dd::bench_loader(a.ctx, b);
+      return dd::bench_loader(a.ctx, a.watchdog, b);
     }
     return 0;
   });

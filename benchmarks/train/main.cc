@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "train/batch_finder.h"
 #include "train/host_fit.h"
 #include "train/memory_meter.h"
 #include "train/telemetry/mllog.h"

@@ -9,7 +9,7 @@
 
 #include "benchmarks/train/options.h"
 #include "train/run_monitor.h"
-#include "train/trainer.h"
+#include "train/outcome.h"
 #include "core/results_file.h"
 
 namespace dtune::train {

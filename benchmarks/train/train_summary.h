@@ -14,7 +14,7 @@
 #include "train/config.h"
 #include "train/mfu.h"
 #include "train/telemetry/profile_results.h"
-#include "train/trainer.h"
+#include "train/outcome.h"
 
 namespace dtune::train {
 

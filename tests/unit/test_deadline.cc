@@ -26,7 +26,7 @@ TEST(Deadline, RemainingAndExpiry) {
   const Deadline past(Clock::now() - 1s);
   EXPECT_TRUE(past.expired());
   EXPECT_EQ(past.remaining(), Clock::duration::zero());
-  EXPECT_GE(deadline_after_s(0.5), before + 500ms);
+  EXPECT_GE(Deadline::after_s(0.5).at(), before + 500ms);
 }
 
 class DeadlineGuardTest : public ::testing::Test {

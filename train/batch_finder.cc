@@ -1,0 +1,38 @@
+// The batch finder's search and agreement.
+#include "train/batch_finder.h"
+
+#include <string>
+
+#include "train/trainer.h"
+#include "core/error.h"
+
+namespace dtune::train {
+
+int64_t find_batch(const Options& o, const MainArgs& a, RunMonitor& monitor) {
+  auto fits = [&](int64_t b) {
+    try {
+      run_training(o, a, b, RunMode::kProbe, nullptr);
+      return true;
+    } catch (const OutOfMemory&) {
+      return false;
+    }
+  };
+  constexpr int64_t kMaxBatch = 1 << 16;
+  if (!fits(1))
+    throw UsageError("--batch auto: even batch 1 does not fit" +
+                     std::string(o.device == DeviceKind::kCpu ? " in --memory-limit-mb"
+                                                              : " on the GPU"));
+  int64_t lo = 1;  // fits
+  while (lo < kMaxBatch && fits(lo * 2)) lo *= 2;
+  int64_t hi = lo * 2;  // does not fit (or the cap)
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  long long mine = lo, agreed = lo;
+  const auto armed = monitor.arm("--batch auto: the ranks' agreement on the batch");
+  DTUNE_MPI_CHECK(MPI_Allreduce(&mine, &agreed, 1, MPI_LONG_LONG, MPI_MIN, a.ctx.comm()));
+  return agreed;
+}
+
+}  // namespace dtune::train

@@ -1,0 +1,45 @@
+// The divergence guard's checksum and cross-rank comparison.
+#include "train/divergence.h"
+
+#include <torch/torch.h>
+
+#include "core/gather.h"
+
+namespace dtune::train {
+namespace {
+
+// Sum of every parameter in fp64: equal on every rank unless they diverged.
+double checksum(const std::vector<torch::Tensor>& params) {
+  torch::NoGradGuard no_grad;
+  double s = 0;
+  for (const auto& p : params) s += p.to(torch::kDouble).sum().item<double>();
+  return s;
+}
+
+}  // namespace
+
+DivergenceGuard::DivergenceGuard(const RunContext& ctx, const std::vector<torch::Tensor>& params,
+                                 int check_every, LocalSgdSchedule local_sgd)
+    : ctx_(ctx), params_(params), check_every_(check_every), local_sgd_(local_sgd) {}
+
+void DivergenceGuard::end_step(int step, const StepRecord&, TrainOutcome& out) {
+  if (check_every_ > 0 && (step + 1) % check_every_ == 0 && local_sgd_.equal_after(step))
+    out.diverged = check(step + 1);
+}
+
+std::string DivergenceGuard::check(int steps_done) {
+  checksums_ = gather_doubles(ctx_.comm(), {checksum(params_)});
+  std::string bad;
+  if (ctx_.is_root()) {
+    for (size_t r = 1; r < checksums_.size(); ++r)
+      if (checksums_[r] != checksums_[0]) bad += (bad.empty() ? "" : ",") + std::to_string(r);
+  }
+  bad = broadcast_string(ctx_.comm(), bad);
+  if (bad.empty()) return "";
+  return "parameters diverged after step " + std::to_string(steps_done) +
+         " (warm-up included): rank(s) " + bad +
+         " differ from rank 0 (checksum over all parameters); the gradient synchronisation is "
+         "broken";
+}
+
+}  // namespace dtune::train

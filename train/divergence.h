@@ -1,0 +1,39 @@
+// The divergence guard: data parallelism keeps every rank's parameters equal, bit for bit, so a
+// difference means the gradient synchronisation is broken. The guard compares a checksum of all
+// parameters across ranks every --check-every steps (where local SGD leaves the ranks equal) and
+// once at the end, and stops the run on every rank with a message naming the ranks that differ.
+#pragma once
+
+#include <torch/types.h>
+
+#include <string>
+#include <vector>
+
+#include "train/local_sgd.h"
+#include "train/step_observer.h"
+#include "core/context.h"
+
+namespace dtune::train {
+
+class DivergenceGuard final : public StepObserver {
+ public:
+  // `params` are the model's (held by reference: the trainer's).
+  DivergenceGuard(const RunContext& ctx, const std::vector<torch::Tensor>& params, int check_every,
+                  LocalSgdSchedule local_sgd);
+  // Every --check-every steps: out.diverged is set (on every rank) when the ranks differ.
+  void end_step(int step, const StepRecord& rec, TrainOutcome& out) override;
+  // Collective: "" when every rank's checksum equals rank 0's after `steps_done` optimizer steps
+  // (warm-up included), else the message, on every rank.
+  std::string check(int steps_done);
+  // Rank 0: every rank's checksum at the last check (empty elsewhere or before any check).
+  const std::vector<double>& checksums() const { return checksums_; }
+
+ private:
+  const RunContext& ctx_;
+  const std::vector<torch::Tensor>& params_;
+  int check_every_;
+  LocalSgdSchedule local_sgd_;
+  std::vector<double> checksums_;
+};
+
+}  // namespace dtune::train

@@ -1,0 +1,43 @@
+// The trainer's test hooks.
+#include "train/fault_injector.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "models/model.h"
+#include "models/weights.h"
+
+namespace dtune::train {
+
+FaultInjector::FaultInjector(const Options& o, int rank)
+    : rank_(rank),
+      plant_inf_step_(o.plant_inf_step),
+      plant_inf_rank_(o.plant_inf_rank),
+      perturb_rank_(o.perturb_rank),
+      dump_path_(o.dump_path) {}
+
+void FaultInjector::after_reduction(int step, std::vector<torch::Tensor>& grads) const {
+  if (step != plant_inf_step_ || rank_ != plant_inf_rank_) return;
+  torch::NoGradGuard no_grad;
+  for (auto& g : grads) g.fill_(INFINITY);
+}
+
+void FaultInjector::after_step(int step, std::vector<torch::Tensor>& params) const {
+  if (step != 0 || rank_ != perturb_rank_ || params.empty()) return;
+  torch::NoGradGuard no_grad;
+  params.front().add_(1e-3);
+}
+
+void FaultInjector::at_end(models::Model& model) const {
+  if (dump_path_.empty() || rank_ != 0) return;
+  models::TensorMap dump;
+  for (const auto& p : model.named_parameters()) {
+    dump["param." + p.key()] = p.value().detach().to(torch::kCPU).contiguous();
+    if (p.value().grad().defined())
+      dump["grad." + p.key()] = p.value().grad().to(torch::kCPU).contiguous();
+  }
+  models::write_tensors(dump_path_, dump);
+}
+
+}  // namespace dtune::train

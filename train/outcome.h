@@ -1,0 +1,62 @@
+// What a training run produced: one record per optimizer step (its phase times, loss and loss
+// scale) and the run's outcome (the batch it ran, memory, the model's size and FLOPs, the device,
+// the divergence verdict, profile and data summaries), which the results writers read
+// (benchmarks/train/train_summary.h). OutOfMemory is how a batch that does not fit ends a run.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "train/config.h"
+#include "train/phase_clock.h"
+#include "train/telemetry/profile_results.h"
+#include "core/device_info.h"
+
+namespace dtune::train {
+
+struct StepRecord {
+  PhaseTimes phases{};
+  double total_ms = 0;
+  double loss = 0;        // mean over micro-steps, unscaled
+  double loss_scale = 1;  // fp16: the scale used in this step
+  bool skipped = false;   // fp16: inf/NaN gradients, step skipped on every rank
+  bool profiled = false;  // inside the --profile-steps window (left out of throughput)
+};
+
+struct TrainOutcome {
+  std::vector<StepRecord> steps;  // warm-up first
+  int64_t batch = 0;              // per rank per micro-step (after --batch auto)
+  int64_t peak_memory_bytes = 0;
+  int64_t peak_rss_bytes = 0;  // CPU: the process's peak resident set, for reference
+  std::string memory_source;
+  std::string device_name;
+  int device_index = -1;  // the GPU this rank trained on (made current); -1: CPU
+  int64_t parameters = 0;
+  double training_flops_per_sample = 0;
+  double tokens_per_sample = 1;
+  std::string flops_formula;
+  double alt_training_flops_per_sample = 0;  // by alt_flops_formula (NaN: none)
+  std::string alt_flops_formula;
+  DeviceProperties gpu;  // what picks the MFU peak (empty on CPU)
+  std::vector<int64_t> bucket_bytes;
+  std::vector<double> param_checksums;  // rank 0: every rank's, at the last check
+  // Non-empty: the divergence guard's message. The run stopped after that check; `steps` holds
+  // the steps run until then.
+  std::string diverged;
+  bool interrupted = false;  // the ranks agreed to stop after the last step in `steps` (a signal)
+  bool final_average = false;  // local SGD: averaged once more after the last step (not an H-th)
+  ProfileSummary profile;               // --profile-steps
+  DataSummary data;                     // what loading cost
+};
+
+// An out-of-memory at `batch`: a CUDA OOM, or CPU tensors beyond --memory-limit-mb.
+struct OutOfMemory : std::runtime_error {
+  OutOfMemory(int64_t batch, int64_t peak_bytes, const std::string& what)
+      : std::runtime_error(what), batch(batch), peak_bytes(peak_bytes) {}
+  int64_t batch;
+  int64_t peak_bytes;
+};
+
+}  // namespace dtune::train

@@ -1,0 +1,73 @@
+// A training run's parts, built once before its first step: the device, the model on it with
+// rank 0's parameters everywhere, the gradient reducer and bucketed sync, the fp32 master copy
+// (bf16 weights), the optimizer, the loss scaler, the data source, the phase clock and the
+// profiler. The Trainer (trainer.h) runs steps over them; a probe (--batch auto) builds the same
+// parts for this rank alone, with no communication.
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "train/config.h"
+#include "train/data.h"
+#include "train/grad_sync.h"
+#include "train/optimizer.h"
+#include "train/phase_clock.h"
+#include "train/precision.h"
+#include "train/reducer.h"
+#include "train/telemetry/profiler.h"
+#include "train/telemetry/trace_log.h"
+#include "core/context.h"
+#include "models/model.h"
+
+namespace dtune::train {
+
+class RunMonitor;
+
+// kTrain: the real run. kProbe: this rank alone (no communication), two steps, to learn whether
+// `batch` fits; throws OutOfMemory when it does not.
+enum class RunMode { kTrain, kProbe };
+
+// The GPU this rank trains on: its local rank modulo the GPUs it sees; -1 for --device cpu. Throws
+// UsageError when --device cuda finds no GPU.
+int device_ordinal(const Options& o, const RunContext& ctx);
+
+struct TrainSetup {
+  // Builds the parts in the order they need each other. kTrain needs `monitor`: the reducer's
+  // set-up and the initial broadcast run armed against --timeout. Members are destroyed in the
+  // reverse order (the reducer's thread stops before the trace log it writes to goes).
+  static std::unique_ptr<TrainSetup> build(const Options& o, const RunContext& ctx, int64_t batch,
+                                           RunMode mode, RunMonitor* monitor);
+  TrainSetup(const TrainSetup&) = delete;
+  TrainSetup& operator=(const TrainSetup&) = delete;
+
+  bool probe() const { return mode == RunMode::kProbe; }
+
+  Options o;  // as run: a probe's are cut to two steps without warm-up, checks or profile
+  RunMode mode = RunMode::kTrain;
+  int64_t batch = 0;  // per rank per micro-step
+  int world = 1;      // ranks that communicate: 1 for a probe
+  int ordinal = -1;   // the GPU, -1 on CPU
+  torch::Device device{torch::kCPU};
+  std::shared_ptr<models::Model> model;
+  TraceLog trace_log;
+  std::unique_ptr<Reducer> reducer;  // null for a probe
+  std::vector<torch::Tensor> params;
+  std::vector<torch::Tensor> master;  // bf16 weights: the fp32 copy the optimizer updates
+  std::unique_ptr<Optimizer> optimizer;
+  std::optional<GradSync> sync;  // data parallelism with per-step sync (not local SGD, not probes)
+  torch::Tensor bucket_footprint;  // a probe: (Σ parameter bytes,) what the buckets will hold
+  std::optional<LossScaler> scaler;
+  std::unique_ptr<DataSource> data;
+  std::unique_ptr<PhaseClock> clock;
+  std::optional<StepProfiler> profiler;  // --profile-steps
+
+ private:
+  TrainSetup() = default;
+};
+
+}  // namespace dtune::train
