@@ -60,6 +60,7 @@ IGNORED_FLAGS = {
         "--format",
         "--output",
         "--no-output",
+        "--overwrite",
         # A deadline, not work done.
         "--timeout",
     },
@@ -96,6 +97,7 @@ IGNORED_FLAGS = {
         # Outputs and diagnostics; profiled steps are left out of the samples.
         "--output",
         "--no-output",
+        "--overwrite",
         "--tensorboard",
         "--mllog",
         "--profile-steps",
