@@ -13,7 +13,7 @@ import os
 import re
 import shlex
 
-from .identity import parse_flags, settings_env
+from .identity import LAUNCHER_SET_ENV, parse_flags, settings_env
 
 _OUTPUT_FLAGS = {"--output", "--overwrite", "--no-output"}
 # dtune-train's flags without a value (benchmarks/train/options.cc add_flag), set through the
@@ -93,15 +93,14 @@ def run_command(config) -> tuple:
     (configs.Config): from its sweep point when it has one, else from the recorded command line,
     with DTUNE_TRAIN_* / DTUNE_COMM_* fallbacks turned back into flags."""
     env = dict(config.env or {})
-    p = config.point
-    if p:
-        binary, tokens = p["binary"], list(p.get("args", []))
-        env.update(p.get("env", {}))
-        ranks, per_node = p.get("ranks"), p.get("ranks_per_node")
+    p = config.point or {}
+    env.update(p.get("env", {}))
+    ranks, per_node = p.get("ranks") or config.attrs.get("world_size"), p.get("ranks_per_node")
+    if "args" in p:
+        binary, tokens = p.get("binary", "dtune-train"), list(p["args"])
     else:
         argv = shlex.split(config.command_line or "")
         binary, tokens = (os.path.basename(argv[0]) if argv else "dtune-train"), argv[1:]
-        ranks, per_node = config.attrs.get("world_size"), None
         given = parse_flags(tokens, binary)
         for k, v in sorted(env.items()):
             if k.startswith(_FLAG_ENV):
@@ -111,7 +110,8 @@ def run_command(config) -> tuple:
     groups = [g for g in _groups(tokens) if _flag(g) not in _OUTPUT_FLAGS]
     groups = [g for g in groups if _flag(g) != "--batch-sweep"]  # reproduced at the batch it measured
     groups = _with_attributes(groups, config.attrs, binary)
-    return binary, groups, settings_env(env), int(ranks or 1), per_node
+    env = {k: v for k, v in settings_env(env).items() if k not in LAUNCHER_SET_ENV}  # mpirun sets these
+    return binary, groups, env, int(ranks or 1), per_node
 
 
 def launcher_tokens(ranks: int, per_node, env: dict) -> list:
@@ -126,14 +126,19 @@ def launcher_tokens(ranks: int, per_node, env: dict) -> list:
 
 
 def reproduce_command(config) -> str:
-    """The whole command, one flag per line, lines joined by ` \\` so that it pastes as one."""
+    """The whole command, one flag per line, lines joined by ` \\` so that it pastes as one; a
+    recorded variable whose name the shell cannot take is named in a comment above it (printed
+    with ascii(), so it cannot end the comment line)."""
     binary, groups, env, ranks, per_node = run_command(config)
     launch = launcher_tokens(ranks, per_node, env)
+    left_out = [
+        f"# left out {ascii(k)}: not a shell variable name" for k in sorted(env) if not _SHELL_NAME.fullmatch(k)
+    ]
     lines = [" ".join(map(shlex.quote, launch[:3]))]
     lines += [" ".join(map(shlex.quote, launch[k : k + 2])) for k in range(3, len(launch), 2)]
     lines.append(shlex.quote(f"build/bin/{binary}"))
     lines += [" ".join(map(shlex.quote, g)) for g in groups]
-    return " \\\n    ".join(lines)
+    return "\n".join(left_out + [" \\\n    ".join(lines)])
 
 
 def command_tokens(text: str) -> list:
