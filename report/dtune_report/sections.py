@@ -12,7 +12,7 @@ from . import figures as fg
 from .commands import reproduce_command
 from .configs import SHORT_STEPS, SHORT_WIDTH, axis_name, axis_value
 from .loader import TRAIN_PHASES
-from .units import fmt_bytes, fmt_change, fmt_pct, fmt_sig, setting_name
+from .units import fmt_bytes, fmt_change, fmt_sig, setting_name
 
 ALPHA_TEXT = "significant: Mann-Whitney U p < 0.05 over per-step samples; the interval is a 95% bootstrap interval"
 
@@ -27,8 +27,8 @@ def _short_note(f) -> list:
     if not short:
         return []
     return [
-        f" {len(short)} of {len(f.study.configs)} configurations ran too short to trust (fewer than "
-        f"{SHORT_STEPS} measured steps or an interval wider than {SHORT_WIDTH:.0%})."
+        f"{len(short)} of {len(f.study.configs)} configurations ran too short to trust (fewer than "
+        f"{SHORT_STEPS} measured steps or an interval wider than {SHORT_WIDTH:.0%}). "
     ]
 
 
@@ -257,8 +257,8 @@ def comm_lines(comm_samples: pd.DataFrame, fits: pd.DataFrame, alpha: float = 0.
         size = fmt_bytes(g.size_bytes.max())
         if row.significant:
             text = (
-                f": {best} takes {fmt_pct(1 / row.ratio)} less time than {next_} "
-                f"(the runner-up needs {fmt_change(row.ratio, row.ci_low, row.ci_high)} more), {_sig(row)}. "
+                f": {best} is fastest; {next_} takes {fmt_change(row.ratio, row.ci_low, row.ci_high)} "
+                f"longer, {_sig(row)}. "
             )
         else:
             text = f": no difference measurable between {best} and {next_}. "
