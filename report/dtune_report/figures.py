@@ -131,24 +131,6 @@ def comm_fits(paths) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def train_peaks(paths) -> pd.DataFrame:
-    """Per train run: the largest peak_memory_bytes over its ranks (the dataset the binary wrote)."""
-    rows = []
-    for path in expand_paths(paths):
-        with h5py.File(path, "r") as f:
-            for name, g in f.get("runs", {}).items():
-                if g.attrs.get("benchmark") == "train" and "peak_memory_bytes" in g:
-                    rows.append(
-                        {
-                            "file": str(path),
-                            "run": name,
-                            "peak_memory_mib": float(np.max(g["peak_memory_bytes"][()])) / 2**20,
-                            "memory_source": g.attrs.get("memory_source", ""),
-                        }
-                    )
-    return pd.DataFrame(rows, columns=["file", "run", "peak_memory_mib", "memory_source"])
-
-
 def busbw_vs_size(comm: pd.DataFrame, fits: pd.DataFrame, out):
     if comm.empty or comm.size_bytes.nunique() < 2:
         return None
