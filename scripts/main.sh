@@ -4,7 +4,8 @@
 # on the tiny ResNet and GPT over batch, precision and bucket size, and the tiny ResNet on JPEG
 # shards over loader workers, 2 ranks each), merges its
 # points into one HDF5 file, prints a summary read back from that file, and ends with the HTML
-# report (figures, best configurations, flags to paste) and where it is.
+# report (what to change against the baseline, with intervals, evidence and the commands that
+# reproduce it) and where it is.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$repo/scripts/setup.sh"

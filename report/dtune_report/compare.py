@@ -96,14 +96,24 @@ def samples_needed(alpha: float) -> int:
     return n
 
 
+def _bootstrap_medians(rng, x: np.ndarray, resamples: int) -> np.ndarray:
+    """Medians of `resamples` resamples of x with replacement (one row of draws per resample)."""
+    return np.median(rng.choice(x, (resamples, len(x))), axis=1)
+
+
 def bootstrap_ratio_ci(a, b, resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
     """95% percentile-bootstrap interval of median(b) / median(a), deterministic for `seed`."""
     rng = np.random.default_rng(seed)
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    ma = np.median(rng.choice(a, (resamples, len(a))), axis=1)
-    mb = np.median(rng.choice(b, (resamples, len(b))), axis=1)
+    ma = _bootstrap_medians(rng, np.asarray(a, float), resamples)
+    mb = _bootstrap_medians(rng, np.asarray(b, float), resamples)
     r = mb / ma
     return float(np.percentile(r, 2.5)), float(np.percentile(r, 97.5))
+
+
+def bootstrap_median_ci(x, resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile-bootstrap interval of median(x), by the same resampling as the ratio's."""
+    m = _bootstrap_medians(np.random.default_rng(seed), np.asarray(x, float), resamples)
+    return float(np.percentile(m, 2.5)), float(np.percentile(m, 97.5))
 
 
 def compare_samples(groups_a: dict, groups_b: dict, unit: str, alpha: float = 0.05, label=str) -> list[Row]:
@@ -123,32 +133,45 @@ def _identities(runs: pd.DataFrame, by_point: bool) -> dict:
     return {(r.file, r.run): run_identity(r._asdict(), by_point) for r in runs.itertuples(index=False)}
 
 
-def _comm_samples(paths, ident: dict) -> dict:
-    """{(identity, placement, size): per-iteration slowest-rank times}; an iteration that some rank
-    did not run (NaN) is left out."""
+def comm_iteration_samples(paths) -> pd.DataFrame:
+    """One sample per timed iteration: columns file, run, placement, size_bytes, iteration, time_us
+    (the slowest rank's time); an iteration that some rank did not run (NaN) is left out."""
     df = load_comm(paths)
+    cols = ["file", "run", "placement", "size_bytes", "iteration", "time_us"]
     if df.empty:
-        return {}
+        return pd.DataFrame(columns=cols)
     ranks = df.groupby(["file", "run"])["rank"].nunique().rename("ranks")
     it = df.groupby(["file", "run", "placement", "size_bytes", "iteration"]).time_us.agg(["max", "count"])
     it = it.reset_index().merge(ranks.reset_index(), on=["file", "run"])
     it = it[it["count"] == it["ranks"]]
+    return it.rename(columns={"max": "time_us"})[cols]
+
+
+def _comm_samples(paths, ident: dict) -> dict:
+    """{(identity, placement, size): per-iteration slowest-rank times}."""
     out = {}
-    for (f, run, placement, size), g in it.groupby(["file", "run", "placement", "size_bytes"]):
+    for (f, run, placement, size), g in comm_iteration_samples(paths).groupby(
+        ["file", "run", "placement", "size_bytes"]
+    ):
         fields = {**ident[(f, run)], "placement": placement, "size": str(size)}
-        out.setdefault(("comm", _key(fields)), []).extend(g["max"].tolist())
+        out.setdefault(("comm", _key(fields)), []).extend(g["time_us"].tolist())
     return out
+
+
+def train_step_samples(paths) -> pd.DataFrame:
+    """One sample per measured step: columns file, run, step, total_ms (the slowest rank's total),
+    warm-up steps and steps inside a --profile-steps window left out."""
+    df = load_train(paths)
+    if df.empty:
+        return pd.DataFrame(columns=["file", "run", "step", "total_ms"])
+    df = df[~df.warmup & ~df.profiled]
+    return df.groupby(["file", "run", "step"]).total_ms.max().reset_index()
 
 
 def _train_samples(paths, ident: dict) -> dict:
     """{identity: per-step slowest-rank totals} over measured steps outside a profiling window."""
-    df = load_train(paths)
-    if df.empty:
-        return {}
-    df = df[~df.warmup & ~df.profiled]
-    per_step = df.groupby(["file", "run", "step"]).total_ms.max().reset_index()
     out = {}
-    for (f, run), g in per_step.groupby(["file", "run"]):
+    for (f, run), g in train_step_samples(paths).groupby(["file", "run"]):
         out.setdefault(("train", _key(ident[(f, run)])), []).extend(g.total_ms.tolist())
     return out
 

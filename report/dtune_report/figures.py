@@ -14,12 +14,68 @@ matplotlib.use("Agg")
 # the start of mathtext (which would fail on `$(...)` pairs or draw them as formulas).
 matplotlib.rcParams["text.parse_math"] = False
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .loader import expand_paths  # noqa: E402
+from .units import fmt_bytes, fmt_mib, fmt_sig  # noqa: E402
 
 PHASES = ["data_ms", "h2d_ms", "forward_ms", "backward_ms", "comm_exposed_ms", "optimizer_ms", "scaler_ms"]
+
+
+# Precisions in the order a user tries them: the default first, then the lower ones.
+_PRECISION_ORDER = ["fp32", "tf32", "bf16", "fp16"]
+
+
+def sort_value(v):
+    """Axis values in a reader's order: numbers by value, precisions fp32 first, other text."""
+    if v in _PRECISION_ORDER:
+        return (0, _PRECISION_ORDER.index(v), "")
+    try:
+        return (0, float(v), "")
+    except (TypeError, ValueError):
+        return (1, 0.0, str(v))
+
+
+def _bytes_axis(ax, axis="x"):
+    """Ticks of a log2 size axis as B/KiB/MiB/GiB at powers of 4, never 4x10^0."""
+    fmt = matplotlib.ticker.FuncFormatter(lambda v, _: fmt_bytes(v) if v > 0 else "")
+    loc = matplotlib.ticker.LogLocator(base=4)
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    target.set_major_locator(loc)
+    target.set_major_formatter(fmt)
+    target.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
+def _plain_log_axis(ax, values):
+    """A log2 x axis with a tick at each measured value, printed as a plain number."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(set(values)), [fmt_sig(v) for v in sorted(set(values))])
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
+def axis_throughput(configs, axis, baseline, name, out):
+    """Median samples/s with its 95% interval for configurations along one axis (categorical x,
+    values as the user types them); the baseline drawn as a square."""
+    if len(configs) < 2:
+        return None
+    from .configs import axis_value
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    x = np.arange(len(configs))
+    med = np.array([c.median for c in configs])
+    err = np.array([[c.median - c.low for c in configs], [c.high - c.median for c in configs]])
+    ax.errorbar(x, med, yerr=err, fmt="o-", capsize=4, color="C0")
+    for i, c in enumerate(configs):
+        if c is baseline:
+            ax.plot(i, c.median, "s", ms=10, mfc="none", color="C3", label="baseline")
+    ax.set_xticks(x, [axis_value(c, axis) for c in configs])
+    ax.set(xlabel=name, ylabel="samples/s (median, 95% interval)", title=f"Throughput against {name}")
+    ax.set_ylim(bottom=0)
+    if any(c is baseline for c in configs):
+        ax.legend(fontsize=8)
+    return _save(fig, out)
 
 
 def _save(fig, path):
@@ -75,24 +131,6 @@ def comm_fits(paths) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def train_peaks(paths) -> pd.DataFrame:
-    """Per train run: the largest peak_memory_bytes over its ranks (the dataset the binary wrote)."""
-    rows = []
-    for path in expand_paths(paths):
-        with h5py.File(path, "r") as f:
-            for name, g in f.get("runs", {}).items():
-                if g.attrs.get("benchmark") == "train" and "peak_memory_bytes" in g:
-                    rows.append(
-                        {
-                            "file": str(path),
-                            "run": name,
-                            "peak_memory_mib": float(np.max(g["peak_memory_bytes"][()])) / 2**20,
-                            "memory_source": g.attrs.get("memory_source", ""),
-                        }
-                    )
-    return pd.DataFrame(rows, columns=["file", "run", "peak_memory_mib", "memory_source"])
-
-
 def busbw_vs_size(comm: pd.DataFrame, fits: pd.DataFrame, out):
     if comm.empty or comm.size_bytes.nunique() < 2:
         return None
@@ -110,7 +148,8 @@ def busbw_vs_size(comm: pd.DataFrame, fits: pd.DataFrame, out):
                 s = np.geomspace(g.size_bytes.min(), g.size_bytes.max(), 100)
                 t_us = a + s * k / (B * 1e3)  # B in GB/s = 1e3 bytes per µs
                 ax.loglog(s, s * k / t_us / 1e3, "--", color=line.get_color(), lw=1)
-        ax.set(title=f"{c} (dashed: α–β fit)", xlabel="size (bytes)", ylabel="bus bandwidth (GB/s)")
+        ax.set(title=f"{c} (dashed: α–β fit)", xlabel="size per rank", ylabel="bus bandwidth (GB/s)")
+        _bytes_axis(ax)
         ax.legend(fontsize=7)
     return _save(fig, out)
 
@@ -126,7 +165,8 @@ def throughput_vs_batch(train: pd.DataFrame, out):
     oom = train[train.status == "oom"]
     if not oom.empty:
         ax.plot(oom.batch, np.zeros(len(oom)), "rx", ms=10, label="out of memory")
-    ax.set(xscale="log", xlabel="batch per rank", ylabel="samples/s", title="Throughput against batch size")
+    _plain_log_axis(ax, train.batch.astype(float))
+    ax.set(xlabel="batch per rank", ylabel="samples/s", title="Throughput against batch size")
     ax.legend(fontsize=7)
     return _save(fig, out)
 
@@ -152,7 +192,7 @@ def label_of(train: pd.DataFrame, f, r) -> str:
     if row.empty:
         return r
     x = row.iloc[0]
-    return f"{x.model} {x.precision} b{int(x.batch)} np{int(x.world_size)} {x.bucket_mb:g}MiB"
+    return f"{x.model} {x.precision} batch {int(x.batch)} np {int(x.world_size)} buckets {fmt_mib(x.bucket_mb)}"
 
 
 def scaling(train: pd.DataFrame, out):
@@ -165,7 +205,8 @@ def scaling(train: pd.DataFrame, out):
         if not np.isfinite(base) or g.world_size.nunique() < 2:
             continue
         s = g.groupby("world_size").samples_per_s.max()
-        ax.plot(s.index, s.values / (s.index * base), "o-", label=f"{model} {prec} b{int(batch)}")
+        ax.plot(s.index, s.values / (s.index * base), "o-", label=f"{model} {prec} batch {int(batch)}")
+    _plain_log_axis(ax, ok.world_size.astype(float))
     ax.set(xlabel="ranks", ylabel="scaling efficiency", ylim=(0, 1.2), title="Scaling efficiency")
     ax.legend(fontsize=7)
     return _save(fig, out)
@@ -184,14 +225,20 @@ def heatmap(train: pd.DataFrame, out, axes=("batch", "bucket_mb")):
     t = ok[ok.model == model].pivot_table(index=y, columns=x, values="samples_per_s", aggfunc="max")
     fig, ax = plt.subplots(figsize=(6, 4))
     im = ax.imshow(t.values, aspect="auto", origin="lower")
-    ax.set_xticks(range(t.shape[1]), [f"{v:g}" for v in t.columns])
-    ax.set_yticks(range(t.shape[0]), [f"{v:g}" for v in t.index])
+    ticks = {x: fmt_sig, y: fmt_sig, "bucket_mb": fmt_mib}
+    ax.set_xticks(range(t.shape[1]), [ticks.get(x, fmt_sig)(v) for v in t.columns])
+    ax.set_yticks(range(t.shape[0]), [ticks.get(y, fmt_sig)(v) for v in t.index])
     for i in range(t.shape[0]):
         for j in range(t.shape[1]):
             if np.isfinite(t.values[i, j]):
                 ax.text(j, i, f"{t.values[i, j]:.0f}", ha="center", va="center", color="w", fontsize=8)
     fig.colorbar(im, label="samples/s")
-    ax.set(xlabel=x, ylabel=y, title=f"{model}: throughput over {x} x {y}")
+    names = {"batch": "batch per rank", "bucket_mb": "gradient bucket size"}
+    ax.set(
+        xlabel=names.get(x, x),
+        ylabel=names.get(y, y),
+        title=f"{model}: samples/s over {names.get(x, x)} x {names.get(y, y)}",
+    )
     return _save(fig, out)
 
 
@@ -213,9 +260,11 @@ def data_workers(train: pd.DataFrame, steps: pd.DataFrame, out):
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     for (model, prec, batch, cache), g in real.groupby(["model", "precision", "batch", "cache"]):
         g = g.groupby("workers")[["samples_per_s", "stall"]].mean().sort_index()
-        label = f"{model} {prec} b{int(batch)} {cache}"
+        label = f"{model} {prec} batch {int(batch)} {cache}"
         a1.plot(g.index, g.samples_per_s, "o-", label=label)
         a2.plot(g.index, g.stall, "o-", label=label)
+    for a in (a1, a2):
+        a.set_xticks(sorted(real.workers.unique()))
     a1.set(xlabel="loader workers per rank", ylabel="samples/s", title="Throughput against loader workers")
     a2.set(
         xlabel="loader workers per rank",
@@ -227,24 +276,18 @@ def data_workers(train: pd.DataFrame, steps: pd.DataFrame, out):
     return _save(fig, out)
 
 
-def slowest_rank_steps(steps: pd.DataFrame, out):
-    """Distribution of each measured step's slowest rank time, per run, with the rank that was
-    slowest most often (the straggler) named."""
+def slowest_rank_steps(steps: pd.DataFrame, train: pd.DataFrame, out):
+    """Distribution of each measured step's slowest-rank time, per run (stragglers.py decides
+    whether any rank is slow beyond noise)."""
     if steps.empty or steps["rank"].nunique() < 2:
-        return None, {}
+        return None
     s = steps[~steps.warmup]
-    idx = s.groupby(["file", "run", "step"]).total_ms.idxmax()
-    worst = s.loc[idx]
-    stragglers = {r: int(g["rank"].mode().iloc[0]) for r, g in worst.groupby("run")}
-    runs = sorted(worst.run.unique())
-    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(runs) + 3), 4))
-    ax.boxplot([worst[worst.run == r].total_ms.values for r in runs])
+    worst = s.groupby(["file", "run", "step"]).total_ms.max().reset_index()
+    keys = sorted({(f, r) for f, r in zip(worst.file, worst.run)}, key=lambda k: k[1])
+    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(keys) + 3), 4.5))
+    ax.boxplot([worst[(worst.file == f) & (worst.run == r)].total_ms.values for f, r in keys])
     ax.set_xticks(
-        range(1, len(runs) + 1),
-        [f"{r}\n(slowest: rank {stragglers[r]})" for r in runs],
-        rotation=60,
-        ha="right",
-        fontsize=7,
+        range(1, len(keys) + 1), [label_of(train, f, r) for f, r in keys], rotation=60, ha="right", fontsize=7
     )
-    ax.set(ylabel="step time of the slowest rank (ms)", title="Step-time distribution, stragglers named")
-    return _save(fig, out), stragglers
+    ax.set(ylabel="step time of the slowest rank (ms)", title="Step-time distribution per run")
+    return _save(fig, out)

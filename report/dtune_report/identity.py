@@ -60,6 +60,7 @@ IGNORED_FLAGS = {
         "--format",
         "--output",
         "--no-output",
+        "--overwrite",
         # A deadline, not work done.
         "--timeout",
     },
@@ -96,6 +97,7 @@ IGNORED_FLAGS = {
         # Outputs and diagnostics; profiled steps are left out of the samples.
         "--output",
         "--no-output",
+        "--overwrite",
         "--tensorboard",
         "--mllog",
         "--profile-steps",
@@ -194,6 +196,23 @@ IGNORED_ENV = [
     "DTUNE_MPIRUN",
 ]
 _KEEP_ENV = ["PMIX_MCA_*"]
+# What Open MPI's mpirun sets in every process it starts (Open MPI 4.1: the ess and pmix components
+# to wire up with, the shared-memory hint, PMIx's security and logging defaults, and whether the
+# node is oversubscribed), so a pasted command need not pass them. All but the last are how the
+# launcher talks to its processes and are left out of identities; whether the ranks share cores
+# (OMPI_MCA_mpi_oversubscribe: they then yield when idle) is a condition of the measurement and
+# counts. OMPI_MCA_rmaps_base_oversubscribe is the permission (--oversubscribe), which changes
+# nothing until the node is oversubscribed.
+LAUNCHER_SET_ENV = [
+    "OMPI_MCA_ess",
+    "OMPI_MCA_pmix",
+    "OMPI_MCA_shmem_RUNTIME_QUERY_hint",
+    "OMPI_MCA_rmaps_base_oversubscribe",
+    "PMIX_MCA_mca_base_component_show_load_errors",
+    "PMIX_MCA_psec",
+    "OMPI_MCA_mpi_oversubscribe",
+]
+_LAUNCHER_IGNORED = set(LAUNCHER_SET_ENV) - {"OMPI_MCA_mpi_oversubscribe"}
 
 BINARY = {"comm": "dtune-comm", "train": "dtune-train"}
 _FLAG_ENV = {"dtune-comm": "DTUNE_COMM_", "dtune-train": "DTUNE_TRAIN_"}
@@ -237,9 +256,12 @@ def _flags_with_env_fallbacks(tokens: list, env: dict, binary: str) -> dict:
 
 
 def settings_env(env: dict) -> dict:
-    """The recorded environment less IGNORED_ENV and the flag fallbacks (folded into flags)."""
+    """The recorded environment less IGNORED_ENV, what the launcher sets for its own use
+    (LAUNCHER_SET_ENV but OMPI_MCA_mpi_oversubscribe) and the flag fallbacks (folded into flags)."""
 
     def ignored(k):
+        if k in _LAUNCHER_IGNORED:
+            return True
         if any(fnmatch.fnmatchcase(k, p) for p in _KEEP_ENV):
             return False
         return any(fnmatch.fnmatchcase(k, p) for p in IGNORED_ENV) or k.startswith(tuple(_FLAG_ENV.values()))

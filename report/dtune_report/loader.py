@@ -400,16 +400,18 @@ def load_train_summary(paths: PathArg) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-RUN_COLUMNS = ["file", "run", "benchmark", "attrs", "point", "command_line", "world_size", "env"]
+RUN_COLUMNS = ["file", "run", "benchmark", "attrs", "point", "command_line", "world_size", "env", "hosts"]
 
 
 def _provenance_of(group) -> tuple:
-    """(command_line, world_size, env dict) of a provenance group; (None, None, {}) when absent."""
+    """(command_line, world_size, env dict, rank_host list) of a provenance group;
+    (None, None, {}, []) when absent."""
     if group is None:
-        return None, None, {}
+        return None, None, {}, []
     a = _attrs(group)
     env = group.get("env")
-    return a.get("command_line"), a.get("world_size"), _attrs(env) if env is not None else {}
+    hosts = _read(group["rank_host"]).tolist() if "rank_host" in group else []
+    return a.get("command_line"), a.get("world_size"), _attrs(env) if env is not None else {}, hosts
 
 
 def load_runs(paths: PathArg) -> pd.DataFrame:
@@ -418,8 +420,9 @@ def load_runs(paths: PathArg) -> pd.DataFrame:
     Columns: RUN_COLUMNS. `attrs` is the group's attributes as a dict; `point` the sweep point's
     definition (dict: sweep, binary, args, env, ranks, nodes, ranks_per_node, repeat, values) for
     a run copied by `dtune sweep merge`, else None; `command_line`, `world_size` and `env` (dict)
-    come from the provenance of the process that measured the run: /points/<point_id>/provenance
-    in a merged file, /provenance otherwise.
+    and `hosts` (provenance rank_host, a list indexed by rank) come from the provenance of the
+    process that measured the run: /points/<point_id>/provenance in a merged file, /provenance
+    otherwise.
     """
     import json
 
@@ -441,6 +444,7 @@ def load_runs(paths: PathArg) -> pd.DataFrame:
                         "command_line": prov[0],
                         "world_size": prov[1],
                         "env": prov[2],
+                        "hosts": prov[3],
                     }
                 )
     return pd.DataFrame(rows, columns=RUN_COLUMNS)

@@ -1,34 +1,49 @@
-"""`dtune report RESULTS... -o DIR`: a self-contained HTML report (figures embedded as PNG; the
-PNGs, a Markdown summary and, for NCCL sweeps, an nccl_tuner.conf beside it) from HDF5 files or a
-sweep directory, through the loader. Figures appear only when the data has their axes.
-Files the loader cannot use (report.check) and results with no run to draw are a ValueError naming
-them (exit 2), before anything is written. Recorded values are data: report.md escapes them
-(tables.md_text), the HTML escapes them, and every block to paste is shell-quoted."""
+"""`dtune report RESULTS... -o DIR [--baseline POINT|FILE]`: the report as a decision. A
+self-contained HTML page (figures embedded as PNG; the PNGs, the same page as Markdown and, for NCCL
+sweeps, an nccl_tuner.conf beside it) that opens with what to change, by how much, and how sure we
+are (verdicts.py), then one section per workload with the evidence and the commands that reproduce
+it, the collectives, the stragglers and the remaining figures. Figures appear only when the data
+has their axes. Files the loader cannot use (report.check) and results with no run to draw are a
+ValueError naming them (exit 2), before anything is written. Recorded values are data: report.md
+escapes them, the HTML escapes them, and every block to paste is shell-quoted."""
 
 from __future__ import annotations
 
-import base64
-import html
 from pathlib import Path
 
-import pandas as pd
-
 from . import figures as fg
+from . import sections as sc
 from . import tables as tb
 from .check import check_results
+from .compare import comm_iteration_samples
+from .configs import studies, train_configs
 from .loader import load_comm_runs, load_comm_summary, load_train, load_train_summary
+from .page import render_html, render_md
+from .stragglers import stragglers
+from .units import fmt_bytes, fmt_pct, fmt_sig
+from .verdicts import decide, decide_all
+
+# What each figure shows and what to read from it.
+CAPTIONS = {
+    "busbw_vs_size": "Bus bandwidth (GB/s, nccl-tests' definition) against the size per rank, one line per "
+    "collective and setting, dashed the fit t = α + S/B. Read: the plateau is the link's bandwidth; where "
+    "lines part, the settings differ.",
+    "throughput_vs_batch": "Samples/s against the batch per rank, one line per model and precision (the best "
+    "run at each batch); red crosses: out of memory. Read: the curve flattens where a larger batch stops "
+    "paying; the largest batch before a cross is the largest that fits.",
+    "step_breakdown": "Mean time per step by phase for every run (measured steps, all ranks). Read: the "
+    "tallest segment is where time goes; exposed communication is the part not hidden behind backward.",
+    "scaling": "Scaling efficiency: samples/s on N ranks over N times one rank's. Read: 1 is perfect scaling.",
+    "heatmap": "Samples/s over batch and gradient bucket size (best run per cell). Read: the brightest cell "
+    "is fastest; compare along a row or column to see one setting's effect.",
+    "data_workers": "Throughput and data stall (time steps waited for their batch, % of the step) against "
+    "loader workers. Read: the stall should fall to near zero with enough workers.",
+    "slowest_rank": "Distribution of each measured step's time on its slowest rank, per run. Read: a wide "
+    "box is a noisy run; see Stragglers for ranks slow beyond noise.",
+}
 
 
-def build_report(paths, out_dir) -> dict:
-    files = check_results(paths)
-    comm = load_comm_summary(paths)
-    fits = fg.comm_fits(paths)
-    train = load_train_summary(paths)
-    steps = load_train(paths)
-    if comm.empty and train.empty:
-        raise ValueError(f"nothing to report: no dtune-comm size or dtune-train run in {', '.join(map(str, files))}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+def _figures(comm, fits, train, steps, out) -> dict:
     made = {}
     if not comm.empty:
         made["busbw_vs_size"] = fg.busbw_vs_size(comm, fits, out / "busbw_vs_size.png")
@@ -38,82 +53,93 @@ def build_report(paths, out_dir) -> dict:
         made["scaling"] = fg.scaling(train, out / "scaling.png")
         made["heatmap"] = fg.heatmap(train, out / "heatmap_batch_bucket.png")
         made["data_workers"] = fg.data_workers(train, steps, out / "data_workers.png")
-        made["slowest_rank"], stragglers = fg.slowest_rank_steps(steps, out / "slowest_rank_steps.png")
+        made["slowest_rank"] = fg.slowest_rank_steps(steps, train, out / "slowest_rank_steps.png")
+    return {k: v for k, v in made.items() if v is not None}
+
+
+def _comm_table(comm, fits):
+    import pandas as pd
+
+    d = comm[comm.placement == "out-of-place"].merge(fits[["file", "run", "setting"]], on=["file", "run"])
+    top = d.sort_values("size_bytes").groupby(["collective", "setting"]).tail(1)
+    return pd.DataFrame(
+        {
+            "collective": top.collective,
+            "setting": top.setting,
+            "size per rank": [fmt_bytes(v) for v in top.size_bytes],
+            "busbw (GB/s)": [fmt_sig(v) for v in top.busbw_gbps],
+            "time (µs)": [fmt_sig(v) for v in top.time_us_reported],
+            "fit: latency α (µs)": [fmt_sig(v) for v in top[["file", "run"]].merge(fits, on=["file", "run"]).alpha_us],
+        }
+    ).reset_index(drop=True)
+
+
+def _straggler_blocks(steps, sources):
+    found = stragglers(steps) if not steps.empty else []
+    if steps.empty or steps["rank"].nunique() < 2:
+        return [], None
+    if found:
+        lines = [
+            f"rank {s['rank']} of {Path(s['file']).name} is slower than the others beyond noise in "
+            f"{s['runs_slow']} of its {s['runs']} runs, by {fmt_pct(1 + s['gap'])} (median step time)."
+            for s in found
+        ]
+        head = [("b", "Stragglers"), f": {len(found)} rank(s) slow beyond noise. ", ("a", "evidence", "#stragglers")]
     else:
-        stragglers = {}
-    figures = {k: v for k, v in made.items() if v is not None}
-    best = tb.best_training(train, fg.train_peaks(paths))
-    recs = tb.recommendations(train)
+        lines = [
+            "No straggler: no rank's median step time lies above the other ranks' 95% interval by 5% or more "
+            "in most runs."
+        ]
+        head = [("b", "Stragglers"), ": none beyond noise. ", ("a", "details", "#stragglers")]
+    return [("h", 2, "Stragglers", "stragglers"), ("ul", lines)], head
+
+
+def build_report(paths, out_dir, baseline: str | None = None, alpha: float = 0.05) -> dict:
+    paths = list(paths) if isinstance(paths, (list, tuple)) else [paths]
+    if baseline and Path(baseline).exists() and baseline not in map(str, paths):
+        paths.append(baseline)
+    files = check_results(paths)
+    comm, train, steps = load_comm_summary(paths), load_train_summary(paths), load_train(paths)
+    fits = fg.comm_fits(paths)
+    if comm.empty and train.empty:
+        raise ValueError(f"nothing to report: no dtune-comm size or dtune-train run in {', '.join(map(str, files))}")
+    groups = studies(train_configs(paths))
+    findings = decide_all(groups, baseline, alpha)
+    singles = [s for s in groups if len(s.configs) == 1]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    figures = _figures(comm, fits, train, steps, out)
+    configs = [c for s in groups for c in s.configs]
+    phases = sc.phase_means(steps, configs)
+    comm_lines = sc.comm_lines(comm_iteration_samples(paths), fits, alpha) if not comm.empty else []
+    straggle, straggle_line = _straggler_blocks(steps, paths)
     tuner = tb.nccl_tuner_conf(comm, load_comm_runs(paths))
     if tuner:
         (out / "nccl_tuner.conf").write_text(tuner)
-    comm_best = pd.DataFrame()
+
+    blocks = [("h", 1, "dtune report", ""), ("p", f"Sources: {', '.join(map(str, paths))}")]
+    blocks += sc.summary_blocks(findings, singles, comm_lines, straggle_line)
+    for s in sorted(groups, key=lambda s: s.anchor):
+        f = next((f for f in findings if f.study is s), None) or decide(s, baseline, alpha)
+        blocks += sc.study_blocks(f, phases, out)
     if not comm.empty:
-        d = comm[comm.placement == "out-of-place"].merge(fits[["file", "run", "setting"]], on=["file", "run"])
-        top = d.sort_values("size_bytes").groupby(["collective", "setting"]).tail(1)
-        comm_best = top[["collective", "setting", "size_bytes", "busbw_gbps", "time_us_reported"]].reset_index(
-            drop=True
-        )
-    sources = paths if isinstance(paths, (list, tuple)) else [paths]
-    md = ["# dtune report", "", f"Sources: {', '.join(tb.md_text(p) for p in sources)}", ""]
-    if not comm_best.empty:
-        md += ["## Collectives: bus bandwidth at the largest size", "", tb.markdown_table(comm_best)]
-    if not best.empty:
-        md += ["## Best training configuration per model and launch shape", "", tb.markdown_table(best)]
-    for r in recs:
-        md += [
-            f"### {tb.md_text(r['model'])} on {r['ranks']} rank(s): {r['samples_per_s']:.1f} samples/s",
-            "",
-            *tb.md_code("\n".join([f"dtune-train {r['flags']}", *([r["env"]] if r["env"] else [])])),
-            "",
+        blocks += [
+            ("h", 2, "Collectives", "collectives"),
+            (
+                "table",
+                _comm_table(comm, fits),
+                "Each collective and setting at its largest size (out-of-place), with the latency of the α–β fit.",
+            ),
         ]
-    if stragglers:
-        md += [
-            "## Stragglers (rank most often slowest per run)",
-            "",
-            *[f"- {tb.md_text(run)}: rank {rank}" for run, rank in sorted(stragglers.items())],
-            "",
-        ]
+        if "busbw_vs_size" in figures:
+            blocks.append(("figure", "busbw_vs_size", figures.pop("busbw_vs_size"), CAPTIONS["busbw_vs_size"]))
+    blocks += straggle
     if tuner:
-        md += ["## nccl_tuner.conf", "", *tb.md_code(tuner.rstrip()), ""]
-    md += ["## Figures", "", *[f"![{k}]({Path(v).name})" for k, v in figures.items()], ""]
-    (out / "report.md").write_text("\n".join(md))
-    (out / "report.html").write_text(_html(md, figures, comm_best, best, recs, tuner, stragglers))
-    return {"dir": out, "figures": figures, "tuner": tuner is not None}
-
-
-def _html(md, figures, comm_best, best, recs, tuner, stragglers) -> str:
-    parts = [
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>dtune report</title>",
-        "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:2px 6px;font-size:12px}pre{background:#f4f4f4;padding:6px}"
-        "img{max-width:100%}</style></head><body><h1>dtune report</h1>",
-    ]
-    if not comm_best.empty:
-        parts += ["<h2>Collectives: bus bandwidth at the largest size</h2>", comm_best.to_html(index=False)]
-    if not best.empty:
-        parts += ["<h2>Best training configuration per model and launch shape</h2>", best.to_html(index=False)]
-    for r in recs:
-        body = f"dtune-train {r['flags']}" + (f"\n{r['env']}" if r["env"] else "")
-        parts += [f"<h3>{html.escape(r['model'])} on {r['ranks']} rank(s)</h3><pre>{html.escape(body)}</pre>"]
-    if stragglers:
-        parts += (
-            ["<h2>Stragglers</h2><ul>"]
-            + [f"<li>{html.escape(k)}: rank {v}</li>" for k, v in sorted(stragglers.items())]
-            + ["</ul>"]
-        )
-    if tuner:
-        parts += ["<h2>nccl_tuner.conf</h2>", f"<pre>{html.escape(tuner)}</pre>"]
-    parts.append("<h2>Figures</h2>")
-    for k, v in figures.items():
-        data = base64.b64encode(Path(v).read_bytes()).decode()
-        parts.append(
-            f"<figure><img id='{k}' alt='{k}' src='data:image/png;base64,{data}'><figcaption>{k}</figcaption></figure>"
-        )
-    # For headless checks: after load, record each image's decoded size in the DOM.
-    parts.append(
-        "<script>window.addEventListener('load',()=>{document.body.dataset.images=JSON.stringify("
-        "[...document.images].map(i=>[i.id,i.complete,i.naturalWidth,i.naturalHeight]));});</script>"
-    )
-    parts.append("</body></html>")
-    return "\n".join(parts)
+        blocks += [("h", 2, "nccl_tuner.conf", "tuner"), ("pre", tuner.rstrip())]
+    if figures:
+        blocks.append(("h", 2, "More figures", "figures"))
+        blocks += [("figure", k, v, CAPTIONS[k]) for k, v in figures.items()]
+    all_figures = {**figures, **{b[1]: b[2] for b in blocks if b[0] == "figure"}}
+    (out / "report.md").write_text(render_md(blocks))
+    (out / "report.html").write_text(render_html(blocks))
+    return {"dir": out, "figures": all_figures, "tuner": tuner is not None, "findings": findings, "studies": groups}

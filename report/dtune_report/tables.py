@@ -1,90 +1,16 @@
-"""The report's tables and recommendations: the best configuration per model and launch shape,
-the settings to paste into a job (flags and an environment block), and, for NCCL sweeps, the
-winning algorithm and protocol per collective, launch shape and message-size range as an
-nccl_tuner.conf for NCCL's example tuner plugin (columns: collective_type,min_bytes,max_bytes,
-algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff; -1 is a wildcard)."""
+"""Markdown-safe text for the report (md_text, md_code) and, for NCCL sweeps, the winning
+algorithm and protocol per collective, launch shape and message-size range as an nccl_tuner.conf
+for NCCL's example tuner plugin (columns: collective_type,min_bytes,max_bytes,algorithm,protocol,
+channels,nNodes,nRanks,numPipeOps,regBuff; -1 is a wildcard)."""
 
 from __future__ import annotations
 
 import html
-import json
 import re
-import shlex
 import textwrap
 
 import numpy as np
 import pandas as pd
-
-
-def point_env(train_or_comm_row) -> dict:
-    p = train_or_comm_row.get("point") if hasattr(train_or_comm_row, "get") else None
-    return json.loads(p).get("env", {}) if isinstance(p, str) and p else {}
-
-
-def best_training(train: pd.DataFrame, peaks: pd.DataFrame | None = None) -> pd.DataFrame:
-    if train.empty or "samples_per_s" not in train:
-        return pd.DataFrame()
-    ok = train[train.status == "ok"]
-    if peaks is not None and not peaks.empty:
-        ok = ok.merge(peaks[["file", "run", "peak_memory_mib"]], on=["file", "run"], how="left")
-    idx = ok.groupby(["model", "world_size"]).samples_per_s.idxmax()
-    cols = [
-        "model",
-        "world_size",
-        "batch",
-        "precision",
-        "bucket_mb",
-        "overlap",
-        "samples_per_s",
-        "mfu",
-        "peak_source",
-        "step_time_p50_ms",
-        "peak_memory_mib",
-    ]
-    best = ok.loc[idx]
-    return best[[c for c in cols if c in best]].reset_index(drop=True)
-
-
-# Everything the report offers to paste goes through shlex.quote: a recorded value is data, and
-# `$(...)`, backquotes, quotes, blanks or newlines in it reach the program as written, never the
-# shell. A variable name that is not a shell identifier cannot be exported and is left out.
-_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def recommended_flags(row) -> str:
-    """The run's flags as one shell-quoted string: `--model gpt2-tiny --batch 8 ...`."""
-    flags = [("--model", row.model), ("--batch", int(row.batch)), ("--precision", row.precision)]
-    for attr, flag in (
-        ("accum_steps", "--accum-steps"),
-        ("bucket_mb", "--bucket-mb"),
-        ("first_bucket_mb", "--first-bucket-mb"),
-        ("overlap", "--overlap"),
-        ("compression", "--compression"),
-        ("optimizer", "--optimizer"),
-    ):
-        if attr in row and pd.notna(row[attr]):
-            v = row[attr]
-            flags.append((flag, f"{v:g}" if isinstance(v, float) else v))
-    if "data" in row and isinstance(row["data"], str) and row["data"] != "synthetic":
-        flags.append(("--data", row["data"]))
-        for attr, flag in (("workers", "--workers"), ("prefetch", "--prefetch")):
-            if attr in row and pd.notna(row[attr]):
-                flags.append((flag, int(row[attr])))
-        if isinstance(row.get("cache_dir"), str) and row["cache_dir"]:
-            flags.append(("--cache-dir", row["cache_dir"]))
-    return " ".join(f"{flag} {shlex.quote(str(v))}" for flag, v in flags)
-
-
-def export_lines(env: dict) -> str:
-    """`export NAME='value'` lines, sorted by name; a name the shell cannot take becomes a comment
-    saying it was left out (printed with ascii(), so it cannot end the comment line)."""
-    lines = []
-    for k, v in sorted(env.items(), key=lambda kv: str(kv[0])):
-        if isinstance(k, str) and _SHELL_NAME.fullmatch(k):
-            lines.append(f"export {k}={shlex.quote(str(v))}")
-        else:
-            lines.append(f"# left out {ascii(k)}: not a shell variable name")
-    return "\n".join(lines)
 
 
 def md_text(value) -> str:
@@ -100,27 +26,6 @@ def md_code(text: str) -> list[str]:
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return [fence, text, fence]
-
-
-def recommendations(train: pd.DataFrame) -> list[dict]:
-    """Per model and launch shape: the fastest run's flags and environment, shell-quoted."""
-    out = []
-    if train.empty:
-        return out
-    ok = train[train.status == "ok"]
-    for _, i in ok.groupby(["model", "world_size"]).samples_per_s.idxmax().items():
-        row = ok.loc[i]
-        env = point_env(row)
-        out.append(
-            {
-                "model": row.model,
-                "ranks": int(row.world_size),
-                "samples_per_s": float(row.samples_per_s),
-                "flags": recommended_flags(row),
-                "env": export_lines(env),
-            }
-        )
-    return out
 
 
 # nccl_tuner.conf for NCCL's example tuner plugin: NVIDIA/nccl plugins/tuner/example/plugin.c
@@ -285,12 +190,3 @@ def nccl_tuner_conf(comm: pd.DataFrame, runs: pd.DataFrame) -> str | None:
             )
             n_config += 1
     return "\n".join(lines) + "\n" if n_config else None
-
-
-def markdown_table(df: pd.DataFrame) -> str:
-    if df.empty:
-        return "(none)\n"
-    fmt = lambda v: f"{v:.4g}" if isinstance(v, (float, np.floating)) else md_text(v)  # noqa: E731
-    lines = ["| " + " | ".join(map(md_text, df.columns)) + " |", "|" + "---|" * len(df.columns)]
-    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join(lines) + "\n"

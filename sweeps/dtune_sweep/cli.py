@@ -107,7 +107,7 @@ def cmd_report(a) -> int:
     from dtune_report.report import build_report
 
     try:
-        r = build_report(a.results, a.output)
+        r = build_report(a.results, a.output, baseline=a.baseline)
     except (OSError, ValueError) as e:
         return _error(e)
     print(
@@ -150,7 +150,7 @@ COMMANDS = [
     ("sweep slurm", "write (and submit) Slurm job arrays, one task per bundle of points", cmd_slurm),
     ("sweep status", "count points by status", cmd_status),
     ("sweep merge", "one HDF5 file from the sweep's point files", cmd_merge),
-    ("report", "HTML report with figures and recommendations from results", cmd_report),
+    ("report", "HTML report: what to change against a baseline, with intervals and evidence", cmd_report),
     ("compare", "A/B comparison of two results (files or directories)", cmd_compare),
 ]
 _HELP = {words: text for words, text, _ in COMMANDS}
@@ -238,6 +238,15 @@ def build_parser() -> argparse.ArgumentParser:
     rep.set_defaults(func=cmd_report)
     rep.add_argument("results", nargs="+", help="HDF5 files or directories (a sweep's merged.h5)")
     rep.add_argument("-o", "--output", required=True, help="directory for report.html, report.md and the PNGs")
+    rep.add_argument(
+        "--baseline",
+        metavar="POINT|FILE",
+        help="the configuration you run today, which every finding is stated against: a sweep point id "
+        "(or a prefix of at least 4 characters; `dtune sweep plan` prints them) or a results file of its "
+        "runs (added to the results). Default: per workload, the configuration closest to the defaults "
+        "(fp32, 25 MiB buckets, dtune-train's loader settings, no NCCL/MPI environment settings, the "
+        "smallest batch measured)",
+    )
     return ap
 
 

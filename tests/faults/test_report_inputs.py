@@ -2,9 +2,10 @@
 
 Unusable input (not HDF5, truncated, zeroed, no schema, a dtune file missing a group, dataset or
 attribute the loader reads, nothing to draw) is one line naming the file and what is missing,
-exit 2, nothing written. Recorded values are data: the report's block to paste (flags and
-`export` lines), run by bash, runs no command substitution and gives the program and the
-variables exactly the recorded strings; report.md and report.html show no markup from them."""
+exit 2, nothing written. Recorded values are data: the report's block to paste (the launcher with
+its `-x NAME=value` settings, the binary and its flags), run by bash, runs no command substitution
+and gives the program and the variables exactly the recorded strings; report.md and report.html
+show no markup from them."""
 
 import html
 import html.parser
@@ -161,7 +162,8 @@ def hostile(good, tmp_path_factory):
     def edit(f):
         a = first_run(f).attrs
         a["model"], a["data"], a["cache_dir"] = MODEL, DATA, CACHE
-        a["point"] = json.dumps({"env": ENV, "ranks": 1, "values": {}})
+        args = ["--model", MODEL, "--context", "16", "--data", DATA, "--cache-dir", CACHE, "--batch", "2"]
+        a["point"] = json.dumps({"binary": "dtune-train", "args": args, "env": ENV, "ranks": 1, "values": {}})
 
     d = tmp_path_factory.mktemp("hostile")
     f = derived(good[1], d / "train.h5", edit)
@@ -189,14 +191,27 @@ def fenced_blocks(md):
     return blocks, "\n".join(outside)
 
 
+# Stands in for mpirun: exports each -x NAME=value as mpirun passes it to the ranks, then records
+# the program's arguments (NUL separated) and the two variables.
+MPIRUN = """mpirun() {
+  while [ $# -gt 0 ]; do
+    case $1 in -np|--map-by) shift 2;; -x) export "$2"; shift 2;; *) break;; esac
+  done
+  shift; printf "%s\\0" "$@" > args.bin
+  printf "%s" "$NCCL_FOO" > foo.txt; printf "%s" "$NCCL_BAR" > bar.txt
+}
+"""
+
+
+def copy_blocks(blocks):
+    return [b for b in blocks if "build/bin/dtune-train" in b]
+
+
 def test_pasted_block_runs_nothing_and_keeps_values_exact(hostile, tmp_path):
     blocks, _ = fenced_blocks((hostile / "report.md").read_text())
-    (block,) = [b for b in blocks if b.startswith("dtune-train ")]
-    script = (
-        'dtune-train() { printf "%s\\0" "$@" > args.bin; }\n'
-        + block
-        + '\nprintf "%s" "$NCCL_FOO" > foo.txt; printf "%s" "$NCCL_BAR" > bar.txt\n'
-    )
+    (block,) = copy_blocks(blocks)
+    script = MPIRUN + block
+
     r = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert not list(tmp_path.glob("pwned*")), "a recorded value ran as a command"
@@ -224,18 +239,22 @@ class Tags(html.parser.HTMLParser):
 def test_markdown_and_html_show_recorded_values_as_text(hostile):
     md = (hostile / "report.md").read_text()
     blocks, outside = fenced_blocks(md)
+    outside = re.sub(r"(?m)^<a id='[a-z0-9-]+'></a>$", "", outside)  # the report's own anchors
     assert "<script" not in outside.lower() and "<" not in outside.replace("<br>", ""), outside
-    assert f"### {html.escape(MODEL.split('|')[0], quote=False)}\\|tiny" in outside
-    for line in outside.splitlines():  # table rows: as many unescaped pipes as the header's
-        if line.startswith("| model"):
+    assert f"## {html.escape(MODEL.split('|')[0], quote=False)}\\|tiny" in outside
+    header = None
+    for line in outside.splitlines():  # table rows: as many unescaped pipes as their header's
+        if line.startswith("| ") and header is None:
             header = len(re.findall(r"(?<!\\)\|", line))
-        elif line.startswith("| ") and "tiny" in line:
+        elif line.startswith("|"):
             assert len(re.findall(r"(?<!\\)\|", line)) == header, line
+        else:
+            header = None
     page = (hostile / "report.html").read_text()
     p = Tags()
     p.feed(page)
     assert p.tags.count("script") == 1  # the report's own image check, nothing recorded
-    (pasted,) = [b for b in blocks if b.startswith("dtune-train ")]
+    (pasted,) = copy_blocks(blocks)
     assert pasted in [t for t in p.pre], "the HTML's block to paste differs from report.md's"
 
 

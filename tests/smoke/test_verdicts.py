@@ -1,0 +1,185 @@
+"""The report's verdicts on fixed inputs: one configuration truly faster (a planted slowdown of the
+others) is the one the summary names, and nothing else; equal configurations give "no change
+measurable here"; ties are listed together; repeats pool into one row; short runs are marked; a
+baseline can be named; stragglers are named only beyond noise; two machines stay apart.
+
+Results are written with h5py in dtune-train's layout (train_fixture.py) from fixed step times: the
+same multiset of values in another order is an equal configuration (U test p = 1), so nothing here
+depends on timing noise or on a random draw (the bootstrap is seeded)."""
+
+import re
+import shlex
+
+import numpy as np
+import pytest
+from train_fixture import train_file
+
+from dtune_report.commands import command_tokens, reproduce_command
+from dtune_report.report import build_report
+from dtune_report.units import fmt_bytes, fmt_pct, fmt_sig
+
+# 20 measured steps after one warm-up, all distinct, in a fixed shuffled order.
+BASE = 1000 + np.random.default_rng(3).permutation(21).astype(float)
+CMD = "/x/dtune-train --model resnet18 --width 16 --image-size 32 --num-classes 10 --steps 20 --warmup-steps 1"
+
+
+def shuffled(seed, scale=1.0):
+    """BASE's values in another order (an equal configuration), times scale."""
+    return np.concatenate([BASE[:1], np.random.default_rng(seed).permutation(BASE[1:])]) * scale
+
+
+def summary(out) -> list:
+    """The summary's finding lines in report.md."""
+    md = (out / "report.md").read_text()
+    section = md.split("## Summary", 1)[1].split("\n## ", 1)[0]
+    lines = [line.replace("\\", "") for line in section.splitlines() if line.startswith("- ")]
+    return [line for line in lines if "**Stragglers**" not in line]
+
+
+SETTINGS = [
+    {},  # the defaults: the baseline
+    {"bucket_mb": 5.0},
+    {"bucket_mb": 100.0},
+    {"precision": "bf16"},
+    {"overlap": "off"},
+]
+
+
+def sweep_file(path, scales, **kw):
+    runs = [(shuffled(n, scale), None, dict(s)) for n, (s, scale) in enumerate(zip(SETTINGS, scales))]
+    train_file(path, runs, CMD, **kw)
+    return path
+
+
+@pytest.mark.parametrize("faster", [1, 2, 3, 4])
+def test_a_planted_speedup_is_the_one_finding(tmp_path, faster):
+    # Every configuration but one is slowed by 8%: that one is truly faster, the others equal.
+    scales = [1.08] * len(SETTINGS)
+    scales[faster] = 1.0
+    r = build_report([sweep_file(tmp_path / "r.h5", scales)], tmp_path / "out")
+    (f,) = r["findings"]
+    assert f.baseline.fields["bucket_mb"] == "25.0" and f.baseline.fields["precision"] == "fp32"
+    assert f.improves and len(f.best) == 1
+    (key, value) = next(iter(SETTINGS[faster].items()))
+    assert str(f.best[0].attrs[key]) == str(value)
+    assert f.row.significant and f.row.ratio == pytest.approx(1.08, rel=1e-9) and f.row.ci_low > 1.0
+    (line,) = summary(tmp_path / "out")
+    assert "+8% [" in line and "significant" in line, line
+    # Exactly that one: its flag is the change, and no other configuration's setting is named.
+    named = {flag_of(k, v) for s in SETTINGS for k, v in s.items() if flag_of(k, v) in line}
+    assert named == {flag_of(key, value)}, line
+    assert f"`{flag_of(key, value)}`" in line, line
+
+
+def flag_of(key, value) -> str:
+    flag = {"bucket_mb": "--bucket-mb", "precision": "--precision", "overlap": "--overlap"}[key]
+    return f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}"
+
+
+def test_no_difference_names_none(tmp_path):
+    r = build_report([sweep_file(tmp_path / "r.h5", [1.0] * len(SETTINGS))], tmp_path / "out")
+    (f,) = r["findings"]
+    assert not f.improves and f.row is None and f.baseline in f.best
+    assert len(f.best) == len(SETTINGS)  # all tied: no winner named
+    (line,) = summary(tmp_path / "out")
+    assert "no change measurable here" in line and "`" not in line, line
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert f"No winner: {len(SETTINGS)} configurations are tied for best" in md
+
+
+def test_a_slower_everything_keeps_the_baseline(tmp_path):
+    r = build_report([sweep_file(tmp_path / "r.h5", [1.0] + [1.2] * (len(SETTINGS) - 1))], tmp_path / "out")
+    (f,) = r["findings"]
+    assert not f.improves and f.best == [f.baseline]
+    (line,) = summary(tmp_path / "out")
+    assert "no change measurable here" in line and "the baseline is fastest" in line, line
+
+
+def test_two_equally_fast_are_listed_together(tmp_path):
+    scales = [1.1, 1.0, 1.0, 1.1, 1.1]
+    r = build_report([sweep_file(tmp_path / "r.h5", scales)], tmp_path / "out")
+    (f,) = r["findings"]
+    assert f.improves and sorted(c.fields["bucket_mb"] for c in f.best) == ["100.0", "5.0"]
+    (line,) = summary(tmp_path / "out")
+    assert "Tied with it: bucket size" in line, line
+
+
+def test_repeats_pool_into_one_row_and_one_machine_per_study(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    sweep_file(d / "a.h5", [1.0, 0.9, 1.0, 1.0, 1.0])
+    train_file(d / "b.h5", [(shuffled(9), None, {})], CMD + " --seed 4")  # a repeat of the baseline
+    r = build_report([d], tmp_path / "out")
+    (s,) = r["studies"]
+    assert len(s.configs) == len(SETTINGS)
+    (base,) = [c for c in s.configs if len(c.runs) == 2]
+    assert base.n == 40 and r["findings"][0].baseline is base
+    # Another machine (other hosts): the same configurations form a study of their own.
+    sweep_file(d / "c.h5", [1.0] * len(SETTINGS), hosts=("gpu7", "gpu8"))
+    r = build_report([d], tmp_path / "out2")
+    assert len(r["studies"]) == 2 and any(s.title.endswith("on gpu7,gpu8") for s in r["studies"])
+
+
+def test_short_runs_are_marked_with_the_steps_that_would_separate_them(tmp_path):
+    short = [(BASE[:4] * s, None, dict(st)) for s, st in ((1.0, {}), (1.01, {"bucket_mb": 5.0}))]
+    train_file(tmp_path / "r.h5", short, CMD)
+    r = build_report([tmp_path / "r.h5"], tmp_path / "out")
+    (f,) = r["findings"]
+    assert all(c.short for c in f.study.configs) and len(f.best) == 2 and f.steps_needed > 3
+    (line,) = summary(tmp_path / "out")
+    assert "ran too short to trust" in line, line
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert f"about {f.steps_needed} measured steps each would separate the first two" in md
+    assert "short run" in md
+
+
+def test_a_named_baseline_file(tmp_path):
+    sweep_file(tmp_path / "r.h5", [1.0, 1.0, 1.0, 1.0, 0.8])
+    base = tmp_path / "today.h5"
+    train_file(base, [(shuffled(5, 1.25), None, {"bucket_mb": 50.0})], CMD + " --bucket-mb 50")
+    r = build_report([tmp_path / "r.h5"], tmp_path / "out", baseline=str(base))
+    (f,) = r["findings"]
+    assert f.how == "named by --baseline" and f.baseline.fields["bucket_mb"] == "50.0"
+    assert f.improves and f.best[0].fields["overlap"] == "off"
+    assert f.row.ratio == pytest.approx(1.25 / 0.8, rel=1e-9)
+    with pytest.raises(ValueError, match="--baseline ffff"):
+        build_report([tmp_path / "r.h5"], tmp_path / "out3", baseline="ffff")
+
+
+def test_stragglers_only_beyond_noise(tmp_path):
+    noisy = [(shuffled(n), None, {"rank_factors": (1.0, 0.99), **s}) for n, s in enumerate(SETTINGS[:3])]
+    train_file(tmp_path / "a.h5", noisy, CMD)
+    build_report([tmp_path / "a.h5"], tmp_path / "out")
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "No straggler" in md and "slower than the others beyond noise" not in md
+    slow = [(shuffled(n), None, {"rank_factors": (1.0, 1.2), **s}) for n, s in enumerate(SETTINGS[:3])]
+    train_file(tmp_path / "b.h5", slow, CMD)
+    build_report([tmp_path / "b.h5"], tmp_path / "out2")
+    md = (tmp_path / "out2" / "report.md").read_text()
+    assert "rank 1 of b.h5 is slower than the others beyond noise in 3 of its 3 runs, by +20%" in md
+
+
+def test_the_copy_block_is_the_measured_command(tmp_path):
+    train_file(tmp_path / "r.h5", [(shuffled(1), None, {"bucket_mb": 5.0})], CMD + " --bucket-mb 5 --output x.h5")
+    r = build_report([tmp_path / "r.h5"], tmp_path / "out")
+    (s,) = r["studies"]
+    text = reproduce_command(s.configs[0])
+    assert command_tokens(text) == [
+        "mpirun",
+        "-np",
+        "2",
+        "build/bin/dtune-train",
+        *shlex.split(CMD)[1:],
+        "--bucket-mb",
+        "5",
+        "--batch",
+        "8",
+    ]
+    assert all(len(line) <= 100 for line in text.splitlines())
+
+
+def test_readable_numbers():
+    assert [fmt_bytes(v) for v in (8, 1536, 4 << 20, 3 << 30)] == ["8 B", "1.5 KiB", "4 MiB", "3 GiB"]
+    assert [fmt_sig(v) for v in (1234.6, 0.012345, 25.0, 15.83)] == ["1235", "0.0123", "25", "15.8"]
+    assert [fmt_pct(v) for v in (1.234, 0.987, 1.0)] == ["+23.4%", "-1.3%", "+0%"]
+    assert re.fullmatch(r"[+-][0-9.]+%", fmt_pct(1.05))

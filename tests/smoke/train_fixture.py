@@ -1,0 +1,113 @@
+"""Synthetic dtune-train results in the binary's layout (results/SCHEMA.md,
+benchmarks/train/train_results.cc), written with h5py, so that statistics are tested on fixed
+inputs and without a LibTorch build."""
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+PHASES = ["data_ms", "h2d_ms", "forward_ms", "backward_ms", "comm_exposed_ms", "optimizer_ms", "scaler_ms"]
+DATA_FIELDS = [
+    "data_samples",
+    "data_bad_samples",
+    "data_bytes",
+    "data_requests",
+    "data_retries",
+    "data_fetch_ms",
+    "data_decode_ms",
+    "data_wait_ms",
+    "cache_hits",
+    "cache_misses",
+    "cache_hit_bytes",
+    "cache_miss_bytes",
+    "cache_evictions",
+]
+
+
+def train_run(group, step_ms, profiled=None, warmup=1, rank_factors=(1.0, 0.98), **attrs):
+    """One train run group: step s of rank r takes step_ms[s] * rank_factors[r]."""
+    S, R = len(step_ms), len(rank_factors)
+    a = {
+        "benchmark": "train",
+        "status": "ok",
+        "model": "resnet18",
+        "parameters": 11689512,
+        "batch": 8,
+        "batch_auto": 0,
+        "accum_steps": 1,
+        "global_batch": 16,
+        "precision": "fp32",
+        "tf32": 0,
+        "weights_dtype": "fp32",
+        "optimizer": "sgd",
+        "lr": 0.1,
+        "device": "cpu",
+        "backend": "mpi",
+        "overlap": "on",
+        "bucket_mb": 25.0,
+        "first_bucket_mb": 1.0,
+        "compression": "none",
+        "local_sgd_every": 0,
+        "channels_last": 0,
+        "threads": 1,
+        "world_size": R,
+        "steps": S - warmup,
+        "throughput_steps": S - warmup,
+        "warmup_steps": warmup,
+        "samples_per_s": 100.0,
+        "tokens_per_s": 0.0,
+        "step_time_p50_ms": float(np.median(step_ms)),
+        "step_time_p90_ms": 0.0,
+        "skipped_steps": 0,
+        "training_flops_per_sample": 1e9,
+        "tokens_per_sample": 0.0,
+        "flops_formula": "counted",
+        "mfu": float("nan"),
+        "peak_tflops": float("nan"),
+        "peak_source": "unknown",
+        "memory_source": "cpu",
+        "data": "synthetic",
+        "data_description": "synthetic",
+        "workers": 0,
+        "prefetch": 2,
+        **{k: 0.0 for k in DATA_FIELDS},
+        "cache_dir": "",
+    }
+    a.update(attrs)
+    for k, v in a.items():
+        group.attrs[k] = np.int64(v) if isinstance(v, int) else v
+    total = np.asarray(step_ms, float)[:, None] * np.asarray(rank_factors, float)[None, :]  # (S, R)
+    for name in PHASES:
+        group[name] = total / 10
+    group["total_ms"] = total
+    group["loss"] = np.full((S, R), 2.3)
+    group["loss_scale"] = np.ones(S)
+    group["skipped"] = np.zeros(S, np.int64)
+    group["profiled"] = np.zeros(S, np.int64) if profiled is None else np.asarray(profiled, np.int64)
+    group["peak_memory_bytes"] = np.full(R, 1 << 20, np.int64)
+    group["bucket_bytes"] = np.array([1 << 20], np.int64)
+
+
+def train_file(path: Path, runs: list, command_line: str, hosts=("h0", "h1")):
+    """runs: list of (step_ms, profiled, attrs); attrs may hold rank_factors (one per host)."""
+    with h5py.File(path, "w") as f:
+        f.attrs.update(
+            {
+                "schema": "dtune-results",
+                "schema_version": np.int64(1),
+                "tool": "dtune-train",
+                "dtune_version": "0.1.0",
+                "status": "complete",
+                "exit_status": np.int64(0),
+            }
+        )
+        p = f.create_group("provenance")
+        p.attrs.update({"command_line": command_line, "start_time": str(path), "world_size": np.int64(len(hosts))})
+        p["rank_host"] = np.array([h.encode() for h in hosts])
+        p.create_group("env").attrs.update({"OMPI_MCA_ess_base_jobid": str(hash(path))})
+        runs_g = f.create_group("runs")
+        for n, (step_ms, profiled, attrs) in enumerate(runs):
+            train_run(
+                runs_g.create_group(f"{n:04d}-train-{attrs.get('model', 'resnet18')}"), step_ms, profiled, **attrs
+            )
