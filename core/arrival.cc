@@ -17,8 +17,8 @@ std::vector<int> wait_until(std::vector<MPI_Request>& reqs, Deadline deadline) {
   int spins = 0;
   while (true) {
     int done = 0;
-    DTUNE_MPI_CHECK(MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done,
-                                MPI_STATUSES_IGNORE));
+    DTUNE_MPI_CHECK(
+        MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE));
     if (done) return {};
     if (deadline.expired()) break;
     // Spin briefly (arrivals are usually near-simultaneous), then back off so an oversubscribed
@@ -76,8 +76,8 @@ bool ArrivalCheck::arrive(const std::string& label, double timeout_s, bool stop_
   DTUNE_MPI_CHECK(MPI_Isend(&mine, 1, MPI_INT, 0, kTagArrive, comm_.get(), &reqs[0]));
   DTUNE_MPI_CHECK(MPI_Irecv(&decision, 1, MPI_INT, 0, kTagDecide, comm_.get(), &reqs[1]));
   if (!wait_until(reqs, deadline).empty())
-    throw TimeoutError("rank 0 did not answer at " + label + " within " +
-                       seconds_text(timeout_s) + " s (--timeout); aborting the job");
+    throw TimeoutError("rank 0 did not answer at " + label + " within " + seconds_text(timeout_s) +
+                       " s (--timeout); aborting the job");
   return decision != 0;
 }
 

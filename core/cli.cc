@@ -48,7 +48,8 @@ CLI::Validator integer_in(long long lo, long long hi) {
         const long long v = std::strtoll(text.c_str(), &end, 10);
         if (text.empty() || end != text.c_str() + text.size())
           return "'" + text + "' is not a whole number: give one from " + range;
-        if (errno == ERANGE || v < lo || v > hi) return "'" + text + "' is out of range: give " + range;
+        if (errno == ERANGE || v < lo || v > hi)
+          return "'" + text + "' is out of range: give " + range;
         return "";
       },
       range);
@@ -67,11 +68,16 @@ uint64_t parse_size(const std::string& text, const std::string& flag, bool allow
   std::string suffix = text.substr(pos);
   for (auto& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   int shift = 0;
-  if (suffix.empty() || suffix == "B") shift = 0;
-  else if (suffix == "K" || suffix == "KB" || suffix == "KIB") shift = 10;
-  else if (suffix == "M" || suffix == "MB" || suffix == "MIB") shift = 20;
-  else if (suffix == "G" || suffix == "GB" || suffix == "GIB") shift = 30;
-  else return fail("unknown suffix '" + text.substr(pos) + "'");
+  if (suffix.empty() || suffix == "B")
+    shift = 0;
+  else if (suffix == "K" || suffix == "KB" || suffix == "KIB")
+    shift = 10;
+  else if (suffix == "M" || suffix == "MB" || suffix == "MIB")
+    shift = 20;
+  else if (suffix == "G" || suffix == "GB" || suffix == "GIB")
+    shift = 30;
+  else
+    return fail("unknown suffix '" + text.substr(pos) + "'");
   if (value > (uint64_t{1} << (50 - shift))) return fail("too large (limit 1P)");
   value <<= shift;
   if (value == 0 && !allow_zero) return fail("must be greater than zero");
@@ -102,7 +108,8 @@ int parse_cli(CLI::App& app, int argc, char** argv, bool print) {
     return 0;
   } catch (const CLI::ConversionError& e) {
     // The checks passed but the option's type cannot hold it (e.g. -n 99999999999 into an int).
-    throw UsageError(std::string(e.what()) + ": too large or not a number of the right kind (see --help)");
+    throw UsageError(std::string(e.what()) +
+                     ": too large or not a number of the right kind (see --help)");
   } catch (const CLI::ParseError& e) {
     // Thrown, not printed here: run_main decides whether every rank saw it (print once, exit 2)
     // or only some did (abort the job, so no rank waits for this one).
@@ -117,7 +124,8 @@ std::string join_command_line(int argc, char** argv) {
     std::string a = argv[i];
     bool plain = !a.empty();
     for (char c : a)
-      if (!(std::isalnum(static_cast<unsigned char>(c)) || std::string("-_./=:,+@%").find(c) != std::string::npos))
+      if (!(std::isalnum(static_cast<unsigned char>(c)) ||
+            std::string("-_./=:,+@%").find(c) != std::string::npos))
         plain = false;
     if (i) out += ' ';
     if (plain) {

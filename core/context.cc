@@ -34,8 +34,8 @@ RunContext RunContext::create(int mpi_thread_level) {
 RunContext::LauncherMismatch RunContext::launcher_mismatch() const {
   if (world_size_ != 1) return {};
   // Variables set by the launchers people use: Slurm's srun, Open MPI's mpirun, PMI/PMIx, MPICH.
-  for (const char* var : {"SLURM_NTASKS", "SLURM_NPROCS", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE",
-                          "PMI_SIZE"}) {
+  for (const char* var :
+       {"SLURM_NTASKS", "SLURM_NPROCS", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE"}) {
     const char* v = std::getenv(var);
     if (v == nullptr) continue;
     const int n = std::atoi(v);

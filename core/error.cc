@@ -43,7 +43,8 @@ void raise_library_error(const char* library, const char* expr, const std::strin
 void raise_mpi_error(const char* expr, int code, const char* file, int line) {
   char text[MPI_MAX_ERROR_STRING] = {0};
   int len = 0;
-  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "code %d", code);
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS)
+    snprintf(text, sizeof text, "code %d", code);
   raise_library_error("MPI", expr, text, file, line);
 }
 

@@ -43,25 +43,24 @@ namespace detail {
 }  // namespace dtune
 
 // Never tied to NDEBUG: these are run-time checks of library calls, not assertions.
-#define DTUNE_MPI_CHECK(expr)                                                   \
-  do {                                                                          \
-    const int dtune_mpi_rc_ = (expr);                                           \
-    if (dtune_mpi_rc_ != 0 /* MPI_SUCCESS */)                                   \
+#define DTUNE_MPI_CHECK(expr)                                                     \
+  do {                                                                            \
+    const int dtune_mpi_rc_ = (expr);                                             \
+    if (dtune_mpi_rc_ != 0 /* MPI_SUCCESS */)                                     \
       ::dtune::detail::raise_mpi_error(#expr, dtune_mpi_rc_, __FILE__, __LINE__); \
   } while (0)
 
 // HDF5 calls return a negative herr_t/hid_t on failure; the message comes from HDF5's error stack.
-#define DTUNE_H5_CHECK(expr)                                           \
-  ([&]() {                                                             \
-    auto dtune_h5_rc_ = (expr);                                        \
-    if (dtune_h5_rc_ < 0)                                              \
-      ::dtune::detail::raise_h5_error(#expr, __FILE__, __LINE__);      \
-    return dtune_h5_rc_;                                               \
+#define DTUNE_H5_CHECK(expr)                                                          \
+  ([&]() {                                                                            \
+    auto dtune_h5_rc_ = (expr);                                                       \
+    if (dtune_h5_rc_ < 0) ::dtune::detail::raise_h5_error(#expr, __FILE__, __LINE__); \
+    return dtune_h5_rc_;                                                              \
   }())
 
 // A plain condition check with a message, for invariants of dtune's own code and inputs.
-#define DTUNE_CHECK(cond, message)                                                        \
-  do {                                                                                    \
-    if (!(cond))                                                                          \
+#define DTUNE_CHECK(cond, message)                                                         \
+  do {                                                                                     \
+    if (!(cond))                                                                           \
       ::dtune::detail::raise_library_error("dtune", #cond, (message), __FILE__, __LINE__); \
   } while (0)

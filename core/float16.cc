@@ -43,9 +43,9 @@ uint16_t float_to_half(float f) {
   const uint32_t u = bits_of(f);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7e00u;           // NaN
-  if (abs >= 0x477ff000u) return sign | 0x7c00u;          // rounds to infinity (>= 65520)
-  if (abs < 0x38800000u) {                                // below the smallest normal: subnormal
+  if (abs > 0x7f800000u) return sign | 0x7e00u;   // NaN
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // rounds to infinity (>= 65520)
+  if (abs < 0x38800000u) {                        // below the smallest normal: subnormal
     // value / 2^-24, rounded to nearest even.
     const float scaled = float_of(abs) * 16777216.0f;
     uint32_t m = static_cast<uint32_t>(scaled);

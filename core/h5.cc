@@ -39,8 +39,9 @@ Handle open_file_rw(const std::string& path) {
 }
 
 Handle create_group(hid_t parent, const std::string& name) {
-  return Handle(DTUNE_H5_CHECK(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)),
-                H5Gclose);
+  return Handle(
+      DTUNE_H5_CHECK(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)),
+      H5Gclose);
 }
 
 Handle open_group(hid_t parent, const std::string& name) {
@@ -61,8 +62,8 @@ void write_scalar_attr(hid_t obj, const std::string& name, hid_t mem_type, hid_t
                        const void* value) {
   if (H5Aexists(obj, name.c_str()) > 0) DTUNE_H5_CHECK(H5Adelete(obj, name.c_str()));
   Handle space(DTUNE_H5_CHECK(H5Screate(H5S_SCALAR)), H5Sclose);
-  Handle attr(DTUNE_H5_CHECK(H5Acreate2(obj, name.c_str(), file_type, space.get(), H5P_DEFAULT,
-                                        H5P_DEFAULT)),
+  Handle attr(DTUNE_H5_CHECK(
+                  H5Acreate2(obj, name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT)),
               H5Aclose);
   DTUNE_H5_CHECK(H5Awrite(attr.get(), mem_type, value));
 }
@@ -90,8 +91,9 @@ Handle dataset_plist(const std::vector<hsize_t>& dims) {
 
 void write_numeric(hid_t parent, const std::string& name, const std::vector<hsize_t>& dims,
                    hid_t type, const void* data) {
-  Handle space(DTUNE_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)),
-               H5Sclose);
+  Handle space(
+      DTUNE_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)),
+      H5Sclose);
   Handle plist = dataset_plist(dims);
   Handle ds(DTUNE_H5_CHECK(H5Dcreate2(parent, name.c_str(), type, space.get(), H5P_DEFAULT,
                                       plist.get(), H5P_DEFAULT)),
@@ -140,7 +142,8 @@ void write_strings(hid_t parent, const std::string& name, const std::vector<std:
   if (n) DTUNE_H5_CHECK(H5Dwrite(ds.get(), t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()));
 }
 
-Handle create_rows(hid_t parent, const std::string& name, const std::vector<hsize_t>& cols, hid_t type) {
+Handle create_rows(hid_t parent, const std::string& name, const std::vector<hsize_t>& cols,
+                   hid_t type) {
   std::vector<hsize_t> dims{0}, max{H5S_UNLIMITED}, chunk{1};
   hsize_t row = 1;
   for (hsize_t c : cols) {
@@ -151,8 +154,9 @@ Handle create_rows(hid_t parent, const std::string& name, const std::vector<hsiz
   }
   // About 4K elements per chunk: a few hundred steps of a few ranks, compressed together.
   chunk[0] = std::max<hsize_t>(1, 4096 / row);
-  Handle space(DTUNE_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), max.data())),
-               H5Sclose);
+  Handle space(
+      DTUNE_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), max.data())),
+      H5Sclose);
   Handle plist(DTUNE_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)), H5Pclose);
   DTUNE_H5_CHECK(H5Pset_chunk(plist.get(), static_cast<int>(chunk.size()), chunk.data()));
   DTUNE_H5_CHECK(H5Pset_shuffle(plist.get()));
@@ -174,7 +178,8 @@ void append_rows(hid_t dataset, hsize_t rows, hid_t mem_type, const void* data) 
   dims[0] += rows;
   DTUNE_H5_CHECK(H5Dset_extent(dataset, dims.data()));
   Handle file_space(DTUNE_H5_CHECK(H5Dget_space(dataset)), H5Sclose);
-  DTUNE_H5_CHECK(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr));
+  DTUNE_H5_CHECK(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr,
+                                     count.data(), nullptr));
   Handle mem_space(DTUNE_H5_CHECK(H5Screate_simple(rank, count.data(), nullptr)), H5Sclose);
   DTUNE_H5_CHECK(H5Dwrite(dataset, mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, data));
 }

@@ -58,7 +58,8 @@ void write_strings(hid_t parent, const std::string& name, const std::vector<std:
 // the first dimension, chunked (a chunk holds whole rows) and compressed; append_rows() extends it
 // by `rows` rows and writes them (rows × Π cols elements, row-major). Readers see a plain
 // [S, cols...] dataset, the same as write_dataset() would have made.
-Handle create_rows(hid_t parent, const std::string& name, const std::vector<hsize_t>& cols, hid_t type);
+Handle create_rows(hid_t parent, const std::string& name, const std::vector<hsize_t>& cols,
+                   hid_t type);
 void append_rows(hid_t dataset, hsize_t rows, hid_t mem_type, const void* data);
 
 void flush(hid_t file);

@@ -5,9 +5,9 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
-#include <thread>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "core/error.h"
 #include "core/watchdog.h"
@@ -74,7 +74,8 @@ int run_main(int argc, char** argv, const char* tool,
       }
     } catch (const UsageError& e) {
       code = kUsageExitStatus;
-      if (!ctx || ctx->world_size() == 1 || every_rank_arrives(ctx->ending_comm(), kUsageAgreementTimeout)) {
+      if (!ctx || ctx->world_size() == 1 ||
+          every_rank_arrives(ctx->ending_comm(), kUsageAgreementTimeout)) {
         if (!ctx || ctx->is_root()) std::fprintf(stderr, "%s: error: %s\n", tool, e.what());
       } else {
         std::fprintf(stderr, "%s: error: %s [%s; the other ranks are stopped]\n", tool, e.what(),

@@ -24,6 +24,7 @@ struct MainArgs {
   Watchdog& watchdog;
 };
 
-int run_main(int argc, char** argv, const char* tool, const std::function<int(const MainArgs&)>& body);
+int run_main(int argc, char** argv, const char* tool,
+             const std::function<int(const MainArgs&)>& body);
 
 }  // namespace dtune

@@ -21,7 +21,7 @@ void reduce16(void* in, void* inout, int* len, F f) {
     reduce16<half_to_float, float_to_half>(in, inout, len, [](float x, float y) { return EXPR; }); \
   }                                                                                                \
   void bf16_##NAME(void* in, void* inout, int* len, MPI_Datatype*) {                               \
-    reduce16<bfloat16_to_float, float_to_bfloat16>(in, inout, len,                                \
+    reduce16<bfloat16_to_float, float_to_bfloat16>(in, inout, len,                                 \
                                                    [](float x, float y) { return EXPR; });         \
   }
 DTUNE_DEFINE_OP16(sum, x + y)
@@ -32,10 +32,14 @@ DTUNE_DEFINE_OP16(max, x > y ? x : y)
 
 int index_of(ReduceKind op) {
   switch (op) {
-    case ReduceKind::kSum: return 0;
-    case ReduceKind::kProd: return 1;
-    case ReduceKind::kMin: return 2;
-    case ReduceKind::kMax: return 3;
+    case ReduceKind::kSum:
+      return 0;
+    case ReduceKind::kProd:
+      return 1;
+    case ReduceKind::kMin:
+      return 2;
+    case ReduceKind::kMax:
+      return 3;
   }
   return 0;
 }

@@ -17,9 +17,8 @@ extern char** environ;
 namespace dtune {
 
 const std::vector<std::string>& recorded_env_prefixes() {
-  static const std::vector<std::string> kPrefixes = {"NCCL_", "UCX_",  "OMPI_",
-                                                     "SLURM_", "OMP_", "PMIX_",
-                                                     "CUDA_VISIBLE_DEVICES", "DTUNE_"};
+  static const std::vector<std::string> kPrefixes = {
+      "NCCL_", "UCX_", "OMPI_", "SLURM_", "OMP_", "PMIX_", "CUDA_VISIBLE_DEVICES", "DTUNE_"};
   return kPrefixes;
 }
 

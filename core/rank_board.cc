@@ -58,10 +58,13 @@ uint64_t RankBoard::step() const { return mine_->step.load(std::memory_order_rel
 std::string RankBoard::diagnose() const {
   const uint64_t here = step();
   std::string stopped, gone, behind;
-  auto add = [](std::string& list, const std::string& item) { list += (list.empty() ? "" : ", ") + item; };
+  auto add = [](std::string& list, const std::string& item) {
+    list += (list.empty() ? "" : ", ") + item;
+  };
   for (const Slot* s : slots_) {
     if (s == mine_) continue;
-    const std::string who = "rank " + std::to_string(s->world_rank) + " (pid " + std::to_string(s->pid) + ")";
+    const std::string who =
+        "rank " + std::to_string(s->world_rank) + " (pid " + std::to_string(s->pid) + ")";
     const char state = process_state(s->pid);
     const uint64_t at = s->step.load(std::memory_order_relaxed);
     if (state == 0 || state == 'Z' || state == 'X') {
@@ -75,7 +78,8 @@ std::string RankBoard::diagnose() const {
   std::string out;
   if (!stopped.empty()) out += "stopped (SIGSTOP or a debugger): " + stopped + "; ";
   if (!gone.empty()) out += "gone (killed or crashed): " + gone + "; ";
-  if (!behind.empty()) out += "behind this rank's step " + std::to_string(here) + ": " + behind + "; ";
+  if (!behind.empty())
+    out += "behind this rank's step " + std::to_string(here) + ": " + behind + "; ";
   if (out.empty()) {
     out = "every rank on this node is running and at this step";
     if (local_size_ < world_size_) out += ": the rank that stopped is on another node";

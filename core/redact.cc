@@ -11,7 +11,7 @@ bool is_secret_name(const std::string& name) {
   std::string upper = name;
   std::transform(upper.begin(), upper.end(), upper.begin(),
                  [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  static constexpr std::array kParts = {"TOKEN", "SECRET", "PASSWORD", "PASSWD",
+  static constexpr std::array kParts = {"TOKEN", "SECRET",     "PASSWORD", "PASSWD",
                                         "KEY",   "CREDENTIAL", "JWT"};
   return std::any_of(kParts.begin(), kParts.end(),
                      [&](const char* p) { return upper.find(p) != std::string::npos; });

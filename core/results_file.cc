@@ -39,7 +39,8 @@ bool try_lock(int fd) {
 // with errno (EEXIST when the name is taken).
 int create_locked(const std::string& partial) {
   static int serial = 0;
-  const std::string tmp = partial + ".tmp." + std::to_string(getpid()) + "." + std::to_string(serial++);
+  const std::string tmp =
+      partial + ".tmp." + std::to_string(getpid()) + "." + std::to_string(serial++);
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return -1;
   if (!try_lock(fd) || link(tmp.c_str(), partial.c_str()) != 0) {
@@ -92,8 +93,8 @@ ResultsFile ResultsFile::create(const std::string& path, const std::string& tool
   std::error_code ec;
   if (!parent.empty()) fs::create_directories(parent, ec);
   if (ec)
-    throw UsageError(flag + " '" + path + "': cannot create directory '" + parent.string() +
-                     "' (" + ec.message() + "); choose a writable location");
+    throw UsageError(flag + " '" + path + "': cannot create directory '" + parent.string() + "' (" +
+                     ec.message() + "); choose a writable location");
   if (fs::is_directory(path, ec))
     throw UsageError(flag + " '" + path + "' is a directory; give a file name such as " +
                      (fs::path(path) / "comm.h5").string());
@@ -126,9 +127,10 @@ ResultsFile ResultsFile::create(const std::string& path, const std::string& tool
     throw UsageError(flag + " '" + path + "': " + std::to_string(kMaxNumber) +
                      " numbered files exist beside it; clean up or choose another " + flag);
   if (f.path_ != path)
-    std::printf("# %s '%s' is taken (it, or its .partial, exists); writing '%s' instead "
-                "(--overwrite replaces it)\n",
-                flag.c_str(), path.c_str(), f.path_.c_str());
+    std::printf(
+        "# %s '%s' is taken (it, or its .partial, exists); writing '%s' instead "
+        "(--overwrite replaces it)\n",
+        flag.c_str(), path.c_str(), f.path_.c_str());
   f.file_ = h5::create_file(f.partial_path_);
   f.finished_ = false;
   const hid_t root = f.file_.get();

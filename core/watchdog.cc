@@ -62,17 +62,19 @@ void Watchdog::loop() {
       } catch (const std::exception& e) {
         who = std::string("(could not tell which rank stopped: ") + e.what() + ")";
       }
-      std::fprintf(stderr,
-                   "%s: error: %s did not finish within %g s on %s: a rank it needs is not taking "
-                   "part (hung, dead or much slower)%s%s; aborting the job. Raise --timeout if this "
-                   "is expected.\n",
-                   tool_.c_str(), what_.c_str(), timeout_s_, process_identity().c_str(),
-                   who.empty() ? "" : "; ", who.c_str());
+      std::fprintf(
+          stderr,
+          "%s: error: %s did not finish within %g s on %s: a rank it needs is not taking "
+          "part (hung, dead or much slower)%s%s; aborting the job. Raise --timeout if this "
+          "is expected.\n",
+          tool_.c_str(), what_.c_str(), timeout_s_, process_identity().c_str(),
+          who.empty() ? "" : "; ", who.c_str());
       std::fflush(stderr);
       try {
         if (last_words_) last_words_();
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "%s: warning: could not save the measurements: %s\n", tool_.c_str(), e.what());
+        std::fprintf(stderr, "%s: warning: could not save the measurements: %s\n", tool_.c_str(),
+                     e.what());
       }
       std::fflush(stdout);
       std::fflush(stderr);

@@ -4,8 +4,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/scaled_dot_product_attention.h>
 #include <torch/nn/functional/activation.h>
-#include <torch/nn/functional/loss.h>
 #include <torch/nn/functional/linear.h>
+#include <torch/nn/functional/loss.h>
 #include <torch/nn/init.h>
 
 #include <cmath>
@@ -30,7 +30,9 @@ class CausalSelfAttention : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x) {
     const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
     auto qkv = c_attn(x).split(C, 2);  // 3 x (B, T, C)
-    auto heads = [&](const torch::Tensor& t) { return t.view({B, T, heads_, C / heads_}).transpose(1, 2); };
+    auto heads = [&](const torch::Tensor& t) {
+      return t.view({B, T, heads_, C / heads_}).transpose(1, 2);
+    };
     torch::Tensor y = at::scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]),
                                                        /*attn_mask=*/{}, /*dropout_p=*/0.0,
                                                        /*is_causal=*/true);  // (B, nh, T, hs)
@@ -80,13 +82,35 @@ double linear_macs(const torch::nn::LinearImpl& l) {
 GptConfig gpt_config(const std::string& name, const ModelOptions& o) {
   GptConfig c;
   c.name = name;
-  if (name == "gpt2-d6") { c.layers = 6; c.width = 384; c.heads = 6; }
-  else if (name == "gpt2-d12") { c.layers = 12; c.width = 768; c.heads = 12; }
-  else if (name == "gpt2-d24") { c.layers = 24; c.width = 1024; c.heads = 16; }
-  else if (name == "gpt2-d36") { c.layers = 36; c.width = 1280; c.heads = 20; }
-  else if (name == "gpt2-d48") { c.layers = 48; c.width = 1600; c.heads = 25; }
-  else if (name == "gpt2-tiny") { c.layers = 2; c.width = 128; c.heads = 4; c.context = 128; c.vocab = 1024; }
-  else throw UsageError("--model " + name + ": not a GPT-2 model (gpt2-d6, -d12, -d24, -d36, -d48, -tiny)");
+  if (name == "gpt2-d6") {
+    c.layers = 6;
+    c.width = 384;
+    c.heads = 6;
+  } else if (name == "gpt2-d12") {
+    c.layers = 12;
+    c.width = 768;
+    c.heads = 12;
+  } else if (name == "gpt2-d24") {
+    c.layers = 24;
+    c.width = 1024;
+    c.heads = 16;
+  } else if (name == "gpt2-d36") {
+    c.layers = 36;
+    c.width = 1280;
+    c.heads = 20;
+  } else if (name == "gpt2-d48") {
+    c.layers = 48;
+    c.width = 1600;
+    c.heads = 25;
+  } else if (name == "gpt2-tiny") {
+    c.layers = 2;
+    c.width = 128;
+    c.heads = 4;
+    c.context = 128;
+    c.vocab = 1024;
+  } else
+    throw UsageError("--model " + name +
+                     ": not a GPT-2 model (gpt2-d6, -d12, -d24, -d36, -d48, -tiny)");
   if (o.context < 0 || o.vocab < 0) throw UsageError("--context and --vocab must be positive");
   if (o.context > 0) c.context = o.context;
   if (o.vocab > 0) c.vocab = o.vocab;
@@ -99,7 +123,8 @@ Gpt::Gpt(const GptConfig& cfg) : cfg_(cfg) {
   wte_ = transformer_->register_module("wte", torch::nn::Embedding(cfg.vocab, cfg.width));
   wpe_ = transformer_->register_module("wpe", torch::nn::Embedding(cfg.context, cfg.width));
   h_ = transformer_->register_module("h", torch::nn::ModuleList());
-  for (int64_t i = 0; i < cfg.layers; ++i) h_->push_back(std::make_shared<Block>(cfg.width, cfg.heads));
+  for (int64_t i = 0; i < cfg.layers; ++i)
+    h_->push_back(std::make_shared<Block>(cfg.width, cfg.heads));
   ln_f_ = transformer_->register_module("ln_f", layer_norm(cfg.width));
   reset_parameters();
 }
@@ -125,7 +150,8 @@ torch::Tensor Gpt::forward(const torch::Tensor& tokens) {
   if (T > cfg_.context)
     throw UsageError("sequence length " + std::to_string(T) + " exceeds the model's context " +
                      std::to_string(cfg_.context) + " (--context)");
-  torch::Tensor pos = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
+  torch::Tensor pos =
+      torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
   torch::Tensor x = wte_(tokens) + wpe_(pos);  // (B, T, C)
   for (const auto& block : *h_) x = block->as<Block>()->forward(x);
   x = ln_f_(x);
@@ -133,11 +159,12 @@ torch::Tensor Gpt::forward(const torch::Tensor& tokens) {
 }
 
 torch::Tensor Gpt::loss(const torch::Tensor& logits, const torch::Tensor& target) {
-  return F::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), target.reshape({-1}),
-                          F::CrossEntropyFuncOptions().ignore_index(-1));
+  return F::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat),
+                          target.reshape({-1}), F::CrossEntropyFuncOptions().ignore_index(-1));
 }
 
-std::pair<torch::Tensor, torch::Tensor> Gpt::synthetic_batch(int64_t batch, const torch::Device& device,
+std::pair<torch::Tensor, torch::Tensor> Gpt::synthetic_batch(int64_t batch,
+                                                             const torch::Device& device,
                                                              uint64_t seed) const {
   auto gen = at::detail::createCPUGenerator(seed);
   // T + 1 tokens: inputs are the first T, targets the next T (language modelling).

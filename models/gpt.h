@@ -34,7 +34,8 @@ class Gpt : public Model {
   std::string name() const override { return cfg_.name; }
   torch::Tensor forward(const torch::Tensor& tokens) override;  // (B, T) -> (B, T, V)
   torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& target) override;
-  std::pair<torch::Tensor, torch::Tensor> synthetic_batch(int64_t batch, const torch::Device& device,
+  std::pair<torch::Tensor, torch::Tensor> synthetic_batch(int64_t batch,
+                                                          const torch::Device& device,
                                                           uint64_t seed) const override;
   FlopCount flops() const override;
   // nanoGPT's initialisation: N(0, 0.02) for Linear and Embedding weights, zero biases, and

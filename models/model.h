@@ -14,15 +14,16 @@
 namespace dtune::models {
 
 // Per-sample cost. forward_macs is counted from the layers actually built; training_flops follows
-// the model family's usual convention (`formula`, the one MFU uses), and alt_training_flops a second
-// published one beside it for comparison (NaN where the family has none). See each model's flops().
+// the model family's usual convention (`formula`, the one MFU uses), and alt_training_flops a
+// second published one beside it for comparison (NaN where the family has none). See each model's
+// flops().
 struct FlopCount {
-  double forward_macs = 0;        // multiply-accumulates of one sample's forward pass
-  double training_flops = 0;      // by `formula`, per sample
+  double forward_macs = 0;    // multiply-accumulates of one sample's forward pass
+  double training_flops = 0;  // by `formula`, per sample
   double alt_training_flops = std::numeric_limits<double>::quiet_NaN();  // by `alt_formula`
-  double tokens = 1;              // tokens per sample (1 for images)
-  std::string formula;            // e.g. "6N+6LCT (llm.c)", "3 x 2 x forward MACs"
-  std::string alt_formula;        // e.g. "6N+12LCT (PaLM, nanoGPT)"; empty: none
+  double tokens = 1;        // tokens per sample (1 for images)
+  std::string formula;      // e.g. "6N+6LCT (llm.c)", "3 x 2 x forward MACs"
+  std::string alt_formula;  // e.g. "6N+12LCT (PaLM, nanoGPT)"; empty: none
 };
 
 // Options shared by the model families; each family reads the ones it has.

@@ -17,7 +17,8 @@ namespace {
 namespace F = torch::nn::functional;
 
 torch::nn::Conv2d conv(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t pad) {
-  return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, k).stride(stride).padding(pad).bias(false));
+  return torch::nn::Conv2d(
+      torch::nn::Conv2dOptions(in, out, k).stride(stride).padding(pad).bias(false));
 }
 
 // Output size of a conv or pool along one dimension (PyTorch's formula, floor mode).
@@ -29,8 +30,10 @@ int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d = 1) {
 double conv_macs(const torch::nn::Conv2dImpl& c, int64_t& h, int64_t& w) {
   const auto& o = c.options;
   const auto& pad = std::get<torch::ExpandingArray<2>>(o.padding());
-  const int64_t oh = out_size(h, (*o.kernel_size())[0], (*o.stride())[0], (*pad)[0], (*o.dilation())[0]);
-  const int64_t ow = out_size(w, (*o.kernel_size())[1], (*o.stride())[1], (*pad)[1], (*o.dilation())[1]);
+  const int64_t oh =
+      out_size(h, (*o.kernel_size())[0], (*o.stride())[0], (*pad)[0], (*o.dilation())[0]);
+  const int64_t ow =
+      out_size(w, (*o.kernel_size())[1], (*o.stride())[1], (*pad)[1], (*o.dilation())[1]);
   h = oh;
   w = ow;
   return static_cast<double>(oh * ow) * static_cast<double>(o.out_channels()) *
@@ -48,13 +51,18 @@ class Block : public torch::nn::Module {
  protected:
   void add_downsample_if_needed(int64_t inplanes, int64_t outplanes, int64_t stride) {
     if (stride == 1 && inplanes == outplanes) return;
-    downsample_ = register_module(
-        "downsample", torch::nn::Sequential(conv(inplanes, outplanes, 1, stride, 0), torch::nn::BatchNorm2d(outplanes)));
+    downsample_ =
+        register_module("downsample", torch::nn::Sequential(conv(inplanes, outplanes, 1, stride, 0),
+                                                            torch::nn::BatchNorm2d(outplanes)));
     down_conv_ = downsample_->ptr<torch::nn::Conv2dImpl>(0);
   }
-  torch::Tensor shortcut(const torch::Tensor& x) { return downsample_ ? downsample_->forward(x) : x; }
+  torch::Tensor shortcut(const torch::Tensor& x) {
+    return downsample_ ? downsample_->forward(x) : x;
+  }
   // The shortcut's MACs at the block's input size (which the main path then updates).
-  double shortcut_macs(int64_t h, int64_t w) const { return down_conv_ ? conv_macs(*down_conv_, h, w) : 0.0; }
+  double shortcut_macs(int64_t h, int64_t w) const {
+    return down_conv_ ? conv_macs(*down_conv_, h, w) : 0.0;
+  }
 
  private:
   torch::nn::Sequential downsample_{nullptr};
@@ -126,15 +134,32 @@ class Bottleneck : public Block {
 ResNetConfig resnet_config(int depth, const ModelOptions& o) {
   ResNetConfig c;
   switch (depth) {
-    case 18: c.block = BlockKind::kBasic; c.layers = {2, 2, 2, 2}; break;
-    case 34: c.block = BlockKind::kBasic; c.layers = {3, 4, 6, 3}; break;
-    case 50: c.block = BlockKind::kBottleneck; c.layers = {3, 4, 6, 3}; break;
-    case 101: c.block = BlockKind::kBottleneck; c.layers = {3, 4, 23, 3}; break;
-    case 152: c.block = BlockKind::kBottleneck; c.layers = {3, 8, 36, 3}; break;
-    default: throw UsageError("resnet" + std::to_string(depth) + ": depth must be 18, 34, 50, 101 or 152");
+    case 18:
+      c.block = BlockKind::kBasic;
+      c.layers = {2, 2, 2, 2};
+      break;
+    case 34:
+      c.block = BlockKind::kBasic;
+      c.layers = {3, 4, 6, 3};
+      break;
+    case 50:
+      c.block = BlockKind::kBottleneck;
+      c.layers = {3, 4, 6, 3};
+      break;
+    case 101:
+      c.block = BlockKind::kBottleneck;
+      c.layers = {3, 4, 23, 3};
+      break;
+    case 152:
+      c.block = BlockKind::kBottleneck;
+      c.layers = {3, 8, 36, 3};
+      break;
+    default:
+      throw UsageError("resnet" + std::to_string(depth) + ": depth must be 18, 34, 50, 101 or 152");
   }
   if (o.num_classes < 1) throw UsageError("--num-classes must be at least 1");
-  if (o.image_size < 32) throw UsageError("--image-size " + std::to_string(o.image_size) + ": ResNet needs at least 32");
+  if (o.image_size < 32)
+    throw UsageError("--image-size " + std::to_string(o.image_size) + ": ResNet needs at least 32");
   if (o.width < 1) throw UsageError("--width must be at least 1");
   c.num_classes = o.num_classes;
   c.image_size = o.image_size;
@@ -180,19 +205,20 @@ void ResNet::reset_parameters() {
 }
 
 torch::Tensor ResNet::forward(const torch::Tensor& input) {
-  torch::Tensor x = F::relu(bn1_(conv1_(input)));                                   // (N, w, H/2, W/2)
-  x = F::max_pool2d(x, F::MaxPool2dFuncOptions(3).stride(2).padding(1));           // (N, w, H/4, W/4)
+  torch::Tensor x = F::relu(bn1_(conv1_(input)));                         // (N, w, H/2, W/2)
+  x = F::max_pool2d(x, F::MaxPool2dFuncOptions(3).stride(2).padding(1));  // (N, w, H/4, W/4)
   for (auto& stage : stages_)
     for (const auto& block : *stage) x = block->as<Block>()->forward(x);
   x = F::adaptive_avg_pool2d(x, F::AdaptiveAvgPool2dFuncOptions(1)).flatten(1);  // (N, 8w·exp)
-  return fc_(x);                                                                  // (N, classes)
+  return fc_(x);                                                                 // (N, classes)
 }
 
 torch::Tensor ResNet::loss(const torch::Tensor& logits, const torch::Tensor& target) {
   return F::cross_entropy(logits.to(torch::kFloat), target);
 }
 
-std::pair<torch::Tensor, torch::Tensor> ResNet::synthetic_batch(int64_t batch, const torch::Device& device,
+std::pair<torch::Tensor, torch::Tensor> ResNet::synthetic_batch(int64_t batch,
+                                                                const torch::Device& device,
                                                                 uint64_t seed) const {
   auto gen = at::detail::createCPUGenerator(seed);
   torch::Tensor x = at::randn({batch, 3, cfg_.image_size, cfg_.image_size}, gen, torch::kFloat);

@@ -38,7 +38,8 @@ class ResNet : public Model {
   std::string name() const override { return cfg_.name; }
   torch::Tensor forward(const torch::Tensor& x) override;  // (N, 3, H, W) -> (N, classes)
   torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& target) override;
-  std::pair<torch::Tensor, torch::Tensor> synthetic_batch(int64_t batch, const torch::Device& device,
+  std::pair<torch::Tensor, torch::Tensor> synthetic_batch(int64_t batch,
+                                                          const torch::Device& device,
                                                           uint64_t seed) const override;
   FlopCount flops() const override;
   // torchvision's initialisation: kaiming_normal_(fan_out, relu) for convs, BN weight 1 and bias 0,

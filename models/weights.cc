@@ -18,7 +18,8 @@ TensorMap read_tensors(const std::string& path) {
   try {
     v = torch::pickle_load(bytes);
   } catch (const std::exception& e) {
-    throw UsageError("'" + path + "' is not a torch.save file of tensors: " + std::string(e.what()).substr(0, 200));
+    throw UsageError("'" + path + "' is not a torch.save file of tensors: " +
+                     std::string(e.what()).substr(0, 200));
   }
   if (!v.isGenericDict()) throw UsageError("'" + path + "' holds no dict of name -> tensor");
   TensorMap out;
@@ -39,7 +40,8 @@ void write_tensors(const std::string& path, const TensorMap& tensors) {
   if (!out) throw Error("cannot write tensor file '" + path + "'");
 }
 
-void load_state(torch::nn::Module& m, const TensorMap& tensors, const std::set<std::string>& ignored) {
+void load_state(torch::nn::Module& m, const TensorMap& tensors,
+                const std::set<std::string>& ignored) {
   torch::NoGradGuard no_grad;
   std::set<std::string> used;
   auto copy = [&](const std::string& name, torch::Tensor& dst) {
@@ -54,7 +56,8 @@ void load_state(torch::nn::Module& m, const TensorMap& tensors, const std::set<s
   for (auto& p : m.named_parameters(/*recurse=*/true)) copy(p.key(), p.value());
   for (auto& b : m.named_buffers(/*recurse=*/true)) copy(b.key(), b.value());
   for (const auto& [k, v] : tensors)
-    if (!used.count(k) && !ignored.count(k)) throw UsageError("weights: '" + k + "' matches no parameter or buffer");
+    if (!used.count(k) && !ignored.count(k))
+      throw UsageError("weights: '" + k + "' matches no parameter or buffer");
 }
 
 }  // namespace dtune::models

@@ -20,6 +20,7 @@ void write_tensors(const std::string& path, const TensorMap& tensors);
 // Copies every parameter and buffer of `m` from `tensors` by its dotted name (as state_dict names
 // it). Throws UsageError naming the first missing key or shape mismatch, and any key that matches
 // nothing unless it is in `ignored` (e.g. nanoGPT's lm_head.weight, tied to the embedding).
-void load_state(torch::nn::Module& m, const TensorMap& tensors, const std::set<std::string>& ignored = {});
+void load_state(torch::nn::Module& m, const TensorMap& tensors,
+                const std::set<std::string>& ignored = {});
 
 }  // namespace dtune::models

@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "train/trainer.h"
 #include "core/error.h"
+#include "train/trainer.h"
 
 namespace dtune::train {
 
@@ -19,9 +19,9 @@ int64_t find_batch(const Options& o, const MainArgs& a, RunMonitor& monitor) {
   };
   constexpr int64_t kMaxBatch = 1 << 16;
   if (!fits(1))
-    throw UsageError("--batch auto: even batch 1 does not fit" +
-                     std::string(o.device == DeviceKind::kCpu ? " in --memory-limit-mb"
-                                                              : " on the GPU"));
+    throw UsageError(
+        "--batch auto: even batch 1 does not fit" +
+        std::string(o.device == DeviceKind::kCpu ? " in --memory-limit-mb" : " on the GPU"));
   int64_t lo = 1;  // fits
   while (lo < kMaxBatch && fits(lo * 2)) lo *= 2;
   int64_t hi = lo * 2;  // does not fit (or the cap)

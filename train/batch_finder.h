@@ -6,9 +6,9 @@
 
 #include <cstdint>
 
+#include "core/main_guard.h"
 #include "train/config.h"
 #include "train/run_monitor.h"
-#include "core/main_guard.h"
 
 namespace dtune::train {
 

@@ -1,6 +1,6 @@
-// What a training run is asked to do (dtune-train's options, parsed in benchmarks/train/options.cc),
-// and each option enum's names: the one table per enum that command-line parsing, to_string and
-// the results writers all read.
+// What a training run is asked to do (dtune-train's options, parsed in
+// benchmarks/train/options.cc), and each option enum's names: the one table per enum that
+// command-line parsing, to_string and the results writers all read.
 #pragma once
 
 #include <array>
@@ -29,17 +29,21 @@ struct EnumName {
   E value;
   std::string_view name;
 };
-inline constexpr EnumName<Precision> kPrecisionNames[] = {
-    {Precision::kFp32, "fp32"}, {Precision::kTf32, "tf32"}, {Precision::kFp16, "fp16"}, {Precision::kBf16, "bf16"}};
+inline constexpr EnumName<Precision> kPrecisionNames[] = {{Precision::kFp32, "fp32"},
+                                                          {Precision::kTf32, "tf32"},
+                                                          {Precision::kFp16, "fp16"},
+                                                          {Precision::kBf16, "bf16"}};
 inline constexpr EnumName<WeightsDtype> kWeightsDtypeNames[] = {{WeightsDtype::kFp32, "fp32"},
                                                                 {WeightsDtype::kBf16, "bf16"}};
 inline constexpr EnumName<OptimizerKind> kOptimizerNames[] = {{OptimizerKind::kSgd, "sgd"},
                                                               {OptimizerKind::kAdamw, "adamw"}};
-inline constexpr EnumName<SyncBackend> kBackendNames[] = {{SyncBackend::kMpi, "mpi"}, {SyncBackend::kNccl, "nccl"}};
+inline constexpr EnumName<SyncBackend> kBackendNames[] = {{SyncBackend::kMpi, "mpi"},
+                                                          {SyncBackend::kNccl, "nccl"}};
 inline constexpr EnumName<Overlap> kOverlapNames[] = {{Overlap::kOn, "on"}, {Overlap::kOff, "off"}};
 inline constexpr EnumName<Compression> kCompressionNames[] = {
     {Compression::kNone, "none"}, {Compression::kFp16, "fp16"}, {Compression::kBf16, "bf16"}};
-inline constexpr EnumName<DeviceKind> kDeviceNames[] = {{DeviceKind::kCpu, "cpu"}, {DeviceKind::kCuda, "cuda"}};
+inline constexpr EnumName<DeviceKind> kDeviceNames[] = {{DeviceKind::kCpu, "cpu"},
+                                                        {DeviceKind::kCuda, "cuda"}};
 
 // Every name in a table, in its order (the choices a flag accepts).
 template <class E, std::size_t N>
@@ -66,10 +70,10 @@ std::string enum_name(const EnumName<E> (&table)[N], E value) {
 struct Options {
   std::string model = "gpt2-tiny";
   models::ModelOptions model_options;
-  int64_t batch = 8;          // per rank; 0 with batch_auto
-  int64_t global_batch = 0;   // when given: batch = global / (ranks × accum)
+  int64_t batch = 8;         // per rank; 0 with batch_auto
+  int64_t global_batch = 0;  // when given: batch = global / (ranks × accum)
   bool batch_auto = false;
-  bool batch_sweep = false;   // with batch_auto: measure powers of two up to the largest batch
+  bool batch_sweep = false;  // with batch_auto: measure powers of two up to the largest batch
   int accum_steps = 1;
   Precision precision = Precision::kFp32;
   WeightsDtype weights_dtype = WeightsDtype::kFp32;
@@ -80,7 +84,7 @@ struct Options {
   int threads = 0;  // 0: cores on this node / ranks on this node
   bool channels_last = false;
   uint64_t seed = 1234;
-  std::string output;  // empty: no HDF5 file (--no-output)
+  std::string output;      // empty: no HDF5 file (--no-output)
   bool overwrite = false;  // --overwrite: replace an existing output file
   DeviceKind device = DeviceKind::kCpu;
   SyncBackend backend = SyncBackend::kMpi;
@@ -88,17 +92,17 @@ struct Options {
   double first_bucket_mb = 1;
   Overlap overlap = Overlap::kOn;
   Compression compression = Compression::kNone;
-  int local_sgd_every = 0;  // > 0: no per-step sync, average parameters every H steps
-  int check_every = 0;      // divergence guard period (0: only at the end)
+  int local_sgd_every = 0;     // > 0: no per-step sync, average parameters every H steps
+  int check_every = 0;         // divergence guard period (0: only at the end)
   double memory_limit_mb = 0;  // CPU batch finder
   double peak_tflops = 0;      // override of the MFU peak
   double timeout_s = 300;
   bool timing = true;       // false: only each step's total (to measure the harness's own cost)
   int plant_inf_step = -1;  // test only: rank 0 plants an inf gradient at this step
   int plant_inf_rank = 0;
-  int perturb_rank = -1;    // test only: this rank's parameters drift after the first step
-  std::string tensorboard_dir;  // per-step scalars as TensorBoard event files (DIR/rank<r>/)
-  bool mllog = false;           // MLPerf-style :::MLLOG lines from rank 0
+  int perturb_rank = -1;           // test only: this rank's parameters drift after the first step
+  std::string tensorboard_dir;     // per-step scalars as TensorBoard event files (DIR/rank<r>/)
+  bool mllog = false;              // MLPerf-style :::MLLOG lines from rank 0
   std::string data = "synthetic";  // or a dataset: directory or s3://bucket/prefix
   int workers = 2;                 // loader threads
   int prefetch = 4;                // batches built ahead
@@ -106,11 +110,11 @@ struct Options {
   std::string cache_dir;           // node-local cache tier (empty: none)
   double cache_mb = 8192;          // its capacity
   double cache_block_mb = 8;       // its fetch unit
-  int profile_first = 0;        // --profile-steps START:COUNT (COUNT 0: off)
+  int profile_first = 0;           // --profile-steps START:COUNT (COUNT 0: off)
   int profile_steps = 0;
   std::string profile_dir = "dtune-profile";  // per-rank Chrome traces
-  int profile_top = 15;         // rows of the operator table printed
-  std::string dump_path;    // test only: rank 0 writes final parameters and last gradients
+  int profile_top = 15;                       // rows of the operator table printed
+  std::string dump_path;  // test only: rank 0 writes final parameters and last gradients
   std::string command_line;
 };
 
@@ -119,24 +123,36 @@ struct DataSummary {
   std::string source;  // "synthetic" or the dataset's description
   int64_t samples, bad, bytes, requests, retries;
   double fetch_ms, decode_ms, wait_ms;
-  int64_t cache_hits = 0, cache_misses = 0, cache_hit_bytes = 0, cache_miss_bytes = 0, cache_evictions = 0;
+  int64_t cache_hits = 0, cache_misses = 0, cache_hit_bytes = 0, cache_miss_bytes = 0,
+          cache_evictions = 0;
   int64_t undecodable = 0, truncated = 0;  // bad, by cause
   int64_t batches = 0;                     // delivered: samples / batches is the samples per batch
 
   // The numbers, in the order of kDataSummaryFields (their names in the results file).
   std::vector<double> numbers() const {
-    return {static_cast<double>(samples),      static_cast<double>(bad),          static_cast<double>(bytes),
-            static_cast<double>(requests),     static_cast<double>(retries),      fetch_ms,
-            decode_ms,                         wait_ms,                           static_cast<double>(cache_hits),
-            static_cast<double>(cache_misses), static_cast<double>(cache_hit_bytes),
-            static_cast<double>(cache_miss_bytes), static_cast<double>(cache_evictions),
-            static_cast<double>(undecodable),  static_cast<double>(truncated),  static_cast<double>(batches)};
+    return {static_cast<double>(samples),
+            static_cast<double>(bad),
+            static_cast<double>(bytes),
+            static_cast<double>(requests),
+            static_cast<double>(retries),
+            fetch_ms,
+            decode_ms,
+            wait_ms,
+            static_cast<double>(cache_hits),
+            static_cast<double>(cache_misses),
+            static_cast<double>(cache_hit_bytes),
+            static_cast<double>(cache_miss_bytes),
+            static_cast<double>(cache_evictions),
+            static_cast<double>(undecodable),
+            static_cast<double>(truncated),
+            static_cast<double>(batches)};
   }
 };
 inline constexpr std::array<const char*, 16> kDataSummaryFields = {
-    "data_samples",   "data_bad_samples", "data_bytes", "data_requests",   "data_retries",    "data_fetch_ms",
-    "data_decode_ms", "data_wait_ms",     "cache_hits", "cache_misses",    "cache_hit_bytes", "cache_miss_bytes",
-    "cache_evictions", "data_undecodable", "data_truncated", "data_batches"};
+    "data_samples",    "data_bad_samples", "data_bytes",      "data_requests",
+    "data_retries",    "data_fetch_ms",    "data_decode_ms",  "data_wait_ms",
+    "cache_hits",      "cache_misses",     "cache_hit_bytes", "cache_miss_bytes",
+    "cache_evictions", "data_undecodable", "data_truncated",  "data_batches"};
 
 inline std::string to_string(Precision v) { return enum_name(kPrecisionNames, v); }
 inline std::string to_string(WeightsDtype v) { return enum_name(kWeightsDtypeNames, v); }

@@ -1,10 +1,11 @@
 // Setting the current CUDA device (see cuda_device.h).
+#include "train/cuda_device.h"
+
 #include <c10/cuda/CUDAFunctions.h>
 #include <cuda_runtime_api.h>
 
 #include <string>
 
-#include "train/cuda_device.h"
 #include "core/cuda/cuda_error.h"
 #include "core/error.h"
 

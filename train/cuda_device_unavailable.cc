@@ -1,6 +1,6 @@
 // Builds without CUDA have no device to make current.
-#include "train/cuda_device.h"
 #include "core/error.h"
+#include "train/cuda_device.h"
 
 namespace dtune::train {
 

@@ -1,15 +1,16 @@
 // CUDA caching allocator statistics.
+#include "train/cuda_memory.h"
+
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>
-
-#include "train/cuda_memory.h"
 
 namespace dtune::train {
 
 int64_t cuda_peak_allocated_bytes(int device) {
   namespace alloc = c10::cuda::CUDACachingAllocator;
   const auto stats = alloc::getDeviceStats(static_cast<c10::DeviceIndex>(device));
-  return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+  return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+      .peak;
 }
 
 void cuda_reset_peak_and_cache(int device) {

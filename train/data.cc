@@ -4,9 +4,9 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "train/device_stager.h"
 #include "data/loader/loader.h"
 #include "data/loader/open_data.h"
+#include "train/device_stager.h"
 
 namespace dtune::train {
 namespace {
@@ -24,7 +24,8 @@ class SyntheticSource final : public DataSource {
 class LoaderSource final : public DataSource {
  public:
   LoaderSource(std::string data, int rank, int64_t batch, std::shared_ptr<data::Storage> storage,
-               data::NodeCache* cache, std::unique_ptr<data::Loader> loader, std::unique_ptr<DeviceStager> stager)
+               data::NodeCache* cache, std::unique_ptr<data::Loader> loader,
+               std::unique_ptr<DeviceStager> stager)
       : data_(std::move(data)),
         rank_(rank),
         batch_(batch),
@@ -50,7 +51,8 @@ class LoaderSource final : public DataSource {
   DataSummary summary() const override {
     const data::LoaderTotals t = loader_->totals();
     const data::StorageStats s = storage_->stats();
-    DataSummary d{name(), t.samples, t.bad, t.bytes, s.requests, s.retries, t.fetch_ms, t.decode_ms, t.wait_ms};
+    DataSummary d{name(),    t.samples,  t.bad,       t.bytes,  s.requests,
+                  s.retries, t.fetch_ms, t.decode_ms, t.wait_ms};
     d.undecodable = t.undecodable;
     d.truncated = t.truncated;
     d.batches = t.batches;
@@ -78,10 +80,10 @@ class LoaderSource final : public DataSource {
       b = loader_->next();
       if (!b) {
         const data::LoaderTotals t = loader_->totals();
-        throw UsageError(data_ + ": rank " + std::to_string(rank_) + "'s slice of epoch " + std::to_string(epoch_) +
-                         " holds fewer than " + std::to_string(batch_) + " good samples (" +
-                         std::to_string(t.undecodable - before.undecodable) + " undecodable, " +
-                         std::to_string(t.truncated - before.truncated) +
+        throw UsageError(data_ + ": rank " + std::to_string(rank_) + "'s slice of epoch " +
+                         std::to_string(epoch_) + " holds fewer than " + std::to_string(batch_) +
+                         " good samples (" + std::to_string(t.undecodable - before.undecodable) +
+                         " undecodable, " + std::to_string(t.truncated - before.truncated) +
                          " truncated): repair the data or lower --batch");
       }
     }
@@ -94,7 +96,7 @@ class LoaderSource final : public DataSource {
   }
 
   std::unique_ptr<data::Loader> loader_;
-  data::NodeCache* cache_;  // within storage_, when there is a cache tier
+  data::NodeCache* cache_;                // within storage_, when there is a cache tier
   std::unique_ptr<DeviceStager> stager_;  // GPU only
   bool staged_ = false;
   int epoch_ = 0;
@@ -102,8 +104,9 @@ class LoaderSource final : public DataSource {
 
 }  // namespace
 
-std::unique_ptr<DataSource> make_loader_source(const Options& o, const models::Model& model, int64_t batch,
-                                               const RunContext& ctx, const torch::Device& device) {
+std::unique_ptr<DataSource> make_loader_source(const Options& o, const models::Model& model,
+                                               int64_t batch, const RunContext& ctx,
+                                               const torch::Device& device) {
   data::OpenedData opened =
       data::open_data(o.data,
                       data::CacheOptions{o.cache_dir, static_cast<int64_t>(o.cache_mb * (1 << 20)),
@@ -123,36 +126,40 @@ std::unique_ptr<DataSource> make_loader_source(const Options& o, const models::M
   lo.pin_memory = device.is_cuda();
   if (x.dim() == 4) {
     if (d.kind != data::DatasetKind::kImages)
-      throw UsageError("--data " + o.data + " holds tokens but --model " + o.model + " takes images");
+      throw UsageError("--data " + o.data + " holds tokens but --model " + o.model +
+                       " takes images");
     if (x.size(2) != x.size(3)) throw UsageError("--data: the loader makes square images only");
     lo.image_size = static_cast<int>(x.size(2));
     // Labels were checked against the dataset's num_classes at open; the model must cover them all.
     const int64_t classes = o.model_options.num_classes;
-    const auto top = std::max_element(d.samples.begin(), d.samples.end(),
-                                      [](const data::SampleRef& a, const data::SampleRef& b) { return a.label < b.label; });
+    const auto top = std::max_element(
+        d.samples.begin(), d.samples.end(),
+        [](const data::SampleRef& a, const data::SampleRef& b) { return a.label < b.label; });
     if (d.num_classes > classes) {
       std::string example;
       if (top != d.samples.end() && top->label >= classes)
-        example = " (sample " + std::to_string(top - d.samples.begin()) + " in " + d.objects[top->object].key +
-                  " has label " + std::to_string(top->label) + ")";
-      throw UsageError("--data " + o.data + " has " + std::to_string(d.num_classes) + " classes" + example +
-                       " but the model has --num-classes " + std::to_string(classes) + ": pass --num-classes " +
-                       std::to_string(d.num_classes));
+        example = " (sample " + std::to_string(top - d.samples.begin()) + " in " +
+                  d.objects[top->object].key + " has label " + std::to_string(top->label) + ")";
+      throw UsageError("--data " + o.data + " has " + std::to_string(d.num_classes) + " classes" +
+                       example + " but the model has --num-classes " + std::to_string(classes) +
+                       ": pass --num-classes " + std::to_string(d.num_classes));
     }
   } else {
     if (d.kind != data::DatasetKind::kTokens)
-      throw UsageError("--data " + o.data + " holds images but --model " + o.model + " takes tokens");
+      throw UsageError("--data " + o.data + " holds images but --model " + o.model +
+                       " takes tokens");
     lo.context = static_cast<int>(x.size(1));
     if (o.model_options.vocab > 0 && d.vocab > o.model_options.vocab)
-      throw UsageError("--data " + o.data + " has a vocabulary of " + std::to_string(d.vocab) + " but --vocab is " +
-                       std::to_string(o.model_options.vocab));
+      throw UsageError("--data " + o.data + " has a vocabulary of " + std::to_string(d.vocab) +
+                       " but --vocab is " + std::to_string(o.model_options.vocab));
   }
   auto loader = std::make_unique<data::Loader>(opened.storage, std::move(d), lo);
   if (loader->batches_per_epoch() < 1)
     throw UsageError("--data " + o.data + ": " + std::to_string(loader->samples_this_rank()) +
                      " samples per rank, fewer than one batch of " + std::to_string(batch));
-  return std::make_unique<LoaderSource>("--data " + o.data, ctx.rank(), batch, std::move(opened.storage), opened.cache,
-                                        std::move(loader), make_device_stager(device));
+  return std::make_unique<LoaderSource>("--data " + o.data, ctx.rank(), batch,
+                                        std::move(opened.storage), opened.cache, std::move(loader),
+                                        make_device_stager(device));
 }
 
 std::unique_ptr<DataSource> make_synthetic_source(const models::Model& model, int64_t batch,
@@ -163,7 +170,8 @@ std::unique_ptr<DataSource> make_synthetic_source(const models::Model& model, in
     std::vector<torch::Tensor> xs, ys;
     const int64_t first = (static_cast<int64_t>(rank) * accum_steps + m) * batch;
     for (int64_t j = first; j < first + batch; ++j) {
-      auto [x, y] = model.synthetic_batch(1, torch::kCPU, seed * 1000003ull + static_cast<uint64_t>(j));
+      auto [x, y] =
+          model.synthetic_batch(1, torch::kCPU, seed * 1000003ull + static_cast<uint64_t>(j));
       xs.push_back(x);
       ys.push_back(y);
     }

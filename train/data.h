@@ -7,9 +7,9 @@
 #include <memory>
 #include <vector>
 
-#include "train/config.h"
 #include "core/context.h"
 #include "models/model.h"
+#include "train/config.h"
 
 namespace dtune::train {
 
@@ -39,7 +39,8 @@ std::unique_ptr<DataSource> make_synthetic_source(const models::Model& model, in
 // --data PATH|s3://...: dtune's loader (data/loader/loader.h) over a WebDataset, ImageFolder or
 // token dataset, this rank's slice of each epoch, epochs rolling over as the steps need them.
 // Throws UsageError before training when the dataset is missing or does not fit the model.
-std::unique_ptr<DataSource> make_loader_source(const Options& o, const models::Model& model, int64_t batch,
-                                               const RunContext& ctx, const torch::Device& device);
+std::unique_ptr<DataSource> make_loader_source(const Options& o, const models::Model& model,
+                                               int64_t batch, const RunContext& ctx,
+                                               const torch::Device& device);
 
 }  // namespace dtune::train

@@ -11,7 +11,8 @@ namespace {
 class CudaStager final : public DeviceStager {
  public:
   explicit CudaStager(const torch::Device& device)
-      : device_(device), copy_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index())) {}
+      : device_(device),
+        copy_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index())) {}
 
   void stage(torch::Tensor input, torch::Tensor target) override {
     c10::cuda::CUDAStreamGuard guard(copy_);

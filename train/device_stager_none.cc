@@ -1,7 +1,6 @@
 // Without CUDA there is no device to stage to (see device_stager.h).
-#include "train/device_stager.h"
-
 #include "core/error.h"
+#include "train/device_stager.h"
 
 namespace dtune::train {
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "core/context.h"
 #include "train/local_sgd.h"
 #include "train/step_observer.h"
-#include "core/context.h"
 
 namespace dtune::train {
 

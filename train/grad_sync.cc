@@ -23,16 +23,23 @@ BucketLayout plan_buckets(const std::vector<int64_t>& param_bytes, int64_t first
 namespace {
 torch::ScalarType wire_dtype(Compression c, torch::ScalarType param) {
   switch (c) {
-    case Compression::kFp16: return torch::kHalf;
-    case Compression::kBf16: return torch::kBFloat16;
-    case Compression::kNone: return param;
+    case Compression::kFp16:
+      return torch::kHalf;
+    case Compression::kBf16:
+      return torch::kBFloat16;
+    case Compression::kNone:
+      return param;
   }
   return param;
 }
 }  // namespace
 
-GradSync::GradSync(std::vector<torch::Tensor> params, Reducer& reducer, int world_size, const Options& o)
-    : params_(std::move(params)), reducer_(reducer), inv_world_(1.0 / world_size), overlap_(o.overlap) {
+GradSync::GradSync(std::vector<torch::Tensor> params, Reducer& reducer, int world_size,
+                   const Options& o)
+    : params_(std::move(params)),
+      reducer_(reducer),
+      inv_world_(1.0 / world_size),
+      overlap_(o.overlap) {
   std::vector<int64_t> bytes;
   for (const auto& p : params_) bytes.push_back(p.numel() * static_cast<int64_t>(p.element_size()));
   layout_ = plan_buckets(bytes, static_cast<int64_t>(o.first_bucket_mb * (1 << 20)),
@@ -52,7 +59,8 @@ GradSync::GradSync(std::vector<torch::Tensor> params, Reducer& reducer, int worl
       elems += params_[i].numel();
     }
     const auto& p0 = params_[bucket.params[0]];
-    bucket.flat = torch::zeros({elems}, p0.options().dtype(wire_dtype(o.compression, p0.scalar_type())));
+    bucket.flat =
+        torch::zeros({elems}, p0.options().dtype(wire_dtype(o.compression, p0.scalar_type())));
     buckets_.push_back(std::move(bucket));
   }
   // The hook sees the gradient of this backward before autograd adds it to .grad.
@@ -93,7 +101,8 @@ void GradSync::on_grad(size_t i, const torch::Tensor& grad) {
 }
 
 void GradSync::launch_ready_locked() {
-  while (next_launch_ < buckets_.size() && buckets_[next_launch_].ready == buckets_[next_launch_].params.size()) {
+  while (next_launch_ < buckets_.size() &&
+         buckets_[next_launch_].ready == buckets_[next_launch_].params.size()) {
     buckets_[next_launch_].launched = true;
     nvtx_mark("bucket reduction start");
     reducer_.start(buckets_[next_launch_].flat);

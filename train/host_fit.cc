@@ -14,7 +14,8 @@ namespace dtune::train {
 HostNeed host_need(const Options& o) {
   HostNeed n;
   const bool cpu = o.device == DeviceKind::kCpu;
-  const double weight_copies = cpu ? 2 : 1;  // CPU: the gradients too; GPU: built on the host, then moved
+  const double weight_copies =
+      cpu ? 2 : 1;  // CPU: the gradients too; GPU: built on the host, then moved
   if (o.model.rfind("gpt2-", 0) == 0) {
     const models::GptConfig c = models::gpt_config(o.model, o.model_options);
     const double C = static_cast<double>(c.width), T = static_cast<double>(c.context);
@@ -41,7 +42,9 @@ void refuse_impossible_sizes(const Options& o, const RunContext& ctx) {
   double mine = node > 0 ? node / ctx.local_size() : INFINITY, share = mine;
   DTUNE_MPI_CHECK(MPI_Allreduce(&mine, &share, 1, MPI_DOUBLE, MPI_MIN, ctx.comm()));
   if (std::isinf(share)) return;
-  auto bytes = [](double b) { return format_bytes(b >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(b)); };
+  auto bytes = [](double b) {
+    return format_bytes(b >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(b));
+  };
   const std::string avail = bytes(share) + " is available per rank (MemAvailable shared by " +
                             std::to_string(ctx.local_size()) + " rank(s) on " + ctx.host() + ")";
   if (need.model_bytes > share) {
@@ -51,18 +54,21 @@ void refuse_impossible_sizes(const Options& o, const RunContext& ctx) {
                              : mo.vocab > 0 ? "--vocab " + std::to_string(mo.vocab)
                                             : "--model " + o.model;
     throw UsageError(flag + ": the model's parameters alone need " + bytes(need.model_bytes) +
-                     " of host memory per rank, but " + avail + ": lower " + flag.substr(0, flag.find(' ')));
+                     " of host memory per rank, but " + avail + ": lower " +
+                     flag.substr(0, flag.find(' ')));
   }
   if (o.batch_auto) return;  // the batch finder stops where memory ends
   const double total = need.model_bytes + need.per_sample_bytes * static_cast<double>(o.batch);
   if (total > share) {
-    const std::string with = o.model_options.context > 0 ? " with --context " + std::to_string(o.model_options.context)
-                             : o.model.rfind("gpt2-", 0) != 0 ? " with --image-size " + std::to_string(o.model_options.image_size)
-                                                              : "";
-    throw UsageError("--batch " + std::to_string(o.batch) + with + " needs at least " + bytes(total) +
-                     " of host memory per rank (parameters and the batch's input" +
-                     (o.device == DeviceKind::kCpu ? " and outputs" : "") + " alone), but " + avail +
-                     ": lower --batch");
+    const std::string with =
+        o.model_options.context > 0 ? " with --context " + std::to_string(o.model_options.context)
+        : o.model.rfind("gpt2-", 0) != 0
+            ? " with --image-size " + std::to_string(o.model_options.image_size)
+            : "";
+    throw UsageError("--batch " + std::to_string(o.batch) + with + " needs at least " +
+                     bytes(total) + " of host memory per rank (parameters and the batch's input" +
+                     (o.device == DeviceKind::kCpu ? " and outputs" : "") + " alone), but " +
+                     avail + ": lower --batch");
   }
 }
 

@@ -6,8 +6,8 @@
 // fit (activations are not counted); those end as an "oom" record (outcome.h, OutOfMemory).
 #pragma once
 
-#include "train/config.h"
 #include "core/context.h"
+#include "train/config.h"
 
 namespace dtune::train {
 

@@ -1,6 +1,6 @@
 // Local SGD (--local-sgd-every H): ranks step on their own gradients and average their parameters
-// after every H-th optimizer step, warm-up steps included (the averaging is part of training, not of
-// the measurement). Only after an averaging are the ranks' parameters meant to be equal, so only
+// after every H-th optimizer step, warm-up steps included (the averaging is part of training, not
+// of the measurement). Only after an averaging are the ranks' parameters meant to be equal, so only
 // then may the divergence guard compare them.
 #pragma once
 

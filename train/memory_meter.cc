@@ -68,7 +68,8 @@ void CpuMemoryMeter::install() {
   if (g_installed.exchange(true)) return;
   c10::Allocator* inner = c10::GetCPUAllocator();
   g_inner_free = inner->raw_deleter();
-  if (g_inner_free == nullptr) return;  // an allocator without raw frees: leave it alone, count nothing
+  if (g_inner_free == nullptr)
+    return;  // an allocator without raw frees: leave it alone, count nothing
   static CountingAllocator counting(inner);
   c10::SetCPUAllocator(&counting, /*priority=*/100);
 }

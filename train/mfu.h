@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "train/config.h"
 #include "core/device_info.h"
+#include "train/config.h"
 
 namespace dtune::train {
 

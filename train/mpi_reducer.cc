@@ -11,29 +11,36 @@
 #include <mutex>
 #include <thread>
 
-#include "train/reducer.h"
 #include "core/error.h"
 #include "core/mpi_reduce_ops.h"
+#include "train/reducer.h"
 
 namespace dtune::train {
 namespace {
 
 MPI_Datatype mpi_type(const torch::Tensor& t) {
   switch (t.scalar_type()) {
-    case torch::kFloat: return MPI_FLOAT;
-    case torch::kDouble: return MPI_DOUBLE;
+    case torch::kFloat:
+      return MPI_FLOAT;
+    case torch::kDouble:
+      return MPI_DOUBLE;
     case torch::kHalf:
-    case torch::kBFloat16: return Mpi16BitOps::datatype();
-    case torch::kLong: return MPI_INT64_T;
-    case torch::kInt: return MPI_INT32_T;
-    default: throw Error("MPI reducer: unsupported dtype " + std::string(c10::toString(t.scalar_type())));
+    case torch::kBFloat16:
+      return Mpi16BitOps::datatype();
+    case torch::kLong:
+      return MPI_INT64_T;
+    case torch::kInt:
+      return MPI_INT32_T;
+    default:
+      throw Error("MPI reducer: unsupported dtype " + std::string(c10::toString(t.scalar_type())));
   }
 }
 
 class MpiReducer final : public Reducer {
  public:
   explicit MpiReducer(const RunContext& ctx)
-      : thread_comm_(MpiComm::dup(ctx.comm())), main_comm_(MpiComm::dup(ctx.comm())),
+      : thread_comm_(MpiComm::dup(ctx.comm())),
+        main_comm_(MpiComm::dup(ctx.comm())),
         worker_([this] { loop(); }) {}
 
   ~MpiReducer() override {
@@ -63,7 +70,8 @@ class MpiReducer final : public Reducer {
     std::unique_lock<std::mutex> lock(mutex_);
     if (!done_cv_.wait_until(lock, deadline.at(), [&] { return done_ == started_ || error_; }))
       throw TimeoutError("gradient reduction " + std::to_string(done_ + 1) + " of " +
-                         std::to_string(started_) + " did not finish in time (--timeout): a rank is "
+                         std::to_string(started_) +
+                         " did not finish in time (--timeout): a rank is "
                          "not taking part");
     if (error_) std::rethrow_exception(error_);
     next_bucket_ = 0;  // the next start() is the first bucket of the next step
@@ -71,8 +79,8 @@ class MpiReducer final : public Reducer {
 
   void broadcast(torch::Tensor t, int root) override {
     Staged s(t);
-    DTUNE_MPI_CHECK(MPI_Bcast(s.host.data_ptr(), static_cast<int>(s.host.numel()), mpi_type(s.host), root,
-                              main_comm_.get()));
+    DTUNE_MPI_CHECK(MPI_Bcast(s.host.data_ptr(), static_cast<int>(s.host.numel()), mpi_type(s.host),
+                              root, main_comm_.get()));
     s.finish(t);
   }
   void allreduce_sum(torch::Tensor t) override { allreduce(t, ReduceKind::kSum, main_comm_.get()); }
@@ -111,14 +119,16 @@ class MpiReducer final : public Reducer {
     Staged s(t);
     DTUNE_CHECK(s.host.numel() <= INT_MAX, "MPI reducer: bucket larger than 2^31 elements");
     MPI_Request req = MPI_REQUEST_NULL;
-    DTUNE_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, s.host.data_ptr(), static_cast<int>(s.host.numel()),
-                                   mpi_type(s.host), mpi_op(s.host, ReduceKind::kSum), thread_comm_.get(), &req));
+    DTUNE_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, s.host.data_ptr(),
+                                   static_cast<int>(s.host.numel()), mpi_type(s.host),
+                                   mpi_op(s.host, ReduceKind::kSum), thread_comm_.get(), &req));
     for (int spins = 0;; ++spins) {
       int done = 0;
       DTUNE_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
       if (done) break;
       if (abandon_.load(std::memory_order_relaxed)) return false;
-      // Spin while the reduction is likely close, then yield so an oversubscribed node keeps its cores.
+      // Spin while the reduction is likely close, then yield so an oversubscribed node keeps its
+      // cores.
       if (spins > 1000) std::this_thread::yield();
     }
     s.finish(t);
@@ -141,8 +151,12 @@ class MpiReducer final : public Reducer {
         err = std::current_exception();
       }
       if (trace_ && trace_->enabled())
-        trace_->add({"MPI_Allreduce bucket " + std::to_string(q.bucket), TraceTrack::kReductions, t0, Clock::now(),
-                     {{"bucket", q.bucket}, {"bytes", q.flat.numel() * static_cast<int64_t>(q.flat.element_size())}}});
+        trace_->add({"MPI_Allreduce bucket " + std::to_string(q.bucket),
+                     TraceTrack::kReductions,
+                     t0,
+                     Clock::now(),
+                     {{"bucket", q.bucket},
+                      {"bytes", q.flat.numel() * static_cast<int64_t>(q.flat.element_size())}}});
       lock.lock();
       if (err) error_ = err;
       ++done_;
@@ -171,9 +185,10 @@ class MpiReducer final : public Reducer {
 
 std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx) {
   if (ctx.mpi_thread_level() != MPI_THREAD_MULTIPLE)
-    throw Error("the MPI gradient reducer calls MPI from its communication thread, which needs "
-                "MPI_THREAD_MULTIPLE; this MPI library provided level " +
-                std::to_string(ctx.mpi_thread_level()) + " (use an MPI built with thread support)");
+    throw Error(
+        "the MPI gradient reducer calls MPI from its communication thread, which needs "
+        "MPI_THREAD_MULTIPLE; this MPI library provided level " +
+        std::to_string(ctx.mpi_thread_level()) + " (use an MPI built with thread support)");
   return std::make_unique<MpiReducer>(ctx);
 }
 

@@ -7,31 +7,39 @@
 
 #include <vector>
 
-#include "train/reducer.h"
 #include "core/cuda/cuda_error.h"
 #include "core/cuda/cuda_handles.h"
 #include "core/cuda/nccl_comm.h"
 #include "core/error.h"
 #include "core/timer.h"
+#include "train/reducer.h"
 
 namespace dtune::train {
 namespace {
 
 ncclDataType_t nccl_type(const torch::Tensor& t) {
   switch (t.scalar_type()) {
-    case torch::kFloat: return ncclFloat32;
-    case torch::kDouble: return ncclFloat64;
-    case torch::kHalf: return ncclFloat16;
-    case torch::kBFloat16: return ncclBfloat16;
-    case torch::kLong: return ncclInt64;
-    case torch::kInt: return ncclInt32;
-    default: throw Error("NCCL reducer: unsupported dtype " + std::string(c10::toString(t.scalar_type())));
+    case torch::kFloat:
+      return ncclFloat32;
+    case torch::kDouble:
+      return ncclFloat64;
+    case torch::kHalf:
+      return ncclFloat16;
+    case torch::kBFloat16:
+      return ncclBfloat16;
+    case torch::kLong:
+      return ncclInt64;
+    case torch::kInt:
+      return ncclInt32;
+    default:
+      throw Error("NCCL reducer: unsupported dtype " + std::string(c10::toString(t.scalar_type())));
   }
 }
 
 class NcclReducer final : public Reducer {
  public:
-  NcclReducer(const RunContext& ctx, int device, double timeout_s) : device_(device), timeout_s_(timeout_s) {
+  NcclReducer(const RunContext& ctx, int device, double timeout_s)
+      : device_(device), timeout_s_(timeout_s) {
     DTUNE_CUDA_CHECK(cudaSetDevice(device));
     comm_ = NcclComm::create(ctx, Deadline::after_s(timeout_s_).at());
     stream_ = CudaStream::create();
@@ -51,8 +59,12 @@ class NcclReducer final : public Reducer {
     pending_ = true;
     // The kernel itself is on the GPU timeline (CUPTI); this is the CPU-side enqueue.
     if (trace_ && trace_->enabled())
-      trace_->add({"ncclAllReduce enqueue bucket " + std::to_string(next_bucket_), TraceTrack::kReductions, t0,
-                   Clock::now(), {{"bucket", next_bucket_}, {"bytes", flat.numel() * static_cast<int64_t>(flat.element_size())}}});
+      trace_->add({"ncclAllReduce enqueue bucket " + std::to_string(next_bucket_),
+                   TraceTrack::kReductions,
+                   t0,
+                   Clock::now(),
+                   {{"bucket", next_bucket_},
+                    {"bytes", flat.numel() * static_cast<int64_t>(flat.element_size())}}});
     ++next_bucket_;
   }
 
@@ -60,7 +72,8 @@ class NcclReducer final : public Reducer {
     if (!pending_) return;
     comm_.wait(stream_.get(), deadline.at(), "gradient reductions");
     done_.record(stream_.get());
-    DTUNE_CUDA_CHECK(cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(device_).stream(), done_.get(), 0));
+    DTUNE_CUDA_CHECK(
+        cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(device_).stream(), done_.get(), 0));
     pending_ = false;
     next_bucket_ = 0;
   }
@@ -68,8 +81,10 @@ class NcclReducer final : public Reducer {
   void broadcast(torch::Tensor t, int root) override {
     const cudaStream_t s = c10::cuda::getCurrentCUDAStream(device_).stream();
     const auto deadline = Deadline::after_s(timeout_s_).at();
-    DTUNE_NCCL_SETTLE(comm_, ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
-                                           nccl_type(t), root, comm_.get(), s), deadline);
+    DTUNE_NCCL_SETTLE(comm_,
+                      ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
+                                    nccl_type(t), root, comm_.get(), s),
+                      deadline);
     comm_.wait(s, deadline, "broadcast");
   }
   void allreduce_sum(torch::Tensor t) override { blocking(t, ncclSum); }
@@ -77,9 +92,12 @@ class NcclReducer final : public Reducer {
 
  private:
   void allreduce_on(torch::Tensor& t, ncclRedOp_t op, cudaStream_t s) {
-    DTUNE_CHECK(t.is_cuda() && t.is_contiguous(), "NCCL reducer: tensors must be contiguous on the GPU");
-    DTUNE_NCCL_SETTLE(comm_, ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
-                                           nccl_type(t), op, comm_.get(), s), Deadline::after_s(timeout_s_).at());
+    DTUNE_CHECK(t.is_cuda() && t.is_contiguous(),
+                "NCCL reducer: tensors must be contiguous on the GPU");
+    DTUNE_NCCL_SETTLE(comm_,
+                      ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
+                                    nccl_type(t), op, comm_.get(), s),
+                      Deadline::after_s(timeout_s_).at());
   }
   void blocking(torch::Tensor& t, ncclRedOp_t op) {
     const cudaStream_t s = c10::cuda::getCurrentCUDAStream(device_).stream();

@@ -1,6 +1,6 @@
 // Builds without NCCL have no NCCL reducer.
-#include "train/reducer.h"
 #include "core/error.h"
+#include "train/reducer.h"
 
 namespace dtune::train {
 

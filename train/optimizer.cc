@@ -45,7 +45,8 @@ class FusedSgd final : public Optimizer {
 
 class FusedAdamW final : public Optimizer {
  public:
-  FusedAdamW(std::vector<torch::Tensor> params, double lr) : Optimizer(std::move(params)), lr_(lr) {}
+  FusedAdamW(std::vector<torch::Tensor> params, double lr)
+      : Optimizer(std::move(params)), lr_(lr) {}
   std::string name() const override { return "adamw (fused)"; }
   void step() override {
     torch::NoGradGuard no_grad;
@@ -71,7 +72,8 @@ class FusedAdamW final : public Optimizer {
 
 }  // namespace
 
-std::unique_ptr<Optimizer> make_fused_optimizer(OptimizerKind kind, std::vector<torch::Tensor> params, double lr) {
+std::unique_ptr<Optimizer> make_fused_optimizer(OptimizerKind kind,
+                                                std::vector<torch::Tensor> params, double lr) {
   if (kind == OptimizerKind::kAdamw) return std::make_unique<FusedAdamW>(std::move(params), lr);
   return std::make_unique<FusedSgd>(std::move(params), lr);
 }

@@ -31,7 +31,7 @@ class Optimizer {
   std::vector<torch::Tensor> params_;
 };
 
-std::unique_ptr<Optimizer> make_fused_optimizer(OptimizerKind kind, std::vector<torch::Tensor> params,
-                                                double lr);
+std::unique_ptr<Optimizer> make_fused_optimizer(OptimizerKind kind,
+                                                std::vector<torch::Tensor> params, double lr);
 
 }  // namespace dtune::train

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "core/device_info.h"
 #include "train/config.h"
 #include "train/phase_clock.h"
 #include "train/telemetry/profile_results.h"
-#include "core/device_info.h"
 
 namespace dtune::train {
 
@@ -45,10 +45,10 @@ struct TrainOutcome {
   // Non-empty: the divergence guard's message. The run stopped after that check; `steps` holds
   // the steps run until then.
   std::string diverged;
-  bool interrupted = false;  // the ranks agreed to stop after the last step in `steps` (a signal)
+  bool interrupted = false;    // the ranks agreed to stop after the last step in `steps` (a signal)
   bool final_average = false;  // local SGD: averaged once more after the last step (not an H-th)
-  ProfileSummary profile;               // --profile-steps
-  DataSummary data;                     // what loading cost
+  ProfileSummary profile;      // --profile-steps
+  DataSummary data;            // what loading cost
 };
 
 // An out-of-memory at `batch`: a CUDA OOM, or CPU tensors beyond --memory-limit-mb.

@@ -1,7 +1,7 @@
 // Steady-clock phase timing.
-#include <chrono>
-
 #include "train/phase_clock.h"
+
+#include <chrono>
 
 namespace dtune::train {
 namespace {
@@ -14,7 +14,8 @@ class CpuClock final : public PhaseClock {
   }
   void mark(Phase p) override {
     const auto now = std::chrono::steady_clock::now();
-    times_[static_cast<size_t>(p)] += std::chrono::duration<double, std::milli>(now - last_).count();
+    times_[static_cast<size_t>(p)] +=
+        std::chrono::duration<double, std::milli>(now - last_).count();
     last_ = now;
   }
   PhaseTimes end_step(double& total_ms) override {
@@ -29,7 +30,8 @@ class CpuClock final : public PhaseClock {
 
 class TracedClock final : public PhaseClock {
  public:
-  TracedClock(std::unique_ptr<PhaseClock> inner, TraceLog& log) : inner_(std::move(inner)), log_(log) {}
+  TracedClock(std::unique_ptr<PhaseClock> inner, TraceLog& log)
+      : inner_(std::move(inner)), log_(log) {}
   void begin_step() override {
     inner_->begin_step();
     last_ = std::chrono::steady_clock::now();
@@ -39,7 +41,11 @@ class TracedClock final : public PhaseClock {
     if (!log_.enabled()) return;
     const auto now = std::chrono::steady_clock::now();
     std::string name = kPhaseNames[static_cast<size_t>(p)];
-    log_.add({name.substr(0, name.size() - 3), TraceTrack::kPhases, last_, now, {}});  // "forward_ms" -> "forward"
+    log_.add({name.substr(0, name.size() - 3),
+              TraceTrack::kPhases,
+              last_,
+              now,
+              {}});  // "forward_ms" -> "forward"
     last_ = now;
   }
   PhaseTimes end_step(double& total_ms) override { return inner_->end_step(total_ms); }

@@ -5,9 +5,9 @@
 
 #include <vector>
 
-#include "train/phase_clock.h"
 #include "core/cuda/cuda_error.h"
 #include "core/cuda/cuda_handles.h"
+#include "train/phase_clock.h"
 
 namespace dtune::train {
 namespace {
@@ -34,7 +34,8 @@ class CudaClock final : public PhaseClock {
   // stream, GPU 0's on a thread that never set its device, where nothing of this rank runs.
   void record(Phase p) {
     if (events_.size() <= marks_.size()) {
-      const c10::cuda::CUDAGuard guard(device_);  // an event belongs to the device current at creation
+      const c10::cuda::CUDAGuard guard(
+          device_);  // an event belongs to the device current at creation
       events_.push_back(CudaEvent::create());
     }
     events_[marks_.size()].record(c10::cuda::getCurrentCUDAStream(device_).stream());
@@ -47,6 +48,8 @@ class CudaClock final : public PhaseClock {
 
 }  // namespace
 
-std::unique_ptr<PhaseClock> make_cuda_clock(int device) { return std::make_unique<CudaClock>(device); }
+std::unique_ptr<PhaseClock> make_cuda_clock(int device) {
+  return std::make_unique<CudaClock>(device);
+}
 
 }  // namespace dtune::train

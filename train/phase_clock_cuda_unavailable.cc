@@ -1,6 +1,6 @@
 // Builds without CUDA have no CUDA clock.
-#include "train/phase_clock.h"
 #include "core/error.h"
+#include "train/phase_clock.h"
 
 namespace dtune::train {
 

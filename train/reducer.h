@@ -11,9 +11,9 @@
 #include <memory>
 #include <string>
 
-#include "train/telemetry/trace_log.h"
 #include "core/context.h"
 #include "core/deadline.h"
+#include "train/telemetry/trace_log.h"
 
 namespace dtune::train {
 

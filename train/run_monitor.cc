@@ -11,12 +11,18 @@
 namespace dtune::train {
 
 RunMonitor::RunMonitor(const Options& o, const MainArgs& a, std::optional<ResultsFile>& file)
-    : o_(o), ctx_(a.ctx), file_(file), board_(std::make_unique<RankBoard>(a.ctx)),
+    : o_(o),
+      ctx_(a.ctx),
+      file_(file),
+      board_(std::make_unique<RankBoard>(a.ctx)),
       watchdog_(a.watchdog) {
   // On the watchdog's thread, while the main thread is blocked inside the armed stretch (it
   // touches the log and the file only while disarmed).
   watchdog_.on_fire([this] { return board_->diagnose(); },
-                    [this] { save("timeout", "timeout", kTimeoutExitStatus, "a rank did not take part within --timeout"); });
+                    [this] {
+                      save("timeout", "timeout", kTimeoutExitStatus,
+                           "a rank did not take part within --timeout");
+                    });
 }
 
 RunMonitor::~RunMonitor() {
@@ -33,7 +39,8 @@ RunMonitor::Armed RunMonitor::arm(const std::string& what) {
 
 void RunMonitor::begin_run(int64_t batch) {
   log_.reset();
-  if (ctx_.is_root()) log_.emplace(file_ ? &*file_ : nullptr, o_, batch, static_cast<size_t>(ctx_.world_size()));
+  if (ctx_.is_root())
+    log_.emplace(file_ ? &*file_ : nullptr, o_, batch, static_cast<size_t>(ctx_.world_size()));
 }
 
 bool RunMonitor::exchange(const StepRecord& rec) {
@@ -42,10 +49,12 @@ bool RunMonitor::exchange(const StepRecord& rec) {
   mine.push_back(rec.loss);
   mine.push_back(stop_requested() ? 1.0 : 0.0);
   exchanged_.resize(mine.size() * static_cast<size_t>(ctx_.world_size()));
-  DTUNE_MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, exchanged_.data(),
-                                static_cast<int>(mine.size()), MPI_DOUBLE, ctx_.comm()));
+  DTUNE_MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE,
+                                exchanged_.data(), static_cast<int>(mine.size()), MPI_DOUBLE,
+                                ctx_.comm()));
   bool stop = false;
-  for (size_t r = 0; r < static_cast<size_t>(ctx_.world_size()); ++r) stop |= exchanged_[r * mine.size() + kStepFields] != 0;
+  for (size_t r = 0; r < static_cast<size_t>(ctx_.world_size()); ++r)
+    stop |= exchanged_[r * mine.size() + kStepFields] != 0;
   return stop;
 }
 
@@ -58,7 +67,8 @@ void RunMonitor::record(const StepRecord& rec) {
                 fields.begin() + static_cast<long>(r * kStepFields));
   log_->add(fields.data(), rec);
   if (log_->flush_if_due() && file_) {
-    std::printf("# %zu of %d steps done, written to the results file\n", log_->steps(), o_.warmup_steps + o_.steps);
+    std::printf("# %zu of %d steps done, written to the results file\n", log_->steps(),
+                o_.warmup_steps + o_.steps);
     std::fflush(stdout);
   }
 }
@@ -70,7 +80,8 @@ void RunMonitor::save(const std::string& run_status, const std::string& file_sta
     if (log_) log_->close(run_status, message);
     if (file_) {
       file_->finish(file_status, code);
-      if (file_->runs() > 0) std::printf("# Results (%s): %s\n", file_status.c_str(), file_->path().c_str());
+      if (file_->runs() > 0)
+        std::printf("# Results (%s): %s\n", file_status.c_str(), file_->path().c_str());
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dtune-train: warning: could not save the measured steps: %s\n", e.what());

@@ -2,10 +2,11 @@
 // training step with its gradient reductions, found-inf max and divergence check; the parameter
 // broadcast; the batch finder's agreement; the gathers of results) runs armed: the process's
 // Watchdog (run_main's, MainArgs::watchdog) aborts the job when it lasts past --timeout, naming
-// the ranks of this node that stopped or died (a RankBoard every rank marks at each armed stretch). At the end of each step, every rank's phase
-// times go to rank 0, which appends them to the results file as they come (StepLog), and the ranks
-// agree on a stop request (SIGINT/SIGTERM); on a timeout rank 0 writes every completed step and
-// finishes the file with status "timeout" before the job goes down.
+// the ranks of this node that stopped or died (a RankBoard every rank marks at each armed stretch).
+// At the end of each step, every rank's phase times go to rank 0, which appends them to the results
+// file as they come (StepLog), and the ranks agree on a stop request (SIGINT/SIGTERM); on a timeout
+// rank 0 writes every completed step and finishes the file with status "timeout" before the job
+// goes down.
 #pragma once
 
 #include <memory>
@@ -13,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "train/config.h"
-#include "train/step_log.h"
-#include "train/outcome.h"
 #include "core/main_guard.h"
 #include "core/rank_board.h"
 #include "core/results_file.h"
 #include "core/watchdog.h"
+#include "train/config.h"
+#include "train/outcome.h"
+#include "train/step_log.h"
 
 namespace dtune::train {
 
@@ -78,7 +79,8 @@ class RunMonitor {
   // Rank 0 (nothing elsewhere): the current run's group gets every completed step and
   // `run_status` (with `message`), and the file is finished with `file_status` and exit status
   // `code`. Never throws: it runs on the way out of a failure.
-  void save(const std::string& run_status, const std::string& file_status, int code, const std::string& message);
+  void save(const std::string& run_status, const std::string& file_status, int code,
+            const std::string& message);
   // Who of this node stopped, died or is behind (core/rank_board.h).
   std::string diagnose() const { return board_->diagnose(); }
 

@@ -7,13 +7,13 @@
 
 #include <filesystem>
 
+#include "core/device_info.h"
+#include "core/error.h"
+#include "models/registry.h"
 #include "train/cuda_device.h"
 #include "train/cuda_memory.h"
 #include "train/memory_meter.h"
 #include "train/run_monitor.h"
-#include "core/device_info.h"
-#include "core/error.h"
-#include "models/registry.h"
 
 namespace dtune::train {
 namespace {

@@ -12,6 +12,8 @@
 #include <optional>
 #include <vector>
 
+#include "core/context.h"
+#include "models/model.h"
 #include "train/config.h"
 #include "train/data.h"
 #include "train/grad_sync.h"
@@ -21,8 +23,6 @@
 #include "train/reducer.h"
 #include "train/telemetry/profiler.h"
 #include "train/telemetry/trace_log.h"
-#include "core/context.h"
-#include "models/model.h"
 
 namespace dtune::train {
 

@@ -12,7 +12,8 @@ void write_config(hid_t id, const Options& o, int64_t batch, size_t ranks) {
   h5::write_attr(id, "batch", static_cast<int64_t>(batch));
   h5::write_attr(id, "batch_auto", static_cast<int64_t>(o.batch_auto));
   h5::write_attr(id, "accum_steps", o.accum_steps);
-  h5::write_attr(id, "global_batch", static_cast<int64_t>(batch * static_cast<int64_t>(ranks) * o.accum_steps));
+  h5::write_attr(id, "global_batch",
+                 static_cast<int64_t>(batch * static_cast<int64_t>(ranks) * o.accum_steps));
   h5::write_attr(id, "precision", to_string(o.precision));
   h5::write_attr(id, "tf32", static_cast<int64_t>(o.precision == Precision::kTf32));
   h5::write_attr(id, "weights_dtype", to_string(o.weights_dtype));
@@ -37,7 +38,9 @@ void write_config(hid_t id, const Options& o, int64_t batch, size_t ranks) {
   h5::write_attr(id, "steps_written", static_cast<int64_t>(0));
 }
 
-const char* field_name(size_t f) { return f < kPhases ? kPhaseNames[f] : f == kPhases ? "total_ms" : "loss"; }
+const char* field_name(size_t f) {
+  return f < kPhases ? kPhaseNames[f] : f == kPhases ? "total_ms" : "loss";
+}
 
 }  // namespace
 
@@ -46,7 +49,11 @@ std::string run_description(const Options& o, int64_t batch) {
 }
 
 StepLog::StepLog(ResultsFile* file, const Options& o, int64_t batch, size_t ranks)
-    : file_(file), o_(o), batch_(batch), ranks_(ranks), last_flush_(std::chrono::steady_clock::now()) {}
+    : file_(file),
+      o_(o),
+      batch_(batch),
+      ranks_(ranks),
+      last_flush_(std::chrono::steady_clock::now()) {}
 
 void StepLog::open_group() {
   if (!file_ || group_.valid()) return;
@@ -86,9 +93,12 @@ void StepLog::flush() {
         for (size_t r = 0; r < ranks_; ++r) col[s * ranks_ + r] = at(written_ + s, r, f);
       h5::append_rows(columns_[f].get(), n, H5T_NATIVE_DOUBLE, col.data());
     }
-    h5::append_rows(columns_[kStepFields].get(), n, H5T_NATIVE_DOUBLE, loss_scale_.data() + written_);
-    h5::append_rows(columns_[kStepFields + 1].get(), n, H5T_NATIVE_INT64, skipped_.data() + written_);
-    h5::append_rows(columns_[kStepFields + 2].get(), n, H5T_NATIVE_INT64, profiled_.data() + written_);
+    h5::append_rows(columns_[kStepFields].get(), n, H5T_NATIVE_DOUBLE,
+                    loss_scale_.data() + written_);
+    h5::append_rows(columns_[kStepFields + 1].get(), n, H5T_NATIVE_INT64,
+                    skipped_.data() + written_);
+    h5::append_rows(columns_[kStepFields + 2].get(), n, H5T_NATIVE_INT64,
+                    profiled_.data() + written_);
     written_ = S;
   }
   h5::write_attr(group_.get(), "steps_written", static_cast<int64_t>(written_));

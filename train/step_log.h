@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "train/config.h"
-#include "train/outcome.h"
 #include "core/h5.h"
 #include "core/results_file.h"
+#include "train/config.h"
+#include "train/outcome.h"
 
 namespace dtune::train {
 
@@ -61,8 +61,9 @@ class StepLog {
   int64_t batch_;
   size_t ranks_;
   h5::Handle group_;
-  std::vector<h5::Handle> columns_;  // kStepFields [S, R] datasets, then loss_scale, skipped, profiled
-  std::vector<double> rows_;         // (S, R, kStepFields)
+  std::vector<h5::Handle>
+      columns_;               // kStepFields [S, R] datasets, then loss_scale, skipped, profiled
+  std::vector<double> rows_;  // (S, R, kStepFields)
   std::vector<double> loss_scale_;
   std::vector<int64_t> skipped_, profiled_;
   size_t written_ = 0;  // steps on disk

@@ -7,13 +7,13 @@
 #include <new>
 #include <string>
 
+#include "core/error.h"
+#include "core/nvtx.h"
+#include "models/registry.h"
 #include "train/cuda_memory.h"
 #include "train/memory_meter.h"
 #include "train/observers.h"
 #include "train/run_monitor.h"
-#include "core/error.h"
-#include "core/nvtx.h"
-#include "models/registry.h"
 
 namespace dtune::train {
 namespace {
@@ -39,8 +39,8 @@ Trainer::Trainer(TrainSetup& setup, const RunContext& ctx, RunMonitor* monitor)
   if (s_.profiler) observers_.push_back(std::make_unique<ProfilerObserver>(*s_.profiler));
   if (!s_.probe() && !o.tensorboard_dir.empty()) {
     const double global_batch = static_cast<double>(s_.batch) * ctx_.world_size() * o.accum_steps;
-    observers_.push_back(std::make_unique<TensorBoardObserver>(
-        o.tensorboard_dir, ctx_.rank(), global_batch, s_.scaler->enabled()));
+    observers_.push_back(std::make_unique<TensorBoardObserver>(o.tensorboard_dir, ctx_.rank(),
+                                                               global_batch, s_.scaler->enabled()));
   }
   auto guard = std::make_unique<DivergenceGuard>(ctx_, s_.params, s_.probe() ? 0 : o.check_every,
                                                  local_sgd_);

@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/main_guard.h"
 #include "train/config.h"
 #include "train/divergence.h"
 #include "train/fault_injector.h"
@@ -17,7 +18,6 @@
 #include "train/outcome.h"
 #include "train/setup.h"
 #include "train/step_observer.h"
-#include "core/main_guard.h"
 
 namespace dtune::train {
 

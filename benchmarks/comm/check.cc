@@ -19,10 +19,14 @@ constexpr double kSentinel = 9984.0;
 double reduce_pair(ReduceOp op, double a, double b) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: return a + b;
-    case ReduceOp::kProd: return a * b;
-    case ReduceOp::kMin: return std::min(a, b);
-    case ReduceOp::kMax: return std::max(a, b);
+    case ReduceOp::kAvg:
+      return a + b;
+    case ReduceOp::kProd:
+      return a * b;
+    case ReduceOp::kMin:
+      return std::min(a, b);
+    case ReduceOp::kMax:
+      return std::max(a, b);
   }
   return a;
 }
@@ -31,11 +35,16 @@ double reduce_pair(ReduceOp op, double a, double b) {
 double tolerance(const OpShape& s) {
   if (s.op != ReduceOp::kAvg || !is_reduction(s.collective)) return 0;
   switch (s.dtype) {
-    case Dtype::kFloat64: return 1e-15;
-    case Dtype::kFloat32: return 1e-6;
-    case Dtype::kFloat16: return 1e-3;
-    case Dtype::kBfloat16: return 8e-3;
-    case Dtype::kInt32: return 0;  // handled in count_wrong: integer division may round either way
+    case Dtype::kFloat64:
+      return 1e-15;
+    case Dtype::kFloat32:
+      return 1e-6;
+    case Dtype::kFloat16:
+      return 1e-3;
+    case Dtype::kBfloat16:
+      return 8e-3;
+    case Dtype::kInt32:
+      return 0;  // handled in count_wrong: integer division may round either way
   }
   return 0;
 }
@@ -63,29 +72,69 @@ double input_value(const OpShape& s, int rank, size_t index) {
 
 double load_element(Dtype d, const uint8_t* base, size_t i) {
   switch (d) {
-    case Dtype::kFloat32: { float v; std::memcpy(&v, base + 4 * i, 4); return v; }
-    case Dtype::kFloat64: { double v; std::memcpy(&v, base + 8 * i, 8); return v; }
-    case Dtype::kInt32: { int32_t v; std::memcpy(&v, base + 4 * i, 4); return v; }
-    case Dtype::kBfloat16: { uint16_t v; std::memcpy(&v, base + 2 * i, 2); return bfloat16_to_float(v); }
-    case Dtype::kFloat16: { uint16_t v; std::memcpy(&v, base + 2 * i, 2); return half_to_float(v); }
+    case Dtype::kFloat32: {
+      float v;
+      std::memcpy(&v, base + 4 * i, 4);
+      return v;
+    }
+    case Dtype::kFloat64: {
+      double v;
+      std::memcpy(&v, base + 8 * i, 8);
+      return v;
+    }
+    case Dtype::kInt32: {
+      int32_t v;
+      std::memcpy(&v, base + 4 * i, 4);
+      return v;
+    }
+    case Dtype::kBfloat16: {
+      uint16_t v;
+      std::memcpy(&v, base + 2 * i, 2);
+      return bfloat16_to_float(v);
+    }
+    case Dtype::kFloat16: {
+      uint16_t v;
+      std::memcpy(&v, base + 2 * i, 2);
+      return half_to_float(v);
+    }
   }
   return 0;
 }
 
 void store_element(Dtype d, uint8_t* base, size_t i, double value) {
   switch (d) {
-    case Dtype::kFloat32: { float v = static_cast<float>(value); std::memcpy(base + 4 * i, &v, 4); break; }
-    case Dtype::kFloat64: { std::memcpy(base + 8 * i, &value, 8); break; }
-    case Dtype::kInt32: { int32_t v = static_cast<int32_t>(value); std::memcpy(base + 4 * i, &v, 4); break; }
-    case Dtype::kBfloat16: { uint16_t v = float_to_bfloat16(static_cast<float>(value)); std::memcpy(base + 2 * i, &v, 2); break; }
-    case Dtype::kFloat16: { uint16_t v = float_to_half(static_cast<float>(value)); std::memcpy(base + 2 * i, &v, 2); break; }
+    case Dtype::kFloat32: {
+      float v = static_cast<float>(value);
+      std::memcpy(base + 4 * i, &v, 4);
+      break;
+    }
+    case Dtype::kFloat64: {
+      std::memcpy(base + 8 * i, &value, 8);
+      break;
+    }
+    case Dtype::kInt32: {
+      int32_t v = static_cast<int32_t>(value);
+      std::memcpy(base + 4 * i, &v, 4);
+      break;
+    }
+    case Dtype::kBfloat16: {
+      uint16_t v = float_to_bfloat16(static_cast<float>(value));
+      std::memcpy(base + 2 * i, &v, 2);
+      break;
+    }
+    case Dtype::kFloat16: {
+      uint16_t v = float_to_half(static_cast<float>(value));
+      std::memcpy(base + 2 * i, &v, 2);
+      break;
+    }
   }
 }
 
 CheckImages make_check_images(const OpShape& s, Placement p, int rank, bool plant_wrong) {
   const size_t es = dtype_size(s.dtype);
   std::vector<uint8_t> input(s.send_count * es);
-  for (size_t i = 0; i < s.send_count; ++i) store_element(s.dtype, input.data(), i, input_value(s, rank, i));
+  for (size_t i = 0; i < s.send_count; ++i)
+    store_element(s.dtype, input.data(), i, input_value(s, rank, i));
   if (plant_wrong && s.send_count > 0)
     store_element(s.dtype, input.data(), 0, input_value(s, rank, 0) + 1.0);
   CheckImages img;

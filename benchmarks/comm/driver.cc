@@ -2,13 +2,13 @@
 // summaries to the reporters (table, HDF5, -J).
 #include "benchmarks/comm/driver.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <optional>
 #include <thread>
-
-#include <unistd.h>
 
 #include "benchmarks/comm/bandwidth.h"
 #include "benchmarks/comm/check.h"
@@ -17,11 +17,11 @@
 #include "benchmarks/comm/summary.h"
 #include "benchmarks/comm/table.h"
 #include "core/arrival.h"
+#include "core/cli.h"
+#include "core/deadline.h"
 #include "core/error.h"
 #include "core/gather.h"
 #include "core/host_memory.h"
-#include "core/cli.h"
-#include "core/deadline.h"
 #include "core/provenance.h"
 #include "core/rank_board.h"
 #include "core/results_file.h"
@@ -51,7 +51,10 @@ struct ConfigInProgress {
 class Driver {
  public:
   Driver(const Options& o, const MainArgs& a)
-      : o_(o), ctx_(a.ctx), arrival_(a.ctx), board_(a.ctx),
+      : o_(o),
+        ctx_(a.ctx),
+        arrival_(a.ctx),
+        board_(a.ctx),
         watchdog_(a.watchdog),
         printer_(o.format, stdout) {}
   Driver(const Driver&) = delete;
@@ -111,13 +114,16 @@ class Driver {
     for (int r = 0; r < ctx_.world_size(); ++r) {
       char buf[512];
       std::snprintf(buf, sizeof buf, "#  Rank %2d Local %2lld on %s device %s", r,
-                    prov.rank_local_rank[r], prov.rank_host[r].c_str(), prov.rank_device[r].c_str());
+                    prov.rank_local_rank[r], prov.rank_host[r].c_str(),
+                    prov.rank_device[r].c_str());
       lines.push_back(buf);
     }
     if (const auto m = ctx_.launcher_mismatch(); m.expected > 1)
-      std::fprintf(stderr, "dtune-comm: warning: MPI world size is 1 but %s=%d: the launcher "
+      std::fprintf(stderr,
+                   "dtune-comm: warning: MPI world size is 1 but %s=%d: the launcher "
                    "started separate singletons, not one job (use srun --mpi=pmix, or an mpirun "
-                   "from the same MPI dtune was built with)\n", m.variable.c_str(), m.expected);
+                   "from the same MPI dtune was built with)\n",
+                   m.variable.c_str(), m.expected);
     printer_.banner(o_, ctx_.world_size(), lines);
   }
 
@@ -126,7 +132,8 @@ class Driver {
     for (Collective c : o_.collectives) {
       if (json_) json_->begin(c);
       for (Dtype d : o_.dtypes) {
-        const std::vector<ReduceOp> ops = is_reduction(c) ? o_.ops : std::vector<ReduceOp>{ReduceOp::kSum};
+        const std::vector<ReduceOp> ops =
+            is_reduction(c) ? o_.ops : std::vector<ReduceOp>{ReduceOp::kSum};
         for (ReduceOp op : ops) {
           stopped = run_config(c, d, op);
           if (stopped) break;
@@ -141,8 +148,10 @@ class Driver {
       printer_.footer(totals_, o_.check_iters > 0, results_ ? results_->path() : "");
       if (results_) results_->finish(stopped ? "interrupted" : "complete", code);
       if (totals_.wrong > 0)
-        std::fprintf(stderr, "dtune-comm: error: %lld wrong elements: the collective results are "
-                     "incorrect\n", static_cast<long long>(totals_.wrong));
+        std::fprintf(stderr,
+                     "dtune-comm: error: %lld wrong elements: the collective results are "
+                     "incorrect\n",
+                     static_cast<long long>(totals_.wrong));
     }
     return code;
   }
@@ -205,20 +214,23 @@ class Driver {
   // back for a check. Refused with one line before anything is allocated, when the ranks of this
   // node would need more than the node has available.
   void refuse_if_too_large(size_t send, size_t recv) {
-    const bool host_buffers = o_.backend == BackendKind::kMpi && o_.mpi_buffers == MpiBuffers::kHost;
+    const bool host_buffers =
+        o_.backend == BackendKind::kMpi && o_.mpi_buffers == MpiBuffers::kHost;
     const uint64_t per_rank = 2ull * (send + recv) / (host_buffers ? 1 : 2) +
                               (o_.check_iters > 0 ? std::max(send, recv) : 0);
     const uint64_t node = per_rank * static_cast<uint64_t>(ctx_.local_size());
     const uint64_t available = host_memory_available_bytes();
     if (available == 0 || node <= available) return;
-    throw UsageError("-e/--maxbytes " + format_size(o_.max_bytes) + " needs " + format_bytes(per_rank) +
-                     " of host memory per rank (" + format_bytes(node) + " for the " +
-                     std::to_string(ctx_.local_size()) + " ranks on " + ctx_.host() + "), but " +
-                     format_bytes(available) + " is available there: lower -e/--maxbytes");
+    throw UsageError("-e/--maxbytes " + format_size(o_.max_bytes) + " needs " +
+                     format_bytes(per_rank) + " of host memory per rank (" + format_bytes(node) +
+                     " for the " + std::to_string(ctx_.local_size()) + " ranks on " + ctx_.host() +
+                     "), but " + format_bytes(available) +
+                     " is available there: lower -e/--maxbytes");
   }
 
   void upload_images(const OpShape& s, Placement p) {
-    const CheckImages img = make_check_images(s, p, ctx_.rank(), ctx_.rank() == o_.plant_wrong_rank);
+    const CheckImages img =
+        make_check_images(s, p, ctx_.rank(), ctx_.rank() == o_.plant_wrong_rank);
     backend_->upload(img.send.data(), img.send.size(), img.recv.data(), img.recv.size());
   }
 
@@ -309,14 +321,14 @@ class Driver {
   const RunContext& ctx_;
   ArrivalCheck arrival_;
   RankBoard board_;
-  Watchdog& watchdog_;  // the process's (run_main's)
-  uint64_t step_ = 0;  // sizes begun, on the rank board
+  Watchdog& watchdog_;                       // the process's (run_main's)
+  uint64_t step_ = 0;                        // sizes begun, on the rank board
   std::optional<ConfigInProgress> current_;  // for a save on timeout
   TablePrinter printer_;
   std::unique_ptr<Backend> backend_;
   std::optional<ResultsFile> results_;
   std::optional<NcclTestsJson> json_;  // rank 0, with -J
-  RunTotals totals_;  // rank 0
+  RunTotals totals_;                   // rank 0
 };
 
 }  // namespace

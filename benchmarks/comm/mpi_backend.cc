@@ -20,10 +20,10 @@ namespace {
 class MpiOps {
  public:
   MPI_Op get(Dtype d, ReduceOp op) const {
-    const ReduceKind k = op == ReduceOp::kProd ? ReduceKind::kProd
-                       : op == ReduceOp::kMin  ? ReduceKind::kMin
-                       : op == ReduceOp::kMax  ? ReduceKind::kMax
-                                               : ReduceKind::kSum;  // avg = sum, then divide
+    const ReduceKind k = op == ReduceOp::kProd  ? ReduceKind::kProd
+                         : op == ReduceOp::kMin ? ReduceKind::kMin
+                         : op == ReduceOp::kMax ? ReduceKind::kMax
+                                                : ReduceKind::kSum;  // avg = sum, then divide
     if (d == Dtype::kFloat16) return ops16_.get(Fp16Kind::kHalf, k);
     if (d == Dtype::kBfloat16) return ops16_.get(Fp16Kind::kBfloat16, k);
     return builtin_op(k);
@@ -35,11 +35,15 @@ class MpiOps {
 
 MPI_Datatype mpi_type(Dtype d) {
   switch (d) {
-    case Dtype::kFloat32: return MPI_FLOAT;
-    case Dtype::kFloat64: return MPI_DOUBLE;
-    case Dtype::kInt32: return MPI_INT32_T;
+    case Dtype::kFloat32:
+      return MPI_FLOAT;
+    case Dtype::kFloat64:
+      return MPI_DOUBLE;
+    case Dtype::kInt32:
+      return MPI_INT32_T;
     case Dtype::kBfloat16:
-    case Dtype::kFloat16: return MPI_UINT16_T;  // reduced by the user-defined ops above
+    case Dtype::kFloat16:
+      return MPI_UINT16_T;  // reduced by the user-defined ops above
   }
   return MPI_BYTE;
 }
@@ -66,7 +70,8 @@ void divide(Dtype d, void* buf, size_t count, int n) {
     }
     case Dtype::kFloat16: {
       auto* p = static_cast<uint16_t*>(buf);
-      for (size_t i = 0; i < count; ++i) p[i] = float_to_half(half_to_float(p[i]) / static_cast<float>(n));
+      for (size_t i = 0; i < count; ++i)
+        p[i] = float_to_half(half_to_float(p[i]) / static_cast<float>(n));
       break;
     }
     case Dtype::kBfloat16: {
@@ -89,7 +94,8 @@ class HostBuffers final : public BufferPair {
   void* recv() override { return recv_.data(); }
   void upload(const void* send_host, size_t send_bytes, const void* recv_host,
               size_t recv_bytes) override {
-    DTUNE_CHECK(send_bytes <= send_.size() && recv_bytes <= recv_.size(), "upload larger than buffers");
+    DTUNE_CHECK(send_bytes <= send_.size() && recv_bytes <= recv_.size(),
+                "upload larger than buffers");
     if (send_bytes) std::memcpy(send_.data(), send_host, send_bytes);
     if (recv_bytes) std::memcpy(recv_.data(), recv_host, recv_bytes);
   }
@@ -107,7 +113,9 @@ class HostBuffers final : public BufferPair {
 class MpiBackend final : public Backend {
  public:
   MpiBackend(const RunContext& ctx, std::unique_ptr<BufferPair> buffers)
-      : comm_(MpiComm::dup(ctx.comm())), rank_(ctx.rank()), size_(ctx.world_size()),
+      : comm_(MpiComm::dup(ctx.comm())),
+        rank_(ctx.rank()),
+        size_(ctx.world_size()),
         buffers_(std::move(buffers)) {}
 
   std::string name() const override { return to_string(BackendKind::kMpi); }
@@ -166,15 +174,18 @@ class MpiBackend final : public Backend {
         if (s.op == ReduceOp::kAvg) divide(s.dtype, recv, s.count, size_);
         break;
       case Collective::kAllgather:
-        DTUNE_MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : send, count, type, recv, count, type, comm));
+        DTUNE_MPI_CHECK(
+            MPI_Allgather(in_place ? MPI_IN_PLACE : send, count, type, recv, count, type, comm));
         break;
       case Collective::kReduceScatter:
-        DTUNE_MPI_CHECK(MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : send, recv, count, type, op, comm));
+        DTUNE_MPI_CHECK(
+            MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : send, recv, count, type, op, comm));
         if (s.op == ReduceOp::kAvg) divide(s.dtype, recv, s.count, size_);
         break;
       case Collective::kBroadcast:
         // Out-of-place: the root sends from its send buffer, the others receive into theirs.
-        DTUNE_MPI_CHECK(MPI_Bcast(in_place || rank_ != s.root ? recv : send, count, type, s.root, comm));
+        DTUNE_MPI_CHECK(
+            MPI_Bcast(in_place || rank_ != s.root ? recv : send, count, type, s.root, comm));
         break;
       case Collective::kReduce:
         if (in_place && rank_ == s.root)
@@ -184,12 +195,14 @@ class MpiBackend final : public Backend {
         if (s.op == ReduceOp::kAvg && rank_ == s.root) divide(s.dtype, recv, s.count, size_);
         break;
       case Collective::kAlltoall:
-        DTUNE_MPI_CHECK(MPI_Alltoall(in_place ? MPI_IN_PLACE : send, count, type, recv, count, type, comm));
+        DTUNE_MPI_CHECK(
+            MPI_Alltoall(in_place ? MPI_IN_PLACE : send, count, type, recv, count, type, comm));
         break;
       case Collective::kSendrecv: {
         const int next = (rank_ + 1) % size_, prev = (rank_ - 1 + size_) % size_;
         if (in_place)
-          DTUNE_MPI_CHECK(MPI_Sendrecv_replace(recv, count, type, next, 0, prev, 0, comm, MPI_STATUS_IGNORE));
+          DTUNE_MPI_CHECK(
+              MPI_Sendrecv_replace(recv, count, type, next, 0, prev, 0, comm, MPI_STATUS_IGNORE));
         else
           DTUNE_MPI_CHECK(MPI_Sendrecv(send, count, type, next, 0, recv, count, type, prev, 0, comm,
                                        MPI_STATUS_IGNORE));

@@ -39,9 +39,12 @@ class DeviceBuffers final : public BufferPair {
   void* recv() override { return recv_.data(); }
   void upload(const void* send_host, size_t send_bytes, const void* recv_host,
               size_t recv_bytes) override {
-    DTUNE_CHECK(send_bytes <= send_.size() && recv_bytes <= recv_.size(), "upload larger than buffers");
-    if (send_bytes) DTUNE_CUDA_CHECK(cudaMemcpy(send_.data(), send_host, send_bytes, cudaMemcpyHostToDevice));
-    if (recv_bytes) DTUNE_CUDA_CHECK(cudaMemcpy(recv_.data(), recv_host, recv_bytes, cudaMemcpyHostToDevice));
+    DTUNE_CHECK(send_bytes <= send_.size() && recv_bytes <= recv_.size(),
+                "upload larger than buffers");
+    if (send_bytes)
+      DTUNE_CUDA_CHECK(cudaMemcpy(send_.data(), send_host, send_bytes, cudaMemcpyHostToDevice));
+    if (recv_bytes)
+      DTUNE_CUDA_CHECK(cudaMemcpy(recv_.data(), recv_host, recv_bytes, cudaMemcpyHostToDevice));
   }
   void download_recv(void* recv_host, size_t recv_bytes) override {
     DTUNE_CHECK(recv_bytes <= recv_.size(), "download larger than buffer");

@@ -1,6 +1,7 @@
-// nccl-tests' JSON output, field by field as NVIDIA/nccl-tests src/util.cu writes it (JSON_FILE_VERSION
-// 3): key names and order, booleans written as the strings "true"/"false" (its jsonBool), NaN as the
-// string "nan" (jsonDouble), root as a "%6i" string, null for what was not measured or not checked.
+// nccl-tests' JSON output, field by field as NVIDIA/nccl-tests src/util.cu writes it
+// (JSON_FILE_VERSION 3): key names and order, booleans written as the strings "true"/"false" (its
+// jsonBool), NaN as the string "nan" (jsonDouble), root as a "%6i" string, null for what was not
+// measured or not checked.
 #include "benchmarks/comm/nccl_tests_json.h"
 
 #include <fcntl.h>
@@ -128,9 +129,13 @@ void NcclTestsJson::set_run_info(const std::vector<JsonDevice>& devices, int ncc
   devices_ = Json::array();
   // src/util.cu jsonRankInfo.
   for (const auto& d : devices)
-    devices_.push_back(Json{{"rank", d.rank}, {"group", d.group}, {"pid", d.pid},
-                            {"hostname", d.hostname}, {"device", d.device},
-                            {"device_hex", d.device_hex}, {"device_info", d.device_info}});
+    devices_.push_back(Json{{"rank", d.rank},
+                            {"group", d.group},
+                            {"pid", d.pid},
+                            {"hostname", d.hostname},
+                            {"device", d.device},
+                            {"device_hex", d.device_hex},
+                            {"device_info", d.device_info}});
 }
 
 NcclTestsJson::~NcclTestsJson() {
@@ -154,7 +159,8 @@ void NcclTestsJson::begin(Collective c) {
 // src/util.cu writeBenchmarkLineBody: {time, alg_bw, bus_bw, nwrong}, nwrong a double summed over
 // ranks, or null when nothing was checked (-c 0).
 Json NcclTestsJson::placement(const SizeSummary::PerPlacement& p, bool checked) const {
-  return Json{{"time", number(p.time_us)}, {"alg_bw", number(p.algbw_gbps)},
+  return Json{{"time", number(p.time_us)},
+              {"alg_bw", number(p.algbw_gbps)},
               {"bus_bw", number(p.busbw_gbps)},
               {"nwrong", checked ? number(static_cast<double>(p.wrong)) : Json(nullptr)}};
 }
@@ -177,9 +183,14 @@ Json NcclTestsJson::per_iter(const std::vector<RankSample>& samples, size_t pi) 
     rows.push_back(std::move(row));
   }
   const IterStats s = nccl_tests_iter_stats(times);
-  Json j{{"skipped_iterations", 0},     {"min_us", number(s.min)},   {"max_us", number(s.max)},
-         {"avg_us", number(s.avg)},     {"p50_us", number(s.p50)},   {"p95_us", number(s.p95)},
-         {"p99_us", number(s.p99)},     {"stdev_us", number(s.stdev)},
+  Json j{{"skipped_iterations", 0},
+         {"min_us", number(s.min)},
+         {"max_us", number(s.max)},
+         {"avg_us", number(s.avg)},
+         {"p50_us", number(s.p50)},
+         {"p95_us", number(s.p95)},
+         {"p99_us", number(s.p99)},
+         {"stdev_us", number(s.stdev)},
          {"cv_pct", number(s.avg > 0 ? s.stdev / s.avg * 100.0 : 0.0)}};
   Json t = Json::array();
   for (double v : times) t.push_back(number(v));
@@ -194,8 +205,11 @@ void NcclTestsJson::add(const SizeSummary& r) {
   const OpShape& s = r.shape;
   char root[16];
   std::snprintf(root, sizeof root, "%6i", s.root);
-  Json j{{"size", s.bytes}, {"count", s.count}, {"type", nccl_tests_name(s.dtype)},
-         {"redop", is_reduction(s.collective) ? to_string(s.op) : "none"}, {"root", root}};
+  Json j{{"size", s.bytes},
+         {"count", s.count},
+         {"type", nccl_tests_name(s.dtype)},
+         {"redop", is_reduction(s.collective) ? to_string(s.op) : "none"},
+         {"root", root}};
   static const char* kKeys[2] = {"out_of_place", "in_place"};
   for (size_t pi = 0; pi < 2; ++pi) {
     const auto& p = r.placement[pi];
@@ -227,14 +241,19 @@ void NcclTestsJson::finish() {
     const size_t eq = kv.find('=');
     env.push_back(eq == std::string::npos
                       ? kv
-                      : kv.substr(0, eq + 1) + recordable_env_value(kv.substr(0, eq), kv.substr(eq + 1)));
+                      : kv.substr(0, eq + 1) +
+                            recordable_env_value(kv.substr(0, eq), kv.substr(eq + 1)));
   }
   // src/util.cu writeDeviceReport: step_factor or step_bytes, whichever -f/-i chose; "devices" is
   // inside "config". dtune has no aggregation (-m), CUDA graphs (-G), -K or parallel init (-p).
-  Json config{{"nthreads", 1}, {"ngpus", 1}, {"minimum_bytes", o_.min_bytes},
+  Json config{{"nthreads", 1},
+              {"ngpus", 1},
+              {"minimum_bytes", o_.min_bytes},
               {"maximum_bytes", o_.max_bytes}};
-  if (o_.step_factor > 1) config["step_factor"] = o_.step_factor;
-  else config["step_bytes"] = o_.step_bytes;
+  if (o_.step_factor > 1)
+    config["step_factor"] = o_.step_factor;
+  else
+    config["step_bytes"] = o_.step_bytes;
   config["warmup_iters"] = o_.warmup_iters;
   config["iterations"] = o_.iters;
   config["aggregated_iterations"] = 1;
@@ -248,17 +267,18 @@ void NcclTestsJson::finish() {
   // src/util.cu writeResultFooter: the average is a plain mean of busbw over every measured size
   // and placement; "okay" is "unchecked" (dtune has no NCCL_TESTS_MIN_BW threshold).
   const double avg = busbw_count_ ? busbw_sum_ / busbw_count_ : 0.0;
-  Json doc{{"version", 3},
-           {"start_time", start_time_},
-           {"args", std::move(args)},
-           {"env", std::move(env)},
-           {"nccl_version", nccl_version_},
-           {"config", std::move(config)},
-           {"results", results_},
-           {"out_of_bounds", Json{{"count", out_of_bounds_}, {"okay", bool_text(out_of_bounds_ == 0)}}},
-           {"average_bus_bandwidth", Json{{"bandwidth", number(avg)}, {"okay", "unchecked"}}},
-           {"errors", Json::array()},  // src/util.cu writeErrors: ncclGetLastError's text, if any
-           {"end_time", now_text()}};
+  Json doc{
+      {"version", 3},
+      {"start_time", start_time_},
+      {"args", std::move(args)},
+      {"env", std::move(env)},
+      {"nccl_version", nccl_version_},
+      {"config", std::move(config)},
+      {"results", results_},
+      {"out_of_bounds", Json{{"count", out_of_bounds_}, {"okay", bool_text(out_of_bounds_ == 0)}}},
+      {"average_bus_bandwidth", Json{{"bandwidth", number(avg)}, {"okay", "unchecked"}}},
+      {"errors", Json::array()},  // src/util.cu writeErrors: ncclGetLastError's text, if any
+      {"end_time", now_text()}};
   const std::string& path = paths_[static_cast<size_t>(current_)];
   std::ofstream f(path, std::ios::trunc);
   f << doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

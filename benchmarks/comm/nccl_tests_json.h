@@ -5,7 +5,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <span>
 #include <string>
 #include <vector>
@@ -41,7 +40,8 @@ struct JsonDevice {
   std::string device_hex, device_info;
 };
 // From dtune's device string: "cuda:0 NVIDIA H200 (0000:1b:00.0)" -> device 0, device_info
-// "NVIDIA H200", device_hex "0000:1b:00" (nccl-tests prints domain:bus:device); "cpu" -> -1, "", "cpu".
+// "NVIDIA H200", device_hex "0000:1b:00" (nccl-tests prints domain:bus:device); "cpu" -> -1, "",
+// "cpu".
 JsonDevice make_json_device(int rank, int pid, const std::string& host, const std::string& device);
 
 // "NCCL 2.27.3" -> 22703, NCCL's version code (NCCL_VERSION(X, Y, Z) = X*10000 + Y*100 + Z from 2.9

@@ -3,9 +3,9 @@
 
 #include <cctype>
 #include <cstdlib>
-#include <utility>
 #include <iostream>
 #include <sstream>
+#include <utility>
 
 #include "benchmarks/comm/collectives.h"
 #include "core/build_info.h"
@@ -38,8 +38,8 @@ std::vector<std::string> split_list(const std::string& s) {
 }
 
 template <typename T, typename Parse>
-std::vector<T> parse_list(const std::string& text, const std::string& flag, const std::vector<T>& all,
-                          Parse parse) {
+std::vector<T> parse_list(const std::string& text, const std::string& flag,
+                          const std::vector<T>& all, Parse parse) {
   std::vector<T> out;
   for (const auto& item : split_list(text)) {
     if (item == "all") return all;
@@ -58,8 +58,9 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
       "every iteration of every rank to an HDF5 file (results/SCHEMA.md).",
       "dtune-comm"};
   app.set_version_flag("--version", "dtune-comm " + build_info::dtune_version());
-  app.footer("Exit status: 0 all results exact; 1 wrong elements or an error; 2 bad input; 3 a rank\n"
-             "did not arrive within --timeout; 130 interrupted (measured sizes kept).");
+  app.footer(
+      "Exit status: 0 all results exact; 1 wrong elements or an error; 2 bad input; 3 a rank\n"
+      "did not arrive within --timeout; 130 interrupted (measured sizes kept).");
   app.get_formatter()->column_width(34);
   std::string min_b = "32M", max_b = "32M", step_b = "1M", coll = to_string(o.collectives[0]),
               dtype = to_string(o.dtypes[0]), op = to_string(o.ops[0]),
@@ -70,33 +71,58 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
   bool no_output = false;
   auto env = [](const char* name) { return std::string("DTUNE_COMM_") + name; };
   app.add_option("-b,--minbytes", min_b, "smallest size in bytes per rank (K/M/G = 2^10/2^20/2^30)")
-      ->envname(env("MINBYTES"))->capture_default_str();
-  app.add_option("-e,--maxbytes", max_b, "largest size in bytes")->envname(env("MAXBYTES"))->capture_default_str();
+      ->envname(env("MINBYTES"))
+      ->capture_default_str();
+  app.add_option("-e,--maxbytes", max_b, "largest size in bytes")
+      ->envname(env("MAXBYTES"))
+      ->capture_default_str();
   app.add_option("-i,--stepbytes", step_b, "additive step between sizes (used when -f is 1)")
-      ->envname(env("STEPBYTES"))->capture_default_str();
+      ->envname(env("STEPBYTES"))
+      ->capture_default_str();
   app.add_option("-f,--stepfactor", o.step_factor, "multiplicative step between sizes (> 1)")
-      ->envname(env("STEPFACTOR"))->capture_default_str()->check(kPositive);
-  app.add_option("-n,--iters", o.iters, "timed iterations per size")->envname(env("ITERS"))
-      ->capture_default_str()->check(kPositive);
+      ->envname(env("STEPFACTOR"))
+      ->capture_default_str()
+      ->check(kPositive);
+  app.add_option("-n,--iters", o.iters, "timed iterations per size")
+      ->envname(env("ITERS"))
+      ->capture_default_str()
+      ->check(kPositive);
   app.add_option("-w,--warmup_iters", o.warmup_iters, "warm-up iterations per size (not timed)")
-      ->envname(env("WARMUP_ITERS"))->capture_default_str()->check(kNonNegative);
+      ->envname(env("WARMUP_ITERS"))
+      ->capture_default_str()
+      ->check(kNonNegative);
   app.add_option("-c,--check", o.check_iters, "check iterations per size (0: no correctness check)")
-      ->envname(env("CHECK"))->capture_default_str()->check(kNonNegative);
-  app.add_option("--collective", coll,
-                 "collectives, comma separated: " + join_names(collective_table(), ", ") + ", or all")
-      ->envname(env("COLLECTIVE"))->capture_default_str();
-  app.add_option("-d,--datatype", dtype, join_names(dtype_table(), "|") + " (or nccl-tests names "
-                 "float, double, half), comma separated, or all")
-      ->envname(env("DATATYPE"))->capture_default_str();
-  app.add_option("-o,--op", op, "reduction: " + join_names(reduce_op_names(), "|") +
-                 ", comma separated, or all")
-      ->envname(env("OP"))->capture_default_str();
-  app.add_option("-r,--root", o.root, "root rank of broadcast and reduce")->envname(env("ROOT"))
-      ->capture_default_str()->check(kNonNegative);
+      ->envname(env("CHECK"))
+      ->capture_default_str()
+      ->check(kNonNegative);
+  app.add_option(
+         "--collective", coll,
+         "collectives, comma separated: " + join_names(collective_table(), ", ") + ", or all")
+      ->envname(env("COLLECTIVE"))
+      ->capture_default_str();
+  app.add_option("-d,--datatype", dtype,
+                 join_names(dtype_table(), "|") +
+                     " (or nccl-tests names "
+                     "float, double, half), comma separated, or all")
+      ->envname(env("DATATYPE"))
+      ->capture_default_str();
+  app.add_option("-o,--op", op,
+                 "reduction: " + join_names(reduce_op_names(), "|") + ", comma separated, or all")
+      ->envname(env("OP"))
+      ->capture_default_str();
+  app.add_option("-r,--root", o.root, "root rank of broadcast and reduce")
+      ->envname(env("ROOT"))
+      ->capture_default_str()
+      ->check(kNonNegative);
   app.add_option("-z,--blocking", blocking, "1: wait for completion after every operation")
-      ->envname(env("BLOCKING"))->capture_default_str()->check(integer_in(0, 1));
-  app.add_option("-a,--average", average, "time reported across ranks: 0 rank 0, 1 average, 2 min, 3 max")
-      ->envname(env("AVERAGE"))->capture_default_str()->check(integer_in(0, 3));
+      ->envname(env("BLOCKING"))
+      ->capture_default_str()
+      ->check(integer_in(0, 1));
+  app.add_option("-a,--average", average,
+                 "time reported across ranks: 0 rank 0, 1 average, 2 min, 3 max")
+      ->envname(env("AVERAGE"))
+      ->capture_default_str()
+      ->check(integer_in(0, 3));
   app.add_option("-J,--output_file", json_path,
                  "also write nccl-tests' JSON (schema version 3) to this .json file; an existing "
                  "file is kept and FILE.0, FILE.1, ... used instead; several collectives: one file "
@@ -104,34 +130,48 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
       ->envname(env("OUTPUT_FILE"));
   app.add_option("-I,--per_iter_timing", per_iter,
                  "1: the -J file also holds every iteration's time (nccl-tests -I)")
-      ->envname(env("PER_ITER_TIMING"))->capture_default_str()->check(integer_in(0, 1));
-  app.add_option("-t,--nthreads", nthreads, "threads per process: 1 only (nccl-tests -t; dtune runs "
+      ->envname(env("PER_ITER_TIMING"))
+      ->capture_default_str()
+      ->check(integer_in(0, 1));
+  app.add_option("-t,--nthreads", nthreads,
+                 "threads per process: 1 only (nccl-tests -t; dtune runs "
                  "one GPU per process)")
-      ->envname(env("NTHREADS"))->capture_default_str();
-  app.add_option("-g,--ngpus", ngpus, "GPUs per thread: 1 only (nccl-tests -g; dtune runs one GPU per "
+      ->envname(env("NTHREADS"))
+      ->capture_default_str();
+  app.add_option("-g,--ngpus", ngpus,
+                 "GPUs per thread: 1 only (nccl-tests -g; dtune runs one GPU per "
                  "process)")
-      ->envname(env("NGPUS"))->capture_default_str();
+      ->envname(env("NGPUS"))
+      ->capture_default_str();
   app.add_option("--backend", backend, "mpi (host buffers) or nccl (one GPU per rank)")
-      ->envname(env("BACKEND"))->capture_default_str()
+      ->envname(env("BACKEND"))
+      ->capture_default_str()
       ->check(CLI::IsMember(names_of(backend_names())));
   app.add_option("--mpi-buffers", mpi_buffers,
                  "mpi backend: host memory, or device memory passed to a CUDA-aware MPI")
-      ->envname(env("MPI_BUFFERS"))->capture_default_str()
+      ->envname(env("MPI_BUFFERS"))
+      ->capture_default_str()
       ->check(CLI::IsMember(names_of(mpi_buffers_names())));
-  app.add_option("--format", format, "what rank 0 prints on stdout: table (nccl-tests), json or csv")
-      ->envname(env("FORMAT"))->capture_default_str()
+  app.add_option("--format", format,
+                 "what rank 0 prints on stdout: table (nccl-tests), json or csv")
+      ->envname(env("FORMAT"))
+      ->capture_default_str()
       ->check(CLI::IsMember(names_of(format_names())));
   app.add_option("--output", output,
                  "HDF5 results file [default: $DTUNE_RESULTS_DIR or results/, "
                  "dtune-comm-<UTC time>-<pid>.h5]")
       ->envname(env("OUTPUT"));
   app.add_flag("--no-output", no_output, "write no HDF5 file")->envname(env("NO_OUTPUT"));
-  app.add_flag("--overwrite", o.overwrite,
-               "replace an existing --output file (default: keep it and write NAME.1.h5, NAME.2.h5, ...)")
+  app.add_flag(
+         "--overwrite", o.overwrite,
+         "replace an existing --output file (default: keep it and write NAME.1.h5, NAME.2.h5, ...)")
       ->envname(env("OVERWRITE"));
-  app.add_option("--timeout", o.timeout_s, "seconds a collective or rank arrival may take before the "
+  app.add_option("--timeout", o.timeout_s,
+                 "seconds a collective or rank arrival may take before the "
                  "job is aborted, naming the ranks that did not arrive")
-      ->envname(env("TIMEOUT"))->capture_default_str()->check(kPositive);
+      ->envname(env("TIMEOUT"))
+      ->capture_default_str()
+      ->check(kPositive);
   app.add_option("--debug-plant-wrong", o.plant_wrong_rank,
                  "test only: corrupt one input element on this rank (the check must catch it)")
       ->group("Testing");
@@ -144,7 +184,8 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
 
   // nccl-tests drives nThreads x nGpus GPUs from one process (src/common.cu -t, -g); dtune runs one
   // GPU per rank, so only the value 1 (which nccl-tests' README passes: -g 1) means the same run.
-  for (const auto& [flag, value] : {std::pair{"-t/--nthreads", nthreads}, std::pair{"-g/--ngpus", ngpus}})
+  for (const auto& [flag, value] :
+       {std::pair{"-t/--nthreads", nthreads}, std::pair{"-g/--ngpus", ngpus}})
     if (value != 1)
       throw UsageError(std::string(flag) + " " + std::to_string(value) +
                        ": dtune runs one GPU per rank (one process per GPU): use " +
@@ -166,8 +207,9 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
   o.backend = find_named(backend_names(), backend)->value;  // checked by IsMember
   o.mpi_buffers = find_named(mpi_buffers_names(), mpi_buffers)->value;
   if (o.backend == BackendKind::kNccl && o.mpi_buffers == MpiBuffers::kDevice)
-    throw UsageError("--mpi-buffers device is for --backend mpi (the nccl backend always uses device "
-                     "buffers): drop one of them");
+    throw UsageError(
+        "--mpi-buffers device is for --backend mpi (the nccl backend always uses device "
+        "buffers): drop one of them");
   o.format = find_named(format_names(), format)->value;
   if (no_output && !output.empty())
     throw UsageError("--no-output and --output both given: keep one");
@@ -190,8 +232,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
   // A deadline is a time point: beyond about 11 days it stops meaning anything (and 1e300 s
   // overflows the clock).
   constexpr double kMaxTimeoutS = 1e6;
-  if (o.timeout_s > kMaxTimeoutS)
-    throw UsageError("--timeout: at most 1000000 s (about 11 days)");
+  if (o.timeout_s > kMaxTimeoutS) throw UsageError("--timeout: at most 1000000 s (about 11 days)");
   if (o.sizes().size() > 4096)
     throw UsageError("-b/-e/-i give " + std::to_string(o.sizes().size()) +
                      " sizes; use -f for a multiplicative step or a larger -i");

@@ -1,6 +1,7 @@
 // dtune-comm's options: nccl-tests' flags and semantics (-b -e -f -i -n -w -c -d -o -r -z -a -J -I,
-// and -t/-g accepted at 1) plus dtune's own (collectives, backend, output formats, HDF5 file, timeout). Every option can also be
-// set from an environment variable DTUNE_COMM_<NAME> (for sweeps); the flag wins.
+// and -t/-g accepted at 1) plus dtune's own (collectives, backend, output formats, HDF5 file,
+// timeout). Every option can also be set from an environment variable DTUNE_COMM_<NAME> (for
+// sweeps); the flag wins.
 #pragma once
 
 #include <string>
@@ -29,9 +30,9 @@ struct Options {
   BackendKind backend = BackendKind::kMpi;
   MpiBuffers mpi_buffers = MpiBuffers::kHost;
   Format format = Format::kTable;
-  std::string output;  // empty: no HDF5 file
-  bool overwrite = false;  // --overwrite: replace an existing output file
-  std::string json_path;        // -J: nccl-tests JSON file (empty: none)
+  std::string output;            // empty: no HDF5 file
+  bool overwrite = false;        // --overwrite: replace an existing output file
+  std::string json_path;         // -J: nccl-tests JSON file (empty: none)
   bool per_iter_timing = false;  // -I 1: per-iteration blocks in the -J file
   double timeout_s = 300;
   int plant_wrong_rank = -1;  // test-only

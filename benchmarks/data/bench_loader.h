@@ -19,9 +19,10 @@ struct BenchOptions {
   int epochs = 1;
   int64_t max_batches = 0;  // per epoch (0: all)
   std::string dump_ids;
-  CacheOptions cache;  // dir empty: no cache tier
+  CacheOptions cache;       // dir empty: no cache tier
   bool same_slice = false;  // test only: every rank reads the whole epoch (concurrent cache fills)
-  double timeout_s = 300;   // the ranks' meeting at each epoch's start and end, armed on the watchdog
+  double timeout_s =
+      300;  // the ranks' meeting at each epoch's start and end, armed on the watchdog
 };
 
 int bench_loader(const RunContext& ctx, Watchdog& watchdog, const BenchOptions& o);

@@ -51,14 +51,17 @@ constexpr int64_t kJpegMaxSide = 65500;
 void check_image_sizes_fit(const MakeImagesOptions& o) {
   const double w = o.width * (1 + o.size_jitter), h = o.height * (1 + o.size_jitter);
   if (w > kJpegMaxSide || h > kJpegMaxSide)
-    throw UsageError("make images: --width " + std::to_string(o.width) + " --height " + std::to_string(o.height) +
-                     (o.size_jitter > 0 ? " with --size-jitter " + std::to_string(o.size_jitter) : std::string()) +
+    throw UsageError("make images: --width " + std::to_string(o.width) + " --height " +
+                     std::to_string(o.height) +
+                     (o.size_jitter > 0 ? " with --size-jitter " + std::to_string(o.size_jitter)
+                                        : std::string()) +
                      " makes images up to " + std::to_string(static_cast<int64_t>(w)) + "x" +
                      std::to_string(static_cast<int64_t>(h)) + ", beyond JPEG's limit of " +
-                     std::to_string(kJpegMaxSide) + " pixels per side (libjpeg's JPEG_MAX_DIMENSION): lower them");
+                     std::to_string(kJpegMaxSide) +
+                     " pixels per side (libjpeg's JPEG_MAX_DIMENSION): lower them");
   require_memory(9.0 * w * h + 256.0 * static_cast<double>(o.samples),
-                 "make images: --width " + std::to_string(o.width) + " --height " + std::to_string(o.height) +
-                     " --samples " + std::to_string(o.samples),
+                 "make images: --width " + std::to_string(o.width) + " --height " +
+                     std::to_string(o.height) + " --samples " + std::to_string(o.samples),
                  "lower --width/--height (or --samples)");
 }
 
@@ -66,9 +69,11 @@ void check_image_sizes_fit(const MakeImagesOptions& o) {
 
 std::string make_images(const MakeImagesOptions& o) {
   if (o.samples < 1 || o.classes < 1 || o.width < 8 || o.height < 8 || o.shard_samples < 1)
-    throw UsageError("make images: --samples, --classes, --shard-samples must be positive and sizes at least 8");
+    throw UsageError(
+        "make images: --samples, --classes, --shard-samples must be positive and sizes at least 8");
   if (o.quality < 1 || o.quality > 100) throw UsageError("make images: --quality must be 1..100");
-  if (o.size_jitter < 0 || o.size_jitter >= 1) throw UsageError("make images: --size-jitter must be in [0, 1)");
+  if (o.size_jitter < 0 || o.size_jitter >= 1)
+    throw UsageError("make images: --size-jitter must be in [0, 1)");
   if (o.layout != "webdataset" && o.layout != "imagefolder")
     throw UsageError("make images: --layout must be webdataset or imagefolder");
   check_image_sizes_fit(o);
@@ -88,21 +93,27 @@ std::string make_images(const MakeImagesOptions& o) {
     bytes += static_cast<int64_t>(data.size());
     d.objects.push_back({key, static_cast<int64_t>(data.size())});
     out->write(key, data);
-    std::printf("# wrote %s (%lld images, %.1f MB)\n", key.c_str(), static_cast<long long>(in_shard), data.size() / 1e6);
+    std::printf("# wrote %s (%lld images, %.1f MB)\n", key.c_str(),
+                static_cast<long long>(in_shard), data.size() / 1e6);
     tar = TarWriter();
     in_shard = 0;
   };
   for (int64_t i = 0; i < o.samples; ++i) {
     const int label = static_cast<int>(i % o.classes);
     std::mt19937_64 rng(mix_seed(o.seed, 0x5157, static_cast<uint64_t>(i)));
-    auto jitter = [&] { return 1.0 + o.size_jitter * (2.0 * static_cast<double>(rng() >> 11) * 0x1.0p-53 - 1.0); };
+    auto jitter = [&] {
+      return 1.0 + o.size_jitter * (2.0 * static_cast<double>(rng() >> 11) * 0x1.0p-53 - 1.0);
+    };
     const int w = std::max(8, static_cast<int>(o.width * jitter()));
     const int h = std::max(8, static_cast<int>(o.height * jitter()));
-    const std::string jpg = codec.encode(synthetic_image(w, h, label, o.classes, mix_seed(o.seed, static_cast<uint64_t>(i))), o.quality);
+    const std::string jpg = codec.encode(
+        synthetic_image(w, h, label, o.classes, mix_seed(o.seed, static_cast<uint64_t>(i))),
+        o.quality);
     if (o.layout == "imagefolder") {
       const std::string key = numbered("class", label, "") + "/" + numbered("img", i, ".jpg");
       out->write(key, jpg);
-      d.samples.push_back({static_cast<uint32_t>(d.objects.size()), 0, static_cast<int64_t>(jpg.size()), label});
+      d.samples.push_back(
+          {static_cast<uint32_t>(d.objects.size()), 0, static_cast<int64_t>(jpg.size()), label});
       d.objects.push_back({key, static_cast<int64_t>(jpg.size())});
       bytes += static_cast<int64_t>(jpg.size());
       continue;
@@ -111,21 +122,24 @@ std::string make_images(const MakeImagesOptions& o) {
     const int64_t offset = static_cast<int64_t>(tar.size()) + 512;  // after this member's header
     tar.add(stem + ".jpg", jpg);
     tar.add(stem + ".cls", std::to_string(label));
-    d.samples.push_back({static_cast<uint32_t>(d.objects.size()), offset, static_cast<int64_t>(jpg.size()), label});
+    d.samples.push_back(
+        {static_cast<uint32_t>(d.objects.size()), offset, static_cast<int64_t>(jpg.size()), label});
     if (++in_shard == o.shard_samples) flush_shard();
   }
   flush_shard();
   out->write(kManifestKey, manifest_to_json(d));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::ostringstream msg;
-  msg << d.describe() << ", " << bytes / 1e6 << " MB (mean " << bytes / 1e3 / static_cast<double>(o.samples)
-      << " KB/image), written in " << s << " s to " << out->describe();
+  msg << d.describe() << ", " << bytes / 1e6 << " MB (mean "
+      << bytes / 1e3 / static_cast<double>(o.samples) << " KB/image), written in " << s << " s to "
+      << out->describe();
   return msg.str();
 }
 
 std::string make_tokens(const MakeTokensOptions& o) {
   if (o.inputs.empty()) throw UsageError("make tokens: give text files with --input");
-  if (o.shard_tokens < 2 || o.repeat < 1) throw UsageError("make tokens: --shard-tokens >= 2 and --repeat >= 1");
+  if (o.shard_tokens < 2 || o.repeat < 1)
+    throw UsageError("make tokens: --shard-tokens >= 2 and --repeat >= 1");
   std::string text;
   for (const auto& path : o.inputs) {
     std::ifstream in(path, std::ios::binary);
@@ -139,8 +153,10 @@ std::string make_tokens(const MakeTokensOptions& o) {
   // encoded (2 bytes per token + header).
   const double tokens = static_cast<double>(text.size()) * o.repeat;
   require_memory(2.0 * tokens + 2.0 * static_cast<double>(text.size()) +
-                     2.0 * std::min<double>(tokens, static_cast<double>(o.shard_tokens)) + kTokenHeaderBytes,
-                 "make tokens: " + std::to_string(text.size()) + " bytes of --input x --repeat " + std::to_string(o.repeat),
+                     2.0 * std::min<double>(tokens, static_cast<double>(o.shard_tokens)) +
+                     kTokenHeaderBytes,
+                 "make tokens: " + std::to_string(text.size()) + " bytes of --input x --repeat " +
+                     std::to_string(o.repeat),
                  "lower --repeat");
   std::unique_ptr<Storage> out = open_storage_for_writing(o.out);
   Dataset d;
@@ -153,10 +169,12 @@ std::string make_tokens(const MakeTokensOptions& o) {
     const auto t = byte_tokens(text);
     all.insert(all.end(), t.begin(), t.end());
   }
-  for (int64_t start = 0, shard = 0; start < static_cast<int64_t>(all.size()); start += o.shard_tokens, ++shard) {
+  for (int64_t start = 0, shard = 0; start < static_cast<int64_t>(all.size());
+       start += o.shard_tokens, ++shard) {
     const int64_t end = std::min<int64_t>(start + o.shard_tokens, static_cast<int64_t>(all.size()));
     const std::string key = numbered("tokens", shard, ".bin");
-    const std::string data = encode_token_shard(std::vector<uint16_t>(all.begin() + start, all.begin() + end));
+    const std::string data =
+        encode_token_shard(std::vector<uint16_t>(all.begin() + start, all.begin() + end));
     out->write(key, data);
     d.objects.push_back({key, static_cast<int64_t>(data.size())});
     std::printf("# wrote %s (%lld tokens)\n", key.c_str(), static_cast<long long>(end - start));

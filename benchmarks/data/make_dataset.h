@@ -26,7 +26,7 @@ struct MakeTokensOptions {
   std::string out;
   std::vector<std::string> inputs;  // text files
   int64_t shard_tokens = 1 << 24;
-  int repeat = 1;                   // concatenate the inputs this many times (for size)
+  int repeat = 1;  // concatenate the inputs this many times (for size)
 };
 
 // Both print one line per shard written and a summary; return what they wrote as a description.

@@ -2,10 +2,10 @@
 // FLOPs per sample (counted from the layers built); `parity` runs one training step (forward,
 // loss, backward) from weights and a batch exported by Python and writes logits, loss and every
 // gradient back, so a test can compare the C++ model with its PyTorch twin.
-#include <CLI/CLI.hpp>
 #include <torch/autograd.h>
 #include <torch/utils.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -21,10 +21,13 @@ using dtune::models::ModelOptions;
 
 void add_model_options(CLI::App* app, ModelOptions& o) {
   app->add_option("--num-classes", o.num_classes, "ResNet classes")->capture_default_str();
-  app->add_option("--image-size", o.image_size, "ResNet input height and width")->capture_default_str();
+  app->add_option("--image-size", o.image_size, "ResNet input height and width")
+      ->capture_default_str();
   app->add_option("--width", o.width, "ResNet base width (torchvision: 64)")->capture_default_str();
-  app->add_option("--context", o.context, "GPT context length (0: the model's default)")->capture_default_str();
-  app->add_option("--vocab", o.vocab, "GPT vocabulary size (0: the model's default)")->capture_default_str();
+  app->add_option("--context", o.context, "GPT context length (0: the model's default)")
+      ->capture_default_str();
+  app->add_option("--vocab", o.vocab, "GPT vocabulary size (0: the model's default)")
+      ->capture_default_str();
   app->add_option("--seed", o.seed, "initialisation seed")->capture_default_str();
 }
 
@@ -38,8 +41,10 @@ int list_models(const ModelOptions& o, const std::string& only) {
     std::printf("  %-10s %15lld %16.4f %18.4f  %s", name.c_str(),
                 static_cast<long long>(dtune::models::parameter_count(*m)), f.forward_macs / 1e9,
                 f.training_flops / 1e9, f.formula.c_str());
-    if (f.alt_formula.empty()) std::printf("\n");
-    else std::printf(" (%.4f by %s)\n", f.alt_training_flops / 1e9, f.alt_formula.c_str());
+    if (f.alt_formula.empty())
+      std::printf("\n");
+    else
+      std::printf(" (%.4f by %s)\n", f.alt_training_flops / 1e9, f.alt_formula.c_str());
   }
   return 0;
 }
@@ -61,10 +66,12 @@ int parity(const std::string& name, const ModelOptions& o, const std::string& we
   torch::Tensor logits = model->forward(input);
   torch::Tensor loss = model->loss(logits, batch.at("target"));
   loss.backward();
-  dtune::models::TensorMap result{{"logits", logits.detach().contiguous()}, {"loss", loss.detach()}};
+  dtune::models::TensorMap result{{"logits", logits.detach().contiguous()},
+                                  {"loss", loss.detach()}};
   for (const auto& p : model->named_parameters(true))
     result["grad." + p.key()] = p.value().grad().contiguous();
-  for (const auto& b : model->named_buffers(true)) result["buffer." + b.key()] = b.value().contiguous();
+  for (const auto& b : model->named_buffers(true))
+    result["buffer." + b.key()] = b.value().contiguous();
   dtune::models::write_tensors(out, result);
   std::printf("loss %.8f -> %s\n", loss.item<double>(), out.c_str());
   return 0;
@@ -77,7 +84,8 @@ int parity(const std::string& name, const ModelOptions& o, const std::string& we
 int bench(const std::string& name, const ModelOptions& o, const std::string& weights,
           const std::string& batch_path, int steps, int warmup, bool channels_last) {
   auto model = dtune::models::make_model(name, o);
-  if (!weights.empty()) dtune::models::load_state(*model, dtune::models::read_tensors(weights), {"lm_head.weight"});
+  if (!weights.empty())
+    dtune::models::load_state(*model, dtune::models::read_tensors(weights), {"lm_head.weight"});
   const auto batch = dtune::models::read_tensors(batch_path);
   torch::Tensor input = batch.at("input"), target = batch.at("target");
   if (channels_last) {
@@ -93,15 +101,17 @@ int bench(const std::string& name, const ModelOptions& o, const std::string& wei
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) step();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("{\"model\": \"%s\", \"samples_per_s\": %.4f, \"steps\": %d, \"batch\": %lld, "
-              "\"threads\": %d, \"seconds\": %.4f}\n",
-              name.c_str(), static_cast<double>(steps) * static_cast<double>(input.size(0)) / s, steps,
-              static_cast<long long>(input.size(0)), torch::get_num_threads(), s);
+  std::printf(
+      "{\"model\": \"%s\", \"samples_per_s\": %.4f, \"steps\": %d, \"batch\": %lld, "
+      "\"threads\": %d, \"seconds\": %.4f}\n",
+      name.c_str(), static_cast<double>(steps) * static_cast<double>(input.size(0)) / s, steps,
+      static_cast<long long>(input.size(0)), torch::get_num_threads(), s);
   return 0;
 }
 
 int main(int argc, char** argv) {
-  CLI::App app{"dtune-models: the models dtune trains (torchvision ResNets, GPT-2 family)", "dtune-models"};
+  CLI::App app{"dtune-models: the models dtune trains (torchvision ResNets, GPT-2 family)",
+               "dtune-models"};
   app.require_subcommand(1);
   ModelOptions o;
   std::string only, model, weights, batch, out;
@@ -124,7 +134,9 @@ int main(int argc, char** argv) {
   be->add_option("--weights", weights, "torch.save file of the state_dict (default: own init)");
   be->add_option("--batch", batch, "torch.save file with 'input' and 'target'")->required();
   be->add_option("--steps", steps, "timed steps")->capture_default_str()->check(dtune::kPositive);
-  be->add_option("--warmup", warmup, "untimed steps first")->capture_default_str()->check(dtune::kNonNegative);
+  be->add_option("--warmup", warmup, "untimed steps first")
+      ->capture_default_str()
+      ->check(dtune::kNonNegative);
   be->add_flag("--channels-last", channels_last, "run in channels_last memory format");
   app.add_option("--threads", threads, "intra-op threads (0: LibTorch's default)");
   try {

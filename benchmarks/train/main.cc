@@ -5,20 +5,20 @@
 #include <string>
 #include <vector>
 
-#include "train/batch_finder.h"
-#include "train/host_fit.h"
-#include "train/memory_meter.h"
-#include "train/telemetry/mllog.h"
 #include "benchmarks/train/options.h"
-#include "train/run_monitor.h"
 #include "benchmarks/train/train_results.h"
-#include "train/trainer.h"
 #include "core/device_info.h"
+#include "core/error.h"
 #include "core/main_guard.h"
 #include "core/provenance.h"
 #include "core/results_file.h"
-#include "core/error.h"
 #include "core/signals.h"
+#include "train/batch_finder.h"
+#include "train/host_fit.h"
+#include "train/memory_meter.h"
+#include "train/run_monitor.h"
+#include "train/telemetry/mllog.h"
+#include "train/trainer.h"
 
 namespace {
 
@@ -26,8 +26,11 @@ namespace {
 // (mlperf_logging/compliance_checker/training_6.1.0/common.yaml: fp32 tf32 fp16 bfloat16 ...).
 const char* mllog_precision(const dtune::train::Options& o) {
   using dtune::train::Precision;
-  if (o.weights_dtype == dtune::train::WeightsDtype::kBf16 || o.precision == Precision::kBf16) return "bfloat16";
-  return o.precision == Precision::kFp16 ? "fp16" : o.precision == Precision::kTf32 ? "tf32" : "fp32";
+  if (o.weights_dtype == dtune::train::WeightsDtype::kBf16 || o.precision == Precision::kBf16)
+    return "bfloat16";
+  return o.precision == Precision::kFp16   ? "fp16"
+         : o.precision == Precision::kTf32 ? "tf32"
+                                           : "fp32";
 }
 
 // Gradients travel in the --compression dtype, else in the parameters' (grad_sync.cc, wire_dtype).
@@ -53,29 +56,36 @@ int main(int argc, char** argv) {
     namespace tr = dtune::train;
     tr::CpuMemoryMeter::install();  // before the first tensor: every CPU allocation is counted
     tr::Options o;
-    const int rc = tr::parse_options(a.argc, a.argv, a.ctx.is_root(), a.ctx.world_size(), a.ctx.local_size(), o);
+    const int rc = tr::parse_options(a.argc, a.argv, a.ctx.is_root(), a.ctx.world_size(),
+                                     a.ctx.local_size(), o);
     if (rc >= 0) return rc;
     tr::refuse_impossible_sizes(o, a.ctx);
-    // MLPerf's phases: init (setup, --batch auto probing), then the run; a block per measured batch.
+    // MLPerf's phases: init (setup, --batch auto probing), then the run; a block per measured
+    // batch.
     tr::Mllog ml(o.mllog && a.ctx.is_root());
     ml.start("init_start");
-    const std::string device = dtune::describe_device(tr::device_ordinal(o, a.ctx));  // "cpu", "cuda:1 ..."
+    const std::string device =
+        dtune::describe_device(tr::device_ordinal(o, a.ctx));  // "cpu", "cuda:1 ..."
     std::optional<dtune::ResultsFile> file;
     if (!o.output.empty())
-      file = dtune::create_results_on_root(a.ctx, o.output, "dtune-train", "--output",
-                                           o.overwrite ? dtune::Existing::kOverwrite : dtune::Existing::kNewName);
+      file = dtune::create_results_on_root(
+          a.ctx, o.output, "dtune-train", "--output",
+          o.overwrite ? dtune::Existing::kOverwrite : dtune::Existing::kNewName);
     const dtune::Provenance prov = dtune::collect_provenance(a.ctx, o.command_line, device, "");
     if (file) file->write_provenance(prov);
     if (const auto m = a.ctx.launcher_mismatch(); m.expected > 1 && a.ctx.is_root())
-      std::fprintf(stderr, "dtune-train: warning: MPI world size is 1 but %s=%d: the launcher started "
-                   "separate singletons, not one job\n", m.variable.c_str(), m.expected);
+      std::fprintf(stderr,
+                   "dtune-train: warning: MPI world size is 1 but %s=%d: the launcher started "
+                   "separate singletons, not one job\n",
+                   m.variable.c_str(), m.expected);
     tr::RunMonitor monitor(o, a, file);
     dtune::install_stop_handlers();  // the ranks agree on a stop at the end of a step
     int64_t batch = o.batch;
     if (o.batch_auto) {
       batch = tr::find_batch(o, a, monitor);
-      if (a.ctx.is_root()) std::printf("# --batch auto: %lld samples per rank is the largest that fits\n",
-                                       static_cast<long long>(batch));
+      if (a.ctx.is_root())
+        std::printf("# --batch auto: %lld samples per rank is the largest that fits\n",
+                    static_cast<long long>(batch));
     }
     // With --batch-sweep: every power of two below the largest batch, then that batch; each is a
     // run of its own in the results file.
@@ -89,9 +99,11 @@ int main(int argc, char** argv) {
     ml.event("opt_name", tr::to_string(o.optimizer));
     ml.event("opt_base_learning_rate", o.lr);
     ml.event("lowest_numerical_precision_in_linear", mllog_precision(o));
-    if (o.model.starts_with("gpt")) ml.event("lowest_numerical_precision_in_attn", mllog_precision(o));
+    if (o.model.starts_with("gpt"))
+      ml.event("lowest_numerical_precision_in_attn", mllog_precision(o));
     ml.event("lowest_numerical_precision_in_comm", mllog_comm_precision(o));
-    for (const char* k : {"tensor_parallelism", "pipeline_parallelism", "context_parallelism", "expert_parallelism"})
+    for (const char* k : {"tensor_parallelism", "pipeline_parallelism", "context_parallelism",
+                          "expert_parallelism"})
       ml.event(k, 1);  // data parallelism only
     ml.event("dtune_precision", tr::to_string(o.precision));
     ml.event("dtune_world_size", a.ctx.world_size());
@@ -102,7 +114,8 @@ int main(int argc, char** argv) {
     int64_t samples_done = 0, steps_done = 0;  // over all blocks, warm-up steps included
     int code = 0;
     bool in_block = false;
-    std::string status = "complete";  // the file's; "failed" when the divergence guard stopped the run
+    std::string status =
+        "complete";  // the file's; "failed" when the divergence guard stopped the run
     // Every way out of training saves the completed steps first (rank 0), then goes on to
     // main_guard, which ends the job (exit 3 timeout, 2 usage, 1 other).
     try {
@@ -118,7 +131,8 @@ int main(int argc, char** argv) {
         const double rate = tr::report_training(o, a.ctx, out, monitor);
         if (!out.diverged.empty()) {
           // Every rank has the verdict; what was measured up to it is written (status "diverged").
-          if (a.ctx.is_root()) std::fprintf(stderr, "dtune-train: error: %s\n", out.diverged.c_str());
+          if (a.ctx.is_root())
+            std::fprintf(stderr, "dtune-train: error: %s\n", out.diverged.c_str());
           code = 1;
           status = "failed";
           break;
@@ -139,8 +153,10 @@ int main(int argc, char** argv) {
         }
       }
       if (o.batch_sweep && a.ctx.is_root())
-        std::printf("# --batch-sweep: batch %lld per rank is the fastest (%.2f samples/s) of %zu measured\n",
-                    static_cast<long long>(best), best_rate, batches.size());
+        std::printf(
+            "# --batch-sweep: batch %lld per rank is the fastest (%.2f samples/s) of %zu "
+            "measured\n",
+            static_cast<long long>(best), best_rate, batches.size());
     } catch (const tr::OutOfMemory& e) {
       // Every rank runs the same shapes, so every rank gets here at the same step.
       if (a.ctx.is_root()) tr::report_oom(o, e, monitor, file);

@@ -16,7 +16,8 @@ namespace {
 
 // --profile-steps START:COUNT, within the run's warm-up + measured steps.
 void parse_profile_steps(const std::string& text, Options& o) {
-  const std::string usage = "--profile-steps '" + text + "': give START:COUNT, e.g. 2:3 (steps 2, 3 and 4)";
+  const std::string usage =
+      "--profile-steps '" + text + "': give START:COUNT, e.g. 2:3 (steps 2, 3 and 4)";
   const size_t colon = text.find(':');
   if (colon == std::string::npos) throw UsageError(usage);
   try {
@@ -28,131 +29,249 @@ void parse_profile_steps(const std::string& text, Options& o) {
   } catch (const std::exception&) {
     throw UsageError(usage);
   }
-  if (o.profile_first < 0 || o.profile_steps < 1) throw UsageError(usage + " (START >= 0, COUNT >= 1)");
+  if (o.profile_first < 0 || o.profile_steps < 1)
+    throw UsageError(usage + " (START >= 0, COUNT >= 1)");
   const int total = o.warmup_steps + o.steps;
   if (o.profile_first + o.profile_steps > total)
-    throw UsageError("--profile-steps " + text + " goes past the last step: the run has " + std::to_string(total) +
-                     " steps (--warmup-steps " + std::to_string(o.warmup_steps) + " + --steps " +
-                     std::to_string(o.steps) + "), numbered from 0");
+    throw UsageError("--profile-steps " + text + " goes past the last step: the run has " +
+                     std::to_string(total) + " steps (--warmup-steps " +
+                     std::to_string(o.warmup_steps) + " + --steps " + std::to_string(o.steps) +
+                     "), numbered from 0");
 }
 
 }  // namespace
 
 int parse_options(int argc, char** argv, bool print, int world_size, int local_size, Options& o) {
-  CLI::App app{"dtune-train: data-parallel training of real models, every step's time broken down "
-               "per rank (launch with mpirun -np N, or as one process).",
-               "dtune-train"};
+  CLI::App app{
+      "dtune-train: data-parallel training of real models, every step's time broken down "
+      "per rank (launch with mpirun -np N, or as one process).",
+      "dtune-train"};
   app.set_version_flag("--version", "dtune-train " + build_info::dtune_version());
-  app.footer("Exit status: 0 trained; 1 error; 2 bad input; 3 a rank timed out; 4 out of memory (recorded\n"
-             "in the results file with status oom); 130 interrupted (SIGINT/SIGTERM: the completed steps are kept). Results layout: results/SCHEMA.md.");
+  app.footer(
+      "Exit status: 0 trained; 1 error; 2 bad input; 3 a rank timed out; 4 out of memory "
+      "(recorded\n"
+      "in the results file with status oom); 130 interrupted (SIGINT/SIGTERM: the completed steps "
+      "are kept). Results layout: results/SCHEMA.md.");
   app.get_formatter()->column_width(34);
   auto env = [](const char* n) { return std::string("DTUNE_TRAIN_") + n; };
   std::string batch = "8", precision = to_string(o.precision), weights = to_string(o.weights_dtype),
-              optimizer = to_string(o.optimizer), device = to_string(o.device), backend = to_string(o.backend),
-              overlap = to_string(o.overlap), compression = to_string(o.compression);
+              optimizer = to_string(o.optimizer), device = to_string(o.device),
+              backend = to_string(o.backend), overlap = to_string(o.overlap),
+              compression = to_string(o.compression);
   auto& mo = o.model_options;
-  app.add_option("--model", o.model, "model name (dtune-models list)")->envname(env("MODEL"))->capture_default_str();
-  app.add_option("--num-classes", mo.num_classes, "ResNet classes")->envname(env("NUM_CLASSES"))->capture_default_str();
-  app.add_option("--image-size", mo.image_size, "ResNet input size")->envname(env("IMAGE_SIZE"))->capture_default_str();
-  app.add_option("--width", mo.width, "ResNet base width")->envname(env("WIDTH"))->capture_default_str();
-  app.add_option("--context", mo.context, "GPT context length (0: model default)")->envname(env("CONTEXT"))->capture_default_str();
-  app.add_option("--vocab", mo.vocab, "GPT vocabulary (0: model default)")->envname(env("VOCAB"))->capture_default_str();
+  app.add_option("--model", o.model, "model name (dtune-models list)")
+      ->envname(env("MODEL"))
+      ->capture_default_str();
+  app.add_option("--num-classes", mo.num_classes, "ResNet classes")
+      ->envname(env("NUM_CLASSES"))
+      ->capture_default_str();
+  app.add_option("--image-size", mo.image_size, "ResNet input size")
+      ->envname(env("IMAGE_SIZE"))
+      ->capture_default_str();
+  app.add_option("--width", mo.width, "ResNet base width")
+      ->envname(env("WIDTH"))
+      ->capture_default_str();
+  app.add_option("--context", mo.context, "GPT context length (0: model default)")
+      ->envname(env("CONTEXT"))
+      ->capture_default_str();
+  app.add_option("--vocab", mo.vocab, "GPT vocabulary (0: model default)")
+      ->envname(env("VOCAB"))
+      ->capture_default_str();
   app.add_option("--batch", batch, "samples per rank per micro-step, or auto (largest that fits)")
-      ->envname(env("BATCH"))->capture_default_str();
-  app.add_flag("--batch-sweep", o.batch_sweep, "with --batch auto: measure every power of two up to the "
+      ->envname(env("BATCH"))
+      ->capture_default_str();
+  app.add_flag("--batch-sweep", o.batch_sweep,
+               "with --batch auto: measure every power of two up to the "
                "largest batch that fits (and that batch) and report the throughput-optimal one")
       ->envname(env("BATCH_SWEEP"));
-  app.add_option("--global-batch", o.global_batch, "samples per optimizer step over all ranks "
-                 "(sets --batch = global / (ranks x accum-steps))")->envname(env("GLOBAL_BATCH"));
-  app.add_option("--accum-steps", o.accum_steps, "micro-steps per optimizer step (gradient accumulation)")
-      ->envname(env("ACCUM_STEPS"))->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--precision", precision, "fp32, tf32, fp16 (autocast + dynamic loss scaling) or bf16 (autocast)")
-      ->envname(env("PRECISION"))->capture_default_str()->check(CLI::IsMember(enum_names(kPrecisionNames)));
-  app.add_option("--weights-dtype", weights, "fp32, or bf16 weights with an fp32 master copy in the optimizer")
-      ->envname(env("WEIGHTS_DTYPE"))->capture_default_str()->check(CLI::IsMember(enum_names(kWeightsDtypeNames)));
-  app.add_option("--optimizer", optimizer, "sgd (momentum 0.9) or adamw")->envname(env("OPTIMIZER"))
-      ->capture_default_str()->check(CLI::IsMember(enum_names(kOptimizerNames)));
-  app.add_option("--lr", o.lr, "learning rate")->envname(env("LR"))->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--steps", o.steps, "measured optimizer steps")->envname(env("STEPS"))->capture_default_str()
+  app.add_option("--global-batch", o.global_batch,
+                 "samples per optimizer step over all ranks "
+                 "(sets --batch = global / (ranks x accum-steps))")
+      ->envname(env("GLOBAL_BATCH"));
+  app.add_option("--accum-steps", o.accum_steps,
+                 "micro-steps per optimizer step (gradient accumulation)")
+      ->envname(env("ACCUM_STEPS"))
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--precision", precision,
+                 "fp32, tf32, fp16 (autocast + dynamic loss scaling) or bf16 (autocast)")
+      ->envname(env("PRECISION"))
+      ->capture_default_str()
+      ->check(CLI::IsMember(enum_names(kPrecisionNames)));
+  app.add_option("--weights-dtype", weights,
+                 "fp32, or bf16 weights with an fp32 master copy in the optimizer")
+      ->envname(env("WEIGHTS_DTYPE"))
+      ->capture_default_str()
+      ->check(CLI::IsMember(enum_names(kWeightsDtypeNames)));
+  app.add_option("--optimizer", optimizer, "sgd (momentum 0.9) or adamw")
+      ->envname(env("OPTIMIZER"))
+      ->capture_default_str()
+      ->check(CLI::IsMember(enum_names(kOptimizerNames)));
+  app.add_option("--lr", o.lr, "learning rate")
+      ->envname(env("LR"))
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--steps", o.steps, "measured optimizer steps")
+      ->envname(env("STEPS"))
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--warmup-steps", o.warmup_steps, "steps run first and excluded from throughput")
-      ->envname(env("WARMUP_STEPS"))->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--threads", o.threads, "intra-op threads per rank (0: cores on the node / ranks on the node)")
-      ->envname(env("THREADS"))->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_flag("--channels-last", o.channels_last, "channels_last memory format (ResNet)")->envname(env("CHANNELS_LAST"));
-  app.add_option("--seed", o.seed, "seed of initialisation and synthetic data")->envname(env("SEED"))->capture_default_str();
-  app.add_option("--output", o.output, "HDF5 results file [default: results/dtune-train-<time>-<pid>.h5]")
+      ->envname(env("WARMUP_STEPS"))
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", o.threads,
+                 "intra-op threads per rank (0: cores on the node / ranks on the node)")
+      ->envname(env("THREADS"))
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--channels-last", o.channels_last, "channels_last memory format (ResNet)")
+      ->envname(env("CHANNELS_LAST"));
+  app.add_option("--seed", o.seed, "seed of initialisation and synthetic data")
+      ->envname(env("SEED"))
+      ->capture_default_str();
+  app.add_option("--output", o.output,
+                 "HDF5 results file [default: results/dtune-train-<time>-<pid>.h5]")
       ->envname(env("OUTPUT"));
   bool no_output = false;
   app.add_flag("--no-output", no_output, "write no HDF5 file")->envname(env("NO_OUTPUT"));
-  app.add_flag("--overwrite", o.overwrite,
-               "replace an existing --output file (default: keep it and write NAME.1.h5, NAME.2.h5, ...)")
+  app.add_flag(
+         "--overwrite", o.overwrite,
+         "replace an existing --output file (default: keep it and write NAME.1.h5, NAME.2.h5, ...)")
       ->envname(env("OVERWRITE"));
-  app.add_option("--device", device, "cpu or cuda (one GPU per rank)")->envname(env("DEVICE"))
-      ->capture_default_str()->check(CLI::IsMember(enum_names(kDeviceNames)));
+  app.add_option("--device", device, "cpu or cuda (one GPU per rank)")
+      ->envname(env("DEVICE"))
+      ->capture_default_str()
+      ->check(CLI::IsMember(enum_names(kDeviceNames)));
   app.add_option("--backend", backend, "gradient reduction: mpi (host tensors) or nccl (GPU)")
-      ->envname(env("BACKEND"))->capture_default_str()->check(CLI::IsMember(enum_names(kBackendNames)));
+      ->envname(env("BACKEND"))
+      ->capture_default_str()
+      ->check(CLI::IsMember(enum_names(kBackendNames)));
   app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket cap in MiB (PyTorch DDP: 25)")
-      ->envname(env("BUCKET_MB"))->capture_default_str()->check(CLI::PositiveNumber);
+      ->envname(env("BUCKET_MB"))
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--first-bucket-mb", o.first_bucket_mb, "first bucket cap in MiB (DDP: 1)")
-      ->envname(env("FIRST_BUCKET_MB"))->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--overlap", overlap, "on: reduce each bucket as soon as its gradients are ready; "
-                 "off: one flat allreduce after backward")->envname(env("OVERLAP"))
-      ->capture_default_str()->check(CLI::IsMember(enum_names(kOverlapNames)));
+      ->envname(env("FIRST_BUCKET_MB"))
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--overlap", overlap,
+                 "on: reduce each bucket as soon as its gradients are ready; "
+                 "off: one flat allreduce after backward")
+      ->envname(env("OVERLAP"))
+      ->capture_default_str()
+      ->check(CLI::IsMember(enum_names(kOverlapNames)));
   app.add_option("--compression", compression, "gradients sent as none, fp16 or bf16")
-      ->envname(env("COMPRESSION"))->capture_default_str()->check(CLI::IsMember(enum_names(kCompressionNames)));
-  app.add_option("--local-sgd", o.local_sgd_every, "no per-step gradient sync; average parameters after "
-                 "every H-th optimizer step, warm-up included, and after the last one (0: off)")->envname(env("LOCAL_SGD"))->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--check-every", o.check_every, "compare parameter checksums across ranks every K steps, "
-                 "with --local-sgd only after averagings (0: at the end only)")->envname(env("CHECK_EVERY"))->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--memory-limit-mb", o.memory_limit_mb, "CPU: memory a rank may use (for --batch auto)")
-      ->envname(env("MEMORY_LIMIT_MB"))->check(CLI::NonNegativeNumber);
-  app.add_option("--peak-tflops", o.peak_tflops, "peak for MFU in TFLOP/s (default: the datasheet of the "
-                 "detected GPU model, A100, H100 or H200; none on CPU or another GPU)")->envname(env("PEAK_TFLOPS"))->check(CLI::NonNegativeNumber);
+      ->envname(env("COMPRESSION"))
+      ->capture_default_str()
+      ->check(CLI::IsMember(enum_names(kCompressionNames)));
+  app.add_option("--local-sgd", o.local_sgd_every,
+                 "no per-step gradient sync; average parameters after "
+                 "every H-th optimizer step, warm-up included, and after the last one (0: off)")
+      ->envname(env("LOCAL_SGD"))
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--check-every", o.check_every,
+                 "compare parameter checksums across ranks every K steps, "
+                 "with --local-sgd only after averagings (0: at the end only)")
+      ->envname(env("CHECK_EVERY"))
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--memory-limit-mb", o.memory_limit_mb,
+                 "CPU: memory a rank may use (for --batch auto)")
+      ->envname(env("MEMORY_LIMIT_MB"))
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--peak-tflops", o.peak_tflops,
+                 "peak for MFU in TFLOP/s (default: the datasheet of the "
+                 "detected GPU model, A100, H100 or H200; none on CPU or another GPU)")
+      ->envname(env("PEAK_TFLOPS"))
+      ->check(CLI::NonNegativeNumber);
   std::string timing = "on";
-  app.add_option("--timing", timing, "on: time every phase of every step; off: only each step's total "
+  app.add_option("--timing", timing,
+                 "on: time every phase of every step; off: only each step's total "
                  "(a bare loop, to measure the harness's own overhead)")
-      ->envname(env("TIMING"))->capture_default_str()->check(CLI::IsMember({"on", "off"}));
-  app.add_option("--tensorboard", o.tensorboard_dir, "write loss, throughput, step time and every phase time "
-                 "per step as TensorBoard event files under DIR/rank<r>/")->envname(env("TENSORBOARD"));
-  app.add_flag("--mllog", o.mllog, "print MLPerf :::MLLOG lines as mlperf-logging writes them "
-               "(init, configuration, run, a block per batch with tracked_stats throughput) from rank 0")->envname(env("MLLOG"));
-  app.add_option("--data", o.data, "training data: synthetic (fixed random batches on the device, no loading "
-                 "cost), or a dataset made by dtune-data: a directory or s3://bucket/prefix of WebDataset "
-                 "shards, an ImageFolder tree or token shards")->envname(env("DATA"))->capture_default_str();
+      ->envname(env("TIMING"))
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--tensorboard", o.tensorboard_dir,
+                 "write loss, throughput, step time and every phase time "
+                 "per step as TensorBoard event files under DIR/rank<r>/")
+      ->envname(env("TENSORBOARD"));
+  app.add_flag(
+         "--mllog", o.mllog,
+         "print MLPerf :::MLLOG lines as mlperf-logging writes them "
+         "(init, configuration, run, a block per batch with tracked_stats throughput) from rank 0")
+      ->envname(env("MLLOG"));
+  app.add_option(
+         "--data", o.data,
+         "training data: synthetic (fixed random batches on the device, no loading "
+         "cost), or a dataset made by dtune-data: a directory or s3://bucket/prefix of WebDataset "
+         "shards, an ImageFolder tree or token shards")
+      ->envname(env("DATA"))
+      ->capture_default_str();
   app.add_option("--workers", o.workers, "loader threads per rank (0: load in the training thread)")
-      ->envname(env("WORKERS"))->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->envname(env("WORKERS"))
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--prefetch", o.prefetch, "batches the loader builds ahead")
-      ->envname(env("PREFETCH"))->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_flag("--strict", o.strict, "an undecodable or truncated sample stops the run (default: skipped and "
-               "counted)")->envname(env("STRICT"));
-  app.add_option("--cache-dir", o.cache_dir, "node-local cache tier between the loader and the data's storage: "
-                 "a directory shared by the ranks of a node (a local disk, or /dev/shm for memory); default none")
+      ->envname(env("PREFETCH"))
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--strict", o.strict,
+               "an undecodable or truncated sample stops the run (default: skipped and "
+               "counted)")
+      ->envname(env("STRICT"));
+  app.add_option("--cache-dir", o.cache_dir,
+                 "node-local cache tier between the loader and the data's storage: "
+                 "a directory shared by the ranks of a node (a local disk, or /dev/shm for "
+                 "memory); default none")
       ->envname(env("CACHE_DIR"));
-  app.add_option("--cache-mb", o.cache_mb, "cache capacity in MiB (least recently used blocks are evicted)")
-      ->envname(env("CACHE_MB"))->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--cache-block-mb", o.cache_block_mb, "cache block size in MiB (the unit fetched on a miss)")
-      ->envname(env("CACHE_BLOCK_MB"))->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--cache-mb", o.cache_mb,
+                 "cache capacity in MiB (least recently used blocks are evicted)")
+      ->envname(env("CACHE_MB"))
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--cache-block-mb", o.cache_block_mb,
+                 "cache block size in MiB (the unit fetched on a miss)")
+      ->envname(env("CACHE_BLOCK_MB"))
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   std::string profile;
-  app.add_option("--profile-steps", profile, "START:COUNT: run the Kineto profiler over COUNT steps from "
-                 "step START (0-based, warm-up steps included); prints the operator table, stores it per rank "
-                 "and writes a Chrome trace per rank (default: off)")->envname(env("PROFILE_STEPS"));
-  app.add_option("--profile-dir", o.profile_dir, "directory for the per-rank traces rank<r>.pt.trace.json "
+  app.add_option("--profile-steps", profile,
+                 "START:COUNT: run the Kineto profiler over COUNT steps from "
+                 "step START (0-based, warm-up steps included); prints the operator table, stores "
+                 "it per rank "
+                 "and writes a Chrome trace per rank (default: off)")
+      ->envname(env("PROFILE_STEPS"));
+  app.add_option("--profile-dir", o.profile_dir,
+                 "directory for the per-rank traces rank<r>.pt.trace.json "
                  "(Perfetto, chrome://tracing, Holistic Trace Analysis)")
-      ->envname(env("PROFILE_DIR"))->capture_default_str();
+      ->envname(env("PROFILE_DIR"))
+      ->capture_default_str();
   app.add_option("--profile-top", o.profile_top, "rows of the operator table to print")
-      ->envname(env("PROFILE_TOP"))->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--timeout", o.timeout_s, "seconds one training step (its gradient reductions and checks "
-                 "included), or one wait for the other ranks outside the steps, may take before the job is "
-                 "aborted, naming the ranks that stopped (exit 3; the completed steps are kept)")
-      ->envname(env("TIMEOUT"))->capture_default_str()->check(kPositive);
-  app.add_option("--debug-plant-inf-step", o.plant_inf_step, "test only: plant an inf gradient at this step")
+      ->envname(env("PROFILE_TOP"))
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option(
+         "--timeout", o.timeout_s,
+         "seconds one training step (its gradient reductions and checks "
+         "included), or one wait for the other ranks outside the steps, may take before the job is "
+         "aborted, naming the ranks that stopped (exit 3; the completed steps are kept)")
+      ->envname(env("TIMEOUT"))
+      ->capture_default_str()
+      ->check(kPositive);
+  app.add_option("--debug-plant-inf-step", o.plant_inf_step,
+                 "test only: plant an inf gradient at this step")
       ->group("Testing");
-  app.add_option("--debug-plant-inf-rank", o.plant_inf_rank, "test only: on this rank")->group("Testing");
-  app.add_option("--debug-perturb-rank", o.perturb_rank, "test only: this rank's parameters drift after "
-                 "the first step (the divergence guard must name it)")->group("Testing");
-  app.add_option("--debug-dump", o.dump_path, "test only: rank 0 saves final parameters and the last "
-                 "step's averaged gradients (torch.save format)")->group("Testing");
+  app.add_option("--debug-plant-inf-rank", o.plant_inf_rank, "test only: on this rank")
+      ->group("Testing");
+  app.add_option("--debug-perturb-rank", o.perturb_rank,
+                 "test only: this rank's parameters drift after "
+                 "the first step (the divergence guard must name it)")
+      ->group("Testing");
+  app.add_option("--debug-dump", o.dump_path,
+                 "test only: rank 0 saves final parameters and the last "
+                 "step's averaged gradients (torch.save format)")
+      ->group("Testing");
 
   const int rc = parse_cli(app, argc, argv, print);
   if (rc >= 0) return rc;
@@ -176,8 +295,9 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
     if (o.batch_auto) throw UsageError("--global-batch and --batch auto both given: keep one");
     const int64_t per = static_cast<int64_t>(world_size) * o.accum_steps;
     if (o.global_batch % per != 0)
-      throw UsageError("--global-batch " + std::to_string(o.global_batch) + " does not divide by ranks (" +
-                       std::to_string(world_size) + ") x --accum-steps (" + std::to_string(o.accum_steps) +
+      throw UsageError("--global-batch " + std::to_string(o.global_batch) +
+                       " does not divide by ranks (" + std::to_string(world_size) +
+                       ") x --accum-steps (" + std::to_string(o.accum_steps) +
                        "): choose a multiple of " + std::to_string(per));
     o.batch = o.global_batch / per;
   }
@@ -193,14 +313,15 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   if (o.precision == Precision::kTf32 && o.device != DeviceKind::kCuda)
     throw UsageError("--precision tf32 needs --device cuda (TF32 is a tensor-core mode)");
   if (o.weights_dtype == WeightsDtype::kBf16 && o.precision == Precision::kFp16)
-    throw UsageError("--weights-dtype bf16 with --precision fp16: use --precision bf16 with bf16 weights");
+    throw UsageError(
+        "--weights-dtype bf16 with --precision fp16: use --precision bf16 with bf16 weights");
   if (o.local_sgd_every > 0 && o.accum_steps > 1)
     throw UsageError("--local-sgd with --accum-steps > 1: pick one way of reducing communication");
   if (o.batch_auto && o.device == DeviceKind::kCpu && o.memory_limit_mb <= 0)
     throw UsageError("--batch auto on CPU needs --memory-limit-mb (the memory a rank may use)");
   if (o.first_bucket_mb > o.bucket_mb)
-    throw UsageError("--first-bucket-mb (" + std::to_string(o.first_bucket_mb) + ") exceeds --bucket-mb (" +
-                     std::to_string(o.bucket_mb) + ")");
+    throw UsageError("--first-bucket-mb (" + std::to_string(o.first_bucket_mb) +
+                     ") exceeds --bucket-mb (" + std::to_string(o.bucket_mb) + ")");
   if (o.threads == 0) {
     const unsigned cores = std::thread::hardware_concurrency();
     o.threads = std::max(1, static_cast<int>(cores) / std::max(1, local_size));
@@ -208,11 +329,14 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   o.timing = timing == "on";
   if (!profile.empty()) parse_profile_steps(profile, o);
   if (!o.cache_dir.empty() && o.data == "synthetic")
-    throw UsageError("--cache-dir with --data synthetic: the cache holds a dataset's blocks; give --data");
+    throw UsageError(
+        "--cache-dir with --data synthetic: the cache holds a dataset's blocks; give --data");
   o.model_options.seed = o.seed;
   const char* dir = std::getenv("DTUNE_RESULTS_DIR");
-  if (no_output && !o.output.empty()) throw UsageError("--no-output and --output both given: keep one");
-  if (!no_output && o.output.empty()) o.output = default_results_path(dir ? dir : "results", "dtune-train");
+  if (no_output && !o.output.empty())
+    throw UsageError("--no-output and --output both given: keep one");
+  if (!no_output && o.output.empty())
+    o.output = default_results_path(dir ? dir : "results", "dtune-train");
   o.command_line = join_command_line(argc, argv);
   return -1;
 }

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "benchmarks/train/train_summary.h"
-#include "train/mfu.h"
-#include "train/step_log.h"
 #include "core/error.h"
 #include "core/gather.h"
 #include "core/stats.h"
+#include "train/mfu.h"
+#include "train/step_log.h"
 
 namespace dtune::train {
 namespace {
@@ -29,75 +29,92 @@ struct RankRecords {
 void print_training(const Options& o, const TrainOutcome& out, const TrainSummary& t,
                     const std::vector<ProfileSummary>& profiles, FILE* f) {
   const size_t S = t.slowest_ms.size();
-  std::fprintf(f, "# dtune-train: %s, %lld parameters, %zu ranks x batch %lld x accum %d = global batch %.0f\n",
-               o.model.c_str(), static_cast<long long>(out.parameters), t.ranks, static_cast<long long>(out.batch),
-               o.accum_steps, t.global_batch);
-  std::fprintf(f, "#   precision %s, weights %s, optimizer %s, sync %s (overlap %s, buckets %zu, compression %s%s), "
-               "device %s, %d threads/rank\n",
-               to_string(o.precision).c_str(), o.weights_dtype == WeightsDtype::kBf16 ? "bf16+fp32 master" : "fp32",
-               to_string(o.optimizer).c_str(), to_string(o.backend).c_str(),
-               to_string(o.overlap).c_str(), out.bucket_bytes.size(), to_string(o.compression).c_str(),
-               o.local_sgd_every > 0 ? (", local SGD every " + std::to_string(o.local_sgd_every)).c_str() : "",
-               out.device_name.c_str(), o.threads);
-  std::fprintf(f, "# %-6s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n", "step", "total_ms", "data", "h2d",
-               "forward", "backward", "comm_exp", "optimizer", "scaler", "loss");
+  std::fprintf(
+      f,
+      "# dtune-train: %s, %lld parameters, %zu ranks x batch %lld x accum %d = global batch %.0f\n",
+      o.model.c_str(), static_cast<long long>(out.parameters), t.ranks,
+      static_cast<long long>(out.batch), o.accum_steps, t.global_batch);
+  std::fprintf(
+      f,
+      "#   precision %s, weights %s, optimizer %s, sync %s (overlap %s, buckets %zu, compression "
+      "%s%s), "
+      "device %s, %d threads/rank\n",
+      to_string(o.precision).c_str(),
+      o.weights_dtype == WeightsDtype::kBf16 ? "bf16+fp32 master" : "fp32",
+      to_string(o.optimizer).c_str(), to_string(o.backend).c_str(), to_string(o.overlap).c_str(),
+      out.bucket_bytes.size(), to_string(o.compression).c_str(),
+      o.local_sgd_every > 0 ? (", local SGD every " + std::to_string(o.local_sgd_every)).c_str()
+                            : "",
+      out.device_name.c_str(), o.threads);
+  std::fprintf(f, "# %-6s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n", "step", "total_ms",
+               "data", "h2d", "forward", "backward", "comm_exp", "optimizer", "scaler", "loss");
   for (size_t s = 0; s < S; ++s) {
     // Rank 0's phases; total is the slowest rank's.
     const auto& ph = out.steps[s].phases;
-    std::fprintf(f, "  %-6zu %10.2f %10.3f %10.3f %10.2f %10.2f %10.2f %10.2f %10.3f %10.5f%s%s\n", s,
-                 t.slowest_ms[s], ph[0], ph[1], ph[2], ph[3], ph[4], ph[5], ph[6], out.steps[s].loss,
-                 s < static_cast<size_t>(o.warmup_steps) ? "  (warm-up)" : "",
+    std::fprintf(f, "  %-6zu %10.2f %10.3f %10.3f %10.2f %10.2f %10.2f %10.2f %10.3f %10.5f%s%s\n",
+                 s, t.slowest_ms[s], ph[0], ph[1], ph[2], ph[3], ph[4], ph[5], ph[6],
+                 out.steps[s].loss, s < static_cast<size_t>(o.warmup_steps) ? "  (warm-up)" : "",
                  out.steps[s].skipped ? "  (skipped: inf/NaN gradients)" : "");
   }
   std::fprintf(f, "# throughput %.2f samples/s", t.samples_per_s);
   if (out.tokens_per_sample > 1) std::fprintf(f, ", %.0f tokens/s", t.tokens_per_s);
-  std::fprintf(f, "; step time p50 %.2f ms, p90 %.2f ms (slowest rank per step, %d measured steps)\n", t.step_ms.p50,
-               t.p90_ms, t.used_steps);
+  std::fprintf(f,
+               "; step time p50 %.2f ms, p90 %.2f ms (slowest rank per step, %d measured steps)\n",
+               t.step_ms.p50, t.p90_ms, t.used_steps);
   // The convention first, then the other one beside it (models/model.h, FlopCount).
   if (std::isnan(t.mfu))
     std::fprintf(f, "# MFU: n/a (peak %s); %.4g training FLOP/sample by %s", t.peak.source.c_str(),
                  out.training_flops_per_sample, out.flops_formula.c_str());
   else
-    std::fprintf(f, "# MFU %.2f%% of %.1f TFLOP/s per device (%s); FLOPs by %s", 100 * t.mfu, t.peak.tflops,
-                 t.peak.source.c_str(), out.flops_formula.c_str());
+    std::fprintf(f, "# MFU %.2f%% of %.1f TFLOP/s per device (%s); FLOPs by %s", 100 * t.mfu,
+                 t.peak.tflops, t.peak.source.c_str(), out.flops_formula.c_str());
   if (out.alt_flops_formula.empty())
     std::fprintf(f, "\n");
   else if (std::isnan(t.alt_mfu))
-    std::fprintf(f, " (%.4g by %s)\n", out.alt_training_flops_per_sample, out.alt_flops_formula.c_str());
+    std::fprintf(f, " (%.4g by %s)\n", out.alt_training_flops_per_sample,
+                 out.alt_flops_formula.c_str());
   else
     std::fprintf(f, " (%.2f%% by %s)\n", 100 * t.alt_mfu, out.alt_flops_formula.c_str());
-  std::fprintf(f, "# peak memory %.1f MiB on rank 0 (%s)%s\n", static_cast<double>(out.peak_memory_bytes) / (1 << 20),
-               out.memory_source.c_str(),
+  std::fprintf(f, "# peak memory %.1f MiB on rank 0 (%s)%s\n",
+               static_cast<double>(out.peak_memory_bytes) / (1 << 20), out.memory_source.c_str(),
                t.skipped ? (", " + std::to_string(t.skipped) + " skipped steps").c_str() : "");
 
   const bool real_data = o.data != "synthetic";
   const std::vector<double> d = t.data.numbers();
   if (real_data)
-    std::fprintf(f, "# data: %s via %d workers/rank; %.0f samples, %.0f bad (skipped), %.1f MB in %.0f requests "
+    std::fprintf(f,
+                 "# data: %s via %d workers/rank; %.0f samples, %.0f bad (skipped), %.1f MB in "
+                 "%.0f requests "
                  "(%.0f retries); summed over ranks: fetch %.0f ms, decode %.0f ms, wait %.0f ms\n",
-                 t.data.source.c_str(), o.workers, d[0], d[1], d[2] / 1e6, d[3], d[4], d[5], d[6], d[7]);
+                 t.data.source.c_str(), o.workers, d[0], d[1], d[2] / 1e6, d[3], d[4], d[5], d[6],
+                 d[7]);
   if (real_data && !o.cache_dir.empty())
-    std::fprintf(f, "# cache %s: %.0f hits, %.0f misses (hit rate %.1f%%), %.1f MB from cache, %.1f MB fetched, "
+    std::fprintf(f,
+                 "# cache %s: %.0f hits, %.0f misses (hit rate %.1f%%), %.1f MB from cache, %.1f "
+                 "MB fetched, "
                  "%.0f evictions\n",
-                 o.cache_dir.c_str(), d[8], d[9], 100 * d[8] / std::max(1.0, d[8] + d[9]), d[10] / 1e6,
-                 d[11] / 1e6, d[12]);
+                 o.cache_dir.c_str(), d[8], d[9], 100 * d[8] / std::max(1.0, d[8] + d[9]),
+                 d[10] / 1e6, d[11] / 1e6, d[12]);
   if (!profiles.empty()) {
     std::fflush(f);  // print_profile writes to stdout
     print_profile(profiles, t.profile_cost, static_cast<size_t>(o.profile_top));
   }
   if (out.final_average)
-    std::fprintf(f, "# local SGD: the run ended between averagings; the parameters were averaged once more "
-                 "after the last step (untimed)\n");
+    std::fprintf(
+        f,
+        "# local SGD: the run ended between averagings; the parameters were averaged once more "
+        "after the last step (untimed)\n");
   if (!out.diverged.empty()) std::fprintf(f, "# stopped: %s\n", out.diverged.c_str());
   if (out.interrupted)
-    std::fprintf(f, "# stopped: interrupted by a signal after %zu of %d steps\n", S, o.warmup_steps + o.steps);
+    std::fprintf(f, "# stopped: interrupted by a signal after %zu of %d steps\n", S,
+                 o.warmup_steps + o.steps);
 }
 
 // Root only: the summary joins the configuration and the steps in the run's group (StepLog), which
 // it closes with the run's status; nothing with --no-output.
-void write_training(StepLog& log, const TrainOutcome& out, const TrainSummary& t, const RankRecords& ranks,
-                    const std::vector<ProfileSummary>& profiles) {
-  log.flush();  // creates the group if this run was shorter than a flush period
+void write_training(StepLog& log, const TrainOutcome& out, const TrainSummary& t,
+                    const RankRecords& ranks, const std::vector<ProfileSummary>& profiles) {
+  log.flush();                   // creates the group if this run was shorter than a flush period
   if (!log.has_group()) return;  // --no-output
   const hid_t id = log.group();
   const size_t R = t.ranks;
@@ -121,7 +138,8 @@ void write_training(StepLog& log, const TrainOutcome& out, const TrainSummary& t
   h5::write_attr(id, "memory_source", out.memory_source);
   h5::write_attr(id, "data_description", t.data.source);
   const std::vector<double> d = t.data.numbers();
-  for (size_t k = 0; k < kDataSummaryFields.size(); ++k) h5::write_attr(id, kDataSummaryFields[k], d[k]);
+  for (size_t k = 0; k < kDataSummaryFields.size(); ++k)
+    h5::write_attr(id, kDataSummaryFields[k], d[k]);
   if (!profiles.empty()) write_profile(id, profiles, t.profile_cost);
   std::vector<int64_t> peak_bytes(ranks.peak_memory_bytes.begin(), ranks.peak_memory_bytes.end());
   h5::write_dataset(id, "peak_memory_bytes", {R}, peak_bytes.data());
@@ -136,9 +154,11 @@ void write_training(StepLog& log, const TrainOutcome& out, const TrainSummary& t
 
 }  // namespace
 
-double report_training(const Options& o, const RunContext& ctx, const TrainOutcome& out, RunMonitor& monitor) {
+double report_training(const Options& o, const RunContext& ctx, const TrainOutcome& out,
+                       RunMonitor& monitor) {
   RankRecords ranks;
-  DataSummary data = data_summary_from_numbers(out.data.source, std::vector<double>(kDataSummaryFields.size(), 0.0));
+  DataSummary data = data_summary_from_numbers(out.data.source,
+                                               std::vector<double>(kDataSummaryFields.size(), 0.0));
   std::vector<ProfileSummary> profiles;
   {
     const auto armed = monitor.arm("gathering the run's results");
@@ -169,7 +189,8 @@ double report_training(const Options& o, const RunContext& ctx, const TrainOutco
   return rate;
 }
 
-void report_oom(const Options& o, const OutOfMemory& e, RunMonitor& monitor, std::optional<ResultsFile>& file) {
+void report_oom(const Options& o, const OutOfMemory& e, RunMonitor& monitor,
+                std::optional<ResultsFile>& file) {
   std::printf("# dtune-train: %s out of memory at batch %lld per rank: %s\n", o.model.c_str(),
               static_cast<long long>(e.batch), e.what());
   if (!file) return;

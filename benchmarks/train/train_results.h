@@ -8,20 +8,22 @@
 #include <optional>
 
 #include "benchmarks/train/options.h"
-#include "train/run_monitor.h"
-#include "train/outcome.h"
 #include "core/results_file.h"
+#include "train/outcome.h"
+#include "train/run_monitor.h"
 
 namespace dtune::train {
 
 // Collective (armed). The steps come from rank 0's monitor.log(), whose group gets the summary and
 // its final status (ok, diverged, interrupted). Returns the run's throughput in samples/s (on
 // every rank).
-double report_training(const Options& o, const RunContext& ctx, const TrainOutcome& out, RunMonitor& monitor);
+double report_training(const Options& o, const RunContext& ctx, const TrainOutcome& out,
+                       RunMonitor& monitor);
 
 // Root only: a run that did not fit, recorded with status "oom" and its batch (in the run's group
 // when some steps completed, else in a group of its own).
-void report_oom(const Options& o, const OutOfMemory& e, RunMonitor& monitor, std::optional<ResultsFile>& file);
+void report_oom(const Options& o, const OutOfMemory& e, RunMonitor& monitor,
+                std::optional<ResultsFile>& file);
 
 inline constexpr int kOomExitStatus = 4;
 

@@ -13,8 +13,8 @@
 #include "core/stats.h"
 #include "train/config.h"
 #include "train/mfu.h"
-#include "train/telemetry/profile_results.h"
 #include "train/outcome.h"
+#include "train/telemetry/profile_results.h"
 
 namespace dtune::train {
 

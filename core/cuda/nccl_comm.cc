@@ -17,7 +17,6 @@
 namespace dtune {
 namespace {
 
-
 // Spin (yielding) for the first few milliseconds so that short waits return within
 // microseconds (this matters for -z, where every iteration waits), then sleep between polls.
 constexpr auto kSpinPhase = std::chrono::milliseconds(5);

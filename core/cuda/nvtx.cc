@@ -1,7 +1,7 @@
 // NVTX v3 ranges and marks.
-#include <nvtx3/nvToolsExt.h>
-
 #include "core/nvtx.h"
+
+#include <nvtx3/nvToolsExt.h>
 
 namespace dtune {
 

@@ -64,7 +64,8 @@ int64_t read_range(const std::string& path, int64_t start, int64_t n, std::strin
   if (end > start) out.resize(base + static_cast<size_t>(end - start));
   int64_t got = 0;
   while (start + got < end) {
-    const ssize_t r = ::pread(fd, out.data() + base + got, static_cast<size_t>(end - start - got), static_cast<off_t>(start + got));
+    const ssize_t r = ::pread(fd, out.data() + base + got, static_cast<size_t>(end - start - got),
+                              static_cast<off_t>(start + got));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
       ::close(fd);
@@ -91,7 +92,8 @@ void write_file_atomically(const std::string& path, const std::string& data) {
     if (n <= 0) {
       ::close(fd);
       ::unlink(tmp.c_str());
-      throw Error("cache " + tmp + ": write failed (" + std::strerror(errno) + "): is the cache disk full?");
+      throw Error("cache " + tmp + ": write failed (" + std::strerror(errno) +
+                  "): is the cache disk full?");
     }
     put += static_cast<size_t>(n);
   }
@@ -104,32 +106,41 @@ void write_file_atomically(const std::string& path, const std::string& data) {
 
 }  // namespace
 
-NodeCache::NodeCache(std::unique_ptr<Storage> remote, CacheOptions o) : remote_(std::move(remote)), o_(std::move(o)) {
+NodeCache::NodeCache(std::unique_ptr<Storage> remote, CacheOptions o)
+    : remote_(std::move(remote)), o_(std::move(o)) {
   if (o_.block_bytes < 4096) throw UsageError("cache block size must be at least 4 KiB");
   if (o_.capacity_bytes < o_.block_bytes)
-    throw UsageError("cache capacity (" + std::to_string(o_.capacity_bytes >> 20) + " MiB) is smaller than one block (" +
-                     std::to_string(o_.block_bytes >> 20) + " MiB)");
+    throw UsageError("cache capacity (" + std::to_string(o_.capacity_bytes >> 20) +
+                     " MiB) is smaller than one block (" + std::to_string(o_.block_bytes >> 20) +
+                     " MiB)");
   std::error_code ec;
   fs::create_directories(fs::path(o_.dir) / "blocks", ec);
   if (!ec) fs::create_directories(fs::path(o_.dir) / "locks", ec);
-  if (ec) throw UsageError("cache directory " + o_.dir + ": cannot create it (" + ec.message() + ")");
+  if (ec)
+    throw UsageError("cache directory " + o_.dir + ": cannot create it (" + ec.message() + ")");
 }
 
 std::string NodeCache::describe() const {
-  return remote_->describe() + " via node cache " + o_.dir + " (" + std::to_string(o_.capacity_bytes >> 20) + " MiB, " +
-         std::to_string(o_.block_bytes >> 20) + " MiB blocks)";
+  return remote_->describe() + " via node cache " + o_.dir + " (" +
+         std::to_string(o_.capacity_bytes >> 20) + " MiB, " + std::to_string(o_.block_bytes >> 20) +
+         " MiB blocks)";
 }
 
-void NodeCache::write(const std::string& key, const std::string& bytes) { remote_->write(key, bytes); }
+void NodeCache::write(const std::string& key, const std::string& bytes) {
+  remote_->write(key, bytes);
+}
 
 CacheStats NodeCache::cache_stats() const {
-  return {hits_.load(), misses_.load(), hit_bytes_.load(), miss_bytes_.load(), evictions_.load(), waited_.load()};
+  return {hits_.load(),       misses_.load(),    hit_bytes_.load(),
+          miss_bytes_.load(), evictions_.load(), waited_.load()};
 }
 
-int64_t NodeCache::block(const std::string& key, int64_t index, int64_t start, int64_t n, std::string& out) {
+int64_t NodeCache::block(const std::string& key, int64_t index, int64_t start, int64_t n,
+                         std::string& out) {
   // Blocks of different remotes never share a name: the remote's description is in the hash.
   char name[64];
-  std::snprintf(name, sizeof name, "%016llx-%lld", static_cast<unsigned long long>(fnv1a(remote_->describe() + "\n" + key)),
+  std::snprintf(name, sizeof name, "%016llx-%lld",
+                static_cast<unsigned long long>(fnv1a(remote_->describe() + "\n" + key)),
                 static_cast<long long>(index));
   const std::string path = (fs::path(o_.dir) / "blocks" / name).string();
   const size_t before = out.size();
@@ -141,7 +152,8 @@ int64_t NodeCache::block(const std::string& key, int64_t index, int64_t start, i
   }
   std::string data;
   {
-    FileLock held((fs::path(o_.dir) / "locks" / std::to_string(fnv1a(name) % kLockStripes)).string());
+    FileLock held(
+        (fs::path(o_.dir) / "locks" / std::to_string(fnv1a(name) % kLockStripes)).string());
     size = read_range(path, start, n, out);
     if (size >= 0) {  // another rank or thread filled it while this one waited for the lock
       ++hits_;
@@ -154,7 +166,8 @@ int64_t NodeCache::block(const std::string& key, int64_t index, int64_t start, i
   }
   ++misses_;
   miss_bytes_ += static_cast<int64_t>(data.size());
-  const int64_t end = n < 0 ? static_cast<int64_t>(data.size()) : std::min<int64_t>(static_cast<int64_t>(data.size()), start + n);
+  const int64_t end = n < 0 ? static_cast<int64_t>(data.size())
+                            : std::min<int64_t>(static_cast<int64_t>(data.size()), start + n);
   if (end > start) out.append(data, static_cast<size_t>(start), static_cast<size_t>(end - start));
   evict_to_capacity(path);
   return static_cast<int64_t>(data.size());
@@ -179,7 +192,8 @@ void NodeCache::evict_to_capacity(const std::string& keep) {
   }
   if (total <= o_.capacity_bytes) return;
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return a.mtime.tv_sec != b.mtime.tv_sec ? a.mtime.tv_sec < b.mtime.tv_sec : a.mtime.tv_nsec < b.mtime.tv_nsec;
+    return a.mtime.tv_sec != b.mtime.tv_sec ? a.mtime.tv_sec < b.mtime.tv_sec
+                                            : a.mtime.tv_nsec < b.mtime.tv_nsec;
   });
   for (const auto& e : entries) {
     if (total <= o_.capacity_bytes) break;
@@ -196,7 +210,8 @@ std::string NodeCache::read(const std::string& key, int64_t offset, int64_t leng
   const int64_t bs = o_.block_bytes;
   for (int64_t idx = offset / bs;; ++idx) {
     const int64_t start = std::max<int64_t>(0, offset - idx * bs);
-    const int64_t want = length < 0 ? -1 : std::min<int64_t>(bs - start, length - static_cast<int64_t>(out.size()));
+    const int64_t want =
+        length < 0 ? -1 : std::min<int64_t>(bs - start, length - static_cast<int64_t>(out.size()));
     const int64_t size = block(key, idx, start, want, out);
     const bool done = length >= 0 && static_cast<int64_t>(out.size()) >= length;
     if (done || size < bs) return out;  // enough, or the object ended in this block

@@ -19,16 +19,16 @@
 namespace dtune::data {
 
 struct CacheOptions {
-  std::string dir;                      // created if missing
-  int64_t capacity_bytes = 8LL << 30;   // all blocks together
-  int64_t block_bytes = 8LL << 20;      // fetch unit (Alluxio's default block is 64 MiB)
+  std::string dir;                     // created if missing
+  int64_t capacity_bytes = 8LL << 30;  // all blocks together
+  int64_t block_bytes = 8LL << 20;     // fetch unit (Alluxio's default block is 64 MiB)
 };
 
 struct CacheStats {
-  int64_t hits = 0, misses = 0;        // block lookups
+  int64_t hits = 0, misses = 0;           // block lookups
   int64_t hit_bytes = 0, miss_bytes = 0;  // payload served from the cache / fetched from the remote
   int64_t evictions = 0;
-  int64_t waited = 0;                  // misses that found the block filled by another rank meanwhile
+  int64_t waited = 0;  // misses that found the block filled by another rank meanwhile
 };
 
 class NodeCache final : public Storage {
@@ -39,18 +39,20 @@ class NodeCache final : public Storage {
   int64_t size(const std::string& key) override { return remote_->size(key); }
   std::vector<ObjectInfo> list() override { return remote_->list(); }
   void write(const std::string& key, const std::string& bytes) override;  // through to the remote
-  StorageStats stats() const override { return remote_->stats(); }  // the remote's traffic
+  StorageStats stats() const override { return remote_->stats(); }        // the remote's traffic
   CacheStats cache_stats() const;
 
  private:
-  // Appends bytes [start, start + n) of block `index` of `key` (n < 0: to the block's end) to `out`,
-  // fetching the block on a miss; returns the block's size (shorter than a block: the last one).
+  // Appends bytes [start, start + n) of block `index` of `key` (n < 0: to the block's end) to
+  // `out`, fetching the block on a miss; returns the block's size (shorter than a block: the last
+  // one).
   int64_t block(const std::string& key, int64_t index, int64_t start, int64_t n, std::string& out);
   void evict_to_capacity(const std::string& keep);
 
   std::unique_ptr<Storage> remote_;
   CacheOptions o_;
-  std::atomic<int64_t> hits_{0}, misses_{0}, hit_bytes_{0}, miss_bytes_{0}, evictions_{0}, waited_{0};
+  std::atomic<int64_t> hits_{0}, misses_{0}, hit_bytes_{0}, miss_bytes_{0}, evictions_{0},
+      waited_{0};
 };
 
 }  // namespace dtune::data

@@ -14,7 +14,8 @@ namespace dtune::data {
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 bool is_image_name(const std::string& key) {
@@ -37,7 +38,8 @@ void index_webdataset(Storage& s, Dataset& d) {
       if (img == sample.fields.end() || cls == sample.fields.end()) continue;
       int label = 0;
       try {
-        label = std::stoi(bytes.substr(static_cast<size_t>(cls->second.offset), static_cast<size_t>(cls->second.size)));
+        label = std::stoi(bytes.substr(static_cast<size_t>(cls->second.offset),
+                                       static_cast<size_t>(cls->second.size)));
       } catch (const std::exception&) {
         continue;
       }
@@ -57,7 +59,8 @@ void validate_token_shards(Storage& s, const Dataset& d, const std::string& sour
   for (const auto& o : d.objects) {
     const std::string at = source + ": token shard " + o.key + ": ";
     if (o.size_bytes < kTokenHeaderBytes)
-      throw UsageError(at + "size " + std::to_string(o.size_bytes) + " is shorter than the 1024-byte header; "
+      throw UsageError(at + "size " + std::to_string(o.size_bytes) +
+                       " is shorter than the 1024-byte header; "
                        "re-make it (dtune-data make tokens) or re-run dtune-data index");
     int64_t count = 0;
     try {
@@ -68,22 +71,26 @@ void validate_token_shards(Storage& s, const Dataset& d, const std::string& sour
       throw UsageError(std::string(e.what()) + "; re-make it (dtune-data make tokens)");
     }
     if (count < 1 || kTokenHeaderBytes + 2 * count != o.size_bytes)
-      throw UsageError(at + "its header declares " + std::to_string(count) + " tokens, which take " +
-                       std::to_string(kTokenHeaderBytes + 2 * count) + " bytes, but its size is " +
-                       std::to_string(o.size_bytes) + "; re-make it or re-run dtune-data index");
+      throw UsageError(at + "its header declares " + std::to_string(count) +
+                       " tokens, which take " + std::to_string(kTokenHeaderBytes + 2 * count) +
+                       " bytes, but its size is " + std::to_string(o.size_bytes) +
+                       "; re-make it or re-run dtune-data index");
     total += count;
   }
   if (d.tokens != total)
-    throw UsageError(source + ": tokens " + std::to_string(d.tokens) + " but the shards' headers declare " +
-                     std::to_string(total) + "; re-run dtune-data index");
+    throw UsageError(source + ": tokens " + std::to_string(d.tokens) +
+                     " but the shards' headers declare " + std::to_string(total) +
+                     "; re-run dtune-data index");
 }
 
 }  // namespace
 
 std::string Dataset::describe() const {
-  std::string s = format + ": " + std::to_string(objects.size()) + (format == "imagefolder" ? " files" : " shards");
+  std::string s = format + ": " + std::to_string(objects.size()) +
+                  (format == "imagefolder" ? " files" : " shards");
   if (kind == DatasetKind::kTokens) return s + ", " + std::to_string(tokens) + " tokens";
-  return s + ", " + std::to_string(samples.size()) + " images, " + std::to_string(num_classes) + " classes";
+  return s + ", " + std::to_string(samples.size()) + " images, " + std::to_string(num_classes) +
+         " classes";
 }
 
 std::string manifest_to_json(const Dataset& d) {
@@ -106,20 +113,25 @@ std::string manifest_to_json(const Dataset& d) {
 Dataset manifest_from_json(const std::string& text, const std::string& what) {
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
-    if (!j.contains("dtune_dataset")) throw UsageError(what + ": not a dtune dataset manifest (re-run dtune-data index)");
+    if (!j.contains("dtune_dataset"))
+      throw UsageError(what + ": not a dtune dataset manifest (re-run dtune-data index)");
     Dataset d;
     d.format = j.at("format").get<std::string>();
-    d.kind = j.at("kind").get<std::string>() == "tokens" ? DatasetKind::kTokens : DatasetKind::kImages;
+    d.kind =
+        j.at("kind").get<std::string>() == "tokens" ? DatasetKind::kTokens : DatasetKind::kImages;
     d.num_classes = j.at("num_classes").get<int>();
     d.tokens = j.at("tokens").get<int64_t>();
     d.vocab = j.at("vocab").get<int>();
-    for (const auto& o : j.at("objects")) d.objects.push_back({o.at(0).get<std::string>(), o.at(1).get<int64_t>()});
+    for (const auto& o : j.at("objects"))
+      d.objects.push_back({o.at(0).get<std::string>(), o.at(1).get<int64_t>()});
     for (const auto& s : j.at("samples")) {
-      d.samples.push_back({s.at(0).get<uint32_t>(), s.at(1).get<int64_t>(), s.at(2).get<int64_t>(), s.at(3).get<int32_t>()});
+      d.samples.push_back({s.at(0).get<uint32_t>(), s.at(1).get<int64_t>(), s.at(2).get<int64_t>(),
+                           s.at(3).get<int32_t>()});
     }
     return d;
   } catch (const nlohmann::json::exception& e) {
-    throw UsageError(what + ": malformed manifest (" + std::string(e.what()) + "): re-run dtune-data index");
+    throw UsageError(what + ": malformed manifest (" + std::string(e.what()) +
+                     "): re-run dtune-data index");
   }
 }
 
@@ -138,7 +150,9 @@ Dataset index_dataset(Storage& s) {
   if (!d.objects.empty()) {
     d.format = "tokens";
     d.kind = DatasetKind::kTokens;
-    for (const auto& o : d.objects) d.tokens += token_shard_count(s.read(o.key, 0, kTokenHeaderBytes), s.describe() + "/" + o.key);
+    for (const auto& o : d.objects)
+      d.tokens +=
+          token_shard_count(s.read(o.key, 0, kTokenHeaderBytes), s.describe() + "/" + o.key);
     return d;
   }
   // ImageFolder: <class>/<...>/<image>.jpg; classes are the first path components, sorted.
@@ -148,15 +162,19 @@ Dataset index_dataset(Storage& s) {
     if (slash != std::string::npos && is_image_name(o.key)) classes.insert(o.key.substr(0, slash));
   }
   if (classes.empty())
-    throw UsageError("no dataset at " + s.describe() + ": expected dataset.json, WebDataset *.tar shards, "
-                     "*.bin token shards or class folders of JPEG images (make one with dtune-data make)");
+    throw UsageError(
+        "no dataset at " + s.describe() +
+        ": expected dataset.json, WebDataset *.tar shards, "
+        "*.bin token shards or class folders of JPEG images (make one with dtune-data make)");
   std::map<std::string, int> label;
   for (const auto& c : classes) label.emplace(c, static_cast<int>(label.size()));
   d.format = "imagefolder";
   for (const auto& o : all) {
     const size_t slash = o.key.find('/');
-    if (slash == std::string::npos || !is_image_name(o.key) || o.size_bytes <= 0) continue;  // empty: no image
-    d.samples.push_back({static_cast<uint32_t>(d.objects.size()), 0, o.size_bytes, label.at(o.key.substr(0, slash))});
+    if (slash == std::string::npos || !is_image_name(o.key) || o.size_bytes <= 0)
+      continue;  // empty: no image
+    d.samples.push_back({static_cast<uint32_t>(d.objects.size()), 0, o.size_bytes,
+                         label.at(o.key.substr(0, slash))});
     d.objects.push_back(o);
   }
   d.num_classes = static_cast<int>(classes.size());
@@ -178,7 +196,8 @@ Dataset open_dataset(Storage& s, bool* indexed) {
     try {
       s.size(o.key);
     } catch (const NotFound&) {
-      throw UsageError(s.describe() + ": " + o.key + " is in dataset.json but does not exist (re-run dtune-data "
+      throw UsageError(s.describe() + ": " + o.key +
+                       " is in dataset.json but does not exist (re-run dtune-data "
                        "index, or restore it)");
     }
   }
@@ -193,7 +212,8 @@ void validate_dataset(Storage& s, const Dataset& d, const std::string& source) {
     return;
   }
   if (!d.samples.empty() && d.num_classes < 1)
-    throw UsageError(source + ": num_classes " + std::to_string(d.num_classes) + " must be at least 1" + fix);
+    throw UsageError(source + ": num_classes " + std::to_string(d.num_classes) +
+                     " must be at least 1" + fix);
   for (size_t i = 0; i < d.samples.size(); ++i) {
     const SampleRef& r = d.samples[i];
     const std::string at = source + ": sample " + std::to_string(i);
@@ -202,14 +222,18 @@ void validate_dataset(Storage& s, const Dataset& d, const std::string& source) {
                        std::to_string(d.objects.size()) + " objects" + fix);
     const ObjectInfo& o = d.objects[r.object];
     const std::string in = at + " (in " + o.key + "): ";
-    if (r.offset < 0) throw UsageError(in + "offset " + std::to_string(r.offset) + " is negative" + fix);
-    if (r.size <= 0) throw UsageError(in + "size " + std::to_string(r.size) + " must be positive" + fix);
+    if (r.offset < 0)
+      throw UsageError(in + "offset " + std::to_string(r.offset) + " is negative" + fix);
+    if (r.size <= 0)
+      throw UsageError(in + "size " + std::to_string(r.size) + " must be positive" + fix);
     if (r.offset > o.size_bytes - r.size)  // offset + size > object size, without overflow
-      throw UsageError(in + "offset " + std::to_string(r.offset) + " + size " + std::to_string(r.size) +
-                       " runs past the end of " + o.key + " (" + std::to_string(o.size_bytes) + " bytes)" + fix);
+      throw UsageError(in + "offset " + std::to_string(r.offset) + " + size " +
+                       std::to_string(r.size) + " runs past the end of " + o.key + " (" +
+                       std::to_string(o.size_bytes) + " bytes)" + fix);
     if (r.label < 0 || r.label >= d.num_classes)
-      throw UsageError(in + "label " + std::to_string(r.label) + " is outside 0.." + std::to_string(d.num_classes - 1) +
-                       " (num_classes " + std::to_string(d.num_classes) + ")" + fix);
+      throw UsageError(in + "label " + std::to_string(r.label) + " is outside 0.." +
+                       std::to_string(d.num_classes - 1) + " (num_classes " +
+                       std::to_string(d.num_classes) + ")" + fix);
   }
 }
 

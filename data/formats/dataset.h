@@ -20,7 +20,7 @@ enum class DatasetKind { kImages, kTokens };
 struct SampleRef {
   uint32_t object = 0;  // index into Dataset::objects
   int64_t offset = 0, size = 0;
-  int32_t label = 0;    // class (images); unused for tokens
+  int32_t label = 0;  // class (images); unused for tokens
 };
 
 struct Dataset {
@@ -29,9 +29,9 @@ struct Dataset {
   std::vector<ObjectInfo> objects;
   std::vector<SampleRef> samples;  // images; token windows come from token_windows()
   int num_classes = 0;
-  int64_t tokens = 0;              // token datasets: total tokens
-  int vocab = 0;                   // token datasets: 256 for the byte tokenizer, 0 unknown
-  std::string describe() const;    // one line: format, objects, samples, classes
+  int64_t tokens = 0;            // token datasets: total tokens
+  int vocab = 0;                 // token datasets: 256 for the byte tokenizer, 0 unknown
+  std::string describe() const;  // one line: format, objects, samples, classes
 };
 
 inline constexpr const char* kManifestKey = "dataset.json";
@@ -45,9 +45,9 @@ Dataset manifest_from_json(const std::string& text, const std::string& what);
 // holds none of these.
 Dataset index_dataset(Storage& s);
 
-// dataset.json if present, else index_dataset(), then validate_dataset(). Checks that every object exists; an object
-// shorter than the manifest says (a truncated shard) is kept, its missing samples will read short
-// and be counted as bad. `*indexed` tells whether the root had to be indexed.
+// dataset.json if present, else index_dataset(), then validate_dataset(). Checks that every object
+// exists; an object shorter than the manifest says (a truncated shard) is kept, its missing samples
+// will read short and be counted as bad. `*indexed` tells whether the root had to be indexed.
 Dataset open_dataset(Storage& s, bool* indexed = nullptr);
 
 // Every record checked before any sample is read, so that a bad one stops every rank at open

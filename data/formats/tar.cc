@@ -5,8 +5,8 @@
 // field read as spaces.
 #include "data/formats/tar.h"
 
-#include <cstdio>
 #include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -51,7 +51,8 @@ std::vector<TarMember> scan_tar(const std::string& bytes, bool* truncated) {
   std::string long_name;
   size_t pos = 0;
   while (true) {
-    if (pos + kBlock > bytes.size()) return bytes.size() == pos ? out : stop();  // no end blocks: fine if aligned
+    if (pos + kBlock > bytes.size())
+      return bytes.size() == pos ? out : stop();  // no end blocks: fine if aligned
     const auto* h = reinterpret_cast<const unsigned char*>(bytes.data() + pos);
     if (all_zero(h)) return out;
     if (!checksum_ok(h)) return stop();

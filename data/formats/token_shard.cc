@@ -14,7 +14,8 @@ std::string encode_token_shard(const std::vector<uint16_t>& tokens) {
   header[1] = 1;
   header[2] = static_cast<int32_t>(tokens.size());
   std::memcpy(out.data(), header, sizeof header);  // little-endian hosts only (x86, arm64)
-  if (!tokens.empty()) std::memcpy(out.data() + kTokenHeaderBytes, tokens.data(), tokens.size() * 2);
+  if (!tokens.empty())
+    std::memcpy(out.data() + kTokenHeaderBytes, tokens.data(), tokens.size() * 2);
   return out;
 }
 
@@ -24,8 +25,10 @@ int64_t token_shard_count(const std::string& header_bytes, const std::string& wh
   int32_t header[3];
   std::memcpy(header, header_bytes.data(), sizeof header);
   if (header[0] != kTokenShardMagic)
-    throw Error(what + ": not a token shard (magic " + std::to_string(header[0]) + ", expected 20240520)");
-  if (header[1] != 1) throw Error(what + ": token-shard version " + std::to_string(header[1]) + " (only 1 is known)");
+    throw Error(what + ": not a token shard (magic " + std::to_string(header[0]) +
+                ", expected 20240520)");
+  if (header[1] != 1)
+    throw Error(what + ": token-shard version " + std::to_string(header[1]) + " (only 1 is known)");
   return header[2];
 }
 

@@ -20,8 +20,9 @@ struct CropBox {
 // `scale` and a log-uniform aspect ratio in `ratio`; if none fits, the central crop clamped to the
 // ratio range. `u` draws uniform numbers in [0, 1) (so tests can script them).
 template <class Uniform>
-CropBox random_resized_crop_box(int width, int height, Uniform&& u, double scale_lo = 0.08, double scale_hi = 1.0,
-                                double ratio_lo = 3.0 / 4.0, double ratio_hi = 4.0 / 3.0);
+CropBox random_resized_crop_box(int width, int height, Uniform&& u, double scale_lo = 0.08,
+                                double scale_hi = 1.0, double ratio_lo = 3.0 / 4.0,
+                                double ratio_hi = 4.0 / 3.0);
 
 inline constexpr std::array<float, 3> kImagenetMean = {0.485f, 0.456f, 0.406f};
 inline constexpr std::array<float, 3> kImagenetStd = {0.229f, 0.224f, 0.225f};
@@ -29,8 +30,8 @@ inline constexpr std::array<float, 3> kImagenetStd = {0.229f, 0.224f, 0.225f};
 // Crops `box` out of `src`, resizes it to out_h x out_w with Pillow's bilinear (antialiased)
 // filter, flips horizontally if asked, and writes normalised float planes to `out`
 // (3 * out_h * out_w floats, channel-major: the layout of a (3, H, W) tensor).
-void crop_resize_normalize(const RgbImage& src, const CropBox& box, int out_h, int out_w, bool flip, float* out,
-                           const std::array<float, 3>& mean = kImagenetMean,
+void crop_resize_normalize(const RgbImage& src, const CropBox& box, int out_h, int out_w, bool flip,
+                           float* out, const std::array<float, 3>& mean = kImagenetMean,
                            const std::array<float, 3>& std = kImagenetStd);
 
 // Resize so the shorter side is `resize`, then the central out x out crop (torchvision's

@@ -14,7 +14,9 @@
 namespace dtune::data {
 namespace {
 
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
 
 // Uniform [0, 1) from a 64-bit generator, identical on every platform.
 struct Uniform {
@@ -26,7 +28,8 @@ struct Uniform {
 
 Loader::Loader(std::shared_ptr<Storage> storage, Dataset dataset, LoaderOptions o)
     : storage_(std::move(storage)), dataset_(std::move(dataset)), o_(o) {
-  DTUNE_CHECK(o_.batch >= 1 && o_.workers >= 0 && o_.prefetch >= 1 && o_.world >= 1, "bad loader options");
+  DTUNE_CHECK(o_.batch >= 1 && o_.workers >= 0 && o_.prefetch >= 1 && o_.world >= 1,
+              "bad loader options");
   if (dataset_.kind == DatasetKind::kTokens) {
     if (o_.context < 1) throw UsageError("a token dataset needs the model's context length");
     samples_ = token_windows(dataset_, o_.context);
@@ -56,7 +59,8 @@ void Loader::stop_workers() {
 void Loader::start_epoch(int epoch) {
   stop_workers();
   epoch_ = epoch;
-  mine_ = rank_slice(epoch_order(samples_, dataset_.objects.size(), o_.seed, epoch), o_.rank, o_.world);
+  mine_ =
+      rank_slice(epoch_order(samples_, dataset_.objects.size(), o_.seed, epoch), o_.rank, o_.world);
   ready_.clear();
   taken_.clear();
   used_ = next_claim_ = next_take_ = delivered_ = 0;
@@ -71,7 +75,9 @@ void Loader::worker_loop() {
     int64_t chunk;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [&] { return stop_ || error_ || next_claim_ >= chunks_ || next_claim_ < next_take_ + o_.prefetch; });
+      cv_.wait(lock, [&] {
+        return stop_ || error_ || next_claim_ >= chunks_ || next_claim_ < next_take_ + o_.prefetch;
+      });
       if (stop_ || error_ || next_claim_ >= chunks_) return;
       chunk = next_claim_++;
     }
@@ -177,7 +183,8 @@ std::optional<LoadedBatch> Loader::next() {
   b.index = delivered_++;
   // Fewer than two batches' worth left (or this was the last): take the rest of the slice now,
   // so that the epoch's skipped samples are all counted by the time its last batch is out.
-  const int64_t unread = static_cast<int64_t>(mine_.size()) - std::min<int64_t>(next_take_ * o_.batch, mine_.size());
+  const int64_t unread =
+      static_cast<int64_t>(mine_.size()) - std::min<int64_t>(next_take_ * o_.batch, mine_.size());
   if (delivered_ >= batches_ || rows_taken() + unread < 2 * o_.batch)
     while (take_chunk(timing)) {
     }
@@ -199,8 +206,10 @@ LoadedBatch Loader::build(int64_t chunk) {
   const bool images = dataset_.kind == DatasetKind::kImages;
   const int64_t S = o_.image_size, T = o_.context;
   auto opts = torch::TensorOptions().pinned_memory(o_.pin_memory);
-  b.input = images ? torch::empty({n, 3, S, S}, opts.dtype(torch::kFloat)) : torch::empty({n, T}, opts.dtype(torch::kLong));
-  b.target = images ? torch::empty({n}, opts.dtype(torch::kLong)) : torch::empty({n, T}, opts.dtype(torch::kLong));
+  b.input = images ? torch::empty({n, 3, S, S}, opts.dtype(torch::kFloat))
+                   : torch::empty({n, T}, opts.dtype(torch::kLong));
+  b.target = images ? torch::empty({n}, opts.dtype(torch::kLong))
+                    : torch::empty({n, T}, opts.dtype(torch::kLong));
   int64_t filled = 0;
   for (int64_t k = lo; k < hi; ++k) {
     const int64_t id = mine_[static_cast<size_t>(k)];
@@ -213,8 +222,9 @@ LoadedBatch Loader::build(int64_t chunk) {
     t0 = Clock::now();
     if (static_cast<int64_t>(bytes.size()) < s.size) {
       if (o_.strict)
-        throw Error(key + ": sample " + std::to_string(id) + " cut short (" + std::to_string(bytes.size()) + " of " +
-                    std::to_string(s.size) + " bytes): truncated shard (--strict)");
+        throw Error(key + ": sample " + std::to_string(id) + " cut short (" +
+                    std::to_string(bytes.size()) + " of " + std::to_string(s.size) +
+                    " bytes): truncated shard (--strict)");
       ++b.timing.truncated;
       ++b.timing.bad;
       continue;
@@ -223,10 +233,13 @@ LoadedBatch Loader::build(int64_t chunk) {
       if (images) {
         if (!codec) codec = std::make_unique<JpegCodec>();
         const RgbImage img = codec->decode(bytes.data(), bytes.size());
-        std::mt19937_64 rng(mix_seed(o_.seed, static_cast<uint64_t>(epoch_), static_cast<uint64_t>(id)));
+        std::mt19937_64 rng(
+            mix_seed(o_.seed, static_cast<uint64_t>(epoch_), static_cast<uint64_t>(id)));
         Uniform u{rng};
-        const CropBox box = o_.augment ? random_resized_crop_box(img.width, img.height, u)
-                                       : center_crop_box(img.width, img.height, static_cast<int>(S * 256 / 224), static_cast<int>(S));
+        const CropBox box =
+            o_.augment ? random_resized_crop_box(img.width, img.height, u)
+                       : center_crop_box(img.width, img.height, static_cast<int>(S * 256 / 224),
+                                         static_cast<int>(S));
         const bool flip = o_.augment && u() < 0.5;
         crop_resize_normalize(img, box, static_cast<int>(S), static_cast<int>(S), flip,
                               b.input.data_ptr<float>() + filled * 3 * S * S);
@@ -243,7 +256,8 @@ LoadedBatch Loader::build(int64_t chunk) {
       b.ids.push_back(id);
       ++filled;
     } catch (const BadImage& e) {
-      if (o_.strict) throw Error(key + ": sample " + std::to_string(id) + ": " + e.what() + " (--strict)");
+      if (o_.strict)
+        throw Error(key + ": sample " + std::to_string(id) + ": " + e.what() + " (--strict)");
       ++b.timing.undecodable;
       ++b.timing.bad;
     }

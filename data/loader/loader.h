@@ -42,7 +42,7 @@ namespace dtune::data {
 struct LoaderOptions {
   int64_t batch = 32;
   int workers = 2;
-  int prefetch = 4;       // batches built ahead of the consumer, in all
+  int prefetch = 4;  // batches built ahead of the consumer, in all
   uint64_t seed = 0;
   int rank = 0, world = 1;
   bool strict = false;    // a bad sample is an error instead of skipped
@@ -62,11 +62,11 @@ struct BatchTiming {
 };
 
 struct LoadedBatch {
-  int64_t index = 0;          // within the epoch, on this rank
-  torch::Tensor input;        // images: float (B, 3, S, S); tokens: int64 (B, T)
-  torch::Tensor target;       // images: int64 labels (B); tokens: int64 (B, T)
-  std::vector<int64_t> ids;   // dataset sample indices, in batch order (bad ones left out)
-  BatchTiming timing;         // of the chunks this batch took first (see above)
+  int64_t index = 0;         // within the epoch, on this rank
+  torch::Tensor input;       // images: float (B, 3, S, S); tokens: int64 (B, T)
+  torch::Tensor target;      // images: int64 labels (B); tokens: int64 (B, T)
+  std::vector<int64_t> ids;  // dataset sample indices, in batch order (bad ones left out)
+  BatchTiming timing;        // of the chunks this batch took first (see above)
 };
 
 struct LoaderTotals {
@@ -93,7 +93,8 @@ class Loader {
   LoaderTotals totals() const { return totals_; }
 
  private:
-  LoadedBatch build(int64_t chunk);  // chunk c: slice positions [c*batch, (c+1)*batch), bad ones left out
+  LoadedBatch build(
+      int64_t chunk);  // chunk c: slice positions [c*batch, (c+1)*batch), bad ones left out
   void worker_loop();
   void stop_workers();
   bool take_chunk(BatchTiming& timing);  // the next chunk into taken_; false when none is left
@@ -112,9 +113,9 @@ class Loader {
 
   // The consumer's side: chunks taken in order, the first one partly handed out.
   std::deque<LoadedBatch> taken_;
-  int64_t used_ = 0;        // rows of taken_.front() already handed out
-  int64_t next_take_ = 0;   // next chunk to take
-  int64_t delivered_ = 0;   // batches handed out this epoch
+  int64_t used_ = 0;       // rows of taken_.front() already handed out
+  int64_t next_take_ = 0;  // next chunk to take
+  int64_t delivered_ = 0;  // batches handed out this epoch
   bool epoch_over_ = false;
 
   std::mutex mutex_;

@@ -15,7 +15,7 @@ struct OpenedData {
   std::shared_ptr<Storage> storage;  // the cache when there is one, else the dataset's storage
   NodeCache* cache = nullptr;        // inside `storage`, or null
   Dataset dataset;
-  bool indexed = false;              // no dataset.json: indexed now
+  bool indexed = false;  // no dataset.json: indexed now
 };
 
 // A missing path, bucket or object, or a root holding no dataset, is a UsageError that starts

@@ -16,9 +16,11 @@ uint64_t mix_seed(uint64_t a, uint64_t b, uint64_t c) {
   return splitmix(splitmix(splitmix(a) ^ b) ^ c);
 }
 
-std::vector<int64_t> epoch_order(const std::vector<SampleRef>& samples, size_t objects, uint64_t seed, int epoch) {
+std::vector<int64_t> epoch_order(const std::vector<SampleRef>& samples, size_t objects,
+                                 uint64_t seed, int epoch) {
   std::vector<std::vector<int64_t>> by_object(objects);
-  for (size_t i = 0; i < samples.size(); ++i) by_object[samples[i].object].push_back(static_cast<int64_t>(i));
+  for (size_t i = 0; i < samples.size(); ++i)
+    by_object[samples[i].object].push_back(static_cast<int64_t>(i));
   std::mt19937_64 rng(mix_seed(seed, static_cast<uint64_t>(epoch)));
   std::vector<size_t> shard(objects);
   for (size_t i = 0; i < objects; ++i) shard[i] = i;
@@ -37,7 +39,8 @@ std::vector<int64_t> rank_slice(const std::vector<int64_t>& order, int rank, int
   const size_t m = order.size();
   const size_t lo = m * static_cast<size_t>(rank) / static_cast<size_t>(world);
   const size_t hi = m * static_cast<size_t>(rank + 1) / static_cast<size_t>(world);
-  return std::vector<int64_t>(order.begin() + static_cast<long>(lo), order.begin() + static_cast<long>(hi));
+  return std::vector<int64_t>(order.begin() + static_cast<long>(lo),
+                              order.begin() + static_cast<long>(hi));
 }
 
 }  // namespace dtune::data

@@ -16,7 +16,8 @@ namespace dtune::data {
 uint64_t mix_seed(uint64_t a, uint64_t b, uint64_t c = 0);
 
 // Sample indices (into `samples`) in epoch order.
-std::vector<int64_t> epoch_order(const std::vector<SampleRef>& samples, size_t objects, uint64_t seed, int epoch);
+std::vector<int64_t> epoch_order(const std::vector<SampleRef>& samples, size_t objects,
+                                 uint64_t seed, int epoch);
 
 // This rank's part of `order`.
 std::vector<int64_t> rank_slice(const std::vector<int64_t>& order, int rank, int world);

@@ -224,7 +224,8 @@ class S3Storage final : public Storage {
     r.target = "/" + bucket_ + "?list-type=2&max-keys=1&prefix=" + uri_encode(prefix_, false);
     Response resp = perform(r);
     if (resp.curl == CURLE_OK && resp.status == 404)
-      throw NotFound("s3 bucket '" + bucket_ + "' does not exist at " + strip_url_userinfo(o_.endpoint));
+      throw NotFound("s3 bucket '" + bucket_ + "' does not exist at " +
+                     strip_url_userinfo(o_.endpoint));
     check(resp, "listing s3://" + bucket_ + "/" + prefix_);
   }
 
@@ -405,11 +406,12 @@ class S3Storage final : public Storage {
         resp.attempts > 1 ? " (after " + std::to_string(resp.attempts) + " attempts)" : "";
     if (resp.curl == CURLE_OK && resp.status >= 200 && resp.status < 300) return;
     if (resp.curl == CURLE_OPERATION_TIMEDOUT)
-      throw TimeoutError("S3 " + what + " at " + strip_url_userinfo(o_.endpoint) + " timed out: " + resp.curl_error +
-                         " (DTUNE_S3_TIMEOUT_S=" + std::to_string(o_.timeout_s) + " per request)" +
-                         tries);
+      throw TimeoutError("S3 " + what + " at " + strip_url_userinfo(o_.endpoint) + " timed out: " +
+                         resp.curl_error + " (DTUNE_S3_TIMEOUT_S=" + std::to_string(o_.timeout_s) +
+                         " per request)" + tries);
     if (resp.curl != CURLE_OK)
-      throw Error("S3 " + what + " at " + strip_url_userinfo(o_.endpoint) + " failed: " + resp.curl_error + tries);
+      throw Error("S3 " + what + " at " + strip_url_userinfo(o_.endpoint) +
+                  " failed: " + resp.curl_error + tries);
     const std::string code = element_text(resp.body, "Code");
     const std::string message = element_text(resp.body, "Message");
     std::string detail = "HTTP " + std::to_string(resp.status);
@@ -417,17 +419,20 @@ class S3Storage final : public Storage {
     if (!message.empty()) detail += ": " + message;
     if (resp.status == 404) {
       if (code == "NoSuchBucket")
-        throw NotFound("s3 bucket '" + bucket_ + "' does not exist at " + strip_url_userinfo(o_.endpoint));
+        throw NotFound("s3 bucket '" + bucket_ + "' does not exist at " +
+                       strip_url_userinfo(o_.endpoint));
       throw NotFound("S3 " + what + ": no such key (" + detail + ")");
     }
     // S3 answers a bad session token with 400 InvalidToken, everything else about keys with 403.
     const bool auth_code = code == "InvalidToken" || code == "ExpiredToken" ||
                            code == "AuthorizationHeaderMalformed" || code == "InvalidAccessKeyId";
     if (resp.status == 401 || resp.status == 403 || auth_code)
-      throw Error("S3 " + what + " at " + strip_url_userinfo(o_.endpoint) + ": the credentials were rejected (" +
-                  detail + "); check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN" +
+      throw Error("S3 " + what + " at " + strip_url_userinfo(o_.endpoint) +
+                  ": the credentials were rejected (" + detail +
+                  "); check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN" +
                   " and AWS_REGION (now '" + o_.region + "')");
-    throw Error("S3 " + what + " at " + strip_url_userinfo(o_.endpoint) + " failed: " + detail + tries);
+    throw Error("S3 " + what + " at " + strip_url_userinfo(o_.endpoint) + " failed: " + detail +
+                tries);
   }
 
   std::string bucket_, prefix_;  // prefix_ is "" or ends with '/'

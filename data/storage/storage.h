@@ -69,6 +69,7 @@ struct S3Options {
 // or missing S3 credentials.
 std::unique_ptr<Storage> open_storage(const std::string& url);
 std::unique_ptr<Storage> open_local_storage(const std::string& dir);
-std::unique_ptr<Storage> open_s3_storage(const std::string& bucket, const std::string& prefix, const S3Options& o);
+std::unique_ptr<Storage> open_s3_storage(const std::string& bucket, const std::string& prefix,
+                                         const S3Options& o);
 
 }  // namespace dtune::data

@@ -29,7 +29,8 @@ TEST(Bandwidth, AlgbwUnits) {
   // 1 GB in 1 s = 1 GB/s; 64 MiB in 1000 us = 67.108864 GB/s.
   EXPECT_DOUBLE_EQ(algbw_gbps(1e9, 1e6), 1.0);
   EXPECT_NEAR(algbw_gbps(64.0 * (1 << 20), 1000.0), 67.108864, 1e-9);
-  EXPECT_NEAR(busbw_gbps(Collective::kAllreduce, 4, 64.0 * (1 << 20), 1000.0), 67.108864 * 1.5, 1e-9);
+  EXPECT_NEAR(busbw_gbps(Collective::kAllreduce, 4, 64.0 * (1 << 20), 1000.0), 67.108864 * 1.5,
+              1e-9);
   EXPECT_EQ(algbw_gbps(8, 0), 0.0);
 }
 

@@ -33,7 +33,8 @@ TEST(Check, ExactSumIsRightInEveryDtype) {
 TEST(Check, UntouchedReceiveBufferIsAllWrong) {
   const OpShape s = make_shape(Collective::kAllgather, Dtype::kBfloat16, ReduceOp::kSum, 0, 4, 256);
   const CheckImages img = make_check_images(s, Placement::kOutOfPlace, 1, false);
-  EXPECT_EQ(count_wrong(s, Placement::kOutOfPlace, 1, img.recv, 0), static_cast<int64_t>(s.recv_count));
+  EXPECT_EQ(count_wrong(s, Placement::kOutOfPlace, 1, img.recv, 0),
+            static_cast<int64_t>(s.recv_count));
 }
 
 TEST(Check, InPlaceAllgatherInputSitsAtRankSlice) {

@@ -1,10 +1,9 @@
 // dtune-comm's summaries: a rank's samples survive the gather's flat layout (run, not run,
 // checked, not checked), a size's statistics combine the ranks as -a says, a configuration's
 // status and fit, and the HDF5 reporter's [placement][size][rank][iteration] layout.
+#include <gtest/gtest.h>
 #include <hdf5.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
@@ -113,9 +112,10 @@ std::vector<SizeSummary> sizes(int64_t wrong) {
   std::vector<SizeSummary> out;
   for (size_t bytes : {1000, 2000, 4000}) {
     const double t = 10 + static_cast<double>(bytes) / 100;  // alpha 10 us, 100 B/us
-    const OpShape s = make_shape(Collective::kAllgather, Dtype::kFloat32, ReduceOp::kSum, 0, 2, bytes);
-    out.push_back(summarize_size(s, {sample({t}, 0, {t}, wrong), sample({t}, 0, {t}, 0)},
-                                 TimeMode::kRank0));
+    const OpShape s =
+        make_shape(Collective::kAllgather, Dtype::kFloat32, ReduceOp::kSum, 0, 2, bytes);
+    out.push_back(
+        summarize_size(s, {sample({t}, 0, {t}, wrong), sample({t}, 0, {t}, 0)}, TimeMode::kRank0));
   }
   return out;
 }
@@ -166,15 +166,16 @@ TEST_F(CommResultsTest, WritesThePlacementSizeRankIterationLayout) {
     std::vector<RankSample> ranks;
     for (size_t r = 0; r < 2; ++r) {
       const double b = 100.0 * static_cast<double>(s) + 10.0 * static_cast<double>(r);
-      std::vector<double> ip = s == 1 ? std::vector<double>{} : std::vector<double>{1000 + b, 1001 + b};
+      std::vector<double> ip =
+          s == 1 ? std::vector<double>{} : std::vector<double>{1000 + b, 1001 + b};
       ranks.push_back(sample({b, b + 1}, static_cast<int64_t>(s + r), ip, -1));
     }
     zs.push_back(summarize_size(
         make_shape(Collective::kAllreduce, Dtype::kFloat32, ReduceOp::kSum, 0, 2, 64 << s),
         std::move(ranks), TimeMode::kRank0));
   }
-  const CommSummary c = summarize_config(Collective::kAllreduce, Dtype::kFloat32, ReduceOp::kSum,
-                                         2, std::move(zs), ConfigEnd::kComplete);
+  const CommSummary c = summarize_config(Collective::kAllreduce, Dtype::kFloat32, ReduceOp::kSum, 2,
+                                         std::move(zs), ConfigEnd::kComplete);
   Options o;
   o.iters = 2;
   const std::string path = (dir_ / "r.h5").string();

@@ -42,7 +42,8 @@ TEST_F(DeadlineGuardTest, ArmsTheWatchdogInScope) {
         const DeadlineGuard g(w, 0.05, "the planted wait");
         std::this_thread::sleep_for(30s);
       },
-      ::testing::ExitedWithCode(kTimeoutExitStatus), "the planted wait did not finish within 0.05 s");
+      ::testing::ExitedWithCode(kTimeoutExitStatus),
+      "the planted wait did not finish within 0.05 s");
 }
 
 TEST_F(DeadlineGuardTest, DisarmsWhenTheScopeEndsOrThrows) {

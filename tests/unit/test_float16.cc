@@ -13,10 +13,10 @@ TEST(Half, KnownEncodings) {
   EXPECT_EQ(float_to_half(1.0f), 0x3c00);
   EXPECT_EQ(float_to_half(-2.0f), 0xc000);
   EXPECT_EQ(float_to_half(65504.0f), 0x7bff);
-  EXPECT_EQ(float_to_half(65520.0f), 0x7c00);  // rounds to infinity
+  EXPECT_EQ(float_to_half(65520.0f), 0x7c00);                // rounds to infinity
   EXPECT_EQ(float_to_half(5.960464477539063e-08f), 0x0001);  // smallest subnormal
-  EXPECT_EQ(float_to_half(1.0f + 1.0f / 2048), 0x3c00);       // tie -> even
-  EXPECT_EQ(float_to_half(1.0f + 3.0f / 2048), 0x3c02);       // tie -> even (up)
+  EXPECT_EQ(float_to_half(1.0f + 1.0f / 2048), 0x3c00);      // tie -> even
+  EXPECT_EQ(float_to_half(1.0f + 3.0f / 2048), 0x3c02);      // tie -> even (up)
   EXPECT_TRUE(std::isnan(half_to_float(float_to_half(std::numeric_limits<float>::quiet_NaN()))));
   EXPECT_EQ(half_to_float(0x7c00), std::numeric_limits<float>::infinity());
 }

@@ -15,13 +15,14 @@ namespace {
 TEST(NcclTestsFormat, FloatTextNeverExceedsItsColumn) {
   EXPECT_EQ(float_text(12.3456, 6), " 12.35");
   EXPECT_EQ(float_text(123.456, 6), "123.46");
-  EXPECT_EQ(float_text(1234.56, 6), "1234.6");      // one decimal once two do not fit
-  EXPECT_EQ(float_text(12345.67, 6), " 12346");     // busbw 12345.67 GB/s: no decimals
-  EXPECT_EQ(float_text(1234567.0, 6), " 1e+06");    // past the width: an exponent
-  EXPECT_EQ(float_text(12345.67, 7), "12345.7");   // time column
+  EXPECT_EQ(float_text(1234.56, 6), "1234.6");    // one decimal once two do not fit
+  EXPECT_EQ(float_text(12345.67, 6), " 12346");   // busbw 12345.67 GB/s: no decimals
+  EXPECT_EQ(float_text(1234567.0, 6), " 1e+06");  // past the width: an exponent
+  EXPECT_EQ(float_text(12345.67, 7), "12345.7");  // time column
   EXPECT_EQ(float_text(123456789.0, 7), "1.2e+08");
   for (double v : {0.0, 1.0, 99.999, 1e3, 9.99e5, 1e6, 1e9, 1e15})
-    for (int w : {6, 7}) EXPECT_EQ(float_text(v, w).size(), static_cast<size_t>(w)) << v << " " << w;
+    for (int w : {6, 7})
+      EXPECT_EQ(float_text(v, w).size(), static_cast<size_t>(w)) << v << " " << w;
 }
 
 TEST(NcclTestsFormat, IterStatsFollowComputeIterStats) {
@@ -47,13 +48,15 @@ TEST(NcclTestsFormat, IterStatsFollowComputeIterStats) {
 }
 
 TEST(NcclTestsFormat, OneFilePerCollective) {
-  EXPECT_EQ(json_paths("out/r.json", {Collective::kAllreduce}), std::vector<std::string>{"out/r.json"});
+  EXPECT_EQ(json_paths("out/r.json", {Collective::kAllreduce}),
+            std::vector<std::string>{"out/r.json"});
   EXPECT_EQ(json_paths("r.JSON", {Collective::kAllreduce, Collective::kReduceScatter}),
             (std::vector<std::string>{"r-allreduce.JSON", "r-reduce_scatter.JSON"}));
 }
 
 TEST(NcclTestsFormat, DeviceLineAsNcclTestsParsesIt) {
-  const JsonDevice d = make_json_device(3, 4242, "node7.cluster.local", "cuda:1 NVIDIA H200 (0000:1b:00.0)");
+  const JsonDevice d =
+      make_json_device(3, 4242, "node7.cluster.local", "cuda:1 NVIDIA H200 (0000:1b:00.0)");
   EXPECT_EQ(d.rank, 3);
   EXPECT_EQ(d.pid, 4242);
   EXPECT_EQ(d.hostname, "node7");

@@ -8,8 +8,9 @@ namespace dtune {
 namespace {
 
 TEST(Redact, SecretNames) {
-  for (const char* n : {"SLURM_JWT", "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN",
-                        "DTUNE_S3_PASSWORD", "db_passwd", "MY_CREDENTIALS", "OMPI_MCA_api_key"})
+  for (const char* n :
+       {"SLURM_JWT", "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN",
+        "DTUNE_S3_PASSWORD", "db_passwd", "MY_CREDENTIALS", "OMPI_MCA_api_key"})
     EXPECT_TRUE(is_secret_name(n)) << n;
   for (const char* n : {"NCCL_ALGO", "NCCL_PROTO", "OMPI_MCA_btl", "SLURM_JOB_ID", "UCX_TLS",
                         "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "SLURM_NTASKS"})

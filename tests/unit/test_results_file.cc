@@ -2,9 +2,8 @@
 // run writes it, an existing file is kept (the new run takes NAME.1.h5, NAME.2.h5, ...) unless
 // --overwrite, and a stale .partial (nobody holds its lock) is kept unless --overwrite.
 #include <fcntl.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>

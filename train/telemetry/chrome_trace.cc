@@ -21,8 +21,8 @@ const char* track_name(TraceTrack t) {
 
 }  // namespace
 
-void finish_chrome_trace(const std::string& path, const TraceRankInfo& info, const std::vector<TraceSpan>& spans,
-                         const StepAnchors& anchors) {
+void finish_chrome_trace(const std::string& path, const TraceRankInfo& info,
+                         const std::vector<TraceSpan>& spans, const StepAnchors& anchors) {
   nlohmann::ordered_json trace;  // keeps Kineto's key order
   {
     std::ifstream in(path);
@@ -42,7 +42,8 @@ void finish_chrome_trace(const std::string& path, const TraceRankInfo& info, con
   nlohmann::ordered_json pid;
   const std::string prefix = "ProfilerStep#";
   for (const auto& e : events) {
-    if (!e.is_object() || e.value("ph", "") != "X" || !e.contains("name") || !e["name"].is_string()) continue;
+    if (!e.is_object() || e.value("ph", "") != "X" || !e.contains("name") || !e["name"].is_string())
+      continue;
     const std::string name = e["name"].get<std::string>();
     if (name.rfind(prefix, 0) != 0) continue;
     const auto it = anchors.find(std::stoi(name.substr(prefix.size())));
@@ -53,13 +54,21 @@ void finish_chrome_trace(const std::string& path, const TraceRankInfo& info, con
     offset = e["ts"].get<double>() - (lo + hi) / 2;
     pid = e["pid"];
   }
-  if (best_width < 0) throw Error("profile trace " + path + ": no ProfilerStep#N annotation to align dtune's spans with");
+  if (best_width < 0)
+    throw Error("profile trace " + path +
+                ": no ProfilerStep#N annotation to align dtune's spans with");
 
   for (TraceTrack t : {TraceTrack::kPhases, TraceTrack::kReductions}) {
     const int64_t tid = kTraceTrackTidBase + static_cast<int64_t>(t);
-    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid},
+    events.push_back({{"ph", "M"},
+                      {"name", "thread_name"},
+                      {"pid", pid},
+                      {"tid", tid},
                       {"args", {{"name", track_name(t)}}}});
-    events.push_back({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", pid}, {"tid", tid},
+    events.push_back({{"ph", "M"},
+                      {"name", "thread_sort_index"},
+                      {"pid", pid},
+                      {"tid", tid},
                       {"args", {{"sort_index", tid}}}});
   }
   for (const auto& s : spans) {
@@ -78,7 +87,8 @@ void finish_chrome_trace(const std::string& path, const TraceRankInfo& info, con
   // regular expression "rank":\s+(\d+) on the first line that has one.
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   if (trace.contains("schemaVersion")) out["schemaVersion"] = trace["schemaVersion"];
-  out["distributedInfo"] = {{"backend", info.backend}, {"rank", info.rank}, {"world_size", info.world_size}};
+  out["distributedInfo"] = {
+      {"backend", info.backend}, {"rank", info.rank}, {"world_size", info.world_size}};
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();
   for (const auto& [k, v] : info.extra) extra[k] = v;
   out["dtune"] = extra;
@@ -91,7 +101,8 @@ void finish_chrome_trace(const std::string& path, const TraceRankInfo& info, con
     file << out.dump(1);
     if (!file.flush()) throw Error("profile trace " + tmp + ": write failed (disk full?)");
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error("profile trace " + path + ": rename failed");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error("profile trace " + path + ": rename failed");
 }
 
 }  // namespace dtune::train

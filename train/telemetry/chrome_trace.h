@@ -32,8 +32,8 @@ using StepAnchors = std::map<int, StepAnchor>;
 
 // Rewrites `path` in place. Throws dtune::Error when the file is not a Chrome trace or holds no
 // ProfilerStep annotation to align with.
-void finish_chrome_trace(const std::string& path, const TraceRankInfo& info, const std::vector<TraceSpan>& spans,
-                         const StepAnchors& anchors);
+void finish_chrome_trace(const std::string& path, const TraceRankInfo& info,
+                         const std::vector<TraceSpan>& spans, const StepAnchors& anchors);
 
 // Row ("tid") numbers for dtune's tracks: above Linux's largest thread id (2^22), so they never
 // collide with a real thread.

@@ -75,7 +75,8 @@ std::vector<OpRow> build_op_table(const std::vector<ProfiledEvent>& events, OpSo
 std::string op_table_to_json(const std::vector<OpRow>& rows) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& r : rows)
-    j.push_back({r.name, r.calls, r.self_cpu_us, r.cpu_total_us, r.self_device_us, r.device_total_us});
+    j.push_back(
+        {r.name, r.calls, r.self_cpu_us, r.cpu_total_us, r.self_device_us, r.device_total_us});
   return j.dump();
 }
 
@@ -94,7 +95,8 @@ std::vector<OpRow> op_table_from_json(const std::string& text) {
   return rows;
 }
 
-std::string format_op_table(const std::vector<OpRow>& rows, size_t top, double window_us, bool device) {
+std::string format_op_table(const std::vector<OpRow>& rows, size_t top, double window_us,
+                            bool device) {
   auto ms = [](double us) {
     char b[32];
     std::snprintf(b, sizeof b, "%.3f", us / 1e3);
@@ -102,7 +104,8 @@ std::string format_op_table(const std::vector<OpRow>& rows, size_t top, double w
   };
   std::string s;
   char line[512];
-  std::snprintf(line, sizeof line, "# %-60s %9s %11s %11s", "Name", "Self CPU%", "Self CPU ms", "CPU tot ms");
+  std::snprintf(line, sizeof line, "# %-60s %9s %11s %11s", "Name", "Self CPU%", "Self CPU ms",
+                "CPU tot ms");
   s += line;
   if (device) {
     std::snprintf(line, sizeof line, " %9s %11s %11s", "Self dev%", "Self dev ms", "Dev tot ms");
@@ -113,8 +116,9 @@ std::string format_op_table(const std::vector<OpRow>& rows, size_t top, double w
     const OpRow& r = rows[i];
     std::string name = r.name;
     if (name.size() > 60) name.replace(57, std::string::npos, "...");
-    std::snprintf(line, sizeof line, "  %-60s %8.2f%% %11s %11s", name.c_str(), 100 * r.self_cpu_us / window_us,
-                  ms(r.self_cpu_us).c_str(), ms(r.cpu_total_us).c_str());
+    std::snprintf(line, sizeof line, "  %-60s %8.2f%% %11s %11s", name.c_str(),
+                  100 * r.self_cpu_us / window_us, ms(r.self_cpu_us).c_str(),
+                  ms(r.cpu_total_us).c_str());
     s += line;
     if (device) {
       std::snprintf(line, sizeof line, " %8.2f%% %11s %11s", 100 * r.self_device_us / window_us,

@@ -40,6 +40,7 @@ std::vector<OpRow> op_table_from_json(const std::string& text);
 
 // The PyTorch-profiler-style text table of the first `top` rows, with self-time percentages of
 // `window_us`.
-std::string format_op_table(const std::vector<OpRow>& rows, size_t top, double window_us, bool device);
+std::string format_op_table(const std::vector<OpRow>& rows, size_t top, double window_us,
+                            bool device);
 
 }  // namespace dtune::train

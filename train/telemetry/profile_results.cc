@@ -37,32 +37,40 @@ std::vector<ProfileSummary> gather_profiles(MPI_Comm comm, const ProfileSummary&
   return all;
 }
 
-void print_profile(const std::vector<ProfileSummary>& all, const ProfileOverhead& cost, size_t top) {
+void print_profile(const std::vector<ProfileSummary>& all, const ProfileOverhead& cost,
+                   size_t top) {
   const ProfileSummary& p = all.at(0);
   double self_sum = 0;
   for (const auto& r : p.table) self_sum += p.device ? r.self_device_us : r.self_cpu_us;
-  std::printf("# profile: steps %d-%d on %zu ranks; rank 0's operators by self %s time (top %zu of %zu); "
-              "window %.2f ms, self times add up to %.1f%% of it\n",
-              p.first_step, p.first_step + p.steps - 1, all.size(), p.device ? "device" : "CPU",
-              std::min(top, p.table.size()), p.table.size(), p.window_us / 1e3, 100 * self_sum / p.window_us);
+  std::printf(
+      "# profile: steps %d-%d on %zu ranks; rank 0's operators by self %s time (top %zu of %zu); "
+      "window %.2f ms, self times add up to %.1f%% of it\n",
+      p.first_step, p.first_step + p.steps - 1, all.size(), p.device ? "device" : "CPU",
+      std::min(top, p.table.size()), p.table.size(), p.window_us / 1e3,
+      100 * self_sum / p.window_us);
   std::fputs(format_op_table(p.table, top, p.window_us, p.device).c_str(), stdout);
   if (std::isnan(cost.overhead))
-    std::printf("# profiler overhead: n/a (every measured step was profiled; profiled step p50 %.2f ms)\n",
-                cost.profiled_p50_ms);
+    std::printf(
+        "# profiler overhead: n/a (every measured step was profiled; profiled step p50 %.2f ms)\n",
+        cost.profiled_p50_ms);
   else
-    std::printf("# profiler overhead: %+.1f%% (step p50 %.2f ms profiled vs %.2f ms not; those steps are left "
-                "out of the throughput)\n",
-                100 * cost.overhead, cost.profiled_p50_ms, cost.unprofiled_p50_ms);
+    std::printf(
+        "# profiler overhead: %+.1f%% (step p50 %.2f ms profiled vs %.2f ms not; those steps are "
+        "left "
+        "out of the throughput)\n",
+        100 * cost.overhead, cost.profiled_p50_ms, cost.unprofiled_p50_ms);
   std::printf("# traces: %s (rank 0; one per rank)\n", p.trace_path.c_str());
 }
 
-void write_profile(hid_t run_group, const std::vector<ProfileSummary>& all, const ProfileOverhead& cost) {
+void write_profile(hid_t run_group, const std::vector<ProfileSummary>& all,
+                   const ProfileOverhead& cost) {
   h5::Handle g = h5::create_group(run_group, "profile");
   const ProfileSummary& p0 = all.at(0);
   h5::write_attr(g.get(), "first_step", p0.first_step);
   h5::write_attr(g.get(), "steps", p0.steps);
   h5::write_attr(g.get(), "sort_by", p0.device ? "self_device_us" : "self_cpu_us");
-  h5::write_attr(g.get(), "profiler", "LibTorch Kineto (torch::autograd::profiler::enableProfiler)");
+  h5::write_attr(g.get(), "profiler",
+                 "LibTorch Kineto (torch::autograd::profiler::enableProfiler)");
   h5::write_attr(g.get(), "overhead", cost.overhead);
   h5::write_attr(g.get(), "profiled_step_p50_ms", cost.profiled_p50_ms);
   h5::write_attr(g.get(), "unprofiled_step_p50_ms", cost.unprofiled_p50_ms);

@@ -34,6 +34,7 @@ struct ProfileOverhead {
 
 // Root only.
 void print_profile(const std::vector<ProfileSummary>& all, const ProfileOverhead& cost, size_t top);
-void write_profile(hid_t run_group, const std::vector<ProfileSummary>& all, const ProfileOverhead& cost);
+void write_profile(hid_t run_group, const std::vector<ProfileSummary>& all,
+                   const ProfileOverhead& cost);
 
 }  // namespace dtune::train

@@ -28,15 +28,22 @@ std::set<prof::ActivityType> activities(bool cuda) {
 
 }  // namespace
 
-StepProfiler::StepProfiler(const Options& o, const RunContext& ctx, torch::Device device, TraceLog& log,
-                           const std::string& trace_dir)
-    : first_(o.profile_first), count_(o.profile_steps), ctx_(ctx), cuda_(device.is_cuda()),
-      backend_(to_string(o.backend)), trace_dir_(trace_dir), log_(log) {
+StepProfiler::StepProfiler(const Options& o, const RunContext& ctx, torch::Device device,
+                           TraceLog& log, const std::string& trace_dir)
+    : first_(o.profile_first),
+      count_(o.profile_steps),
+      ctx_(ctx),
+      cuda_(device.is_cuda()),
+      backend_(to_string(o.backend)),
+      trace_dir_(trace_dir),
+      log_(log) {
   if (count_ == 0) return;
-  run_meta_ = {{"model", o.model}, {"precision", to_string(o.precision)}, {"command_line", o.command_line}};
+  run_meta_ = {
+      {"model", o.model}, {"precision", to_string(o.precision)}, {"command_line", o.command_line}};
   std::error_code ec;
   std::filesystem::create_directories(trace_dir_, ec);
-  if (ec) throw UsageError("--profile-dir " + trace_dir_ + ": cannot create it (" + ec.message() + ")");
+  if (ec)
+    throw UsageError("--profile-dir " + trace_dir_ + ": cannot create it (" + ec.message() + ")");
   // Without a GPU Kineto logs "gpuGetDeviceCount failed" as an ERROR on every rank; quieten it on
   // CPU runs unless the user set a level.
   if (!cuda_) setenv("KINETO_LOG_LEVEL", "5", 0);
@@ -79,12 +86,14 @@ void StepProfiler::close(int step) {
 void StepProfiler::finish() {
   const auto window_end = std::chrono::steady_clock::now();
   log_.set_enabled(false);
-  std::unique_ptr<torch::autograd::profiler::ProfilerResult> result = torch::autograd::profiler::disableProfiler();
+  std::unique_ptr<torch::autograd::profiler::ProfilerResult> result =
+      torch::autograd::profiler::disableProfiler();
   const auto t0 = std::chrono::steady_clock::now();
 
   std::vector<ProfiledEvent> events;
   for (const auto& e : result->events()) {
-    if (e.scope() == static_cast<uint8_t>(at::RecordScope::USER_SCOPE)) continue;  // annotations, not ops
+    if (e.scope() == static_cast<uint8_t>(at::RecordScope::USER_SCOPE))
+      continue;  // annotations, not ops
     ProfiledEvent p;
     p.name = e.name();
     p.thread = e.startThreadId();
@@ -99,16 +108,20 @@ void StepProfiler::finish() {
   summary_.first_step = first_;
   summary_.steps = count_;
   summary_.device = cuda_;
-  summary_.window_us = std::chrono::duration<double, std::micro>(window_end - window_start_).count();
+  summary_.window_us =
+      std::chrono::duration<double, std::micro>(window_end - window_start_).count();
   summary_.table = build_op_table(events, cuda_ ? OpSort::kSelfDevice : OpSort::kSelfCpu);
 
-  summary_.trace_path = (std::filesystem::path(trace_dir_) / ("rank" + std::to_string(ctx_.rank()) + ".pt.trace.json")).string();
+  summary_.trace_path = (std::filesystem::path(trace_dir_) /
+                         ("rank" + std::to_string(ctx_.rank()) + ".pt.trace.json"))
+                            .string();
   result->save(summary_.trace_path);
   TraceRankInfo info{ctx_.rank(), ctx_.world_size(), backend_, run_meta_};
   info.extra["host"] = ctx_.host();
   info.extra["profile_steps"] = std::to_string(first_) + ":" + std::to_string(count_);
   finish_chrome_trace(summary_.trace_path, info, log_.take(), anchors_);
-  summary_.finish_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  summary_.finish_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace dtune::train

@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "train/telemetry/chrome_trace.h"
+#include "core/context.h"
 #include "train/config.h"
+#include "train/telemetry/chrome_trace.h"
 #include "train/telemetry/profile_results.h"
 #include "train/telemetry/trace_log.h"
-#include "core/context.h"
 
 namespace at {
 class RecordFunction;

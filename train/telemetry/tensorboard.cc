@@ -17,7 +17,8 @@ std::array<uint32_t, 256> make_table() {
   std::array<uint32_t, 256> t{};
   for (uint32_t i = 0; i < 256; ++i) {
     uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1;  // reflected 0x1EDC6F41
+    for (int k = 0; k < 8; ++k)
+      c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1;  // reflected 0x1EDC6F41
     t[i] = c;
   }
   return t;
@@ -68,11 +69,14 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir, const std::string& 
   std::filesystem::create_directories(dir, ec);
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
-  path_ = (std::filesystem::path(dir) / ("events.out.tfevents." + std::to_string(static_cast<int64_t>(now_s())) +
-                                         "." + host + "." + std::to_string(getpid())))
+  path_ = (std::filesystem::path(dir) /
+           ("events.out.tfevents." + std::to_string(static_cast<int64_t>(now_s())) + "." + host +
+            "." + std::to_string(getpid())))
               .string();
   out_.open(path_, std::ios::binary);
-  if (ec || !out_) throw UsageError(flag + " '" + dir + "': cannot write event files there; choose a writable directory");
+  if (ec || !out_)
+    throw UsageError(flag + " '" + dir +
+                     "': cannot write event files there; choose a writable directory");
   std::string event;
   varint(event, 1 << 3 | 1);  // wall_time: double
   fixed(event, now_s());
@@ -82,15 +86,15 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir, const std::string& 
 
 void TensorBoardWriter::scalar(const std::string& tag, int64_t step, float value) {
   std::string v;
-  bytes_field(v, 1, tag);      // Value.tag
-  varint(v, 2 << 3 | 5);       // Value.simple_value: float
+  bytes_field(v, 1, tag);  // Value.tag
+  varint(v, 2 << 3 | 5);   // Value.simple_value: float
   fixed(v, value);
   std::string summary;
   bytes_field(summary, 1, v);  // Summary.value
   std::string event;
   varint(event, 1 << 3 | 1);
   fixed(event, now_s());
-  varint(event, 2 << 3 | 0);   // Event.step: int64
+  varint(event, 2 << 3 | 0);  // Event.step: int64
   varint(event, static_cast<uint64_t>(step));
   bytes_field(event, 5, summary);  // Event.summary
   write_event(event);

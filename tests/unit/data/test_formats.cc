@@ -55,7 +55,8 @@ TEST(Tar, TruncatedOrDamagedShardKeepsTheMembersBeforeTheDamage) {
   w.add("y.jpg", blob(3000, 2));
   const std::string tar = w.finish();
   bool truncated = false;
-  EXPECT_EQ(scan_tar(tar.substr(0, 512 + 3072 + 512 + 100), &truncated).size(), 1u);  // cut inside y's data
+  EXPECT_EQ(scan_tar(tar.substr(0, 512 + 3072 + 512 + 100), &truncated).size(),
+            1u);  // cut inside y's data
   EXPECT_TRUE(truncated);
   std::string bad = tar;
   bad[512 + 3072 + 10] ^= 0x5a;  // y's header: checksum no longer matches
@@ -110,7 +111,8 @@ TEST(Sampler, EpochOrderIsAPermutationDeterministicAndShardLocal) {
   EXPECT_EQ(std::set<int64_t>(a.begin(), a.end()).size(), s.size());
   // Shard-then-sample: each shard's samples are consecutive.
   for (size_t i = 0; i < a.size(); i += 7)
-    for (size_t j = i; j < i + 7; ++j) EXPECT_EQ(s[static_cast<size_t>(a[j])].object, s[static_cast<size_t>(a[i])].object);
+    for (size_t j = i; j < i + 7; ++j)
+      EXPECT_EQ(s[static_cast<size_t>(a[j])].object, s[static_cast<size_t>(a[i])].object);
 }
 
 TEST(Sampler, RankSlicesPartitionTheEpoch) {
@@ -135,7 +137,8 @@ class Cache : public ::testing::Test {
     root_ = fs::temp_directory_path() / ("dtune_cache_test_" + std::to_string(::getpid()));
     fs::create_directories(root_ / "remote");
     auto remote = open_local_storage((root_ / "remote").string());
-    for (int i = 0; i < 4; ++i) remote->write("obj" + std::to_string(i), blob(10000, static_cast<char>(i)));
+    for (int i = 0; i < 4; ++i)
+      remote->write("obj" + std::to_string(i), blob(10000, static_cast<char>(i)));
   }
   void TearDown() override { fs::remove_all(root_); }
   std::unique_ptr<NodeCache> cache(int64_t capacity) {
@@ -144,7 +147,8 @@ class Cache : public ::testing::Test {
   }
   int64_t cached_bytes() {
     int64_t n = 0;
-    for (const auto& e : fs::directory_iterator(root_ / "cache" / "blocks")) n += static_cast<int64_t>(e.file_size());
+    for (const auto& e : fs::directory_iterator(root_ / "cache" / "blocks"))
+      n += static_cast<int64_t>(e.file_size());
     return n;
   }
   fs::path root_;
@@ -152,7 +156,8 @@ class Cache : public ::testing::Test {
 
 TEST_F(Cache, ServesExactBytesAndHitsTheSecondTime) {
   auto c = cache(1 << 20);
-  EXPECT_EQ(c->read("obj1", 3000, 3000), blob(10000, 1).substr(3000, 3000));  // blocks 0 and 1 of 4 KiB
+  EXPECT_EQ(c->read("obj1", 3000, 3000),
+            blob(10000, 1).substr(3000, 3000));  // blocks 0 and 1 of 4 KiB
   EXPECT_EQ(c->cache_stats().misses, 2);
   EXPECT_EQ(c->read("obj1", 4200, 100), blob(10000, 1).substr(4200, 100));
   EXPECT_EQ(c->cache_stats().hits, 1);

@@ -1,6 +1,6 @@
 // The model registry: parameter counts against torchvision's model documentation (ResNets) and
-// llm.c (GPT-2 124M), FLOPs against torchvision's published GMACs, forward shapes of every registered model, channels_last against contiguous, and
-// deterministic initialisation for a seed.
+// llm.c (GPT-2 124M), FLOPs against torchvision's published GMACs, forward shapes of every
+// registered model, channels_last against contiguous, and deterministic initialisation for a seed.
 #include <gtest/gtest.h>
 #include <torch/nn/functional/activation.h>
 
@@ -82,8 +82,8 @@ TEST(Models, ChannelsLastGivesTheSameOutput) {
     const torch::Tensor ref = m->forward(x);
     to_channels_last(*m);
     const torch::Tensor got = m->forward(x.contiguous(at::MemoryFormat::ChannelsLast));
-    EXPECT_TRUE(torch::allclose(got, ref, 1e-4, 1e-5)) << name << " max diff "
-                                                      << (got - ref).abs().max().item<float>();
+    EXPECT_TRUE(torch::allclose(got, ref, 1e-4, 1e-5))
+        << name << " max diff " << (got - ref).abs().max().item<float>();
   }
 }
 

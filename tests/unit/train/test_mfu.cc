@@ -7,8 +7,8 @@
 
 #include <cmath>
 
-#include "train/mfu.h"
 #include "models/registry.h"
+#include "train/mfu.h"
 
 namespace dtune::train {
 namespace {

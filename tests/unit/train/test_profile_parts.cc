@@ -7,9 +7,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "train/telemetry/chrome_trace.h"
 #include "train/telemetry/op_table.h"
-#include "core/error.h"
 
 namespace dtune::train {
 namespace {
@@ -20,7 +20,8 @@ const OpRow& row(const std::vector<OpRow>& t, const std::string& name) {
   throw std::runtime_error("no row " + name);
 }
 
-ProfiledEvent cpu(const std::string& name, int64_t start_us, int64_t end_us, uint64_t corr = 0, uint64_t thread = 1) {
+ProfiledEvent cpu(const std::string& name, int64_t start_us, int64_t end_us, uint64_t corr = 0,
+                  uint64_t thread = 1) {
   ProfiledEvent e;
   e.name = name;
   e.thread = thread;
@@ -30,7 +31,8 @@ ProfiledEvent cpu(const std::string& name, int64_t start_us, int64_t end_us, uin
   return e;
 }
 
-ProfiledEvent kernel(const std::string& name, int64_t start_us, int64_t end_us, uint64_t launched_by) {
+ProfiledEvent kernel(const std::string& name, int64_t start_us, int64_t end_us,
+                     uint64_t launched_by) {
   ProfiledEvent e = cpu(name, start_us, end_us, 0, 99);
   e.on_device = true;
   e.linked_correlation = launched_by;
@@ -39,8 +41,8 @@ ProfiledEvent kernel(const std::string& name, int64_t start_us, int64_t end_us, 
 
 TEST(OpTable, SelfCpuTimeSubtractsDirectChildren) {
   // linear [0,100) holds addmm [10,60) which holds copy_ [20,30); another thread runs mm [0,40).
-  const auto t = build_op_table({cpu("aten::linear", 0, 100), cpu("aten::addmm", 10, 60), cpu("aten::copy_", 20, 30),
-                                 cpu("aten::mm", 0, 40, 0, 2)},
+  const auto t = build_op_table({cpu("aten::linear", 0, 100), cpu("aten::addmm", 10, 60),
+                                 cpu("aten::copy_", 20, 30), cpu("aten::mm", 0, 40, 0, 2)},
                                 OpSort::kSelfCpu);
   EXPECT_DOUBLE_EQ(row(t, "aten::linear").self_cpu_us, 50);
   EXPECT_DOUBLE_EQ(row(t, "aten::linear").cpu_total_us, 100);
@@ -56,17 +58,18 @@ TEST(OpTable, SelfCpuTimeSubtractsDirectChildren) {
 }
 
 TEST(OpTable, CallsAggregateByName) {
-  const auto t = build_op_table({cpu("aten::mm", 0, 10), cpu("aten::mm", 20, 25), cpu("aten::add_", 30, 31)},
-                                OpSort::kSelfCpu);
+  const auto t =
+      build_op_table({cpu("aten::mm", 0, 10), cpu("aten::mm", 20, 25), cpu("aten::add_", 30, 31)},
+                     OpSort::kSelfCpu);
   EXPECT_EQ(row(t, "aten::mm").calls, 2);
   EXPECT_DOUBLE_EQ(row(t, "aten::mm").self_cpu_us, 15);
 }
 
 TEST(OpTable, DeviceTimeGoesToTheLaunchingOpAndUpToItsParents) {
-  const auto t = build_op_table({cpu("aten::linear", 0, 100, 1), cpu("aten::addmm", 10, 60, 2),
-                                 cpu("aten::relu", 70, 80, 3), kernel("gemm", 200, 290, 2), kernel("relu_k", 300, 305, 3),
-                                 kernel("orphan", 400, 401, 77)},
-                                OpSort::kSelfDevice);
+  const auto t = build_op_table(
+      {cpu("aten::linear", 0, 100, 1), cpu("aten::addmm", 10, 60, 2), cpu("aten::relu", 70, 80, 3),
+       kernel("gemm", 200, 290, 2), kernel("relu_k", 300, 305, 3), kernel("orphan", 400, 401, 77)},
+      OpSort::kSelfDevice);
   EXPECT_DOUBLE_EQ(row(t, "aten::addmm").self_device_us, 90);
   EXPECT_DOUBLE_EQ(row(t, "aten::relu").self_device_us, 5);
   EXPECT_DOUBLE_EQ(row(t, "aten::linear").self_device_us, 0);
@@ -83,7 +86,8 @@ TEST(OpTable, OverlappingButNotNestedEventsNeverGoNegative) {
 }
 
 TEST(OpTable, JsonRoundTripAndText) {
-  const auto t = build_op_table({cpu("aten::mm", 0, 1000), cpu("aten::add_", 1000, 1500)}, OpSort::kSelfCpu);
+  const auto t =
+      build_op_table({cpu("aten::mm", 0, 1000), cpu("aten::add_", 1000, 1500)}, OpSort::kSelfCpu);
   const auto back = op_table_from_json(op_table_to_json(t));
   ASSERT_EQ(back.size(), t.size());
   for (size_t i = 0; i < t.size(); ++i) {
@@ -100,7 +104,8 @@ TEST(OpTable, JsonRoundTripAndText) {
 class ChromeTrace : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("dtune_trace_test_" + std::to_string(::getpid()));
+    dir_ =
+        std::filesystem::temp_directory_path() / ("dtune_trace_test_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
     path_ = (dir_ / "rank1.pt.trace.json").string();
   }
@@ -115,17 +120,26 @@ TEST_F(ChromeTrace, AddsRankMetadataAndAlignsSpansToTheStepAnnotations) {
   // The trace's clock runs 5,000,000 us ahead of the steady clock's epoch count.
   using namespace std::chrono;
   // Step 4's anchor is bracketed within 2 us, step 5's (preempted) within 900 us: step 4 wins.
-  const StepAnchor t0{steady_clock::time_point{microseconds(999)}, steady_clock::time_point{microseconds(1001)}};
-  const StepAnchor t1{steady_clock::time_point{microseconds(2100)}, steady_clock::time_point{microseconds(3000)}};
+  const StepAnchor t0{steady_clock::time_point{microseconds(999)},
+                      steady_clock::time_point{microseconds(1001)}};
+  const StepAnchor t1{steady_clock::time_point{microseconds(2100)},
+                      steady_clock::time_point{microseconds(3000)}};
   write(R"({"schemaVersion": 1, "traceEvents": [
     {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#4", "pid": 42, "tid": 42, "ts": 5001000, "dur": 2000},
     {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#5", "pid": 42, "tid": 42, "ts": 5003000, "dur": 2000},
     {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 42, "tid": 42, "ts": 5001100, "dur": 10}]})");
-  TraceSpan fwd{"forward", TraceTrack::kPhases, steady_clock::time_point{microseconds(1100)},
-                steady_clock::time_point{microseconds(1600)}, {}};
-  TraceSpan red{"MPI_Allreduce bucket 0", TraceTrack::kReductions, steady_clock::time_point{microseconds(1500)},
-                steady_clock::time_point{microseconds(1900)}, {{"bucket", 0}, {"bytes", 4096}}};
-  finish_chrome_trace(path_, {1, 4, "mpi", {{"model", "gpt2-tiny"}}}, {fwd, red}, {{4, t0}, {5, t1}});
+  TraceSpan fwd{"forward",
+                TraceTrack::kPhases,
+                steady_clock::time_point{microseconds(1100)},
+                steady_clock::time_point{microseconds(1600)},
+                {}};
+  TraceSpan red{"MPI_Allreduce bucket 0",
+                TraceTrack::kReductions,
+                steady_clock::time_point{microseconds(1500)},
+                steady_clock::time_point{microseconds(1900)},
+                {{"bucket", 0}, {"bytes", 4096}}};
+  finish_chrome_trace(path_, {1, 4, "mpi", {{"model", "gpt2-tiny"}}}, {fwd, red},
+                      {{4, t0}, {5, t1}});
 
   // HTA finds the rank with this regular expression, line by line.
   std::ifstream in(path_);
@@ -159,7 +173,8 @@ TEST_F(ChromeTrace, AddsRankMetadataAndAlignsSpansToTheStepAnnotations) {
   }
   EXPECT_EQ(spans, 2);
   EXPECT_EQ(names, 2);
-  EXPECT_EQ(j["traceEvents"].size(), 3u + 2 + 4);  // the original three, two spans, two rows x 2 metadata
+  EXPECT_EQ(j["traceEvents"].size(),
+            3u + 2 + 4);  // the original three, two spans, two rows x 2 metadata
 }
 
 TEST_F(ChromeTrace, RefusesFilesItCannotAlign) {
@@ -167,7 +182,8 @@ TEST_F(ChromeTrace, RefusesFilesItCannotAlign) {
   EXPECT_THROW(finish_chrome_trace(path_, {}, {}, {}), Error);
   write(R"({"traceEvents": 3})");
   EXPECT_THROW(finish_chrome_trace(path_, {}, {}, {}), Error);
-  write(R"({"traceEvents": [{"ph": "X", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]})");
+  write(
+      R"({"traceEvents": [{"ph": "X", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]})");
   EXPECT_THROW(finish_chrome_trace(path_, {}, {}, {{0, {}}}), Error);  // no ProfilerStep#N
 }
 
