@@ -457,14 +457,18 @@ _SHAPE_FIELDS = {"np", "world_size", "nodes", "ranks_per_node", "global_batch"}
 
 def scaling_groups(studies) -> list:
     """[[config, ...]]: configurations equal in everything but the launch shape (ranks, nodes,
-    global batch), over two or more rank counts, sorted by ranks."""
+    global batch, and so the hosts), over two or more rank counts, sorted by ranks; each on hosts
+    shared with the largest one's (one cluster, not two machines)."""
     groups: dict = {}
     for s in studies:
         for c in s.configs:
-            key = tuple(sorted((k, v) for k, v in c.fields.items() if k not in _SHAPE_FIELDS))
+            key = tuple(sorted((k, v) for k, v in c.fields.items() if k not in _SHAPE_FIELDS | {"machine"}))
             groups.setdefault(key, []).append(c)
     out = []
     for cs in groups.values():
+        hosts = lambda c: set(str(c.fields.get("machine", "")).split(","))  # noqa: E731
+        top = max(cs, key=_ranks)
+        cs = [c for c in cs if hosts(c) & hosts(top)]
         if len({_ranks(c) for c in cs}) >= 2:
             out.append(sorted(cs, key=_ranks))
     return out

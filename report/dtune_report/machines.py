@@ -86,6 +86,11 @@ def hardware(provenances: list, train: pd.DataFrame, comm: pd.DataFrame, paths) 
     return table, sentences
 
 
+def _span(ratios) -> str:
+    lo, hi = fmt_pct(min(ratios)), fmt_pct(max(ratios))
+    return lo if lo == hi else f"{lo} to {hi}"
+
+
 def side_by_side(studies: list, alpha: float = 0.05) -> tuple:
     """(table: one row per configuration measured on two or more machines, one column per
     machine; sentences), or (None, []) when no configuration ran on two machines."""
@@ -121,7 +126,7 @@ def side_by_side(studies: list, alpha: float = 0.05) -> tuple:
                 ratios = [x if m == machines[1] else 1 / x for x in faster[m]]
                 sentences.append(
                     f"{len(ratios)} of the {n} configurations measured on both run significantly faster on {m}, "
-                    f"by {fmt_pct(min(ratios))} to {fmt_pct(max(ratios))} in median samples/s."
+                    f"by {_span(ratios)} in median samples/s."
                 )
         if not faster:
             sentences.append(

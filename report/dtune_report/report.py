@@ -96,7 +96,7 @@ def _oom_runs(paths, groups) -> list:
 
     runs = load_runs(paths)
     runs = runs[runs.benchmark == "train"]
-    oom = runs[[a.get("status") == "oom" for a in runs.attrs]]
+    oom = runs[[a.get("status") == "oom" for a in runs["attrs"]]]
     if oom.empty:
         return []
     by_point = bool(runs.point.notna().all())
