@@ -1,5 +1,7 @@
 """The command that reproduces a measured configuration, to paste into a shell: the launcher
-(`mpirun -np N`, with `-x NAME=value` for every environment setting the run recorded), the binary
+(`mpirun -np N`, with `-x NAME=value` for every environment setting the run recorded; for a run
+whose provenance shows it ran under Slurm (SLURM_JOB_ID recorded), `srun --mpi=pmix -n N -N nodes`
+as `dtune sweep` launches there, preceded by `NAME=value` assignments, which srun exports), the binary
 as `build/bin/<binary>` (run from the checkout) and every flag of the measured run, the model's
 shape flags included, less where the results went (--output, --overwrite, --no-output), plus the
 settings the run recorded as attributes that its arguments left at their defaults (so the block is
@@ -125,17 +127,45 @@ def launcher_tokens(ranks: int, per_node, env: dict) -> list:
     return cmd
 
 
+def from_slurm(config) -> bool:
+    """Whether the run was launched by Slurm: its recorded environment holds SLURM_JOB_ID."""
+    return "SLURM_JOB_ID" in (config.env or {})
+
+
+def _nodes(config):
+    p = config.point or {}
+    if p.get("nodes"):
+        return int(p["nodes"])
+    hosts = [h for h in str(config.fields.get("machine", "")).split(",") if h]
+    return len(hosts) or None
+
+
+def srun_tokens(ranks: int, nodes, per_node) -> list:
+    """`srun --mpi=pmix -n N [-N nodes] [--ntasks-per-node=K]`, as dtune sweep launches a point."""
+    cmd = ["srun", "--mpi=pmix", "-n", str(ranks)]
+    if nodes:
+        cmd += ["-N", str(nodes)]
+    if per_node:
+        cmd.append(f"--ntasks-per-node={per_node}")
+    return cmd
+
+
 def reproduce_command(config) -> str:
     """The whole command, one flag per line, lines joined by ` \\` so that it pastes as one; a
     recorded variable whose name the shell cannot take is named in a comment above it (printed
     with ascii(), so it cannot end the comment line)."""
     binary, groups, env, ranks, per_node = run_command(config)
-    launch = launcher_tokens(ranks, per_node, env)
     left_out = [
         f"# left out {ascii(k)}: not a shell variable name" for k in sorted(env) if not _SHELL_NAME.fullmatch(k)
     ]
-    lines = [" ".join(map(shlex.quote, launch[:3]))]
-    lines += [" ".join(map(shlex.quote, launch[k : k + 2])) for k in range(3, len(launch), 2)]
+    if from_slurm(config):
+        # An assignment word: the name bare (a shell name), the value quoted.
+        lines = [f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()) if _SHELL_NAME.fullmatch(k)]
+        lines.append(" ".join(map(shlex.quote, srun_tokens(ranks, _nodes(config), per_node))))
+    else:
+        launch = launcher_tokens(ranks, per_node, env)
+        lines = [" ".join(map(shlex.quote, launch[:3]))]
+        lines += [" ".join(map(shlex.quote, launch[k : k + 2])) for k in range(3, len(launch), 2)]
     lines.append(shlex.quote(f"build/bin/{binary}"))
     lines += [" ".join(map(shlex.quote, g)) for g in groups]
     return "\n".join(left_out + [" \\\n    ".join(lines)])

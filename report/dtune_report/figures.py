@@ -126,6 +126,7 @@ def comm_fits(paths) -> pd.DataFrame:
                         "busbw_factor": float(a["busbw_factor"]),
                         "alpha_us": float(a["fit_alpha_us"]),
                         "fit_busbw_gbps": float(a["fit_busbw_gbps"]),
+                        "r2": float(a.get("fit_r2", float("nan"))),
                     }
                 )
     return pd.DataFrame(rows)
@@ -290,4 +291,26 @@ def slowest_rank_steps(steps: pd.DataFrame, train: pd.DataFrame, out):
         range(1, len(keys) + 1), [label_of(train, f, r) for f, r in keys], rotation=60, ha="right", fontsize=7
     )
     ax.set(ylabel="step time of the slowest rank (ms)", title="Step-time distribution per run")
+    return _save(fig, out)
+
+
+def precision_side_by_side(configs, curves: dict, out):
+    """Left: median samples/s with its 95% interval per precision; right: the loss per measured
+    step (ranks averaged) per precision. `curves`: {precision: Series indexed by step}."""
+    if len(configs) < 2:
+        return None
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    x = np.arange(len(configs))
+    med = np.array([c.median for c in configs])
+    err = np.array([[c.median - c.low for c in configs], [c.high - c.median for c in configs]])
+    a1.bar(x, med, yerr=err, capsize=4, color=[f"C{i}" for i in range(len(configs))])
+    a1.set_xticks(x, [c.fields["precision"] for c in configs])
+    a1.set(xlabel="precision", ylabel="samples/s (median, 95% interval)", title="Speed")
+    for i, c in enumerate(configs):
+        s = curves.get(c.fields["precision"])
+        if s is not None and len(s):
+            a2.plot(s.index, s.values, "o-", ms=3, color=f"C{i}", label=c.fields["precision"])
+    a2.set(xlabel="step", ylabel="loss (ranks averaged)", title="Loss")
+    a2.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    a2.legend(fontsize=8)
     return _save(fig, out)

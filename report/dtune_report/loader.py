@@ -448,3 +448,61 @@ def load_runs(paths: PathArg) -> pd.DataFrame:
                     }
                 )
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+TRAIN_MEMORY_COLUMNS = ["file", "run", "status", "batch", "peak_memory_bytes", "memory_source", "rank_device"]
+
+
+def load_train_memory(paths: PathArg) -> pd.DataFrame:
+    """One row per dtune-train run: its largest `peak_memory_bytes` over ranks (the per-rank
+    dataset; for an "oom" run without it, the attribute of that name; NaN when neither exists),
+    `memory_source`, and `rank_device` (the run's per-rank dataset as a list; [] when absent).
+
+    Columns: TRAIN_MEMORY_COLUMNS."""
+    rows = []
+    for path in expand_paths(paths):
+        with open_results(path) as f:
+            for name, g in _train_groups(f):
+                a = _attrs(g)
+                if "peak_memory_bytes" in g:
+                    peak = float(np.max(g["peak_memory_bytes"][()])) if g["peak_memory_bytes"].size else np.nan
+                else:
+                    v = a.get("peak_memory_bytes")
+                    peak = float(np.max(v)) if v is not None and np.size(v) else np.nan
+                rows.append(
+                    {
+                        "file": str(path),
+                        "run": name,
+                        "status": a.get("status"),
+                        "batch": a.get("batch"),
+                        "peak_memory_bytes": peak,
+                        "memory_source": a.get("memory_source", ""),
+                        "rank_device": _read(g["rank_device"]).tolist() if "rank_device" in g else [],
+                    }
+                )
+    return pd.DataFrame(rows, columns=TRAIN_MEMORY_COLUMNS)
+
+
+def load_provenances(paths: PathArg) -> list[dict]:
+    """Every provenance group of `paths`: the file's /provenance, and in a merged sweep file each
+    /points/<point_id>/provenance; each as {file, point_id (None for the root), the group's
+    attributes, rank_host, rank_device (lists indexed by rank; [] when absent), env (dict)}."""
+    out = []
+    for path in expand_paths(paths):
+        with open_results(path) as f:
+            groups = [(None, f.get("provenance"))]
+            groups += [(pid, f.get(f"points/{pid}/provenance")) for pid in sorted(f.get("points", {}))]
+            for pid, g in groups:
+                if g is None:
+                    continue
+                out.append(
+                    {
+                        "file": str(path),
+                        "point_id": pid,
+                        **_attrs(g),
+                        "rank_host": _read(g["rank_host"]).tolist() if "rank_host" in g else [],
+                        "rank_device": _read(g["rank_device"]).tolist() if "rank_device" in g else [],
+                        "env": _attrs(g["env"]) if "env" in g else {},
+                    }
+                )
+    return out

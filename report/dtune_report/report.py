@@ -11,16 +11,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import advice as ad
+from . import collectives as cl
 from . import figures as fg
+from . import machines as mc
 from . import sections as sc
 from . import tables as tb
 from .check import check_results
 from .compare import comm_iteration_samples
 from .configs import studies, train_configs
-from .loader import load_comm_runs, load_comm_summary, load_train, load_train_summary
+from .loader import (
+    load_comm_runs,
+    load_comm_summary,
+    load_provenances,
+    load_train,
+    load_train_memory,
+    load_train_summary,
+)
 from .page import render_html, render_md
 from .stragglers import stragglers
-from .units import fmt_bytes, fmt_pct, fmt_sig
+from .units import fmt_pct
 from .verdicts import decide, decide_all
 
 # What each figure shows and what to read from it.
@@ -57,23 +67,6 @@ def _figures(comm, fits, train, steps, out) -> dict:
     return {k: v for k, v in made.items() if v is not None}
 
 
-def _comm_table(comm, fits):
-    import pandas as pd
-
-    d = comm[comm.placement == "out-of-place"].merge(fits[["file", "run", "setting"]], on=["file", "run"])
-    top = d.sort_values("size_bytes").groupby(["collective", "setting"]).tail(1)
-    return pd.DataFrame(
-        {
-            "collective": top.collective,
-            "setting": top.setting,
-            "size per rank": [fmt_bytes(v) for v in top.size_bytes],
-            "busbw (GB/s)": [fmt_sig(v) for v in top.busbw_gbps],
-            "time (µs)": [fmt_sig(v) for v in top.time_us_reported],
-            "fit: latency α (µs)": [fmt_sig(v) for v in top[["file", "run"]].merge(fits, on=["file", "run"]).alpha_us],
-        }
-    ).reset_index(drop=True)
-
-
 def _straggler_blocks(steps, sources):
     found = stragglers(steps) if not steps.empty else []
     if steps.empty or steps["rank"].nunique() < 2:
@@ -94,6 +87,94 @@ def _straggler_blocks(steps, sources):
     return [("h", 2, "Stragglers", "stragglers"), ("ul", lines)], head
 
 
+def _oom_runs(paths, groups) -> list:
+    """[(study, batch, peak bytes)] for out-of-memory runs, each matched to the study whose
+    workload agrees with it on every field both record (an oom run lacks the summary attributes)."""
+    from .configs import _machines, _workload
+    from .identity import run_identity
+    from .loader import load_runs, load_train_memory
+
+    runs = load_runs(paths)
+    runs = runs[runs.benchmark == "train"]
+    oom = runs[[a.get("status") == "oom" for a in runs["attrs"]]]
+    if oom.empty:
+        return []
+    by_point = bool(runs.point.notna().all())
+    machine = _machines(runs)
+    mem = load_train_memory(paths).set_index(["file", "run"]).peak_memory_bytes
+    out = []
+    for r in oom.itertuples(index=False):
+        fields = run_identity(r._asdict(), by_point)
+        fields["machine"] = machine[(r.file, r.run)]
+        w = _workload(fields)
+        for s in groups:
+            if all(s.workload[k] == v for k, v in w.items() if k in s.workload):
+                out.append(
+                    (s, float(r.attrs.get("batch", float("nan"))), float(mem.get((r.file, r.run), float("nan"))))
+                )
+                break
+    return out
+
+
+def _communication(comm, fits, figures, ev, runs, tuner) -> list:
+    """The communication section: the fit read as latency and bandwidth with the busbw figure, the
+    NCCL winners per size range, and exposed communication against bucket size."""
+    blocks = []
+    if not comm.empty and not fits.empty:
+        blocks.append(
+            (
+                "table",
+                cl.fit_table(comm, fits),
+                "Each collective and setting: the α–β fit t = α + x/B "
+                "(doc/metrics.md section 2), where it reaches half of B, and the measured peak.",
+            )
+        )
+        if "busbw_vs_size" in figures:
+            blocks.append(("figure", "busbw_vs_size", figures.pop("busbw_vs_size"), CAPTIONS["busbw_vs_size"]))
+        blocks += [("p", x) for x in cl.fit_sentences(fits)]
+        w = cl.nccl_winners(comm, runs)
+        if not w.empty:
+            blocks += [
+                ("h", 3, "NCCL algorithm and protocol per size", "communication-nccl"),
+                ("table", w, "The fastest NCCL_ALGO/NCCL_PROTO pair (lowest median time) over each range of sizes."),
+            ]
+            blocks += [("p", x) for x in cl.winner_sentences(w)]
+            if tuner:
+                blocks.append(("p", ["These ranges are in ", ("a", "nccl_tuner.conf", "#tuner"), "."]))
+    blocks += ad.bucket_blocks(ev)
+    return [("h", 2, ad.SECTION_TITLES["communication"], "communication")] + blocks if blocks else []
+
+
+def _machine_blocks(provenances, train, comm, paths, groups, alpha) -> list:
+    blocks = []
+    table, lines = mc.hardware(provenances, train, comm, paths)
+    if table is not None:
+        blocks += [
+            ("h", 2, ad.SECTION_TITLES["hardware"], "hardware"),
+            ("table", table, "One column per machine (its host names): what the provenance and the runs recorded."),
+        ]
+        blocks += [("p", x) for x in lines]
+    table, lines = mc.side_by_side(groups, alpha)
+    if table is not None:
+        blocks += [
+            ("h", 2, ad.SECTION_TITLES["machines"], "machines"),
+            ("table", table, "Median samples/s [95% interval] of each configuration measured on several machines."),
+        ]
+        blocks += [("p", x) for x in lines]
+    return blocks
+
+
+def _advice_links(sections: list):
+    """study -> [(anchor, title)] of the advice sections its axes concern, among those present."""
+    present = {b[3] for b in sections if b[0] == "h" and b[1] == 2}
+
+    def of(study):
+        fields = {k for ax in study.axes for k in ax}
+        return [(a, ad.SECTION_TITLES[a]) for a, names in ad.SECTION_FIELDS.items() if a in present and fields & names]
+
+    return of
+
+
 def build_report(paths, out_dir, baseline: str | None = None, alpha: float = 0.05) -> dict:
     paths = list(paths) if isinstance(paths, (list, tuple)) else [paths]
     if baseline and Path(baseline).exists() and baseline not in map(str, paths):
@@ -111,28 +192,40 @@ def build_report(paths, out_dir, baseline: str | None = None, alpha: float = 0.0
     figures = _figures(comm, fits, train, steps, out)
     configs = [c for s in groups for c in s.configs]
     phases = sc.phase_means(steps, configs)
-    comm_lines = sc.comm_lines(comm_iteration_samples(paths), fits, alpha) if not comm.empty else []
+    comm_cmp = cl.comparisons(comm_iteration_samples(paths), fits, alpha) if not comm.empty else []
     straggle, straggle_line = _straggler_blocks(steps, paths)
-    tuner = tb.nccl_tuner_conf(comm, load_comm_runs(paths))
+    comm_runs = load_comm_runs(paths)
+    tuner = tb.nccl_tuner_conf(comm, comm_runs)
     if tuner:
         (out / "nccl_tuner.conf").write_text(tuner)
 
+    by_study = {id(f.study): f for f in findings}
+    for s in groups:
+        by_study.setdefault(id(s), decide(s, baseline, alpha))
+    ev = ad.Evidence(groups, by_study, ad.measured(steps), load_train_memory(paths), out, alpha)
+    ev.oom = _oom_runs(paths, groups)
+    advice = ad.data_section(ev) + ad.batch_section(ev) + _communication(comm, fits, figures, ev, comm_runs, tuner)
+    advice += ad.precision_section(ev) + ad.parallel_section(ev)
+    advice += _machine_blocks(load_provenances(paths), train, comm, paths, groups, alpha)
+
     blocks = [("h", 1, "dtune report", ""), ("p", f"Sources: {', '.join(map(str, paths))}")]
-    blocks += sc.summary_blocks(findings, singles, comm_lines, straggle_line)
+    comm_lines = [cl.summary_line(c) for c in comm_cmp]
+    blocks += sc.summary_blocks(findings, singles, comm_lines, straggle_line, _advice_links(advice))
+    blocks += advice
     for s in sorted(groups, key=lambda s: s.anchor):
-        f = next((f for f in findings if f.study is s), None) or decide(s, baseline, alpha)
-        blocks += sc.study_blocks(f, phases, out)
-    if not comm.empty:
+        blocks += sc.study_blocks(by_study[id(s)], phases, out)
+    if comm_cmp:
         blocks += [
             ("h", 2, "Collectives", "collectives"),
             (
                 "table",
-                _comm_table(comm, fits),
-                "Each collective and setting at its largest size (out-of-place), with the latency of the α–β fit.",
+                cl.comparison_table(comm_cmp),
+                "Each setting's median time per call against the baseline's (the run with no NCCL, UCX or MPI "
+                "settings; else the fewest), at the largest size all measured, out-of-place; significant: Mann-Whitney "
+                "U p < 0.05 over per-call samples (each timed iteration's slowest rank); the interval is a 95% "
+                "bootstrap interval of the ratio of medians.",
             ),
         ]
-        if "busbw_vs_size" in figures:
-            blocks.append(("figure", "busbw_vs_size", figures.pop("busbw_vs_size"), CAPTIONS["busbw_vs_size"]))
     blocks += straggle
     if tuner:
         blocks += [("h", 2, "nccl_tuner.conf", "tuner"), ("pre", tuner.rstrip())]

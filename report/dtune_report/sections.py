@@ -12,7 +12,7 @@ from . import figures as fg
 from .commands import reproduce_command
 from .configs import SHORT_STEPS, SHORT_WIDTH, axis_name, axis_value
 from .loader import TRAIN_PHASES
-from .units import fmt_bytes, fmt_change, fmt_sig, setting_name
+from .units import fmt_change, fmt_sig, setting_name
 
 ALPHA_TEXT = "significant: Mann-Whitney U p < 0.05 over per-step samples; the interval is a 95% bootstrap interval"
 
@@ -32,8 +32,9 @@ def _short_note(f) -> list:
     ]
 
 
-def finding_line(f) -> list:
-    """One summary line: the change, its interval and significance, what to change, the evidence."""
+def finding_line(f, advice=()) -> list:
+    """One summary line: the change, its interval and significance, what to change, the evidence
+    and the advice sections (anchor, title) that concern it."""
     s, base = f.study, f.baseline
     link = ("a", "evidence", f"#{s.anchor}")
     if f.improves:
@@ -52,11 +53,13 @@ def finding_line(f) -> list:
         parts = [("b", s.title), f": no change measurable here: nothing beat the baseline ({base.label}) significantly"]
         slower = [c for c in s.configs if c is not base and f.rows[id(c)].significant and f.rows[id(c)].ratio < 1]
         parts.append("; the baseline is fastest. " if len(slower) == len(s.configs) - 1 else "; keep what you run. ")
-    return parts + _short_note(f) + [link]
+    more = [x for anchor, title in advice for x in ("; ", ("a", title.lower(), f"#{anchor}"))]
+    return parts + _short_note(f) + [link] + more
 
 
-def summary_blocks(findings, singles, comm_lines, straggler_line) -> list:
-    items = [finding_line(f) for f in findings]
+def summary_blocks(findings, singles, comm_lines, straggler_line, advice_of=lambda s: ()) -> list:
+    """`advice_of(study)`: the advice sections (anchor, title) its line links to."""
+    items = [finding_line(f, advice_of(f.study)) for f in findings]
     items += [
         [("b", s.title), ": one configuration measured, nothing to compare. ", ("a", "details", f"#{s.anchor}")]
         for s in singles
@@ -189,7 +192,9 @@ def explain(axis, along, phases) -> list:
             f"{setting_name(ph)} is {s0:.0%} of the step at {axis_name(axis)} {a0} and {s1:.0%} at {a1} "
             f"({fmt_sig(p0[ph])} ms and {fmt_sig(p1[ph])} ms per step)"
         )
-        why = _MECHANISM.get((axis[0], ph, "up" if s1 > s0 else "down"))
+        # A mechanism only when the phase's own time moved the way its share did.
+        same = (p1[ph] - p0[ph]) * (s1 - s0) > 0
+        why = _MECHANISM.get((axis[0], ph, "up" if s1 > s0 else "down")) if same else None
         out.append(text + (f": {why}." if why else "."))
     return out
 
@@ -234,33 +239,4 @@ def phase_means(steps: pd.DataFrame, configs) -> dict:
         keys = [k for k in c.runs if k in m.index]
         if keys:
             out[id(c)] = m.loc[keys].mean().to_dict()
-    return out
-
-
-def comm_lines(comm_samples: pd.DataFrame, fits: pd.DataFrame, alpha: float = 0.05) -> list:
-    """Per collective at its largest out-of-place size: the fastest setting against the next one."""
-    from .compare import compare_samples
-
-    if comm_samples.empty or fits.empty:
-        return []
-    d = comm_samples[comm_samples.placement == "out-of-place"].merge(
-        fits[["file", "run", "collective", "setting"]], on=["file", "run"]
-    )
-    out = []
-    for coll, g in d.groupby("collective"):
-        g = g[g.size_bytes == g.size_bytes.max()]
-        med = g.groupby("setting").time_us.median().sort_values()
-        if len(med) < 2:
-            continue
-        best, next_ = med.index[0], med.index[1]
-        (row,) = compare_samples({0: g[g.setting == best].time_us}, {0: g[g.setting == next_].time_us}, "us", alpha)
-        size = fmt_bytes(g.size_bytes.max())
-        if row.significant:
-            text = (
-                f": {best} is fastest; {next_} takes {fmt_change(row.ratio, row.ci_low, row.ci_high)} "
-                f"longer, {_sig(row)}. "
-            )
-        else:
-            text = f": no difference measurable between {best} and {next_}. "
-        out.append([("b", f"{coll} at {size}"), text, ("a", "evidence", "#collectives")])
     return out

@@ -150,7 +150,13 @@ COMMANDS = [
     ("sweep slurm", "write (and submit) Slurm job arrays, one task per bundle of points", cmd_slurm),
     ("sweep status", "count points by status", cmd_status),
     ("sweep merge", "one HDF5 file from the sweep's point files", cmd_merge),
-    ("report", "HTML report: what to change against a baseline, with intervals and evidence", cmd_report),
+    (
+        "report",
+        "HTML report: what to change against a baseline, with intervals, evidence, the advice sections the "
+        "data supports (data loading, batch, communication, precision, parallelism, hardware) and commands "
+        "that reproduce each run (mpirun, or srun for runs Slurm launched)",
+        cmd_report,
+    ),
     ("compare", "A/B comparison of two results (files or directories)", cmd_compare),
 ]
 _HELP = {words: text for words, text, _ in COMMANDS}

@@ -143,7 +143,16 @@ def test_html_report_loads_in_headless_chromium(sweep, tmp_path):
     assert len(images) == len(r["figures"]) == len(FIGURES | AXIS_FIGURES)
     for name, complete, width, height in images:
         assert complete and width > 100 and height > 100, (name, width, height)
-    assert data("sections") == ["summary", "study-1", "collectives", "stragglers", "figures"]
+    assert data("sections") == [
+        "summary",
+        "batch-size",
+        "communication",
+        "hardware",
+        "study-1",
+        "collectives",
+        "stragglers",
+        "figures",
+    ]
     assert data("wide") == [], "elements wider than the page"
     copies = data("copies")
     assert len(copies) >= 2  # the best (or the tied) and the baseline

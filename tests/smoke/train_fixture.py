@@ -25,8 +25,22 @@ DATA_FIELDS = [
 ]
 
 
-def train_run(group, step_ms, profiled=None, warmup=1, rank_factors=(1.0, 0.98), **attrs):
-    """One train run group: step s of rank r takes step_ms[s] * rank_factors[r]."""
+def train_run(
+    group,
+    step_ms,
+    profiled=None,
+    warmup=1,
+    rank_factors=(1.0, 0.98),
+    shares=None,
+    loss=2.3,
+    peak_memory=1 << 20,
+    rank_device=None,
+    skipped=0,
+    **attrs,
+):
+    """One train run group: step s of rank r takes step_ms[s] * rank_factors[r]; each phase is a
+    tenth of it unless `shares` gives its fraction ({"comm_exposed_ms": 0.18}); `loss` is a value
+    or one per step; `skipped` steps (the last ones) are marked skipped."""
     S, R = len(step_ms), len(rank_factors)
     a = {
         "benchmark": "train",
@@ -79,18 +93,60 @@ def train_run(group, step_ms, profiled=None, warmup=1, rank_factors=(1.0, 0.98),
         group.attrs[k] = np.int64(v) if isinstance(v, int) else v
     total = np.asarray(step_ms, float)[:, None] * np.asarray(rank_factors, float)[None, :]  # (S, R)
     for name in PHASES:
-        group[name] = total / 10
+        group[name] = total * (shares or {}).get(name, 0.1)
     group["total_ms"] = total
-    group["loss"] = np.full((S, R), 2.3)
+    group["loss"] = np.broadcast_to(np.asarray(loss, float).reshape(-1, 1), (S, R)).copy()
     group["loss_scale"] = np.ones(S)
-    group["skipped"] = np.zeros(S, np.int64)
+    group["skipped"] = (np.arange(S) >= S - skipped).astype(np.int64)
     group["profiled"] = np.zeros(S, np.int64) if profiled is None else np.asarray(profiled, np.int64)
-    group["peak_memory_bytes"] = np.full(R, 1 << 20, np.int64)
+    group["peak_memory_bytes"] = np.full(R, peak_memory, np.int64)
     group["bucket_bytes"] = np.array([1 << 20], np.int64)
+    if rank_device:
+        group["rank_device"] = np.array([d.encode() for d in rank_device])
 
 
-def train_file(path: Path, runs: list, command_line: str, hosts=("h0", "h1")):
-    """runs: list of (step_ms, profiled, attrs); attrs may hold rank_factors (one per host)."""
+def oom_run(group, batch, peak_memory, **attrs):
+    """An out-of-memory run group as the binary leaves it: the configuration, status "oom", the
+    batch, peak_memory_bytes and a message; no step datasets."""
+    a = {
+        "benchmark": "train",
+        "status": "oom",
+        "model": "resnet18",
+        "batch": batch,
+        "batch_auto": 0,
+        "accum_steps": 1,
+        "global_batch": 2 * batch,
+        "precision": "fp32",
+        "tf32": 0,
+        "weights_dtype": "fp32",
+        "optimizer": "sgd",
+        "lr": 0.1,
+        "device": "cpu",
+        "backend": "mpi",
+        "overlap": "on",
+        "bucket_mb": 25.0,
+        "first_bucket_mb": 1.0,
+        "compression": "none",
+        "local_sgd_every": 0,
+        "channels_last": 0,
+        "threads": 1,
+        "world_size": 2,
+        "data": "synthetic",
+        "workers": 0,
+        "prefetch": 2,
+        "cache_dir": "",
+        "peak_memory_bytes": peak_memory,
+        "message": "out of memory",
+        **attrs,
+    }
+    for k, v in a.items():
+        group.attrs[k] = np.int64(v) if isinstance(v, int) else v
+
+
+def train_file(path: Path, runs: list, command_line: str, hosts=("h0", "h1"), env=None, oom=(), devices=None):
+    """runs: list of (step_ms, profiled, attrs); attrs may hold rank_factors (one per host) and
+    train_run's other keywords; `env`: more provenance environment; `oom`: (batch, peak bytes) of
+    out-of-memory runs written after the others; `devices`: provenance rank_device."""
     with h5py.File(path, "w") as f:
         f.attrs.update(
             {
@@ -105,9 +161,13 @@ def train_file(path: Path, runs: list, command_line: str, hosts=("h0", "h1")):
         p = f.create_group("provenance")
         p.attrs.update({"command_line": command_line, "start_time": str(path), "world_size": np.int64(len(hosts))})
         p["rank_host"] = np.array([h.encode() for h in hosts])
-        p.create_group("env").attrs.update({"OMPI_MCA_ess_base_jobid": str(hash(path))})
+        p.create_group("env").attrs.update({"OMPI_MCA_ess_base_jobid": str(hash(path)), **(env or {})})
+        if devices:
+            p["rank_device"] = np.array([d.encode() for d in devices])
         runs_g = f.create_group("runs")
         for n, (step_ms, profiled, attrs) in enumerate(runs):
             train_run(
                 runs_g.create_group(f"{n:04d}-train-{attrs.get('model', 'resnet18')}"), step_ms, profiled, **attrs
             )
+        for n, (batch, peak) in enumerate(oom, start=len(runs)):
+            oom_run(runs_g.create_group(f"{n:04d}-train-resnet18-oom"), batch, peak, world_size=len(hosts))
