@@ -33,4 +33,17 @@ if [[ $(id -u) -eq 0 ]]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 cd "$repo/${DTUNE_BUILD_DIR:-build}"
-ctest --output-on-failure --timeout 1200 "$@"
+# JUnit with every test's time (ctest-junit.xml in the build directory, for CI dashboards), then
+# the ten slowest tests, whatever the outcome.
+rc=0
+ctest --output-on-failure --timeout 1200 --output-junit ctest-junit.xml "$@" || rc=$?
+"$repo/.venv/bin/python" - ctest-junit.xml <<'PY' || true
+import sys
+import xml.etree.ElementTree as ET
+
+cases = [(float(c.get("time", 0)), c.get("name"), c.get("status", "")) for c in ET.parse(sys.argv[1]).iter("testcase")]
+print("\nThe ten slowest tests:")
+for t, name, status in sorted(cases, reverse=True)[:10]:
+    print(f"  {t:8.1f} s  {name}  ({status})")
+PY
+exit "$rc"

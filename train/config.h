@@ -128,6 +128,17 @@ struct DataSummary {
   int64_t undecodable = 0, truncated = 0;  // bad, by cause
   int64_t batches = 0;                     // delivered: samples / batches is the samples per batch
 
+  // Adds another rank's counts and times (the source stays this one's).
+  DataSummary& operator+=(const DataSummary& b) {
+    samples += b.samples, bad += b.bad, bytes += b.bytes, requests += b.requests;
+    retries += b.retries, fetch_ms += b.fetch_ms, decode_ms += b.decode_ms, wait_ms += b.wait_ms;
+    cache_hits += b.cache_hits, cache_misses += b.cache_misses;
+    cache_hit_bytes += b.cache_hit_bytes, cache_miss_bytes += b.cache_miss_bytes;
+    cache_evictions += b.cache_evictions, undecodable += b.undecodable, truncated += b.truncated;
+    batches += b.batches;
+    return *this;
+  }
+
   // The numbers, in the order of kDataSummaryFields (their names in the results file).
   std::vector<double> numbers() const {
     return {static_cast<double>(samples),

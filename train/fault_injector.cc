@@ -29,13 +29,16 @@ void FaultInjector::after_step(int step, std::vector<torch::Tensor>& params) con
   params.front().add_(1e-3);
 }
 
-void FaultInjector::at_end(models::Model& model) const {
+void FaultInjector::at_end(models::Model& model, const std::vector<torch::Tensor>& master) const {
   if (dump_path_.empty() || rank_ != 0) return;
   models::TensorMap dump;
-  for (const auto& p : model.named_parameters()) {
+  const auto named = model.named_parameters();
+  for (size_t i = 0; i < named.size(); ++i) {
+    const auto& p = named[i];
     dump["param." + p.key()] = p.value().detach().to(torch::kCPU).contiguous();
     if (p.value().grad().defined())
       dump["grad." + p.key()] = p.value().grad().to(torch::kCPU).contiguous();
+    if (i < master.size()) dump["master." + p.key()] = master[i].detach().to(torch::kCPU);
   }
   models::write_tensors(dump_path_, dump);
 }

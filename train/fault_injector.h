@@ -30,8 +30,10 @@ class FaultInjector {
   // 1e-3 after the first step, which the divergence guard must report.
   void after_step(int step, std::vector<torch::Tensor>& params) const;
   // After the last step, before the final check: --debug-dump (rank 0) writes the final parameters
-  // and the last gradients ("param.<name>", "grad.<name>"; models/weights.h).
-  void at_end(models::Model& model) const;
+  // and the last gradients ("param.<name>", "grad.<name>"; models/weights.h) and, with bf16
+  // weights, the fp32 master copy the optimizer updates ("master.<name>"; `master` is empty or
+  // holds one tensor per parameter, in the model's order).
+  void at_end(models::Model& model, const std::vector<torch::Tensor>& master) const;
 
  private:
   int rank_;

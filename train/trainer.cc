@@ -178,7 +178,7 @@ TrainOutcome Trainer::finish() {
     average_parameters(*s_.reducer, s_.world, s_.params, s_.master);
     out.final_average = true;
   }
-  faults_.at_end(*s_.model);
+  faults_.at_end(*s_.model, s_.master);
   if (out.diverged.empty()) out.diverged = divergence_->check(static_cast<int>(out.steps.size()));
   armed.disarm();
   out.param_checksums = divergence_->checksums();

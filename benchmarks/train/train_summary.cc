@@ -14,17 +14,6 @@ DataSummary data_summary_from_numbers(std::string source, std::span<const double
   return d;
 }
 
-DataSummary& operator+=(DataSummary& a, const DataSummary& b) {
-  a.samples += b.samples, a.bad += b.bad, a.bytes += b.bytes, a.requests += b.requests,
-      a.retries += b.retries;
-  a.fetch_ms += b.fetch_ms, a.decode_ms += b.decode_ms, a.wait_ms += b.wait_ms;
-  a.cache_hits += b.cache_hits, a.cache_misses += b.cache_misses,
-      a.cache_hit_bytes += b.cache_hit_bytes;
-  a.cache_miss_bytes += b.cache_miss_bytes, a.cache_evictions += b.cache_evictions;
-  a.undecodable += b.undecodable, a.truncated += b.truncated, a.batches += b.batches;
-  return a;
-}
-
 TrainSummary summarize_training(const Options& o, size_t ranks, const TrainOutcome& out,
                                 std::span<const double> slowest_ms, const DataSummary& data_total,
                                 bool profiled) {

@@ -41,8 +41,6 @@ struct TrainSummary {
 // The inverse of DataSummary::numbers() (values in the order of kDataSummaryFields): a gathered
 // rank's.
 DataSummary data_summary_from_numbers(std::string source, std::span<const double> v);
-// Adds another rank's counts and times (the source stays the left one's).
-DataSummary& operator+=(DataSummary& a, const DataSummary& b);
 
 // `slowest_ms`: per step, the slowest rank's total (index = step, one per out.steps entry run);
 // `data_total`: every rank's DataSummary summed; `profiled`: a --profile-steps summary exists.

@@ -1,6 +1,7 @@
 // The NCCL backend end to end on this machine's GPUs (label gpu): an allreduce whose result is
-// checked element by element, exactly, in both placements. Without a GPU that test skips visibly
-// and a second one checks that asking for the backend fails with a clear message instead.
+// checked element by element, exactly, in both placements, on one rank and on two (every rank's
+// input differs, so a reduction that does nothing fails). Without a GPU per rank that test skips
+// visibly and a second one checks that asking for the backend fails with a clear message instead.
 // MPI is initialised in this file's main; run with one rank or under mpirun.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -32,10 +33,12 @@ float input_value(size_t i, int rank) {
 }
 
 TEST(NcclBackend, AllreduceSumFloat32IsExact) {
-  if (visible_gpus() == 0)
-    GTEST_SKIP() << "no CUDA device: this test needs one GPU per rank (cudaGetDeviceCount = 0)";
-  ASSERT_TRUE(nccl_backend_built());
   const RunContext ctx = RunContext::create();
+  // NCCL refuses two ranks of one communicator on the same GPU ("Duplicate GPU detected").
+  if (visible_gpus() < ctx.local_size())
+    GTEST_SKIP() << "needs one GPU per rank: " << visible_gpus() << " visible to "
+                 << ctx.local_size() << " ranks on this node (cudaGetDeviceCount)";
+  ASSERT_TRUE(nccl_backend_built());
   auto backend = make_nccl_backend(ctx);
   EXPECT_EQ(backend->name(), "nccl");
   EXPECT_EQ(backend->version().rfind("NCCL ", 0), 0u) << backend->version();

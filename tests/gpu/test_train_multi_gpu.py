@@ -3,30 +3,17 @@ CUDA runtime, and its phase clock times that GPU's stream. Before the fix every 
 GPU 0's idle stream (phases of microseconds) or failed at its first CUDA event. Needs 2 GPUs;
 skips itself, with the reason, otherwise."""
 
-import os
-import shutil
 import subprocess
 
 import h5py
 import numpy as np
 import pytest
 
-from conftest import bin_dir, mpirun_prefix
+from conftest import bin_dir, mpirun_prefix, visible_gpus
+
+pytestmark = pytest.mark.gpu
 
 RESNET = ["--model", "resnet18", "--width", "64", "--image-size", "64", "--num-classes", "10", "--batch", "32"]
-
-
-def visible_gpus() -> int:
-    """GPUs this process would see: nvidia-smi's list, cut to CUDA_VISIBLE_DEVICES when set."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return 0
-    r = subprocess.run([smi, "-L"], capture_output=True, text=True)
-    n = sum(1 for line in r.stdout.splitlines() if line.startswith("GPU "))
-    mask = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if mask is not None:
-        n = min(n, len([d for d in mask.split(",") if d.strip()]))
-    return n
 
 
 @pytest.mark.parametrize("backend", ["mpi", "nccl"])

@@ -2,6 +2,7 @@
 exactly right, a planted wrong element is caught, and a rank that stops taking part makes the job
 end with a message naming it instead of hanging."""
 
+import os
 import time
 
 import pytest
@@ -116,29 +117,42 @@ def test_silent_singleton_launch_is_warned():
     assert "MPI world size is 1 but SLURM_NTASKS=4" in r.stderr
 
 
-def test_sigint_keeps_what_was_measured(tmp_path):
+@pytest.mark.parametrize("np_", [1, 2, 4])
+def test_sigint_keeps_what_was_measured(tmp_path, np_):
     """Ctrl-C: the ranks stop at the next size, the sizes measured so far are written, the file
-    says "interrupted" and the exit status is 130."""
+    says "interrupted" and the exit status is 130. With several ranks the signal goes to the last
+    rank only: the ranks' agreement at each size (the arrival check) is what stops the others."""
     import signal
     import subprocess
+    import time
 
     import h5py
 
-    from conftest import bin_dir
+    from conftest import bin_dir, mpirun_prefix, rank_pid
     from dtune_report.loader import load_comm
 
     out = tmp_path / "int.h5"
+    exe = str(bin_dir() / "dtune-comm")
+    args = ["-b", "8", "-e", "256M", "-f", "2", "-n", "100", "--output", str(out)]
     p = subprocess.Popen(
-        [str(bin_dir() / "dtune-comm"), "-b", "8", "-e", "256M", "-f", "2", "-n", "100", "--output", str(out)],
+        (mpirun_prefix(np_) if np_ > 1 else []) + [exe, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
     # Wait for the first table row, then interrupt.
     for line in p.stdout:
         if line.strip() and not line.startswith("#"):
             break
-    p.send_signal(signal.SIGINT)
+    if np_ == 1:
+        p.send_signal(signal.SIGINT)
+    else:
+        deadline = time.monotonic() + 30
+        while (victim := rank_pid(p.pid, np_ - 1, "dtune-comm")) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert victim, f"rank {np_ - 1} not found"
+        os.kill(victim, signal.SIGINT)
     stdout, stderr = p.communicate(timeout=120)
     assert p.returncode == 130, stderr
     with h5py.File(out) as f:
@@ -150,3 +164,4 @@ def test_sigint_keeps_what_was_measured(tmp_path):
     assert 1 <= measured < 26
     df = load_comm(out)
     assert df.size_bytes.nunique() == measured
+    assert sorted(df["rank"].unique()) == list(range(np_))  # every rank's samples were kept
