@@ -21,6 +21,27 @@ def under_ci() -> bool:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a GPU; the only tests that may skip under CI=true")
+    config.addinivalue_line(
+        "markers",
+        "opt_in(VAR): needs an outside resource that neither PyPI nor Debian ships, named by the "
+        "environment variable VAR; collected only when VAR is set (not a skip)",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    """Opt-in tests whose variable is unset are deselected, and the run says so."""
+    keep, opted_out = [], []
+    for item in items:
+        mark = item.get_closest_marker("opt_in")
+        (keep if mark is None or os.environ.get(mark.args[0]) else opted_out).append(item)
+    if opted_out:
+        config.hook.pytest_deselected(items=opted_out)
+        items[:] = keep
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        for item in opted_out:
+            line = f"opt-in, not run: {item.nodeid} (set {item.get_closest_marker('opt_in').args[0]})"
+            if reporter is not None:
+                reporter.write_line(line)
 
 
 def _ci_refuses(rep, marked_gpu: bool) -> None:
