@@ -114,7 +114,8 @@ struct Options {
   int profile_steps = 0;
   std::string profile_dir = "dtune-profile";  // per-rank Chrome traces
   int profile_top = 15;                       // rows of the operator table printed
-  std::string dump_path;  // test only: rank 0 writes final parameters and last gradients
+  std::string dump_path;       // test only: rank 0 writes final parameters and last gradients
+  std::string checksums_path;  // test only: each rank's parameter checksum after every step
   std::string command_line;
 };
 

@@ -6,17 +6,13 @@
 #include "core/gather.h"
 
 namespace dtune::train {
-namespace {
 
-// Sum of every parameter in fp64: equal on every rank unless they diverged.
-double checksum(const std::vector<torch::Tensor>& params) {
+double parameter_checksum(const std::vector<torch::Tensor>& params) {
   torch::NoGradGuard no_grad;
   double s = 0;
   for (const auto& p : params) s += p.to(torch::kDouble).sum().item<double>();
   return s;
 }
-
-}  // namespace
 
 DivergenceGuard::DivergenceGuard(const RunContext& ctx, const std::vector<torch::Tensor>& params,
                                  int check_every, LocalSgdSchedule local_sgd)
@@ -28,7 +24,7 @@ void DivergenceGuard::end_step(int step, const StepRecord&, TrainOutcome& out) {
 }
 
 std::string DivergenceGuard::check(int steps_done) {
-  checksums_ = gather_doubles(ctx_.comm(), {checksum(params_)});
+  checksums_ = gather_doubles(ctx_.comm(), {parameter_checksum(params_)});
   std::string bad;
   if (ctx_.is_root()) {
     for (size_t r = 1; r < checksums_.size(); ++r)

@@ -15,6 +15,9 @@
 
 namespace dtune::train {
 
+// The fp64 sum of every parameter: equal on every rank unless they diverged.
+double parameter_checksum(const std::vector<torch::Tensor>& params);
+
 class DivergenceGuard final : public StepObserver {
  public:
   // `params` are the model's (held by reference: the trainer's).

@@ -4,9 +4,13 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <fstream>
+#include <iomanip>
 
+#include "core/error.h"
 #include "models/model.h"
 #include "models/weights.h"
+#include "train/divergence.h"
 
 namespace dtune::train {
 
@@ -15,7 +19,14 @@ FaultInjector::FaultInjector(const Options& o, int rank)
       plant_inf_step_(o.plant_inf_step),
       plant_inf_rank_(o.plant_inf_rank),
       perturb_rank_(o.perturb_rank),
-      dump_path_(o.dump_path) {}
+      dump_path_(o.dump_path),
+      checksums_path_(
+          o.checksums_path.empty() ? "" : o.checksums_path + ".rank" + std::to_string(rank)) {
+  if (!checksums_path_.empty()) {
+    std::ofstream truncate(checksums_path_);
+    if (!truncate) throw UsageError("--debug-checksums: cannot write " + checksums_path_);
+  }
+}
 
 void FaultInjector::after_reduction(int step, std::vector<torch::Tensor>& grads) const {
   if (step != plant_inf_step_ || rank_ != plant_inf_rank_) return;
@@ -24,9 +35,14 @@ void FaultInjector::after_reduction(int step, std::vector<torch::Tensor>& grads)
 }
 
 void FaultInjector::after_step(int step, std::vector<torch::Tensor>& params) const {
-  if (step != 0 || rank_ != perturb_rank_ || params.empty()) return;
-  torch::NoGradGuard no_grad;
-  params.front().add_(1e-3);
+  if (step == 0 && rank_ == perturb_rank_ && !params.empty()) {
+    torch::NoGradGuard no_grad;
+    params.front().add_(1e-3);
+  }
+  if (!checksums_path_.empty()) {
+    std::ofstream out(checksums_path_, std::ios::app);
+    out << step << ' ' << std::setprecision(17) << parameter_checksum(params) << '\n';
+  }
 }
 
 void FaultInjector::at_end(models::Model& model, const std::vector<torch::Tensor>& master) const {

@@ -26,8 +26,10 @@ class FaultInjector {
   // step, on --debug-plant-inf-rank, this rank's reduced gradients become inf, as an fp16
   // overflow leaves them. Only the cross-rank found-inf agreement makes the other ranks skip too.
   void after_reduction(int step, std::vector<torch::Tensor>& grads) const;
-  // After optimizer step `step`, its clock stopped: --debug-perturb-rank's parameters drift by
-  // 1e-3 after the first step, which the divergence guard must report.
+  // After optimizer step `step` (and local SGD's averaging), its clock stopped:
+  // --debug-perturb-rank's parameters drift by 1e-3 after the first step, which the divergence
+  // guard must report; --debug-checksums appends "step checksum" (17 significant digits) to
+  // FILE.rank<r>, so tests can follow each rank's parameters step by step.
   void after_step(int step, std::vector<torch::Tensor>& params) const;
   // After the last step, before the final check: --debug-dump (rank 0) writes the final parameters
   // and the last gradients ("param.<name>", "grad.<name>"; models/weights.h) and, with bf16
@@ -40,6 +42,7 @@ class FaultInjector {
   int plant_inf_step_, plant_inf_rank_;
   int perturb_rank_;
   std::string dump_path_;
+  std::string checksums_path_;  // with ".rank<r>"
 };
 
 }  // namespace dtune::train

@@ -272,6 +272,10 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
                  "test only: rank 0 saves final parameters and the last "
                  "step's averaged gradients (torch.save format)")
       ->group("Testing");
+  app.add_option("--debug-checksums", o.checksums_path,
+                 "test only: every rank appends \"step checksum\" after each optimizer step to "
+                 "FILE.rank<r> (the fp64 sum of all its parameters)")
+      ->group("Testing");
 
   const int rc = parse_cli(app, argc, argv, print);
   if (rc >= 0) return rc;

@@ -7,6 +7,7 @@ no parameter; bf16 weights keep an fp32 master copy; bf16 and fp16 follow the fp
 closely without equalling it, as compressed gradients do."""
 
 import subprocess
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -280,6 +281,35 @@ def test_local_sgd_ends_with_equal_parameters_on_every_rank(tmp_path, h, steps, 
     assert attrs["local_sgd_final_average"] == int((warmup + steps) % h != 0)
     checksum = data["param_checksum"]
     assert len(checksum) == 2 and checksum[0] == checksum[1], checksum
+
+
+def rank_checksums(path, ranks):
+    """{rank: [checksum after each step]} from --debug-checksums FILE (FILE.rank<r>: "step sum")."""
+    out = {}
+    for r in range(ranks):
+        lines = [line.split() for line in Path(f"{path}.rank{r}").read_text().splitlines()]
+        assert [int(s) for s, _ in lines] == list(range(len(lines)))
+        out[r] = [float(c) for _, c in lines]
+    return out
+
+
+@pytest.mark.parametrize("h", [2, 4])
+def test_local_sgd_averages_exactly_after_every_hth_step(tmp_path, h):
+    # Step by step, each rank's parameter checksum: the ranks train on different data, so they
+    # differ after every step except an H-th, after which both hold the mean, bit for bit. H=4
+    # must not behave as H=2, nor may averaging happen every step or never. (That the average is
+    # the mean: test_local_sgd_every_step_is_gradient_averaging.)
+    steps = 8
+    sums = tmp_path / "sums"
+    train(
+        tmp_path,
+        "local",
+        2,
+        GPT + ["--batch", "2", "--steps", str(steps), "--local-sgd", str(h), "--debug-checksums", str(sums)],
+    )
+    c = rank_checksums(sums, 2)
+    equal_after = [step for step in range(steps) if c[0][step] == c[1][step]]
+    assert equal_after == [step for step in range(steps) if (step + 1) % h == 0], (h, c)
 
 
 def test_local_sgd_counts_warmup_steps(tmp_path):
