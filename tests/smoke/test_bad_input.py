@@ -60,7 +60,7 @@ def test_mpi_device_buffers_need_cuda_aware_mpi(tmp_path):
 
     info = subprocess.run(["ompi_info", "--parsable", "--all"], capture_output=True, text=True)
     if "mpi_built_with_cuda_support:value:true" in info.stdout:
-        pytest.skip("this Open MPI is CUDA-aware: covered by the gpu tests")
+        pytest.skip("this Open MPI is CUDA-aware: the refusal this checks cannot happen here")
     r = run_comm(2, ["-b", "8", "-e", "8", "--mpi-buffers", "device", "--output", tmp_path / "r.h5"], timeout=60)
     assert r.returncode == 2, r.stdout + r.stderr
     assert "--mpi-buffers device" in r.stderr and ("CUDA-aware" in r.stderr or "without CUDA" in r.stderr)
@@ -71,7 +71,7 @@ def test_nccl_backend_without_gpu_exits_with_message(tmp_path):
     import shutil
 
     if shutil.which("nvidia-smi"):
-        pytest.skip("a GPU driver is present: covered by the gpu tests")
+        pytest.skip("a GPU driver is present: this checks the message on machines without one")
     r = run_comm(2, ["-b", "8", "-e", "8", "--backend", "nccl", "--output", tmp_path / "r.h5"], timeout=120)
     assert r.returncode == 2, r.stdout + r.stderr
     assert "GPU" in r.stderr or "CUDA device" in r.stderr or "without NCCL" in r.stderr
