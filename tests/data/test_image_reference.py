@@ -1,9 +1,9 @@
 # dtune's JPEG decoding and training transform against the Python stack it replaces: decoded
 # pixels against Pillow's Image.open(...).convert("RGB"), crop + bilinear resize + flip + normalise
-# against torchvision's F.resized_crop / to_tensor / normalize on the PIL image, and the synthetic
-# images against Pillow's reader. Drives dtune_image_tool from the build (DTUNE_BIN_DIR). torch and
-# torchvision are pinned in requirements.txt: without them the torchvision cases fail, naming what
-# is missing, and the Pillow-only cases still run.
+# against torchvision's F.resized_crop / to_tensor / normalize on the PIL image (both bit-identical),
+# and the synthetic images against Pillow's reader. Drives dtune_image_tool from the build
+# (DTUNE_BIN_DIR). torch and torchvision are pinned in requirements.txt: without them the
+# torchvision cases fail, naming what is missing, and the Pillow-only cases still run.
 import subprocess
 
 import numpy as np

@@ -1,6 +1,7 @@
 """Sweeps through a real Slurm (slurmctld, slurmd and munged started here): job arrays with one
 task per bundle of points, srun --mpi=pmix inside the allocation, a failing point recorded as
-failed while the others complete, everything merged; and the sbatch scripts' safety."""
+failed while the others complete, everything merged, each run's world size and hosts read back
+from its own provenance (as launched, not as planned); and the sbatch scripts' safety."""
 
 import json
 import re
