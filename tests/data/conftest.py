@@ -7,6 +7,7 @@ an s3:* policy and an access key while auth is still off, then turns it on throu
 proves that a request signed with a wrong secret is refused before yielding.
 """
 
+import importlib
 import importlib.util
 import json
 import os
@@ -52,6 +53,15 @@ _FOREIGN_ENV = (
     "all_proxy",
     "ALL_PROXY",
 )
+
+
+def require(module: str):
+    """Import `module` or fail the test naming it: boto3, moto, torch and torchvision are pinned in
+    requirements.txt, so a missing one is a broken environment, never a reason to skip."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        pytest.fail(f"{module} is not importable ({e}): requirements.txt pins it (scripts/setup.sh)", pytrace=False)
 
 
 def free_port() -> int:
@@ -139,9 +149,9 @@ class S3Server:
 
 @pytest.fixture(scope="session")
 def s3_server():
-    boto3 = pytest.importorskip("boto3")
-    from botocore.config import Config
-    from moto.server import ThreadedMotoServer
+    boto3 = require("boto3")
+    Config = require("botocore.config").Config
+    ThreadedMotoServer = require("moto.server").ThreadedMotoServer
 
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)

@@ -32,7 +32,16 @@ def ok(r):
 def epochs_table(stdout):
     rows = [line.split() for line in stdout.splitlines() if line.strip() and not line.startswith("#")]
     return [
-        dict(epoch=int(r[0]), batches=int(r[1]), samples=int(r[2]), bad=int(r[7]), hit=r[8], fetched_mb=float(r[9]))
+        dict(
+            epoch=int(r[0]),
+            batches=int(r[1]),
+            samples=int(r[2]),
+            bad=int(r[7]),
+            hit=r[8],
+            fetched_mb=float(r[9]),
+            undecodable=int(r[10]),
+            truncated=int(r[11]),
+        )
         for r in rows
     ]
 
@@ -134,6 +143,9 @@ def test_shuffling_is_deterministic_for_a_seed_and_worker_count_free(images, tmp
         )
         runs.append(Path(f"{tmp_path / name}.rank0").read_text())
     assert runs[0] == runs[1] and runs[0] != runs[2]
+    for name in ("a", "c"):  # each a permutation of the whole dataset, and not the stored order
+        ids = [i for _, i in read_ids(tmp_path / name, 1)[0]]
+        assert sorted(ids) == list(range(60)) and ids != list(range(60)), ids
 
 
 def test_token_windows_once_per_epoch(tmp_path):
@@ -168,9 +180,26 @@ def test_token_windows_once_per_epoch(tmp_path):
 
 def test_imagefolder_layout_is_read_with_sorted_class_labels(tmp_path):
     make_images(tmp_path / "folder", samples=12, layout="imagefolder")
-    (tmp_path / "folder" / "dataset.json").unlink()  # index it from the tree, as a user's folder
-    r = ok(tool(["dtune-data", "bench", tmp_path / "folder", "--batch", 4, "--image-size", 32]))
+    root = tmp_path / "folder"
+    (root / "dataset.json").unlink()  # index it from the tree, as a user's folder
+    # Folder names whose sorted order is not the order they were made in, one image a level
+    # deeper (<class>/<...>/<image>.jpg) and a file that is no image: labels follow the names.
+    for old, new in (("class-000000", "zebra"), ("class-000001", "apple"), ("class-000002", "mango")):
+        (root / old).rename(root / new)
+    (root / "mango" / "sub").mkdir()
+    (root / "mango" / "img-000002.jpg").rename(root / "mango" / "sub" / "img-000002.jpg")
+    (root / "apple" / "notes.txt").write_text("not an image")
+    r = ok(tool(["dtune-data", "bench", root, "--batch", 4, "--image-size", 32]))
     assert "no dataset.json: indexed it now" in r.stdout and "imagefolder: 12 files" in r.stdout
+    ok(tool(["dtune-data", "index", root]))
+    manifest = json.loads((root / "dataset.json").read_text())
+    assert manifest["format"] == "imagefolder" and manifest["num_classes"] == 3
+    label_of = {"apple": 0, "mango": 1, "zebra": 2}
+    keys = [manifest["objects"][obj][0] for obj, _, _, _ in manifest["samples"]]
+    assert sorted(keys) == sorted(p.relative_to(root).as_posix() for p in root.rglob("*.jpg"))
+    got = {key: label for key, (_, _, _, label) in zip(keys, manifest["samples"], strict=True)}
+    assert got == {key: label_of[key.split("/")[0]] for key in keys}
+    assert Counter(got.values()) == {0: 4, 1: 4, 2: 4}
 
 
 def s3_dataset(s3_server, tmp_path, bucket, samples=48, shard=8):
@@ -280,6 +309,8 @@ def test_two_ranks_fill_the_cache_at_once_without_duplicates_or_partial_reads(s3
 
 
 def corrupt_copy(src, dst):
+    """A copy of `src` where sample 5 is no JPEG at all and the last shard is cut in half; returns
+    the manifest and the new length of the last shard."""
     import shutil
 
     shutil.copytree(src, dst)
@@ -291,17 +322,24 @@ def corrupt_copy(src, dst):
     data[off : off + 2] = b"XX"  # and make it no JPEG at all
     shard.write_bytes(bytes(data))
     last = dst / manifest["objects"][-1][0]
-    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])  # a truncated shard
-    return manifest
+    cut = last.stat().st_size // 2
+    last.write_bytes(last.read_bytes()[:cut])  # a truncated shard
+    return manifest, cut
 
 
 def test_corrupt_and_truncated_samples_are_skipped_and_counted(images, tmp_path):
-    manifest = corrupt_copy(images, tmp_path / "bad")
+    manifest, cut = corrupt_copy(images, tmp_path / "bad")
     last = len(manifest["objects"]) - 1
+    assert manifest["samples"][5][0] != last  # the undecodable sample is whole
+    # Exactly the samples that end past the cut read short (the one across it included); the ones
+    # before it decode. So: 1 undecodable, `short` truncated, nothing else bad.
+    short = sum(1 for obj, off, size, _ in manifest["samples"] if obj == last and off + size > cut)
     in_last = sum(1 for s in manifest["samples"] if s[0] == last)
+    assert 0 < short < in_last  # the cut falls inside the shard: some of it survives
     r = ok(tool(["dtune-data", "bench", tmp_path / "bad", "--batch", 4, "--keep-last", "--image-size", 32]))
     (e0,) = epochs_table(r.stdout)
-    assert 1 + in_last // 2 - 1 <= e0["bad"] <= 1 + in_last and e0["samples"] == 60 - e0["bad"]
+    assert (e0["undecodable"], e0["truncated"], e0["bad"]) == (1, short, 1 + short), r.stdout
+    assert e0["samples"] == 60 - 1 - short, r.stdout
     strict = tool(["dtune-data", "bench", tmp_path / "bad", "--batch", 4, "--image-size", 32, "--strict"])
     assert strict.returncode == 1 and "--strict" in strict.stderr
 

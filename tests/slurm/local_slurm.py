@@ -1,6 +1,11 @@
 """A real single-node Slurm for the tests: munged, slurmctld and slurmd started from a generated
 slurm.conf in a temporary directory (ProctrackType=proctrack/linuxproc, TaskPlugin=task/none,
-SelectType=select/cons_tres, SlurmUser=root), and stopped afterwards."""
+SelectType=select/cons_tres, SlurmUser=root), and stopped afterwards.
+
+munged is this fixture's own (its key, socket, pid, log and seed files in the directory; Slurm finds
+it through AuthInfo=socket=...), never the machine's /run/munge one: sharing that daemon let one test
+run's teardown stop it under another run's Slurm ("Munge encode failed: Failed to access
+/run/munge/munge.socket.2"), and a daemon still shutting down passed for a running one."""
 
 from __future__ import annotations
 
@@ -24,7 +29,8 @@ class LocalSlurm:
         self.host = socket.gethostname()
         self.conf = root / "slurm.conf"
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
-        self.started_munge = False
+        self.munge = root / "munge"
+        self.munged_pid = None
 
     def missing(self) -> str | None:
         for tool in ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "srun"):
@@ -41,6 +47,7 @@ SlurmctldHost={self.host}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+AuthInfo=socket={self.munge}/munge.socket
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -58,12 +65,22 @@ SlurmdLogFile={self.root}/slurmd.log
 NodeName={self.host} CPUs={cpus} State=UNKNOWN
 PartitionName=debug Nodes={self.host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 """)
-        if subprocess.run(["pgrep", "-x", "munged"], capture_output=True).returncode != 0:
-            Path("/run/munge").mkdir(parents=True, exist_ok=True)
-            if not Path("/etc/munge/munge.key").exists():
-                subprocess.run(["mungekey", "--create"], check=True)
-            subprocess.run(["munged", "--force"], check=True)
-            self.started_munge = True
+        self.munge.mkdir(mode=0o700)
+        key = self.munge / "munge.key"
+        subprocess.run(["mungekey", "--create", f"--keyfile={key}"], check=True)
+        subprocess.run(
+            [
+                "munged",
+                "--force",
+                f"--socket={self.munge}/munge.socket",
+                f"--key-file={key}",
+                f"--pid-file={self.munge}/munged.pid",
+                f"--log-file={self.munge}/munged.log",
+                f"--seed-file={self.munge}/munged.seed",
+            ],
+            check=True,
+        )  # forks; returns once the daemon is listening
+        self.munged_pid = int((self.munge / "munged.pid").read_text())
         subprocess.run(["slurmctld", "-f", str(self.conf)], check=True, env=self.env)
         subprocess.run(["slurmd", "-f", str(self.conf)], check=True, env=self.env)
         deadline = time.time() + 60
@@ -76,7 +93,7 @@ PartitionName=debug Nodes={self.host} Default=YES MaxTime=INFINITE State=UP Over
 
     def logs(self) -> str:
         out = []
-        for name in ("slurmctld.log", "slurmd.log"):
+        for name in ("slurmctld.log", "slurmd.log", "munge/munged.log"):
             p = self.root / name
             if p.exists():
                 out.append(f"--- {name}\n" + "\n".join(p.read_text().splitlines()[-30:]))
@@ -100,5 +117,8 @@ PartitionName=debug Nodes={self.host} Default=YES MaxTime=INFINITE State=UP Over
                     os.kill(int(p.read_text().strip()), 15)
                 except (ValueError, ProcessLookupError):
                     pass
-        if self.started_munge:
-            subprocess.run(["pkill", "-x", "munged"], capture_output=True)
+        if self.munged_pid is not None:
+            try:
+                os.kill(self.munged_pid, 15)
+            except ProcessLookupError:
+                pass

@@ -1,6 +1,7 @@
 """Sweeps through a real Slurm (slurmctld, slurmd and munged started here): job arrays with one
 task per bundle of points, srun --mpi=pmix inside the allocation, a failing point recorded as
-failed while the others complete, everything merged; and the sbatch scripts' safety."""
+failed while the others complete, everything merged, each run's world size and hosts read back
+from its own provenance (as launched, not as planned); and the sbatch scripts' safety."""
 
 import json
 import re
@@ -60,10 +61,23 @@ def test_array_sweep_completes_and_merges(tmp_path, slurm):
     m = dtune(["sweep", "merge", f, "--out", out])
     assert m.returncode == 0, m.stderr
     with h5py.File(out / "merged.h5") as h:
-        points = {json.loads(g.attrs["point"])["ranks"] for g in h["runs"].values()}
-        assert len(h["runs"]) == 4 and points == {1, 2}
-        for g in h["points"].values():
-            assert list(g["provenance"]["rank_host"].asstr()[()])  # each point keeps its provenance
+        assert len(h["runs"]) == 4
+        seen = []
+        for g in h["runs"].values():
+            planned = json.loads(g.attrs["point"])["ranks"]
+            # What the launch gave, from the run's own provenance: srun started `planned` ranks in
+            # one MPI world on the Slurm node, inside an array task of this submission (a launch
+            # that left each process a world of its own would record world_size 1, once per rank).
+            prov = h["points"][g.attrs["point_id"]]["provenance"]
+            world = int(prov.attrs["world_size"])
+            hosts = list(prov["rank_host"].asstr()[()])
+            assert (world, hosts) == (planned, [slurm.host] * planned), g.name
+            assert list(prov["rank_local_rank"][()]) == list(range(planned)), g.name
+            assert g["time_us"].shape[2] == planned, g.name  # every rank measured: (P, S, R, I)
+            env = prov["env"].attrs
+            assert env["SLURM_ARRAY_JOB_ID"] in jobs and int(env["SLURM_NTASKS"]) == planned, dict(env)
+            seen.append(world)
+        assert sorted(seen) == [1, 1, 2, 2]
     # Each task wrote only its own state log.
     assert len(list(out.glob("state-*.jsonl"))) == 5
 

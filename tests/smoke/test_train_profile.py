@@ -5,7 +5,9 @@ and dtune's phase and bucket-reduction spans aligned inside the steps; Perfetto'
 loads it where its binary is available; profiling off leaves no trace of itself."""
 
 import json
+import math
 import os
+from collections import Counter
 from pathlib import Path
 
 import h5py
@@ -79,10 +81,11 @@ def test_operator_table_has_the_matmuls_on_top_and_covers_the_window(one_rank):
         assert list(self_cpu) == sorted(self_cpu, reverse=True)
         assert any(n in MATMUL for n in names[:3]), names[:10]
         assert (t["calls"][()] >= 1).all() and (t["cpu_total_us"][()] >= self_cpu - 1e-6).all()
-        # Self times add up to the profiled steps' wall time, within 10% (the rest is dtune's own
-        # loop between operators).
+        calls = dict(zip(names, t["calls"][()].tolist()))
         window = p["window_us"][0]
-        assert 0.9 * window <= self_cpu.sum() <= 1.1 * window, (self_cpu.sum(), window)
+        # One thread records operators (--threads 1, autograd on CPU runs on the caller), so their
+        # self times are disjoint spans inside the window: a bound no machine load can break.
+        assert 0 < self_cpu.sum() <= window, (self_cpu.sum(), window)
         # The profiled steps are marked and left out of the throughput; the overhead is stored.
         assert list(g["profiled"][()]) == [0, 0, 1, 1, 0]
         assert g.attrs["throughput_steps"] == 2 and g.attrs["steps"] == 4
@@ -90,6 +93,24 @@ def test_operator_table_has_the_matmuls_on_top_and_covers_the_window(one_rank):
         trace = p["trace_path"][0]
         trace = trace.decode() if isinstance(trace, bytes) else trace
     assert Path(trace) == d / "traces" / "rank0.pt.trace.json"
+    # The table covers exactly the window's operators, as the trace (the same profiler events)
+    # records them: per-name call counts equal, and the self times (duration minus the children's)
+    # add up to the top-level operators' time, all inside the two profiled steps, both of which hold
+    # operators. Counts and sums of the same events: exact on any machine, where the share of the
+    # wall time (96-98% measured) moves with the load.
+    evs = events(trace)
+    ops = [e for e in evs if e.get("cat") == "cpu_op" and e.get("ph") == "X"]
+    assert calls == dict(Counter(e["name"] for e in ops))
+    steps = steps_of(evs)
+    top, per_step, end = 0.0, dict.fromkeys(steps, 0.0), -math.inf
+    assert len({e["tid"] for e in ops}) == 1
+    for e in sorted(ops, key=lambda e: (e["ts"], -e["dur"])):
+        if e["ts"] >= end:  # not nested in the previous top-level operator
+            top, end = top + e["dur"], e["ts"] + e["dur"]
+            (step,) = [n for n, s in steps.items() if s["ts"] - 1 <= e["ts"] and end <= s["ts"] + s["dur"] + 1]
+            per_step[step] += e["dur"]
+    assert self_cpu.sum() == pytest.approx(top, rel=1e-9, abs=1e-3)
+    assert set(steps) == {"ProfilerStep#2", "ProfilerStep#3"} and all(v > 0 for v in per_step.values()), per_step
 
 
 def test_trace_has_steps_operators_and_aligned_phases(one_rank):

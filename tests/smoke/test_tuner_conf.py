@@ -304,6 +304,42 @@ def test_every_line_is_a_comment_or_a_ten_field_config_the_plugin_reads_whole(co
     assert not any("Ring" in line for line in configs)
 
 
+# NCCL's own example file (plugins/tuner/example/nccl_tuner.conf) documents its lines as
+# "# Format: collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff";
+# the field list is written out here, not taken from the code under test.
+NCCL_FORMAT = "collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff"
+
+
+def test_the_header_names_the_fields_in_nccls_documented_order(conf):
+    comments = " ".join(line[1:].strip() for line in conf.splitlines() if line.startswith("#"))
+    assert NCCL_FORMAT in comments, comments[:400]
+    assert conf.startswith("#")  # the header comes first
+
+
+@pytest.mark.parametrize("coll,ranks", sorted(WINNERS))
+def test_the_rows_are_the_known_winners(conf, coll, ranks):
+    """The config lines for one shape, exactly: WINNERS with consecutive equal winners merged,
+    ranges switching at the midpoint between measured sizes (inclusive bounds, the midpoint to the
+    lower size), the last open up to 2^64 - 1, channels 0 unless pinned, any numPipeOps/regBuff."""
+    nodes = len(set(HOSTS[ranks]))
+    want = []
+    for i, w in enumerate(WINNERS[(coll, ranks)]):
+        hi = SIZE_MAX if i == len(SIZES) - 1 else (SIZES[i] + SIZES[i + 1]) // 2
+        algo, proto, ch = SETTINGS[w]
+        row = [PLUGIN_COLL[coll], None, hi, PLUGIN_NAME[algo], PLUGIN_NAME[proto], ch or 0, nodes, ranks, -1, -1]
+        if want and want[-1][3:6] == row[3:6]:
+            want[-1][2] = hi
+        else:
+            row[1] = want[-1][2] + 1 if want else 0
+            want.append(row)
+    got = [
+        [f[0], *map(int, f[1:3]), f[3], f[4], *map(int, f[5:])]
+        for f in (line.split(",") for line in conf.splitlines() if line and not line.startswith("#"))
+        if f[0] == PLUGIN_COLL[coll] and int(f[6]) == nodes and int(f[7]) == ranks
+    ]
+    assert got == want
+
+
 @pytest.mark.parametrize("coll,ranks", sorted(WINNERS))
 def test_the_plugin_applies_the_winner_at_and_between_measured_sizes(conf, coll, ranks):
     configs = plugin_load(conf)

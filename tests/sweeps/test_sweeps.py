@@ -71,12 +71,18 @@ def test_ids_stable_across_runs_and_key_order(tmp_path):
     }
 
 
-def test_random_order_is_recorded_and_reproducible(tmp_path):
-    f = write(
-        tmp_path,
-        "binary: dtune-comm\naxes: {--collective: [allreduce, allgather, broadcast, reduce]}\norder: random\nseed: 7\n",
-    )
-    assert [p.id for p in plan(f)] == [p.id for p in plan(f)]
+def test_random_order_is_a_reproducible_permutation_that_follows_the_seed(tmp_path):
+    spec = "binary: dtune-comm\naxes: {--collective: [allreduce, allgather, broadcast, reduce], --minbytes: [8, 64]}\n"
+    written = [p.id for p in plan(write(tmp_path, spec, "w.yaml"))]
+    orders = {}
+    for seed in (7, 8):
+        f = write(tmp_path, spec + f"order: random\nseed: {seed}\n", f"r{seed}.yaml")
+        orders[seed] = [p.id for p in plan(f)]
+        assert orders[seed] == [p.id for p in plan(f)]  # reproducible for a seed
+        # Every point exactly once, in an order that is not the written one (8 points: 40320 orders).
+        assert sorted(orders[seed]) == sorted(written) and len(set(written)) == 8
+        assert orders[seed] != written, seed
+    assert orders[7] != orders[8]  # the seed decides the order
 
 
 @pytest.mark.parametrize(
@@ -182,7 +188,13 @@ axes: {--collective: [allreduce, allgather, alltoall]}
     for line in p.stdout:
         if line.startswith("[1/3]"):
             break
-    time.sleep(0.5)  # the second point is running
+    # The second point is running once the runner recorded its launch (its process group exists);
+    # a signal from then on ends that group and marks the point interrupted.
+    state = out / "state.jsonl"
+    deadline = time.monotonic() + 120
+    while sum(json.loads(x)["event"] == "launched" for x in state.read_text().split("\n")[:-1]) < 2:
+        assert time.monotonic() < deadline and p.poll() is None, "the second point never launched"
+        time.sleep(0.02)
     p.send_signal(signal.SIGTERM)
     rest = p.communicate(timeout=120)[0]
     assert p.returncode == 130, rest

@@ -1,12 +1,13 @@
 // The data pipeline's formats and bookkeeping, without torch: tar shards written and read back
 // (also truncated and damaged), WebDataset grouping, llm.c token shards, the dataset.json manifest,
-// the epoch order (deterministic, different per epoch, shard-local) and per-rank slices (a
-// partition), and the node cache over a local "remote" (hits, LRU eviction within capacity,
-// concurrent fillers fetching a block once).
+// the epoch order (a shuffled permutation, deterministic, different per epoch and seed,
+// shard-local) and per-rank slices (a partition), and the node cache over a local "remote" (hits,
+// LRU eviction within capacity, concurrent fillers fetching a block once).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
-#include <set>
+#include <numeric>
 #include <thread>
 
 #include "core/error.h"
@@ -108,7 +109,12 @@ TEST(Sampler, EpochOrderIsAPermutationDeterministicAndShardLocal) {
   EXPECT_EQ(a, epoch_order(s, 5, 42, 0));
   EXPECT_NE(a, epoch_order(s, 5, 42, 1));
   EXPECT_NE(a, epoch_order(s, 5, 43, 0));
-  EXPECT_EQ(std::set<int64_t>(a.begin(), a.end()).size(), s.size());
+  // Every sample exactly once, and shuffled: not the stored order.
+  std::vector<int64_t> sorted = a, stored(s.size());
+  std::sort(sorted.begin(), sorted.end());
+  std::iota(stored.begin(), stored.end(), 0);
+  EXPECT_EQ(sorted, stored);
+  EXPECT_NE(a, stored);
   // Shard-then-sample: each shard's samples are consecutive.
   for (size_t i = 0; i < a.size(); i += 7)
     for (size_t j = i; j < i + 7; ++j)
