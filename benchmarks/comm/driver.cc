@@ -67,16 +67,21 @@ class Driver {
   int run() {
     backend_ = o_.backend == BackendKind::kNccl ? make_nccl_backend(ctx_)
                                                 : make_mpi_backend(ctx_, o_.mpi_buffers);
-    claim_json();
-    open_results();
-    const std::string device = backend_->device();
-    const std::string nccl_version = o_.backend == BackendKind::kNccl ? backend_->version() : "";
-    Provenance prov = collect_provenance(ctx_, o_.command_line, device, nccl_version);
-    if (ctx_.is_root()) {
-      if (results_) results_->write_provenance(prov);
-      print_banner(prov);
+    {
+      // The set-up's collectives (rank 0's verdicts on the output files, the ranks' provenance).
+      const DeadlineGuard guard(watchdog_, o_.timeout_s,
+                                "setting up (the output files, every rank's host and device)");
+      claim_json();
+      open_results();
+      const std::string device = backend_->device();
+      const std::string nccl_version = o_.backend == BackendKind::kNccl ? backend_->version() : "";
+      Provenance prov = collect_provenance(ctx_, o_.command_line, device, nccl_version);
+      if (ctx_.is_root()) {
+        if (results_) results_->write_provenance(prov);
+        print_banner(prov);
+      }
+      describe_json_devices(prov);
     }
-    describe_json_devices(prov);
     allocate();
     // A wait past --timeout: say which ranks of this node stopped, and (rank 0) save every size
     // measured so far, the current configuration's included, before the job is aborted.

@@ -7,6 +7,7 @@
 
 #include "benchmarks/train/options.h"
 #include "benchmarks/train/train_results.h"
+#include "core/deadline.h"
 #include "core/device_info.h"
 #include "core/error.h"
 #include "core/main_guard.h"
@@ -66,6 +67,11 @@ int main(int argc, char** argv) {
     ml.start("init_start");
     const std::string device =
         dtune::describe_device(tr::device_ordinal(o, a.ctx));  // "cpu", "cuda:1 ..."
+    // The set-up's collectives (rank 0's verdict on the output file, the ranks' provenance, the
+    // rank board) run armed, as everything after them does.
+    std::optional<dtune::DeadlineGuard> setup_guard;
+    setup_guard.emplace(a.watchdog, o.timeout_s,
+                        "setting up (the results file, every rank's host and device)");
     std::optional<dtune::ResultsFile> file;
     if (!o.output.empty())
       file = dtune::create_results_on_root(
@@ -79,6 +85,7 @@ int main(int argc, char** argv) {
                    "separate singletons, not one job\n",
                    m.variable.c_str(), m.expected);
     tr::RunMonitor monitor(o, a, file);
+    setup_guard.reset();
     dtune::install_stop_handlers();  // the ranks agree on a stop at the end of a step
     int64_t batch = o.batch;
     if (o.batch_auto) {
