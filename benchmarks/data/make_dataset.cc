@@ -18,15 +18,12 @@
 #include "data/loader/sampler.h"
 
 namespace dtune::data {
-namespace {
-
 std::string numbered(const std::string& stem, int64_t i, const std::string& ext) {
   char b[64];
   std::snprintf(b, sizeof b, "%s-%06lld%s", stem.c_str(), static_cast<long long>(i), ext.c_str());
   return b;
 }
 
-// A local output directory is created; an S3 bucket must exist.
 std::unique_ptr<Storage> open_storage_for_writing(const std::string& url) {
   if (url.rfind("s3://", 0) != 0) {
     std::error_code ec;
@@ -39,6 +36,8 @@ std::unique_ptr<Storage> open_storage_for_writing(const std::string& url) {
     throw UsageError("--out " + url + ": " + e.what());
   }
 }
+
+namespace {
 
 // libjpeg's limit on either side (JPEG_MAX_DIMENSION in jmorecfg.h, "a tad under 64K to prevent
 // overflows"); libjpeg-turbo refuses to encode beyond it.
