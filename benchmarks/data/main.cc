@@ -1,18 +1,65 @@
-// dtune-data: datasets for the data-pipeline benchmarks. `make images|tokens` writes them (to a
-// directory or s3://bucket/prefix), `index` writes the dataset.json manifest for shards or image
-// folders that exist, `bench` runs the loader alone (under mpirun: one slice per rank).
+// dtune-data: datasets for the data-pipeline benchmarks. `convert` turns your own images or text
+// into shards, `make images|tokens` writes synthetic ones (to a directory or s3://bucket/prefix),
+// `index` writes the dataset.json manifest for shards or image folders that exist, `bench` runs
+// the loader alone (under mpirun: one slice per rank).
 #include <cstdio>
+#include <cstdlib>
 
 #include "benchmarks/data/bench_loader.h"
+#include "benchmarks/data/convert.h"
 #include "benchmarks/data/make_dataset.h"
 #include "core/cli.h"
+#include "core/error.h"
 #include "core/main_guard.h"
+#include "core/results_file.h"
 
 int main(int argc, char** argv) {
   return dtune::run_main(argc, argv, "dtune-data", [](const dtune::MainArgs& a) {
     namespace dd = dtune::data;
-    CLI::App app{"dtune-data: make, index and benchmark datasets for dtune's loader"};
+    CLI::App app{
+        "dtune-data: convert your images or text into shards, make synthetic datasets, index "
+        "them and benchmark dtune's loader on them."};
     app.require_subcommand(1);
+    dd::ConvertImagesOptions ci;
+    dd::ConvertTokensOptions ct;
+    bool convert_progress = false;
+    CLI::App* convert = app.add_subcommand(
+        "convert",
+        "Convert your images into WebDataset shards with dataset.json: SRC is an ImageFolder "
+        "tree (SRC/<class>/<image>, labels from the sorted folder names) or a flat folder of "
+        "images (one class). JPEGs are kept byte for byte, PNGs transcoded to JPEG; every file "
+        "left out is counted and named. `convert tokens` does the same for text files.");
+    convert->require_subcommand(0, 1);
+    convert->add_option("src", ci.src, "Source: a directory or s3://bucket/prefix.");
+    convert->add_option("--out", ci.out, "Where the shards go: a directory or s3://bucket/prefix.");
+    convert
+        ->add_option(
+            "--shard-mb", ci.shard_mb,
+            "Largest shard in MiB: a shard is closed before an image would take it past this.")
+        ->capture_default_str();
+    convert
+        ->add_option("--quality", ci.quality,
+                     "JPEG quality (1-100) for the images transcoded from PNG.")
+        ->capture_default_str();
+    bool no_transcode = false;
+    convert->add_flag("--no-transcode", no_transcode,
+                      "Refuse PNGs instead of transcoding them (they are counted as skipped).");
+    convert->add_option("--seed", ci.seed, "Seed of the sample order across shards.")
+        ->capture_default_str();
+    convert->add_flag("--progress", convert_progress,
+                      "Progress lines on stderr even when it is not a terminal.");
+    CLI::App* convert_tokens = convert->add_subcommand(
+        "tokens",
+        "Text files (or folders of them, recursively) through the byte-level tokenizer into "
+        "llm.c token shards with dataset.json; binary and empty files are skipped and named.");
+    convert_tokens->add_option("src", ct.src, "Text files or directories.")->required();
+    convert_tokens
+        ->add_option("--out", ct.out, "Where the shards go: a directory or s3://bucket/prefix.")
+        ->required();
+    convert_tokens->add_option("--shard-tokens", ct.shard_tokens, "Tokens per shard.")
+        ->capture_default_str();
+    convert_tokens->add_flag("--progress", convert_progress,
+                             "Progress lines on stderr even when it is not a terminal.");
     dd::MakeImagesOptions mi;
     dd::MakeTokensOptions mt;
     CLI::App* make = app.add_subcommand("make", "write a dataset")->require_subcommand(1);
@@ -104,6 +151,14 @@ int main(int argc, char** argv) {
                      "start and end before the job is aborted, naming what it waited for")
         ->capture_default_str()
         ->check(dtune::kPositive);
+    bench->add_option("--output", b.output,
+                      "HDF5 results file [default: results/dtune-data-<time>-<pid>.h5, under "
+                      "$DTUNE_RESULTS_DIR when set].");
+    bool no_output = false;
+    bench->add_flag("--no-output", no_output, "Write no HDF5 file.");
+    bench->add_flag("--overwrite", b.overwrite,
+                    "Replace an existing --output file (default: keep it and write NAME.1.h5, "
+                    "NAME.2.h5, ...).");
     bench
         ->add_flag("--debug-same-slice", b.same_slice,
                    "test only: every rank reads the whole epoch")
@@ -111,7 +166,16 @@ int main(int argc, char** argv) {
 
     const int rc = dtune::parse_cli(app, a.argc, a.argv, a.ctx.is_root());
     if (rc >= 0) return rc;
-    if (*images) {
+    if (*convert_tokens) {
+      ct.progress = convert_progress ? dtune::ProgressMode::kAlways : dtune::ProgressMode::kAuto;
+      dd::convert_tokens(ct);
+    } else if (*convert) {
+      if (ci.src.empty() || ci.out.empty())
+        throw dtune::UsageError("convert: give SRC and --out (dtune-data convert SRC --out DST)");
+      ci.transcode = !no_transcode;
+      ci.progress = convert_progress ? dtune::ProgressMode::kAlways : dtune::ProgressMode::kAuto;
+      dd::convert_images(ci);
+    } else if (*images) {
       const std::string what = dd::make_images(mi);
       std::printf("# made %s\n", what.c_str());
     } else if (*tokens) {
@@ -124,6 +188,12 @@ int main(int argc, char** argv) {
       b.cache.capacity_bytes = static_cast<int64_t>(cache_mb * (1 << 20));
       b.cache.block_bytes = static_cast<int64_t>(cache_block_mb * (1 << 20));
       b.loader.augment = !no_augment;
+      if (no_output && !b.output.empty())
+        throw dtune::UsageError("--no-output and --output both given: keep one");
+      const char* dir = std::getenv("DTUNE_RESULTS_DIR");
+      if (!no_output && b.output.empty())
+        b.output = dtune::default_results_path(dir ? dir : "results", "dtune-data");
+      b.command_line = dtune::join_command_line(a.argc, a.argv);
       return dd::bench_loader(a.ctx, a.watchdog, b);
     }
     return 0;
