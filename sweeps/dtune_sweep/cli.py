@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from . import runner, slurm
+from .rules import RULES_HELP
 from .spec import DEFAULT_MAX_POINTS, SweepError, plan
 
 
@@ -168,15 +169,24 @@ def _add_sweep_commands(sw) -> None:
     )
 
     def add(name):
-        p = sw.add_parser(name, parents=[cap], help=_HELP[f"sweep {name}"])
+        p = sw.add_parser(
+            name,
+            parents=[cap],
+            help=_HELP[f"sweep {name}"],
+            description=_HELP[f"sweep {name}"].capitalize() + ".",
+            epilog=RULES_HELP + "\nSweep files: sweeps/README.md (every key, with an example).",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         p.set_defaults(func=_FUNC[f"sweep {name}"])
-        p.add_argument("file")
+        p.add_argument("file", help="the sweep file (YAML; sweeps/README.md describes every key)")
         return p
 
-    add("plan").add_argument("--show", type=int, default=10, help="points to print (default 10)")
+    add("plan").add_argument("--show", type=int, default=10, help="how many points to print (default 10)")
     p_run = add("run")
     p_run.add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
-    p_run.add_argument("--timeout", type=float, default=None, help="seconds per point before it is killed")
+    p_run.add_argument(
+        "--timeout", type=float, default=None, help="seconds a point may run before it is killed (default: no limit)"
+    )
     p_slurm = add("slurm")
     p_slurm.add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
     p_slurm.add_argument("--dry-run", action="store_true", help="write the sbatch scripts, do not submit")
@@ -195,9 +205,9 @@ def _add_sweep_commands(sw) -> None:
         metavar="OPTION",
         help="an sbatch option passed through, e.g. --sbatch=--partition=gpu (repeatable)",
     )
-    add("status").add_argument("--out")
+    add("status").add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
     p_merge = add("merge")
-    p_merge.add_argument("--out")
+    p_merge.add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
     p_merge.add_argument("-o", "--output", help="merged file (default <sweep dir>/merged.h5)")
 
 
