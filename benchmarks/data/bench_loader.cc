@@ -78,7 +78,9 @@ int bench_loader(const RunContext& ctx, Watchdog& watchdog, const BenchOptions& 
   if (!o.output.empty())
     file = create_results_on_root(ctx, o.output, "dtune-data", "--output",
                                   o.overwrite ? Existing::kOverwrite : Existing::kNewName);
-  if (file) file->write_provenance(collect_provenance(ctx, o.command_line, "cpu", ""));
+  // Collective (the ranks' hosts are gathered): every rank takes part, rank 0 writes it.
+  const Provenance prov = collect_provenance(ctx, o.command_line, "cpu", "");
+  if (file) file->write_provenance(prov);
   OpenedData data = open_data(o.url, o.cache, o.url);
   if (data.indexed && ctx.is_root())
     std::printf("# %s has no dataset.json: indexed it now (dtune-data index saves it)\n",

@@ -24,11 +24,13 @@ int main(int argc, char** argv) {
     dd::ConvertTokensOptions ct;
     bool convert_progress = false;
     CLI::App* convert = app.add_subcommand(
-        "convert",
-        "Convert your images into WebDataset shards with dataset.json: SRC is an ImageFolder "
-        "tree (SRC/<class>/<image>, labels from the sorted folder names) or a flat folder of "
-        "images (one class). JPEGs are kept byte for byte, PNGs transcoded to JPEG; every file "
-        "left out is counted and named. `convert tokens` does the same for text files.");
+        "convert", "Convert your own images (or, with `tokens`, text) into shards dtune reads.");
+    convert->footer(
+        "SRC is an ImageFolder tree (SRC/<class>/<image>; labels are the class folders in sorted "
+        "order, as torchvision numbers them, listed in DST/classes.txt) or a flat folder of images "
+        "(one class). JPEGs are kept byte for byte, PNGs transcoded to JPEG at --quality; the "
+        "result is WebDataset shards (sample-N.jpg + sample-N.cls) with dataset.json beside them. "
+        "Every file left out is counted by cause and named in the summary.");
     convert->require_subcommand(0, 1);
     convert->add_option("src", ci.src, "Source: a directory or s3://bucket/prefix.");
     convert->add_option("--out", ci.out, "Where the shards go: a directory or s3://bucket/prefix.");
@@ -62,7 +64,10 @@ int main(int argc, char** argv) {
                              "Progress lines on stderr even when it is not a terminal.");
     dd::MakeImagesOptions mi;
     dd::MakeTokensOptions mt;
-    CLI::App* make = app.add_subcommand("make", "write a dataset")->require_subcommand(1);
+    CLI::App* make =
+        app.add_subcommand("make",
+                           "Write a synthetic dataset (images or tokens) to try the loader.")
+            ->require_subcommand(1);
     CLI::App* images =
         make->add_subcommand("images",
                              "WebDataset shards (or an ImageFolder tree) of JPEGs with "
@@ -96,13 +101,14 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     std::string index_url;
     CLI::App* index = app.add_subcommand("index",
-                                         "write dataset.json for the shards, token files or class "
-                                         "folders under a directory or s3:// prefix");
+                                         "Write dataset.json for the shards, token files or class "
+                                         "folders under a directory or s3:// prefix.");
     index->add_option("url", index_url, "directory or s3://bucket/prefix")->required();
     dd::BenchOptions b;
-    CLI::App* bench = app.add_subcommand("bench",
-                                         "run the loader alone and print samples/s and its time "
-                                         "breakdown per epoch");
+    CLI::App* bench =
+        app.add_subcommand("bench",
+                           "Run the loader alone: samples/s and its time breakdown per "
+                           "epoch, and a results file.");
     bench->add_option("url", b.url, "dataset: directory or s3://bucket/prefix")->required();
     bench->add_option("--batch", b.loader.batch, "samples per batch per rank")
         ->capture_default_str()
