@@ -120,7 +120,8 @@ int main(int argc, char** argv) {
   std::string only, model, weights, batch, out;
   bool channels_last = false;
   int threads = 0;
-  CLI::App* list = app.add_subcommand("list", "each model's parameters and FLOPs per sample");
+  CLI::App* list = app.add_subcommand(
+      "list", "Each model's parameters and FLOPs per sample, by arithmetic (nothing is built).");
   add_model_options(list, o);
   list->add_option("--model", only, "only this model");
   CLI::App* par = app.add_subcommand("parity", "one training step from exported weights and batch");

@@ -155,6 +155,13 @@ COMMANDS = [
     ("compare", "A/B comparison of two results (files or directories)", cmd_compare),
 ]
 _HELP = {words: text for words, text, _ in COMMANDS}
+# The C++ binaries `dtune --help` points to (one line each).
+BINARIES = [
+    ("dtune-comm", "collective benchmark (nccl-tests' flags and table; MPI or NCCL)"),
+    ("dtune-train", "data-parallel training of ResNets and GPT-2s with a per-step time breakdown"),
+    ("dtune-data", "convert your images or text into shards, make synthetic ones, index, bench the loader"),
+    ("dtune-models", "the models: parameters and FLOPs (list), parity with PyTorch"),
+]
 _FUNC = {words: func for words, _, func in COMMANDS}
 
 
@@ -219,7 +226,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="commands:\n"
         + "\n".join(f"  dtune {w:<{width}}  {t}" for w, t, _ in COMMANDS)
-        + "\n\n`dtune COMMAND --help` shows a command's arguments.",
+        + "\n\nthe benchmarks themselves (build/bin/, each with --help; launch with mpirun -np N):\n"
+        + "\n".join(f"  {b:<{width + 6}}  {t}" for b, t in BINARIES)
+        + "\n\n`dtune COMMAND --help` shows a command's arguments. Exit status: 0 done, 1 a failed "
+        "point or a regression, 2 a usage error (README, 'Exit codes').",
     )
     sub = ap.add_subparsers(dest="group", required=True)
     sw = sub.add_parser("sweep", help="plan, run, inspect and merge sweeps").add_subparsers(dest="cmd", required=True)
