@@ -18,12 +18,16 @@ namespace dtune::data {
 namespace {
 
 // Every rank decides alike (the same dataset and flags), so a refusal is exit 2 on every rank.
-void refuse_empty_epochs(const Dataset& d, const LoaderOptions& lo, int world,
-                         const std::string& url) {
+void refuse_tokens_without_context(const Dataset& d, const LoaderOptions& lo,
+                                   const std::string& url) {
   if (d.kind == DatasetKind::kTokens && lo.context < 1)
     throw UsageError("bench: " + url +
                      " holds tokens: give --context T, the tokens per sample (the model's context "
                      "length, e.g. 1024 for GPT-2)");
+}
+
+void refuse_empty_epochs(const Dataset& d, const LoaderOptions& lo, int world,
+                         const std::string& url) {
   const int64_t n = d.kind == DatasetKind::kTokens
                         ? static_cast<int64_t>(token_windows(d, lo.context).size())
                         : static_cast<int64_t>(d.samples.size());
@@ -91,7 +95,7 @@ int bench_loader(const RunContext& ctx, Watchdog& watchdog, const BenchOptions& 
   LoaderOptions lo = o.loader;
   lo.rank = o.same_slice ? 0 : ctx.rank();
   lo.world = o.same_slice ? 1 : ctx.world_size();
-  refuse_empty_epochs(d, lo, lo.world, o.url);
+  refuse_tokens_without_context(d, lo, o.url);
   // A batch: (B, 3, S, S) float images or (B, T) + (B, T) int64 tokens. Up to prefetch of them wait
   // built, each worker builds one, and next() may copy one more together (see loader.h).
   const bool images = d.kind == DatasetKind::kImages;
@@ -105,6 +109,7 @@ int bench_loader(const RunContext& ctx, Watchdog& watchdog, const BenchOptions& 
                      " --prefetch " + std::to_string(lo.prefetch) + " --workers " +
                      std::to_string(lo.workers),
                  "lower them");
+  refuse_empty_epochs(d, lo, lo.world, o.url);  // after the memory check, which names more flags
   Loader loader(storage, d, lo);
   if (ctx.is_root()) {
     std::printf("# dtune-data bench: %s (%s)\n", storage->describe().c_str(), d.describe().c_str());

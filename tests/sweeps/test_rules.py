@@ -91,3 +91,13 @@ def test_a_fixed_argument_can_break_a_rule_for_every_point(tmp_path):
 @pytest.mark.parametrize("name", ["quickstart.yaml", "bucket-size.yaml"])
 def test_shipped_sweeps_break_no_rule(name):
     assert plan(str(REPO / "sweeps" / name))
+
+
+def test_the_sweeps_readme_example_plans(tmp_path):
+    import re
+
+    text = (REPO / "sweeps" / "README.md").read_text()
+    f = tmp_path / "example.yaml"
+    f.write_text(re.search(r"```yaml\n(.*?)```", text, flags=re.S).group(1))
+    # 2 x 2 env (4), 4 workers, 2 batches x 2 precisions x 3 buckets - 3 excluded = 9, x 3 repeats = 27
+    assert len(plan(str(f))) == 4 + 4 + 27
