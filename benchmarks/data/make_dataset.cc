@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "benchmarks/data/memory_fit.h"
@@ -193,7 +194,21 @@ std::string index_data(const std::string& url) {
     throw UsageError(url + ": " + e.what());
   }
   s->write(kManifestKey, manifest_to_json(d));
-  return d.describe() + "; wrote " + s->describe() + "/" + kManifestKey;
+  std::string out = d.describe() + "; wrote " + s->describe() + "/" + kManifestKey;
+  // The files the index left out, counted and named (the loader reads JPEGs only: a PNG in a class
+  // folder is not silently a missing sample).
+  std::set<std::string> used;
+  for (const auto& obj : d.objects) used.insert(obj.key);
+  std::vector<std::string> left;
+  for (const auto& obj : s->list())
+    if (!used.contains(obj.key) && obj.key != kManifestKey && obj.key != "classes.txt")
+      left.push_back(obj.key);
+  if (!left.empty()) {
+    out += "\n# left out " + std::to_string(left.size()) +
+           " files (dtune-data convert transcodes PNGs and names why it skips the others):";
+    for (const auto& k : left) out += "\n#   " + k;
+  }
+  return out;
 }
 
 }  // namespace dtune::data

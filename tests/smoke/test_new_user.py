@@ -163,6 +163,28 @@ def test_an_epoch_without_a_batch_is_refused(clone):
     assert two.returncode == 2 and "15 per rank with 2 ranks" in two.stderr, two.stderr
 
 
+def test_index_names_the_files_it_leaves_out(clone, tmp_path):
+    # The loader reads JPEGs as they are: indexing the photos folder itself keeps the 18 good JPEGs
+    # (and the broken one, which the loader will count as undecodable), and names the rest.
+    _, home = clone
+    shutil.copytree(home / "my-photos", tmp_path / "photos")
+    r = subprocess.run(
+        [str(bin_dir() / "dtune-data"), "index", str(tmp_path / "photos")], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    assert "imagefolder: 19 files" in r.stdout, r.stdout
+    left = sorted(ln.strip("# ").strip() for ln in r.stdout.splitlines() if ln.startswith("#   "))
+    assert "# left out 14 files" in r.stdout, r.stdout
+    assert left == sorted(
+        [".DS_Store", "cat/notes.txt"]
+        + [
+            f"{c}/img{i}.{e}"
+            for c in ("bird", "cat", "dog")
+            for i, e in ((6, "png"), (7, "png"), (8, "png"), (9, "PNG"))
+        ]
+    ), left
+
+
 def test_bucket_size_sweep_and_a_bad_point_explained_before_running(clone, tmp_path):
     dst, _ = clone
     plan, run, merge, report = run_block(clone, readme_blocks()[1])
