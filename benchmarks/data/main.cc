@@ -68,93 +68,102 @@ int main(int argc, char** argv) {
         app.add_subcommand("make",
                            "Write a synthetic dataset (images or tokens) to try the loader.")
             ->require_subcommand(1);
-    CLI::App* images =
-        make->add_subcommand("images",
-                             "WebDataset shards (or an ImageFolder tree) of JPEGs with "
-                             "class structure, and dataset.json");
-    images->add_option("--out", mi.out, "directory or s3://bucket/prefix")->required();
-    images->add_option("--samples", mi.samples, "images")->capture_default_str();
-    images->add_option("--classes", mi.classes, "classes (labels 0..K-1, round robin)")
+    CLI::App* images = make->add_subcommand(
+        "images",
+        "Synthetic JPEGs with class structure as WebDataset shards (or an ImageFolder "
+        "tree), with dataset.json.");
+    images->add_option("--out", mi.out, "A directory or s3://bucket/prefix.")->required();
+    images->add_option("--samples", mi.samples, "How many images.")->capture_default_str();
+    images->add_option("--classes", mi.classes, "How many classes (labels 0..K-1, round robin).")
         ->capture_default_str();
-    images->add_option("--width", mi.width, "pixels (at most 65500, libjpeg's limit)")
+    images
+        ->add_option("--width", mi.width, "Image width in pixels (at most 65500, libjpeg's limit).")
         ->capture_default_str();
-    images->add_option("--height", mi.height, "pixels (at most 65500)")->capture_default_str();
+    images->add_option("--height", mi.height, "Image height in pixels (at most 65500).")
+        ->capture_default_str();
     images
         ->add_option("--size-jitter", mi.size_jitter,
-                     "each side scaled by a random factor in [1-j, 1+j]")
+                     "Each side scaled by a random factor in [1-j, 1+j].")
         ->capture_default_str();
-    images->add_option("--shard-samples", mi.shard_samples, "images per shard")
+    images->add_option("--shard-samples", mi.shard_samples, "Images per shard.")
         ->capture_default_str();
-    images->add_option("--quality", mi.quality, "JPEG quality 1-100")->capture_default_str();
-    images->add_option("--seed", mi.seed, "random seed")->capture_default_str();
-    images->add_option("--layout", mi.layout, "webdataset or imagefolder")
+    images->add_option("--quality", mi.quality, "JPEG quality, 1-100.")->capture_default_str();
+    images->add_option("--seed", mi.seed, "The random seed.")->capture_default_str();
+    images
+        ->add_option("--layout", mi.layout,
+                     "webdataset (tar shards) or imagefolder (one file per image).")
         ->capture_default_str()
         ->check(CLI::IsMember({"webdataset", "imagefolder"}));
     CLI::App* tokens = make->add_subcommand("tokens",
-                                            "llm.c token shards (byte-level) from text files, and "
-                                            "dataset.json");
-    tokens->add_option("--out", mt.out, "directory or s3://bucket/prefix")->required();
-    tokens->add_option("--input", mt.inputs, "text files")->required();
-    tokens->add_option("--shard-tokens", mt.shard_tokens, "tokens per shard")
+                                            "llm.c token shards (byte-level) from text files, with "
+                                            "dataset.json.");
+    tokens->add_option("--out", mt.out, "A directory or s3://bucket/prefix.")->required();
+    tokens->add_option("--input", mt.inputs, "The text files.")->required();
+    tokens->add_option("--shard-tokens", mt.shard_tokens, "Tokens per shard.")
         ->capture_default_str();
-    tokens->add_option("--repeat", mt.repeat, "concatenate the inputs this many times")
+    tokens->add_option("--repeat", mt.repeat, "Concatenate the inputs this many times (for size).")
         ->capture_default_str();
     std::string index_url;
     CLI::App* index = app.add_subcommand("index",
                                          "Write dataset.json for the shards, token files or class "
                                          "folders under a directory or s3:// prefix.");
-    index->add_option("url", index_url, "directory or s3://bucket/prefix")->required();
+    index->add_option("url", index_url, "A directory or s3://bucket/prefix.")->required();
     dd::BenchOptions b;
     CLI::App* bench =
         app.add_subcommand("bench",
                            "Run the loader alone: samples/s and its time breakdown per "
                            "epoch, and a results file.");
-    bench->add_option("url", b.url, "dataset: directory or s3://bucket/prefix")->required();
-    bench->add_option("--batch", b.loader.batch, "samples per batch per rank")
+    bench->add_option("url", b.url, "The dataset: a directory or s3://bucket/prefix.")->required();
+    bench->add_option("--batch", b.loader.batch, "Samples per batch per rank.")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
-    bench->add_option("--workers", b.loader.workers, "loader threads (0: in the consumer's thread)")
+    bench
+        ->add_option("--workers", b.loader.workers, "Loader threads (0: in the consumer's thread).")
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
-    bench->add_option("--prefetch", b.loader.prefetch, "batches built ahead")
+    bench->add_option("--prefetch", b.loader.prefetch, "Batches built ahead of the consumer.")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
-    bench->add_option("--image-size", b.loader.image_size, "output side in pixels")
+    bench->add_option("--image-size", b.loader.image_size, "Side of the output images in pixels.")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
-    bench->add_option("--context", b.loader.context, "tokens per sample (token datasets)")
+    bench
+        ->add_option("--context", b.loader.context,
+                     "Tokens per sample of a token dataset (the model's context length).")
         ->capture_default_str();
-    bench->add_option("--seed", b.loader.seed, "shuffling and augmentation seed")
+    bench->add_option("--seed", b.loader.seed, "Seed of the shuffling and the augmentation.")
         ->capture_default_str();
-    bench->add_option("--epochs", b.epochs, "epochs")
+    bench->add_option("--epochs", b.epochs, "How many epochs.")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
     bench
         ->add_option("--max-batches", b.max_batches,
-                     "stop each epoch after this many batches (0: all)")
+                     "Stop each epoch after this many batches (0: all).")
         ->capture_default_str();
-    bench->add_flag("--strict", b.loader.strict, "a bad sample is an error instead of skipped");
+    bench->add_flag("--strict", b.loader.strict, "A bad sample is an error instead of skipped.");
     bool keep_last = false;
-    bench->add_flag("--keep-last", keep_last, "also deliver the last, partial batch of each rank");
+    bench->add_flag("--keep-last", keep_last, "Also deliver the last, partial batch of each rank.");
     bool no_augment = false;
     bench->add_flag("--no-augment", no_augment,
-                    "resize + center crop instead of random-resized crop + flip");
+                    "Resize + center crop instead of random-resized crop + flip.");
     bench->add_option("--dump-ids", b.dump_ids,
-                      "write the sample ids each rank got to FILE.rank<r>");
+                      "Write the sample ids each rank got to FILE.rank<r>.");
     double cache_mb = 8192, cache_block_mb = 8;
     bench->add_option("--cache-dir", b.cache.dir,
-                      "node-local cache tier directory (a disk, or /dev/shm for "
-                      "memory), shared by the ranks of a node; default none");
-    bench->add_option("--cache-mb", cache_mb, "cache capacity in MiB (LRU eviction)")
+                      "Node-local cache directory (a disk, or /dev/shm for memory), "
+                      "shared by the ranks of a node (default: none).");
+    bench
+        ->add_option("--cache-mb", cache_mb,
+                     "Cache capacity in MiB (least recently used blocks evicted).")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
-    bench->add_option("--cache-block-mb", cache_block_mb, "cache block (fetch unit) in MiB")
+    bench->add_option("--cache-block-mb", cache_block_mb, "Cache block (the fetch unit) in MiB.")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
     bench
         ->add_option("--timeout", b.timeout_s,
-                     "seconds the ranks wait for each other at an epoch's "
-                     "start and end before the job is aborted, naming what it waited for")
+                     "Seconds the ranks wait for each other at an epoch's "
+                     "start and end before the job is aborted, naming what it waited for.")
         ->capture_default_str()
         ->check(dtune::kPositive);
     bench->add_option("--output", b.output,
@@ -167,7 +176,7 @@ int main(int argc, char** argv) {
                     "NAME.2.h5, ...).");
     bench
         ->add_flag("--debug-same-slice", b.same_slice,
-                   "test only: every rank reads the whole epoch")
+                   "Test only: every rank reads the whole epoch.")
         ->group("Testing");
 
     const int rc = dtune::parse_cli(app, a.argc, a.argv, a.ctx.is_root());
