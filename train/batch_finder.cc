@@ -4,16 +4,24 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/progress.h"
 #include "train/trainer.h"
 
 namespace dtune::train {
 
 int64_t find_batch(const Options& o, const MainArgs& a, RunMonitor& monitor) {
+  // Each probe is a few training steps at one batch, which on a large model takes seconds: rank 0
+  // says what it probes (core/progress.h: on a terminal, or with DTUNE_PROGRESS=1).
+  Progress progress("dtune-train: --batch auto", "probes", 0,
+                    a.ctx.is_root() ? ProgressMode::kAuto : ProgressMode::kNever);
   auto fits = [&](int64_t b) {
+    progress.say("probing batch " + std::to_string(b));
     try {
       run_training(o, a, b, RunMode::kProbe, nullptr);
+      progress.say("batch " + std::to_string(b) + " fits");
       return true;
     } catch (const OutOfMemory&) {
+      progress.say("batch " + std::to_string(b) + " does not fit");
       return false;
     }
   };

@@ -112,8 +112,8 @@ struct Options {
   double cache_block_mb = 8;       // its fetch unit
   int profile_first = 0;           // --profile-steps START:COUNT (COUNT 0: off)
   int profile_steps = 0;
-  std::string profile_dir = "dtune-profile";  // per-rank Chrome traces
-  int profile_top = 15;                       // rows of the operator table printed
+  std::string profile_dir = "results/dtune-profile";  // per-rank Chrome traces, under results/
+  int profile_top = 15;                               // rows of the operator table printed
   std::string dump_path;       // test only: rank 0 writes final parameters and last gradients
   std::string checksums_path;  // test only: each rank's parameter checksum after every step
   std::string command_line;

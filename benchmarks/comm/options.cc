@@ -60,7 +60,10 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
   app.set_version_flag("--version", "dtune-comm " + build_info::dtune_version());
   app.footer(
       "Exit status: 0 all results exact; 1 wrong elements or an error; 2 bad input; 3 a rank\n"
-      "did not arrive within --timeout; 130 interrupted (measured sizes kept).");
+      "did not arrive within --timeout; 130 interrupted (measured sizes kept).\n"
+      "Rules between flags (exit 2 naming both; `dtune sweep plan` checks them for every point):\n"
+      "-b <= -e; -r is a rank (0..ranks-1); --mpi-buffers device only with --backend mpi;\n"
+      "--output or --no-output, not both.");
   app.get_formatter()->column_width(34);
   std::string min_b = "32M", max_b = "32M", step_b = "1M", coll = to_string(o.collectives[0]),
               dtype = to_string(o.dtypes[0]), op = to_string(o.ops[0]),

@@ -4,16 +4,87 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 
+#include "benchmarks/data/data_results.h"
 #include "benchmarks/data/memory_fit.h"
 #include "core/deadline.h"
 #include "core/error.h"
 #include "core/gather.h"
+#include "core/provenance.h"
 #include "data/loader/open_data.h"
 
 namespace dtune::data {
+namespace {
+
+// Every rank decides alike (the same dataset and flags), so a refusal is exit 2 on every rank.
+void refuse_tokens_without_context(const Dataset& d, const LoaderOptions& lo,
+                                   const std::string& url) {
+  if (d.kind == DatasetKind::kTokens && lo.context < 1)
+    throw UsageError("bench: " + url +
+                     " holds tokens: give --context T, the tokens per sample (the model's context "
+                     "length, e.g. 1024 for GPT-2)");
+}
+
+void refuse_empty_epochs(const Dataset& d, const LoaderOptions& lo, int world,
+                         const std::string& url) {
+  const int64_t n = d.kind == DatasetKind::kTokens
+                        ? static_cast<int64_t>(token_windows(d, lo.context).size())
+                        : static_cast<int64_t>(d.samples.size());
+  const int64_t slice = smallest_slice(n, world);
+  const std::string what = d.kind == DatasetKind::kTokens
+                               ? "windows of --context " + std::to_string(lo.context)
+                               : "samples";
+  if (slice == 0)
+    throw UsageError("bench: " + url + " has " + std::to_string(n) + " " + what + " for " +
+                     std::to_string(world) + " ranks: a rank would get none; use fewer ranks" +
+                     (d.kind == DatasetKind::kTokens ? " or a shorter --context" : ""));
+  if (lo.drop_last && slice < lo.batch)
+    throw UsageError("bench: " + url + " has " + std::to_string(n) + " " + what + ", " +
+                     std::to_string(slice) + " per rank with " + std::to_string(world) +
+                     " ranks: fewer than --batch " + std::to_string(lo.batch) +
+                     ", so an epoch would yield no batch; give --batch " + std::to_string(slice) +
+                     " or less (or --keep-last to deliver the partial batch)");
+}
+
+std::vector<double> epoch_numbers(const LoaderTotals& t, const LoaderTotals& t0, double seconds,
+                                  const CacheStats& c, const CacheStats& c0, const StorageStats& s,
+                                  const StorageStats& s0) {
+  auto d = [](auto a, auto b) { return static_cast<double>(a - b); };
+  return {d(t.batches, t0.batches),
+          d(t.samples, t0.samples),
+          seconds,
+          t.fetch_ms - t0.fetch_ms,
+          t.decode_ms - t0.decode_ms,
+          t.wait_ms - t0.wait_ms,
+          d(t.bad, t0.bad),
+          d(t.undecodable, t0.undecodable),
+          d(t.truncated, t0.truncated),
+          d(c.hits, c0.hits),
+          d(c.misses, c0.misses),
+          d(c.hit_bytes, c0.hit_bytes),
+          d(c.miss_bytes, c0.miss_bytes),
+          d(c.evictions, c0.evictions),
+          d(s.bytes, s0.bytes),
+          d(s.requests, s0.requests),
+          d(s.retries, s0.retries)};
+}
+
+}  // namespace
+
+int64_t smallest_slice(int64_t samples, int world) {
+  // rank_slice: rank r takes [r*M/N, (r+1)*M/N); rank 0's, floor(M/N), is the smallest.
+  return world > 0 ? samples / world : 0;
+}
 
 int bench_loader(const RunContext& ctx, Watchdog& watchdog, const BenchOptions& o) {
+  std::optional<ResultsFile> file;
+  if (!o.output.empty())
+    file = create_results_on_root(ctx, o.output, "dtune-data", "--output",
+                                  o.overwrite ? Existing::kOverwrite : Existing::kNewName);
+  // Collective (the ranks' hosts are gathered): every rank takes part, rank 0 writes it.
+  const Provenance prov = collect_provenance(ctx, o.command_line, "cpu", "");
+  if (file) file->write_provenance(prov);
   OpenedData data = open_data(o.url, o.cache, o.url);
   if (data.indexed && ctx.is_root())
     std::printf("# %s has no dataset.json: indexed it now (dtune-data index saves it)\n",
@@ -24,6 +95,7 @@ int bench_loader(const RunContext& ctx, Watchdog& watchdog, const BenchOptions& 
   LoaderOptions lo = o.loader;
   lo.rank = o.same_slice ? 0 : ctx.rank();
   lo.world = o.same_slice ? 1 : ctx.world_size();
+  refuse_tokens_without_context(d, lo, o.url);
   // A batch: (B, 3, S, S) float images or (B, T) + (B, T) int64 tokens. Up to prefetch of them wait
   // built, each worker builds one, and next() may copy one more together (see loader.h).
   const bool images = d.kind == DatasetKind::kImages;
@@ -37,17 +109,17 @@ int bench_loader(const RunContext& ctx, Watchdog& watchdog, const BenchOptions& 
                      " --prefetch " + std::to_string(lo.prefetch) + " --workers " +
                      std::to_string(lo.workers),
                  "lower them");
+  refuse_empty_epochs(d, lo, lo.world, o.url);  // after the memory check, which names more flags
   Loader loader(storage, d, lo);
   if (ctx.is_root()) {
     std::printf("# dtune-data bench: %s (%s)\n", storage->describe().c_str(), d.describe().c_str());
     std::printf(
         "# %d ranks x batch %lld, %d workers, prefetch %d, %s\n", ctx.world_size(),
         static_cast<long long>(lo.batch), lo.workers, lo.prefetch,
-        d.kind == DatasetKind::kImages
-            ? ("images " + std::to_string(lo.image_size) + "x" + std::to_string(lo.image_size) +
-               (lo.augment ? " random-resized-crop + flip" : " center crop"))
-                  .c_str()
-            : ("token windows of " + std::to_string(lo.context)).c_str());
+        images ? ("images " + std::to_string(lo.image_size) + "x" + std::to_string(lo.image_size) +
+                  (lo.augment ? " random-resized-crop + flip" : " center crop"))
+                     .c_str()
+               : ("token windows of " + std::to_string(lo.context)).c_str());
     std::printf("# %-6s %8s %10s %12s %10s %10s %10s %6s %8s %10s %11s %9s\n", "epoch", "batches",
                 "samples", "samples/s", "fetch_ms", "decode_ms", "wait_ms", "bad", "hit%",
                 "fetched_MB", "undecodable", "truncated");
@@ -59,9 +131,12 @@ int bench_loader(const RunContext& ctx, Watchdog& watchdog, const BenchOptions& 
       throw UsageError("--dump-ids " + o.dump_ids + ": cannot write " + o.dump_ids + ".rank" +
                        std::to_string(ctx.rank()));
   }
+  BenchRecord record;
+  record.ranks = static_cast<size_t>(ctx.world_size());
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
     const LoaderTotals before = loader.totals();
     const CacheStats cache_before = cache ? cache->cache_stats() : CacheStats{};
+    const StorageStats storage_before = storage->stats();
     {
       const DeadlineGuard guard(watchdog, o.timeout_s,
                                 "the ranks' start of epoch " + std::to_string(epoch));
@@ -75,42 +150,21 @@ int bench_loader(const RunContext& ctx, Watchdog& watchdog, const BenchOptions& 
       if (o.max_batches > 0 && ++n >= o.max_batches) break;
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const LoaderTotals t = loader.totals();
-    std::vector<double> mine = {static_cast<double>(t.batches - before.batches),
-                                static_cast<double>(t.samples - before.samples),
-                                s,
-                                t.fetch_ms - before.fetch_ms,
-                                t.decode_ms - before.decode_ms,
-                                t.wait_ms - before.wait_ms,
-                                static_cast<double>(t.bad - before.bad)};
-    const double undecodable = static_cast<double>(t.undecodable - before.undecodable);
-    const double truncated = static_cast<double>(t.truncated - before.truncated);
-    const CacheStats c = cache ? cache->cache_stats() : CacheStats{};
-    mine.push_back(static_cast<double>(c.hits - cache_before.hits));
-    mine.push_back(static_cast<double>(c.misses - cache_before.misses));
-    mine.push_back(static_cast<double>(c.miss_bytes - cache_before.miss_bytes));
-    mine.push_back(undecodable);
-    mine.push_back(truncated);
-    constexpr int kF = 12;
-    std::vector<double> all;
+    const std::vector<double> mine =
+        epoch_numbers(loader.totals(), before, s, cache ? cache->cache_stats() : CacheStats{},
+                      cache_before, storage->stats(), storage_before);
     {
       const DeadlineGuard guard(watchdog, o.timeout_s,
                                 "gathering epoch " + std::to_string(epoch) + "'s totals");
-      all = gather_doubles(ctx.comm(), mine);
+      record.epochs.push_back(gather_doubles(ctx.comm(), mine));
     }
     if (ctx.is_root()) {
-      double sum[kF] = {}, slowest = 0;
-      for (int r = 0; r < ctx.world_size(); ++r) {
-        for (int k = 0; k < kF; ++k) sum[k] += all[static_cast<size_t>(r * kF + k)];
-        slowest = std::max(slowest, all[static_cast<size_t>(r * kF + 2)]);
-      }
-      const double lookups = sum[7] + sum[8];
-      std::printf("  %-6d %8.0f %10.0f %12.1f %10.1f %10.1f %10.1f %6.0f %8s %10.2f %11.0f %9.0f\n",
-                  epoch, sum[0], sum[1], sum[1] / slowest, sum[3], sum[4], sum[5], sum[6],
-                  cache
-                      ? (std::to_string(100 * sum[7] / std::max(1.0, lookups)).substr(0, 6)).c_str()
-                      : "-",
-                  cache ? sum[9] / 1e6 : 0.0, sum[10], sum[11]);
+      print_epoch(record, static_cast<size_t>(epoch), cache != nullptr);
+      if (record.sum(static_cast<size_t>(epoch), 0) == 0)
+        std::fprintf(stderr,
+                     "dtune-data: warning: epoch %d yielded no batch (every sample of a slice "
+                     "was bad?): its samples/s is 0\n",
+                     epoch);
     }
   }
   if (ctx.is_root()) {
@@ -118,6 +172,29 @@ int bench_loader(const RunContext& ctx, Watchdog& watchdog, const BenchOptions& 
     std::printf("# rank 0 storage: %lld requests, %.1f MB, %lld retries\n",
                 static_cast<long long>(st.requests), st.bytes / 1e6,
                 static_cast<long long>(st.retries));
+    std::printf("# %.1f samples/s over %d epochs (samples over the slowest rank's time)\n",
+                record.samples_per_s(), o.epochs);
+  }
+  if (file) {
+    BenchConfig c;
+    c.url = o.url;
+    c.description = d.describe();
+    c.format = d.format;
+    c.cache_dir = o.cache.dir;
+    c.tokens = !images;
+    c.augment = lo.augment;
+    c.drop_last = lo.drop_last;
+    c.batch = lo.batch;
+    c.max_batches = o.max_batches;
+    c.workers = lo.workers;
+    c.prefetch = lo.prefetch;
+    c.image_size = lo.image_size;
+    c.context = lo.context;
+    c.epochs = o.epochs;
+    c.seed = lo.seed;
+    write_bench(*file, c, record);
+    file->finish("complete", 0);
+    std::printf("# results: %s\n", file->path().c_str());
   }
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "benchmarks/data/memory_fit.h"
@@ -18,15 +19,12 @@
 #include "data/loader/sampler.h"
 
 namespace dtune::data {
-namespace {
-
 std::string numbered(const std::string& stem, int64_t i, const std::string& ext) {
   char b[64];
   std::snprintf(b, sizeof b, "%s-%06lld%s", stem.c_str(), static_cast<long long>(i), ext.c_str());
   return b;
 }
 
-// A local output directory is created; an S3 bucket must exist.
 std::unique_ptr<Storage> open_storage_for_writing(const std::string& url) {
   if (url.rfind("s3://", 0) != 0) {
     std::error_code ec;
@@ -39,6 +37,8 @@ std::unique_ptr<Storage> open_storage_for_writing(const std::string& url) {
     throw UsageError("--out " + url + ": " + e.what());
   }
 }
+
+namespace {
 
 // libjpeg's limit on either side (JPEG_MAX_DIMENSION in jmorecfg.h, "a tad under 64K to prevent
 // overflows"); libjpeg-turbo refuses to encode beyond it.
@@ -194,7 +194,21 @@ std::string index_data(const std::string& url) {
     throw UsageError(url + ": " + e.what());
   }
   s->write(kManifestKey, manifest_to_json(d));
-  return d.describe() + "; wrote " + s->describe() + "/" + kManifestKey;
+  std::string out = d.describe() + "; wrote " + s->describe() + "/" + kManifestKey;
+  // The files the index left out, counted and named (the loader reads JPEGs only: a PNG in a class
+  // folder is not silently a missing sample).
+  std::set<std::string> used;
+  for (const auto& obj : d.objects) used.insert(obj.key);
+  std::vector<std::string> left;
+  for (const auto& obj : s->list())
+    if (!used.contains(obj.key) && obj.key != kManifestKey && obj.key != "classes.txt")
+      left.push_back(obj.key);
+  if (!left.empty()) {
+    out += "\n# left out " + std::to_string(left.size()) +
+           " files (dtune-data convert transcodes PNGs and names why it skips the others):";
+    for (const auto& k : left) out += "\n#   " + k;
+  }
+  return out;
 }
 
 }  // namespace dtune::data

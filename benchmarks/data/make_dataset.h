@@ -5,8 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "data/storage/storage.h"
 
 namespace dtune::data {
 
@@ -28,6 +31,11 @@ struct MakeTokensOptions {
   int64_t shard_tokens = 1 << 24;
   int repeat = 1;  // concatenate the inputs this many times (for size)
 };
+
+// "stem-000042.ext": the names of shards and samples.
+std::string numbered(const std::string& stem, int64_t i, const std::string& ext);
+// --out: a local directory is created (with its parents); an S3 bucket must exist (UsageError).
+std::unique_ptr<Storage> open_storage_for_writing(const std::string& url);
 
 // Both print one line per shard written and a summary; return what they wrote as a description.
 std::string make_images(const MakeImagesOptions& o);

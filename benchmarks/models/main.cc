@@ -1,7 +1,9 @@
 // dtune-models: what the model registry builds. `list` prints every model's parameter count and
-// FLOPs per sample (counted from the layers built); `parity` runs one training step (forward,
-// loss, backward) from weights and a batch exported by Python and writes logits, loss and every
-// gradient back, so a test can compare the C++ model with its PyTorch twin.
+// FLOPs per sample, by arithmetic from its configuration (models/model_size.h: no weights are
+// allocated, so it answers at once; the unit tests check it against the built models); `parity`
+// runs one training step (forward, loss, backward) from weights and a batch exported by Python and
+// writes logits, loss and every gradient back, so a test can compare the C++ model with its PyTorch
+// twin.
 #include <torch/autograd.h>
 #include <torch/utils.h>
 
@@ -12,6 +14,7 @@
 
 #include "core/cli.h"
 #include "core/error.h"
+#include "models/model_size.h"
 #include "models/registry.h"
 #include "models/weights.h"
 
@@ -36,10 +39,10 @@ int list_models(const ModelOptions& o, const std::string& only) {
               "train GFLOP/sample", "formula (beside it: another convention)");
   for (const auto& name : dtune::models::model_names()) {
     if (!only.empty() && name != only) continue;
-    auto m = dtune::models::make_model(name, o);
-    const auto f = m->flops();
+    const dtune::models::ModelSize size = dtune::models::model_size(name, o);
+    const auto& f = size.flops;
     std::printf("  %-10s %15lld %16.4f %18.4f  %s", name.c_str(),
-                static_cast<long long>(dtune::models::parameter_count(*m)), f.forward_macs / 1e9,
+                static_cast<long long>(size.parameters), f.forward_macs / 1e9,
                 f.training_flops / 1e9, f.formula.c_str());
     if (f.alt_formula.empty())
       std::printf("\n");
@@ -117,7 +120,8 @@ int main(int argc, char** argv) {
   std::string only, model, weights, batch, out;
   bool channels_last = false;
   int threads = 0;
-  CLI::App* list = app.add_subcommand("list", "each model's parameters and FLOPs per sample");
+  CLI::App* list = app.add_subcommand(
+      "list", "Each model's parameters and FLOPs per sample, by arithmetic (nothing is built).");
   add_model_options(list, o);
   list->add_option("--model", only, "only this model");
   CLI::App* par = app.add_subcommand("parity", "one training step from exported weights and batch");

@@ -51,7 +51,14 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       "Exit status: 0 trained; 1 error; 2 bad input; 3 a rank timed out; 4 out of memory "
       "(recorded\n"
       "in the results file with status oom); 130 interrupted (SIGINT/SIGTERM: the completed steps "
-      "are kept). Results layout: results/SCHEMA.md.");
+      "are kept). Results layout: results/SCHEMA.md.\n"
+      "Rules between flags (a value that breaks one exits 2 naming both flags; `dtune sweep "
+      "plan`\nchecks them for every point): --first-bucket-mb <= --bucket-mb; --batch-sweep needs "
+      "--batch auto;\n--global-batch divides by ranks x --accum-steps, and not with --batch auto; "
+      "--backend nccl and\n--precision tf32 need --device cuda; --weights-dtype bf16 not with "
+      "--precision fp16; --local-sgd\nnot with --accum-steps > 1; --batch auto on CPU needs "
+      "--memory-limit-mb; --cache-dir needs --data;\n--profile-steps within --warmup-steps + "
+      "--steps; --output or --no-output, not both.");
   app.get_formatter()->column_width(34);
   auto env = [](const char* n) { return std::string("DTUNE_TRAIN_") + n; };
   std::string batch = "8", precision = to_string(o.precision), weights = to_string(o.weights_dtype),
@@ -325,7 +332,8 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
     throw UsageError("--batch auto on CPU needs --memory-limit-mb (the memory a rank may use)");
   if (o.first_bucket_mb > o.bucket_mb)
     throw UsageError("--first-bucket-mb (" + std::to_string(o.first_bucket_mb) +
-                     ") exceeds --bucket-mb (" + std::to_string(o.bucket_mb) + ")");
+                     ") exceeds --bucket-mb (" + std::to_string(o.bucket_mb) +
+                     "): make --first-bucket-mb at most --bucket-mb");
   if (o.threads == 0) {
     const unsigned cores = std::thread::hardware_concurrency();
     o.threads = std::max(1, static_cast<int>(cores) / std::max(1, local_size));

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/progress.h"
 #include "data/formats/tar.h"
 #include "data/formats/token_shard.h"
 
@@ -28,7 +29,11 @@ bool is_image_name(const std::string& key) {
 // negative label or an empty image are left out (not an error).
 void index_webdataset(Storage& s, Dataset& d) {
   int max_label = -1;
+  // Every shard is read whole: on remote storage that takes a while (core/progress.h).
+  Progress progress("dtune: indexing " + s.describe(), "shards",
+                    static_cast<int64_t>(d.objects.size()), ProgressMode::kAuto);
   for (uint32_t o = 0; o < d.objects.size(); ++o) {
+    progress.update(o);
     const std::string bytes = s.read(d.objects[o].key);
     bool truncated = false;
     for (const auto& sample : group_webdataset(scan_tar(bytes, &truncated))) {

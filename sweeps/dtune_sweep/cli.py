@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from . import runner, slurm
+from .rules import RULES_HELP
 from .spec import DEFAULT_MAX_POINTS, SweepError, plan
 
 
@@ -160,6 +161,13 @@ COMMANDS = [
     ("compare", "A/B comparison of two results (files or directories)", cmd_compare),
 ]
 _HELP = {words: text for words, text, _ in COMMANDS}
+# The C++ binaries `dtune --help` points to (one line each).
+BINARIES = [
+    ("dtune-comm", "collective benchmark (nccl-tests' flags and table; MPI or NCCL)"),
+    ("dtune-train", "data-parallel training of ResNets and GPT-2s with a per-step time breakdown"),
+    ("dtune-data", "convert your images or text into shards, make synthetic ones, index, bench the loader"),
+    ("dtune-models", "the models: parameters and FLOPs (list), parity with PyTorch"),
+]
 _FUNC = {words: func for words, _, func in COMMANDS}
 
 
@@ -174,15 +182,24 @@ def _add_sweep_commands(sw) -> None:
     )
 
     def add(name):
-        p = sw.add_parser(name, parents=[cap], help=_HELP[f"sweep {name}"])
+        p = sw.add_parser(
+            name,
+            parents=[cap],
+            help=_HELP[f"sweep {name}"],
+            description=_HELP[f"sweep {name}"].capitalize() + ".",
+            epilog=RULES_HELP + "\nSweep files: sweeps/README.md (every key, with an example).",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         p.set_defaults(func=_FUNC[f"sweep {name}"])
-        p.add_argument("file")
+        p.add_argument("file", help="the sweep file (YAML; sweeps/README.md describes every key)")
         return p
 
-    add("plan").add_argument("--show", type=int, default=10, help="points to print (default 10)")
+    add("plan").add_argument("--show", type=int, default=10, help="how many points to print (default 10)")
     p_run = add("run")
     p_run.add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
-    p_run.add_argument("--timeout", type=float, default=None, help="seconds per point before it is killed")
+    p_run.add_argument(
+        "--timeout", type=float, default=None, help="seconds a point may run before it is killed (default: no limit)"
+    )
     p_slurm = add("slurm")
     p_slurm.add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
     p_slurm.add_argument("--dry-run", action="store_true", help="write the sbatch scripts, do not submit")
@@ -201,9 +218,9 @@ def _add_sweep_commands(sw) -> None:
         metavar="OPTION",
         help="an sbatch option passed through, e.g. --sbatch=--partition=gpu (repeatable)",
     )
-    add("status").add_argument("--out")
+    add("status").add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
     p_merge = add("merge")
-    p_merge.add_argument("--out")
+    p_merge.add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
     p_merge.add_argument("-o", "--output", help="merged file (default <sweep dir>/merged.h5)")
 
 
@@ -215,7 +232,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="commands:\n"
         + "\n".join(f"  dtune {w:<{width}}  {t}" for w, t, _ in COMMANDS)
-        + "\n\n`dtune COMMAND --help` shows a command's arguments.",
+        + "\n\nthe benchmarks themselves (build/bin/, each with --help; launch with mpirun -np N):\n"
+        + "\n".join(f"  {b:<{width + 6}}  {t}" for b, t in BINARIES)
+        + "\n\n`dtune COMMAND --help` shows a command's arguments. Exit status: 0 done, 1 a failed "
+        "point or a regression, 2 a usage error (README, 'Exit codes').",
     )
     sub = ap.add_subparsers(dest="group", required=True)
     sw = sub.add_parser("sweep", help="plan, run, inspect and merge sweeps").add_subparsers(dest="cmd", required=True)

@@ -35,12 +35,27 @@ def known_flags() -> dict:
     import re
 
     out = {}
-    for b in ("dtune-comm", "dtune-train"):
+    for b, words in (("dtune-comm", []), ("dtune-train", []), ("dtune-data", ["bench"])):
         exe = bin_dir() / b
         if exe.exists():
-            text = subprocess.run([str(exe), "--help"], capture_output=True, text=True).stdout
+            text = subprocess.run([str(exe), *words, "--help"], capture_output=True, text=True).stdout
             out[b] = set(re.findall(r"(--[a-z0-9][a-z0-9_-]*)", text))
     return out
+
+
+def first_error(log: Path, limit_bytes: int = 1 << 20) -> str:
+    """The line of a point's log that says why it failed: the first naming an error (`dtune-train:
+    error: ...`, mpirun's "ERROR"), else the last non-empty line; empty when the log is."""
+    try:
+        with open(log, "rb") as f:
+            text = f.read(limit_bytes).decode(errors="replace")
+    except OSError:
+        return ""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if "error" in ln.lower() or "abort" in ln.lower():
+            return ln
+    return lines[-1] if lines else ""
 
 
 def launch_command(p: Point, output: Path, launcher: str = "mpirun") -> list:
@@ -296,6 +311,9 @@ def _run_locked(points: list[Point], directory: Path, state: State, timeout_s: f
                 f"(elapsed {elapsed:.0f} s, about {eta:.0f} s left)",
                 flush=True,
             )
+            if status not in COMPLETE and status != "interrupted":
+                why = first_error(log) or "(the log is empty)"
+                print(f"    {why}\n    log: {log}", flush=True)
     finally:
         for s, h in old.items():
             signal.signal(s, h)

@@ -23,9 +23,10 @@ import reprlib
 from dataclasses import dataclass, field
 
 from .presets import TOPOLOGIES, renamed_message
+from .rules import check_point
 from .safe_yaml import SweepError, key_path, load_yaml
 
-BINARIES = ("dtune-comm", "dtune-train")
+BINARIES = ("dtune-comm", "dtune-train", "dtune-data")
 ENV_PREFIXES = ("NCCL_", "UCX_", "OMP_", "OMPI_", "DTUNE_", "CUDA_", "MKL_")
 SWEEP_KEYS = {
     "name",
@@ -42,8 +43,10 @@ SWEEP_KEYS = {
     "seed",
     "steps",
 }
-# `steps:` sets each binary's measured-iterations flag.
-STEPS_FLAG = {"dtune-comm": "--iters", "dtune-train": "--steps"}
+# `steps:` sets each binary's measured-iterations flag (dtune-data bench: batches per epoch).
+STEPS_FLAG = {"dtune-comm": "--iters", "dtune-train": "--steps", "dtune-data": "--max-batches"}
+# Arguments a binary's sweep must start with (dtune-data is swept through its `bench` command).
+SUBCOMMAND = {"dtune-data": "bench"}
 LAUNCH_KEYS = ("ranks", "nodes", "ranks_per_node")
 SCALAR = (str, int, float, bool)
 DEFAULT_MAX_POINTS = 100_000
@@ -328,6 +331,11 @@ def parse(file: str, sweep: dict) -> Sweep:
     if not isinstance(binary, str) or binary not in BINARIES:
         k.fail(w + ["binary"], f"binary {_short.repr(binary)} is not one of {list(BINARIES)}")
     args = _args(k, w, sweep)
+    if binary in SUBCOMMAND and (not args or args[0] != SUBCOMMAND[binary]):
+        k.fail(
+            w + ["args"],
+            f"a {binary} sweep runs `{binary} {SUBCOMMAND[binary]}`: write args: [{SUBCOMMAND[binary]}, DATASET, ...]",
+        )
     if "steps" in sweep:
         args += [STEPS_FLAG[binary], str(_int(k, w + ["steps"], sweep["steps"], 1))]
     dims = []  # (key path, [{(kind, key): value}, ...])
@@ -414,6 +422,28 @@ def points(sw: Sweep) -> list[Point]:
     return out
 
 
+def check_rules(sw: Sweep, pts: list[Point], show: int = 20) -> None:
+    """Every point against its binary's cross-flag rules (rules.py); a SweepError names the points
+    that break one, with the rule, before anything runs."""
+    bad = [(p, check_point(p.binary, p.args, p.ranks)) for p in pts]
+    bad = [(p, why) for p, why in bad if why]
+    if not bad:
+        return
+    where = key_path(sw.where) if sw.where else sw.name
+    lines = [
+        f"{sw.file}: {where}: {len(bad)} of {len(pts)} points of sweep '{sw.name}' break "
+        f"{sw.binary}'s cross-flag rules (nothing was run; change the values, or add `exclude` "
+        f"rules for these combinations):"
+    ]
+    listed = [(p, why) for p, why in bad if p.repeat == 0]  # repeats break the same rules
+    for p, why in listed[:show]:
+        values = " ".join(f"{k} {v}" for k, v in p.values.items() if str(k).startswith("-"))
+        lines.append(f"  {p.id}  {values or '(fixed args)'}: {'; '.join(why)}")
+    if len(listed) > show:
+        lines.append(f"  ... {len(listed) - show} more")
+    raise SweepError("\n".join(lines))
+
+
 def plan(path: str, known_flags=None, max_points: int | None = DEFAULT_MAX_POINTS) -> list[Point]:
     """The points of every sweep in the file. `known_flags`: binary -> set of flags, or a function
     returning that (called only once the file passed every other check), or None to skip the flag
@@ -434,7 +464,9 @@ def plan(path: str, known_flags=None, max_points: int | None = DEFAULT_MAX_POINT
     out = []
     for sw in sweeps:
         check_flags(sw, known_flags)
-        out += points(sw)
+        pts = points(sw)
+        check_rules(sw, pts)
+        out += pts
     ids = [p.id for p in out]
     if len(set(ids)) != len(ids):
         raise SweepError(f"{path}: two points are identical (the same arguments, environment and repeat)")

@@ -1,11 +1,16 @@
 // The model registry: parameter counts against torchvision's model documentation (ResNets) and
 // llm.c (GPT-2 124M), FLOPs against torchvision's published GMACs, forward shapes of every
-// registered model, channels_last against contiguous, and deterministic initialisation for a seed.
+// model small enough to build here, the arithmetic of model_size.h against the built models (and
+// the large GPTs against their published counts), channels_last against contiguous, and
+// deterministic initialisation for a seed.
 #include <gtest/gtest.h>
 #include <torch/nn/functional/activation.h>
 
+#include <cmath>
+
 #include "core/error.h"
 #include "models/gpt.h"
+#include "models/model_size.h"
 #include "models/registry.h"
 
 namespace dtune::models {
@@ -49,14 +54,21 @@ TEST(Models, GptTrainingFlopsFollowLlmcFormula) {
   // The counted forward MACs against this formula, exactly: tests/unit/train/test_mfu.cc.
 }
 
+// Models a unit test can build in about a second each; the GPT-2 d24, d36 and d48 (355M to 1.56B
+// parameters, 6 GB for d48) are covered by the arithmetic (ModelSize tests below), which the built
+// small models check.
+const std::vector<std::string> kSmallModels = {"resnet18",  "resnet34",  "resnet50", "resnet101",
+                                               "resnet152", "gpt2-tiny", "gpt2-d6",  "gpt2-d12"};
+
 TEST(Models, EveryRegisteredModelForwardShape) {
   torch::NoGradGuard no_grad;
   ModelOptions o;
   o.num_classes = 10;
   o.image_size = 32;
+  o.width = 16;  // the ResNets' shapes do not depend on it; 16x fewer weights to initialise
   o.context = 16;
   o.vocab = 64;
-  for (const auto& name : model_names()) {
+  for (const auto& name : kSmallModels) {
     auto m = make_model(name, o);
     m->eval();
     auto [x, y] = m->synthetic_batch(2, torch::kCPU, 7);
@@ -68,6 +80,52 @@ TEST(Models, EveryRegisteredModelForwardShape) {
     }
     EXPECT_TRUE(torch::isfinite(m->loss(out, y)).item<bool>()) << name;
   }
+}
+
+// The arithmetic (model_size.h) equals what the built model counts, exactly, for every model small
+// enough to build here, at the defaults and at other options (sizes, classes, context, vocabulary).
+TEST(ModelSize, EqualsTheBuiltModels) {
+  ModelOptions other;
+  other.num_classes = 10;
+  other.image_size = 64;
+  other.width = 16;
+  other.context = 64;
+  other.vocab = 256;
+  for (const ModelOptions& o : {ModelOptions{}, other}) {
+    for (const auto& name : kSmallModels) {
+      // At the defaults, ResNet-101 and -152 add only more of ResNet-50's blocks: built small.
+      if (o.width == 64 && (name == "resnet101" || name == "resnet152")) continue;
+      const auto m = make_model(name, o);
+      const ModelSize s = model_size(name, o);
+      const FlopCount f = m->flops();
+      EXPECT_EQ(s.parameters, parameter_count(*m)) << name;
+      EXPECT_DOUBLE_EQ(s.flops.forward_macs, f.forward_macs) << name;
+      EXPECT_DOUBLE_EQ(s.flops.training_flops, f.training_flops) << name;
+      EXPECT_DOUBLE_EQ(s.flops.tokens, f.tokens) << name;
+      EXPECT_EQ(s.flops.formula, f.formula) << name;
+      EXPECT_EQ(s.flops.alt_formula, f.alt_formula) << name;
+      if (f.alt_formula.empty())
+        EXPECT_TRUE(std::isnan(s.flops.alt_training_flops)) << name;
+      else
+        EXPECT_DOUBLE_EQ(s.flops.alt_training_flops, f.alt_training_flops) << name;
+    }
+  }
+}
+
+// The models too large to build in a unit test, against their published sizes: with GPT-2's own
+// vocabulary of 50,257, d24/d36/d48 are GPT-2 medium, large and XL, whose parameter counts are
+// 354,823,168, 774,030,080 and 1,557,611,200 (Hugging Face's gpt2-medium/-large/-xl
+// num_parameters(), the tied head once). dtune pads the vocabulary to 50,304: 47 x C more.
+TEST(ModelSize, LargeGptsMatchPublishedCounts) {
+  ModelOptions o;
+  o.vocab = 50257;
+  EXPECT_EQ(model_size("gpt2-d24", o).parameters, 354823168);
+  EXPECT_EQ(model_size("gpt2-d36", o).parameters, 774030080);
+  EXPECT_EQ(model_size("gpt2-d48", o).parameters, 1557611200);
+  EXPECT_EQ(model_size("gpt2-d48", {}).parameters, 1557611200 + 47 * 1600);
+  EXPECT_EQ(model_size("gpt2-d12", o).parameters, 124439808);  // GPT-2 small
+  EXPECT_THROW(model_size("gpt2-d7", {}), UsageError);
+  EXPECT_THROW(model_size("resnet20", {}), UsageError);
 }
 
 TEST(Models, ChannelsLastGivesTheSameOutput) {

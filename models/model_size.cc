@@ -1,0 +1,103 @@
+// Parameters and FLOPs by arithmetic (see model_size.h). Each count follows the layers the
+// constructors in gpt.cc and resnet.cc build, in the same order.
+#include "models/model_size.h"
+
+#include "core/error.h"
+#include "models/gpt.h"
+#include "models/registry.h"
+#include "models/resnet.h"
+
+namespace dtune::models {
+namespace {
+
+// A conv (no bias, as resnet.cc builds them) at input (h, w): its weights, and its MACs, updating
+// h and w to its output size (PyTorch's formula, floor mode, dilation 1).
+struct Conv {
+  int64_t in, out, k, stride, pad;
+};
+int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p) { return (in + 2 * p - k) / s + 1; }
+
+double add_conv(const Conv& c, int64_t& h, int64_t& w, int64_t& params) {
+  params += c.in * c.out * c.k * c.k;
+  h = out_size(h, c.k, c.stride, c.pad);
+  w = out_size(w, c.k, c.stride, c.pad);
+  return static_cast<double>(h * w) * static_cast<double>(c.out * c.in * c.k * c.k);
+}
+
+ModelSize resnet_size(const ResNetConfig& cfg) {
+  ModelSize s;
+  int64_t& n = s.parameters;
+  int64_t h = cfg.image_size, w = cfg.image_size;
+  const int64_t base = cfg.width;
+  const bool basic = cfg.block == BlockKind::kBasic;
+  const int64_t expansion = basic ? 1 : 4;
+  double macs = add_conv({3, base, 7, 2, 3}, h, w, n);  // conv1
+  n += 2 * base;                                        // bn1: weight and bias
+  h = out_size(h, 3, 2, 1);                             // max pool
+  w = out_size(w, 3, 2, 1);
+  int64_t inplanes = base;
+  for (size_t stage = 0; stage < 4; ++stage) {
+    const int64_t planes = base << stage;
+    for (int64_t b = 0; b < cfg.layers[stage]; ++b) {
+      const int64_t stride = (stage > 0 && b == 0) ? 2 : 1, outplanes = planes * expansion;
+      if (stride != 1 || inplanes != outplanes) {  // downsample: 1x1 conv + BN, at the input size
+        int64_t dh = h, dw = w;
+        macs += add_conv({inplanes, outplanes, 1, stride, 0}, dh, dw, n);
+        n += 2 * outplanes;
+      }
+      if (basic) {
+        macs += add_conv({inplanes, planes, 3, stride, 1}, h, w, n);
+        macs += add_conv({planes, planes, 3, 1, 1}, h, w, n);
+        n += 4 * planes;
+      } else {
+        macs += add_conv({inplanes, planes, 1, 1, 0}, h, w, n);
+        macs += add_conv({planes, planes, 3, stride, 1}, h, w, n);
+        macs += add_conv({planes, outplanes, 1, 1, 0}, h, w, n);
+        n += 4 * planes + 2 * outplanes;
+      }
+      inplanes = outplanes;
+    }
+  }
+  n += inplanes * cfg.num_classes + cfg.num_classes;  // fc
+  macs += static_cast<double>(inplanes * cfg.num_classes);
+  s.flops.forward_macs = macs;
+  s.flops.training_flops = 3.0 * 2.0 * macs;
+  s.flops.formula = "3 x 2 x forward MACs (forward + backward ~ 3 forwards; 1 MAC = 2 FLOPs)";
+  return s;
+}
+
+// The conventions of Gpt::flops() (gpt.cc explains them), from the configuration.
+ModelSize gpt_size(const GptConfig& cfg) {
+  if (cfg.width % cfg.heads != 0) throw UsageError("GPT width must divide by the number of heads");
+  const int64_t L = cfg.layers, C = cfg.width, T = cfg.context, V = cfg.vocab;
+  ModelSize s;
+  // wte V·C (the head is wte), wpe T·C; per block ln_1 2C, c_attn 3C²+3C, attn.c_proj C²+C,
+  // ln_2 2C, c_fc 4C²+4C, mlp.c_proj 4C²+C (12C²+13C); ln_f 2C.
+  s.parameters = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;
+  const double Ld = static_cast<double>(L), Cd = static_cast<double>(C);
+  const double Td = static_cast<double>(T), N = static_cast<double>(s.parameters);
+  const double matmul_macs = static_cast<double>(V * C) + Ld * 12 * Cd * Cd;
+  FlopCount& f = s.flops;
+  f.tokens = Td;
+  f.forward_macs = (matmul_macs + Ld * Td * Cd) * Td;
+  f.training_flops = (6 * N + 6 * Ld * Cd * Td) * Td;
+  f.formula = "6N+6LCT (llm.c)";
+  f.alt_training_flops = (6 * (N - Td * Cd) + 12 * Ld * Cd * Td) * Td;
+  f.alt_formula = "6N+12LCT (PaLM, nanoGPT)";
+  return s;
+}
+
+}  // namespace
+
+ModelSize model_size(const std::string& name, const ModelOptions& o) {
+  if (name.rfind("resnet", 0) == 0) {
+    for (int depth : {18, 34, 50, 101, 152})
+      if (name == "resnet" + std::to_string(depth)) return resnet_size(resnet_config(depth, o));
+  } else if (name.rfind("gpt2-", 0) == 0) {
+    return gpt_size(gpt_config(name, o));
+  }
+  make_model(name, o);  // throws the registry's UsageError, listing the names
+  return {};
+}
+
+}  // namespace dtune::models

@@ -1,0 +1,155 @@
+"""Cross-flag rules: the checks a binary makes between its flags (and against its number of ranks),
+applied to every planned point at `dtune sweep plan` time, so that a sweep that would fail a point
+on them stops before anything runs, naming the points and the rule. They mirror the binaries' own
+checks (benchmarks/train/options.cc, benchmarks/comm/options.cc), which also list them in
+`--help`; tests/sweeps/test_rules.py runs each rule's broken example through the real binary.
+
+    >>> check_point("dtune-train", ["--bucket-mb", "0.25"], ranks=2)
+    ['--first-bucket-mb (default 1) must be at most --bucket-mb (0.25)']
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+# Defaults the rules need (as the binaries' --help shows them).
+TRAIN_DEFAULTS = {
+    "--bucket-mb": "25",
+    "--first-bucket-mb": "1",
+    "--batch": "8",
+    "--accum-steps": "1",
+    "--steps": "10",
+    "--warmup-steps": "2",
+    "--device": "cpu",
+    "--precision": "fp32",
+    "--backend": "mpi",
+    "--weights-dtype": "fp32",
+    "--local-sgd": "0",
+    "--data": "synthetic",
+}
+COMM_DEFAULTS = {"-b": "32M", "-e": "32M", "-r": "0"}
+COMM_ALIASES = {"--minbytes": "-b", "--maxbytes": "-e", "--root": "-r", "--backend": "--backend"}
+_SIZE = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_args(args: list) -> dict:
+    """Flags to their values (the last one wins, as CLI11 keeps it); a flag without a value maps
+    to True. `--flag=value` is split."""
+    out = {}
+    i = 0
+    while i < len(args):
+        a = str(args[i])
+        if a.startswith("-") and "=" in a and a.startswith("--"):
+            k, v = a.split("=", 1)
+            out[k] = v
+        elif a.startswith("-") and not _is_number(a):
+            nxt = str(args[i + 1]) if i + 1 < len(args) else None
+            if nxt is not None and (not nxt.startswith("-") or _is_number(nxt)):
+                out[a] = nxt
+                i += 1
+            else:
+                out[a] = True
+        i += 1
+    return out
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return False
+
+
+def _num(v) -> Fraction | None:
+    try:
+        return Fraction(str(v))
+    except (ValueError, ZeroDivisionError):
+        return None  # not a number: the binary's own parser will say so
+
+
+def _size(v) -> int | None:
+    s = str(v).strip().upper().removesuffix("IB").removesuffix("B")
+    unit = s[-1:] if s[-1:] in ("K", "M", "G") else ""
+    n = _num(s[: len(s) - len(unit)])
+    return None if n is None else int(n * _SIZE[unit])
+
+
+def _shown(flags: dict, given: dict, name: str) -> str:
+    return f"{name} ({flags[name]})" if name in given else f"{name} (default {flags[name]})"
+
+
+def _train(given: dict, ranks: int) -> list[str]:
+    f = {**TRAIN_DEFAULTS, **given}
+    bad = []
+    first, bucket = _num(f["--first-bucket-mb"]), _num(f["--bucket-mb"])
+    if first is not None and bucket is not None and first > bucket:
+        bad.append(f"{_shown(f, given, '--first-bucket-mb')} must be at most {_shown(f, given, '--bucket-mb')}")
+    auto = f["--batch"] == "auto"
+    if "--batch-sweep" in given and not auto:
+        bad.append("--batch-sweep needs --batch auto")
+    if "--global-batch" in given:
+        g, acc = _num(f["--global-batch"]), _num(f["--accum-steps"])
+        if auto:
+            bad.append("--global-batch and --batch auto both given: keep one")
+        elif g is not None and acc is not None and acc > 0 and g % (ranks * acc) != 0:
+            bad.append(
+                f"--global-batch ({f['--global-batch']}) must divide by ranks ({ranks}) x "
+                f"{_shown(f, given, '--accum-steps')}"
+            )
+    cuda = f["--device"] == "cuda"
+    if f["--backend"] == "nccl" and not cuda:
+        bad.append("--backend nccl needs --device cuda")
+    if f["--precision"] == "tf32" and not cuda:
+        bad.append("--precision tf32 needs --device cuda")
+    if f["--weights-dtype"] == "bf16" and f["--precision"] == "fp16":
+        bad.append("--weights-dtype bf16 does not go with --precision fp16 (use --precision bf16)")
+    sgd, acc = _num(f["--local-sgd"]), _num(f["--accum-steps"])
+    if sgd is not None and acc is not None and sgd > 0 and acc > 1:
+        bad.append("--local-sgd does not go with --accum-steps > 1")
+    if auto and not cuda and "--memory-limit-mb" not in given:
+        bad.append("--batch auto on CPU needs --memory-limit-mb")
+    if "--cache-dir" in given and f["--data"] == "synthetic":
+        bad.append("--cache-dir needs --data (a dataset, not synthetic)")
+    if "--profile-steps" in given:
+        start, _, count = str(f["--profile-steps"]).partition(":")
+        total = (_num(f["--warmup-steps"]) or 0) + (_num(f["--steps"]) or 0)
+        if _num(start) is not None and _num(count) is not None and _num(start) + _num(count) > total:
+            bad.append(f"--profile-steps {f['--profile-steps']} goes past the last step ({total} steps)")
+    return bad
+
+
+def _comm(given: dict, ranks: int) -> list[str]:
+    f = {**COMM_DEFAULTS, **{COMM_ALIASES.get(k, k): v for k, v in given.items()}}
+    bad = []
+    lo, hi = _size(f["-b"]), _size(f["-e"])
+    if lo is not None and hi is not None and lo > hi:
+        bad.append(f"-b ({f['-b']}) must be at most -e ({f['-e']})")
+    root = _num(f["-r"])
+    if root is not None and not 0 <= root < ranks:
+        bad.append(f"-r ({f['-r']}) must be a rank, 0..{ranks - 1}")
+    if f.get("--mpi-buffers") == "device" and f.get("--backend") == "nccl":
+        bad.append("--mpi-buffers device is for --backend mpi")
+    return bad
+
+
+def check_point(binary: str, args: list, ranks: int) -> list[str]:
+    """The rules a point's arguments break (empty: none). The sweep runner adds --output, so
+    --no-output is refused for every binary."""
+    given = parse_args(args)
+    bad = ["--no-output: the sweep runner writes each point's results file"] if "--no-output" in given else []
+    if binary == "dtune-train":
+        bad += _train(given, ranks)
+    elif binary == "dtune-comm":
+        bad += _comm(given, ranks)
+    return bad
+
+
+RULES_HELP = """cross-flag rules, checked for every point when the sweep is planned (before anything runs):
+  dtune-train: --first-bucket-mb <= --bucket-mb; --batch-sweep needs --batch auto;
+    --global-batch divides by ranks x --accum-steps, and not with --batch auto;
+    --backend nccl and --precision tf32 need --device cuda; --weights-dtype bf16 not with
+    --precision fp16; --local-sgd not with --accum-steps > 1; --batch auto on CPU needs
+    --memory-limit-mb; --cache-dir needs --data; --profile-steps within --warmup-steps + --steps
+  dtune-comm: -b <= -e; -r is a rank; --mpi-buffers device only with --backend mpi
+  every binary: no --no-output (the runner writes each point's file)"""

@@ -1,0 +1,103 @@
+"""Cross-flag rules at plan time (sweeps/dtune_sweep/rules.py): each rule of dtune-train and
+dtune-comm flags its broken example and passes its repaired one; a sweep with points that break a
+rule is refused by `plan` before any point runs, the message naming every such point (id and axis
+values) and the rule; the shipped sweep files break none. That the binaries refuse the same
+examples is checked against the built binaries in tests/smoke/test_new_user.py."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO / "sweeps")]
+
+from dtune_sweep.rules import check_point, parse_args  # noqa: E402
+from dtune_sweep.spec import SweepError, load, parse, plan  # noqa: E402
+from dtune_sweep.spec import points as points_of  # noqa: E402
+
+# (binary, ranks, broken args, the words the complaint must hold, repaired args)
+CASES = [
+    ("dtune-train", 2, "--bucket-mb 0.5", "--first-bucket-mb", "--bucket-mb 0.5 --first-bucket-mb 0.5"),
+    ("dtune-train", 2, "--bucket-mb 4 --first-bucket-mb 8", "--first-bucket-mb (8)", "--bucket-mb 8"),
+    ("dtune-train", 2, "--batch-sweep", "--batch-sweep", "--batch-sweep --batch auto --memory-limit-mb 99"),
+    ("dtune-train", 2, "--global-batch 6 --accum-steps 2", "ranks (2)", "--global-batch 8 --accum-steps 2"),
+    ("dtune-train", 2, "--batch auto --global-batch 8 --memory-limit-mb 9", "--global-batch", "--global-batch 8"),
+    ("dtune-train", 2, "--backend nccl", "--device cuda", "--backend nccl --device cuda"),
+    ("dtune-train", 2, "--precision tf32", "--device cuda", "--precision tf32 --device cuda"),
+    ("dtune-train", 2, "--weights-dtype bf16 --precision fp16", "--weights-dtype", "--weights-dtype bf16"),
+    ("dtune-train", 2, "--local-sgd 2 --accum-steps 2", "--local-sgd", "--local-sgd 2"),
+    ("dtune-train", 2, "--batch auto", "--memory-limit-mb", "--batch auto --device cuda"),
+    ("dtune-train", 2, "--cache-dir /tmp/c", "--data", "--cache-dir /tmp/c --data d"),
+    ("dtune-train", 2, "--profile-steps 5:10", "--profile-steps", "--profile-steps 2:10"),
+    ("dtune-train", 2, "--no-output", "--no-output", ""),
+    ("dtune-comm", 2, "-b 1M -e 8", "-b (1M)", "-b 8 -e 1M"),
+    ("dtune-comm", 2, "--minbytes 64K --maxbytes 1K", "-b (64K)", "--minbytes 1K --maxbytes 64K"),
+    ("dtune-comm", 2, "-r 2", "-r (2)", "-r 1"),
+    ("dtune-comm", 2, "--mpi-buffers device --backend nccl", "--mpi-buffers", "--backend nccl"),
+]
+
+
+@pytest.mark.parametrize("binary,ranks,broken,words,fixed", CASES)
+def test_each_rule_flags_its_broken_example_and_passes_the_fixed_one(binary, ranks, broken, words, fixed):
+    bad = check_point(binary, broken.split(), ranks)
+    assert len(bad) == 1 and words in bad[0], bad
+    assert check_point(binary, fixed.split(), ranks) == []
+
+
+def test_argument_parsing_takes_values_bare_flags_and_equals():
+    assert parse_args(["--batch", "8", "--batch-sweep", "--bucket-mb=0.5", "-b", "-1"]) == {
+        "--batch": "8",
+        "--batch-sweep": True,
+        "--bucket-mb": "0.5",
+        "-b": "-1",
+    }
+
+
+def test_plan_names_every_point_that_breaks_a_rule_before_running(tmp_path):
+    f = tmp_path / "buckets.yaml"
+    f.write_text(
+        "name: buckets\nbinary: dtune-train\nargs: [--model, gpt2-tiny]\n"
+        "axes: {--bucket-mb: [0.5, 1, 25], --precision: [fp32, bf16]}\nrepeats: 2\nlaunch: {ranks: 2}\n"
+    )
+    with pytest.raises(SweepError) as e:
+        plan(str(f))
+    text = str(e.value)
+    first, *points = text.splitlines()
+    assert first.startswith(f"{f}: buckets: 4 of 12 points") and "nothing was run" in first, first
+    # each broken point once (repeats break the same rule), with its values and the rule
+    assert len(points) == 2, text
+    assert all("--bucket-mb 0.5" in p and "must be at most --bucket-mb (0.5)" in p for p in points), text
+    # the ids are those of the sweep's points (expanded here without the rules)
+    every = {p.id: p for p in points_of(parse(str(f), load(str(f))[0]))}
+    named = [ln.split()[0] for ln in points]
+    assert all(every[i].values["--bucket-mb"] == 0.5 and every[i].repeat == 0 for i in named), named
+    assert {every[i].values["--precision"] for i in named} == {"fp32", "bf16"}
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_fixed_argument_can_break_a_rule_for_every_point(tmp_path):
+    f = tmp_path / "fixed.yaml"
+    f.write_text(
+        "name: b\nbinary: dtune-train\nargs: [--model, gpt2-tiny, --first-bucket-mb, 0.75]\n"
+        "axes: {--bucket-mb: [0.5, 1]}\nlaunch: {ranks: 2}\n"
+    )
+    with pytest.raises(SweepError) as e:
+        plan(str(f))
+    assert "1 of 2 points" in str(e.value)
+    assert "--first-bucket-mb (0.75) must be at most --bucket-mb (0.5)" in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["quickstart.yaml", "bucket-size.yaml"])
+def test_shipped_sweeps_break_no_rule(name):
+    assert plan(str(REPO / "sweeps" / name))
+
+
+def test_the_sweeps_readme_example_plans(tmp_path):
+    import re
+
+    text = (REPO / "sweeps" / "README.md").read_text()
+    f = tmp_path / "example.yaml"
+    f.write_text(re.search(r"```yaml\n(.*?)```", text, flags=re.S).group(1))
+    # 2 x 2 env (4), 4 workers, 2 batches x 2 precisions x 3 buckets - 3 excluded = 9, x 3 repeats = 27
+    assert len(plan(str(f))) == 4 + 4 + 27
