@@ -79,11 +79,14 @@ int64_t smallest_slice(int64_t samples, int world) {
 
 int bench_loader(const RunContext& ctx, Watchdog& watchdog, const BenchOptions& o) {
   std::optional<ResultsFile> file;
+  std::optional<DeadlineGuard> setup_guard;  // the set-up's collectives run armed
+  setup_guard.emplace(watchdog, o.timeout_s, "setting up (the results file, every rank's host)");
   if (!o.output.empty())
     file = create_results_on_root(ctx, o.output, "dtune-data", "--output",
                                   o.overwrite ? Existing::kOverwrite : Existing::kNewName);
   // Collective (the ranks' hosts are gathered): every rank takes part, rank 0 writes it.
   const Provenance prov = collect_provenance(ctx, o.command_line, "cpu", "");
+  setup_guard.reset();
   if (file) file->write_provenance(prov);
   OpenedData data = open_data(o.url, o.cache, o.url);
   if (data.indexed && ctx.is_root())
