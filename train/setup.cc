@@ -5,10 +5,13 @@
 #include <torch/torch.h>
 #include <torch/utils.h>
 
+#include <cstdio>
 #include <filesystem>
 
 #include "core/device_info.h"
 #include "core/error.h"
+#include "core/progress.h"
+#include "models/model_size.h"
 #include "models/registry.h"
 #include "train/cuda_device.h"
 #include "train/cuda_memory.h"
@@ -17,6 +20,8 @@
 
 namespace dtune::train {
 namespace {
+
+constexpr int64_t kLargeModelParameters = 100'000'000;  // builds take seconds from here on
 
 torch::Device pick_device(const Options& o, const RunContext& ctx, int& ordinal) {
   ordinal = device_ordinal(o, ctx);
@@ -59,7 +64,19 @@ std::unique_ptr<TrainSetup> TrainSetup::build(const Options& o_in, const RunCont
   if (s->device.is_cuda()) cuda_reset_peak_and_cache(s->ordinal);
   CpuMemoryMeter::reset_peak();
 
-  s->model = models::make_model(o.model, o.model_options);
+  {
+    // Building a large model takes a while (GPT-2 d48: 1.56 billion parameters, 6 GB): rank 0
+    // says so first (core/progress.h: on a terminal, or with DTUNE_PROGRESS=1), and how long it
+    // took.
+    const int64_t params = models::model_size(o.model, o.model_options).parameters;
+    const bool large = params >= kLargeModelParameters && ctx.is_root() && !probe;
+    Progress progress("dtune-train", "", 0, large ? ProgressMode::kAuto : ProgressMode::kNever);
+    progress.say("building " + o.model + " (" + std::to_string(params / 1000000) + "M parameters)");
+    s->model = models::make_model(o.model, o.model_options);
+    char took[32];
+    std::snprintf(took, sizeof took, "%.1f", progress.elapsed_s());
+    progress.say("built " + o.model + " in " + took + " s");
+  }
   auto& model = *s->model;
   model.to(s->device);
   if (o.channels_last) models::to_channels_last(model);
