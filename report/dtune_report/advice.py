@@ -467,6 +467,9 @@ def scaling_groups(studies) -> list:
     out = []
     for cs in groups.values():
         hosts = lambda c: set(str(c.fields.get("machine", "")).split(","))  # noqa: E731
+        cs = [c for c in cs if _num(c.fields.get("np", c.fields.get("world_size"))) < float("inf")]
+        if not cs:  # no rank count recorded (a file merged by hand): no scaling to show
+            continue
         top = max(cs, key=_ranks)
         cs = [c for c in cs if hosts(c) & hosts(top)]
         if len({_ranks(c) for c in cs}) >= 2:
