@@ -9,7 +9,8 @@
 # stops at the first wrong one with a line saying what to fix (exit 2). Then, within the budget
 # (default 480 s), each step under its own time limit, a failed step not stopping the others:
 #   the gpu test label; dtune-comm --backend nccl on one rank, 8 B to 1 GiB; dtune-train
-#   ResNet-50 224x224 channels_last in bf16 and fp16 at --batch auto, GPT-2 d12 bf16 at context
+#   ResNet-50 224x224 channels_last in bf16 and fp16 at the largest power-of-two batch that fits
+#   (--batch auto finds the largest batch), GPT-2 d12 bf16 at context
 #   1024, each with its phase breakdown and MFU; one --profile-steps window with CUDA activities;
 #   ResNet-50 on JPEG shards made there by dtune-data, with 8 and 14 loader workers against
 #   synthetic data; dtune-probe when the bundle has it.
@@ -138,22 +139,25 @@ results="$work/runs"
 mkdir -p "$results"
 printf '%-28s %-8s %6s  %s\n' step status seconds note >"$work/steps"
 failed=0
+last_rc=0
 # step NAME LIMIT_SECONDS CMD...: runs CMD under the time left (at most LIMIT), logs its outcome.
 step() {
   local name=$1 limit=$2
   shift 2
   local left=$((budget - (SECONDS - start)))
   if ((left < 15)); then
-    printf '%-28s %-8s %6s  %s\n' "$name" "no time" 0 "budget of $budget s spent" >>"$work/steps"
+    printf '%-28s %-8s %6s  %s\n' "$name" no-time 0 "budget of $budget s spent" >>"$work/steps"
+    last_rc=0
     say "--- $name: not run, the budget is spent"
     return
   fi
   ((limit > left)) && limit=$left
   say "--- $name (at most $limit s): $*"
   local t0=$SECONDS rc=0
+  : >"$work/step.out"
   timeout --kill-after=10 "$limit" "$@" > >(tee "$work/step.out") 2>&1 || rc=$?
   sleep 0.2  # tee's last lines
-  grep -E '^# (dtune-train:|throughput|MFU|peak memory|batch auto|Out of bounds|Avg bus bandwidth)' "$work/step.out" |
+  grep -E '^# (dtune-train:|throughput|MFU|peak memory|--batch auto|Out of bounds|Avg bus bandwidth)' "$work/step.out" |
     sed "s|^|$name: |" >>"$work/headlines"
   local status=ok why=""
   case $rc in
@@ -164,6 +168,7 @@ step() {
   esac
   printf '%-28s %-8s %6s  %s\n' "$name" "$status" "$((SECONDS - t0))" "$why" >>"$work/steps"
   say "--- $name: $status ${why:+($why)}"
+  last_rc=$rc
 }
 skip() { printf '%-28s %-8s %6s  %s\n' "$1" skipped 0 "$2" >>"$work/steps"; say "--- $1: skipped ($2)"; }
 train() {  # train NAME LIMIT ARGS...: dtune-train with its HDF5 in the work folder
@@ -192,8 +197,17 @@ fi
 
 if [[ $rehearsal == 0 ]]; then
   resnet=(--model resnet50 --image-size 224 --channels-last --device cuda --steps 30 --warmup-steps 5)
-  train resnet50.bf16 120 "${resnet[@]}" --precision bf16 --batch auto
-  train resnet50.fp16 120 "${resnet[@]}" --precision fp16 --batch auto
+  # --batch auto finds the largest batch that fits; the runs use the largest power of two below it
+  # (fp16 at half that if it does not fit: exit 4 is out of memory).
+  step resnet50.batch_auto 180 dtune-train "${resnet[@]}" --precision bf16 --batch auto --steps 1 \
+    --warmup-steps 0 --no-output
+  largest=$(sed -n 's/^# --batch auto: \([0-9]*\) samples per rank.*/\1/p' "$work/step.out")
+  pow2=256
+  if [[ -n "$largest" ]]; then pow2=1; while ((pow2 * 2 <= largest)); do pow2=$((pow2 * 2)); done; fi
+  note "ResNet-50 bf16: largest batch that fits ${largest:-unknown}; the runs use $pow2"
+  train resnet50.bf16 120 "${resnet[@]}" --precision bf16 --batch "$pow2"
+  train resnet50.fp16 120 "${resnet[@]}" --precision fp16 --batch "$pow2"
+  if [[ $last_rc == 4 ]]; then train resnet50.fp16.half 120 "${resnet[@]}" --precision fp16 --batch $((pow2 / 2)); fi
   train gpt2-d12.bf16 90 --model gpt2-d12 --context 1024 --device cuda --precision bf16 --batch 32 \
     --steps 30 --warmup-steps 5
   train resnet50.profile 90 "${resnet[@]}" --precision bf16 --batch 128 --steps 6 --warmup-steps 2 \
