@@ -243,48 +243,8 @@ else
 fi
 
 # --- 3. What comes back -----------------------------------------------------------------------
-"$py" - "$results" "$out/results.h5" <<'PY' || failed=1
-"""Every run of this check in one file, laid out as `dtune sweep merge` writes it (runs with their
-point id and definition, each point's provenance under /points/<id>/provenance)."""
-import json, pathlib, shlex, sys
-import h5py
-
-src_dir, dst = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
-n = 0
-with h5py.File(dst, "w") as out:
-    out.attrs.update(schema="dtune-results", schema_version=1, tool="dtune gpu-check", status="complete")
-    runs, points = out.create_group("runs"), out.create_group("points")
-    for path in sorted(src_dir.glob("*.h5")):
-        pid = path.stem
-        with h5py.File(path, "r") as f:
-            prov = f["provenance"].attrs if "provenance" in f else {}
-            ranks = int(prov.get("world_size", 1))
-            hosts = f["provenance/rank_host"].asstr()[()] if "provenance/rank_host" in f else ["?"]
-            nodes = max(1, len(set(hosts)))
-            point = {  # as a sweep's point (sweeps/dtune_sweep/spec.py), so the report reads it alike
-                "id": pid,
-                "sweep": "gpu-check",
-                "binary": str(f.attrs.get("tool", "")),
-                "args": shlex.split(str(prov.get("command_line", "")))[1:],
-                "env": {},
-                "ranks": ranks,
-                "nodes": nodes,
-                "ranks_per_node": ranks // nodes,
-                "repeat": 0,
-                "values": {},
-            }
-            g = points.create_group(pid)
-            g.attrs["point"] = json.dumps(point)
-            g.attrs["status"] = f.attrs.get("status", "")
-            if "provenance" in f:
-                f.copy("provenance", g)
-            for name in f.get("runs", {}):
-                d = f"{n:04d}-{pid}-{name.split('-', 1)[-1]}"
-                f.copy(f"runs/{name}", runs, name=d)
-                runs[d].attrs.update(point_id=pid, point=json.dumps(point))
-                n += 1
-print(f"gpu-check: {n} runs from {len(list(src_dir.glob('*.h5')))} files merged into {dst}")
-PY
+# Every run of this check in one file, laid out as `dtune sweep merge` writes it.
+PYTHONPATH="$repo/sweeps" "$py" -m dtune_sweep.point_copy "$out/results.h5" "$results"/*.h5 || failed=1
 if [[ -d "$work/profile" ]]; then
   for t in "$work"/profile/rank0*.json; do
     [[ -f "$t" ]] && gzip -c "$t" >"$out/$(basename "$t").gz"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import h5py
 
+from . import point_copy
 from .runner import COMPLETE, State
 from .spec import SweepError
 
@@ -35,12 +36,7 @@ def merge(directory: Path, output: Path) -> int:
     n = 0
     tmp = output.with_name(output.name + ".partial")
     with h5py.File(tmp, "w") as out:
-        out.attrs["schema"] = "dtune-results"
-        out.attrs["schema_version"] = 1
-        out.attrs["tool"] = "dtune sweep merge"
-        out.attrs["status"] = "complete"
-        runs = out.create_group("runs")
-        points = out.create_group("points")
+        runs, points = point_copy.start(out, "dtune sweep merge")
         for pid, point in manifest.items():
             src = directory / "points" / f"{pid}.h5"
             if outcomes.get(pid) not in COMPLETE or not src.exists():
@@ -51,16 +47,6 @@ def merge(directory: Path, output: Path) -> int:
                 print(f"# merge: skipped {pid}: {src} cannot be read ({e})", file=sys.stderr)
                 continue
             with f:
-                g = points.create_group(pid)
-                g.attrs["point"] = json.dumps(point)
-                g.attrs["status"] = f.attrs.get("status", "")
-                if "provenance" in f:
-                    f.copy("provenance", g)
-                for name in f.get("runs", {}):
-                    dst = f"{n:04d}-{pid}-{name.split('-', 1)[-1]}"
-                    f.copy(f"runs/{name}", runs, name=dst)
-                    runs[dst].attrs["point_id"] = pid
-                    runs[dst].attrs["point"] = json.dumps(point)
-                    n += 1
+                n = point_copy.add(f, pid, point, runs, points, n)
     tmp.rename(output)
     return n
