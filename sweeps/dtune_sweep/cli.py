@@ -312,6 +312,7 @@ def _add_tune_command(sub) -> None:
         metavar="N",
         help=f"refuse a file that plans more than N points (default {DEFAULT_MAX_POINTS:,})",
     )
+    t.add_argument("--no-report", action="store_true", help="do not write <out>/report/ (tune.json and merged.h5 only)")
     t.add_argument("--slurm", action="store_true", help="run each rung as Slurm job arrays (dtune sweep slurm's)")
     t.add_argument("--throttle", type=int, default=8, help="--slurm: array tasks running at once (default 8)")
     t.add_argument("--points-per-task", type=int, default=1, help="--slurm: points in one array task (default 1)")

@@ -440,7 +440,7 @@ def tune(a, points: list[Point], directory: Path, say=print) -> int:
         if conf:
             (directory / f"nccl_tuner-{rec['sweep']}.conf").write_text(conf)
     _write(directory, records, a, budget)
-    _merge_and_report(directory, say)
+    _merge_and_report(directory, say, not a.no_report)
     return 0 if all(r.get("winner") for r in records) else 1
 
 
@@ -478,12 +478,12 @@ def _json_default(x):
     raise TypeError(type(x))
 
 
-def _merge_and_report(directory: Path, say) -> None:
+def _merge_and_report(directory: Path, say, report: bool) -> None:
     from . import merge
 
     n = merge.merge(directory, directory / "merged.h5")
     say(f"# tune: {directory / 'tune.json'}; merged {n} runs into {directory / 'merged.h5'}")
-    if n == 0:
+    if n == 0 or not report:
         return
     from dtune_report.report import build_report
 
