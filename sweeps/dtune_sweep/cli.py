@@ -295,6 +295,12 @@ def _add_tune_command(sub) -> None:
         help=f"one of {', '.join(OBJECTIVES)} (default: samples_per_s for dtune-train sweeps, busbw for "
         "dtune-comm ones)",
     )
+    t.add_argument(
+        "--optuna-pruner",
+        choices=["hyperband", "none"],
+        default="hyperband",
+        help="--method optuna: Hyperband over steps (default), or none (Optuna's default: TPE alone)",
+    )
     t.add_argument("--seed", type=int, default=0, help="the candidates' order and Optuna's sampler (default 0)")
     t.add_argument("--out", help="directory of the runs (default results/tune/<file stem>)")
     t.add_argument("--sweep", action="append", metavar="NAME", help="tune this sweep of the file (repeatable)")

@@ -371,6 +371,11 @@ def print_summary(rec: dict, say) -> None:
 def tune(a, points: list[Point], directory: Path, say=print) -> int:
     """The `dtune tune` command over planned points; exit status."""
     budget = parse_budget(a.budget)
+    if a.method == "optuna":
+        try:
+            import optuna  # noqa: F401
+        except ImportError:
+            raise TuneError("--method optuna: optuna is not installed in this environment (scripts/setup.sh)") from None
     by_sweep: dict[str, list[Point]] = {}
     for p in points:
         if p.repeat == 0:
@@ -421,7 +426,9 @@ def tune(a, points: list[Point], directory: Path, say=print) -> int:
             if a.method == "optuna":
                 from .optuna_method import tune_sweep_optuna
 
-                rec = tune_sweep_optuna(name, pts, runs, objectives[name], share, a.seed, a.alpha, min_steps, say)
+                rec = tune_sweep_optuna(
+                    name, pts, runs, objectives[name], share, a.seed, a.alpha, min_steps, say, a.optuna_pruner
+                )
             else:
                 rec = tune_sweep(name, pts, runs, objectives[name], share, a.seed, a.alpha, min_steps, say)
             records.append(rec)
