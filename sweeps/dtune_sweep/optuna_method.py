@@ -68,6 +68,14 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
     used = [pid for t in study.trials for pid in t.user_attrs.get("points", [])]
     results: dict = {}  # (candidate index, steps) -> Measured
     index = {id(c): i for i, c in enumerate(cands)}
+    for t in study.trials:  # a resumed study: the runs its trials made, read back (none is rerun)
+        i = t.user_attrs.get("candidate")
+        if isinstance(i, int) and 0 <= i < n:
+            for steps, pid in zip(levels, t.user_attrs.get("points", [])):
+                p = with_steps(cands[i], steps)
+                if p.id == pid and (i, steps) not in results:
+                    runs.planned[p.id] = p
+                    results[(i, steps)] = runs.measure(p, i, objective)
 
     def spent():
         return len(set(used)) if share is None or share[0] == "runs" else runs.seconds(set(used))
@@ -89,7 +97,7 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
             results[(i, steps)] = runs.measure(p, i, objective)
         return results[(i, steps)]
 
-    full = set()
+    full = {i for (i, s), m in results.items() if s == s_max and m.ok}
     stop = False
     for _ in range(20 * n):
         if stop or len(full) == n:

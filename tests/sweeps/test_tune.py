@@ -178,3 +178,22 @@ def test_constraints_that_exclude_everything_exit_2(tmp_path, fake):
     g = write(tmp_path, SPACE.format(xs="0, 1, 2, 3") + "constraints: ['--x * --z <= 1']\n", "g.yaml")
     plan = dtune("sweep", "plan", g, env=fake)
     assert plan.returncode == 0 and plan.stdout.startswith("# ") and "6 points" in plan.stdout, plan.stdout
+
+
+def test_optuna_finds_the_optimum_within_the_budget_and_resumes_its_study(tmp_path, fake):
+    # optuna is in requirements.txt: a missing one is a failure here, not a skip.
+    f = write(tmp_path, SPACE.format(xs="0, 1, 2, 3, 4, 5"))
+    out = tmp_path / "out"
+    args = ["tune", f, "--out", out, "--method", "optuna", "--budget", "18", "--seed", "1", "--no-report"]
+    r = dtune(*args, env=fake)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = record(out)
+    assert rec["spent_runs"] == sum(launches(out).values()) <= 18
+    assert (rec["winner"]["values"]["--x"], rec["winner"]["values"]["--z"]) == (3, 0), rec["winner"]
+    assert [r_["steps"] for r_ in rec["rungs"]] == [4, 8, 16]
+    assert list(out.glob("optuna-fake.journal"))  # the study beside the sweep's state
+    # The same command again resumes the study: every run it asks for is made already.
+    before = launches(out)
+    again = dtune(*args, env=fake)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert launches(out) == before
