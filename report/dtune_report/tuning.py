@@ -91,7 +91,8 @@ def sweep_blocks(doc: dict, rec: dict) -> list:
     if not w:
         blocks.append(("p", "No candidate measured: every run failed."))
         return blocks
-    line = [("b", "Best: "), ("code", w["label"]), f": {_value(w)} {unit}."]
+    note = f" ({w['note']})." if w.get("note") else "."
+    line = [("b", "Best: "), ("code", w["label"]), f": {_value(w)} {unit}{note}"]
     if rec.get("runner_up"):
         m, r = rec["margin"], rec["runner_up"]
         verdict = "significant" if m["significant"] else "not significant: a tie within the noise"

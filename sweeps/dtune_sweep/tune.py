@@ -284,7 +284,8 @@ def tune_sweep(name, cands, runs: Runs, objective, share, seed, alpha, min_steps
     n0 = _choose_n0(n, share, s_max, min_steps, per_run)
     if n0 is None:
         n0 = min(2, n)
-        rec["short"] = "the budget pays for less than a rung of two; ran the smallest schedule"
+        rec["short"] = "the budget pays for less than the smallest schedule (two candidates through every rung)"
+        say(f"# tune: {name}: {rec['short']}: running what it pays for")
     plan = schedule(n, n0, s_max, min_steps)
     rec["schedule"] = [{"candidates": c, "steps": s} for c, s in plan]
     rec["budget"] = {"kind": share[0], "share": share[1]} if share else None
@@ -334,7 +335,12 @@ def tune_sweep(name, cands, runs: Runs, objective, share, seed, alpha, min_steps
         r = ranked[1]
         rec["runner_up"] = _record(r, by_key[r.key], higher) | {"label": _label(_axis_values(by_key[r.key]))}
         rec["margin"] = separation(r, w, alpha)
-    rec["recommendation"] = recommendation(wp, runs.directory, [p.id for p in top_points])
+    if top_points[0].values.get("steps") != s_max:
+        rec["winner"]["note"] = (
+            f"measured at {top_points[0].values.get('steps')} steps: the budget stopped the tune before the "
+            f"top rung ({s_max} steps)"
+        )
+    rec["recommendation"] = recommendation(with_steps(wp, s_max), runs.directory, [p.id for p in top_points])
     return rec
 
 
@@ -352,6 +358,8 @@ def print_summary(rec: dict, say) -> None:
         say("  no candidate measured: every run failed (see the logs in points/)")
         return
     say(f"  best: {w['label']}: {w['median']:.4g} {unit} [{w['lo']:.4g}, {w['hi']:.4g}]")
+    if w.get("note"):
+        say(f"  ({w['note']}; a larger --budget measures it at full length)")
     if rec.get("runner_up"):
         m, r = rec["margin"], rec["runner_up"]
         sig = "significant" if m["significant"] else "not significant (a tie within the noise)"
