@@ -3,8 +3,9 @@ planned, so that points breaking one are left out before anything runs (as `excl
 
 Each constraint is one string `LEFT OP RIGHT`, OP one of <= < >= > == !=, each side a product of
 terms joined by `*`: a flag (`--bucket-mb`), an environment variable (`NCCL_NTHREADS`), a launch
-key (`ranks`, `nodes`, `ranks_per_node`) or a number. A term takes the point's value: its axis
-value, else its fixed argument, else the binary's default (rules.py). Examples:
+key (`ranks`, `nodes`, `ranks_per_node`), a number, or a word compared as text (`fp16`). A term
+takes the point's value: its axis value, else its fixed argument, else the binary's default
+(rules.py). Examples:
 
     constraints:
       - --first-bucket-mb <= --bucket-mb
@@ -35,7 +36,8 @@ OPS = {
 }
 LAUNCH = ("ranks", "nodes", "ranks_per_node")
 DEFAULTS = {"dtune-train": TRAIN_DEFAULTS, "dtune-comm": COMM_DEFAULTS, "dtune-data": {}}
-_TERM = re.compile(r"^(--[a-z0-9][a-z0-9_-]*|-[a-zA-Z]|[A-Z_][A-Z0-9_]*|ranks|nodes|ranks_per_node|[0-9.]+)$")
+_TERM = re.compile(r"^(--[a-z0-9][a-z0-9_-]*|-[a-zA-Z]|[A-Za-z0-9_.+:,]+)$")
+_VARIABLE = re.compile(r"^(NCCL_|UCX_|OMP_|OMPI_|DTUNE_|CUDA_|MKL_)[A-Za-z0-9_]*$")
 _SPLIT = re.compile(r"\s*(<=|>=|==|!=|<|>)\s*")
 
 
@@ -61,20 +63,23 @@ def parse_constraint(text) -> Constraint:
             if not _TERM.match(t):
                 raise ValueError(
                     f"{text!r}: {t!r} is not a flag (--batch), a variable (NCCL_ALGO), ranks, nodes, "
-                    f"ranks_per_node or a number"
+                    f"ranks_per_node, a number or a word"
                 )
         sides.append(terms)
     return Constraint(text.strip(), sides[0], parts[1], sides[1])
 
 
+def _is_name(t: str) -> bool:
+    return t.startswith("-") or t in LAUNCH or bool(_VARIABLE.match(t))
+
+
 def names(c: Constraint) -> set:
-    return {t for t in c.left + c.right if not re.match(r"^[0-9.]+$", t)}
+    """The flags, variables and launch keys a constraint reads (numbers and words are literals)."""
+    return {t for t in c.left + c.right if _is_name(t)}
 
 
 def _value(term: str, values: dict):
-    if re.match(r"^[0-9.]+$", term):
-        return term
-    return values.get(term)
+    return values.get(term) if _is_name(term) else term
 
 
 def _number(v):
