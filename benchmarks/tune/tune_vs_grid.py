@@ -59,6 +59,11 @@ def collect(space: Path, out: Path, repeats: int, min_steps: int):
     return sweeps, truth_pts
 
 
+def _key(p) -> str:
+    values = p.values if hasattr(p, "values") else p
+    return json.dumps({str(k): v for k, v in values.items() if k != "steps"}, sort_keys=True)
+
+
 def ground_truth(sweeps, truth_pts, out: Path):
     done = runner.State(out).outcomes()
     rec = {}
@@ -77,7 +82,9 @@ def ground_truth(sweeps, truth_pts, out: Path):
             if xs:
                 med[full.id] = float(np.median(np.concatenate(xs)))
         best = max(med.values()) if higher else min(med.values())
+        by_values = {_key(c): with_steps(c, steps_of(c)).id for c in cands}
         rec[name] = {"median": med, "best": best, "higher": higher, "grid_s": grid_s, "objective": obj}
+        rec[name]["by_values"] = by_values
     return rec
 
 
@@ -148,7 +155,8 @@ def main() -> int:
             for r in recs:
                 t = truth[r["sweep"]]
                 w = r.get("winner")
-                ratio = t["median"].get(w["id"], float("nan")) / t["best"] if w else float("nan")
+                full_id = t["by_values"].get(_key(w["values"])) if w else None
+                ratio = t["median"].get(full_id, float("nan")) / t["best"] if w else float("nan")
                 ok = (ratio >= 1 - a.within) if t["higher"] else (ratio <= 1 + a.within)
                 per_sweep.setdefault(r["sweep"], []).append((ok, ratio, r["spent_seconds"] / t["grid_s"]))
         for name, xs in per_sweep.items():

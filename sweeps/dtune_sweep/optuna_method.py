@@ -10,8 +10,10 @@ Every axis that varies among the candidates is one categorical parameter; a sugg
 candidate (an excluded or constrained combination) is told as failed without running anything.
 The study lives next to the sweep's state, in <out>/optuna-<sweep>.journal (Optuna's
 JournalFileStorage), and is resumed by the same command (study name: sweep, seed and pruner).
-The trials stop when the budget would be overrun by the next run, when every candidate has been
-measured at full length, or after 20 x candidates suggestions.
+A trial whose next, longer run the budget cannot pay for stops there (as pruned); the trials stop
+when not even a shortest run fits, when every candidate has been measured at full length, or after
+20 x candidates suggestions. Under a budget that reaches no full-length run, the best at the
+greatest length measured is the pick (said so in the output).
 """
 
 from __future__ import annotations
@@ -113,8 +115,9 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
         state, value, pts = optuna.trial.TrialState.COMPLETE, None, []
         for steps in levels:
             m = measure(i, steps)
-            if m is None:
-                stop, state = True, optuna.trial.TrialState.FAIL
+            if m is None:  # the budget cannot pay for this run: stop here (and for good at the shortest)
+                stop = steps == levels[0]
+                state = optuna.trial.TrialState.FAIL if stop or value is None else optuna.trial.TrialState.PRUNED
                 break
             pts.append(with_steps(c, steps).id)
             if not m.ok:
@@ -144,7 +147,11 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
                 r["why"] = "the pruner let it go on" if r["promoted"] else "pruned (or the budget ran out)"
             cs.append(r)
         rec["rungs"].append({"steps": steps, "planned": None, "candidates": cs})
-    top = [m for (i, s), m in results.items() if s == s_max]
+    # The winner among the runs at the greatest length any candidate reached (the sweep's own steps
+    # unless the budget stopped every trial before it).
+    measured_levels = [s for s in levels if any(m.ok for (_, s2), m in results.items() if s2 == s)]
+    top_steps = measured_levels[-1] if measured_levels else s_max
+    top = [m for (i, s), m in results.items() if s == top_steps]
     rec["spent"] = spent()
     rec["spent_runs"] = len(set(used))
     rec["spent_seconds"] = runs.seconds(set(used))
@@ -154,12 +161,17 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
         rec["winner"] = None
         return rec
     w = ranked[0]
-    wp = with_steps(cands[w.key], s_max)
+    wp = with_steps(cands[w.key], top_steps)
     rec["winner"] = _record(w, wp, higher) | {"label": _label(_axis_values(wp))}
+    if top_steps != s_max:
+        rec["winner"]["note"] = (
+            f"measured at {top_steps} steps: the budget stopped every trial before the sweep's {s_max} steps"
+        )
     if len(ranked) > 1:
         r: Measured = ranked[1]
-        rp = with_steps(cands[r.key], s_max)
+        rp = with_steps(cands[r.key], top_steps)
         rec["runner_up"] = _record(r, rp, higher) | {"label": _label(_axis_values(rp))}
         rec["margin"] = separation(r, w, alpha)
-    rec["recommendation"] = recommendation(wp, runs.directory, [with_steps(cands[m.key], s_max).id for m in top])
+    top_ids = [with_steps(cands[m.key], top_steps).id for m in top]
+    rec["recommendation"] = recommendation(with_steps(cands[w.key], s_max), runs.directory, top_ids)
     return rec
