@@ -141,11 +141,8 @@ def main() -> int:
                 continue
             recs, launched = got
             rows.append((method, budget, seed, recs))
-            print(
-                f"# {method} budget {budget or 'none'} seed {seed}: "
-                + ", ".join(f"{r['sweep']} {((r.get('winner') or {}).get('label'))} {r['spent_seconds']:.0f} s" for r in recs),
-                flush=True,
-            )
+            picks = [f"{r['sweep']}: {(r.get('winner') or {}).get('label')} ({r['spent_seconds']:.0f} s)" for r in recs]
+            print(f"# {method} budget {budget or 'none'} seed {seed}: " + ", ".join(picks), flush=True)
             if launched:
                 print(f"# note: {method} seed {seed} launched {launched} runs the collection lacked", flush=True)
     print(f"\n{'method':<10} {'budget':>7} {'sweep':<18} {'within 3%':>9} {'cost/grid':>10}  picks (ratio to best)")
