@@ -60,7 +60,7 @@ def collect(space: Path, out: Path, repeats: int, min_steps: int):
 
 
 def _key(p) -> str:
-    values = p.values if hasattr(p, "values") else p
+    values = p if isinstance(p, dict) else p.values
     return json.dumps({str(k): v for k, v in values.items() if k != "steps"}, sort_keys=True)
 
 
