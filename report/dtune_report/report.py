@@ -30,6 +30,7 @@ from .loader import (
 )
 from .page import render_html, render_md
 from .stragglers import stragglers
+from .tuning import tune_blocks
 from .units import fmt_pct
 from .verdicts import decide, decide_all
 
@@ -211,6 +212,7 @@ def build_report(paths, out_dir, baseline: str | None = None, alpha: float = 0.0
     blocks = [("h", 1, "dtune report", ""), ("p", f"Sources: {', '.join(map(str, paths))}")]
     comm_lines = [cl.summary_line(c) for c in comm_cmp]
     blocks += sc.summary_blocks(findings, singles, comm_lines, straggle_line, _advice_links(advice))
+    blocks += tune_blocks(paths)  # results of `dtune tune`: how its budget was spent
     blocks += advice
     for s in sorted(groups, key=lambda s: s.anchor):
         blocks += sc.study_blocks(by_study[id(s)], phases, out)

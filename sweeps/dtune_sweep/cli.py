@@ -4,6 +4,8 @@
                                                    runs, Slurm job arrays, one merged HDF5 file
     dtune report RESULTS... -o DIR                 HDF5 results -> DIR/report.html, report.md, PNGs
     dtune compare A B                              two sets of HDF5 results -> a benchstat-like table
+    dtune tune FILE [--budget 60s]                 the best point of a sweep file's space within a
+                                                   budget (successive halving, or Optuna)
 
 One function per subcommand (`cmd_*`, registered with `set_defaults(func=...)`), each returning the
 exit status: 0 done, 1 a failed point or a regression, 2 a usage error (one line on stderr).
@@ -144,6 +146,22 @@ def cmd_compare(a) -> int:
     return 0
 
 
+def cmd_tune(a) -> int:
+    """Tune every sweep of the file (or those named by --sweep) within the budget."""
+    from .objective import OBJECTIVES
+    from .tune import tune
+
+    if a.objective is not None and a.objective not in OBJECTIVES:
+        return _usage(f"--objective {a.objective}: not one of {', '.join(OBJECTIVES)}")
+    if not 0 < a.alpha < 1:
+        return _usage(f"--alpha {a.alpha}: must be between 0 and 1")
+    if a.min_steps < 1:
+        return _usage(f"--min-steps {a.min_steps}: give a positive count")
+    points = _points(a)
+    d = Path(a.out) if a.out else Path("results") / "tune" / Path(a.file).stem
+    return tune(a, points, d)
+
+
 # (command words, one-line description, handler): the parsers and `dtune --help` read this table.
 COMMANDS = [
     ("sweep plan", "expand a sweep file into points and print them", cmd_plan),
@@ -159,6 +177,12 @@ COMMANDS = [
         cmd_report,
     ),
     ("compare", "A/B comparison of two results (files or directories)", cmd_compare),
+    (
+        "tune",
+        "the best configuration of a sweep file's space within a budget: successive halving over steps with "
+        "noise-aware promotion (or Optuna), through the sweep runners; the flags, an export block and a report",
+        cmd_tune,
+    ),
 ]
 _HELP = {words: text for words, text, _ in COMMANDS}
 # The C++ binaries `dtune --help` points to (one line each).
@@ -224,6 +248,84 @@ def _add_sweep_commands(sw) -> None:
     p_merge.add_argument("-o", "--output", help="merged file (default <sweep dir>/merged.h5)")
 
 
+TUNE_EPILOG = """\
+Each sweep of the file is tuned on its own (--sweep NAME picks some): its points (repeat 0, after
+zips, excludes and the constraints: block) are the candidates. Every run is a sweep point whose
+steps (dtune-train --steps, dtune-comm --iters) its rung sets, run by the sweep runner: the state
+log, resume (rerun the same command after a kill -9: finished runs are kept) and merge are the
+sweep's. Failed and timed-out runs are recorded and never retried.
+
+halving: the first rung runs every drawn candidate for a few steps; steps double up to the sweep's
+own steps while the candidates shrink to two at the top rung. A candidate is dropped only when it
+is clearly below the promotion threshold (Mann-Whitney U p < alpha and the 95% bootstrap interval
+of the ratio of medians wholly below 1, as dtune compare decides); near-ties go up together.
+optuna: TPE sampler with a Hyperband pruner over the same steps (study in <out>/optuna.db).
+
+Output: per sweep the best configuration with its interval, its margin over the runner-up, the
+flags, the command, an export block (DTUNE_TRAIN_*/DTUNE_COMM_* and the environment), for an NCCL
+space an nccl_tuner.conf; <out>/tune.json, <out>/merged.h5 and <out>/report/report.html with the
+section "How the budget was spent". Exit status: 0 done, 1 no candidate measured, 2 bad input
+(an unknown objective, a budget that cannot run one rung, constraints that leave no point),
+130 interrupted.
+Sweep files: sweeps/README.md ("Tuning")."""
+
+
+def _add_tune_command(sub) -> None:
+    from .objective import OBJECTIVES
+
+    t = sub.add_parser(
+        "tune",
+        help=_HELP["tune"],
+        description=_HELP["tune"][0].upper() + _HELP["tune"][1:] + ".",
+        epilog=TUNE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    t.set_defaults(func=cmd_tune)
+    t.add_argument("file", help="the sweep file (YAML; sweeps/README.md describes every key)")
+    t.add_argument(
+        "--budget",
+        metavar="TIME|RUNS",
+        help="run time (60s, 10m, 1h: the seconds the runs take) or a number of runs (40); default: the "
+        "whole schedule over every candidate",
+    )
+    t.add_argument("--method", choices=["halving", "optuna"], default="halving", help="default halving")
+    t.add_argument(
+        "--objective",
+        metavar="NAME",
+        help=f"one of {', '.join(OBJECTIVES)} (default: samples_per_s for dtune-train sweeps, busbw for "
+        "dtune-comm ones)",
+    )
+    t.add_argument(
+        "--optuna-pruner",
+        choices=["hyperband", "none"],
+        default="hyperband",
+        help="--method optuna: Hyperband over steps (default), or none (Optuna's default: TPE alone)",
+    )
+    t.add_argument("--seed", type=int, default=0, help="the candidates' order and Optuna's sampler (default 0)")
+    t.add_argument("--out", help="directory of the runs (default results/tune/<file stem>)")
+    t.add_argument("--sweep", action="append", metavar="NAME", help="tune this sweep of the file (repeatable)")
+    t.add_argument("--alpha", type=float, default=0.05, help="significance level of a drop (default 0.05)")
+    t.add_argument(
+        "--min-steps", type=int, default=4, help="steps of the shortest rung, at least (default 4: the U test's least)"
+    )
+    t.add_argument(
+        "--timeout", type=float, default=None, help="seconds a run may take before it is killed (default: no limit)"
+    )
+    t.add_argument(
+        "--max-points",
+        type=int,
+        default=DEFAULT_MAX_POINTS,
+        metavar="N",
+        help=f"refuse a file that plans more than N points (default {DEFAULT_MAX_POINTS:,})",
+    )
+    t.add_argument("--no-report", action="store_true", help="do not write <out>/report/ (tune.json and merged.h5 only)")
+    t.add_argument("--slurm", action="store_true", help="run each rung as Slurm job arrays (dtune sweep slurm's)")
+    t.add_argument("--throttle", type=int, default=8, help="--slurm: array tasks running at once (default 8)")
+    t.add_argument("--points-per-task", type=int, default=1, help="--slurm: points in one array task (default 1)")
+    t.add_argument("--launcher", choices=["srun", "mpirun"], default="srun", help="--slurm: how a task starts a point")
+    t.add_argument("--sbatch", action="append", default=[], metavar="OPTION", help="--slurm: an sbatch option")
+
+
 def build_parser() -> argparse.ArgumentParser:
     width = max(len(words) for words, _, _ in COMMANDS)
     ap = argparse.ArgumentParser(
@@ -260,6 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PCT",
         help="exit 1 when a significant (p < alpha) slowdown exceeds PCT percent",
     )
+    _add_tune_command(sub)
     rep = sub.add_parser("report", help=_HELP["report"])
     rep.set_defaults(func=cmd_report)
     rep.add_argument("results", nargs="+", help="HDF5 files or directories (a sweep's merged.h5)")

@@ -4,7 +4,8 @@ A sweep file holds one sweep, or several under `sweeps:`. Each sweep names a bin
 arguments, then axes: `axes` (Cartesian product of flag values), `zip` (lists varied together),
 `env` (NCCL_*, UCX_*, OMP_*, OMPI_*, ... variables), `launch` (ranks, nodes, ranks_per_node),
 `topology` presets, `exclude` rules, `repeats`, `order` (as-written or random with a recorded seed),
-`steps` (the measured iterations of every point).
+`steps` (the measured iterations of every point), `constraints` (comparisons between flags every
+point must satisfy, constraints.py: points breaking one are left out, as excluded ones are).
 Every point gets a stable id: a hash of its canonical JSON form, independent of key order.
 Planning checks every key's type first (errors name the key path: `sweeps[1].zip[0].--batch`),
 then counts the points as the product of the axis lengths times the repeats, before building any,
@@ -22,6 +23,7 @@ import re
 import reprlib
 from dataclasses import dataclass, field
 
+from .constraints import check_names, holds, parse_constraint, point_values
 from .presets import TOPOLOGIES, renamed_message
 from .rules import check_point
 from .safe_yaml import SweepError, key_path, load_yaml
@@ -42,6 +44,7 @@ SWEEP_KEYS = {
     "order",
     "seed",
     "steps",
+    "constraints",
 }
 # `steps:` sets each binary's measured-iterations flag (dtune-data bench: batches per epoch).
 STEPS_FLAG = {"dtune-comm": "--iters", "dtune-train": "--steps", "dtune-data": "--max-batches"}
@@ -203,6 +206,7 @@ class Sweep:
     repeats: int
     order: str
     seed: int
+    constraints: list = field(default_factory=list)
 
     def count(self) -> int:
         """Points before exclusions: the product of the dimension lengths times the repeats."""
@@ -367,7 +371,39 @@ def parse(file: str, sweep: dict) -> Sweep:
     seed = sweep.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool):
         k.fail(w + ["seed"], f"is {_type(seed)}; write one integer, e.g. seed: 7")
-    return Sweep(file, w, name, binary, args, [d for _, d in dims], excludes, repeats, order, seed)
+    constraints = _constraints(k, w, sweep, binary, args, set(seen))
+    return Sweep(file, w, name, binary, args, [d for _, d in dims], excludes, repeats, order, seed, constraints)
+
+
+def _constraints(k: _Keys, w: list, sweep: dict, binary: str, args: list, axis_names: set) -> list:
+    raw = sweep.get("constraints") or []
+    if not isinstance(raw, list):
+        k.fail(
+            w + ["constraints"],
+            f"is {_type(raw)}; write a list, e.g. constraints: ['--first-bucket-mb <= --bucket-mb']",
+        )
+    out = []
+    for i, text in enumerate(raw):
+        try:
+            out.append(parse_constraint(text))
+        except ValueError as e:
+            k.fail(w + ["constraints", i], str(e))
+    fixed = {a for a in args if str(a).startswith("-")}
+    check_names(k.file, key_path(w + ["constraints"]), out, binary, axis_names | fixed)
+    return out
+
+
+def _satisfies(sw: Sweep, args: list, env: dict, launch: dict) -> bool:
+    if not sw.constraints:
+        return True
+    values = point_values(sw.binary, args, env, launch)
+    for c in sw.constraints:
+        try:
+            if not holds(c, values):
+                return False
+        except ValueError as e:
+            raise SweepError(f"{sw.file}: {key_path(sw.where + ['constraints'])}: {e}") from None
+    return True
 
 
 def check_flags(sw: Sweep, known_flags: dict | None) -> None:
@@ -399,6 +435,9 @@ def points(sw: Sweep) -> list[Point]:
         for (kind, k), v in values.items():
             if kind == "arg":
                 axis_args += [k] if v is True else [] if v is False else [k, str(v)]
+        launch = {k: values[("launch", k)] for k in LAUNCH_KEYS}
+        if not _satisfies(sw, sw.args + axis_args, env, launch):
+            continue
         for r in range(sw.repeats):
             out.append(
                 Point(
@@ -414,8 +453,10 @@ def points(sw: Sweep) -> list[Point]:
                 )
             )
     if not out:
+        key = "constraints" if sw.constraints else "exclude"
         raise SweepError(
-            f"{sw.file}: {key_path(sw.where + ['exclude'])}: no points left after the exclusions; remove a rule"
+            f"{sw.file}: {key_path(sw.where + [key])}: no points left after the exclusions"
+            f"{' and constraints' if sw.constraints else ''}; remove a rule"
         )
     if sw.order == "random":
         random.Random(sw.seed).shuffle(out)

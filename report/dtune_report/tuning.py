@@ -1,0 +1,128 @@
+"""The report's section "How the budget was spent", for results `dtune tune` produced: read from
+the tune.json beside them (a results file's directory, or a directory given as results). Per tuned
+sweep: the budget and what was spent, one table row per candidate and rung (its measured median
+with its 95% bootstrap interval, promoted or dropped and why), the best configuration's margin over
+the runner-up at the top rung and whether it is significant, then the flags and the export block to
+paste."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+
+def find_tune_files(paths) -> list[Path]:
+    """tune.json files beside the given results (each directory once)."""
+    seen, out = set(), []
+    for p in map(Path, paths):
+        d = p if p.is_dir() else p.parent
+        f = d / "tune.json"
+        if f.exists() and f.resolve() not in seen:
+            seen.add(f.resolve())
+            out.append(f)
+    return out
+
+
+def _value(c: dict) -> str:
+    if c.get("median") is None:
+        return "—"
+    return f"{c['median']:.4g} [{c['lo']:.4g}, {c['hi']:.4g}]"
+
+
+def _label(values: dict) -> str:
+    parts = []
+    for k, v in values.items():
+        if k in ("ranks", "nodes", "ranks_per_node") or (k == "topology" and v == "default"):
+            continue
+        parts.append(str(k) if v is True else f"{k} {v}" if str(k).startswith("-") else f"{k}={v}")
+    return " ".join(parts) or "(fixed arguments)"
+
+
+def _budget_line(doc: dict, rec: dict) -> str:
+    b = rec.get("budget")
+    spent = f"{rec.get('spent_runs', 0)} runs taking {rec.get('spent_seconds', 0):.0f} s"
+    if not b:
+        return f"No budget given: the whole schedule ran, {spent}."
+    share = f"{b['share']:.0f} s" if b["kind"] == "seconds" else f"{b['share']:.0f} runs"
+    return f"Budget {share} of `--budget {doc['budget']['text']}`; spent {spent}."
+
+
+def sweep_blocks(doc: dict, rec: dict) -> list:
+    unit = rec["unit"]
+    blocks = [("h", 3, f"{rec['sweep']}: {rec['objective']} ({unit})", f"tune-{rec['sweep']}")]
+    sched = ", ".join(f"{r['candidates']} x {r['steps']} steps" for r in rec.get("schedule", []))
+    blocks.append(
+        (
+            "p",
+            f"{rec['method']} over {rec['candidates']} candidates of {rec['binary']} (seed {rec['seed']}), "
+            f"planned rungs: {sched}. {_budget_line(doc, rec)}"
+            + (f" Stopped {rec['stopped']}." if rec.get("stopped") else ""),
+        )
+    )
+    rows = []
+    sign = -1 if rec.get("higher", True) else 1
+    for k, rung in enumerate(rec.get("rungs", [])):
+        ordered = sorted(rung["candidates"], key=lambda c: (c.get("median") is None, sign * (c.get("median") or 0)))
+        for c in ordered:
+            outcome = "top rung" if k == len(rec["rungs"]) - 1 else ("promoted" if c.get("promoted") else "dropped")
+            rows.append(
+                {
+                    "rung": f"{k} ({rung['steps']} steps)",
+                    "candidate": _label(c["values"]),
+                    "status": c["status"],
+                    "samples": str(c["n"]),
+                    f"median [95% CI] {unit}": _value(c),
+                    "outcome": outcome + (f": {c['why']}" if c.get("why") and outcome != "top rung" else ""),
+                }
+            )
+    if rows:
+        blocks.append(
+            (
+                "table",
+                pd.DataFrame(rows),
+                "Every run, rung by rung: the median over its measured steps with a 95% bootstrap interval. A "
+                "candidate is dropped only when it is clearly below the promotion threshold (Mann-Whitney U p < "
+                "alpha and the interval of the ratio wholly below 1); near-ties are promoted together.",
+            )
+        )
+    w = rec.get("winner")
+    if not w:
+        blocks.append(("p", "No candidate measured: every run failed."))
+        return blocks
+    note = f" ({w['note']})." if w.get("note") else "."
+    line = [("b", "Best: "), ("code", w["label"]), f": {_value(w)} {unit}{note}"]
+    if rec.get("runner_up"):
+        m, r = rec["margin"], rec["runner_up"]
+        verdict = "significant" if m["significant"] else "not significant: a tie within the noise"
+        line += [
+            " Over the runner-up ",
+            ("code", r["label"]),
+            f" ({r['median']:.4g} {unit}): x{m['ratio']:.3f}, 95% interval [{m['lo']:.3f}, {m['hi']:.3f}], "
+            f"p = {m['p']:.3g}, {verdict}.",
+        ]
+    blocks.append(("p", line))
+    rc = rec.get("recommendation") or {}
+    if rc.get("flags"):
+        blocks.append(("copy", rc["flags"], "The flags to set."))
+    if rc.get("command"):
+        blocks.append(("copy", rc["command"], "The whole command, at the sweep's own steps."))
+    if rc.get("export"):
+        blocks.append(("copy", "\n".join(rc["export"]), "The same as environment settings (export block)."))
+    if rc.get("nccl_tuner_conf"):
+        blocks.append(("pre", rc["nccl_tuner_conf"].rstrip()))
+    return blocks
+
+
+def tune_blocks(paths) -> list:
+    """The section, or [] when no tune.json lies beside the results."""
+    blocks = []
+    for f in find_tune_files(paths):
+        try:
+            doc = json.loads(f.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise ValueError(f"{f}: not a dtune tune record ({e})") from None
+        for rec in doc.get("sweeps", []):
+            blocks += sweep_blocks(doc, rec)
+    return [("h", 2, "How the budget was spent", "tune")] + blocks if blocks else []

@@ -1,0 +1,177 @@
+"""`dtune tune --method optuna`: Optuna's ask/tell interface with its TPE sampler (seeded by --seed)
+and its Hyperband pruner over the same resource as halving: a trial runs its candidate for s0
+steps, reports the median objective, and the pruner decides whether it goes on to 2 s0, 4 s0, ...
+up to the sweep's own steps; each length is a run (a sweep point) of its own, so a run already
+made (by this study, an earlier one or `dtune tune --method halving` in the same directory) is
+reused, never repeated. `--optuna-pruner none` is Optuna's default (TPE without pruning): every
+trial runs at the sweep's own steps.
+
+Every axis that varies among the candidates is one categorical parameter; a suggestion that is no
+candidate (an excluded or constrained combination) is told as failed without running anything.
+The study lives next to the sweep's state, in <out>/optuna-<sweep>.journal (Optuna's
+JournalFileStorage), and is resumed by the same command (study name: sweep, seed and pruner).
+A trial whose next, longer run the budget cannot pay for stops there (as pruned); the trials stop
+when not even a shortest run fits, when every candidate has been measured at full length, or after
+20 x candidates suggestions. Under a budget that reaches no full-length run, the best at the
+greatest length measured is the pick (said so in the output).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from .halving import Measured, rank, schedule, separation
+from .objective import OBJECTIVES
+from .tune import _axis_values, _label, _record, recommendation, steps_of, with_steps
+
+
+def _study(directory, name, seed, pruner_name, s0, s_max, higher):
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = JournalStorage(JournalFileBackend(str(directory / f"optuna-{name}.journal")))
+    pruner = (
+        optuna.pruners.HyperbandPruner(min_resource=s0, max_resource=s_max, reduction_factor=2)
+        if pruner_name == "hyperband"
+        else optuna.pruners.NopPruner()
+    )
+    return optuna.create_study(
+        study_name=f"{name}-seed{seed}-{pruner_name}",
+        storage=storage,
+        sampler=optuna.samplers.TPESampler(seed=seed),
+        pruner=pruner,
+        direction="maximize" if higher else "minimize",
+        load_if_exists=True,
+    )
+
+
+def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_steps, say, pruner="hyperband") -> dict:
+    import optuna
+
+    binary = cands[0].binary
+    unit, higher = OBJECTIVES[objective][1], OBJECTIVES[objective][2]
+    n, s_max = len(cands), steps_of(cands[0])
+    levels = [s for _, s in schedule(n, n, s_max, min_steps)] if pruner == "hyperband" else [s_max]
+    axes = {}
+    for c in cands:
+        for k, v in _axis_values(c).items():
+            axes.setdefault(k, []).append(json.dumps(v))
+    axes = {k: sorted(set(v)) for k, v in axes.items() if len(set(v)) > 1}
+    by_params = {tuple(json.dumps(_axis_values(c)[k]) for k in axes): c for c in cands}
+    study = _study(runs.directory, name, seed, pruner, levels[0], s_max, higher)
+    rec = {"sweep": name, "binary": binary, "objective": objective, "unit": unit, "higher": higher}
+    rec.update(method=f"optuna (TPE, {pruner} pruner)", seed=seed, alpha=alpha, candidates=n, steps=s_max)
+    rec["schedule"] = [{"candidates": None, "steps": s} for s in levels]
+    rec["budget"] = {"kind": share[0], "share": share[1]} if share else None
+    say(f"# tune: {name} ({binary}, {objective}): optuna over {n} candidates, steps {', '.join(map(str, levels))}")
+    used = [pid for t in study.trials for pid in t.user_attrs.get("points", [])]
+    results: dict = {}  # (candidate index, steps) -> Measured
+    index = {id(c): i for i, c in enumerate(cands)}
+    for t in study.trials:  # a resumed study: the runs its trials made, read back (none is rerun)
+        i = t.user_attrs.get("candidate")
+        if isinstance(i, int) and 0 <= i < n:
+            for steps, pid in zip(levels, t.user_attrs.get("points", [])):
+                p = with_steps(cands[i], steps)
+                if p.id == pid and (i, steps) not in results:
+                    runs.planned[p.id] = p
+                    results[(i, steps)] = runs.measure(p, i, objective)
+
+    def spent():
+        return len(set(used)) if share is None or share[0] == "runs" else runs.seconds(set(used))
+
+    def per_run(steps):
+        if share is None or share[0] == "runs":
+            return 1.0
+        done = [pid for pid in set(used)]
+        return runs.seconds(done) / len(done) * steps / s_max if done else 0.0
+
+    def measure(i, steps):
+        p = with_steps(cands[i], steps)
+        if (i, steps) not in results:
+            if p.id not in used and share is not None and spent() + per_run(steps) > share[1] + 1e-9:
+                return None  # the budget pays for no more
+            if runs.run([p]) == 130:
+                raise KeyboardInterrupt
+            used.append(p.id)
+            results[(i, steps)] = runs.measure(p, i, objective)
+        return results[(i, steps)]
+
+    full = {i for (i, s), m in results.items() if s == s_max and m.ok}
+    stop = False
+    for _ in range(20 * n):
+        if stop or len(full) == n:
+            break
+        trial = study.ask()
+        key = tuple(trial.suggest_categorical(k, v) for k, v in axes.items())
+        c = by_params.get(key)
+        if c is None:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            continue
+        i = index[id(c)]
+        trial.set_user_attr("candidate", i)
+        state, value, pts = optuna.trial.TrialState.COMPLETE, None, []
+        for steps in levels:
+            m = measure(i, steps)
+            if m is None:  # the budget cannot pay for this run: stop here (and for good at the shortest)
+                stop = steps == levels[0]
+                state = optuna.trial.TrialState.FAIL if stop or value is None else optuna.trial.TrialState.PRUNED
+                break
+            pts.append(with_steps(c, steps).id)
+            if not m.ok:
+                state = optuna.trial.TrialState.FAIL
+                break
+            value = m.median
+            trial.report(value, steps)
+            if steps != s_max and trial.should_prune():
+                state = optuna.trial.TrialState.PRUNED
+                break
+        if state == optuna.trial.TrialState.COMPLETE and value is not None and math.isfinite(value):
+            full.add(i)
+        trial.set_user_attr("points", pts)
+        study.tell(trial, value if state == optuna.trial.TrialState.COMPLETE else None, state=state)
+    rec["trials"] = len(study.trials)
+    rec["rungs"] = []
+    for k, steps in enumerate(levels):
+        here = [(i, m) for (i, s), m in sorted(results.items()) if s == steps]
+        if not here:
+            continue
+        nxt = levels[k + 1] if k + 1 < len(levels) else None
+        cs = []
+        for i, m in here:
+            r = _record(m, with_steps(cands[i], steps), higher)
+            if nxt is not None:
+                r["promoted"] = (i, nxt) in results
+                r["why"] = "the pruner let it go on" if r["promoted"] else "pruned (or the budget ran out)"
+            cs.append(r)
+        rec["rungs"].append({"steps": steps, "planned": None, "candidates": cs})
+    # The winner among the runs at the greatest length any candidate reached (the sweep's own steps
+    # unless the budget stopped every trial before it).
+    measured_levels = [s for s in levels if any(m.ok for (_, s2), m in results.items() if s2 == s)]
+    top_steps = measured_levels[-1] if measured_levels else s_max
+    top = [m for (i, s), m in results.items() if s == top_steps]
+    rec["spent"] = spent()
+    rec["spent_runs"] = len(set(used))
+    rec["spent_seconds"] = runs.seconds(set(used))
+    rec["points"] = sorted(set(used))
+    ranked = rank(top, higher)
+    if not ranked:
+        rec["winner"] = None
+        return rec
+    w = ranked[0]
+    wp = with_steps(cands[w.key], top_steps)
+    rec["winner"] = _record(w, wp, higher) | {"label": _label(_axis_values(wp))}
+    if top_steps != s_max:
+        rec["winner"]["note"] = (
+            f"measured at {top_steps} steps: the budget stopped every trial before the sweep's {s_max} steps"
+        )
+    if len(ranked) > 1:
+        r: Measured = ranked[1]
+        rp = with_steps(cands[r.key], top_steps)
+        rec["runner_up"] = _record(r, rp, higher) | {"label": _label(_axis_values(rp))}
+        rec["margin"] = separation(r, w, alpha)
+    top_ids = [with_steps(cands[m.key], top_steps).id for m in top]
+    rec["recommendation"] = recommendation(with_steps(cands[w.key], s_max), runs.directory, top_ids)
+    return rec

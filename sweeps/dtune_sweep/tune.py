@@ -1,0 +1,509 @@
+"""`dtune tune FILE`: the best configuration of a sweep's space within a budget, through the sweep
+runners (runner.py locally, slurm.py as job arrays), so that its state logs, resume after kill -9
+and merge are the sweep's own.
+
+Each sweep of the file is tuned on its own: its points (repeat 0; constraints, zips and excludes
+applied by the planner) are the candidates, put in an order shuffled with --seed. Every run is a
+sweep point whose steps (dtune-train --steps, dtune-comm --iters) are set by its rung, so a run is
+identified, recorded and resumed like any point, and a rerun of `dtune tune` (after a kill -9, or
+with a larger budget) reuses every run already made: the decisions are functions of the results
+files, made again the same way. A run that failed or timed out is recorded and never retried; one
+out of memory is a result (the candidate is dropped).
+
+The budget is runs (`--budget 40`) or run time (`--budget 60s`, `10m`, `1h`: the seconds the runs
+took, as their state records say). It is shared among the sweeps by their candidate counts (a
+sweep's unspent share passes to the next). With a time budget the first rung's first two runs are
+a probe: their time and step times give the cost of a run of s steps, a + b s, from which the
+schedule is sized. A budget too small for the full schedule draws fewer candidates into the first
+rung (the first ones of the shuffled order); one that cannot pay for a rung of two is refused.
+
+Methods: `halving` (halving.py) and `optuna` (optuna_method.py). The outcome, rung by rung, is in
+<out>/tune.json, which `dtune report` shows as "How the budget was spent" (dtune_report.tuning).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from . import runner
+from .halving import Measured, cost, promote, rank, schedule, separation
+from .objective import DEFAULT, OBJECTIVES, ObjectiveError, samples
+from .spec import Point, SweepError
+
+STEPS_FLAGS = {"dtune-train": ("--steps",), "dtune-comm": ("--iters", "-n")}
+DEFAULT_STEPS = {"dtune-train": 10, "dtune-comm": 20}
+MIN_RUN_S = 1.0  # mpirun's start alone: a time budget below 2 runs of this per sweep is refused
+NEVER_RETRIED = ("failed", "timeout")
+ENV_PREFIX = {"dtune-train": "DTUNE_TRAIN_", "dtune-comm": "DTUNE_COMM_"}
+
+
+class TuneError(SweepError):
+    """Bad input to `dtune tune` (exit 2)."""
+
+
+def parse_budget(text: str | None) -> tuple[str, float] | None:
+    """('runs', n) or ('seconds', s); None: no budget (the whole schedule)."""
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|h|runs?)?\s*", str(text))
+    if not m:
+        raise TuneError(f"--budget {text!r}: give run time (60s, 10m, 1h) or a number of runs (40)")
+    n, unit = float(m.group(1)), m.group(2) or "runs"
+    if unit.startswith("run"):
+        if n != int(n) or n < 1:
+            raise TuneError(f"--budget {text!r}: a number of runs is a positive integer")
+        return "runs", int(n)
+    return "seconds", n * {"s": 1, "m": 60, "h": 3600}[unit]
+
+
+def steps_of(p: Point) -> int:
+    flags = STEPS_FLAGS[p.binary]
+    value = None
+    for i, a in enumerate(p.args[:-1]):
+        if a in flags:
+            value = p.args[i + 1]
+    try:
+        return int(value) if value is not None else DEFAULT_STEPS[p.binary]
+    except ValueError:
+        raise TuneError(f"sweep '{p.sweep}': {flags[0]} {value!r} is not a number of steps") from None
+
+
+def with_steps(p: Point, steps: int) -> Point:
+    """The point measured for `steps` steps (its steps flag replaced, or added)."""
+    flags = STEPS_FLAGS[p.binary]
+    args, found = list(p.args), False
+    for i in range(len(args) - 1):
+        if args[i] in flags:
+            args[i + 1], found = str(steps), True
+    if not found:
+        args += [flags[0], str(steps)]
+    return replace(p, args=args, values={**p.values, "steps": steps})
+
+
+class Runs:
+    """Runs points through the sweep runners in one directory and reads their outcomes."""
+
+    def __init__(self, directory: Path, timeout_s=None, slurm_opts: dict | None = None):
+        self.directory = directory
+        self.timeout_s = timeout_s
+        self.slurm = slurm_opts
+        self.planned: dict[str, Point] = {}
+        directory.mkdir(parents=True, exist_ok=True)
+        self.jobs_file = directory / "tune-jobs.json"
+
+    def _manifest(self):
+        tmp = self.directory / "manifest.json.partial"
+        tmp.write_text(json.dumps([p.to_json() for p in self.planned.values()], indent=1))
+        tmp.replace(self.directory / "manifest.json")
+
+    def outcomes(self) -> dict:
+        return runner.State(self.directory).outcomes()
+
+    def run(self, points: list[Point]) -> int:
+        """Runs the points not yet complete and not failed before; 130 when interrupted."""
+        for p in points:
+            self.planned[p.id] = p
+        self._manifest()
+        done = self.outcomes()
+        todo = [p for p in points if done.get(p.id) not in runner.COMPLETE + NEVER_RETRIED]
+        for p in points:
+            if done.get(p.id) in NEVER_RETRIED:
+                print(f"# tune: {p.id} {done[p.id]} before: recorded, not retried", flush=True)
+        if not todo:
+            return 0
+        if self.slurm is None:
+            rc = runner.run_points(todo, self.directory, self.timeout_s, write_manifest=False)
+            return 130 if rc == 130 else 0
+        return self._run_slurm(todo)
+
+    def wait_jobs(self):
+        """Waits for job arrays an earlier (killed) `dtune tune --slurm` submitted."""
+        if self.slurm is None or not self.jobs_file.exists():
+            return
+        jobs = json.loads(self.jobs_file.read_text())
+        while jobs:
+            r = subprocess.run(["squeue", "-h", "-j", ",".join(jobs)], capture_output=True, text=True)
+            if r.returncode == 0 and not r.stdout.strip():
+                break
+            time.sleep(self.slurm.get("poll_s", 2))
+        self.jobs_file.unlink(missing_ok=True)
+
+    def _run_slurm(self, todo: list[Point]) -> int:
+        from . import slurm
+
+        o = self.slurm
+        scripts = slurm.write_scripts(todo, self.directory, o["sbatch"], o["throttle"], o["per_task"], o["launcher"])
+        jobs = slurm.submit(scripts)
+        self.jobs_file.write_text(json.dumps(jobs))
+        print(f"# tune: submitted job array(s) {', '.join(jobs)} ({len(todo)} points)", flush=True)
+        self.wait_jobs()
+        self._manifest()  # write_scripts wrote this rung's points alone
+        return 0
+
+    def seconds(self, ids) -> float:
+        """Run time the state logs record for these points (every finished attempt)."""
+        ids = set(ids)
+        return sum(
+            float(r.get("seconds") or 0)
+            for r in runner.State(self.directory).records()
+            if r["event"] == "finished" and r["id"] in ids
+        )
+
+    def measure(self, p: Point, key: int, objective: str) -> Measured:
+        status = self.outcomes().get(p.id, "pending")
+        if status != "ok":
+            return Measured(key, status)
+        try:
+            return Measured(key, "ok", samples(self.directory / "points" / f"{p.id}.h5", objective))
+        except ObjectiveError:
+            raise
+        except (OSError, KeyError, ValueError) as e:
+            print(f"# tune: {p.id}: results unreadable ({e})", file=sys.stderr)
+            return Measured(key, "unreadable")
+
+
+def step_seconds(path: Path, binary: str) -> float:
+    """Seconds one measured step (dtune-comm: one iteration over every size) takes in a run."""
+    from dtune_report.compare import comm_iteration_samples, train_step_samples
+
+    if binary == "dtune-train":
+        s = train_step_samples([path])
+        return float(s.total_ms.median()) / 1000 if not s.empty else 0.0
+    it = comm_iteration_samples([path])
+    if it.empty:
+        return 0.0
+    return float(it.groupby(["run", "placement", "size_bytes"]).time_us.median().sum()) / 1e6
+
+
+def _record(m: Measured, p: Point, higher: bool) -> dict:
+    from dtune_report.compare import bootstrap_median_ci
+
+    r = {"id": p.id, "values": _axis_values(p), "status": m.status, "n": int(len(m.samples))}
+    if m.ok:
+        lo, hi = bootstrap_median_ci(m.samples)
+        r.update(median=m.median, lo=lo, hi=hi)
+    return r
+
+
+def _axis_values(p: Point) -> dict:
+    return {str(k): v for k, v in p.values.items() if k != "steps"}
+
+
+def _label(values: dict) -> str:
+    parts = []
+    for k, v in values.items():
+        if k in ("ranks", "nodes", "ranks_per_node") or (k == "topology" and v == "default"):
+            continue
+        parts.append(k if v is True else f"{k} {v}" if str(k).startswith("-") else f"{k}={v}")
+    return " ".join(parts) or "(fixed arguments)"
+
+
+def recommendation(p: Point, directory: Path, top_ids: list[str]) -> dict:
+    """The winner's flags, its whole command, an `export` block and, for an NCCL space, an
+    nccl_tuner.conf from the top rung's runs."""
+    axis_flags = [(k, v) for k, v in p.values.items() if str(k).startswith("-") and k != "steps" and v is not False]
+    flags = " ".join(shlex.quote(k) if v is True else f"{shlex.quote(k)} {shlex.quote(str(v))}" for k, v in axis_flags)
+    launch = ["mpirun", "-np", str(p.ranks)]
+    for k, v in sorted(p.env.items()):
+        launch += ["-x", f"{k}={v}"]
+    command = " ".join(map(shlex.quote, launch + [f"build/bin/{p.binary}", *p.args]))
+    export = [f"export {k}={shlex.quote(str(v))}" for k, v in sorted(p.env.items())]
+    prefix = ENV_PREFIX.get(p.binary)
+    if prefix:
+        for k, v in axis_flags:
+            name = prefix + k.lstrip("-").upper().replace("-", "_")
+            export.append(f"export {name}={shlex.quote('1' if v is True else str(v))}")
+    conf = None
+    if p.binary == "dtune-comm" and {"NCCL_ALGO", "NCCL_PROTO"} <= set(p.env):
+        from dtune_report.loader import load_comm_runs, load_comm_summary
+        from dtune_report.tables import nccl_tuner_conf
+
+        files = [directory / "points" / f"{i}.h5" for i in top_ids if (directory / "points" / f"{i}.h5").exists()]
+        if files:
+            conf = nccl_tuner_conf(load_comm_summary(files), load_comm_runs(files))
+    return {"flags": flags, "command": command, "export": export, "nccl_tuner_conf": conf}
+
+
+def _share(budget, total_left: float, n: int, n_left: int):
+    if budget is None:
+        return None
+    return budget[0], total_left * n / n_left
+
+
+def _choose_n0(n: int, share, s_max: int, min_steps: int, per_run) -> int | None:
+    """The most candidates whose schedule the share pays for (None: not even a rung of two)."""
+    if share is None:
+        return n
+    for n0 in range(n, min(2, n) - 1, -1):
+        plan = schedule(n, n0, s_max, min_steps)
+        if cost(plan, per_run) <= share[1] + 1e-9:
+            return n0
+    return None
+
+
+def tune_sweep(name, cands, runs: Runs, objective, share, seed, alpha, min_steps, say) -> dict:
+    """Successive halving over one sweep's candidates; the record tune.json keeps for it."""
+    binary = cands[0].binary
+    unit, higher = OBJECTIVES[objective][1], OBJECTIVES[objective][2]
+    order = list(range(len(cands)))
+    random.Random(seed).shuffle(order)
+    cands = [cands[i] for i in order]
+    n, s_max = len(cands), steps_of(cands[0])
+    rec = {"sweep": name, "binary": binary, "objective": objective, "unit": unit, "higher": higher}
+    rec.update(method="halving", seed=seed, alpha=alpha, candidates=n, steps=s_max, rungs=[])
+    full = schedule(n, n, s_max, min_steps)
+    s0 = full[0][1]
+    per_run = lambda s: 1.0  # noqa: E731  (runs)
+    used: list[str] = []
+    if share is not None and share[0] == "seconds":
+        probe = [with_steps(c, s0) for c in cands[: min(2, n)]]
+        say(f"# tune: {name}: probing the cost of a run with {len(probe)} run(s) of {s0} steps")
+        if runs.run(probe) == 130:
+            raise KeyboardInterrupt
+        a_b = []
+        for p in probe:
+            t = runs.seconds([p.id])
+            f = runs.directory / "points" / f"{p.id}.h5"
+            b = step_seconds(f, binary) if runs.outcomes().get(p.id) == "ok" and f.exists() else 0.0
+            a_b.append((max(t - b * s0, 0.0), b))
+        a = float(np.mean([x for x, _ in a_b]))
+        b = float(np.mean([y for _, y in a_b]))
+        per_run = lambda s: a + b * s  # noqa: E731
+        rec["cost_model"] = {"overhead_s": a, "step_s": b}
+    n0 = _choose_n0(n, share, s_max, min_steps, per_run)
+    if n0 is None:
+        n0 = min(2, n)
+        rec["short"] = "the budget pays for less than the smallest schedule (two candidates through every rung)"
+        say(f"# tune: {name}: {rec['short']}: running what it pays for")
+    plan = schedule(n, n0, s_max, min_steps)
+    rec["schedule"] = [{"candidates": c, "steps": s} for c, s in plan]
+    rec["budget"] = {"kind": share[0], "share": share[1]} if share else None
+    say(
+        f"# tune: {name} ({binary}, {objective}): {n} candidates, {n0} drawn; rungs "
+        + ", ".join(f"{c} x {s} steps" for c, s in plan)
+    )
+    alive = list(range(n0))  # indices into cands
+    top_measured, top_points = [], []
+    for k, (nk, sk) in enumerate(plan):
+        pts = [with_steps(cands[i], sk) for i in alive]
+        if runs.run(pts) == 130:
+            raise KeyboardInterrupt
+        used += [p.id for p in pts]
+        measured = [runs.measure(p, i, objective) for p, i in zip(pts, alive)]
+        rung = {"steps": sk, "planned": nk, "candidates": [_record(m, p, higher) for m, p in zip(measured, pts)]}
+        rec["rungs"].append(rung)
+        top_measured, top_points = measured, pts
+        if k == len(plan) - 1:
+            break
+        cap = None
+        if share is not None:
+            spent = len(used) if share[0] == "runs" else runs.seconds(used)
+            rest = cost(plan[k + 2 :], per_run)
+            cap = int(math.floor((share[1] - spent - rest) / per_run(plan[k + 1][1]) + 1e-9))
+        keep, why = promote(measured, plan[k + 1][0], higher, alpha, cap)
+        for c, m in zip(rung["candidates"], measured):
+            c["promoted"], c["why"] = m.key in keep, why.get(m.key, "")
+        say(f"# tune: rung {k} ({sk} steps): {len(pts)} candidates, {len(keep)} promoted")
+        if len(keep) < 2:
+            rec["stopped"] = f"after rung {k}: {'the budget' if cap is not None and cap < 2 else 'too few'} left"
+            break
+        alive = keep
+    ranked = rank(top_measured, higher)
+    by_key = {i: p for p, i in zip(top_points, [m.key for m in top_measured])}
+    rec["spent"] = len(used) if share is None or share[0] == "runs" else runs.seconds(used)
+    rec["spent_runs"] = len(set(used))
+    rec["spent_seconds"] = runs.seconds(used)
+    rec["points"] = sorted(set(used))
+    if not ranked:
+        rec["winner"] = None
+        return rec
+    w = ranked[0]
+    wp = by_key[w.key]
+    rec["winner"] = _record(w, wp, higher) | {"label": _label(_axis_values(wp))}
+    if len(ranked) > 1:
+        r = ranked[1]
+        rec["runner_up"] = _record(r, by_key[r.key], higher) | {"label": _label(_axis_values(by_key[r.key]))}
+        rec["margin"] = separation(r, w, alpha)
+    if top_points[0].values.get("steps") != s_max:
+        rec["winner"]["note"] = (
+            f"measured at {top_points[0].values.get('steps')} steps: the budget stopped the tune before the "
+            f"top rung ({s_max} steps)"
+        )
+    rec["recommendation"] = recommendation(with_steps(wp, s_max), runs.directory, [p.id for p in top_points])
+    return rec
+
+
+def print_summary(rec: dict, say) -> None:
+    unit = rec["unit"]
+    spent = rec.get("spent_seconds", 0)
+    b = rec.get("budget")
+    budget = f" of {b['share']:.0f} s" if b and b["kind"] == "seconds" else f" of {b['share']:.0f} runs" if b else ""
+    say(
+        f"# {rec['sweep']}: {rec['spent_runs']} runs, {spent:.0f} s{budget} "
+        f"(rungs: {', '.join(str(len(r['candidates'])) + ' x ' + str(r['steps']) + ' steps' for r in rec['rungs'])})"
+    )
+    w = rec.get("winner")
+    if not w:
+        say("  no candidate measured: every run failed (see the logs in points/)")
+        return
+    say(f"  best: {w['label']}: {w['median']:.4g} {unit} [{w['lo']:.4g}, {w['hi']:.4g}]")
+    if w.get("note"):
+        say(f"  ({w['note']}; a larger --budget measures it at full length)")
+    if rec.get("runner_up"):
+        m, r = rec["margin"], rec["runner_up"]
+        sig = "significant" if m["significant"] else "not significant (a tie within the noise)"
+        say(
+            f"  over the runner-up ({r['label']}: {r['median']:.4g} {unit}): x{m['ratio']:.3f} "
+            f"[{m['lo']:.3f}, {m['hi']:.3f}], p={m['p']:.3g}, {sig}"
+        )
+    rc = rec["recommendation"]
+    say(f"  flags: {rc['flags'] or '(the fixed arguments)'}")
+    say(f"  command: {rc['command']}")
+    for line in rc["export"]:
+        say(f"  {line}")
+    if rc.get("nccl_tuner_conf"):
+        say("  nccl_tuner.conf: written beside tune.json")
+
+
+def tune(a, points: list[Point], directory: Path, say=print) -> int:
+    """The `dtune tune` command over planned points; exit status."""
+    budget = parse_budget(a.budget)
+    if a.method == "optuna":
+        try:
+            import optuna  # noqa: F401
+        except ImportError:
+            raise TuneError("--method optuna: optuna is not installed in this environment (scripts/setup.sh)") from None
+    by_sweep: dict[str, list[Point]] = {}
+    for p in points:
+        if p.repeat == 0:
+            by_sweep.setdefault(p.sweep, []).append(p)
+    if a.sweep:
+        missing = [s for s in a.sweep if s not in by_sweep]
+        if missing:
+            raise TuneError(f"--sweep {missing[0]}: no such sweep in {a.file} (sweeps: {', '.join(by_sweep)})")
+        by_sweep = {k: v for k, v in by_sweep.items() if k in a.sweep}
+    objectives = {}
+    for name, pts in by_sweep.items():
+        binary = pts[0].binary
+        if binary not in DEFAULT:
+            raise TuneError(
+                f"sweep '{name}': {binary} sweeps are not tuned (dtune tune tunes dtune-train and dtune-comm); "
+                f"leave it out with --sweep"
+            )
+        obj = a.objective if a.objective and OBJECTIVES[a.objective][0] == binary else DEFAULT[binary]
+        if a.objective and all(OBJECTIVES[a.objective][0] != p[0].binary for p in by_sweep.values()):
+            raise TuneError(
+                f"--objective {a.objective} is measured by {OBJECTIVES[a.objective][0]}, and no sweep of "
+                f"{a.file} runs it"
+            )
+        objectives[name] = obj
+    min_steps = a.min_steps
+    if budget is not None:
+        for name, pts in by_sweep.items():
+            share = budget[1] * len(pts) / sum(map(len, by_sweep.values()))
+            s_max = steps_of(pts[0])
+            need = min(2, len(pts)) * (1 if budget[0] == "runs" else MIN_RUN_S)
+            if share < need:
+                raise TuneError(
+                    f"--budget {a.budget} cannot run one rung: sweep '{name}' gets {share:g} "
+                    f"{'runs' if budget[0] == 'runs' else 's'} of it, and its smallest rung is "
+                    f"{min(2, len(pts))} runs of {s_max} steps"
+                    + (f" (at least {MIN_RUN_S:g} s each)" if budget[0] == "seconds" else "")
+                    + f"; give at least {need * sum(map(len, by_sweep.values())) / len(pts):g}"
+                    + ("" if budget[0] == "runs" else " s")
+                )
+    runs = Runs(directory, a.timeout, _slurm_opts(a))
+    runs.wait_jobs()
+    records = []
+    left = budget[1] if budget else None
+    n_left = sum(map(len, by_sweep.values()))
+    try:
+        for name, pts in by_sweep.items():
+            share = _share(budget, left, len(pts), n_left) if budget else None
+            if a.method == "optuna":
+                from .optuna_method import tune_sweep_optuna
+
+                rec = tune_sweep_optuna(
+                    name, pts, runs, objectives[name], share, a.seed, a.alpha, min_steps, say, a.optuna_pruner
+                )
+            else:
+                rec = tune_sweep(name, pts, runs, objectives[name], share, a.seed, a.alpha, min_steps, say)
+            records.append(rec)
+            if budget:
+                left -= rec["spent"]
+                n_left -= len(pts)
+            _write(directory, records, a, budget)
+    except KeyboardInterrupt:
+        say("# tune: interrupted; rerun the same command to resume (finished runs are kept)")
+        return 130
+    except ObjectiveError as e:
+        raise TuneError(str(e)) from None
+    for rec in records:
+        print_summary(rec, say)
+        conf = (rec.get("recommendation") or {}).get("nccl_tuner_conf")
+        if conf:
+            (directory / f"nccl_tuner-{rec['sweep']}.conf").write_text(conf)
+    _write(directory, records, a, budget)
+    _merge_and_report(directory, say, not a.no_report)
+    return 0 if all(r.get("winner") for r in records) else 1
+
+
+def _slurm_opts(a):
+    if not getattr(a, "slurm", False):
+        return None
+    return {
+        "sbatch": a.sbatch,
+        "throttle": a.throttle,
+        "per_task": a.points_per_task,
+        "launcher": a.launcher,
+    }
+
+
+def _write(directory: Path, records: list, a, budget) -> None:
+    doc = {
+        "file": str(a.file),
+        "method": a.method,
+        "seed": a.seed,
+        "budget": {"kind": budget[0], "amount": budget[1], "text": a.budget} if budget else None,
+        "sweeps": records,
+    }
+    tmp = directory / "tune.json.partial"
+    tmp.write_text(json.dumps(doc, indent=1, default=_json_default))
+    tmp.replace(directory / "tune.json")
+
+
+def _json_default(x):
+    if isinstance(x, (np.floating, np.integer)):
+        return x.item()
+    if isinstance(x, np.bool_):
+        return bool(x)
+    if isinstance(x, float) and math.isnan(x):
+        return None
+    raise TypeError(type(x))
+
+
+def _merge_and_report(directory: Path, say, report: bool) -> None:
+    from . import merge
+
+    n = merge.merge(directory, directory / "merged.h5")
+    say(f"# tune: {directory / 'tune.json'}; merged {n} runs into {directory / 'merged.h5'}")
+    if n == 0 or not report:
+        return
+    from dtune_report.report import build_report
+
+    try:
+        r = build_report([directory / "merged.h5"], directory / "report")
+        say(f"# report: {r['dir'] / 'report.html'} (section 'How the budget was spent')")
+    except (OSError, ValueError) as e:
+        say(f"# tune: no report ({str(e).splitlines()[0]})")

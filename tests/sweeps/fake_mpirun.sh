@@ -1,0 +1,11 @@
+#!/bin/sh
+# A stand-in for mpirun for the tuner's synthetic tests (DTUNE_MPIRUN): one process, the `-x NAME=value`
+# settings exported, the launcher's own options dropped; then the program with its arguments.
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -np|--map-by) shift 2 ;;
+    --oversubscribe|--allow-run-as-root) shift ;;
+    -x) export "$2"; shift 2 ;;
+    *) exec "$@" ;;
+  esac
+done

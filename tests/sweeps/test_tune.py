@@ -1,0 +1,199 @@
+"""dtune tune on a synthetic objective (fake_train.py installed as dtune-train, fake_mpirun.sh as
+mpirun): known optimum, exact ties and seeded noise, so every property is deterministic. Halving
+finds the optimum, keeps to a budget of runs, promotes ties together, never reruns a failed point,
+and resumes after a kill -9 of the tuner without repeating a finished run, deciding as an
+uninterrupted tune does. Bad input exits 2 with one message before anything runs."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+DTUNE = [str(REPO / "scripts" / "dtune")]
+
+SPACE = """
+name: fake
+binary: dtune-train
+args: [--warmup-steps, 1, --sleep-ms, 1]
+steps: 16
+axes: {{--x: [{xs}], --z: [0, 1]}}
+"""
+
+
+@pytest.fixture
+def fake(tmp_path):
+    """An environment whose dtune-train is the synthetic one and whose mpirun starts it directly."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = bindir / "dtune-train"
+    exe.write_text(f'#!/bin/sh\nexec {sys.executable} {HERE / "fake_train.py"} "$@"\n')
+    exe.chmod(0o755)
+    return {**os.environ, "DTUNE_BIN_DIR": str(bindir), "DTUNE_MPIRUN": str(HERE / "fake_mpirun.sh")}
+
+
+def write(tmp_path, text, name="s.yaml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def dtune(*args, env=None, timeout=600):
+    return subprocess.run(DTUNE + [str(a) for a in args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def launches(out: Path) -> Counter:
+    """How often each distinct argument list was launched."""
+    f = out / "launches.log"
+    return Counter(f.read_text().splitlines()) if f.exists() else Counter()
+
+
+def record(out: Path) -> dict:
+    (rec,) = json.loads((out / "tune.json").read_text())["sweeps"]
+    return rec
+
+
+def rung_sets(rec: dict) -> list:
+    return [sorted(c["id"] for c in r["candidates"]) for r in rec["rungs"]]
+
+
+def test_finds_the_optimum_and_never_reruns_a_failed_point(tmp_path, fake):
+    f = write(tmp_path, SPACE.format(xs="0, 1, 2, 3, 4, 5, 6, 7"))
+    out = tmp_path / "out"
+    r = dtune("tune", f, "--out", out, "--no-report", env=fake)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = record(out)
+    assert (rec["winner"]["values"]["--x"], rec["winner"]["values"]["--z"]) == (3, 0), rec["winner"]
+    assert rec["margin"]["significant"]
+    assert "flags: --x 3 --z 0" in r.stdout and "export DTUNE_TRAIN_X=3" in r.stdout
+    # --x 6 fails and --x 7 runs out of memory: recorded, dropped, each launched once.
+    statuses = {(c["values"]["--x"], c["values"]["--z"]): c["status"] for c in rec["rungs"][0]["candidates"]}
+    assert statuses[(6, 0)] == statuses[(6, 1)] == "failed" and statuses[(7, 0)] == "oom"
+    first = launches(out)
+    assert set(first.values()) == {1}, first
+    # A second tune over the same directory decides from the recorded runs alone: nothing launches,
+    # the failed points are not retried, and the outcome is the same.
+    again = dtune("tune", f, "--out", out, "--no-report", env=fake)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert launches(out) == first
+    assert "failed before: recorded, not retried" in again.stdout
+    assert rung_sets(record(out)) == rung_sets(rec)
+
+
+def test_a_budget_of_runs_is_kept(tmp_path, fake):
+    f = write(tmp_path, SPACE.format(xs="0, 1, 2, 3, 4, 5"))
+    out = tmp_path / "out"
+    r = dtune("tune", f, "--out", out, "--budget", "10", "--seed", "3", "--no-report", env=fake)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = record(out)
+    assert sum(launches(out).values()) == rec["spent_runs"] <= 10
+    # 12 candidates want 12 + 5 + 2 runs; 10 pay for a draw of 5 (5 + 3 + 2), the first five of
+    # the order --seed 3 shuffles.
+    assert [s["candidates"] for s in rec["schedule"]] == [5, 3, 2]
+    assert len(rec["rungs"][0]["candidates"]) == 5
+
+
+def test_near_ties_are_promoted_together(tmp_path, fake):
+    # --y changes nothing: the six --x 3 candidates measure identical samples, the six --x 0 ones
+    # are 45% slower. The nominal cut (5 of 12) falls inside the tie: all six go up, no --x 0.
+    f = write(
+        tmp_path,
+        "name: ties\nbinary: dtune-train\nargs: [--warmup-steps, 1, --sleep-ms, 1, --z, 0]\nsteps: 16\n"
+        "axes: {--x: [0, 3], --y: [a, b, c, d, e, f]}\n",
+    )
+    out = tmp_path / "out"
+    r = dtune("tune", f, "--out", out, "--no-report", env=fake)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = record(out)
+    assert [s["candidates"] for s in rec["schedule"]] == [12, 5, 2]
+    for rung in rec["rungs"][1:]:
+        assert sorted(c["values"]["--y"] for c in rung["candidates"]) == list("abcdef")
+        assert {c["values"]["--x"] for c in rung["candidates"]} == {3}
+    assert not rec["margin"]["significant"] and rec["margin"]["p"] == 1.0
+    assert "not significant" in r.stdout
+
+
+def test_kill_minus_9_then_resume_repeats_no_finished_run(tmp_path, fake):
+    f = write(tmp_path, SPACE.format(xs="0, 1, 2, 3, 4, 5"))
+    ref = tmp_path / "ref"
+    assert dtune("tune", f, "--out", ref, "--no-report", env=fake).returncode == 0
+    out = tmp_path / "out"
+    p = subprocess.Popen(
+        DTUNE + ["tune", str(f), "--out", str(out), "--no-report"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=fake,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 300
+    while sum(launches(out).values()) < 14:  # into the second rung (12 + 5 + 2 runs in all)
+        assert p.poll() is None and time.monotonic() < deadline, "the tune ended before the kill"
+        time.sleep(0.02)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    before = launches(out)
+    r = dtune("tune", f, "--out", out, "--no-report", env=fake)
+    assert r.returncode == 0, r.stdout + r.stderr
+    after = launches(out)
+    # At most the run the kill interrupted starts again; every other finished run is kept.
+    assert sum(after.values()) - sum(before.values()) <= sum(launches(ref).values()) - sum(before.values()) + 1
+    assert sum(v - 1 for v in after.values()) <= 1, after
+    records = [json.loads(x) for x in (out / "state.jsonl").read_text().splitlines() if x.strip()]
+    finished = Counter(x["id"] for x in records if x["event"] == "finished" and x["status"] in ("ok", "oom"))
+    assert set(finished.values()) == {1}
+    assert rung_sets(record(out)) == rung_sets(record(ref))
+    assert record(out)["winner"]["id"] == record(ref)["winner"]["id"]
+
+
+@pytest.mark.parametrize(
+    "args,expect",
+    [
+        (["--objective", "flops"], "--objective flops: not one of samples_per_s"),
+        (["--objective", "busbw"], "--objective busbw is measured by dtune-comm"),
+        (["--budget", "1"], "cannot run one rung"),
+        (["--budget", "1s"], "cannot run one rung"),
+        (["--budget", "soon"], "give run time (60s, 10m, 1h) or a number of runs"),
+        (["--sweep", "nope"], "--sweep nope: no such sweep"),
+    ],
+)
+def test_bad_input_exits_2_before_anything_runs(tmp_path, fake, args, expect):
+    f = write(tmp_path, SPACE.format(xs="0, 1"))
+    r = dtune("tune", f, "--out", tmp_path / "out", *args, env=fake)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert expect in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert not (tmp_path / "out" / "launches.log").exists()
+
+
+def test_constraints_that_exclude_everything_exit_2(tmp_path, fake):
+    f = write(tmp_path, SPACE.format(xs="0, 1") + "constraints: ['--x > 5']\n")
+    r = dtune("tune", f, "--out", tmp_path / "out", env=fake)
+    assert r.returncode == 2 and "constraints: no points left after the exclusions and constraints" in r.stderr
+    g = write(tmp_path, SPACE.format(xs="0, 1, 2, 3") + "constraints: ['--x * --z <= 1']\n", "g.yaml")
+    plan = dtune("sweep", "plan", g, env=fake)
+    assert plan.returncode == 0 and plan.stdout.startswith("# ") and "6 points" in plan.stdout, plan.stdout
+
+
+def test_optuna_finds_the_optimum_within_the_budget_and_resumes_its_study(tmp_path, fake):
+    # optuna is in requirements.txt: a missing one is a failure here, not a skip.
+    f = write(tmp_path, SPACE.format(xs="0, 1, 2, 3, 4, 5"))
+    out = tmp_path / "out"
+    args = ["tune", f, "--out", out, "--method", "optuna", "--budget", "18", "--seed", "1", "--no-report"]
+    r = dtune(*args, env=fake)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = record(out)
+    assert rec["spent_runs"] == sum(launches(out).values()) <= 18
+    assert (rec["winner"]["values"]["--x"], rec["winner"]["values"]["--z"]) == (3, 0), rec["winner"]
+    assert [r_["steps"] for r_ in rec["rungs"]] == [4, 8, 16]
+    assert list(out.glob("optuna-fake.journal"))  # the study beside the sweep's state
+    # The same command again resumes the study: every run it asks for is made already.
+    before = launches(out)
+    again = dtune(*args, env=fake)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert launches(out) == before
