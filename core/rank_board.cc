@@ -25,7 +25,7 @@ char process_state(int64_t pid) {
 
 }  // namespace
 
-RankBoard::RankBoard(const RunContext& ctx) : local_(MpiComm::split_shared(ctx.comm())) {
+RankBoard::RankBoard(const RunContext& ctx) : local_(MpiComm::dup(ctx.node_comm())) {
   world_size_ = ctx.world_size();
   local_size_ = local_.size();
   void* base = nullptr;
