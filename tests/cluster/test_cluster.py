@@ -1,0 +1,179 @@
+"""The cluster in a box (scripts/cluster): simulated nodes in network namespaces joined by a bridge
+over tc-shaped veth pairs, and dtune-comm launched across them with mpirun. Proves that up/down
+leave nothing behind and a second up changes nothing; that every collective is exact across 2
+nodes x 2 ranks, flat and hierarchical, with each rank's node and local rank right in the results
+file; that dtune-comm's set-up cannot hang where the MPI library's locality data is wrong; and that
+the inter-node link runs at the shaped 1 Gbit/s while ranks within a node go far faster.
+
+Each test process uses cluster names of its own (pid-based), so two runs never collide; the
+fixtures take the clusters down however the tests end. Needs root, as CI runs."""
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import REPO, bin_dir
+
+CLUSTER = REPO / "scripts" / "cluster"
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces, tc)")
+
+
+def cluster(*args, check=True, **kw) -> subprocess.CompletedProcess:
+    r = subprocess.run([str(CLUSTER), *map(str, args)], capture_output=True, text=True, timeout=120, **kw)
+    if check:
+        assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+def owned(name: str) -> dict:
+    """Everything on this machine whose name the cluster `name` uses."""
+    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    qdiscs = subprocess.run(["tc", "qdisc", "show"], capture_output=True, text=True).stdout
+    return {
+        "namespaces": [w.split()[0] for w in ns.splitlines() if w.startswith(f"{name}-node")],
+        "links": [m for m in re.findall(r"^\d+: ([^:@]+)", links, re.M) if m.startswith(name)],
+        "qdiscs": [q for q in qdiscs.splitlines() if re.search(rf"dev {name}(br|v\d)", q)],
+        "state": Path(f"/run/dtune-cluster/{name}").exists(),
+    }
+
+
+@pytest.fixture(scope="module")
+def shaped():
+    """2 nodes, 2 slots each, 1 Gbit/s links: up for the module, down however it ends."""
+    name = f"dt{os.getpid() % 10**7}"
+    try:
+        cluster("up", "--nodes", 2, "--link-gbit", 1, "--name", name)
+        yield name
+    finally:
+        cluster("down", "--name", name, check=False)
+
+
+def mpirun(name: str, np_: int, args: list, extra=(), timeout=600) -> subprocess.CompletedProcess:
+    state = Path(f"/run/dtune-cluster/{name}")
+    cmd = [os.environ.get("DTUNE_MPIRUN", "mpirun"), "--allow-run-as-root", "--tune", str(state / "mpirun.tune")]
+    cmd += [*extra, "--hostfile", str(state / "hostfile"), "-np", str(np_)]
+    cmd += [str(bin_dir() / "dtune-comm"), *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def test_up_down_leave_nothing_and_a_second_up_is_a_no_op():
+    name = f"du{os.getpid() % 10**7}"
+    try:
+        first = cluster("up", "--nodes", 3, "--link-gbit", 2, "--name", name)
+        have = owned(name)
+        assert sorted(have["namespaces"]) == [f"{name}-node{i}" for i in range(3)]
+        assert sorted(have["links"]) == sorted([f"{name}br"] + [f"{name}v{i}" for i in range(3)])
+        shaped_links = [q for q in have["qdiscs"] if "tbf" in q]
+        assert len(shaped_links) == 3 and all("rate 2Gbit" in q for q in shaped_links)
+        assert "mpirun --tune" in first.stdout.splitlines()[-1]
+        hostfile = Path(f"/run/dtune-cluster/{name}/hostfile").read_text().split("\n")
+        assert hostfile[:3] == [f"{name}-node{i} slots=2" for i in range(3)]
+        # Inside a node: its own hostname, its address, a shaped egress.
+        r = cluster(
+            "exec", "--name", name, 2, "sh", "-c", "hostname; ip -4 -o addr show dev eth0; tc qdisc show dev eth0"
+        )
+        assert r.stdout.splitlines()[0] == f"{name}-node2"
+        assert "tbf" in r.stdout and "rate 2Gbit" in r.stdout
+        # Up again: nothing is recreated (the qdiscs keep their handles), the same line is printed.
+        second = cluster("up", "--nodes", 3, "--link-gbit", 2, "--name", name)
+        assert "already up" in second.stdout
+        assert owned(name) == have
+        assert second.stdout.splitlines()[-1] == first.stdout.splitlines()[-1]
+        # Another shape under the same name: refused in one line, the cluster untouched.
+        other = cluster("up", "--nodes", 2, "--name", name, check=False)
+        assert other.returncode != 0 and len(other.stderr.strip().splitlines()) == 1
+        assert "down" in other.stderr and owned(name) == have
+        assert cluster("status", "--name", name).returncode == 0
+    finally:
+        cluster("down", "--name", name, check=False)
+    assert owned(name) == {"namespaces": [], "links": [], "qdiscs": [], "state": False}
+    assert cluster("status", "--name", name, check=False).returncode == 1
+    # Down again: nothing to do, still fine.
+    cluster("down", "--name", name)
+
+
+def test_refuses_clearly_without_privileges_and_on_bad_flags():
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    r = subprocess.run([*nobody, str(CLUSTER), "up", "--name", "dtnobody"], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "needs root" in r.stderr
+    assert owned("dtnobody")["namespaces"] == []
+    for args in (["up", "--nodes", "0"], ["up", "--link-gbit", "fast"], ["up", "--name", "Bad-Name"], ["fly"]):
+        r = cluster(*args, check=False)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
+
+
+@pytest.mark.parametrize("algorithm", ["flat", "hierarchical"])
+def test_every_collective_exact_across_two_nodes_and_ranks_know_their_node(shaped, algorithm, tmp_path):
+    out = tmp_path / "c.h5"
+    args = ["-b", "8", "-e", "256K", "-f", "8", "-n", "2", "-w", "1", "-c", "1", "--collective", "all"]
+    args += ["-d", "float32,int32,bfloat16", "-o", "sum,max,avg", "--algorithm", algorithm]
+    r = mpirun(shaped, 4, [*args, "--timeout", "120", "--output", out])
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "# Out of bounds values : 0 OK" in r.stdout
+    assert f"nnodes 2 algorithm: {algorithm}" in r.stdout
+    with h5py.File(out) as f:
+        prov = f["provenance"]
+        hosts = [h.decode() if isinstance(h, bytes) else h for h in prov["rank_host"][:]]
+        assert hosts == [f"{shaped}-node0"] * 2 + [f"{shaped}-node1"] * 2
+        assert list(prov["rank_node"][:]) == [0, 0, 1, 1]
+        assert list(prov["rank_local_rank"][:]) == [0, 1, 0, 1]
+        assert int(prov.attrs["nodes"]) == 2
+        groups = list(f["runs"].values())
+        assert len(groups) == 3 * 3 * 3 + 4 * 3  # reductions x dtypes x ops + the others x dtypes
+        for g in groups:
+            wrong = g["wrong"][:]
+            assert (wrong[0] == 0).all(), g.name  # out-of-place checked everywhere, exact
+            assert ((wrong[1] == 0) | (wrong[1] == -1)).all(), g.name
+            coll = g.attrs["collective"]
+            assert g.attrs["algorithm"] == (algorithm if coll == "allreduce" else "flat")
+
+
+def test_setup_cannot_hang_where_mpi_locality_is_wrong(shaped):
+    # Open MPI with PMIx's hash store takes the other node's ranks for local peers here, and
+    # MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) then never returns on the first node. dtune no
+    # longer calls it: the job ends by itself, and if the library cannot share memory within a
+    # node it says why.
+    r = mpirun(
+        shaped,
+        4,
+        ["-b", "8", "-e", "8", "--timeout", "20", "--no-output"],
+        extra=["-x", "PMIX_MCA_gds=hash"],
+        timeout=120,
+    )
+    assert r.returncode == 0 or "PMIX_MCA_gds=hash" in r.stderr, r.stderr[-3000:]
+
+
+def median_busbw_gbit(path: Path) -> float:
+    """The sendrecv busbw of the largest size, from the median iteration of the slowest rank."""
+    with h5py.File(path) as f:
+        (g,) = f["runs"].values()
+        size = float(g["size_bytes"][-1])
+        t_us = np.median(np.nanmax(g["time_us"][0, -1], axis=0))  # (R, I) -> slowest rank per iteration
+        return size * g.attrs["busbw_factor"] / (t_us * 1e-6) * 8 / 1e9
+
+
+def test_inter_node_runs_at_the_shaped_rate_and_intra_node_far_above(shaped, tmp_path):
+    # sendrecv between two ranks: each sends 64 MiB to the other at once, so each direction of the
+    # link carries 64 MiB per iteration (busbw factor 1). Large messages and 8 iterations: the
+    # median iteration is a steady-state transfer, not a handshake.
+    args = ["--collective", "sendrecv", "-b", "64M", "-e", "64M", "-n", "8", "-w", "2", "-c", "0", "--timeout", "200"]
+    inter = mpirun(shaped, 2, [*args, "--output", tmp_path / "inter.h5"], extra=["--map-by", "node"])
+    assert inter.returncode == 0, inter.stderr[-3000:]
+    intra = mpirun(shaped, 2, [*args, "--output", tmp_path / "intra.h5"], extra=["--map-by", "slot"])
+    assert intra.returncode == 0, intra.stderr[-3000:]
+    with h5py.File(tmp_path / "inter.h5") as f:
+        assert list(f["provenance"]["rank_node"][:]) == [0, 1]
+    with h5py.File(tmp_path / "intra.h5") as f:
+        assert list(f["provenance"]["rank_node"][:]) == [0, 0]
+    inter_gbit = median_busbw_gbit(tmp_path / "inter.h5")
+    intra_gbit = median_busbw_gbit(tmp_path / "intra.h5")
+    # tbf counts Ethernet frames: TCP payload is 1448 of every 1514 bytes, so ~0.956 Gbit/s of data.
+    assert 0.75 <= inter_gbit <= 1.25, f"inter-node busbw {inter_gbit:.3f} Gbit/s at a 1 Gbit/s link"
+    assert intra_gbit > 3 * inter_gbit, f"intra-node {intra_gbit:.2f} Gbit/s vs inter-node {inter_gbit:.2f}"
