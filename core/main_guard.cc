@@ -46,10 +46,8 @@ bool every_rank_arrives(MPI_Comm comm, std::chrono::milliseconds timeout) {
 
 constexpr std::chrono::milliseconds kUsageAgreementTimeout{3000};
 
-// The binary's --timeout before its options are parsed (they are parsed once MPI is up): the last
-// `--timeout S` or `--timeout=S` on the command line, else DTUNE_<TOOL>_TIMEOUT (dtune-comm:
-// DTUNE_COMM_TIMEOUT), else 300 s, every binary's default. A value the parser will refuse later
-// counts as the default here.
+}  // namespace
+
 double setup_timeout_s(int argc, char** argv, const char* tool) {
   constexpr double kDefaultS = 300, kMaxS = 1e6;
   auto parse = [](const char* text, double fallback) {
@@ -68,8 +66,6 @@ double setup_timeout_s(int argc, char** argv, const char* tool) {
   }
   return t;
 }
-
-}  // namespace
 
 int run_main(int argc, char** argv, const char* tool,
              const std::function<int(const MainArgs&)>& body) {
