@@ -54,11 +54,11 @@ def shaped():
         cluster("down", "--name", name, check=False)
 
 
-def mpirun(name: str, np_: int, args: list, extra=(), timeout=600) -> subprocess.CompletedProcess:
+def mpirun(name: str, np_: int, args: list, extra=(), timeout=600, exe="dtune-comm") -> subprocess.CompletedProcess:
     state = Path(f"/run/dtune-cluster/{name}")
     cmd = [os.environ.get("DTUNE_MPIRUN", "mpirun"), "--allow-run-as-root", "--tune", str(state / "mpirun.tune")]
     cmd += [*extra, "--hostfile", str(state / "hostfile"), "-np", str(np_)]
-    cmd += [str(bin_dir() / "dtune-comm"), *map(str, args)]
+    cmd += [str(bin_dir() / exe), *map(str, args)]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
@@ -181,3 +181,29 @@ def test_inter_node_runs_at_the_shaped_rate_and_intra_node_far_above(shaped, tmp
     # tbf counts Ethernet frames: TCP payload is 1448 of every 1514 bytes, ~0.956 Gbit/s of data.
     assert 0.75 <= inter_gbit <= 1.25, f"inter-node busbw {inter_gbit:.3f} Gbit/s at a 1 Gbit/s link"
     assert intra_gbit > 3 * inter_gbit, f"intra-node {intra_gbit:.2f} Gbit/s, inter-node {inter_gbit:.2f}"
+
+
+def test_train_hierarchical_reduction_equals_flat_across_nodes(shaped, tmp_path):
+    # The tiny GPT on 2 nodes x 2 ranks, one step from the same parameters: the hierarchical
+    # reduction (within node, among leaders, broadcast) gives the flat MPI_Iallreduce's averaged
+    # gradients to float rounding; --check-every 1 proves every rank holds the same parameters.
+    torch = pytest.importorskip("torch")
+    exe = bin_dir() / "dtune-train"
+    if not exe.exists():
+        pytest.fail(f"{exe} does not exist: build first (scripts/setup.sh)")
+    dumps = {}
+    for algo in ("flat", "hierarchical"):
+        args = ["--model", "gpt2-tiny", "--context", "32", "--vocab", "256", "--batch", "2", "--steps", "2"]
+        args += ["--warmup-steps", "0", "--threads", "1", "--bucket-mb", "0.05", "--check-every", "1"]
+        args += ["--reduce-algo", algo, "--timeout", "120", "--debug-dump", tmp_path / f"{algo}.pt"]
+        r = mpirun(shaped, 4, [*args, "--output", tmp_path / f"{algo}.h5"], exe="dtune-train")
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        with h5py.File(tmp_path / f"{algo}.h5") as f:
+            (g,) = f["runs"].values()
+            assert g.attrs["reduce_algo"] == algo and list(f["provenance"]["rank_node"][:]) == [0, 0, 1, 1]
+        dumps[algo] = torch.load(tmp_path / f"{algo}.pt", weights_only=False)
+    flat, hier = dumps["flat"], dumps["hierarchical"]
+    assert set(flat) == set(hier) and any(k.startswith("grad.") for k in flat)
+    for k in flat:
+        scale = flat[k].abs().max().clamp_min(1e-12)
+        assert ((hier[k].float() - flat[k].float()).abs().max() / scale).item() <= 1e-5, k
