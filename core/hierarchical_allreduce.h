@@ -21,8 +21,9 @@ class HierarchicalAllreduce {
   // Blocking, as MPI_Allreduce (`send` may be MPI_IN_PLACE; `recv` holds the result on every
   // rank).
   void run(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op);
-  // Nonblocking: start(), then test() until it returns true (each call advances the stages). The
-  // buffers must stay untouched until then; one operation at a time.
+  // Nonblocking (MPI_Ireduce, MPI_Iallreduce, MPI_Ibcast): start(), then test() until it returns
+  // true (each call advances the stages), for a caller that must be able to give up. The buffers
+  // must stay untouched until then; one operation at a time.
   void start(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op);
   bool test();
 

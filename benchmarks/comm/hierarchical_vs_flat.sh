@@ -26,7 +26,7 @@ name=hvf$(($$ % 1000000))
 work=${out:-$(mktemp -d /tmp/dtune-hvf.XXXXXX)}
 mkdir -p "$work"
 trap '"$repo/scripts/cluster" down --name "$name" >/dev/null 2>&1 || true' EXIT
-"$repo/scripts/cluster" up --nodes 2 --slots 2 --link-gbit "$gbit" --name "$name" | head -1
+"$repo/scripts/cluster" up --nodes 2 --slots 2 --link-gbit "$gbit" --name "$name" | sed -n 1p
 state=/run/dtune-cluster/$name
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 for ((r = 0; r < repeats; ++r)); do
