@@ -194,7 +194,8 @@ def test_train_hierarchical_reduction_equals_flat_across_nodes(shaped, tmp_path)
     dumps = {}
     for algo in ("flat", "hierarchical"):
         args = ["--model", "gpt2-tiny", "--context", "32", "--vocab", "256", "--batch", "2", "--steps", "2"]
-        args += ["--warmup-steps", "0", "--threads", "1", "--bucket-mb", "0.05", "--check-every", "1"]
+        args += ["--warmup-steps", "0", "--threads", "1", "--bucket-mb", "0.05", "--first-bucket-mb", "0.05"]
+        args += ["--check-every", "1"]
         args += ["--reduce-algo", algo, "--timeout", "120", "--debug-dump", tmp_path / f"{algo}.pt"]
         r = mpirun(shaped, 4, [*args, "--output", tmp_path / f"{algo}.h5"], exe="dtune-train")
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
