@@ -58,7 +58,8 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       "--backend nccl and\n--precision tf32 need --device cuda; --weights-dtype bf16 not with "
       "--precision fp16; --local-sgd\nnot with --accum-steps > 1; --batch auto on CPU needs "
       "--memory-limit-mb; --cache-dir needs --data;\n--profile-steps within --warmup-steps + "
-      "--steps; --output or --no-output, not both.");
+      "--steps; --reduce-algo hierarchical only with --backend mpi; --output or --no-output, not "
+      "both.");
   app.get_formatter()->column_width(34);
   auto env = [](const char* n) { return std::string("DTUNE_TRAIN_") + n; };
   std::string batch = "8", precision = to_string(o.precision), weights = to_string(o.weights_dtype),
