@@ -136,6 +136,19 @@ def test_every_collective_exact_across_two_nodes_and_ranks_know_their_node(shape
             assert g.attrs["algorithm"] == (algorithm if coll == "allreduce" else "flat")
 
 
+def test_node_local_directory_is_shared_within_a_node_and_not_across(shaped):
+    # Every launch on a node sees the node's own directory at one path (a node-local disk).
+    state = Path(f"/run/dtune-cluster/{shaped}")
+    cmd = [os.environ.get("DTUNE_MPIRUN", "mpirun"), "--allow-run-as-root", "--tune", str(state / "mpirun.tune")]
+    cmd += ["--hostfile", str(state / "hostfile"), "-np", "4", "sh", "-c"]
+    cmd += [f"echo $OMPI_COMM_WORLD_RANK > {state}/node-local/rank$OMPI_COMM_WORLD_RANK"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for i, ranks in enumerate((["rank0", "rank1"], ["rank2", "rank3"])):
+        assert sorted(p.name for p in (state / "local" / f"{shaped}-node{i}").iterdir()) == ranks
+    assert list((state / "node-local").iterdir()) == []  # outside the nodes: nothing
+
+
 def test_setup_cannot_hang_where_mpi_locality_is_wrong(shaped):
     # Open MPI with PMIx's hash store takes the other node's ranks for local peers here, and
     # MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) then never returns on the first node. dtune no
