@@ -2,8 +2,10 @@
 over tc-shaped veth pairs, and dtune-comm launched across them with mpirun. Proves that up/down
 leave nothing behind and a second up changes nothing; that every collective is exact across 2
 nodes x 2 ranks, flat and hierarchical, with each rank's node and local rank right in the results
-file; that dtune-comm's set-up cannot hang where the MPI library's locality data is wrong; and that
-the inter-node link runs at the shaped 1 Gbit/s while ranks within a node go far faster.
+file; that dtune-comm's set-up cannot hang where the MPI library's locality data is wrong; that
+the inter-node link runs at the shaped 1 Gbit/s while ranks within a node go far faster; that
+dtune-train's hierarchical reduction equals the flat one; that each node has its own node-local
+directory, and the node cache in it fetches each block once per node.
 
 Each test process uses cluster names of its own (pid-based), so two runs never collide; the
 fixtures take the clusters down however the tests end. Needs root, as CI runs."""
