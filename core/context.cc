@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "core/error.h"
@@ -22,12 +23,25 @@ RunContext RunContext::create(int mpi_thread_level) {
   ctx.ending_ = MpiComm::dup(MPI_COMM_WORLD);
   ctx.rank_ = ctx.world_.rank();
   ctx.world_size_ = ctx.world_.size();
-  MpiComm local = MpiComm::split_shared(ctx.world_.get());
-  ctx.local_rank_ = local.rank();
-  ctx.local_size_ = local.size();
+  ctx.nodes_ = derive_node_map(ctx.world_.get());
+  MPI_Comm node = MPI_COMM_NULL;
+  DTUNE_MPI_CHECK(MPI_Comm_split(ctx.world_.get(), ctx.nodes_.node, ctx.rank_, &node));
+  DTUNE_MPI_CHECK(MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN));
+  ctx.node_comm_ = MpiComm(node);
+  ctx.local_rank_ = ctx.nodes_.local_rank;
+  ctx.local_size_ = ctx.nodes_.local_size;
+  DTUNE_CHECK(ctx.node_comm_.rank() == ctx.local_rank_ && ctx.node_comm_.size() == ctx.local_size_,
+              "node communicator disagrees with the gathered host names");
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   ctx.host_ = host;
+  const int launcher = launcher_local_rank();
+  if (launcher >= 0 && launcher != ctx.local_rank_)
+    std::fprintf(
+        stderr,
+        "dtune: warning: rank %d on %s: the launcher says local rank %d, the gathered host "
+        "names say %d (of %d on this node); dtune uses %d\n",
+        ctx.rank_, host, launcher, ctx.local_rank_, ctx.local_size_, ctx.local_rank_);
   return ctx;
 }
 

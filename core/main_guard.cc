@@ -2,13 +2,16 @@
 #include "core/main_guard.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <string>
 #include <thread>
 
+#include "core/deadline.h"
 #include "core/error.h"
 #include "core/watchdog.h"
 
@@ -45,21 +48,51 @@ constexpr std::chrono::milliseconds kUsageAgreementTimeout{3000};
 
 }  // namespace
 
+double setup_timeout_s(int argc, char** argv, const char* tool) {
+  constexpr double kDefaultS = 300, kMaxS = 1e6;
+  auto parse = [](const char* text, double fallback) {
+    char* end = nullptr;
+    const double v = text ? std::strtod(text, &end) : 0;
+    return text && end != text && *end == '\0' && v > 0 && v <= kMaxS ? v : fallback;
+  };
+  std::string env = tool;
+  env = env.substr(env.find('-') == std::string::npos ? 0 : env.find('-') + 1);
+  for (char& c : env) c = c == '-' ? '_' : static_cast<char>(std::toupper(c));
+  double t = parse(std::getenv(("DTUNE_" + env + "_TIMEOUT").c_str()), kDefaultS);
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--timeout" && i + 1 < argc) t = parse(argv[i + 1], t);
+    if (a.rfind("--timeout=", 0) == 0) t = parse(argv[i] + 10, t);
+  }
+  return t;
+}
+
 int run_main(int argc, char** argv, const char* tool,
              const std::function<int(const MainArgs&)>& body) {
+  // Starting MPI and finding every rank's node are collectives like any other: a rank that never
+  // comes (a launcher that cannot reach a node, an MPI library whose ranks disagree about a split)
+  // must end the job with a message, not leave it waiting silently before --timeout is even read.
+  // So the watchdog exists first and bounds them by the --timeout found on the command line (or
+  // in DTUNE_<TOOL>_TIMEOUT); until MPI is up it can only _exit, which the launcher sees.
+  const double setup_s = setup_timeout_s(argc, argv, tool);
+  Watchdog watchdog(tool, false);
+  watchdog.arm(setup_s, "starting MPI (MPI_Init_thread: the launcher connecting the ranks)");
   MpiSession session(&argc, &argv);
+  watchdog.disarm();
+  watchdog.set_abort_with_mpi(session.thread_level() == MPI_THREAD_MULTIPLE);
   int code = 0;
   bool abort = false;
   {
     // The context (and its communicators) must be gone before MPI_Finalize.
     std::unique_ptr<RunContext> ctx;
-    // After the context: it goes first. A hang ends through MPI_Abort from its thread when MPI
-    // allows calls from any thread (MPI_THREAD_MULTIPLE), else through _exit and the launcher.
-    std::unique_ptr<Watchdog> watchdog;
     try {
-      ctx = std::make_unique<RunContext>(RunContext::create(session.thread_level()));
-      watchdog = std::make_unique<Watchdog>(tool, ctx->mpi_thread_level() == MPI_THREAD_MULTIPLE);
-      code = body(MainArgs{argc, argv, *ctx, *watchdog});
+      {
+        const DeadlineGuard guard(watchdog, setup_s,
+                                  "finding every rank's node (gathering host names, splitting "
+                                  "communicators)");
+        ctx = std::make_unique<RunContext>(RunContext::create(session.thread_level()));
+      }
+      code = body(MainArgs{argc, argv, *ctx, watchdog});
       // Every rank meets here before finishing. A rank that returned a failure waits only a
       // moment: when some ranks never come (they wait for it in a collective), it aborts the job
       // rather than leave them there. A rank that succeeded waits as MPI_Finalize would.

@@ -24,6 +24,12 @@ struct MainArgs {
   Watchdog& watchdog;
 };
 
+// The binary's --timeout before its options are parsed (they are parsed once MPI is up), to bound
+// MPI_Init and the set-up: the last `--timeout S` or `--timeout=S` on the command line, else
+// DTUNE_<TOOL>_TIMEOUT (dtune-comm: DTUNE_COMM_TIMEOUT), else 300 s, every binary's default. A
+// value the option parser will refuse later counts as absent here.
+double setup_timeout_s(int argc, char** argv, const char* tool);
+
 int run_main(int argc, char** argv, const char* tool,
              const std::function<int(const MainArgs&)>& body);
 

@@ -51,14 +51,6 @@ MpiComm MpiComm::dup(MPI_Comm comm) {
   return MpiComm(out);
 }
 
-MpiComm MpiComm::split_shared(MPI_Comm comm) {
-  int rank = 0;
-  DTUNE_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  MPI_Comm out = MPI_COMM_NULL;
-  DTUNE_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &out));
-  return MpiComm(out);
-}
-
 MpiSession::MpiSession(int* argc, char*** argv) {
   // THREAD_MULTIPLE lets the watchdog thread call MPI_Abort while the main thread is inside a
   // collective; if the library offers less, the watchdog falls back to _exit (mpirun then kills

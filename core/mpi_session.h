@@ -25,8 +25,6 @@ class MpiComm {
   int size() const;
 
   static MpiComm dup(MPI_Comm comm);
-  // Ranks that share memory (one node): local rank and local size come from here.
-  static MpiComm split_shared(MPI_Comm comm);
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;

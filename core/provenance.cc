@@ -63,6 +63,8 @@ Provenance collect_provenance(const RunContext& ctx, const std::string& command_
   p.rank_host = gather_strings(ctx.comm(), ctx.host());
   p.rank_device = gather_strings(ctx.comm(), device);
   p.rank_local_rank = gather_longs(ctx.comm(), {static_cast<long long>(ctx.local_rank())});
+  p.rank_node.assign(ctx.rank_node().begin(), ctx.rank_node().end());
+  p.nodes = ctx.node_count();
   p.env = recorded_environment();
   p.mpi_library_version = mpi_library_version();
   p.mpi_standard_version = mpi_standard_version();
@@ -78,6 +80,7 @@ void write_provenance(hid_t file, const Provenance& p) {
   h5::write_attr(g.get(), "command_line", p.command_line);
   h5::write_attr(g.get(), "start_time", p.start_time);
   h5::write_attr(g.get(), "world_size", p.world_size);
+  h5::write_attr(g.get(), "nodes", p.nodes);
   h5::write_attr(g.get(), "git_revision", build_info::git_revision());
   h5::write_attr(g.get(), "git_dirty", static_cast<int64_t>(build_info::git_dirty()));
   h5::write_attr(g.get(), "compiler", build_info::compiler());
@@ -92,6 +95,8 @@ void write_provenance(hid_t file, const Provenance& p) {
   h5::write_strings(g.get(), "rank_device", p.rank_device);
   std::vector<int64_t> local(p.rank_local_rank.begin(), p.rank_local_rank.end());
   h5::write_dataset(g.get(), "rank_local_rank", {local.size()}, local.data());
+  std::vector<int64_t> node(p.rank_node.begin(), p.rank_node.end());
+  h5::write_dataset(g.get(), "rank_node", {node.size()}, node.data());
   h5::Handle env = h5::create_group(g.get(), "env");
   for (const auto& [k, v] : p.env) h5::write_attr(env.get(), k, v);
 }

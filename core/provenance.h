@@ -21,6 +21,8 @@ struct Provenance {
   std::vector<std::string> rank_host;    // index = rank (filled on rank 0 only)
   std::vector<std::string> rank_device;  // "cpu" or "cuda:0 NVIDIA H200 (...)"
   std::vector<long long> rank_local_rank;
+  std::vector<long long> rank_node;  // node index (core/node_map.h), index = rank
+  int nodes = 1;
   std::vector<std::pair<std::string, std::string>> env;  // rank 0's matching variables, sorted
   std::string mpi_library_version, mpi_standard_version;
   std::string nccl_version;

@@ -25,12 +25,26 @@ char process_state(int64_t pid) {
 
 }  // namespace
 
-RankBoard::RankBoard(const RunContext& ctx) : local_(MpiComm::split_shared(ctx.comm())) {
+RankBoard::RankBoard(const RunContext& ctx) : local_(MpiComm::dup(ctx.node_comm())) {
   world_size_ = ctx.world_size();
   local_size_ = local_.size();
   void* base = nullptr;
-  DTUNE_MPI_CHECK(MPI_Win_allocate_shared(sizeof(Slot), sizeof(Slot), MPI_INFO_NULL, local_.get(),
-                                          &base, &win_));
+  // The check of the node map against the MPI library's own view: the ranks that share a host
+  // name must be able to share memory. Where the library's locality data says otherwise, every
+  // shared-memory path of it is suspect: say so rather than measure through it.
+  const int rc = MPI_Win_allocate_shared(sizeof(Slot), sizeof(Slot), MPI_INFO_NULL, local_.get(),
+                                         &base, &win_);
+  if (rc != MPI_SUCCESS) {
+    char text[MPI_MAX_ERROR_STRING] = {0};
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    throw Error("the MPI library cannot share memory among the " + std::to_string(local_size_) +
+                " ranks on host " + ctx.host() + " (" + text +
+                "): its idea of which ranks share a node disagrees with their host names and boot "
+                "ids (with Open MPI on simulated nodes: PMIX_MCA_gds=hash does this; leave it "
+                "unset) [" +
+                process_identity() + "]");
+  }
   mine_ = new (base) Slot{};
   mine_->step.store(0, std::memory_order_relaxed);
   mine_->pid = static_cast<int64_t>(getpid());

@@ -41,6 +41,11 @@ void Watchdog::on_fire(std::function<std::string()> diagnose, std::function<void
   last_words_ = std::move(last_words);
 }
 
+void Watchdog::set_abort_with_mpi(bool abort_with_mpi) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  abort_with_mpi_ = abort_with_mpi;
+}
+
 void Watchdog::disarm() {
   std::lock_guard<std::mutex> lock(mutex_);
   armed_ = false;

@@ -22,6 +22,10 @@ class Watchdog {
   Watchdog& operator=(const Watchdog&) = delete;
   ~Watchdog();
 
+  // MPI is up (MPI_Init_thread returned): abort through MPI_Abort when `abort_with_mpi`. Before,
+  // the watchdog can only _exit (it bounds MPI_Init_thread itself).
+  void set_abort_with_mpi(bool abort_with_mpi);
+
   // Abort the job unless disarm() comes within `timeout_s` seconds.
   void arm(double timeout_s, std::string what);
   void disarm();

@@ -19,6 +19,8 @@ enum class Precision { kFp32, kTf32, kFp16, kBf16 };
 enum class WeightsDtype { kFp32, kBf16 };
 enum class OptimizerKind { kSgd, kAdamw };
 enum class SyncBackend { kMpi, kNccl };
+// --reduce-algo: how the MPI reducer sums a bucket (core/hierarchical_allreduce.h).
+enum class ReduceAlgo { kFlat, kHierarchical };
 enum class Overlap { kOn, kOff };
 enum class Compression { kNone, kFp16, kBf16 };
 enum class DeviceKind { kCpu, kCuda };
@@ -39,6 +41,8 @@ inline constexpr EnumName<OptimizerKind> kOptimizerNames[] = {{OptimizerKind::kS
                                                               {OptimizerKind::kAdamw, "adamw"}};
 inline constexpr EnumName<SyncBackend> kBackendNames[] = {{SyncBackend::kMpi, "mpi"},
                                                           {SyncBackend::kNccl, "nccl"}};
+inline constexpr EnumName<ReduceAlgo> kReduceAlgoNames[] = {
+    {ReduceAlgo::kFlat, "flat"}, {ReduceAlgo::kHierarchical, "hierarchical"}};
 inline constexpr EnumName<Overlap> kOverlapNames[] = {{Overlap::kOn, "on"}, {Overlap::kOff, "off"}};
 inline constexpr EnumName<Compression> kCompressionNames[] = {
     {Compression::kNone, "none"}, {Compression::kFp16, "fp16"}, {Compression::kBf16, "bf16"}};
@@ -88,6 +92,7 @@ struct Options {
   bool overwrite = false;  // --overwrite: replace an existing output file
   DeviceKind device = DeviceKind::kCpu;
   SyncBackend backend = SyncBackend::kMpi;
+  ReduceAlgo reduce_algo = ReduceAlgo::kFlat;
   double bucket_mb = 25;
   double first_bucket_mb = 1;
   Overlap overlap = Overlap::kOn;
@@ -170,6 +175,7 @@ inline std::string to_string(Precision v) { return enum_name(kPrecisionNames, v)
 inline std::string to_string(WeightsDtype v) { return enum_name(kWeightsDtypeNames, v); }
 inline std::string to_string(OptimizerKind v) { return enum_name(kOptimizerNames, v); }
 inline std::string to_string(SyncBackend v) { return enum_name(kBackendNames, v); }
+inline std::string to_string(ReduceAlgo v) { return enum_name(kReduceAlgoNames, v); }
 inline std::string to_string(Overlap v) { return enum_name(kOverlapNames, v); }
 inline std::string to_string(Compression v) { return enum_name(kCompressionNames, v); }
 inline std::string to_string(DeviceKind v) { return enum_name(kDeviceNames, v); }

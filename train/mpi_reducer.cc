@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/hierarchical_allreduce.h"
 #include "core/mpi_reduce_ops.h"
 #include "train/reducer.h"
 
@@ -38,9 +39,12 @@ MPI_Datatype mpi_type(const torch::Tensor& t) {
 
 class MpiReducer final : public Reducer {
  public:
-  explicit MpiReducer(const RunContext& ctx)
+  MpiReducer(const RunContext& ctx, ReduceAlgo algo)
       : thread_comm_(MpiComm::dup(ctx.comm())),
         main_comm_(MpiComm::dup(ctx.comm())),
+        hierarchical_(algo == ReduceAlgo::kHierarchical
+                          ? std::make_unique<HierarchicalAllreduce>(ctx)
+                          : nullptr),
         worker_([this] { loop(); }) {}
 
   ~MpiReducer() override {
@@ -119,12 +123,19 @@ class MpiReducer final : public Reducer {
     Staged s(t);
     DTUNE_CHECK(s.host.numel() <= INT_MAX, "MPI reducer: bucket larger than 2^31 elements");
     MPI_Request req = MPI_REQUEST_NULL;
-    DTUNE_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, s.host.data_ptr(),
-                                   static_cast<int>(s.host.numel()), mpi_type(s.host),
-                                   mpi_op(s.host, ReduceKind::kSum), thread_comm_.get(), &req));
+    const int count = static_cast<int>(s.host.numel());
+    const MPI_Op op = mpi_op(s.host, ReduceKind::kSum);
+    if (hierarchical_)
+      hierarchical_->start(MPI_IN_PLACE, s.host.data_ptr(), count, mpi_type(s.host), op);
+    else
+      DTUNE_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, s.host.data_ptr(), count, mpi_type(s.host), op,
+                                     thread_comm_.get(), &req));
     for (int spins = 0;; ++spins) {
       int done = 0;
-      DTUNE_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+      if (hierarchical_)
+        done = hierarchical_->test();
+      else
+        DTUNE_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
       if (done) break;
       if (abandon_.load(std::memory_order_relaxed)) return false;
       // Spin while the reduction is likely close, then yield so an oversubscribed node keeps its
@@ -164,8 +175,9 @@ class MpiReducer final : public Reducer {
     }
   }
 
-  MpiComm thread_comm_;  // used only by the communication thread
-  MpiComm main_comm_;    // used only by the caller's thread
+  MpiComm thread_comm_;                                  // used only by the communication thread
+  MpiComm main_comm_;                                    // used only by the caller's thread
+  std::unique_ptr<HierarchicalAllreduce> hierarchical_;  // --reduce-algo hierarchical: the thread's
   Mpi16BitOps ops16_;
   std::mutex mutex_;
   std::condition_variable cv_, done_cv_;
@@ -183,13 +195,13 @@ class MpiReducer final : public Reducer {
 
 }  // namespace
 
-std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx) {
+std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx, ReduceAlgo algo) {
   if (ctx.mpi_thread_level() != MPI_THREAD_MULTIPLE)
     throw Error(
         "the MPI gradient reducer calls MPI from its communication thread, which needs "
         "MPI_THREAD_MULTIPLE; this MPI library provided level " +
         std::to_string(ctx.mpi_thread_level()) + " (use an MPI built with thread support)");
-  return std::make_unique<MpiReducer>(ctx);
+  return std::make_unique<MpiReducer>(ctx, algo);
 }
 
 }  // namespace dtune::train

@@ -13,6 +13,7 @@
 
 #include "core/context.h"
 #include "core/deadline.h"
+#include "train/config.h"
 #include "train/telemetry/trace_log.h"
 
 namespace dtune::train {
@@ -38,8 +39,9 @@ class Reducer {
 // Host tensors reduced by a communication thread with MPI_Allreduce (fp32, fp64; fp16 and bf16
 // through dtune's user-defined ops). Device tensors are staged through host memory. The thread
 // calls MPI while the main thread does: throws Error unless MPI was initialised with
-// MPI_THREAD_MULTIPLE (RunContext::mpi_thread_level).
-std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx);
+// MPI_THREAD_MULTIPLE (RunContext::mpi_thread_level). ReduceAlgo::kHierarchical sums the buckets
+// within each node first (core/hierarchical_allreduce.h).
+std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx, ReduceAlgo algo);
 // GPU tensors reduced by NCCL on a communication stream that waits for the gradients' stream.
 // Creating the communicator and each blocking call wait at most `timeout_s` (--timeout), then
 // abort the communicator. Defined in nccl_reducer.cc when built with NCCL; otherwise throws

@@ -86,7 +86,7 @@ std::unique_ptr<TrainSetup> TrainSetup::build(const Options& o_in, const RunCont
   if (!probe) {
     armed = monitor->arm("setting up the gradient reducer and broadcasting the initial parameters");
     s->reducer = o.backend == SyncBackend::kNccl ? make_nccl_reducer(ctx, s->ordinal, o.timeout_s)
-                                                 : make_mpi_reducer(ctx);
+                                                 : make_mpi_reducer(ctx, o.reduce_algo);
   }
   s->params = model.parameters();
   {

@@ -21,6 +21,7 @@ void write_config(hid_t id, const Options& o, int64_t batch, size_t ranks) {
   h5::write_attr(id, "lr", o.lr);
   h5::write_attr(id, "device", to_string(o.device));
   h5::write_attr(id, "backend", to_string(o.backend));
+  h5::write_attr(id, "reduce_algo", to_string(o.reduce_algo));
   h5::write_attr(id, "overlap", to_string(o.overlap));
   h5::write_attr(id, "bucket_mb", o.bucket_mb);
   h5::write_attr(id, "first_bucket_mb", o.first_bucket_mb);

@@ -21,6 +21,10 @@ void write_attributes(hid_t id, const CommSummary& c, const Options& o,
   h5::write_attr(id, "benchmark", "comm");
   h5::write_attr(id, "collective", to_string(c.collective));
   h5::write_attr(id, "backend", backend);
+  // How allreduce ran; every other collective is the library's own (flat).
+  h5::write_attr(
+      id, "algorithm",
+      to_string(c.collective == Collective::kAllreduce ? o.algorithm : Algorithm::kFlat));
   h5::write_attr(id, "dtype", to_string(c.dtype));
   h5::write_attr(id, "op", op_name);
   h5::write_attr(id, "root", is_rooted(c.collective) ? o.root : -1);

@@ -65,12 +65,15 @@ class Driver {
   }
 
   int run() {
-    backend_ = o_.backend == BackendKind::kNccl ? make_nccl_backend(ctx_)
-                                                : make_mpi_backend(ctx_, o_.mpi_buffers);
     {
-      // The set-up's collectives (rank 0's verdicts on the output files, the ranks' provenance).
+      // The set-up's collectives (the backend's communicators, rank 0's verdicts on the output
+      // files, the ranks' provenance).
       const DeadlineGuard guard(watchdog_, o_.timeout_s,
-                                "setting up (the output files, every rank's host and device)");
+                                "setting up (the backend's communicators, the output files, every "
+                                "rank's host and device)");
+      backend_ = o_.backend == BackendKind::kNccl
+                     ? make_nccl_backend(ctx_)
+                     : make_mpi_backend(ctx_, o_.mpi_buffers, o_.algorithm);
       claim_json();
       open_results();
       const std::string device = backend_->device();
@@ -118,8 +121,8 @@ class Driver {
     std::vector<std::string> lines;
     for (int r = 0; r < ctx_.world_size(); ++r) {
       char buf[512];
-      std::snprintf(buf, sizeof buf, "#  Rank %2d Local %2lld on %s device %s", r,
-                    prov.rank_local_rank[r], prov.rank_host[r].c_str(),
+      std::snprintf(buf, sizeof buf, "#  Rank %2d Node %2lld Local %2lld on %s device %s", r,
+                    prov.rank_node[r], prov.rank_local_rank[r], prov.rank_host[r].c_str(),
                     prov.rank_device[r].c_str());
       lines.push_back(buf);
     }
@@ -129,7 +132,7 @@ class Driver {
                    "started separate singletons, not one job (use srun --mpi=pmix, or an mpirun "
                    "from the same MPI dtune was built with)\n",
                    m.variable.c_str(), m.expected);
-    printer_.banner(o_, ctx_.world_size(), lines);
+    printer_.banner(o_, ctx_.world_size(), ctx_.node_count(), lines);
   }
 
   int measure() {
@@ -338,6 +341,16 @@ class Driver {
 
 }  // namespace
 
-int run_driver(const Options& o, const MainArgs& args) { return Driver(o, args).run(); }
+int run_driver(const Options& o, const MainArgs& args) {
+  // The driver's own communicators (arrival checks, the rank board's node window) are made under
+  // the watchdog too: no collective of the set-up can wait unbounded.
+  std::optional<Driver> driver;
+  {
+    const DeadlineGuard guard(args.watchdog, o.timeout_s,
+                              "setting up (dtune-comm's communicators, the rank board)");
+    driver.emplace(o, args);
+  }
+  return driver->run();
+}
 
 }  // namespace dtune::comm

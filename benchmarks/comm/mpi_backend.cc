@@ -1,5 +1,6 @@
 // The MPI backend: host buffers, or device buffers for a CUDA-aware MPI (mpi_buffers.h); blocking
-// MPI collectives timed one by one with the steady clock. MPI has no 16-bit floating types or
+// MPI collectives timed one by one with the steady clock (allreduce flat, or hierarchical with
+// --algorithm hierarchical). MPI has no 16-bit floating types or
 // average: fp16/bf16 reductions use the user-defined ops of core/mpi_reduce_ops.h, and avg is a
 // sum followed by a local division, inside the timed
 // region because it is part of the operation.
@@ -11,6 +12,7 @@
 #include "benchmarks/comm/mpi_buffers.h"
 #include "core/error.h"
 #include "core/float16.h"
+#include "core/hierarchical_allreduce.h"
 #include "core/mpi_reduce_ops.h"
 
 namespace dtune::comm {
@@ -112,11 +114,14 @@ class HostBuffers final : public BufferPair {
 
 class MpiBackend final : public Backend {
  public:
-  MpiBackend(const RunContext& ctx, std::unique_ptr<BufferPair> buffers)
+  MpiBackend(const RunContext& ctx, std::unique_ptr<BufferPair> buffers, Algorithm algorithm)
       : comm_(MpiComm::dup(ctx.comm())),
         rank_(ctx.rank()),
         size_(ctx.world_size()),
-        buffers_(std::move(buffers)) {}
+        buffers_(std::move(buffers)) {
+    if (algorithm == Algorithm::kHierarchical)
+      hierarchical_ = std::make_unique<HierarchicalAllreduce>(ctx);
+  }
 
   std::string name() const override { return to_string(BackendKind::kMpi); }
   std::string version() const override { return mpi_library_version(); }
@@ -170,7 +175,11 @@ class MpiBackend final : public Backend {
     void* recv = buffers_->recv();
     switch (s.collective) {
       case Collective::kAllreduce:
-        DTUNE_MPI_CHECK(MPI_Allreduce(in_place ? MPI_IN_PLACE : send, recv, count, type, op, comm));
+        if (hierarchical_)
+          hierarchical_->run(in_place ? MPI_IN_PLACE : send, recv, count, type, op);
+        else
+          DTUNE_MPI_CHECK(
+              MPI_Allreduce(in_place ? MPI_IN_PLACE : send, recv, count, type, op, comm));
         if (s.op == ReduceOp::kAvg) divide(s.dtype, recv, s.count, size_);
         break;
       case Collective::kAllgather:
@@ -216,15 +225,18 @@ class MpiBackend final : public Backend {
   int size_;
   MpiOps ops_;
   std::unique_ptr<BufferPair> buffers_;
+  std::unique_ptr<HierarchicalAllreduce> hierarchical_;  // --algorithm hierarchical
 };
 
 }  // namespace
 
 std::unique_ptr<BufferPair> make_host_buffers() { return std::make_unique<HostBuffers>(); }
 
-std::unique_ptr<Backend> make_mpi_backend(const RunContext& ctx, MpiBuffers where) {
+std::unique_ptr<Backend> make_mpi_backend(const RunContext& ctx, MpiBuffers where,
+                                          Algorithm algorithm) {
   return std::make_unique<MpiBackend>(
-      ctx, where == MpiBuffers::kDevice ? make_device_buffers(ctx) : make_host_buffers());
+      ctx, where == MpiBuffers::kDevice ? make_device_buffers(ctx) : make_host_buffers(),
+      algorithm);
 }
 
 }  // namespace dtune::comm

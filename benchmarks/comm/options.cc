@@ -62,13 +62,15 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
       "Exit status: 0 all results exact; 1 wrong elements or an error; 2 bad input; 3 a rank\n"
       "did not arrive within --timeout; 130 interrupted (measured sizes kept).\n"
       "Rules between flags (exit 2 naming both; `dtune sweep plan` checks them for every point):\n"
-      "-b <= -e; -r is a rank (0..ranks-1); --mpi-buffers device only with --backend mpi;\n"
+      "-b <= -e; -r is a rank (0..ranks-1); --mpi-buffers device and --algorithm hierarchical "
+      "only\n"
+      "with --backend mpi;\n"
       "--output or --no-output, not both.");
   app.get_formatter()->column_width(34);
   std::string min_b = "32M", max_b = "32M", step_b = "1M", coll = to_string(o.collectives[0]),
               dtype = to_string(o.dtypes[0]), op = to_string(o.ops[0]),
               backend = to_string(o.backend), mpi_buffers = to_string(o.mpi_buffers),
-              format = to_string(o.format), output;
+              format = to_string(o.format), algorithm = to_string(o.algorithm), output;
   int blocking = 0, average = 1, nthreads = 1, ngpus = 1, per_iter = 0;
   std::string json_path;
   bool no_output = false;
@@ -155,6 +157,13 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
       ->envname(env("MPI_BUFFERS"))
       ->capture_default_str()
       ->check(CLI::IsMember(names_of(mpi_buffers_names())));
+  app.add_option("--algorithm", algorithm,
+                 "allreduce with --backend mpi: flat (the library's MPI_Allreduce) or hierarchical "
+                 "(reduce within each node over shared memory, allreduce among the node leaders, "
+                 "broadcast within each node); other collectives are always the library's")
+      ->envname(env("ALGORITHM"))
+      ->capture_default_str()
+      ->check(CLI::IsMember(names_of(algorithm_names())));
   app.add_option("--format", format,
                  "what rank 0 prints on stdout: table (nccl-tests), json or csv")
       ->envname(env("FORMAT"))
@@ -213,6 +222,11 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
     throw UsageError(
         "--mpi-buffers device is for --backend mpi (the nccl backend always uses device "
         "buffers): drop one of them");
+  o.algorithm = find_named(algorithm_names(), algorithm)->value;
+  if (o.backend == BackendKind::kNccl && o.algorithm == Algorithm::kHierarchical)
+    throw UsageError(
+        "--algorithm hierarchical is for --backend mpi (NCCL picks its own ring or tree across "
+        "nodes): drop one of them");
   o.format = find_named(format_names(), format)->value;
   if (no_output && !output.empty())
     throw UsageError("--no-output and --output both given: keep one");

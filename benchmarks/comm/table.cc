@@ -25,7 +25,7 @@ const char* op_text(const OpShape& s) { return is_reduction(s.collective) ? null
 
 }  // namespace
 
-void TablePrinter::banner(const Options& o, int nranks,
+void TablePrinter::banner(const Options& o, int nranks, int nnodes,
                           const std::vector<std::string>& rank_lines) {
   if (format_ != Format::kTable) return;
   std::fprintf(out_, "# dtune-comm %s (git %s%s): collective benchmark, nccl-tests conventions\n",
@@ -41,6 +41,7 @@ void TablePrinter::banner(const Options& o, int nranks,
                                  : (std::to_string(o.step_bytes) + "(bytes)").c_str(),
                o.warmup_iters, o.iters, o.check_iters, o.blocking == Blocking::kYes ? 1 : 0,
                to_string(o.time_mode).c_str(), o.timeout_s);
+  std::fprintf(out_, "#  nnodes %d algorithm: %s\n", nnodes, to_string(o.algorithm).c_str());
   std::fprintf(out_, "#\n# Using devices\n");
   for (const auto& l : rank_lines) std::fprintf(out_, "%s\n", l.c_str());
   collective_column_ = o.collectives.size() > 1;

@@ -20,7 +20,7 @@ std::string float_text(double value, int width);
 class TablePrinter {
  public:
   TablePrinter(Format format, std::FILE* out) : format_(format), out_(out) {}
-  void banner(const Options& o, int nranks, const std::vector<std::string>& rank_lines);
+  void banner(const Options& o, int nranks, int nnodes, const std::vector<std::string>& rank_lines);
   // A '#' line: on the table's stream, or on stderr when stdout carries JSON or CSV.
   void note(const std::string& line);
   void begin_config(Collective c, Dtype d, ReduceOp op, const std::string& backend);

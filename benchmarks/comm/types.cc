@@ -62,6 +62,12 @@ const std::vector<EnumName<MpiBuffers>>& mpi_buffers_names() {
   return k;
 }
 
+const std::vector<EnumName<Algorithm>>& algorithm_names() {
+  static const std::vector<EnumName<Algorithm>> k = {{Algorithm::kFlat, "flat"},
+                                                     {Algorithm::kHierarchical, "hierarchical"}};
+  return k;
+}
+
 std::vector<Dtype> all_dtypes() { return values_of(dtype_table()); }
 std::vector<ReduceOp> all_ops() { return values_of(reduce_op_names()); }
 
@@ -71,6 +77,7 @@ std::string to_string(Placement p) { return name_of(placement_names(), p); }
 std::string to_string(TimeMode m) { return name_of(time_mode_names(), m); }
 std::string to_string(Format f) { return name_of(format_names(), f); }
 std::string to_string(BackendKind b) { return name_of(backend_names(), b); }
+std::string to_string(Algorithm a) { return name_of(algorithm_names(), a); }
 std::string to_string(MpiBuffers b) { return name_of(mpi_buffers_names(), b); }
 
 std::string nccl_tests_name(Dtype d) {

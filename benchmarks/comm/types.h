@@ -32,6 +32,8 @@ enum class TimeMode { kRank0 = 0, kAvg = 1, kMin = 2, kMax = 3 };  // nccl-tests
 enum class Format { kTable, kJson, kCsv };                         // --format
 enum class BackendKind { kMpi, kNccl };                            // --backend
 enum class MpiBuffers { kHost, kDevice };                          // --mpi-buffers
+// --algorithm: how the MPI backend runs allreduce (core/hierarchical_allreduce.h).
+enum class Algorithm { kFlat, kHierarchical };
 
 // One row per element type: its names and size.
 struct DtypeSpec {
@@ -50,6 +52,7 @@ const std::vector<EnumName<TimeMode>>& time_mode_names();
 const std::vector<EnumName<Format>>& format_names();
 const std::vector<EnumName<BackendKind>>& backend_names();
 const std::vector<EnumName<MpiBuffers>>& mpi_buffers_names();
+const std::vector<EnumName<Algorithm>>& algorithm_names();
 
 std::vector<Collective> all_collectives();
 std::vector<Dtype> all_dtypes();
@@ -64,6 +67,7 @@ std::string to_string(TimeMode m);     // "avg"
 std::string to_string(Format f);       // "table"
 std::string to_string(BackendKind b);  // "mpi"
 std::string to_string(MpiBuffers b);   // "host"
+std::string to_string(Algorithm a);    // "flat"
 // Parsing accepts canonical names and aliases (float/float32, half/float16, double/float64,
 // int/int32, bcast/broadcast, ...), in any case; throws UsageError naming `flag` otherwise.
 Collective parse_collective(const std::string& s, const std::string& flag);

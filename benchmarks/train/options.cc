@@ -58,13 +58,14 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       "--backend nccl and\n--precision tf32 need --device cuda; --weights-dtype bf16 not with "
       "--precision fp16; --local-sgd\nnot with --accum-steps > 1; --batch auto on CPU needs "
       "--memory-limit-mb; --cache-dir needs --data;\n--profile-steps within --warmup-steps + "
-      "--steps; --output or --no-output, not both.");
+      "--steps; --reduce-algo hierarchical only with --backend mpi; --output or --no-output, not "
+      "both.");
   app.get_formatter()->column_width(34);
   auto env = [](const char* n) { return std::string("DTUNE_TRAIN_") + n; };
   std::string batch = "8", precision = to_string(o.precision), weights = to_string(o.weights_dtype),
               optimizer = to_string(o.optimizer), device = to_string(o.device),
-              backend = to_string(o.backend), overlap = to_string(o.overlap),
-              compression = to_string(o.compression);
+              backend = to_string(o.backend), reduce_algo = to_string(o.reduce_algo),
+              overlap = to_string(o.overlap), compression = to_string(o.compression);
   auto& mo = o.model_options;
   app.add_option("--model", o.model, "model name (dtune-models list)")
       ->envname(env("MODEL"))
@@ -153,6 +154,12 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->envname(env("BACKEND"))
       ->capture_default_str()
       ->check(CLI::IsMember(enum_names(kBackendNames)));
+  app.add_option("--reduce-algo", reduce_algo,
+                 "with --backend mpi: flat (MPI_Iallreduce) or hierarchical (reduce within each "
+                 "node, allreduce among node leaders, broadcast within each node)")
+      ->envname(env("REDUCE_ALGO"))
+      ->capture_default_str()
+      ->check(CLI::IsMember(enum_names(kReduceAlgoNames)));
   app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket cap in MiB (PyTorch DDP: 25)")
       ->envname(env("BUCKET_MB"))
       ->capture_default_str()
@@ -317,6 +324,9 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   o.optimizer = enum_value(kOptimizerNames, optimizer);
   o.device = enum_value(kDeviceNames, device);
   o.backend = enum_value(kBackendNames, backend);
+  o.reduce_algo = enum_value(kReduceAlgoNames, reduce_algo);
+  if (o.backend == SyncBackend::kNccl && o.reduce_algo == ReduceAlgo::kHierarchical)
+    throw UsageError("--reduce-algo hierarchical is for --backend mpi: drop one of them");
   o.overlap = enum_value(kOverlapNames, overlap);
   o.compression = enum_value(kCompressionNames, compression);
   if (o.backend == SyncBackend::kNccl && o.device != DeviceKind::kCuda)

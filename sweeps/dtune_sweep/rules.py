@@ -100,6 +100,8 @@ def _train(given: dict, ranks: int) -> list[str]:
     cuda = f["--device"] == "cuda"
     if f["--backend"] == "nccl" and not cuda:
         bad.append("--backend nccl needs --device cuda")
+    if f["--backend"] == "nccl" and f.get("--reduce-algo") == "hierarchical":
+        bad.append("--reduce-algo hierarchical is for --backend mpi")
     if f["--precision"] == "tf32" and not cuda:
         bad.append("--precision tf32 needs --device cuda")
     if f["--weights-dtype"] == "bf16" and f["--precision"] == "fp16":
@@ -130,6 +132,8 @@ def _comm(given: dict, ranks: int) -> list[str]:
         bad.append(f"-r ({f['-r']}) must be a rank, 0..{ranks - 1}")
     if f.get("--mpi-buffers") == "device" and f.get("--backend") == "nccl":
         bad.append("--mpi-buffers device is for --backend mpi")
+    if f.get("--algorithm") == "hierarchical" and f.get("--backend") == "nccl":
+        bad.append("--algorithm hierarchical is for --backend mpi")
     return bad
 
 

@@ -53,6 +53,27 @@ def test_every_collective_dtype_op_is_exact(np):
     assert "# Out of bounds values : 0 OK" in r.stdout
 
 
+@pytest.mark.parametrize("np", [3, 4])
+def test_hierarchical_allreduce_is_exact_on_one_node(np):
+    # One node: the leaders' allreduce has one rank, the node's reduce and broadcast do the work.
+    # (Across simulated nodes: tests/cluster/test_cluster.py.)
+    args = ["-b", "8", "-e", "24K", "-f", "8", "-n", "2", "-w", "1", "-c", "1", "-d", "all", "-o", "all"]
+    r = run_comm(np, [*args, "--algorithm", "hierarchical", "--no-output"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "nnodes 1 algorithm: hierarchical" in r.stdout
+    rows = data_rows(r.stdout)
+    assert len(rows) == 5 * 5 * 4 and all(row[8] == "0" and row[12] == "0" for row in rows)
+
+
+def test_hierarchical_is_refused_with_nccl():
+    r = run_comm(0, ["--backend", "nccl", "--algorithm", "hierarchical", "--no-output"])
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        "dtune-comm: error: --algorithm hierarchical is for --backend mpi (NCCL picks its own ring or "
+        "tree across nodes): drop one of them"
+    ]
+
+
 @pytest.mark.parametrize("collective", ["allreduce", "reduce_scatter", "alltoall"])
 def test_planted_wrong_element_fails_the_run(collective):
     r = run_comm(

@@ -25,6 +25,13 @@ CASES = [
     ("dtune-train", 2, "--batch auto --global-batch 8 --memory-limit-mb 9", "--global-batch", "--global-batch 8"),
     ("dtune-train", 2, "--backend nccl", "--device cuda", "--backend nccl --device cuda"),
     ("dtune-train", 2, "--precision tf32", "--device cuda", "--precision tf32 --device cuda"),
+    (
+        "dtune-train",
+        2,
+        "--reduce-algo hierarchical --backend nccl --device cuda",
+        "--reduce-algo",
+        "--reduce-algo hierarchical",
+    ),
     ("dtune-train", 2, "--weights-dtype bf16 --precision fp16", "--weights-dtype", "--weights-dtype bf16"),
     ("dtune-train", 2, "--local-sgd 2 --accum-steps 2", "--local-sgd", "--local-sgd 2"),
     ("dtune-train", 2, "--batch auto", "--memory-limit-mb", "--batch auto --device cuda"),
@@ -35,6 +42,7 @@ CASES = [
     ("dtune-comm", 2, "--minbytes 64K --maxbytes 1K", "-b (64K)", "--minbytes 1K --maxbytes 64K"),
     ("dtune-comm", 2, "-r 2", "-r (2)", "-r 1"),
     ("dtune-comm", 2, "--mpi-buffers device --backend nccl", "--mpi-buffers", "--backend nccl"),
+    ("dtune-comm", 2, "--algorithm hierarchical --backend nccl", "--algorithm", "--algorithm hierarchical"),
 ]
 
 
