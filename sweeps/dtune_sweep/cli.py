@@ -169,7 +169,7 @@ def cmd_model(a) -> int:
 
 def add_model_parser(sub) -> None:
     """`dtune model ...` under the top-level subparsers `sub`."""
-    m = sub.add_parser("model", help="scaling model: predict, check against runs, project to clusters")
+    m = sub.add_parser("model", help="the scaling model: predict, check against measured runs, project to clusters")
     mm = m.add_subparsers(dest="cmd", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--run", help="the 1-rank profile's run group (a name or prefix) when the files hold several")
@@ -180,7 +180,7 @@ def add_model_parser(sub) -> None:
     p = mm.add_parser(
         "predict",
         parents=[common],
-        help="step time, exposed communication and scaling efficiency from a 1-rank profile and comm fits",
+        help=_HELP["model predict"],
         description="From a 1-rank profile (gradient arrival times) and α–β fits of dtune-comm allreduce runs "
         "per link level: step time, exposed communication and scaling efficiency per shape and bucket size.",
     )
@@ -189,12 +189,10 @@ def add_model_parser(sub) -> None:
     p.add_argument("--ranks-per-node", type=_numbers(int), default=[2, 4], metavar="LIST", help="(default 2,4)")
     p.add_argument("--first-bucket-mb", type=float, default=None, help="(default: the profile's, at most the bucket)")
     p.add_argument("--algorithm", choices=["flat", "hierarchical"], default="flat", help="(default flat)")
-    c = mm.add_parser("check", help="predicted against measured step time for every multi-rank run in the files")
+    c = mm.add_parser("check", help=_HELP["model check"])
     c.set_defaults(func=cmd_model)
     c.add_argument("files", nargs="+", help="results files: multi-rank and 1-rank dtune-train runs, dtune-comm runs")
-    j = mm.add_parser(
-        "project", parents=[common], help="project a 1-rank profile to a published cluster (assumptions printed)"
-    )
+    j = mm.add_parser("project", parents=[common], help=_HELP["model project"])
     j.set_defaults(func=cmd_model)
     j.add_argument("files", nargs="+", help="results files holding one 1-rank dtune-train profile")
     j.add_argument("--cluster", default="h100-ib400", help="h100-ib400 or h200-ib400 (default h100-ib400)")
@@ -225,7 +223,7 @@ COMMANDS = [
     ("compare", "A/B comparison of two results (files or directories)", cmd_compare),
     ("model predict", "scaling model: step time, exposed communication, efficiency for N nodes x R ranks", cmd_model),
     ("model check", "scaling model against every multi-rank run in the files (median abs error)", cmd_model),
-    ("model project", "scaling model on a published cluster's links (e.g. 8xH100 + IB 400G, 1-1024 nodes)", cmd_model),
+    ("model project", "scaling model on a published cluster's links (assumptions printed)", cmd_model),
 ]
 _HELP = {words: text for words, text, _ in COMMANDS}
 # The C++ binaries `dtune --help` points to (one line each).
