@@ -62,7 +62,7 @@ struct TrainSetup {
   std::unique_ptr<Optimizer> optimizer;
   std::optional<GradSync> sync;  // data parallelism with per-step sync (not local SGD, not probes)
   std::optional<GradTimer> grad_timer;  // every run but a probe: gradient arrival times
-  torch::Tensor bucket_footprint;  // a probe: (Σ parameter bytes,) what the buckets will hold
+  torch::Tensor bucket_footprint;       // a probe: (Σ parameter bytes,) what the buckets will hold
   std::optional<LossScaler> scaler;
   std::unique_ptr<DataSource> data;
   std::unique_ptr<PhaseClock> clock;

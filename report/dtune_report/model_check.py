@@ -88,8 +88,12 @@ def check(paths) -> tuple:
             notes.append(f"{name}: no 1-rank profile with the same settings")
             continue
         prof = match[0]
-        shape = train_shape(r._asdict())
-        link = fits.for_shape(shape)
+        try:
+            shape = train_shape(r._asdict())
+            link = fits.for_shape(shape)
+        except ModelInputError as e:
+            notes.append(f"{name}: {e}")
+            continue
         overlap = str(a.get("overlap", "on")) == "on"
         step_ms, exposed_ms, forward_ms = _measured(r.file, r.run)
         kw = dict(first_bucket_mb=float(a.get("first_bucket_mb", 1.0)), overlap=overlap)
@@ -117,7 +121,7 @@ def check(paths) -> tuple:
     if not rows:
         raise ModelInputError(
             "no multi-rank dtune-train run with a matching 1-rank profile to check"
-            + (f" ({'; '.join(notes[:3])})" if notes else "")
+            + (f": {'; '.join(notes[:3])}" if notes else "")
         )
     return rows, notes
 

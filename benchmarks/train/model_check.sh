@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The scaling model (`dtune model`) against measurement on this machine: the tiny GPT and the tiny
+# ResNet on 1, 2 and 4 ranks (one node, CPU, 1 thread per rank), two bucket sizes, and dtune-comm
+# allreduce on 2 and 4 ranks for the intra-node α–β fits; then `dtune model check` over all of it.
+# Target: median absolute error of the predicted step time <= 15% over the multi-rank runs.
+# Each 1-rank profile is measured right before its model's multi-rank runs, so drift of the
+# machine hits them alike. 4 ranks on 2 cores share them (ranks and communication threads).
+#
+# Usage: benchmarks/train/model_check.sh [-o DIR] [-s STEPS]
+#   -o  where the results go (default results/model-check; an existing file is replaced)
+#   -s  measured steps per run (default 30; 3 warm-up steps before them)
+# Env: DTUNE_BIN_DIR (default build/bin). Exit 0 whether or not the target is met (a benchmark).
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+bin_dir=${DTUNE_BIN_DIR:-$repo/build/bin}
+out=results/model-check steps=30
+while getopts "o:s:h" opt; do
+  case $opt in
+    o) out=$OPTARG ;;
+    s) steps=$OPTARG ;;
+    *) sed -n '9,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out"
+mpirun=(mpirun --oversubscribe)
+[ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
+common=(--threads 1 --steps "$steps" --warmup-steps 3 --overwrite)
+gpt=(--model gpt2-tiny --context 64 --batch 4)
+resnet=(--model resnet18 --width 16 --image-size 32 --num-classes 10 --batch 8)
+
+for np in 2 4; do
+  "${mpirun[@]}" -np $np "$bin_dir/dtune-comm" -b 1K -e 16M -f 4 -n 20 -w 5 --collective allreduce \
+    --output "$out/comm-np$np.h5" --overwrite > "$out/comm-np$np.log"
+done
+for name in gpt resnet; do
+  declare -n model=$name
+  "$bin_dir/dtune-train" "${model[@]}" "${common[@]}" --output "$out/$name-np1.h5" > "$out/$name-np1.log"
+  for np in 2 4; do
+    for bucket in 0.25 25; do
+      first=$(awk -v b=$bucket 'BEGIN { print (b < 1 ? b : 1) }')
+      "${mpirun[@]}" -np $np "$bin_dir/dtune-train" "${model[@]}" "${common[@]}" --bucket-mb $bucket \
+        --first-bucket-mb "$first" --output "$out/$name-np$np-b$bucket.h5" > "$out/$name-np$np-b$bucket.log"
+    done
+  done
+done
+"$repo/scripts/dtune" model check "$out"
