@@ -129,13 +129,13 @@ def check(paths) -> tuple:
 def format_check(rows: list, notes: list) -> str:
     """The check as a `#`-commented table: one line per run, then the median absolute errors."""
     head = (
-        f"# {'run':<44} {'model':<16} {'nodes x R':>9} {'bucket':>7} {'meas_ms':>9} {'pred_ms':>9} {'err':>7} "
+        f"# {'file:run':<44} {'model':<16} {'nodes x R':>9} {'bucket':>7} {'meas_ms':>9} {'pred_ms':>9} {'err':>7} "
         f"{'fwd_ms':>9} {'fwd_err':>8} {'exp_meas':>9} {'exp_pred':>9} {'eff_meas':>8} {'eff_pred':>8}"
     )
     lines = [head]
     for c in rows:
         lines.append(
-            f"  {(Path(c.file).name + ':' + c.run)[-44:]:<44} {c.label:<16} "
+            f"  {(Path(c.file).name + ':' + c.run.split('-')[0])[-44:]:<44} {c.label:<16} "
             f"{f'{c.shape.nodes} x {c.shape.ranks_per_node}':>9} {fmt_sig(c.bucket_mb):>7} "
             f"{c.measured_ms:9.2f} {c.predicted.step_ms:9.2f} {100 * c.error:+6.1f}% "
             f"{c.fwd_scaled.step_ms:9.2f} {100 * c.fwd_error:+7.1f}% {c.measured_exposed_ms:9.2f} "

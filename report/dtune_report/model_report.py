@@ -113,9 +113,13 @@ def model_section(paths, out) -> tuple:
         blocks.append(
             (
                 "p",
-                f"Predicted against measured step time over {len(rows)} multi-rank runs: median absolute error "
-                f"{100 * err:.1f}% (target 15%). Each run is predicted from the 1-rank profile with the same "
-                "settings and the α–β fits of the allreduce runs in these results (`dtune model check`).",
+                [
+                    f"Predicted against measured step time over {len(rows)} multi-rank runs: median absolute "
+                    f"error {100 * err:.1f}% (target 15%). Each run is predicted from the 1-rank profile with the "
+                    "same settings and the α–β fits of the allreduce runs in these results (",
+                    ("code", "dtune model check"),
+                    ").",
+                ],
             )
         )
         caption = "One row per multi-rank run: model, nodes x ranks per node, bucket size."
@@ -143,7 +147,7 @@ def model_section(paths, out) -> tuple:
                 ("b", "Projection (not a measurement)"),
                 f" of {prof.profile.label} to {cluster.name}: "
                 + (
-                    f"scaling breaks (best efficiency below {BREAK_EFFICIENCY:g}) at {b} nodes."
+                    f"scaling breaks (best efficiency below {BREAK_EFFICIENCY:g}) at {b} node{'s' if b > 1 else ''}."
                     if b is not None
                     else f"scaling holds up to {pr.nodes[-1]} nodes."
                 ),
