@@ -8,9 +8,11 @@ exit 2):
   with p = ranks; several hosts with one rank each, or a flat allreduce over several ranks per
   host → `inter` (a ring over all ranks is as slow as its inter-node steps) with p = ranks. Per
   level, α (s per ring step) and β (s per byte) by weighted least squares (weights 1/t², as
-  dtune-comm's own fit, doc/metrics.md section 2) of the reported time on the ring model
-  t = 2(p−1)·α + 2(p−1)/p·S·β, pooled over the runs of that level; a fit from runs of exactly the
-  rank count asked for is preferred where there is one;
+  dtune-comm's own fit, doc/metrics.md section 2) of each size's median call time (per timed
+  iteration the slowest rank's time, as `dtune compare` counts a call; the median, not the table's
+  mean, so that a few calls stalled by a busy machine do not make the link look slow) on the ring
+  model t = 2(p−1)·α + 2(p−1)/p·S·β, pooled over the runs of that level; a fit from runs of exactly
+  the rank count asked for is preferred where there is one;
 - the launch shape of a multi-rank run: nodes = distinct hosts in its provenance.
 """
 
@@ -23,7 +25,7 @@ import h5py
 import numpy as np
 
 from .identity import run_identity
-from .loader import decode_attr, load_comm_summary, load_runs, open_results
+from .loader import decode_attr, load_comm, load_runs, open_results
 from .scaling_model import LinkFit, Profile, Shape
 
 
@@ -207,21 +209,24 @@ def comm_level(shape: Shape):
 def load_link_fits(paths) -> LinkFits:
     """LinkFits from every usable allreduce run in `paths`; ModelInputError for a run measured at a
     single size (no fit can come from it)."""
-    summary = load_comm_summary(paths)
+    calls = load_comm(paths)
     fits = LinkFits()
-    if summary.empty:
+    if calls.empty:
         return fits
     runs = load_runs(paths)
     runs = runs[runs.benchmark == "comm"].set_index(["file", "run"])
-    sel = summary[
-        (summary.collective == "allreduce")
-        & (summary.op == "sum")
-        & (summary.placement == "out-of-place")
-        & (summary.status == "ok")
+    sel = calls[
+        (calls.collective == "allreduce")
+        & (calls.op == "sum")
+        & (calls.placement == "out-of-place")
+        & (calls.status == "ok")
     ]
+    # (file, run, size) -> the median over iterations of the slowest rank's time.
+    slowest = sel.groupby(["file", "run", "size_bytes", "iteration"]).time_us.max()
+    median = slowest.groupby(["file", "run", "size_bytes"]).median().reset_index()
     rows = {}
-    for (file, run), g in sel.groupby(["file", "run"]):
-        if g.size_bytes.nunique() < 2:
+    for (file, run), g in median.groupby(["file", "run"]):
+        if len(g) < 2:
             raise ModelInputError(
                 f"{file}: /runs/{run}: allreduce measured at a single size ({int(g.size_bytes.iloc[0])} B); "
                 "an α–β fit needs two sizes or more (dtune-comm -b 1K -e 16M -f 4)"
@@ -233,7 +238,7 @@ def load_link_fits(paths) -> LinkFits:
         if level is None:
             fits.notes.append(f"{Path(file).name}:{run} not used (one rank, or hierarchical across nodes)")
             continue
-        rows.setdefault(level, []).append((g.size_bytes.to_numpy(float), g.time_us_reported.to_numpy(float) * 1e-6))
+        rows.setdefault(level, []).append((g.size_bytes.to_numpy(float), g.time_us.to_numpy(float) * 1e-6))
     for (level, p), parts in rows.items():
         size = np.concatenate([s for s, _ in parts])
         t = np.concatenate([x for _, x in parts])
