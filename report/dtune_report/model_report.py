@@ -1,7 +1,8 @@
 """The report's scaling-model section (`dtune model`, scaling_model.py), present only when the
 results hold a 1-rank profile (a dtune-train run with gradient arrival times): predicted against
 measured step time for every multi-rank run that has a matching profile and the link fits it needs
-(model_check.py), and a projection of the profile to a published cluster (projection.py), both
+(model_check.py), and a projection of the largest profiled model to a published cluster
+(projection.py, compute scaled to its FLOPs at 40% of the GPU's dense peak), both
 drawn with matplotlib like the other figures and each said to be what it is."""
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ def model_section(paths, out) -> tuple:
         blocks.append(("figure", "model_vs_measured", figures["model_vs_measured"], CAPTIONS["model_vs_measured"]))
         if notes:
             blocks.append(("ul", notes))
-    prof = profiles[0]
+    prof = max(profiles, key=lambda p: int(p.profile.param_bytes.sum()))  # the largest model profiled
     cluster = CLUSTERS[PROJECT_CLUSTER]
     try:
         scale = compute_scale(prof.profile, cluster.peak_tflops, PROJECT_MFU, 1.0)
