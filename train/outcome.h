@@ -41,7 +41,9 @@ struct TrainOutcome {
   std::string alt_flops_formula;
   DeviceProperties gpu;  // what picks the MFU peak (empty on CPU)
   std::vector<int64_t> bucket_bytes;
-  std::vector<double> param_checksums;  // rank 0: every rank's, at the last check
+  std::vector<std::vector<double>> grad_ready_ms;  // (S, P): GradTimer's rows, warm-up first
+  std::vector<int64_t> param_bytes;                // (P,) in model order
+  std::vector<double> param_checksums;             // rank 0: every rank's, at the last check
   // Non-empty: the divergence guard's message. The run stopped after that check; `steps` holds
   // the steps run until then.
   std::string diverged;

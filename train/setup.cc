@@ -114,6 +114,8 @@ std::unique_ptr<TrainSetup> TrainSetup::build(const Options& o_in, const RunCont
       s->sync.emplace(s->params, *s->reducer, ctx.world_size(), o);
     }
   }
+  // After GradSync, so that its hooks run first (the times include the copy into the bucket).
+  if (!probe) s->grad_timer.emplace(s->params);
   s->scaler.emplace(o.precision == Precision::kFp16, s->device);
   s->data = probe || o.data == "synthetic"
                 ? make_synthetic_source(model, batch, o.accum_steps, ctx.rank(), o.seed, s->device)

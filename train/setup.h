@@ -17,6 +17,7 @@
 #include "train/config.h"
 #include "train/data.h"
 #include "train/grad_sync.h"
+#include "train/grad_timer.h"
 #include "train/optimizer.h"
 #include "train/phase_clock.h"
 #include "train/precision.h"
@@ -60,7 +61,8 @@ struct TrainSetup {
   std::vector<torch::Tensor> master;  // bf16 weights: the fp32 copy the optimizer updates
   std::unique_ptr<Optimizer> optimizer;
   std::optional<GradSync> sync;  // data parallelism with per-step sync (not local SGD, not probes)
-  torch::Tensor bucket_footprint;  // a probe: (Σ parameter bytes,) what the buckets will hold
+  std::optional<GradTimer> grad_timer;  // every run but a probe: gradient arrival times
+  torch::Tensor bucket_footprint;       // a probe: (Σ parameter bytes,) what the buckets will hold
   std::optional<LossScaler> scaler;
   std::unique_ptr<DataSource> data;
   std::unique_ptr<PhaseClock> clock;

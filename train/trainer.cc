@@ -88,6 +88,7 @@ void Trainer::run_step(int step, StepRecord& rec) {
     }
     loss_sum += loss.detach().to(torch::kFloat);
     clock.mark(Phase::kForward);
+    if (s_.grad_timer) s_.grad_timer->begin(m == o.accum_steps - 1);
     if (s_.sync) s_.sync->prepare(m == o.accum_steps - 1);
     torch::Tensor objective = scaler.scale(loss / o.accum_steps);
     {
@@ -132,6 +133,7 @@ void Trainer::run_step(int step, StepRecord& rec) {
     average_parameters(*s_.reducer, s_.world, s_.params, s_.master);
   if (o.local_sgd_every > 0) clock.mark(Phase::kComm);
   rec.phases = clock.end_step(rec.total_ms);
+  if (s_.grad_timer) s_.grad_timer->end_step();
   rec.loss = loss_sum.item<double>() / o.accum_steps;
 }
 
@@ -164,6 +166,10 @@ TrainOutcome Trainer::finish() {
   out.gpu = device_properties(s_.ordinal);
   out.device_index = s_.ordinal;
   if (s_.sync) out.bucket_bytes = s_.sync->layout().bytes;
+  if (s_.grad_timer) {
+    out.grad_ready_ms = s_.grad_timer->rows();
+    out.param_bytes = s_.grad_timer->param_bytes();
+  }
   if (s_.profiler) {
     if (s_.reducer) s_.reducer->set_trace(nullptr);
     out.profile = s_.profiler->summary();

@@ -110,6 +110,18 @@ void print_training(const Options& o, const TrainOutcome& out, const TrainSummar
                  o.warmup_steps + o.steps);
 }
 
+// Rank 0's gradient arrival times, (S, P) with S the steps in the log, and the parameters' sizes
+// (P,): the scaling model's profile (train/grad_timer.h). Nothing when no step was timed.
+void write_grad_ready(hid_t id, const TrainOutcome& out) {
+  const size_t S = out.grad_ready_ms.size(), P = out.param_bytes.size();
+  if (S == 0 || P == 0) return;
+  std::vector<double> flat;  // (S, P)
+  flat.reserve(S * P);
+  for (const auto& row : out.grad_ready_ms) flat.insert(flat.end(), row.begin(), row.end());
+  h5::write_dataset(id, "grad_ready_ms", {S, P}, flat.data());
+  h5::write_dataset(id, "param_bytes", {P}, out.param_bytes.data());
+}
+
 // Root only: the summary joins the configuration and the steps in the run's group (StepLog), which
 // it closes with the run's status; nothing with --no-output.
 void write_training(StepLog& log, const TrainOutcome& out, const TrainSummary& t,
@@ -145,6 +157,7 @@ void write_training(StepLog& log, const TrainOutcome& out, const TrainSummary& t
   h5::write_dataset(id, "peak_memory_bytes", {R}, peak_bytes.data());
   std::vector<int64_t> buckets(out.bucket_bytes.begin(), out.bucket_bytes.end());
   h5::write_dataset(id, "bucket_bytes", {buckets.size()}, buckets.data());
+  write_grad_ready(id, out);
   std::vector<int64_t> device_index(ranks.device_index.begin(), ranks.device_index.end());
   h5::write_dataset(id, "device_index", {R}, device_index.data());
   h5::write_strings(id, "rank_device", ranks.device_name);

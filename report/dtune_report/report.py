@@ -28,6 +28,7 @@ from .loader import (
     load_train_memory,
     load_train_summary,
 )
+from .model_report import model_section
 from .page import render_html, render_md
 from .stragglers import stragglers
 from .tuning import tune_blocks
@@ -208,6 +209,8 @@ def build_report(paths, out_dir, baseline: str | None = None, alpha: float = 0.0
     advice = ad.data_section(ev) + ad.batch_section(ev) + _communication(comm, fits, figures, ev, comm_runs, tuner)
     advice += ad.precision_section(ev) + ad.parallel_section(ev)
     advice += _machine_blocks(load_provenances(paths), train, comm, paths, groups, alpha)
+    model_blocks, _ = model_section(paths, out)
+    advice += model_blocks
 
     blocks = [("h", 1, "dtune report", ""), ("p", f"Sources: {', '.join(map(str, paths))}")]
     comm_lines = [cl.summary_line(c) for c in comm_cmp]

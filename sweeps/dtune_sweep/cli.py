@@ -6,6 +6,7 @@
     dtune compare A B                              two sets of HDF5 results -> a benchstat-like table
     dtune tune FILE [--budget 60s]                 the best point of a sweep file's space within a
                                                    budget (successive halving, or Optuna)
+    dtune model predict|check|project FILES...     the scaling model (report/dtune_report/scaling_model.py)
 
 One function per subcommand (`cmd_*`, registered with `set_defaults(func=...)`), each returning the
 exit status: 0 done, 1 a failed point or a regression, 2 a usage error (one line on stderr).
@@ -162,6 +163,67 @@ def cmd_tune(a) -> int:
     return tune(a, points, d)
 
 
+def _numbers(kind):
+    """An argparse type: a comma-separated list of positive numbers."""
+
+    def parse(text: str) -> list:
+        try:
+            values = [kind(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated numbers, e.g. 1,2,4") from None
+        if not values or any(v <= 0 for v in values):
+            raise argparse.ArgumentTypeError(f"{text!r}: give positive numbers")
+        return values
+
+    return parse
+
+
+def cmd_model(a) -> int:
+    """`dtune model predict|check|project` (report/dtune_report/model_cmd.py)."""
+    from dtune_report.model_cmd import run
+
+    return run(a)
+
+
+def add_model_parser(sub) -> None:
+    """`dtune model ...` under the top-level subparsers `sub`."""
+    m = sub.add_parser("model", help="the scaling model: predict, check against measured runs, project to clusters")
+    mm = m.add_subparsers(dest="cmd", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--run", help="the 1-rank profile's run group (a name or prefix) when the files hold several")
+    common.add_argument(
+        "--bucket-mb", type=_numbers(float), default=None, metavar="LIST", help="bucket sizes in MiB (comma separated)"
+    )
+    common.add_argument("--nodes", type=_numbers(int), default=None, metavar="LIST", help="node counts")
+    p = mm.add_parser(
+        "predict",
+        parents=[common],
+        help=_HELP["model predict"],
+        description="From a 1-rank profile (gradient arrival times) and α–β fits of dtune-comm allreduce runs "
+        "per link level: step time, exposed communication and scaling efficiency per shape and bucket size.",
+    )
+    p.set_defaults(func=cmd_model)
+    p.add_argument("files", nargs="+", help="results files: a 1-rank dtune-train run and dtune-comm allreduce runs")
+    p.add_argument("--ranks-per-node", type=_numbers(int), default=[2, 4], metavar="LIST", help="(default 2,4)")
+    p.add_argument("--first-bucket-mb", type=float, default=None, help="(default: the profile's, at most the bucket)")
+    p.add_argument("--algorithm", choices=["flat", "hierarchical"], default="flat", help="(default flat)")
+    c = mm.add_parser("check", help=_HELP["model check"])
+    c.set_defaults(func=cmd_model)
+    c.add_argument("files", nargs="+", help="results files: multi-rank and 1-rank dtune-train runs, dtune-comm runs")
+    j = mm.add_parser("project", parents=[common], help=_HELP["model project"])
+    j.set_defaults(func=cmd_model)
+    j.add_argument("files", nargs="+", help="results files holding one 1-rank dtune-train profile")
+    j.add_argument("--cluster", default="h100-ib400", help="h100-ib400 or h200-ib400 (default h100-ib400)")
+    j.add_argument("--algorithm", choices=["flat", "hierarchical"], default="hierarchical", help="(default hier.)")
+    j.add_argument("--compute-scale", type=float, default=None, help="multiply the profile's times by this")
+    j.add_argument("--peak-tflops", type=float, default=None, help="the GPU's dense peak (default: the cluster's)")
+    j.add_argument("--mfu", type=float, default=0.4, help="assumed model FLOPs utilisation (default 0.4)")
+    j.add_argument("--batch-scale", type=float, default=1.0, help="the GPU's batch over the profile's (default 1)")
+    j.add_argument("--alpha-intra-us", type=float, default=2.0, help="assumed latency per ring step (default 2)")
+    j.add_argument("--alpha-inter-us", type=float, default=6.0, help="assumed latency per ring step (default 6)")
+    j.add_argument("--nics", type=int, default=None, help="NICs per node (default: the cluster's, 8)")
+
+
 # (command words, one-line description, handler): the parsers and `dtune --help` read this table.
 COMMANDS = [
     ("sweep plan", "expand a sweep file into points and print them", cmd_plan),
@@ -183,6 +245,9 @@ COMMANDS = [
         "noise-aware promotion (or Optuna), through the sweep runners; the flags, an export block and a report",
         cmd_tune,
     ),
+    ("model predict", "scaling model: step time, exposed communication, efficiency for N nodes x R ranks", cmd_model),
+    ("model check", "scaling model against every multi-rank run in the files (median abs error)", cmd_model),
+    ("model project", "scaling model on a published cluster's links (assumptions printed)", cmd_model),
 ]
 _HELP = {words: text for words, text, _ in COMMANDS}
 # The C++ binaries `dtune --help` points to (one line each).
@@ -363,6 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 1 when a significant (p < alpha) slowdown exceeds PCT percent",
     )
     _add_tune_command(sub)
+    add_model_parser(sub)
     rep = sub.add_parser("report", help=_HELP["report"])
     rep.set_defaults(func=cmd_report)
     rep.add_argument("results", nargs="+", help="HDF5 files or directories (a sweep's merged.h5)")

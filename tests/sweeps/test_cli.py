@@ -30,11 +30,12 @@ def test_help_lists_every_subcommand_with_its_description():
     assert top.returncode == 0, top.stderr
     assert "dtune: sweeps, reports and comparisons over dtune's benchmarks" in top.stdout
     groups = subcommands(top.stdout)
-    assert set(groups) == {"sweep", "report", "compare", "tune"}, top.stdout
-    leaves = {name: text for name, text in groups.items() if name != "sweep"}
-    sweep = dtune("sweep", "--help")
-    leaves.update({f"sweep {name}": text for name, text in subcommands(sweep.stdout).items()})
-    assert len(leaves) == 8, leaves  # sweep plan, run, slurm, status, merge; report; compare; tune
+    assert set(groups) == {"sweep", "report", "compare", "tune", "model"}, top.stdout
+    leaves = {name: text for name, text in groups.items() if name not in ("sweep", "model")}
+    for group in ("sweep", "model"):
+        sub = dtune(group, "--help")
+        leaves.update({f"{group} {name}": text for name, text in subcommands(sub.stdout).items()})
+    assert len(leaves) == 11, leaves  # sweep plan, run, slurm, status, merge; report; compare; tune; model x3
     for name, text in leaves.items():
         # one line of the top-level help: the full command, then the subparser's own description
         # (`text` is its first line where argparse wraps it, so a prefix of the whole)

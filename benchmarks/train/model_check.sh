@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The scaling model (`dtune model`) against measurement on this machine: the tiny GPT and the tiny
+# ResNet on 1, 2 and 4 ranks (one node, CPU, 1 thread per rank), two bucket sizes, and dtune-comm
+# allreduce on 2 and 4 ranks for the intra-node α–β fits; then `dtune model check` over all of it.
+# Target: median absolute error of the predicted step time <= 15% over the multi-rank runs.
+# Each 1-rank profile is measured right before its model's multi-rank runs, so drift of the
+# machine hits them alike. 4 ranks on 2 cores share them (ranks and communication threads).
+# Measured 2026-12-01 on the project's 2-CPU machine, shared with four other sessions: median
+# |error| 73.5% over the 8 runs at load average 13-27, 74.6% at load 4 (every prediction too fast;
+# one run, resnet18 2 ranks 0.25 MiB, -0.6%); 37-41% with compute scaled by each run's forward time.
+# Not the overlap logic: model_overlap_replay.py, fed a run's own measured reduction durations,
+# reproduces its exposed communication to 1.0% (load 13) and 4.3% (load 4), median per step. The
+# miss is each reduction's cost inside the trainer: 4-75 ms per bucket whatever its size (the
+# communication thread polling MPI_Iallreduce waits for a CPU that the ranks' compute threads and
+# the other sessions hold), against dtune-comm's median call of 2-130 us at the same sizes in the
+# same minutes. The model assumes a reduction costs what dtune-comm measures, which holds where the
+# communication has a core (or a GPU stream) of its own; rerun on an idle machine with cores to
+# spare to test the target.
+#
+# Usage: benchmarks/train/model_check.sh [-o DIR] [-s STEPS]
+#   -o  where the results go (default results/model-check; an existing file is replaced)
+#   -s  measured steps per run (default 30; 3 warm-up steps before them)
+# Env: DTUNE_BIN_DIR (default build/bin). Exit 0 whether or not the target is met (a benchmark).
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+bin_dir=${DTUNE_BIN_DIR:-$repo/build/bin}
+out=results/model-check steps=30
+while getopts "o:s:h" opt; do
+  case $opt in
+    o) out=$OPTARG ;;
+    s) steps=$OPTARG ;;
+    *) sed -n '20,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out"
+mpirun=(mpirun --oversubscribe)
+[ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
+common=(--threads 1 --steps "$steps" --warmup-steps 3 --overwrite)
+gpt=(--model gpt2-tiny --context 64 --batch 4)
+resnet=(--model resnet18 --width 16 --image-size 32 --num-classes 10 --batch 8)
+
+for np in 2 4; do
+  "${mpirun[@]}" -np $np "$bin_dir/dtune-comm" -b 1K -e 16M -f 4 -n 20 -w 5 --collective allreduce \
+    --output "$out/comm-np$np.h5" --overwrite > "$out/comm-np$np.log"
+done
+for name in gpt resnet; do
+  declare -n model=$name
+  "$bin_dir/dtune-train" "${model[@]}" "${common[@]}" --output "$out/$name-np1.h5" > "$out/$name-np1.log"
+  for np in 2 4; do
+    for bucket in 0.25 25; do
+      first=$(awk -v b=$bucket 'BEGIN { print (b < 1 ? b : 1) }')
+      "${mpirun[@]}" -np $np "$bin_dir/dtune-train" "${model[@]}" "${common[@]}" --bucket-mb $bucket \
+        --first-bucket-mb "$first" --output "$out/$name-np$np-b$bucket.h5" > "$out/$name-np$np-b$bucket.log"
+    done
+  done
+done
+"$repo/scripts/dtune" model check "$out"

@@ -1,0 +1,121 @@
+"""`dtune model predict|check|project`: the scaling model's subcommands (scaling_model.py), their
+arguments and printed tables. Each returns the exit status: 0 done, 2 an input the model cannot use
+(one line on stderr: no profile with gradient times, no link fit for a level it needs, an
+allreduce measured at one size, ...).
+
+    dtune model predict PROFILE.h5 COMM.h5... [--nodes 1,2] [--ranks-per-node 2,4] [--bucket-mb 1,25]
+    dtune model check RESULTS...                       predicted against measured, every multi-rank run
+    dtune model project PROFILE.h5 [--cluster h100-ib400] [--nodes ...] [--bucket-mb ...]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .clusters import CLUSTERS, DEFAULT_BUCKETS_MB, DEFAULT_NODES
+
+# The model's modules (numpy, pandas, h5py) load inside each command, so that building the parser
+# for `dtune --help` or `dtune sweep` stays quick.
+
+
+def _fail(message: str) -> int:
+    print(f"dtune model: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _fit_line(level: str, f) -> str:
+    bw = 1e-9 / f.beta_s_per_byte if f.beta_s_per_byte > 0 else float("inf")
+    return f"#   {level}: α = {f.alpha_s * 1e6:.3g} µs per ring step, 1/β = {bw:.3g} GB/s ({f.source})"
+
+
+def cmd_predict(a) -> int:
+    """Step time, exposed communication and efficiency per shape and bucket size."""
+    import numpy as np
+
+    from .model_inputs import load_link_fits, one_profile
+    from .scaling_model import Shape, predict
+
+    defaults(a)
+    try:
+        prof = one_profile(a.files, a.run)
+        fits = load_link_fits(a.files)
+        shapes = [Shape(n, r, a.algorithm) for n in a.nodes for r in a.ranks_per_node]
+        link = {s: fits.for_shape(s) for s in shapes}
+    except (OSError, ValueError, KeyError) as e:
+        return _fail(str(e).splitlines()[0])
+    p = prof.profile
+    print(f"# dtune model: {Path(prof.file).name}:{prof.run} ({p.label}), {len(p.total_ms)} measured steps")
+    step = float(np.median(p.total_ms))
+    grads = f"{int(p.param_bytes.sum())} B in {len(p.param_bytes)} tensors"
+    print(f"#   1-rank step {step:.3f} ms (median); gradients {grads}")
+    for level in ("intra", "inter"):
+        if level in fits.pooled:
+            print(_fit_line(level, fits.pooled[level]))
+    print(
+        f"# {'nodes':>5} {'R':>3} {'ranks':>5} {'algorithm':>12} {'bucket_mb':>9} {'buckets':>7} {'step_ms':>9} "
+        f"{'exposed_ms':>10} {'comm_ms':>9} {'efficiency':>10}"
+    )
+    for s in shapes:
+        for b in a.bucket_mb:
+            r = predict(p, s, b, link[s], a.first_bucket_mb)
+            print(
+                f"  {s.nodes:5d} {s.ranks_per_node:3d} {s.ranks:5d} {s.algorithm:>12} {b:9g} {r.buckets:7d} "
+                f"{r.step_ms:9.3f} {r.exposed_ms:10.3f} {r.comm_ms:9.3f} {r.efficiency:10.3f}"
+            )
+    return 0
+
+
+def cmd_check(a) -> int:
+    """Predicted against measured for every multi-rank run in the files."""
+    from .model_check import check, format_check
+
+    try:
+        rows, notes = check(a.files)
+    except (OSError, ValueError, KeyError) as e:
+        return _fail(str(e).splitlines()[0])
+    print(format_check(rows, notes))
+    return 0
+
+
+def cmd_project(a) -> int:
+    """The model on a published cluster's links, with the assumptions printed."""
+    from .model_inputs import one_profile
+    from .projection import compute_scale, format_projection, project
+
+    defaults(a)
+    try:
+        prof = one_profile(a.files, a.run)
+        if a.cluster not in CLUSTERS:
+            return _fail(f"--cluster {a.cluster}: one of {', '.join(sorted(CLUSTERS))}")
+        cluster = CLUSTERS[a.cluster]
+        scale = a.compute_scale
+        if scale is None:
+            scale = compute_scale(prof.profile, a.peak_tflops or cluster.peak_tflops, a.mfu, a.batch_scale)
+    except (OSError, ValueError, KeyError) as e:
+        return _fail(str(e).splitlines()[0])
+    pr = project(
+        prof.profile, cluster, a.nodes, a.bucket_mb, scale, a.alpha_intra_us, a.alpha_inter_us, a.nics, a.algorithm
+    )
+    if a.compute_scale is None:
+        pr.assumptions.append(
+            f"compute scale: the profile's training FLOPs per step x batch-scale {a.batch_scale:g} at MFU {a.mfu:g} "
+            f"of {a.peak_tflops or cluster.peak_tflops:g} TFLOP/s"
+        )
+    print(format_projection(pr))
+    return 0
+
+
+def defaults(a) -> None:
+    """Fill the list defaults that depend on the subcommand."""
+    if a.cmd == "project":
+        a.nodes = a.nodes or DEFAULT_NODES
+        a.bucket_mb = a.bucket_mb or DEFAULT_BUCKETS_MB
+    elif a.cmd == "predict":
+        a.nodes = a.nodes or [1]
+        a.bucket_mb = a.bucket_mb or [1, 5, 25]
+
+
+def run(a) -> int:
+    """The subcommand `a.cmd` (predict, check, project) of `dtune model`."""
+    return {"predict": cmd_predict, "check": cmd_check, "project": cmd_project}[a.cmd](a)

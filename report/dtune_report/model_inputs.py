@@ -1,0 +1,260 @@
+"""What `dtune model` reads from results files, and what it refuses (ModelInputError: one line,
+exit 2):
+
+- profiles: 1-rank dtune-train runs with per-parameter gradient arrival times (`grad_ready_ms`,
+  `param_bytes`; results/SCHEMA.md), their measured steps (warm-up and profiled steps left out);
+- link fits: dtune-comm allreduce runs (sum, out-of-place, status ok) at two sizes or more, each
+  put on a link level by the hosts its ranks ran on (provenance rank_host): one host → `intra`
+  with p = ranks; several hosts with one rank each, or a flat allreduce over several ranks per
+  host → `inter` (a ring over all ranks is as slow as its inter-node steps) with p = ranks. Per
+  level, α (s per ring step) and β (s per byte) by weighted least squares (weights 1/t², as
+  dtune-comm's own fit, doc/metrics.md section 2) of each size's median call time (per timed
+  iteration the slowest rank's time, as `dtune compare` counts a call; the median, not the table's
+  mean, so that a few calls stalled by a busy machine do not make the link look slow) on the ring
+  model t = 2(p−1)·α + 2(p−1)/p·S·β, pooled over the runs of that level; a fit from runs of exactly
+  the rank count asked for is preferred where there is one;
+- the launch shape of a multi-rank run: nodes = distinct hosts in its provenance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from .identity import run_identity
+from .loader import decode_attr, load_comm, load_runs, open_results
+from .scaling_model import LinkFit, Profile, Shape
+
+
+class ModelInputError(ValueError):
+    """An input `dtune model` cannot use: one line saying what is missing and how to get it."""
+
+
+# Settings a multi-rank run may differ in from the 1-rank profile it is predicted from: the launch
+# shape, and how gradients are synchronised (which the model replays).
+SYNC_KEYS = {
+    "np",
+    "nodes",
+    "ranks_per_node",
+    "world_size",
+    "global_batch",
+    "bucket_mb",
+    "first_bucket_mb",
+    "overlap",
+    "compression",
+    "backend",
+    "reduce_algo",
+    "--reduce-algo",
+    "OMPI_MCA_mpi_oversubscribe",
+}
+_WIRE = {"none": 1.0, "fp16": 0.5, "bf16": 0.5}
+
+
+def _attrs(g) -> dict:
+    return {k: decode_attr(v) for k, v in g.attrs.items()}
+
+
+def measured_steps(g: h5py.Group) -> np.ndarray:
+    """Indices of a train run's measured steps: after warm-up, outside a --profile-steps window."""
+    a = _attrs(g)
+    S = g["total_ms"].shape[0]
+    keep = np.arange(S) >= int(a.get("warmup_steps", 0))
+    if "profiled" in g:
+        keep &= g["profiled"][()] == 0
+    return np.flatnonzero(keep)
+
+
+def shape_of(hosts: list, ranks: int, algorithm: str = "flat") -> Shape:
+    """The launch shape from a run's rank → host list; ModelInputError when ranks are spread
+    unevenly over hosts (the model has one ranks-per-node figure)."""
+    if not hosts or len(hosts) != ranks:
+        return Shape(1, ranks, algorithm)
+    counts = {h: hosts.count(h) for h in hosts}
+    if len(set(counts.values())) != 1:
+        raise ModelInputError(f"ranks spread unevenly over hosts {counts}: the model needs the same ranks per node")
+    return Shape(len(counts), ranks // len(counts), algorithm)
+
+
+@dataclass
+class ProfileRun:
+    file: str
+    run: str
+    attrs: dict
+    identity: dict
+    profile: Profile
+
+
+def _profile(path: Path, name: str, g: h5py.Group) -> Profile:
+    a = _attrs(g)
+    steps = measured_steps(g)
+    if len(steps) == 0:
+        raise ModelInputError(f"{path}: /runs/{name}: no measured step (all warm-up or profiled)")
+    ready = g["grad_ready_ms"][()]
+    if ready.shape[0] != g["total_ms"].shape[0]:
+        raise ModelInputError(f"{path}: /runs/{name}: grad_ready_ms has {ready.shape[0]} steps, total_ms another count")
+    return Profile(
+        total_ms=g["total_ms"][()][steps, 0],
+        backward_ms=g["backward_ms"][()][steps, 0],
+        ready_ms=ready[steps],
+        param_bytes=g["param_bytes"][()].astype(np.int64),
+        first_bucket_mb=float(a.get("first_bucket_mb", 1.0)),
+        wire_factor=_WIRE.get(str(a.get("compression", "none")), 1.0),
+        label=f"{a.get('model')} batch {a.get('batch')} {a.get('precision')} threads {a.get('threads')}",
+        meta=a,
+    )
+
+
+def load_profiles(paths) -> list:
+    """Every 1-rank train run with gradient arrival times, as ProfileRun (status ok only)."""
+    runs = load_runs(paths)
+    out = []
+    for r in runs[runs.benchmark == "train"].itertuples(index=False):
+        a = r.attrs
+        if a.get("status") != "ok" or int(a.get("world_size", 0)) != 1:
+            continue
+        with open_results(Path(r.file)) as f:
+            g = f["runs"][r.run]
+            if "grad_ready_ms" not in g or "param_bytes" not in g or g["param_bytes"].shape[0] == 0:
+                continue
+            prof = _profile(Path(r.file), r.run, g)
+        out.append(ProfileRun(r.file, r.run, a, sync_free_identity(r._asdict()), prof))
+    return out
+
+
+def sync_free_identity(run: dict) -> dict:
+    """A run's identity (identity.run_identity) less what the model varies (SYNC_KEYS)."""
+    ident = run_identity(run, by_point=False)
+    return {k: v for k, v in ident.items() if k not in SYNC_KEYS}
+
+
+def one_profile(paths, run: str | None = None) -> ProfileRun:
+    """The profile `dtune model predict/project` uses: the only one, or the one named `run`."""
+    found = load_profiles(paths)
+    if run is not None:
+        found = [p for p in found if p.run == run or p.run.startswith(run)]
+    if not found:
+        raise ModelInputError(
+            f"no 1-rank dtune-train run with per-parameter gradient times (grad_ready_ms) in "
+            f"{', '.join(map(str, paths))}{' named ' + run if run else ''}: record one with "
+            "`build/bin/dtune-train --model ... --steps 20` (one rank) from this version of dtune"
+        )
+    if len(found) > 1:
+        names = ", ".join(f"{Path(p.file).name}:{p.run}" for p in found[:6])
+        raise ModelInputError(f"{len(found)} 1-rank profiles ({names}): name one with --run")
+    return found[0]
+
+
+@dataclass
+class LinkFits:
+    """Fits per (level, ranks) and pooled per level; get() prefers the exact rank count."""
+
+    by_ranks: dict = field(default_factory=dict)  # (level, p) -> LinkFit
+    pooled: dict = field(default_factory=dict)  # level -> LinkFit
+    notes: list = field(default_factory=list)
+
+    def get(self, level: str, ranks: int):
+        return self.by_ranks.get((level, ranks)) or self.pooled.get(level)
+
+    def for_shape(self, shape: Shape) -> dict:
+        """{level: LinkFit} for every level the shape's reduction crosses; ModelInputError naming
+        the missing level and how to measure it."""
+        out = {}
+        for level in shape.levels():
+            p = shape.ranks_per_node if level == "intra" and shape.nodes > 1 else shape.ranks
+            if level == "inter" and shape.algorithm == "hierarchical" and shape.ranks_per_node > 1:
+                p = shape.nodes
+            fit = self.get(level, p)
+            if fit is None:
+                how = (
+                    "a dtune-comm allreduce on one node with 2 or more ranks (mpirun -np 2 build/bin/dtune-comm "
+                    "-b 1K -e 16M -f 4)"
+                    if level == "intra"
+                    else "a dtune-comm allreduce across nodes (its ranks on two hosts or more)"
+                )
+                raise ModelInputError(
+                    f"no {level}-node allreduce fit for {shape.nodes} node(s) x {shape.ranks_per_node} ranks: add {how}"
+                )
+            out[level] = fit
+        return out
+
+
+def fit_ring(p: np.ndarray, size: np.ndarray, t_s: np.ndarray, source: str) -> LinkFit:
+    """Weighted (1/t²) least squares of t = 2(p−1)·α + 2(p−1)/p·S·β with α, β >= 0 (a negative
+    one is set to 0 and the other refitted alone)."""
+    X = np.column_stack([2 * (p - 1), 2 * (p - 1) / p * size]).astype(float)
+    w = 1.0 / t_s
+    coef, *_ = np.linalg.lstsq(X * w[:, None], t_s * w, rcond=None)
+    if coef[0] < 0 or coef[1] < 0:
+        k = 1 if coef[0] < 0 else 0
+        col = X[:, k] * w
+        coef = np.zeros(2)
+        coef[k] = max(0.0, float(col @ (t_s * w)) / float(col @ col))
+    return LinkFit(float(coef[0]), float(coef[1]), source)
+
+
+def comm_level(shape: Shape):
+    """(level, ranks in the ring) a dtune-comm run measures; None for one it cannot be used for."""
+    if shape.ranks < 2:
+        return None
+    if shape.nodes == 1:
+        return "intra", shape.ranks
+    if shape.algorithm == "flat" or shape.ranks_per_node == 1:
+        return "inter", shape.ranks
+    return None  # hierarchical across nodes: two levels in one time
+
+
+def load_link_fits(paths) -> LinkFits:
+    """LinkFits from every usable allreduce run in `paths`; ModelInputError for a run measured at a
+    single size (no fit can come from it)."""
+    calls = load_comm(paths)
+    fits = LinkFits()
+    if calls.empty:
+        return fits
+    runs = load_runs(paths)
+    runs = runs[runs.benchmark == "comm"].set_index(["file", "run"])
+    sel = calls[
+        (calls.collective == "allreduce")
+        & (calls.op == "sum")
+        & (calls.placement == "out-of-place")
+        & (calls.status == "ok")
+    ]
+    # (file, run, size) -> the median over iterations of the slowest rank's time.
+    slowest = sel.groupby(["file", "run", "size_bytes", "iteration"]).time_us.max()
+    median = slowest.groupby(["file", "run", "size_bytes"]).median().reset_index()
+    rows = {}
+    for (file, run), g in median.groupby(["file", "run"]):
+        if len(g) < 2:
+            raise ModelInputError(
+                f"{file}: /runs/{run}: allreduce measured at a single size ({int(g.size_bytes.iloc[0])} B); "
+                "an α–β fit needs two sizes or more (dtune-comm -b 1K -e 16M -f 4)"
+            )
+        info = runs.loc[(file, run)]
+        hosts = list(info["hosts"] or [])
+        ranks = int(info["world_size"] or len(hosts) or 1)
+        level = comm_level(shape_of(hosts, ranks, str(info["attrs"].get("algorithm", "flat"))))
+        if level is None:
+            fits.notes.append(f"{Path(file).name}:{run} not used (one rank, or hierarchical across nodes)")
+            continue
+        rows.setdefault(level, []).append((g.size_bytes.to_numpy(float), g.time_us.to_numpy(float) * 1e-6))
+    for (level, p), parts in rows.items():
+        size = np.concatenate([s for s, _ in parts])
+        t = np.concatenate([x for _, x in parts])
+        fits.by_ranks[(level, p)] = fit_ring(np.full(len(size), float(p)), size, t, f"{level}, {p} ranks")
+    for level in {lv for lv, _ in rows}:
+        keys = [k for k in rows if k[0] == level]
+        size = np.concatenate([s for k in keys for s, _ in rows[k]])
+        t = np.concatenate([x for k in keys for _, x in rows[k]])
+        p = np.concatenate([np.full(len(s), float(k[1])) for k in keys for s, _ in rows[k]])
+        ps = "/".join(str(k[1]) for k in sorted(keys))
+        fits.pooled[level] = fit_ring(p, size, t, f"{level}, pooled over {ps} ranks")
+    return fits
+
+
+def train_shape(run: dict) -> Shape:
+    """A train run's launch shape (nodes from its recorded hosts) and reduction algorithm."""
+    a = run["attrs"]
+    algo = str(a.get("reduce_algo", "flat"))
+    return shape_of(list(run["hosts"] or []), int(a.get("world_size", 1)), algo)

@@ -1,0 +1,190 @@
+"""The scaling model behind `dtune model`: from a 1-rank training profile (when each parameter's
+gradient became ready in backward, results/SCHEMA.md `grad_ready_ms`) and α–β link fits, the step
+time, exposed communication and scaling efficiency of N nodes × R ranks per node, replaying
+dtune-train's gradient synchronisation (train/grad_sync.cc) step by step:
+
+- buckets are planned exactly as `plan_buckets` does: reverse parameter order, the first bucket
+  capped at --first-bucket-mb, later ones at --bucket-mb (MiB = 2^20 bytes, truncated to bytes);
+- bucket b is ready when its last parameter's gradient arrived; buckets launch in index order
+  (launch_b = max(ready_0..ready_b)); one communication thread reduces them one at a time:
+  start_b = max(launch_b, end_{b-1}), end_b = start_b + T(bytes_b);
+- exposed_ms = max(0, end_last − backward_ms): what is left after backward ends; the predicted
+  step is the profiled step plus that (the profile's step has no communication at all);
+- efficiency = the 1-rank step over the predicted step (weak scaling: the batch per rank fixed).
+
+Ring allreduce of n bytes over p ranks (Thakur, Rabenseifner, Gropp 2005; /work REFERENCE):
+T = 2(p−1)·α + 2(p−1)/p·n·β. Flat: one ring over all N·R ranks, every step as slow as its slowest
+link (the inter-node one once N > 1). Hierarchical (reduce within the node, allreduce among node
+leaders, broadcast within the node): the reduce and the broadcast are each half a ring allreduce
+within the node (reduce-scatter + gather, scatter + allgather), so
+T = 2(R−1)·α_intra + 2(R−1)/R·n·β_intra + 2(N−1)·α_inter + 2(N−1)/N·n·β_inter.
+Everything here is pure arithmetic on arrays; model_inputs.py reads the files.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+MIB = 1 << 20
+LEVELS = ("intra", "inter")  # within a node (shared memory, NVLink), between nodes (the network)
+
+
+@dataclass(frozen=True)
+class LinkFit:
+    """One link level's ring allreduce constants: α seconds per ring step, β seconds per byte."""
+
+    alpha_s: float
+    beta_s_per_byte: float
+    source: str = ""
+
+    def ring_s(self, n_bytes: float, p: int) -> float:
+        """Ring allreduce of n bytes over p ranks: 2(p−1)α + 2(p−1)/p·n·β (0 for one rank)."""
+        if p <= 1:
+            return 0.0
+        return 2 * (p - 1) * self.alpha_s + 2 * (p - 1) / p * n_bytes * self.beta_s_per_byte
+
+
+@dataclass(frozen=True)
+class Shape:
+    """N nodes × R ranks per node, and how a bucket is reduced across them."""
+
+    nodes: int
+    ranks_per_node: int
+    algorithm: str = "flat"  # flat | hierarchical
+
+    @property
+    def ranks(self) -> int:
+        return self.nodes * self.ranks_per_node
+
+    def levels(self) -> list:
+        """The link levels a reduction over this shape crosses."""
+        if self.ranks <= 1:
+            return []
+        if self.nodes == 1:
+            return ["intra"]
+        if self.algorithm == "flat" or self.ranks_per_node == 1:
+            return ["inter"]
+        return ["intra", "inter"]
+
+
+@dataclass
+class Profile:
+    """A 1-rank run's measured steps: per step (S rows) its total and backward milliseconds and
+    each parameter's gradient arrival (S, P) in ms after backward began (NaN: never arrived, taken
+    at the end of backward, as GradSync.finish does); the parameters' bytes (P,) in model order."""
+
+    total_ms: np.ndarray  # (S,)
+    backward_ms: np.ndarray  # (S,)
+    ready_ms: np.ndarray  # (S, P)
+    param_bytes: np.ndarray  # (P,)
+    first_bucket_mb: float = 1.0
+    wire_factor: float = 1.0  # bytes on the wire per parameter byte (0.5 with fp16/bf16 compression)
+    label: str = ""
+    meta: dict = field(default_factory=dict)
+
+    def scaled(self, factor: float) -> Profile:
+        """The same profile with every compute time multiplied by `factor` (a projection to other
+        hardware: a stated assumption, not a measurement)."""
+        return Profile(
+            self.total_ms * factor,
+            self.backward_ms * factor,
+            self.ready_ms * factor,
+            self.param_bytes,
+            self.first_bucket_mb,
+            self.wire_factor,
+            self.label,
+            dict(self.meta, compute_scale=factor),
+        )
+
+
+def plan_buckets(param_bytes, first_cap_bytes: int, cap_bytes: int) -> list:
+    """train/grad_sync.cc plan_buckets, line for line: [[parameter indices] per bucket], reverse
+    parameter order; bucket 0 capped at first_cap, later ones at cap; a parameter larger than the
+    cap gets a bucket of its own."""
+    buckets, sizes = [], []
+    for k in range(len(param_bytes) - 1, -1, -1):
+        limit = first_cap_bytes if len(buckets) == 1 else cap_bytes
+        if not buckets or (sizes[-1] > 0 and sizes[-1] + int(param_bytes[k]) > limit):
+            buckets.append([])
+            sizes.append(0)
+        buckets[-1].append(k)
+        sizes[-1] += int(param_bytes[k])
+    return buckets
+
+
+def caps_bytes(bucket_mb: float, first_bucket_mb: float) -> tuple:
+    """(first cap, cap) in bytes as dtune-train computes them: static_cast<int64_t>(mb · 2^20)."""
+    return int(first_bucket_mb * MIB), int(bucket_mb * MIB)
+
+
+def bucket_cost_s(n_bytes: float, shape: Shape, fits: dict) -> float:
+    """Seconds to allreduce one bucket of n bytes over `shape` with the fits {level: LinkFit}."""
+    if shape.ranks <= 1:
+        return 0.0
+    if shape.nodes == 1:
+        return fits["intra"].ring_s(n_bytes, shape.ranks)
+    if shape.algorithm == "flat" or shape.ranks_per_node == 1:
+        return fits["inter"].ring_s(n_bytes, shape.ranks)
+    return fits["intra"].ring_s(n_bytes, shape.ranks_per_node) + fits["inter"].ring_s(n_bytes, shape.nodes)
+
+
+def replay_step(ready_ms, backward_ms: float, costs_ms) -> tuple:
+    """One step's overlap as the trainer runs it. `ready_ms` (B,) bucket ready times in backward
+    order, `costs_ms` (B,) each bucket's reduction time. Returns (exposed_ms, end of the last
+    reduction in ms after backward began)."""
+    launch = np.maximum.accumulate(np.asarray(ready_ms, dtype=float))
+    end = 0.0
+    for b in range(len(launch)):
+        end = max(launch[b], end) + costs_ms[b]
+    return max(0.0, end - backward_ms), end
+
+
+@dataclass(frozen=True)
+class Prediction:
+    shape: Shape
+    bucket_mb: float
+    buckets: int
+    step_ms: float  # median over the profile's steps of (step + exposed)
+    exposed_ms: float  # median over steps
+    comm_ms: float  # the buckets' reduction times summed (the same every step)
+    base_step_ms: float  # the profile's median step (1 rank)
+
+    @property
+    def efficiency(self) -> float:
+        return self.base_step_ms / self.step_ms if self.step_ms > 0 else math.nan
+
+
+def predict(
+    profile: Profile,
+    shape: Shape,
+    bucket_mb: float,
+    fits: dict,
+    first_bucket_mb: float | None = None,
+    overlap: bool = True,
+) -> Prediction:
+    """The Prediction for one shape and bucket size. `fits` must hold every level of
+    shape.levels() (KeyError otherwise: model_inputs checks before calling). overlap=False
+    (--overlap off): every bucket is launched when backward ends."""
+    # The first bucket's cap, never above the others' (dtune-train refuses --first-bucket-mb > --bucket-mb).
+    first = min(profile.first_bucket_mb if first_bucket_mb is None else first_bucket_mb, bucket_mb)
+    buckets = plan_buckets(profile.param_bytes, *caps_bytes(bucket_mb, first))
+    wire = np.array([profile.param_bytes[b].sum() * profile.wire_factor for b in buckets], dtype=float)
+    costs_ms = np.array([bucket_cost_s(n, shape, fits) * 1e3 for n in wire])
+    exposed = np.empty(len(profile.total_ms))
+    for s in range(len(profile.total_ms)):
+        back = float(profile.backward_ms[s])
+        arrived = np.where(np.isnan(profile.ready_ms[s]) | (not overlap), back, profile.ready_ms[s])
+        ready = [arrived[b].max() for b in buckets]
+        exposed[s], _ = replay_step(ready, back, costs_ms)
+    return Prediction(
+        shape,
+        bucket_mb,
+        len(buckets),
+        float(np.median(profile.total_ms + exposed)),
+        float(np.median(exposed)),
+        float(costs_ms.sum()),
+        float(np.median(profile.total_ms)),
+    )

@@ -1,0 +1,127 @@
+"""`dtune model` end to end on files the real binaries wrote (tiny GPT, a few steps): dtune-train
+records each parameter's gradient arrival within backward, in the step order and parameter order
+the model reads; the model plans the buckets exactly as the trainer did; `predict`, `check` and
+`project` print predictions from a 1-rank profile and a dtune-comm file; inputs it cannot use exit
+2 with one line; the report gains its scaling-model section with both figures. Timings are never
+asserted beyond their signs and bounds (the machine is shared)."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from test_train_results import run
+
+from conftest import run_comm
+from dtune_report.report import build_report
+from dtune_report.scaling_model import caps_bytes, plan_buckets
+
+REPO = Path(__file__).resolve().parents[2]
+GPT = ["--model", "gpt2-tiny", "--context", "16", "--vocab", "128", "--batch", "2", "--threads", "1"]
+STEPS = ["--steps", "4", "--warmup-steps", "1"]
+
+
+def dtune(*args):
+    return subprocess.run(
+        [str(REPO / "scripts" / "dtune"), *map(str, args)], capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("model")
+    out = {"profile": d / "profile.h5", "comm": d / "comm.h5", "two": d / "two.h5", "single": d / "single.h5"}
+    r = run(GPT + STEPS + ["--output", out["profile"]])
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = run(GPT + STEPS + ["--bucket-mb", "0.05", "--first-bucket-mb", "0.05", "--output", out["two"]], np_=2)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = run_comm(2, ["-b", "1K", "-e", "256K", "-f", "4", "-n", "5", "-w", "2", "--output", out["comm"]])
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = run_comm(2, ["-b", "1K", "-e", "1K", "-n", "5", "--output", out["single"]])
+    assert r.returncode == 0, r.stdout + r.stderr
+    return out
+
+
+def group(path):
+    f = h5py.File(path, "r")
+    (g,) = f["runs"].values()
+    return f, g
+
+
+def test_gradient_arrival_is_recorded_per_step_and_parameter(files):
+    f, g = group(files["profile"])
+    with f:
+        ready, sizes = g["grad_ready_ms"][()], g["param_bytes"][()]
+        backward = g["backward_ms"][()][:, 0]
+        assert ready.shape == (5, len(sizes))  # warm-up + measured steps, every parameter
+        assert int(sizes.sum()) == 4 * int(g.attrs["parameters"])  # fp32
+        assert np.isfinite(ready).all() and (ready > 0).all()
+        # Every gradient arrives within its step's backward phase.
+        assert (ready <= backward[:, None]).all()
+        # Backward produces the last parameters first: the first parameter (the token embedding,
+        # also the tied head) is never the earliest.
+        assert (ready[:, 0] > ready.min(axis=1)).all()
+
+
+def test_the_model_plans_the_buckets_the_trainer_reduced(files):
+    f, g = group(files["two"])
+    with f:
+        recorded = list(g["bucket_bytes"][()])
+        sizes = g["param_bytes"][()]
+    planned = [int(sizes[b].sum()) for b in plan_buckets(sizes, *caps_bytes(0.05, 0.05))]
+    assert planned == recorded and len(recorded) > 2
+
+
+def test_predict_prints_a_prediction_per_shape_and_bucket(files):
+    r = dtune("model", "predict", files["profile"], files["comm"], "--ranks-per-node", "2", "--bucket-mb", "0.05,25")
+    assert r.returncode == 0, r.stderr
+    rows = [line.split() for line in r.stdout.splitlines() if not line.startswith("#")]
+    assert len(rows) == 2, r.stdout
+    for nodes, R, ranks, algo, _bucket, _buckets, step, exposed, comm, eff in rows:
+        assert (nodes, R, ranks, algo) == ("1", "2", "2", "flat")
+        assert float(step) > 0 and float(exposed) >= 0 and float(comm) > 0 and 0 < float(eff) <= 1
+    assert int(rows[0][5]) > int(rows[1][5])  # smaller buckets, more of them
+    assert re.search(r"#   intra: α = \S+ µs per ring step", r.stdout), r.stdout
+
+
+def test_check_compares_each_multi_rank_run(files):
+    r = dtune("model", "check", files["profile"], files["comm"], files["two"])
+    assert r.returncode == 0, r.stderr
+    assert "median |error| of the predicted step time over 1 runs" in r.stdout, r.stdout
+
+
+def test_project_states_it_is_a_projection(files):
+    r = dtune("model", "project", files["profile"], "--nodes", "1,4,1024", "--bucket-mb", "1,25")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("# PROJECTION (not a measurement)")
+    assert "latency assumed" in r.stdout and re.search(r"# scaling (breaks|holds)", r.stdout)
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("no-profile", "no 1-rank dtune-train run with per-parameter gradient times"),
+        ("no-comm", "no intra-node allreduce fit"),
+        ("no-inter", "no inter-node allreduce fit"),
+        ("single-size", "allreduce measured at a single size"),
+    ],
+)
+def test_inputs_it_cannot_use_exit_2_with_one_line(files, case, message):
+    args = {
+        "no-profile": [files["comm"], files["two"]],
+        "no-comm": [files["profile"]],
+        "no-inter": [files["profile"], files["comm"], "--nodes", "2"],
+        "single-size": [files["profile"], files["comm"], files["single"]],
+    }[case]
+    r = dtune("model", "predict", *args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stdout == "" and len(r.stderr.splitlines()) == 1 and message in r.stderr, r.stderr
+
+
+def test_report_draws_the_model_section(files, tmp_path):
+    rep = build_report([files["profile"], files["comm"], files["two"]], tmp_path)
+    assert {"model_vs_measured", "projection"} <= set(rep["figures"])
+    md = (tmp_path / "report.md").read_text()
+    assert "## Scaling model" in md and "Projection (not a measurement)" in md

@@ -1,0 +1,109 @@
+"""The scaling model (report/dtune_report/scaling_model.py) on a profile small enough to work out by
+hand, exactly; the ring fit recovers the constants it was made from; the projection names a best
+bucket size and where scaling breaks. No binaries: pure arithmetic on fixed inputs."""
+
+import numpy as np
+import pytest
+
+from dtune_report.clusters import CLUSTERS
+from dtune_report.model_inputs import fit_ring
+from dtune_report.projection import project
+from dtune_report.scaling_model import MIB, LinkFit, Profile, Shape, plan_buckets, predict
+
+# Four parameters in model order, 2, 1, 1 and 1 MiB. Backward produces them last first.
+PARAM_BYTES = np.array([2, 1, 1, 1]) * MIB
+# Two steps. Step 0: backward 10 ms, the whole step 30 ms, gradients of p3, p2, p1, p0 ready at
+# 1, 2, 6 and 9 ms. Step 1: backward 10 ms, step 40 ms, ready at 0.5, 0.5, 1 and 2 ms.
+READY = np.array([[9.0, 6.0, 2.0, 1.0], [2.0, 1.0, 0.5, 0.5]])
+# Links: within a node α = 0.5 ms per ring step, β = 1 ms per MiB; between nodes α = 1 ms, β = 4 ms/MiB.
+INTRA = LinkFit(0.5e-3, 1e-3 / MIB)
+INTER = LinkFit(1e-3, 4e-3 / MIB)
+
+
+def profile():
+    return Profile(
+        total_ms=np.array([30.0, 40.0]),
+        backward_ms=np.array([10.0, 10.0]),
+        ready_ms=READY,
+        param_bytes=PARAM_BYTES,
+        first_bucket_mb=1.0,
+    )
+
+
+def test_buckets_are_planned_as_the_trainer_plans_them():
+    # Reverse order p3, p2, p1, p0. Bucket 0 (cap 1 MiB): p3 (1 MiB); p2 would make 2 > 1, so a new
+    # bucket 1 (cap 2 MiB): p2, then p1 (2 MiB, not above the cap); p0 would make 4 > 2: bucket 2.
+    assert plan_buckets(PARAM_BYTES, 1 * MIB, 2 * MIB) == [[3], [2, 1], [0]]
+    # A parameter larger than the cap gets a bucket of its own; the first bucket takes one
+    # parameter even when it is larger than its cap.
+    assert plan_buckets(np.array([5, 1, 1]), 1, 2) == [[2], [1], [0]]
+    assert plan_buckets(np.array([1, 1, 1]), 1, 100) == [[2], [1, 0]]
+
+
+def test_one_node_two_ranks_by_hand():
+    # p = 2: T(n) = 2(p-1)α + 2(p-1)/p·n·β = 1 ms + n[MiB] ms. Buckets 1, 2, 2 MiB: 2, 3, 3 ms.
+    # Step 0: bucket ready times max(p3) = 1, max(p2, p1) = 6, max(p0) = 9.
+    #   b0 runs 1 -> 3; b1 starts at max(6, 3) = 6 -> 9; b2 at max(9, 9) = 9 -> 12.
+    #   Exposed 12 - 10 = 2 ms; step 30 + 2 = 32 ms.
+    # Step 1: ready 0.5, 1, 2. b0 0.5 -> 2.5; b1 max(1, 2.5) -> 5.5; b2 max(2, 5.5) -> 8.5 < 10.
+    #   Exposed 0; step 40.
+    # Medians of two: step (32 + 40) / 2 = 36, exposed (2 + 0) / 2 = 1; base (30 + 40) / 2 = 35.
+    p = predict(profile(), Shape(1, 2), 2.0, {"intra": INTRA})
+    assert p.buckets == 3
+    assert p.comm_ms == pytest.approx(8.0, abs=1e-12)
+    assert p.step_ms == pytest.approx(36.0, abs=1e-12)
+    assert p.exposed_ms == pytest.approx(1.0, abs=1e-12)
+    assert p.efficiency == pytest.approx(35.0 / 36.0, abs=1e-12)
+
+
+def test_overlap_off_launches_everything_when_backward_ends():
+    # Every bucket ready at 10 ms: 10 -> 12 -> 15 -> 18 in both steps; exposed 8; steps 38 and 48.
+    p = predict(profile(), Shape(1, 2), 2.0, {"intra": INTRA}, overlap=False)
+    assert p.exposed_ms == pytest.approx(8.0, abs=1e-12)
+    assert p.step_ms == pytest.approx(43.0, abs=1e-12)
+
+
+def test_two_nodes_hierarchical_and_flat_by_hand():
+    fits = {"intra": INTRA, "inter": INTER}
+    # Hierarchical 2 x 2: within the node (p = 2) 1 + n ms, among the 2 leaders 2·1 + n·4 ms.
+    # Buckets 1, 2, 2 MiB: 2 + 6 = 8, 3 + 10 = 13, 13 ms.
+    # Step 0: b0 1 -> 9; b1 max(6, 9) -> 22; b2 max(9, 22) -> 35: exposed 25, step 55.
+    # Step 1: b0 0.5 -> 8.5; b1 -> 21.5; b2 -> 34.5: exposed 24.5, step 64.5.
+    h = predict(profile(), Shape(2, 2, "hierarchical"), 2.0, fits)
+    assert h.exposed_ms == pytest.approx(24.75, abs=1e-12)
+    assert h.step_ms == pytest.approx(59.75, abs=1e-12)
+    # Flat 2 x 2: one ring of 4 on the inter-node constants: 2·3·1 + 2·3/4·n·4 = 6 + 6n ms:
+    # 12, 18, 18. Step 0: 1 -> 13 -> 31 -> 49: exposed 39. Step 1: 0.5 -> 12.5 -> 30.5 -> 48.5:
+    # exposed 38.5. Medians: exposed 38.75, step (69 + 78.5) / 2 = 73.75.
+    f = predict(profile(), Shape(2, 2, "flat"), 2.0, fits)
+    assert f.exposed_ms == pytest.approx(38.75, abs=1e-12)
+    assert f.step_ms == pytest.approx(73.75, abs=1e-12)
+
+
+def test_one_rank_has_no_communication():
+    p = predict(profile(), Shape(1, 1), 25.0, {})
+    assert (p.exposed_ms, p.comm_ms, p.step_ms, p.efficiency) == (0.0, 0.0, 35.0, 1.0)
+
+
+def test_the_ring_fit_recovers_its_constants():
+    # Times made by the ring model at p = 2 and 4 over sizes 1 KiB .. 16 MiB: the weighted fit
+    # returns α and β to rounding.
+    alpha, beta = 7e-6, 1 / 3e9
+    p = np.repeat([2.0, 4.0], 8)
+    size = np.tile(1024.0 * 4.0 ** np.arange(8), 2)
+    t = 2 * (p - 1) * alpha + 2 * (p - 1) / p * size * beta
+    fit = fit_ring(p, size, t, "test")
+    assert fit.alpha_s == pytest.approx(alpha, rel=1e-9)
+    assert fit.beta_s_per_byte == pytest.approx(beta, rel=1e-9)
+
+
+def test_projection_names_a_best_bucket_and_where_scaling_breaks():
+    # The hand-computed profile on 8-GPU nodes: compute fixed (scale 1), so as nodes grow the ring
+    # latency 2(N-1)α_inter of each bucket grows until communication dominates.
+    pr = project(profile(), CLUSTERS["h100-ib400"], nodes=[1, 2, 1024], buckets_mb=[1, 2, 5], scale=1.0)
+    assert pr.efficiency.shape == (3, 3)
+    assert pr.efficiency[0].max() > 0.99  # 5 MiB over NVLink at 370 GB/s hides behind 10 ms
+    # At 1,024 nodes each bucket costs 2·1023·6 µs ≈ 12 ms of latency: the fewest buckets win, 5 MiB
+    # (two buckets: the first is capped at 1 MiB) against three at 2 MiB and four at 1 MiB.
+    assert pr.buckets_mb[pr.best(2)] == 5
+    assert pr.breaks_at() == 1024
