@@ -74,7 +74,8 @@ def hardware(provenances: list, train: pd.DataFrame, comm: pd.DataFrame, paths) 
                 )
         elif not ok.empty and col["devices"] == "cpu":
             sentences.append(
-                f"On {m or 'this machine'} every rank trained on the CPU: no peak is known, so MFU needs --peak-tflops."
+                f"On {m or 'this machine'} every rank trained on the CPU: no peak is known, so MFU needs --peak-tflops "
+                "or a measured one (run dtune-probe gemm first)."
             )
         c = comm[[where.get((f, r)) == m for f, r in zip(comm.file, comm.run)]] if not comm.empty else comm
         for coll, g in c[c.placement == "out-of-place"].groupby("collective") if not c.empty else []:
