@@ -4,6 +4,7 @@
 #include <ATen/Context.h>
 #include <torch/cuda.h>
 #include <torch/nn/module.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <chrono>

@@ -153,8 +153,8 @@ int main(int argc, char** argv) {
 
     if (a.ctx.is_root())
       std::printf("# dtune-probe %s (%s), %d rank(s): %s\n",
-                  dtune::build_info::dtune_version().c_str(), dtune::build_info::git_revision(),
-                  a.ctx.world_size(), which.c_str());
+                  dtune::build_info::dtune_version().c_str(),
+                  dtune::build_info::git_revision().c_str(), a.ctx.world_size(), which.c_str());
     // The GPU-only probes on a machine without GPUs: said plainly, nothing measured, exit 0.
     const bool gpus = every_rank_sees_gpus(a.ctx);
     if (!gpus && (copy->parsed() || p2p->parsed() || launch->parsed())) {

@@ -1,8 +1,6 @@
 // The memory probe (see memory.h).
 #include "benchmarks/probe/memory.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 

@@ -49,6 +49,7 @@ def hardware(provenances: list, train: pd.DataFrame, comm: pd.DataFrame, paths) 
     for m, ps in sorted(by.items()):
         col = {
             "ranks": _join(len(p["rank_host"]) for p in ps if p["rank_host"]),
+            "topology": _join(p.get("topology") for p in ps),  # hwloc + NVML (core/topology.h)
             "devices": _join(device_name(d) for p in ps for d in p["rank_device"]),
             "MPI library": _join(str(p.get("mpi_library_version", "")).split(",")[0] for p in ps),
             "NCCL": _join(p.get("nccl_version") for p in ps),
