@@ -53,9 +53,10 @@ TEST(KernelsCuda, BucketPackEqualsTheHostReference) {
         const float v = normal(rng);
         pack_bucket_reference({{&v, 1}}, Dtype::kFloat32, host.data() + j * gs, g, 1.0f);
       }
-      char *dev_g = nullptr, *dev_flat = nullptr;
-      DTUNE_CUDA_CHECK(cudaMalloc(&dev_g, host.size()));
-      DTUNE_CUDA_CHECK(cudaMalloc(&dev_flat, static_cast<size_t>(total) * ws));
+      void *raw_g = nullptr, *raw_flat = nullptr;
+      DTUNE_CUDA_CHECK(cudaMalloc(&raw_g, host.size()));
+      DTUNE_CUDA_CHECK(cudaMalloc(&raw_flat, static_cast<size_t>(total) * ws));
+      char *dev_g = static_cast<char *>(raw_g), *dev_flat = static_cast<char *>(raw_flat);
       DTUNE_CUDA_CHECK(cudaMemcpy(dev_g, host.data(), host.size(), cudaMemcpyHostToDevice));
       std::vector<TensorRef> hrefs, drefs;
       std::vector<MutableTensorRef> dmut;
