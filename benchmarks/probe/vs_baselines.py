@@ -112,7 +112,9 @@ def pack(threads: int, tmp: Path) -> list:
     run([BIN / "dtune-micro", "--benchmark_filter=BM_PackResNet50", "--benchmark_repetitions=7",
          "--benchmark_format=json", f"--benchmark_out={out}"], env={"OMP_NUM_THREADS": str(threads)})  # fmt: skip
     doc = json.loads(out.read_text())
-    med = {b["run_name"]: b["real_time"] for b in doc["benchmarks"] if b.get("aggregate_name") == "median"}
+    med = {
+        b["run_name"].split("/")[0]: b["real_time"] for b in doc["benchmarks"] if b.get("aggregate_name") == "median"
+    }
     fused = med["BM_PackResNet50Fused"]
     rows = []
     for name, label in (("BM_PackResNet50MulCopyPerParam", "mul + copy_"), ("BM_PackResNet50CopyPerParam", "copy_")):
