@@ -72,6 +72,7 @@ Provenance collect_provenance(const RunContext& ctx, const std::string& command_
   const DeviceSummary dev = query_device_summary();
   p.cuda_runtime_version = dev.cuda_runtime_version;
   p.cuda_driver_version = dev.cuda_driver_version;
+  if (ctx.is_root()) p.topology = detect_topology();
   return p;
 }
 
@@ -97,6 +98,8 @@ void write_provenance(hid_t file, const Provenance& p) {
   h5::write_dataset(g.get(), "rank_local_rank", {local.size()}, local.data());
   std::vector<int64_t> node(p.rank_node.begin(), p.rank_node.end());
   h5::write_dataset(g.get(), "rank_node", {node.size()}, node.data());
+  h5::write_attr(g.get(), "topology", p.topology.summary());
+  write_topology(g.get(), "topology", p.topology);
   h5::Handle env = h5::create_group(g.get(), "env");
   for (const auto& [k, v] : p.env) h5::write_attr(env.get(), k, v);
 }

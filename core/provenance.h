@@ -1,7 +1,8 @@
 // Provenance: everything needed to know where and how a result was measured: hosts and the
 // rank -> host/device map, library versions (MPI, NCCL, CUDA runtime and driver, LibTorch,
 // compiler), the git revision and whether the tree was dirty, the launcher's and libraries'
-// environment variables, the command line and the start time.
+// environment variables, the command line and the start time, and the machine's topology
+// (core/topology.h: rank 0's node).
 #pragma once
 
 #include <hdf5.h>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "core/context.h"
+#include "core/topology.h"
 
 namespace dtune {
 
@@ -27,6 +29,7 @@ struct Provenance {
   std::string mpi_library_version, mpi_standard_version;
   std::string nccl_version;
   std::string cuda_runtime_version, cuda_driver_version;
+  Topology topology;  // rank 0's node (detected on rank 0 only)
 };
 
 // The prefixes of environment variables recorded (NCCL_, UCX_, OMPI_, SLURM_, OMP_, ...).

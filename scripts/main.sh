@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The README's main command: sets everything up (scripts/setup.sh) and runs the main job, the
-# quickstart sweep (sweeps/quickstart.yaml: dtune-comm over sizes and MPI transports, dtune-train
-# on the tiny ResNet and GPT over batch, precision and bucket size, and the tiny ResNet on JPEG
-# shards over loader workers, 2 ranks each), merges its
-# points into one HDF5 file, prints a summary read back from that file, and ends with the HTML
-# report (what to change against the baseline, with intervals, evidence and the commands that
-# reproduce it) and where it is.
+# The README's main command: sets everything up (scripts/setup.sh), measures this machine's GEMM
+# peak (dtune-probe gemm, for MFU) and runs the main job, the quickstart sweep
+# (sweeps/quickstart.yaml: dtune-comm over sizes and MPI transports, dtune-train on the tiny ResNet
+# and GPT over batch, precision and bucket size, and the tiny ResNet on JPEG shards over loader
+# workers, 2 ranks each), merges its points into one HDF5 file, prints a summary read back from
+# that file, and ends with the HTML report (what to change against the baseline, with intervals,
+# evidence and the commands that reproduce it) and where it is.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$repo/scripts/setup.sh"
@@ -19,6 +19,10 @@ if [[ ! -f results/data/quickstart-images/dataset.json ]]; then
   build/bin/dtune-data make images --out results/data/quickstart-images --samples 256 --width 160 --height 120 \
     --shard-samples 64 --classes 10 | tail -1
 fi
+# This machine's GEMM peak first (dtune-probe gemm on the device dtune-train will use), so that
+# the report's MFU is a number: where no datasheet knows the device, dtune-train takes the newest
+# results/dtune-probe-*.h5 (its source then reads "measured (dtune-probe gemm)").
+build/bin/dtune-probe gemm --dtype fp32,bf16,fp16 | grep '^# peak\|^# results'
 scripts/dtune sweep run sweeps/quickstart.yaml --out "$out"
 scripts/dtune sweep merge sweeps/quickstart.yaml --out "$out"
 PYTHONPATH="$repo/report" .venv/bin/python - "$out/merged.h5" <<'PY'
@@ -37,6 +41,6 @@ train = load_train_summary(path)
 for _, r in train.iterrows():
     data = "" if r.get("data", "synthetic") == "synthetic" else f", JPEG shards via {int(r.workers)} workers"
     print(f"  {r.model:>10s} batch {int(r.batch):3d}/rank {r.precision:>4s} buckets {r.bucket_mb:5g} MiB{data}: "
-          f"{r.samples_per_s:8.1f} samples/s, step p50 {r.step_time_p50_ms:6.1f} ms")
+          f"{r.samples_per_s:8.1f} samples/s, step p50 {r.step_time_p50_ms:6.1f} ms, MFU {r.mfu:6.1%}")
 PY
 scripts/dtune report "$out/merged.h5" -o "$out/report"

@@ -22,7 +22,7 @@ apt_packages=(
   openmpi-bin libopenmpi-dev
   libhdf5-dev hdf5-tools
   libcli11-dev libyaml-cpp-dev nlohmann-json3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libhwloc-dev
   python3 python3-venv python3-dev
   slurm-wlm munge chromium
   libturbojpeg0-dev libpng-dev libcurl4-openssl-dev iproute2

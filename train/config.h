@@ -101,6 +101,7 @@ struct Options {
   int check_every = 0;         // divergence guard period (0: only at the end)
   double memory_limit_mb = 0;  // CPU batch finder
   double peak_tflops = 0;      // override of the MFU peak
+  std::string peak_from;       // a dtune-probe gemm file for the MFU peak (train/measured_peak.h)
   double timeout_s = 300;
   bool timing = true;       // false: only each step's total (to measure the harness's own cost)
   int plant_inf_step = -1;  // test only: rank 0 plants an inf gradient at this step

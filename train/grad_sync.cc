@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "core/nvtx.h"
+#include "train/fused_pack.h"
 
 namespace dtune::train {
 
@@ -39,6 +40,7 @@ GradSync::GradSync(std::vector<torch::Tensor> params, Reducer& reducer, int worl
     : params_(std::move(params)),
       reducer_(reducer),
       inv_world_(1.0 / world_size),
+      scale_(static_cast<float>(inv_world_)),
       overlap_(o.overlap) {
   std::vector<int64_t> bytes;
   for (const auto& p : params_) bytes.push_back(p.numel() * static_cast<int64_t>(p.element_size()));
@@ -87,10 +89,52 @@ void GradSync::copy_in(size_t i, const torch::Tensor& grad) {
   const torch::Tensor& acc = params_[i].grad();
   torch::Tensor total = acc.defined() ? grad.detach() + acc : grad.detach();
   // Pre-divided by the world size, as DDP does: the sum over ranks is then the average, and
-  // fp16 buckets cannot overflow where the gradients themselves do not.
-  view.copy_(total.reshape({-1}).mul(inv_world_));
+  // fp16 buckets cannot overflow where the gradients themselves do not. One fused pass (scale and
+  // cast), bit-identical to view.copy_(total.mul(inv_world_)), which stays as the fallback.
+  if (!fused_pack({total.contiguous()}, view, scale_))
+    view.copy_(total.reshape({-1}).mul(inv_world_));
   filled_[i] = true;
   ++bucket.ready;
+}
+
+void GradSync::pack_unfilled_locked() {
+  torch::NoGradGuard no_grad;
+  for (Bucket& bucket : buckets_) {
+    const size_t n = bucket.params.size();
+    for (size_t slot = 0; slot < n;) {
+      const size_t i = bucket.params[slot];
+      if (filled_[i]) {
+        ++slot;
+        continue;
+      }
+      if (!params_[i].grad().defined()) {  // no gradient at all: contributes zeros
+        bucket.flat.narrow(0, bucket.offsets[slot], params_[i].numel()).zero_();
+        filled_[i] = true;
+        ++bucket.ready;
+        ++slot;
+        continue;
+      }
+      // The run of unfilled slots with gradients from here: packed in one pass (with overlap
+      // off, the whole bucket).
+      std::vector<torch::Tensor> grads;
+      int64_t elems = 0;
+      size_t end = slot;
+      for (; end < n; ++end) {
+        const size_t p = bucket.params[end];
+        if (filled_[p] || !params_[p].grad().defined()) break;
+        grads.push_back(params_[p].grad().contiguous());
+        elems += params_[p].numel();
+      }
+      torch::Tensor view = bucket.flat.narrow(0, bucket.offsets[slot], elems);
+      if (!fused_pack(grads, view, scale_))
+        for (size_t k = 0; k < grads.size(); ++k)
+          view.narrow(0, bucket.offsets[slot + k] - bucket.offsets[slot], grads[k].numel())
+              .copy_(grads[k].reshape({-1}).mul(inv_world_));
+      for (size_t k = slot; k < end; ++k) filled_[bucket.params[k]] = true;
+      bucket.ready += end - slot;
+      slot = end;
+    }
+  }
 }
 
 void GradSync::on_grad(size_t i, const torch::Tensor& grad) {
@@ -114,28 +158,26 @@ void GradSync::finish(const Deadline& deadline) {
   std::lock_guard<std::mutex> lock(mutex_);
   // Parameters whose hook did not fire (overlap off, or unused in this forward) are taken from
   // .grad now; a parameter with no gradient at all contributes zeros.
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (filled_[i]) continue;
-    const torch::Tensor& g = params_[i].grad();
-    const auto [b, slot] = where_[i];
-    if (g.defined()) {
-      copy_in(i, torch::zeros_like(g));
-    } else {
-      buckets_[b].flat.narrow(0, buckets_[b].offsets[slot], params_[i].numel()).zero_();
-      filled_[i] = true;
-      ++buckets_[b].ready;
-    }
-  }
+  pack_unfilled_locked();
   launch_ready_locked();
   DTUNE_CHECK(next_launch_ == buckets_.size(), "gradient buckets left unlaunched");
   reducer_.wait_all(deadline);
   torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const auto [b, slot] = where_[i];
-    torch::Tensor avg = buckets_[b].flat.narrow(0, buckets_[b].offsets[slot], params_[i].numel());
-    torch::Tensor& g = params_[i].mutable_grad();
-    if (!g.defined()) g = torch::empty_like(params_[i]);
-    g.copy_(avg.view(params_[i].sizes()));
+  for (Bucket& bucket : buckets_) {
+    // One pass per bucket back into the gradients; a bucket with a non-contiguous gradient
+    // (channels_last) is copied tensor by tensor.
+    std::vector<torch::Tensor> grads;
+    for (size_t i : bucket.params) {
+      torch::Tensor& g = params_[i].mutable_grad();
+      if (!g.defined()) g = torch::empty_like(params_[i]);
+      grads.push_back(g);
+    }
+    if (fused_unpack(bucket.flat, grads)) continue;
+    for (size_t slot = 0; slot < bucket.params.size(); ++slot) {
+      const size_t i = bucket.params[slot];
+      grads[slot].copy_(
+          bucket.flat.narrow(0, bucket.offsets[slot], params_[i].numel()).view(params_[i].sizes()));
+    }
   }
 }
 

@@ -1,7 +1,9 @@
 // dtune's DistributedDataParallel for LibTorch (which has none): gradients are packed into
 // buckets in the reverse of parameter order (the order backward produces them) with a cap per
 // bucket and a smaller first bucket (PyTorch DDP: 25 MiB and 1 MiB). A hook on every parameter
-// copies its gradient into its bucket as soon as autograd computes it; when a bucket and all
+// copies its gradient into its bucket as soon as autograd computes it (scaled by 1/world and cast
+// to the wire dtype in one fused pass, kernels/bucket_pack.h; gradients the hooks did not see are
+// packed a bucket per pass in finish(), and one pass per bucket unpacks); when a bucket and all
 // buckets before it are full, its reduction starts, so communication overlaps the rest of
 // backward. Buckets are launched strictly in index order on every rank, so collectives match.
 // Accumulation micro-steps skip all of this (no_sync) until the last one.
@@ -50,6 +52,7 @@ class GradSync {
   };
   void on_grad(size_t param, const torch::Tensor& grad);
   void copy_in(size_t param, const torch::Tensor& grad);  // grad (+ accumulated .grad) / world
+  void pack_unfilled_locked();  // every parameter not yet in its bucket, a run per pass
   void launch_ready_locked();
 
   std::vector<torch::Tensor> params_;
@@ -59,6 +62,7 @@ class GradSync {
   BucketLayout layout_;
   Reducer& reducer_;
   double inv_world_;
+  float scale_;  // inv_world_ as torch's mul computes with it (a float for float tensors)
   Overlap overlap_;
   bool sync_ = true;
   size_t next_launch_ = 0;

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <limits>
 
+#include "train/measured_peak.h"
+
 namespace dtune::train {
 namespace {
 
@@ -75,6 +77,23 @@ Peak peak_for(const DeviceProperties& gpu, Precision p, double override_tflops) 
   }
   const double t = p == Precision::kFp32 ? s->fp32 : p == Precision::kTf32 ? s->tf32 : s->half;
   return {t, std::string(s->name) + ", " + s->source + ", dense " + to_string(p)};
+}
+
+Peak resolve_peak(const DeviceProperties& gpu, Precision p, double override_tflops,
+                  const std::string& peak_from, const std::string& results_dir, int threads) {
+  Peak peak = peak_for(gpu, p, override_tflops);
+  if (peak.tflops > 0) return peak;
+  const bool cuda = !gpu.name.empty();
+  const std::string device = cuda ? "cuda" : "cpu";
+  const std::string dtype = gemm_dtype_for(to_string(p), cuda);
+  const std::optional<MeasuredPeak> m =
+      peak_from.empty() ? newest_measured_peak(results_dir, device, dtype, threads)
+                        : read_measured_peak(peak_from, device, dtype, threads);
+  if (m) return {m->tflops, m->source};
+  const std::string where = peak_from.empty() ? "no dtune-probe file in " + results_dir
+                                              : "none in --peak-from " + peak_from;
+  return {0, peak.source + " or run dtune-probe gemm (" + where + " with a " + dtype + " gemm on " +
+                 device + ")"};
 }
 
 double mfu(double flops_per_sample, double samples, double seconds, const Peak& peak, int devices) {

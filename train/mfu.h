@@ -1,7 +1,8 @@
 // Model FLOPs utilisation: achieved training FLOP/s over the hardware's peak. The peak comes from
 // --peak-tflops, else from NVIDIA's datasheet (dense, no sparsity) for the exact model of the
 // detected GPU (SXM, PCIe or NVL, told apart by name, SM count and memory size) and the precision
-// in use; a CPU or a GPU not in the table has no peak unless one is given (MFU is NaN).
+// in use; else from a measured peak (`dtune-probe gemm`: --peak-from FILE, or the newest probe file
+// in the results directory; train/measured_peak.h); else none (MFU is NaN).
 #pragma once
 
 #include <string>
@@ -35,6 +36,11 @@ struct Peak {
   std::string source;
 };
 Peak peak_for(const DeviceProperties& gpu, Precision p, double override_tflops);
+// The whole order: --peak-tflops, the datasheet, then the measured peak (from `peak_from` when
+// given, else the newest dtune-probe file in `results_dir`), for the dtype `p` runs its products
+// in; `threads` is the rank's CPU threads (a CPU peak is shared out by threads).
+Peak resolve_peak(const DeviceProperties& gpu, Precision p, double override_tflops,
+                  const std::string& peak_from, const std::string& results_dir, int threads);
 // achieved / (peak × devices); NaN when the peak or the FLOP count is unknown.
 double mfu(double flops_per_sample, double samples, double seconds, const Peak& peak, int devices);
 

@@ -196,9 +196,14 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->check(CLI::NonNegativeNumber);
   app.add_option("--peak-tflops", o.peak_tflops,
                  "peak for MFU in TFLOP/s (default: the datasheet of the "
-                 "detected GPU model, A100, H100 or H200; none on CPU or another GPU)")
+                 "detected GPU model, A100, H100 or H200; else a measured peak, see --peak-from)")
       ->envname(env("PEAK_TFLOPS"))
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--peak-from", o.peak_from,
+                 "dtune-probe gemm results file whose peak MFU uses when neither --peak-tflops "
+                 "nor a datasheet gives one [default: the newest results/dtune-probe-*.h5]")
+      ->envname(env("PEAK_FROM"))
+      ->check(CLI::ExistingFile);
   std::string timing = "on";
   app.add_option("--timing", timing,
                  "on: time every phase of every step; off: only each step's total "

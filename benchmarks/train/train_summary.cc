@@ -2,6 +2,7 @@
 #include "benchmarks/train/train_summary.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <utility>
 
 namespace dtune::train {
@@ -43,7 +44,9 @@ TrainSummary summarize_training(const Options& o, size_t ranks, const TrainOutco
   t.tokens_per_s = t.samples_per_s * out.tokens_per_sample;
   t.step_ms = summarize(step_ms);
   t.p90_ms = percentile(step_ms, 90);
-  t.peak = peak_for(out.gpu, o.precision, o.peak_tflops);
+  const char* results_dir = std::getenv("DTUNE_RESULTS_DIR");
+  t.peak = resolve_peak(out.gpu, o.precision, o.peak_tflops, o.peak_from,
+                        results_dir ? results_dir : "results", o.threads);
   t.mfu = mfu(out.training_flops_per_sample, t.samples, t.seconds, t.peak, static_cast<int>(ranks));
   t.alt_mfu =
       mfu(out.alt_training_flops_per_sample, t.samples, t.seconds, t.peak, static_cast<int>(ranks));

@@ -106,6 +106,7 @@ IGNORED_FLAGS = {
         "--debug-dump",
         # Only MFU's denominator; a deadline.
         "--peak-tflops",
+        "--peak-from",
         "--timeout",
     },
 }

@@ -506,3 +506,118 @@ def load_provenances(paths: PathArg) -> list[dict]:
                     }
                 )
     return out
+
+
+def _probe_groups(f: h5py.File, probe: str):
+    runs = f.get("runs")
+    if runs is None:
+        return
+    for name in sorted(runs):
+        g = runs[name]
+        if decode_attr(g.attrs.get("benchmark")) == "probe" and decode_attr(g.attrs.get("probe")) == probe:
+            yield name, g
+
+
+def _probe_frame(paths: PathArg, probe: str, rows_of) -> pd.DataFrame:
+    rows = []
+    for path in expand_paths(paths):
+        with open_results(path) as f:
+            for name, g in _probe_groups(f, probe):
+                a = _attrs(g)
+                rows += [{"file": str(path), "run": name, **a, **row} for row in rows_of(g, a)]
+    return pd.DataFrame(rows)
+
+
+def load_probe_gemm(paths: PathArg) -> pd.DataFrame:
+    """dtune-probe gemm: one row per (file, run, rank, shape).
+
+    Columns: the group's attributes (device, device_name, dtype, library, threads, min_iters,
+    min_time_s, world_size, peak_tflops: rank 0's best shape, peak_shape, status), and `rank`,
+    `m`, `n`, `k`, `tflops` (median over the timed products), `tflops_best`.
+    """
+
+    def rows(g, a):
+        m, n, k = g["m"][()], g["n"][()], g["k"][()]
+        med, best = g["tflops"][()], g["tflops_best"][()]
+        return [
+            {"rank": r, "m": int(m[s]), "n": int(n[s]), "k": int(k[s]), "tflops": med[r, s], "tflops_best": best[r, s]}
+            for r in range(med.shape[0])
+            for s in range(len(m))
+        ]
+
+    return _probe_frame(paths, "gemm", rows)
+
+
+def load_probe_memory(paths: PathArg) -> pd.DataFrame:
+    """dtune-probe memory: one row per (file, run, rank, STREAM kernel).
+
+    Columns: the group's attributes (device, device_name, threads, array_bytes, iters, world_size,
+    <kernel>_gbps of rank 0), and `rank`, `kernel` (copy scale add triad), `gbps` (STREAM's figure:
+    the best iteration after the first), `gbps_median`.
+    """
+
+    def rows(g, a):
+        kernels, best, med = _read(g["kernel"]), g["gbps"][()], g["gbps_median"][()]
+        return [
+            {"rank": r, "kernel": kernels[i], "gbps": best[r, i], "gbps_median": med[r, i]}
+            for r in range(best.shape[0])
+            for i in range(len(kernels))
+        ]
+
+    return _probe_frame(paths, "memory", rows)
+
+
+def load_probe_copy(paths: PathArg) -> pd.DataFrame:
+    """dtune-probe copy: one row per (file, run, rank, size): `direction` (h2d, d2h), `memory`
+    (pinned, pageable), `size_bytes`, `time_us` and `gbps` (medians)."""
+
+    def rows(g, a):
+        sizes, gbps, us = g["size_bytes"][()], g["gbps"][()], g["time_us"][()]
+        return [
+            {"rank": r, "size_bytes": int(sizes[s]), "time_us": us[r, s], "gbps": gbps[r, s]}
+            for r in range(gbps.shape[0])
+            for s in range(len(sizes))
+        ]
+
+    return _probe_frame(paths, "copy", rows)
+
+
+def load_probe_p2p(paths: PathArg) -> pd.DataFrame:
+    """dtune-probe p2p: one row per (file, run, source GPU, destination GPU): `peer_access`,
+    `size_bytes`, `src`, `dst`, `gbps`, `latency_us` (NaN where not measured)."""
+
+    def rows(g, a):
+        gbps, lat = g["gbps"][()], g["latency_us"][()]
+        n = gbps.shape[0]
+        return [{"src": i, "dst": j, "gbps": gbps[i, j], "latency_us": lat[i, j]} for i in range(n) for j in range(n)]
+
+    return _probe_frame(paths, "p2p", rows)
+
+
+def load_probe_launch(paths: PathArg) -> pd.DataFrame:
+    """dtune-probe launch: one row per run with launch_us, launch_sync_us, event_us (medians)."""
+    return _probe_frame(paths, "launch", lambda g, a: [{}])
+
+
+def _topology_dict(g) -> dict:
+    out = _attrs(g)
+    for name, ds in g.items():
+        out[name] = _read(ds).tolist()
+    labels = out.get("link_label", [])
+    flat = out.pop("link", [])
+    out["links"] = [flat[i * len(labels) : (i + 1) * len(labels)] for i in range(len(labels))]
+    return out
+
+
+def read_topology(path: Union[str, os.PathLike]) -> dict:
+    """The machine's topology as a file records it: /provenance/topology (every file), or the
+    group of a dtune-probe topology run. Keys: summary, packages, numa_nodes, cores, threads,
+    nvml_status, error; cache_level/cache_size_bytes/cache_count; pci_bus_id, pci_kind, pci_name,
+    pci_vendor_id, pci_device_id, pci_numa_node (lists); gpu_name; link_label, link_bus_id and
+    `links`, the nvidia-smi-style matrix as a list of rows. {} when the file has none."""
+    with open_results(Path(path)) as f:
+        g = f.get("provenance/topology")
+        if g is None:
+            for _, run in _probe_groups(f, "topology"):
+                g = run.get("topology")
+        return _topology_dict(g) if g is not None else {}

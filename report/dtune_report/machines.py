@@ -49,6 +49,7 @@ def hardware(provenances: list, train: pd.DataFrame, comm: pd.DataFrame, paths) 
     for m, ps in sorted(by.items()):
         col = {
             "ranks": _join(len(p["rank_host"]) for p in ps if p["rank_host"]),
+            "topology": _join(p.get("topology") for p in ps),  # hwloc + NVML (core/topology.h)
             "devices": _join(device_name(d) for p in ps for d in p["rank_device"]),
             "MPI library": _join(str(p.get("mpi_library_version", "")).split(",")[0] for p in ps),
             "NCCL": _join(p.get("nccl_version") for p in ps),
@@ -74,7 +75,8 @@ def hardware(provenances: list, train: pd.DataFrame, comm: pd.DataFrame, paths) 
                 )
         elif not ok.empty and col["devices"] == "cpu":
             sentences.append(
-                f"On {m or 'this machine'} every rank trained on the CPU: no peak is known, so MFU needs --peak-tflops."
+                f"On {m or 'this machine'} every rank trained on the CPU: no peak is known, so MFU needs --peak-tflops "
+                "or a measured one (run dtune-probe gemm first)."
             )
         c = comm[[where.get((f, r)) == m for f, r in zip(comm.file, comm.run)]] if not comm.empty else comm
         for coll, g in c[c.placement == "out-of-place"].groupby("collective") if not c.empty else []:

@@ -127,10 +127,15 @@ def cmd_compare(a) -> int:
 
     if not 0 < a.alpha < 1:
         return _usage(f"--alpha {a.alpha}: must be between 0 and 1")
+    from dtune_report.gbench import compare_gbench, is_gbench_json
+
     try:
-        check_results(a.a)
-        check_results(a.b)
-        c = compare_results(a.a, a.b, a.alpha)
+        if is_gbench_json(a.a) and is_gbench_json(a.b):  # two dtune-micro (Google Benchmark) files
+            c = compare_gbench(a.a, a.b, a.alpha)
+        else:
+            check_results(a.a)
+            check_results(a.b)
+            c = compare_results(a.a, a.b, a.alpha)
     except (OSError, ValueError, KeyError) as e:
         return _error(e)
     if not c.rows:
@@ -415,11 +420,13 @@ def build_parser() -> argparse.ArgumentParser:
         "medians, the change, the Mann-Whitney U p-value (significant when p < alpha; `~` "
         "otherwise) and a 95% bootstrap interval of B/A. Samples: per iteration the slowest "
         "rank's time (comm), per measured unprofiled step the slowest rank's total (train). "
+        "Two Google Benchmark JSON files (dtune-micro --benchmark_format=json "
+        "--benchmark_repetitions=N) compare benchmark by benchmark, a sample per repetition. "
         "The statistics: doc/metrics.md.",
     )
     cmp.set_defaults(func=cmd_compare)
-    cmp.add_argument("a", help="results before: an HDF5 file or a directory of them")
-    cmp.add_argument("b", help="results after: an HDF5 file or a directory of them")
+    cmp.add_argument("a", help="results before: an HDF5 file or a directory of them, or a Google Benchmark JSON file")
+    cmp.add_argument("b", help="results after: an HDF5 file or a directory of them, or a Google Benchmark JSON file")
     cmp.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
     cmp.add_argument(
         "--fail-on-regression",

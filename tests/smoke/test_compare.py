@@ -7,6 +7,7 @@ command lines and launcher environment are real); their times are then replaced 
 so no timing noise reaches the statistics. The train files are built with h5py in dtune-train's
 layout (benchmarks/train/train_results.cc), so this test needs no LibTorch build."""
 
+import json
 import math
 import os
 import shutil
@@ -302,3 +303,42 @@ def test_real_train_runs_of_different_lengths_match(tmp_path):
     rows = [line for line in r.stdout.splitlines() if line.startswith("gpt2-tiny")]
     assert len(rows) == 1, r.stdout
     assert "steps_written" not in rows[0] and "only in" not in r.stdout, r.stdout
+
+
+# Google Benchmark JSON (dtune-micro --benchmark_format=json --benchmark_repetitions=N).
+
+
+def gbench_json(path: Path, times: dict, unit="ns"):
+    """A Google Benchmark JSON file: per benchmark one "iteration" row per repetition plus the
+    aggregate rows Google Benchmark adds (which must not count as samples)."""
+    rows = []
+    for name, ts in times.items():
+        for i, t in enumerate(ts):
+            rows.append(
+                {"name": name, "run_name": name, "run_type": "iteration", "repetitions": len(ts),
+                 "repetition_index": i, "iterations": 1000, "real_time": t, "cpu_time": t, "time_unit": unit}
+            )  # fmt: skip
+        for agg in ("mean", "median", "stddev"):
+            rows.append(
+                {"name": f"{name}_{agg}", "run_name": name, "run_type": "aggregate", "aggregate_name": agg,
+                 "real_time": 1e9, "cpu_time": 1e9, "time_unit": unit}
+            )  # fmt: skip
+    path.write_text(json.dumps({"context": {"date": "2026-12-01", "num_cpus": 2}, "benchmarks": rows}))
+    return path
+
+
+def test_compare_reads_two_google_benchmark_files(tmp_path):
+    base = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8]
+    a = gbench_json(tmp_path / "a.json", {"BM_Same": base, "BM_Slower": base, "BM_OnlyA": base})
+    b = gbench_json(tmp_path / "b.json", {"BM_Same": [t + 0.05 for t in base], "BM_Slower": [t * 1.1 for t in base]})
+    r = dtune("compare", a, b)
+    assert r.returncode == 0, r.stderr
+    rows = {line.split()[0]: line for line in table(r.stdout)}
+    assert set(rows) == {"BM_Same", "BM_Slower"}
+    assert " ~ " in rows["BM_Same"]  # 7 + 7 samples, interleaved: not significant
+    assert "+10.0%" in rows["BM_Slower"] and "7+7" in rows["BM_Slower"]  # aggregates not counted
+    assert "100.000ns" in rows["BM_Slower"].replace(" ", "")
+    assert "only in A (1" in r.stdout and "BM_OnlyA" in r.stdout
+    # A regression gate as for results files.
+    r = dtune("compare", a, b, "--fail-on-regression", "5")
+    assert r.returncode == 1 and "BM_Slower" in r.stderr

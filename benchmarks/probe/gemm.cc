@@ -1,0 +1,150 @@
+// The gemm probe (see gemm.h).
+#include "benchmarks/probe/gemm.h"
+
+#include <ATen/Context.h>
+#include <torch/cuda.h>
+#include <torch/nn/module.h>
+#include <torch/utils.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/device_info.h"
+#include "core/error.h"
+#include "core/gather.h"
+#include "core/stats.h"
+
+namespace dtune::probe {
+namespace {
+
+struct Shape {
+  int64_t m, n, k;
+};
+
+std::vector<Shape> parse_shapes(const std::vector<std::string>& text, bool cuda) {
+  std::vector<Shape> out;
+  if (text.empty()) {
+    const std::vector<int64_t> square = cuda ? std::vector<int64_t>{1024, 2048, 4096, 8192}
+                                             : std::vector<int64_t>{256, 512, 1024, 2048};
+    for (int64_t s : square) out.push_back({s, s, s});
+    return out;
+  }
+  for (const auto& t : text) {
+    std::vector<int64_t> v;
+    size_t at = 0;
+    try {
+      while (at <= t.size()) {
+        const size_t x = t.find('x', at);
+        v.push_back(std::stoll(t.substr(at, x == std::string::npos ? std::string::npos : x - at)));
+        if (x == std::string::npos) break;
+        at = x + 1;
+      }
+    } catch (const std::exception&) {
+      v.clear();
+    }
+    const bool ok = (v.size() == 1 || v.size() == 3) &&
+                    std::all_of(v.begin(), v.end(), [](int64_t d) { return d > 0 && d <= 65536; });
+    if (!ok) throw UsageError("--shapes: '" + t + "' is not N or MxNxK with sizes from 1 to 65536");
+    out.push_back(v.size() == 1 ? Shape{v[0], v[0], v[0]} : Shape{v[0], v[1], v[2]});
+  }
+  return out;
+}
+
+torch::ScalarType scalar_type_of(const std::string& dtype) {
+  if (dtype == "float16") return torch::kHalf;
+  if (dtype == "bfloat16") return torch::kBFloat16;
+  return torch::kFloat;  // float32 and tf32
+}
+
+void synchronize(bool cuda) {
+  if (cuda) torch::cuda::synchronize();
+}
+
+// Each product timed alone (synchronised on a GPU): TFLOP/s per iteration.
+std::vector<double> time_shape(const Shape& s, const std::string& dtype, const torch::Device& dev,
+                               const GemmOptions& o) {
+  const bool cuda = dev.is_cuda();
+  const auto opts = torch::TensorOptions().dtype(scalar_type_of(dtype)).device(dev);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor a = torch::randn({s.m, s.k}, opts), b = torch::randn({s.k, s.n}, opts);
+  torch::Tensor c = torch::empty({s.m, s.n}, opts);
+  for (int64_t i = 0; i < o.warmup; ++i) torch::mm_out(c, a, b);
+  synchronize(cuda);
+  const double flops =
+      2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
+  std::vector<double> tflops;
+  double spent = 0;
+  while (static_cast<int64_t>(tflops.size()) < o.min_iters || spent < o.min_time_s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    torch::mm_out(c, a, b);
+    synchronize(cuda);
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    spent += sec;
+    tflops.push_back(flops / sec / 1e12);
+    if (tflops.size() >= 100000) break;
+  }
+  return tflops;
+}
+
+}  // namespace
+
+std::vector<std::string> gemm_dtypes(const GemmOptions& o, bool cuda) {
+  if (o.dtypes.empty())
+    return cuda ? std::vector<std::string>{"float32", "tf32", "float16", "bfloat16"}
+                : std::vector<std::string>{"float32", "bfloat16"};
+  std::vector<std::string> out;
+  for (const auto& d : o.dtypes) {
+    std::string c = d == "fp32"   ? "float32"
+                    : d == "fp16" ? "float16"
+                    : d == "bf16" ? "bfloat16"
+                                  : d;
+    if (c != "float32" && c != "tf32" && c != "float16" && c != "bfloat16")
+      throw UsageError("--dtype: '" + d + "' is not one of fp32, tf32, fp16, bf16");
+    if (c == "tf32" && !cuda)
+      throw UsageError("--dtype tf32 needs a GPU (TF32 is a tensor-core mode); use fp32 on a CPU");
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::vector<GemmRecord> run_gemm(const RunContext& ctx, const GemmOptions& o) {
+  const int gpus = static_cast<int>(torch::cuda::device_count());
+  if (o.device == "cuda" && gpus == 0)
+    throw UsageError("--device cuda: no CUDA device visible; use --device cpu");
+  const bool cuda = o.device != "cpu" && gpus > 0;
+  const int ordinal = cuda ? ctx.local_rank() % gpus : -1;
+  const torch::Device dev =
+      cuda ? torch::Device(torch::kCUDA, static_cast<int8_t>(ordinal)) : torch::Device(torch::kCPU);
+  if (o.threads > 0) torch::set_num_threads(o.threads);
+  const std::vector<Shape> shapes = parse_shapes(o.shapes, cuda);
+  std::vector<GemmRecord> out;
+  for (const auto& dtype : gemm_dtypes(o, cuda)) {
+    // TF32 is a cuBLAS mode of fp32 products: on for "tf32" only.
+    at::globalContext().setAllowTF32CuBLAS(dtype == "tf32");
+    GemmRecord r;
+    r.device = cuda ? "cuda" : "cpu";
+    r.device_name = cuda ? describe_device(ordinal) : "cpu";
+    r.dtype = dtype;
+    r.library = "torch::mm";
+    r.threads = cuda ? 0 : torch::get_num_threads();
+    r.min_iters = o.min_iters;
+    r.min_time_s = o.min_time_s;
+    std::vector<double> median, best;
+    for (const Shape& s : shapes) {
+      const std::vector<double> t = time_shape(s, dtype, dev, o);
+      median.push_back(percentile(t, 50));
+      best.push_back(*std::max_element(t.begin(), t.end()));
+      r.m.push_back(s.m);
+      r.n.push_back(s.n);
+      r.k.push_back(s.k);
+    }
+    r.tflops_median = gather_doubles(ctx.comm(), median);
+    r.tflops_best = gather_doubles(ctx.comm(), best);
+    r.ranks = static_cast<size_t>(ctx.world_size());
+    out.push_back(std::move(r));
+  }
+  at::globalContext().setAllowTF32CuBLAS(false);
+  return out;
+}
+
+}  // namespace dtune::probe

@@ -1,0 +1,31 @@
+// The gemm probe: achieved TFLOP/s of torch::mm over a sweep of shapes, per dtype, on every rank's
+// device (its GPU, or the CPU with --threads intra-op threads). FLOPs = 2·m·n·k per product; each
+// shape runs warm-up products, then at least --min-iters and --min-time, each timed alone.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "benchmarks/probe/probe_results.h"
+#include "core/context.h"
+
+namespace dtune::probe {
+
+struct GemmOptions {
+  std::vector<std::string> shapes;  // "1024" (square) or "MxNxK"; empty: the device's default
+  std::vector<std::string> dtypes;  // empty: fp32 and bf16 on CPU; fp32, tf32, fp16, bf16 on GPU
+  int threads = 0;                  // CPU intra-op threads (0: LibTorch's default)
+  double min_time_s = 0.2;
+  int64_t min_iters = 5;
+  int64_t warmup = 2;
+  std::string device = "auto";  // auto (the rank's GPU when there is one), cpu, cuda
+};
+
+// The dtypes the option names (canonical: float32 tf32 float16 bfloat16); throws UsageError for
+// others, or for tf32 on a CPU.
+std::vector<std::string> gemm_dtypes(const GemmOptions& o, bool cuda);
+// Collective over ctx: every rank measures; rank 0 holds every rank's numbers.
+std::vector<GemmRecord> run_gemm(const RunContext& ctx, const GemmOptions& o);
+
+}  // namespace dtune::probe

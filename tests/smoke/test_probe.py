@@ -1,0 +1,151 @@
+"""dtune-probe end to end on tiny sizes: every subcommand runs here; gemm, memory and topology
+write HDF5 that h5py and the loader read (rates positive and consistent with each other, the
+topology's counts those of this machine); the GPU-only probes on a machine without a GPU say so
+and exit 0 with no file; bad input exits 2 naming the flag; every results file carries the
+topology in its provenance; and dtune-train's MFU takes its peak from a probe file, naming it."""
+
+import math
+import os
+import shutil
+import subprocess
+
+import h5py
+import pytest
+
+from conftest import bin_dir, mpirun_prefix
+from dtune_report.loader import (
+    load_probe_gemm,
+    load_probe_memory,
+    load_train_summary,
+    read_provenance,
+    read_topology,
+)
+
+
+def probe(*args, np_=1, cwd=None):
+    exe = bin_dir() / "dtune-probe"
+    if not exe.exists():
+        pytest.fail(f"{exe} does not exist: build first (scripts/setup.sh)")
+    cmd = (mpirun_prefix(np_) if np_ > 1 else []) + [str(exe), *[str(a) for a in args]]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=cwd)
+
+
+def gpus_visible() -> bool:
+    if shutil.which("nvidia-smi") is None:
+        return False
+    r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+    return r.returncode == 0 and "GPU" in r.stdout
+
+
+GEMM = ["gemm", "--shapes", "32,64x48x40", "--dtype", "fp32,bf16", "--min-time", "0.01", "--min-iters", "3"]
+GEMM += ["--device", "cpu"]
+
+
+def test_gemm_writes_rates_per_shape_and_rank(tmp_path):
+    out = tmp_path / "g.h5"
+    r = probe("--output", out, *GEMM, "--threads", "1", np_=2)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "# peak cpu float32" in r.stdout
+    df = load_probe_gemm(out)
+    assert set(df.dtype) == {"float32", "bfloat16"}
+    assert len(df) == 2 * 2 * 2  # dtypes x ranks x shapes
+    assert (df.tflops > 0).all() and (df.tflops_best >= df.tflops).all()
+    assert set(zip(df.m, df.n, df.k)) == {(32, 32, 32), (64, 48, 40)}
+    assert (df.threads == 1).all() and (df.world_size == 2).all()
+    for _, g in df[df["rank"] == 0].groupby("dtype"):
+        assert g.peak_tflops.iloc[0] == pytest.approx(g.tflops.max())
+    with h5py.File(out) as f:
+        assert f.attrs["tool"] == "dtune-probe" and f.attrs["status"] == "complete"
+
+
+def test_memory_stream_rates_and_default_size(tmp_path):
+    out = tmp_path / "m.h5"
+    r = probe("--output", out, "memory", "--array-size", "8M", "-n", "3", "--threads", "2")
+    assert r.returncode == 0, r.stderr[-2000:]
+    df = load_probe_memory(out)
+    assert list(df.kernel) == ["copy", "scale", "add", "triad"]
+    assert (df.gbps > 0).all() and (df.gbps >= df.gbps_median).all()
+    assert (df.array_bytes == 8 << 20).all() and (df.threads == 2).all()
+    with h5py.File(out) as f:
+        (g,) = f["runs"].values()
+        assert g.attrs["triad_gbps"] == pytest.approx(df[df.kernel == "triad"].gbps.iloc[0])
+
+
+def test_topology_matches_this_machine_and_is_in_every_provenance(tmp_path):
+    out = tmp_path / "t.h5"
+    r = probe("--output", out, "topology")
+    assert r.returncode == 0, r.stderr[-2000:]
+    t = read_topology(out)
+    assert t["threads"] == os.cpu_count() or t["threads"] >= len(os.sched_getaffinity(0))
+    assert t["cores"] >= 1 and t["packages"] >= 1 and t["numa_nodes"] >= 1
+    assert t["summary"].startswith(f"{t['packages']} package")
+    assert len(t["links"]) == len(t["link_label"]) and all(len(row) == len(t["link_label"]) for row in t["links"])
+    assert all(t["links"][i][i] == "X" for i in range(len(t["links"])))
+    assert t["summary"] in r.stdout
+    # The same summary in the provenance of another tool's file.
+    prov = read_provenance(out)
+    assert prov["topology"] == t["summary"]
+
+
+@pytest.mark.parametrize("which", ["copy", "p2p", "launch"])
+def test_gpu_only_probes_without_a_gpu_say_so_and_exit_0(tmp_path, which):
+    if gpus_visible():
+        pytest.skip("a GPU is visible: this test is about machines without one")
+    out = tmp_path / "x.h5"
+    r = probe("--output", out, which)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"dtune-probe {which}: no GPU" in r.stdout and "nothing measured" in r.stdout
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "args, flag",
+    [
+        (["gemm", "--shapes", "12x"], "--shapes"),
+        (["gemm", "--dtype", "fp64"], "--dtype"),
+        (["gemm", "--dtype", "tf32", "--device", "cpu"], "--dtype tf32"),
+        (["memory", "--array-size", "lots"], "--array-size"),
+        (["copy", "-b", "1M", "-e", "4K"], "-b/--minbytes"),
+    ],
+)
+def test_bad_input_exits_2_naming_the_flag(tmp_path, args, flag):
+    r = probe("--output", tmp_path / "b.h5", *args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert flag in r.stderr
+
+
+def test_train_mfu_uses_the_measured_peak_and_names_it(tmp_path):
+    results = tmp_path / "results"
+    r = probe(*GEMM, "--threads", "2", cwd=tmp_path)  # default output: results/dtune-probe-*.h5
+    assert r.returncode == 0, r.stderr[-2000:]
+    (pfile,) = results.glob("dtune-probe-*.h5")
+    peak = load_probe_gemm(pfile).query("dtype == 'float32' and rank == 0").peak_tflops.iloc[0]
+    train = bin_dir() / "dtune-train"
+    tiny = ["--model", "gpt2-tiny", "--context", "16", "--vocab", "128", "--batch", "2", "--steps", "3"]
+    for how in (["--peak-from", str(pfile)], []):  # named, then found as the newest in results/
+        out = tmp_path / f"train{len(how)}.h5"
+        t = subprocess.run(
+            [str(train), *tiny, "--threads", "1", "--output", str(out), *how],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=tmp_path,
+        )
+        assert t.returncode == 0, t.stderr[-2000:]
+        s = load_train_summary(out).iloc[0]
+        assert s.peak_source.startswith("measured (dtune-probe gemm)"), s.peak_source
+        assert str(pfile.name) in s.peak_source
+        # 1 thread of the probe's 2: half its figure (a linear share, stated in the source).
+        assert s.peak_tflops == pytest.approx(peak / 2)
+        assert math.isfinite(s.mfu) and s.mfu > 0
+    # A datasheet or --peak-tflops still comes first.
+    out = tmp_path / "train_given.h5"
+    t = subprocess.run(
+        [str(train), *tiny, "--threads", "1", "--output", str(out), "--peak-tflops", "1.5"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert t.returncode == 0, t.stderr[-2000:]
+    assert load_train_summary(out).iloc[0].peak_source == "--peak-tflops"
