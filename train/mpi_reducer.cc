@@ -38,9 +38,9 @@ MPI_Datatype mpi_type(const torch::Tensor& t) {
 
 class MpiReducer final : public Reducer {
  public:
-  explicit MpiReducer(const RunContext& ctx)
-      : thread_comm_(MpiComm::dup(ctx.comm())),
-        main_comm_(MpiComm::dup(ctx.comm())),
+  explicit MpiReducer(MPI_Comm comm)
+      : thread_comm_(MpiComm::dup(comm)),
+        main_comm_(MpiComm::dup(comm)),
         worker_([this] { loop(); }) {}
 
   ~MpiReducer() override {
@@ -184,12 +184,16 @@ class MpiReducer final : public Reducer {
 }  // namespace
 
 std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx) {
+  return make_mpi_reducer(ctx, ctx.comm());
+}
+
+std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx, MPI_Comm comm) {
   if (ctx.mpi_thread_level() != MPI_THREAD_MULTIPLE)
     throw Error(
         "the MPI gradient reducer calls MPI from its communication thread, which needs "
         "MPI_THREAD_MULTIPLE; this MPI library provided level " +
         std::to_string(ctx.mpi_thread_level()) + " (use an MPI built with thread support)");
-  return std::make_unique<MpiReducer>(ctx);
+  return std::make_unique<MpiReducer>(comm);
 }
 
 }  // namespace dtune::train

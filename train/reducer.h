@@ -40,6 +40,8 @@ class Reducer {
 // calls MPI while the main thread does: throws Error unless MPI was initialised with
 // MPI_THREAD_MULTIPLE (RunContext::mpi_thread_level).
 std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx);
+// The same over `comm`, a sub-communicator of ctx.comm() (a pipeline stage's data-parallel group).
+std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx, MPI_Comm comm);
 // GPU tensors reduced by NCCL on a communication stream that waits for the gradients' stream.
 // Creating the communicator and each blocking call wait at most `timeout_s` (--timeout), then
 // abort the communicator. Defined in nccl_reducer.cc when built with NCCL; otherwise throws

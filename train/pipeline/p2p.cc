@@ -1,0 +1,112 @@
+// Stage-to-stage sends and receives.
+#include "train/pipeline/p2p.h"
+
+#include <climits>
+#include <thread>
+
+#include "core/error.h"
+
+namespace dtune::train {
+namespace {
+
+MPI_Datatype payload_type(torch::ScalarType t) {
+  switch (t) {
+    case torch::kFloat:
+      return MPI_FLOAT;
+    case torch::kDouble:
+      return MPI_DOUBLE;
+    case torch::kHalf:
+    case torch::kBFloat16:
+      return MPI_UINT16_T;  // moved, never reduced: any 16-bit type will do
+    case torch::kLong:
+      return MPI_INT64_T;
+    default:
+      throw Error("pipeline: cannot send dtype " + std::string(c10::toString(t)));
+  }
+}
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+void StageChannel::send(const torch::Tensor& t, int stage, int tag) {
+  DTUNE_CHECK(t.dim() <= kMaxDims, "pipeline: tensor of more than 8 dimensions");
+  Pending& p = sends_.emplace_back();
+  p.stage = stage;
+  p.payload = t.detach().to(torch::kCPU).contiguous();
+  DTUNE_CHECK(p.payload.numel() <= INT_MAX, "pipeline: activation larger than 2^31 elements");
+  p.header.fill(0);
+  p.header[0] = static_cast<int64_t>(p.payload.scalar_type());
+  p.header[1] = p.payload.dim();
+  for (int64_t d = 0; d < p.payload.dim(); ++d) p.header[2 + d] = p.payload.size(d);
+  DTUNE_MPI_CHECK(MPI_Isend(p.header.data(), static_cast<int>(p.header.size()), MPI_INT64_T, stage,
+                            2 * tag, topo_.pipe(), &p.requests[0]));
+  DTUNE_MPI_CHECK(MPI_Isend(p.payload.data_ptr(), static_cast<int>(p.payload.numel()),
+                            payload_type(p.payload.scalar_type()), stage, 2 * tag + 1, topo_.pipe(),
+                            &p.requests[1]));
+}
+
+void StageChannel::wait(MPI_Request& r, const Deadline& deadline, const std::string& what) {
+  for (int spins = 0;; ++spins) {
+    int done = 0;
+    DTUNE_MPI_CHECK(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    if ((spins & 63) == 0) {
+      poll();
+      if (deadline.expired())
+        throw TimeoutError("pipeline stage " + std::to_string(topo_.stage()) + " waited past " +
+                           "its deadline (--timeout) for " + what +
+                           ": that stage stopped, died or is stuck behind another");
+    }
+    // Spin while the message is likely close, then yield: an oversubscribed node keeps its cores.
+    if (spins > 1000) std::this_thread::yield();
+  }
+}
+
+torch::Tensor StageChannel::recv(int stage, int tag, const torch::Device& device,
+                                 const Deadline& deadline, const std::string& what,
+                                 double& waited_ms) {
+  const auto t0 = Clock::now();
+  std::array<int64_t, 2 + kMaxDims> header{};
+  MPI_Request r = MPI_REQUEST_NULL;
+  const std::string from = topo_.describe(stage) + "'s " + what;
+  DTUNE_MPI_CHECK(MPI_Irecv(header.data(), static_cast<int>(header.size()), MPI_INT64_T, stage,
+                            2 * tag, topo_.pipe(), &r));
+  wait(r, deadline, from);
+  std::vector<int64_t> shape(header.begin() + 2, header.begin() + 2 + header[1]);
+  torch::Tensor t =
+      torch::empty(shape, torch::TensorOptions().dtype(static_cast<torch::ScalarType>(header[0])));
+  DTUNE_MPI_CHECK(MPI_Irecv(t.data_ptr(), static_cast<int>(t.numel()),
+                            payload_type(t.scalar_type()), stage, 2 * tag + 1, topo_.pipe(), &r));
+  wait(r, deadline, from);
+  waited_ms += ms_since(t0);
+  return t.to(device);
+}
+
+void StageChannel::poll() {
+  while (!sends_.empty()) {
+    int done = 0;
+    DTUNE_MPI_CHECK(MPI_Testall(2, sends_.front().requests.data(), &done, MPI_STATUSES_IGNORE));
+    if (!done) return;
+    sends_.pop_front();
+  }
+}
+
+void StageChannel::wait_sends(const Deadline& deadline, double& waited_ms) {
+  const auto t0 = Clock::now();
+  for (int spins = 0; !sends_.empty(); ++spins) {
+    poll();
+    if (sends_.empty()) break;
+    if (deadline.expired())
+      throw TimeoutError("pipeline stage " + std::to_string(topo_.stage()) +
+                         " waited past its deadline (--timeout) for " +
+                         topo_.describe(sends_.front().stage) +
+                         " to take what it sent: that stage stopped, died or is stuck");
+    if (spins > 1000) std::this_thread::yield();
+  }
+  waited_ms += ms_since(t0);
+}
+
+}  // namespace dtune::train

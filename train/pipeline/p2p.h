@@ -1,0 +1,54 @@
+// Point-to-point transfers between neighbouring pipeline stages over MPI: activations forward,
+// their gradients backward. A send is nonblocking (MPI_Isend of a small header, dtype and shape,
+// then the payload, both kept alive until complete), so a stage computes on while its output
+// travels; a receive blocks until the tensor is there or a deadline passes, then throws a
+// TimeoutError that names the stage it waited for. Device tensors are staged through host memory.
+// Every wait polls with MPI_Test, which also progresses this rank's own sends.
+#pragma once
+
+#include <torch/types.h>
+
+#include <array>
+#include <deque>
+#include <string>
+
+#include "core/deadline.h"
+#include "train/pipeline/topology.h"
+
+namespace dtune::train {
+
+class StageChannel {
+ public:
+  explicit StageChannel(const PipelineTopology& topo) : topo_(topo) {}
+  StageChannel(const StageChannel&) = delete;
+  StageChannel& operator=(const StageChannel&) = delete;
+  // Sends still in flight are left to MPI_Abort or MPI_Finalize (wait_sends ran on success).
+  ~StageChannel() = default;
+
+  // Starts sending `t` to `stage` under `tag` (tags are per micro-batch, chunk and direction).
+  void send(const torch::Tensor& t, int stage, int tag);
+  // The tensor `stage` sent under `tag`, on `device`. `what` ("the activation of micro-batch 3")
+  // names it in the timeout message. Adds the time blocked to `waited_ms`.
+  torch::Tensor recv(int stage, int tag, const torch::Device& device, const Deadline& deadline,
+                     const std::string& what, double& waited_ms);
+  // Completes the sends that are done, without blocking.
+  void poll();
+  // Blocks until every send completed (their receivers took them), adding the time to
+  // `waited_ms`.
+  void wait_sends(const Deadline& deadline, double& waited_ms);
+
+ private:
+  static constexpr int kMaxDims = 8;
+  struct Pending {
+    std::array<int64_t, 2 + kMaxDims> header;  // dtype, ndim, dims
+    torch::Tensor payload;                     // host, contiguous
+    std::array<MPI_Request, 2> requests{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    int stage = 0;
+  };
+  void wait(MPI_Request& r, const Deadline& deadline, const std::string& what);
+
+  const PipelineTopology& topo_;
+  std::deque<Pending> sends_;  // a deque: elements never move while MPI holds their buffers
+};
+
+}  // namespace dtune::train
