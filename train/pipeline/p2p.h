@@ -26,6 +26,8 @@ class StageChannel {
   ~StageChannel() = default;
 
   // Starts sending `t` to `stage` under `tag` (tags are per micro-batch, chunk and direction).
+  // A host tensor is sent from its own memory: the caller must not change it in place afterwards
+  // (activations and their gradients never are), or must send a copy.
   void send(const torch::Tensor& t, int stage, int tag);
   // The tensor `stage` sent under `tag`, on `device`. `what` ("the activation of micro-batch 3")
   // names it in the timeout message. Adds the time blocked to `waited_ms`.

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <set>
 #include <thread>
@@ -18,7 +19,6 @@
 #include "train/data.h"
 #include "train/grad_sync.h"
 #include "train/memory_meter.h"
-#include "train/observers.h"
 #include "train/optimizer.h"
 #include "train/pipeline/p2p.h"
 #include "train/pipeline/partition.h"
@@ -28,6 +28,7 @@
 #include "train/precision.h"
 #include "train/reducer.h"
 #include "train/run_monitor.h"
+#include "train/setup.h"
 
 namespace dtune::train {
 namespace {
@@ -38,7 +39,11 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 
 // The waits inside a step give up at this fraction of --timeout, before the watchdog's abort of
 // the whole step, so the stage that waits names the stage it waited for.
+// For the same reason every exchange within a pipeline is point-to-point: a collective's wait could
+// not say who is missing.
 constexpr double kWaitShareOfTimeout = 0.9;
+// Tags of the control messages, above every activation's and gradient's (tag() below).
+constexpr int kStartTag = 400'000'000, kEndTag = kStartTag + 1, kTiedTag = kStartTag + 2;
 
 struct Chunk {
   int virtual_stage = 0;      // chunk x P + stage
@@ -65,6 +70,12 @@ class PipelineRunner {
   // Tag of the edge between virtual stages v and v + 1 for micro-batch m, in one direction.
   int tag(int v, int m, bool gradient) const { return (v * M_ + m) * 2 + (gradient ? 1 : 0); }
   void chunk_sleep(double factor) const;
+  // Stage 0 receives `mine` from every other stage, then sends each of them combine(all, in stage
+  // order); the others send theirs and receive that answer. Every wait names whom it waits for.
+  torch::Tensor rendezvous(
+      const torch::Tensor& mine, int tag, const std::string& what,
+      const std::function<torch::Tensor(const std::vector<torch::Tensor>&)>& combine);
+  void sum_tied_gradients();
 
   const Options& o_;
   const RunContext& ctx_;
@@ -204,6 +215,38 @@ void PipelineRunner::chunk_sleep(double factor) const {
       std::chrono::duration<double, std::milli>(factor * o_.pipeline.debug_chunk_sleep_ms));
 }
 
+torch::Tensor PipelineRunner::rendezvous(
+    const torch::Tensor& mine, int tag, const std::string& what,
+    const std::function<torch::Tensor(const std::vector<torch::Tensor>&)>& combine) {
+  double waited = 0;
+  if (!topo_.first()) {
+    channel_->send(mine, 0, tag);
+    return channel_->recv(0, tag, torch::kCPU, deadline_, what, waited);
+  }
+  std::vector<torch::Tensor> all{mine};
+  for (int s = 1; s < P_; ++s)
+    all.push_back(channel_->recv(s, tag, torch::kCPU, deadline_, what, waited));
+  torch::Tensor reply = combine(all);
+  for (int s = 1; s < P_; ++s) channel_->send(reply, s, tag);
+  return reply;
+}
+
+void PipelineRunner::sum_tied_gradients() {
+  // The end stages swap their gradients of each tied parameter and both add: a + b equals b + a
+  // exactly, so their copies stay identical.
+  if (tied_.empty() || !(topo_.first() || topo_.last())) return;
+  const int other = topo_.first() ? P_ - 1 : 0;
+  double waited = 0;
+  for (size_t i = 0; i < tied_.size(); ++i) {
+    torch::Tensor& g = tied_[i].mutable_grad();
+    channel_->send(g.clone(), other, kTiedTag + static_cast<int>(i));  // g changes below
+    torch::Tensor theirs = channel_->recv(other, kTiedTag + static_cast<int>(i), device_, deadline_,
+                                          "tied embedding gradient", waited);
+    torch::NoGradGuard no_grad;
+    g.add_(theirs);
+  }
+}
+
 void PipelineRunner::forward(const Action& a, PipelineStepTimes& t,
                              std::vector<PipelineEvent>& events) {
   const Chunk& ch = chunks_[a.chunk];
@@ -282,7 +325,8 @@ void PipelineRunner::step(StepRecord& rec) {
   PipelineStepTimes t;
   std::vector<PipelineEvent> events;
   // The stages start the schedule together: the span below is then the pipeline's flush time.
-  DTUNE_MPI_CHECK(MPI_Barrier(topo_.pipe()));
+  rendezvous(torch::zeros({1}), kStartTag, "the start of the step",
+             [](const std::vector<torch::Tensor>& all) { return all[0]; });
   origin_ = Clock::now();
   run_peak_bytes_ = std::max(run_peak_bytes_, CpuMemoryMeter::peak_bytes());
   const int64_t base_bytes = CpuMemoryMeter::current_bytes();
@@ -294,20 +338,24 @@ void PipelineRunner::step(StepRecord& rec) {
       backward(a, t, events);
     channel_->poll();
   }
-  double last_end_ms = events.empty() ? 0 : events.back().end_ms;
+  const double last_end_ms = events.empty() ? 0 : events.back().end_ms;
   t.peak_activation_bytes = CpuMemoryMeter::peak_bytes() - base_bytes;
   run_peak_bytes_ = std::max(run_peak_bytes_, CpuMemoryMeter::peak_bytes());
   channel_->wait_sends(deadline_, t.send_wait_ms);
   if (sync_) sync_->finish(deadline_);
-  if (!tied_.empty() && topo_.ends() != MPI_COMM_NULL)
-    for (auto& p : tied_) {
-      torch::Tensor g = p.grad().to(torch::kCPU).contiguous();
-      DTUNE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, g.data_ptr(), static_cast<int>(g.numel()),
-                                    MPI_FLOAT, MPI_SUM, topo_.ends()));
-      p.mutable_grad().copy_(g);
-    }
-  // The span: from the common start to the last action's end on any stage of this pipeline.
-  DTUNE_MPI_CHECK(MPI_Allreduce(&last_end_ms, &t.span_ms, 1, MPI_DOUBLE, MPI_MAX, topo_.pipe()));
+  sum_tied_gradients();
+  // The span: from the common start to the last action's end on any stage of this pipeline; and
+  // the pipeline's loss, which its last stage computed.
+  const double loss_here = loss_sum_.item<double>() / M_;
+  const torch::Tensor end =
+      rendezvous(torch::tensor({last_end_ms, loss_here}, torch::kDouble), kEndTag,
+                 "the end of the step", [](const std::vector<torch::Tensor>& all) {
+                   torch::Tensor r = all.back().clone();  // the last stage's loss
+                   for (const auto& x : all)
+                     r[0] = std::max(r[0].item<double>(), x[0].item<double>());
+                   return r;
+                 });
+  t.span_ms = end[0].item<double>();
   const auto t_opt = Clock::now();
   optimizer_->step();
   const auto t_end = Clock::now();
@@ -320,16 +368,15 @@ void PipelineRunner::step(StepRecord& rec) {
       ms_between(t_step, t_opt) - t.forward_ms - t.backward_ms;
   rec.phases[static_cast<size_t>(Phase::kOptimizer)] = ms_between(t_opt, t_end);
   rec.total_ms = ms_between(t_step, t_end);
-  // Every stage records its pipeline's loss (the last stage computed it).
-  double loss = loss_sum_.item<double>() / M_;
-  DTUNE_MPI_CHECK(MPI_Bcast(&loss, 1, MPI_DOUBLE, P_ - 1, topo_.pipe()));
-  rec.loss = loss;
+  rec.loss = end[1].item<double>();  // every stage records its pipeline's loss
   out_.pipeline.steps.push_back(t);
   out_.pipeline.timeline = std::move(events);
 }
 
 TrainOutcome PipelineRunner::finish() {
   TrainOutcome& out = out_;
+  double waited_ms = 0;  // the last step's answers from stage 0, taken by now or soon
+  channel_->wait_sends(Deadline::after_s(o_.timeout_s), waited_ms);
   out.batch = batch_;
   out.parameters = models::parameter_count(*model_);
   const models::FlopCount flops = model_->flops();
@@ -365,14 +412,22 @@ TrainOutcome PipelineRunner::finish() {
 
 TrainOutcome run_pipeline(const Options& o, const MainArgs& a, int64_t batch, RunMonitor& monitor) {
   PipelineRunner runner(o, a.ctx, batch, monitor);
-  MonitorObserver observer(monitor, batch);
+  monitor.begin_run(batch);
+  const PipelinePlace place =
+      pipeline_place(a.ctx.rank(), a.ctx.world_size(), o.pipeline.stages, o.pipeline.layout);
   const int total = o.warmup_steps + o.steps;
   for (int s = 0; s < total; ++s) {
+    // As MonitorObserver: the whole step armed, then every rank's record to rank 0 and the stop
+    // agreement; the watchdog's message says which stage this rank is.
     StepRecord rec;
-    observer.begin_step(s, rec);
+    auto armed = monitor.arm(
+        "pipeline training step " + std::to_string(s) + " (stage " + std::to_string(place.stage) +
+        " of " + std::to_string(o.pipeline.stages) + ", batch " + std::to_string(batch) + ")");
     runner.step(rec);
     runner.outcome().steps.push_back(rec);
-    observer.end_step(s, rec, runner.outcome());
+    runner.outcome().interrupted = monitor.exchange(rec);
+    armed.disarm();
+    monitor.record(rec);
     if (runner.outcome().interrupted) break;
   }
   return runner.finish();

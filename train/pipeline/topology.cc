@@ -24,9 +24,6 @@ PipelineTopology::PipelineTopology(const RunContext& ctx, int P, PipelineLayout 
   pipe_ = MpiComm(c);
   DTUNE_MPI_CHECK(MPI_Comm_split(ctx.comm(), place_.stage, place_.dp_index, &c));
   dp_ = MpiComm(c);
-  DTUNE_MPI_CHECK(
-      MPI_Comm_split(pipe_.get(), first() || last() ? 0 : MPI_UNDEFINED, place_.stage, &c));
-  ends_ = MpiComm(c);
 }
 
 std::string PipelineTopology::describe(int stage) const {

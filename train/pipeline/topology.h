@@ -1,8 +1,6 @@
 // Where a rank sits in data parallelism x pipeline parallelism, and its communicators, each from
 // MPI_Comm_split of the run's world: the pipeline (its P stages, rank = stage), the data-parallel
-// group (the D ranks of its stage, rank = data-parallel index; gradients are averaged here) and,
-// on the two end stages, the pair that holds a tied embedding (its gradient is summed there, as
-// Megatron-LM's embedding group does).
+// group (the D ranks of its stage, rank = data-parallel index; gradients are averaged here).
 #pragma once
 
 #include <string>
@@ -34,7 +32,6 @@ class PipelineTopology {
   bool last() const { return place_.stage == P_ - 1; }
   MPI_Comm pipe() const { return pipe_.get(); }
   MPI_Comm dp() const { return dp_.get(); }
-  MPI_Comm ends() const { return ends_.get(); }  // MPI_COMM_NULL on middle stages
   // "stage 2 (rank 5)": how messages name a neighbour.
   std::string describe(int stage) const;
 
@@ -42,7 +39,7 @@ class PipelineTopology {
   int P_, D_, world_;
   PipelineLayout layout_;
   PipelinePlace place_;
-  MpiComm pipe_, dp_, ends_;
+  MpiComm pipe_, dp_;
 };
 
 }  // namespace dtune::train
