@@ -27,9 +27,10 @@ PipelineTable gather_pipeline(const Options& o, const RunContext& ctx, const Tra
     mine.span_ms += t.span_ms;
     mine.bubble += t.bubble;
   }
-  for (const auto& t : st.steps)
+  // Measured steps only: the first step also allocates the gradients and the optimizer's state.
+  for (size_t s = static_cast<size_t>(o.warmup_steps); s < st.steps.size(); ++s)
     mine.peak_activation_bytes =
-        std::max<long long>(mine.peak_activation_bytes, t.peak_activation_bytes);
+        std::max<long long>(mine.peak_activation_bytes, st.steps[s].peak_activation_bytes);
   const double k = n > 0 ? 1.0 / static_cast<double>(n) : 0.0;
   for (double* v : {&mine.forward_ms, &mine.backward_ms, &mine.recv_wait_ms, &mine.send_wait_ms,
                     &mine.span_ms, &mine.bubble})

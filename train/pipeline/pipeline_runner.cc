@@ -318,8 +318,11 @@ void PipelineRunner::backward(const Action& a, PipelineStepTimes& t,
 void PipelineRunner::step(StepRecord& rec) {
   const auto t_step = Clock::now();
   deadline_ = Deadline::after_s(kWaitShareOfTimeout * o_.timeout_s);
-  optimizer_->zero_grad();
-  for (auto& p : params_) p.mutable_grad() = torch::Tensor();
+  // Gradients are zeroed in place rather than freed, so that after the first step the memory a
+  // step allocates is its activations (peak_activation_bytes), not the gradients' first
+  // allocation. The values are the same: 0 + g is g.
+  for (auto& p : params_)
+    if (p.grad().defined()) p.mutable_grad().detach_().zero_();
   loss_sum_ = torch::zeros({}, torch::TensorOptions().device(device_));
   if (sync_) sync_->prepare(false);
   PipelineStepTimes t;
