@@ -136,7 +136,9 @@ def dtune(a, tmp, schedule, stages):
     args += ["--warmup-steps", str(a.warmup), "--lr", str(LR), "--output", str(out), "--overwrite"]
     if stages > 1:
         args += ["--pipeline-stages", str(stages), "--schedule", schedule]
-    args += ["--micro-batches", str(a.micro_batches)]
+    # The same global batch either way: one pipeline takes M micro-batches, each of the data-parallel
+    # ranks M / ranks.
+    args += ["--micro-batches", str(a.micro_batches if stages > 1 else max(1, a.micro_batches // a.ranks))]
     text = launch([*mpirun(a.ranks), str(exe), *args])
     with h5py.File(out) as f:
         (g,) = f["runs"].values()
@@ -194,7 +196,9 @@ def main():
         dp, dp_table = dtune(a, tmp, "1f1b", 1)
         print(f"# PP against DP on the same {a.ranks} ranks (dtune, same global batch):")
         print(f"  pipeline ({a.schedules.split(',')[-1]}) {statistics.median(ours):.2f} samples/s")
-        print(f"  data parallel, accumulating {a.micro_batches} micro-batches: {dp:.2f} samples/s")
+        print(
+            f"  data parallel, {a.ranks} ranks x {max(1, a.micro_batches // a.ranks)} micro-batches: {dp:.2f} samples/s"
+        )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ matplotlib.rcParams["text.parse_math"] = False
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 from .loader import decode_attr, expand_paths, open_results  # noqa: E402
 
@@ -66,9 +67,8 @@ def timeline_figure(run: dict, out):
         f"{int(run['micro_batches'])} micro-batches; measured bubble {100 * bubble.mean():.1f}% "
         f"(theory {100 * float(run['theory_bubble']):.1f}%)",
     )
-    ax.barh([], [], color=COLOURS[0], label="forward")
-    ax.barh([], [], color=COLOURS[1], label="backward")
-    ax.legend(fontsize=7, loc="lower right")
+    handles = [Patch(color=COLOURS[0], label="forward"), Patch(color=COLOURS[1], label="backward")]
+    ax.legend(handles=handles, fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
@@ -102,14 +102,23 @@ def pp_against_dp(train: pd.DataFrame, pipelines: list[dict]) -> pd.DataFrame:
                     "ranks": int(ranks),
                     "global_batch": int(gb),
                     "layout": layout,
-                    "samples_per_s": float(x.samples_per_s),
-                    "step_time_p50_ms": float(x.step_time_p50_ms),
+                    "samples_per_s": round(float(x.samples_per_s), 2),
+                    "step_time_p50_ms": round(float(x.step_time_p50_ms), 1),
                     "bubble": b,
                     "theory_bubble": th,
                     "vs_dp": float(x.samples_per_s) / dp_best if dp_best == dp_best else np.nan,
                 }
             )
     return pd.DataFrame(rows)
+
+
+def _shown(table: pd.DataFrame) -> pd.DataFrame:
+    """The table as the page prints it: fractions as percentages, ratios as 1.23x, '-' for none."""
+    out = table.copy()
+    for k in ("bubble", "theory_bubble"):
+        out[k] = [f"{100 * v:.1f}%" if v == v else "-" for v in table[k]]
+    out["vs_dp"] = [f"{v:.2f}x" if v == v else "-" for v in table["vs_dp"]]
+    return out
 
 
 def pipeline_blocks(paths, train: pd.DataFrame, out_dir) -> list:
@@ -124,7 +133,7 @@ def pipeline_blocks(paths, train: pd.DataFrame, out_dir) -> list:
         blocks.append(
             (
                 "table",
-                table,
+                _shown(table),
                 "PP against DP on the same ranks and global batch: samples/s (total samples over measured time), "
                 "the measured bubble (1 − compute / pipeline flush, mean over ranks) beside the schedule's theory, "
                 "and throughput over the best pure data-parallel run. Read: a pipeline wins when the data-parallel "

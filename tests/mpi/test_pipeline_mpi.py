@@ -201,3 +201,25 @@ def test_a_stopped_stage_ends_the_job_within_timeout_named(tmp_path):
     assert p.returncode == 3, err
     assert took < 4 + 30, f"ended {took:.0f} s after the stop"
     assert "stage 1 (rank 1)" in err, err
+
+
+def test_report_draws_the_timeline_and_compares_pp_with_dp(tmp_path):
+    from dtune_report.loader import load_train_summary
+    from dtune_report.pipeline import load_pipelines, pp_against_dp
+    from dtune_report.report import build_report
+
+    # The same global batch of 8: 2 data-parallel ranks x 2 micro-batches, or 1 pipeline x 4.
+    common = [*TINY, "--batch", "2", "--steps", "3", "--warmup-steps", "1"]
+    files = []
+    for name, stages, micro in (("dp", 1, 2), ("pp", 2, 4)):
+        out = tmp_path / f"{name}.h5"
+        r = run(2, [*common, "--pipeline-stages", stages, "--micro-batches", micro, "--output", out])
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        files.append(out)
+    made = build_report(files, tmp_path / "report")
+    assert (tmp_path / "report" / "pipeline_timeline_0.png").stat().st_size > 0
+    assert "pipeline_timeline_0" in made["figures"]
+    table = pp_against_dp(load_train_summary(files), load_pipelines(files))
+    assert list(table.layout) == ["DP 2", "DP 1 x PP 2 1f1b"]
+    assert list(table.global_batch) == [8, 8] and table.vs_dp[0] == 1.0
+    assert table.bubble.isna()[0] and 0 <= table.bubble[1] < 1
