@@ -342,7 +342,8 @@ void PipelineRunner::step(StepRecord& rec) {
     channel_->poll();
   }
   const double last_end_ms = events.empty() ? 0 : events.back().end_ms;
-  t.peak_activation_bytes = CpuMemoryMeter::peak_bytes() - base_bytes;
+  // CPU tensors only (the counting allocator): on a GPU the activations are elsewhere, so 0.
+  t.peak_activation_bytes = device_.is_cpu() ? CpuMemoryMeter::peak_bytes() - base_bytes : 0;
   run_peak_bytes_ = std::max(run_peak_bytes_, CpuMemoryMeter::peak_bytes());
   channel_->wait_sends(deadline_, t.send_wait_ms);
   if (sync_) sync_->finish(deadline_);
