@@ -42,8 +42,35 @@ double ms_since(Clock::time_point t0) {
 
 }  // namespace
 
+StageChannel::~StageChannel() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  progress_.join();
+}
+
+void StageChannel::progress_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    cv_.wait(lock, [&] { return stop_ || !sends_.empty(); });
+    if (stop_) return;
+    try {
+      poll_locked();
+    } catch (const std::exception&) {
+      return;  // the main thread's own wait on these sends reports the error
+    }
+    if (sends_.empty()) continue;
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    lock.lock();
+  }
+}
+
 void StageChannel::send(const torch::Tensor& t, int stage, int tag) {
   DTUNE_CHECK(t.dim() <= kMaxDims, "pipeline: tensor of more than 8 dimensions");
+  std::lock_guard<std::mutex> lock(mutex_);
   Pending& p = sends_.emplace_back();
   p.stage = stage;
   p.payload = t.detach().to(torch::kCPU).contiguous();
@@ -57,6 +84,7 @@ void StageChannel::send(const torch::Tensor& t, int stage, int tag) {
   DTUNE_MPI_CHECK(MPI_Isend(p.payload.data_ptr(), static_cast<int>(p.payload.numel()),
                             payload_type(p.payload.scalar_type()), stage, 2 * tag + 1, topo_.pipe(),
                             &p.requests[1]));
+  cv_.notify_all();
 }
 
 void StageChannel::wait(MPI_Request& r, const Deadline& deadline, const std::string& what) {
@@ -96,6 +124,11 @@ torch::Tensor StageChannel::recv(int stage, int tag, const torch::Device& device
 }
 
 void StageChannel::poll() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  poll_locked();
+}
+
+void StageChannel::poll_locked() {
   while (!sends_.empty()) {
     int done = 0;
     DTUNE_MPI_CHECK(MPI_Testall(2, sends_.front().requests.data(), &done, MPI_STATUSES_IGNORE));
@@ -106,14 +139,17 @@ void StageChannel::poll() {
 
 void StageChannel::wait_sends(const Deadline& deadline, double& waited_ms) {
   const auto t0 = Clock::now();
-  for (int spins = 0; !sends_.empty(); ++spins) {
-    poll();
-    if (sends_.empty()) break;
-    if (deadline.expired())
-      throw TimeoutError("pipeline stage " + std::to_string(topo_.stage()) +
-                         " waited past its deadline (--timeout) for " +
-                         topo_.describe(sends_.front().stage) +
-                         " to take what it sent: that stage stopped, died or is stuck");
+  for (int spins = 0;; ++spins) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      poll_locked();
+      if (sends_.empty()) break;
+      if (deadline.expired())
+        throw TimeoutError("pipeline stage " + std::to_string(topo_.stage()) +
+                           " waited past its deadline (--timeout) for " +
+                           topo_.describe(sends_.front().stage) +
+                           " to take what it sent: that stage stopped, died or is stuck");
+    }
     back_off(spins);
   }
   waited_ms += ms_since(t0);

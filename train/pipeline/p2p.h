@@ -3,14 +3,19 @@
 // then the payload, both kept alive until complete), so a stage computes on while its output
 // travels; a receive blocks until the tensor is there or a deadline passes, then throws a
 // TimeoutError that names the stage it waited for. Device tensors are staged through host memory.
-// Every wait polls with MPI_Test, which also progresses this rank's own sends.
+// A progress thread polls the sends in flight while the main thread computes (as the reducer's
+// thread does: Open MPI moves a large message only inside MPI calls, so without it a send would
+// wait for this stage's next call, after its next forward or backward). MPI_THREAD_MULTIPLE.
 #pragma once
 
 #include <torch/types.h>
 
 #include <array>
+#include <condition_variable>
 #include <deque>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "core/deadline.h"
 #include "train/pipeline/topology.h"
@@ -19,11 +24,13 @@ namespace dtune::train {
 
 class StageChannel {
  public:
-  explicit StageChannel(const PipelineTopology& topo) : topo_(topo) {}
+  explicit StageChannel(const PipelineTopology& topo)
+      : topo_(topo), progress_([this] { progress_loop(); }) {}
   StageChannel(const StageChannel&) = delete;
   StageChannel& operator=(const StageChannel&) = delete;
-  // Sends still in flight are left to MPI_Abort or MPI_Finalize (wait_sends ran on success).
-  ~StageChannel() = default;
+  // Joins the progress thread; sends still in flight are left to MPI_Abort or MPI_Finalize
+  // (wait_sends ran on success).
+  ~StageChannel();
 
   // Starts sending `t` to `stage` under `tag` (tags are per micro-batch, chunk and direction).
   // A host tensor is sent from its own memory: the caller must not change it in place afterwards
@@ -48,9 +55,15 @@ class StageChannel {
     int stage = 0;
   };
   void wait(MPI_Request& r, const Deadline& deadline, const std::string& what);
+  void poll_locked();
+  void progress_loop();
 
   const PipelineTopology& topo_;
+  std::mutex mutex_;  // guards sends_ and stop_
+  std::condition_variable cv_;
   std::deque<Pending> sends_;  // a deque: elements never move while MPI holds their buffers
+  bool stop_ = false;
+  std::thread progress_;  // last: starts after everything it uses exists
 };
 
 }  // namespace dtune::train

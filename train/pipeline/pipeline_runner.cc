@@ -103,6 +103,7 @@ class PipelineRunner {
   Deadline deadline_ = Deadline::after_s(0);
   Clock::time_point origin_;  // the step's common start (after the pipeline's barrier)
   int64_t run_peak_bytes_ = 0;
+  bool same_node_as_first_ = false;  // this rank's steady clock is stage 0's
   TrainOutcome out_;
 };
 
@@ -133,6 +134,12 @@ PipelineRunner::PipelineRunner(const Options& o, const RunContext& ctx, int64_t 
   pieces_ = models::model_pieces(*model_);
   auto armed = monitor_.arm("setting up the pipeline (partition, stage groups, parameters)");
   setup_partition();
+  {
+    const uint64_t mine = std::hash<std::string>{}(ctx.host());
+    uint64_t first = mine;
+    DTUNE_MPI_CHECK(MPI_Bcast(&first, 1, MPI_UINT64_T, 0, topo_.pipe()));
+    same_node_as_first_ = first == mine;
+  }
   reducer_ = make_mpi_reducer(ctx, topo_.dp());
   {
     torch::NoGradGuard no_grad;
@@ -328,9 +335,17 @@ void PipelineRunner::step(StepRecord& rec) {
   PipelineStepTimes t;
   std::vector<PipelineEvent> events;
   // The stages start the schedule together: the span below is then the pipeline's flush time.
-  rendezvous(torch::zeros({1}), kStartTag, "the start of the step",
-             [](const std::vector<torch::Tensor>& all) { return all[0]; });
-  origin_ = Clock::now();
+  // Stage 0's clock reading at the start is every stage's origin when they share its node (the
+  // steady clock is the node's CLOCK_MONOTONIC), so timelines and the span compare across stages
+  // even when a rank got the CPU late after the rendezvous; on another node, the reply's arrival.
+  const torch::Tensor start = rendezvous(
+      torch::zeros({1}, torch::kLong), kStartTag, "the start of the step",
+      [](const std::vector<torch::Tensor>&) {
+        return torch::tensor({static_cast<int64_t>(Clock::now().time_since_epoch().count())},
+                             torch::kLong);
+      });
+  origin_ = same_node_as_first_ ? Clock::time_point(Clock::duration(start[0].item<int64_t>()))
+                                : Clock::now();
   run_peak_bytes_ = std::max(run_peak_bytes_, CpuMemoryMeter::peak_bytes());
   const int64_t base_bytes = CpuMemoryMeter::current_bytes();
   CpuMemoryMeter::reset_peak();
