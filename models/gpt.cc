@@ -158,6 +158,41 @@ torch::Tensor Gpt::forward(const torch::Tensor& tokens) {
   return F::linear(x, wte_->weight);  // (B, T, V): the head is the token embedding, transposed
 }
 
+std::vector<Piece> Gpt::pieces() {
+  // MACs per sample as flops() counts them: per token 12C² + T·C/2·2 a block, V·C the head.
+  const double C = static_cast<double>(cfg_.width), T = static_cast<double>(cfg_.context);
+  const double V = static_cast<double>(cfg_.vocab);
+  auto names = [this](const std::string& prefix) {
+    std::vector<std::string> out;
+    for (const auto& p : named_parameters())
+      if (p.key().starts_with(prefix)) out.push_back(p.key());
+    return out;
+  };
+  std::vector<Piece> out;
+  Piece embed{"embed", PieceKind::kFirst,
+              [this](const torch::Tensor& tokens) {
+                const int64_t t = tokens.size(1);
+                torch::Tensor pos = torch::arange(
+                    t, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
+                return wte_(tokens) + wpe_(pos);  // (B, T, C)
+              },
+              names("transformer.wte."), 0.0};
+  for (const auto& n : names("transformer.wpe.")) embed.parameters.push_back(n);
+  out.push_back(std::move(embed));
+  for (size_t i = 0; i < h_->size(); ++i) {
+    auto block = h_->ptr(i);
+    out.push_back({"h." + std::to_string(i), PieceKind::kBlock,
+                   [block](const torch::Tensor& x) { return block->as<Block>()->forward(x); },
+                   names("transformer.h." + std::to_string(i) + "."), (12 * C * C + T * C) * T});
+  }
+  Piece head{"head", PieceKind::kLast,
+             [this](const torch::Tensor& x) { return F::linear(ln_f_(x), wte_->weight); },
+             names("transformer.ln_f."), V * C * T};
+  head.parameters.push_back("transformer.wte.weight");
+  out.push_back(std::move(head));
+  return out;
+}
+
 torch::Tensor Gpt::loss(const torch::Tensor& logits, const torch::Tensor& target) {
   return F::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat),
                           target.reshape({-1}), F::CrossEntropyFuncOptions().ignore_index(-1));

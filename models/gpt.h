@@ -11,6 +11,7 @@
 #include <torch/nn/modules/normalization.h>
 
 #include "models/model.h"
+#include "models/pieces.h"
 
 namespace dtune::models {
 
@@ -42,6 +43,9 @@ class Gpt : public Model {
   // N(0, 0.02 / sqrt(2L)) for the residual projections (c_proj).
   void reset_parameters();
   const GptConfig& config() const { return cfg_; }
+  // Pipeline split (models/pieces.h): embed (wte + wpe), one piece per block, head (ln_f and the
+  // tied wte as the output projection).
+  std::vector<Piece> pieces();
 
  private:
   GptConfig cfg_;

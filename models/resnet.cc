@@ -213,6 +213,45 @@ torch::Tensor ResNet::forward(const torch::Tensor& input) {
   return fc_(x);                                                                 // (N, classes)
 }
 
+std::vector<Piece> ResNet::pieces() {
+  auto names = [this](const std::string& prefix) {
+    std::vector<std::string> out;
+    for (const auto& p : named_parameters())
+      if (p.key().starts_with(prefix)) out.push_back(p.key());
+    return out;
+  };
+  std::vector<Piece> out;
+  int64_t h = cfg_.image_size, w = cfg_.image_size;
+  const double stem_macs = conv_macs(*conv1_, h, w);
+  h = out_size(h, 3, 2, 1);
+  w = out_size(w, 3, 2, 1);
+  Piece stem{"stem", PieceKind::kFirst,
+             [this](const torch::Tensor& input) {
+               torch::Tensor x = F::relu(bn1_(conv1_(input)));
+               return F::max_pool2d(x, F::MaxPool2dFuncOptions(3).stride(2).padding(1));
+             },
+             names("conv1."), stem_macs};
+  for (const auto& n : names("bn1.")) stem.parameters.push_back(n);
+  out.push_back(std::move(stem));
+  for (size_t s = 0; s < stages_.size(); ++s)
+    for (size_t b = 0; b < stages_[s]->size(); ++b) {
+      auto block = stages_[s]->ptr(b);
+      const std::string name = "layer" + std::to_string(s + 1) + "." + std::to_string(b);
+      const double macs = block->as<Block>()->macs(h, w);
+      out.push_back({name, PieceKind::kBlock,
+                     [block](const torch::Tensor& x) { return block->as<Block>()->forward(x); },
+                     names(name + "."), macs});
+    }
+  out.push_back({"head", PieceKind::kLast,
+                 [this](const torch::Tensor& x) {
+                   return fc_(
+                       F::adaptive_avg_pool2d(x, F::AdaptiveAvgPool2dFuncOptions(1)).flatten(1));
+                 },
+                 names("fc."),
+                 static_cast<double>(fc_->options.in_features() * fc_->options.out_features())});
+  return out;
+}
+
 torch::Tensor ResNet::loss(const torch::Tensor& logits, const torch::Tensor& target) {
   return F::cross_entropy(logits.to(torch::kFloat), target);
 }

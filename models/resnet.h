@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "models/model.h"
+#include "models/pieces.h"
 
 namespace dtune::models {
 
@@ -45,6 +46,9 @@ class ResNet : public Model {
   // torchvision's initialisation: kaiming_normal_(fan_out, relu) for convs, BN weight 1 and bias 0,
   // PyTorch's default Linear init for fc. Deterministic for the global seed in effect.
   void reset_parameters();
+  // Pipeline split (models/pieces.h): stem (conv1, bn1, max pool), one piece per residual block,
+  // head (average pool, fc).
+  std::vector<Piece> pieces();
 
  private:
   ResNetConfig cfg_;

@@ -24,6 +24,11 @@ enum class ReduceAlgo { kFlat, kHierarchical };
 enum class Overlap { kOn, kOff };
 enum class Compression { kNone, kFp16, kBf16 };
 enum class DeviceKind { kCpu, kCuda };
+// Pipeline parallelism (train/pipeline/): the schedule, where a pipeline's stages sit, and how the
+// model is cut.
+enum class Schedule { kGpipe, k1f1b, kInterleaved };
+enum class PipelineLayout { kWithinNode, kAcrossNodes };
+enum class PartitionBy { kFlops, kMeasured };
 
 // An enum value's name on the command line (and in DTUNE_TRAIN_<NAME>) and in the results file.
 template <class E>
@@ -48,6 +53,13 @@ inline constexpr EnumName<Compression> kCompressionNames[] = {
     {Compression::kNone, "none"}, {Compression::kFp16, "fp16"}, {Compression::kBf16, "bf16"}};
 inline constexpr EnumName<DeviceKind> kDeviceNames[] = {{DeviceKind::kCpu, "cpu"},
                                                         {DeviceKind::kCuda, "cuda"}};
+inline constexpr EnumName<Schedule> kScheduleNames[] = {{Schedule::kGpipe, "gpipe"},
+                                                        {Schedule::k1f1b, "1f1b"},
+                                                        {Schedule::kInterleaved, "interleaved"}};
+inline constexpr EnumName<PipelineLayout> kPipelineLayoutNames[] = {
+    {PipelineLayout::kWithinNode, "within-node"}, {PipelineLayout::kAcrossNodes, "across-nodes"}};
+inline constexpr EnumName<PartitionBy> kPartitionNames[] = {{PartitionBy::kFlops, "flops"},
+                                                            {PartitionBy::kMeasured, "measured"}};
 
 // Every name in a table, in its order (the choices a flag accepts).
 template <class E, std::size_t N>
@@ -70,6 +82,19 @@ std::string enum_name(const EnumName<E> (&table)[N], E value) {
     if (e.value == value) return std::string(e.name);
   return "?";
 }
+
+// --pipeline-stages P > 1: world = data-parallel groups D x P. Within a node, a pipeline is P
+// consecutive ranks (stage = rank mod P); across nodes, a stage is D consecutive ranks (stage =
+// rank / D), so each pipeline hop crosses nodes while data-parallel groups stay on one.
+struct PipelineOptions {
+  int stages = 1;         // P; 1: data parallelism only, nothing below applies
+  int micro_batches = 1;  // M per optimizer step (= Options::accum_steps when P > 1)
+  Schedule schedule = Schedule::k1f1b;
+  int virtual_stages = 1;  // V model chunks per rank (interleaved)
+  PipelineLayout layout = PipelineLayout::kWithinNode;
+  PartitionBy partition = PartitionBy::kFlops;
+  double debug_chunk_sleep_ms = 0;  // test only: each chunk's forward sleeps this, backward 2x
+};
 
 struct Options {
   std::string model = "gpt2-tiny";
@@ -122,6 +147,7 @@ struct Options {
   int profile_top = 15;                               // rows of the operator table printed
   std::string dump_path;       // test only: rank 0 writes final parameters and last gradients
   std::string checksums_path;  // test only: each rank's parameter checksum after every step
+  PipelineOptions pipeline;
   std::string command_line;
 };
 
@@ -180,5 +206,8 @@ inline std::string to_string(ReduceAlgo v) { return enum_name(kReduceAlgoNames, 
 inline std::string to_string(Overlap v) { return enum_name(kOverlapNames, v); }
 inline std::string to_string(Compression v) { return enum_name(kCompressionNames, v); }
 inline std::string to_string(DeviceKind v) { return enum_name(kDeviceNames, v); }
+inline std::string to_string(Schedule v) { return enum_name(kScheduleNames, v); }
+inline std::string to_string(PipelineLayout v) { return enum_name(kPipelineLayoutNames, v); }
+inline std::string to_string(PartitionBy v) { return enum_name(kPartitionNames, v); }
 
 }  // namespace dtune::train

@@ -39,9 +39,11 @@ MPI_Datatype mpi_type(const torch::Tensor& t) {
 
 class MpiReducer final : public Reducer {
  public:
-  MpiReducer(const RunContext& ctx, ReduceAlgo algo)
-      : thread_comm_(MpiComm::dup(ctx.comm())),
-        main_comm_(MpiComm::dup(ctx.comm())),
+  // `comm`: ctx.comm(), or a sub-communicator of it (a pipeline stage's data-parallel group, which
+  // is reduced flat: the hierarchical form works on ctx's nodes).
+  MpiReducer(const RunContext& ctx, MPI_Comm comm, ReduceAlgo algo)
+      : thread_comm_(MpiComm::dup(comm)),
+        main_comm_(MpiComm::dup(comm)),
         hierarchical_(algo == ReduceAlgo::kHierarchical
                           ? std::make_unique<HierarchicalAllreduce>(ctx)
                           : nullptr),
@@ -196,12 +198,18 @@ class MpiReducer final : public Reducer {
 }  // namespace
 
 std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx, ReduceAlgo algo) {
+  return make_mpi_reducer(ctx, ctx.comm(), algo);
+}
+
+std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx, MPI_Comm comm, ReduceAlgo algo) {
   if (ctx.mpi_thread_level() != MPI_THREAD_MULTIPLE)
     throw Error(
         "the MPI gradient reducer calls MPI from its communication thread, which needs "
         "MPI_THREAD_MULTIPLE; this MPI library provided level " +
         std::to_string(ctx.mpi_thread_level()) + " (use an MPI built with thread support)");
-  return std::make_unique<MpiReducer>(ctx, algo);
+  if (algo == ReduceAlgo::kHierarchical && comm != ctx.comm())
+    throw UsageError("--reduce-algo hierarchical reduces over the whole job; not with a sub-group");
+  return std::make_unique<MpiReducer>(ctx, comm, algo);
 }
 
 }  // namespace dtune::train

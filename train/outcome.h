@@ -12,6 +12,7 @@
 #include "core/device_info.h"
 #include "train/config.h"
 #include "train/phase_clock.h"
+#include "train/pipeline/pipeline_stats.h"
 #include "train/telemetry/profile_results.h"
 
 namespace dtune::train {
@@ -51,6 +52,7 @@ struct TrainOutcome {
   bool final_average = false;  // local SGD: averaged once more after the last step (not an H-th)
   ProfileSummary profile;      // --profile-steps
   DataSummary data;            // what loading cost
+  PipelineStats pipeline;      // --pipeline-stages > 1: this rank's stage
 };
 
 // An out-of-memory at `batch`: a CUDA OOM, or CPU tensors beyond --memory-limit-mb.

@@ -42,6 +42,10 @@ class Reducer {
 // MPI_THREAD_MULTIPLE (RunContext::mpi_thread_level). ReduceAlgo::kHierarchical sums the buckets
 // within each node first (core/hierarchical_allreduce.h).
 std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx, ReduceAlgo algo);
+// The same over `comm`, ctx.comm() or a sub-communicator of it (a pipeline stage's data-parallel
+// group, reduced flat: kHierarchical throws UsageError unless comm is ctx.comm()).
+std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx, MPI_Comm comm,
+                                          ReduceAlgo algo = ReduceAlgo::kFlat);
 // GPU tensors reduced by NCCL on a communication stream that waits for the gradients' stream.
 // Creating the communicator and each blocking call wait at most `timeout_s` (--timeout), then
 // abort the communicator. Defined in nccl_reducer.cc when built with NCCL; otherwise throws

@@ -13,7 +13,8 @@ void write_config(hid_t id, const Options& o, int64_t batch, size_t ranks) {
   h5::write_attr(id, "batch_auto", static_cast<int64_t>(o.batch_auto));
   h5::write_attr(id, "accum_steps", o.accum_steps);
   h5::write_attr(id, "global_batch",
-                 static_cast<int64_t>(batch * static_cast<int64_t>(ranks) * o.accum_steps));
+                 static_cast<int64_t>(batch * static_cast<int64_t>(ranks) / o.pipeline.stages *
+                                      o.accum_steps));
   h5::write_attr(id, "precision", to_string(o.precision));
   h5::write_attr(id, "tf32", static_cast<int64_t>(o.precision == Precision::kTf32));
   h5::write_attr(id, "weights_dtype", to_string(o.weights_dtype));
@@ -36,6 +37,12 @@ void write_config(hid_t id, const Options& o, int64_t batch, size_t ranks) {
   h5::write_attr(id, "workers", o.workers);
   h5::write_attr(id, "prefetch", o.prefetch);
   h5::write_attr(id, "cache_dir", o.cache_dir);
+  h5::write_attr(id, "pipeline_stages", o.pipeline.stages);
+  h5::write_attr(id, "micro_batches", o.pipeline.micro_batches);
+  h5::write_attr(id, "schedule", to_string(o.pipeline.schedule));
+  h5::write_attr(id, "virtual_stages", o.pipeline.virtual_stages);
+  h5::write_attr(id, "pipeline_layout", to_string(o.pipeline.layout));
+  h5::write_attr(id, "partition", to_string(o.pipeline.partition));
   h5::write_attr(id, "steps_written", static_cast<int64_t>(0));
 }
 

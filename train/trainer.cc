@@ -13,6 +13,7 @@
 #include "train/cuda_memory.h"
 #include "train/memory_meter.h"
 #include "train/observers.h"
+#include "train/pipeline/pipeline_runner.h"
 #include "train/run_monitor.h"
 
 namespace dtune::train {
@@ -203,6 +204,7 @@ namespace {
 
 TrainOutcome train_or_probe(const Options& o, const MainArgs& a, int64_t batch, RunMode mode,
                             RunMonitor* monitor) {
+  if (o.pipeline.stages > 1 && mode == RunMode::kTrain) return run_pipeline(o, a, batch, *monitor);
   const std::unique_ptr<TrainSetup> setup = TrainSetup::build(o, a.ctx, batch, mode, monitor);
   Trainer trainer(*setup, a.ctx, monitor);
   const int total_steps = setup->o.warmup_steps + setup->o.steps;

@@ -109,9 +109,9 @@ int main(int argc, char** argv) {
     if (o.model.starts_with("gpt"))
       ml.event("lowest_numerical_precision_in_attn", mllog_precision(o));
     ml.event("lowest_numerical_precision_in_comm", mllog_comm_precision(o));
-    for (const char* k : {"tensor_parallelism", "pipeline_parallelism", "context_parallelism",
-                          "expert_parallelism"})
-      ml.event(k, 1);  // data parallelism only
+    for (const char* k : {"tensor_parallelism", "context_parallelism", "expert_parallelism"})
+      ml.event(k, 1);  // data and pipeline parallelism only
+    ml.event("pipeline_parallelism", o.pipeline.stages);
     ml.event("dtune_precision", tr::to_string(o.precision));
     ml.event("dtune_world_size", a.ctx.world_size());
     ml.event("dtune_steps", o.steps);
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
       int64_t best = 0;
       double best_rate = 0;
       for (int64_t b : batches) {
-        const int64_t global = b * a.ctx.world_size() * o.accum_steps;
+        const int64_t global = b * a.ctx.world_size() / o.pipeline.stages * o.accum_steps;
         ml.start("block_start", nullptr, {{"samples_count", samples_done}});
         in_block = true;
         ml.event("micro_batch_size", b);

@@ -39,12 +39,52 @@ void parse_profile_steps(const std::string& text, Options& o) {
                      "), numbered from 0");
 }
 
+// --pipeline-stages and its companions, after parsing: the rules between them and the flags a
+// pipeline does not support (yet).
+void parse_pipeline(const std::string& schedule, const std::string& layout,
+                    const std::string& partition, Options& o) {
+  auto& pp = o.pipeline;
+  pp.schedule = enum_value(kScheduleNames, schedule);
+  pp.layout = enum_value(kPipelineLayoutNames, layout);
+  pp.partition = enum_value(kPartitionNames, partition);
+  const int P = pp.stages, M = pp.micro_batches, V = pp.virtual_stages;
+  if (pp.schedule != Schedule::kInterleaved && V > 1)
+    throw UsageError("--virtual-stages " + std::to_string(V) +
+                     " needs --schedule interleaved (gpipe and 1f1b hold one chunk per stage)");
+  if (P == 1) return;
+  const std::string p = "--pipeline-stages " + std::to_string(P);
+  if (pp.schedule == Schedule::kInterleaved) {
+    if (V < 2)
+      throw UsageError(
+          "--schedule interleaved needs --virtual-stages 2 or more (chunks per stage)");
+    if (M < P || M % P != 0)
+      throw UsageError("--schedule interleaved with --micro-batches " + std::to_string(M) +
+                       " and " + p + ": give a multiple of " + std::to_string(P) +
+                       " micro-batches, at least " + std::to_string(P) +
+                       " (Megatron-LM's interleaved order runs them in groups of P)");
+  }
+  auto refuse = [&](bool bad, const std::string& flag) {
+    if (bad)
+      throw UsageError(p + " with " + flag + ": not supported with pipeline parallelism; " +
+                       "drop one");
+  };
+  refuse(o.reduce_algo == ReduceAlgo::kHierarchical, "--reduce-algo hierarchical");
+  refuse(o.precision == Precision::kFp16, "--precision fp16");
+  refuse(o.weights_dtype == WeightsDtype::kBf16, "--weights-dtype bf16");
+  refuse(o.local_sgd_every > 0, "--local-sgd");
+  refuse(o.batch_auto, "--batch auto");
+  refuse(o.backend == SyncBackend::kNccl, "--backend nccl");
+  refuse(o.data != "synthetic", "--data");
+  refuse(o.profile_steps > 0, "--profile-steps");
+  refuse(!o.tensorboard_dir.empty(), "--tensorboard");
+}
+
 }  // namespace
 
 int parse_options(int argc, char** argv, bool print, int world_size, int local_size, Options& o) {
   CLI::App app{
-      "dtune-train: data-parallel training of real models, every step's time broken down "
-      "per rank (launch with mpirun -np N, or as one process).",
+      "dtune-train: data- and pipeline-parallel training of real models, every step's time "
+      "broken down per rank (launch with mpirun -np N, or as one process).",
       "dtune-train"};
   app.set_version_flag("--version", "dtune-train " + build_info::dtune_version());
   app.footer(
@@ -58,8 +98,12 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       "--backend nccl and\n--precision tf32 need --device cuda; --weights-dtype bf16 not with "
       "--precision fp16; --local-sgd\nnot with --accum-steps > 1; --batch auto on CPU needs "
       "--memory-limit-mb; --cache-dir needs --data;\n--profile-steps within --warmup-steps + "
-      "--steps; --reduce-algo hierarchical only with --backend mpi; --output or --no-output, not "
-      "both.");
+      "--steps; --reduce-algo hierarchical only with --backend mpi, and not with "
+      "--pipeline-stages > 1;\n--output or --no-output, not both; --pipeline-stages divides the "
+      "ranks; --virtual-stages > 1 needs --schedule\ninterleaved, which needs --micro-batches a "
+      "multiple of --pipeline-stages; --micro-batches equals\n--accum-steps if both are given; "
+      "--pipeline-stages > 1 not with --precision fp16, --weights-dtype bf16,\n--local-sgd, "
+      "--backend nccl, --batch auto, --data, --profile-steps or --tensorboard.");
   app.get_formatter()->column_width(34);
   auto env = [](const char* n) { return std::string("DTUNE_TRAIN_") + n; };
   std::string batch = "8", precision = to_string(o.precision), weights = to_string(o.weights_dtype),
@@ -278,6 +322,48 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->envname(env("TIMEOUT"))
       ->capture_default_str()
       ->check(kPositive);
+  auto& pp = o.pipeline;
+  std::string schedule = to_string(pp.schedule), layout = to_string(pp.layout),
+              partition = to_string(pp.partition);
+  int micro_batches = 0;
+  app.add_option("--pipeline-stages", pp.stages,
+                 "pipeline-parallel stages P; ranks = data-parallel groups x P (1: data "
+                 "parallelism only)")
+      ->envname(env("PIPELINE_STAGES"))
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--micro-batches", micro_batches,
+                 "micro-batches M of --batch samples per optimizer step through each pipeline "
+                 "(the same as --accum-steps) [default: --accum-steps]")
+      ->envname(env("MICRO_BATCHES"))
+      ->check(CLI::PositiveNumber);
+  app.add_option("--schedule", schedule,
+                 "pipeline schedule: gpipe (all forwards, then all backwards), 1f1b "
+                 "(PipeDream-Flush) or interleaved (Megatron-LM's interleaved 1F1B)")
+      ->envname(env("SCHEDULE"))
+      ->capture_default_str()
+      ->check(CLI::IsMember(enum_names(kScheduleNames)));
+  app.add_option("--virtual-stages", pp.virtual_stages,
+                 "model chunks V per stage for --schedule interleaved")
+      ->envname(env("VIRTUAL_STAGES"))
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--pipeline-layout", layout,
+                 "within-node: a pipeline's stages are consecutive ranks (stage = rank mod P); "
+                 "across-nodes: a stage's data-parallel group is (stage = rank / groups)")
+      ->envname(env("PIPELINE_LAYOUT"))
+      ->capture_default_str()
+      ->check(CLI::IsMember(enum_names(kPipelineLayoutNames)));
+  app.add_option("--partition", partition,
+                 "cut the model into stages balancing counted FLOPs, or block times measured "
+                 "once before training (measured)")
+      ->envname(env("PARTITION"))
+      ->capture_default_str()
+      ->check(CLI::IsMember(enum_names(kPartitionNames)));
+  app.add_option("--debug-chunk-sleep-ms", pp.debug_chunk_sleep_ms,
+                 "test only: each forward of a stage's model chunk also sleeps this long, each "
+                 "backward twice as long (balanced synthetic stages)")
+      ->group("Testing");
   app.add_option("--debug-plant-inf-step", o.plant_inf_step,
                  "test only: plant an inf gradient at this step")
       ->group("Testing");
@@ -299,6 +385,18 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   const int rc = parse_cli(app, argc, argv, print);
   if (rc >= 0) return rc;
 
+  if (micro_batches > 0) {  // before --global-batch, which divides by the micro-batches
+    if (o.accum_steps > 1 && o.accum_steps != micro_batches)
+      throw UsageError("--micro-batches " + std::to_string(micro_batches) + " and --accum-steps " +
+                       std::to_string(o.accum_steps) + " differ: they are the same; keep one");
+    o.accum_steps = micro_batches;
+  }
+  o.pipeline.micro_batches = o.accum_steps;
+  if (o.pipeline.stages > 1 && world_size % o.pipeline.stages != 0)
+    throw UsageError("--pipeline-stages " + std::to_string(o.pipeline.stages) +
+                     " does not divide the " + std::to_string(world_size) +
+                     " ranks: launch a multiple of " + std::to_string(o.pipeline.stages) +
+                     " ranks (data-parallel groups x stages)");
   constexpr double kMaxTimeoutS = 1e6;  // as dtune-comm: past this a deadline means no deadline
   if (o.timeout_s > kMaxTimeoutS) throw UsageError("--timeout: at most 1000000 s (about 11 days)");
   if (batch == "auto") {
@@ -316,10 +414,11 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   if (o.batch_sweep && !o.batch_auto) throw UsageError("--batch-sweep needs --batch auto");
   if (o.global_batch > 0) {
     if (o.batch_auto) throw UsageError("--global-batch and --batch auto both given: keep one");
-    const int64_t per = static_cast<int64_t>(world_size) * o.accum_steps;
+    const int64_t dp = world_size / o.pipeline.stages;  // data-parallel groups
+    const int64_t per = dp * o.accum_steps;
     if (o.global_batch % per != 0)
       throw UsageError("--global-batch " + std::to_string(o.global_batch) +
-                       " does not divide by ranks (" + std::to_string(world_size) +
+                       " does not divide by data-parallel ranks (" + std::to_string(dp) +
                        ") x --accum-steps (" + std::to_string(o.accum_steps) +
                        "): choose a multiple of " + std::to_string(per));
     o.batch = o.global_batch / per;
@@ -355,6 +454,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   }
   o.timing = timing == "on";
   if (!profile.empty()) parse_profile_steps(profile, o);
+  parse_pipeline(schedule, layout, partition, o);
   if (!o.cache_dir.empty() && o.data == "synthetic")
     throw UsageError(
         "--cache-dir with --data synthetic: the cache holds a dataset's blocks; give --data");

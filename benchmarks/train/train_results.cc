@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/train/pipeline_results.h"
 #include "benchmarks/train/train_summary.h"
 #include "core/error.h"
 #include "core/gather.h"
@@ -29,11 +30,21 @@ struct RankRecords {
 void print_training(const Options& o, const TrainOutcome& out, const TrainSummary& t,
                     const std::vector<ProfileSummary>& profiles, FILE* f) {
   const size_t S = t.slowest_ms.size();
-  std::fprintf(
-      f,
-      "# dtune-train: %s, %lld parameters, %zu ranks x batch %lld x accum %d = global batch %.0f\n",
-      o.model.c_str(), static_cast<long long>(out.parameters), t.ranks,
-      static_cast<long long>(out.batch), o.accum_steps, t.global_batch);
+  if (o.pipeline.stages > 1)
+    std::fprintf(f,
+                 "# dtune-train: %s, %lld parameters, %zu ranks = %zu data-parallel x %d pipeline "
+                 "stages; %zu x batch %lld x %d micro-batches = global batch %.0f\n",
+                 o.model.c_str(), static_cast<long long>(out.parameters), t.ranks,
+                 t.ranks / static_cast<size_t>(o.pipeline.stages), o.pipeline.stages,
+                 t.ranks / static_cast<size_t>(o.pipeline.stages),
+                 static_cast<long long>(out.batch), o.accum_steps, t.global_batch);
+  else
+    std::fprintf(
+        f,
+        "# dtune-train: %s, %lld parameters, %zu ranks x batch %lld x accum %d = global batch "
+        "%.0f\n",
+        o.model.c_str(), static_cast<long long>(out.parameters), t.ranks,
+        static_cast<long long>(out.batch), o.accum_steps, t.global_batch);
   std::fprintf(
       f,
       "#   precision %s, weights %s, optimizer %s, sync %s (overlap %s, buckets %zu, compression "
@@ -173,6 +184,7 @@ double report_training(const Options& o, const RunContext& ctx, const TrainOutco
   DataSummary data = data_summary_from_numbers(out.data.source,
                                                std::vector<double>(kDataSummaryFields.size(), 0.0));
   std::vector<ProfileSummary> profiles;
+  PipelineTable pipeline;
   {
     const auto armed = monitor.arm("gathering the run's results");
     ranks.peak_memory_bytes = gather_longs(ctx.comm(), {out.peak_memory_bytes});
@@ -183,6 +195,7 @@ double report_training(const Options& o, const RunContext& ctx, const TrainOutco
     for (size_t i = 0; i + kDataSummaryFields.size() <= all.size(); i += kDataSummaryFields.size())
       data += data_summary_from_numbers("", all.subspan(i, kDataSummaryFields.size()));
     if (out.profile.ran) profiles = gather_profiles(ctx.comm(), out.profile);
+    if (out.pipeline.stages > 0) pipeline = gather_pipeline(o, ctx, out);
   }
   // Rank 0 writes disarmed: the watchdog's save must never run beside it.
   double rate = 0.0;
@@ -194,6 +207,11 @@ double report_training(const Options& o, const RunContext& ctx, const TrainOutco
       for (size_t r = 0; r < R; ++r) slowest[s] = std::max(slowest[s], log.at(s, r, kPhases));
     const TrainSummary t = summarize_training(o, R, out, slowest, data, !profiles.empty());
     print_training(o, out, t, profiles, stdout);
+    if (out.pipeline.stages > 0) {
+      print_pipeline(o, pipeline, stdout);
+      log.flush();
+      if (log.has_group()) write_pipeline(log.group(), o, pipeline);
+    }
     write_training(log, out, t, ranks, profiles);
     rate = t.samples_per_s;
   }

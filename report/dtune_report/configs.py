@@ -55,6 +55,12 @@ DEFAULTS = {
     "channels_last": "0",
     "workers": "2",
     "prefetch": "4",
+    "pipeline_stages": "1",
+    "micro_batches": "1",
+    "schedule": "1f1b",
+    "virtual_stages": "1",
+    "pipeline_layout": "within-node",
+    "partition": "flops",
 }
 
 # A run is too short to trust with fewer measured steps than this, or an interval wider than

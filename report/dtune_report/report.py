@@ -15,6 +15,7 @@ from . import advice as ad
 from . import collectives as cl
 from . import figures as fg
 from . import machines as mc
+from . import pipeline as pl
 from . import sections as sc
 from . import tables as tb
 from .check import check_results
@@ -219,6 +220,7 @@ def build_report(paths, out_dir, baseline: str | None = None, alpha: float = 0.0
     blocks += advice
     for s in sorted(groups, key=lambda s: s.anchor):
         blocks += sc.study_blocks(by_study[id(s)], phases, out)
+    blocks += pl.pipeline_blocks(paths, train, out)
     if comm_cmp:
         blocks += [
             ("h", 2, "Collectives", "collectives"),

@@ -26,6 +26,9 @@ TRAIN_DEFAULTS = {
     "--weights-dtype": "fp32",
     "--local-sgd": "0",
     "--data": "synthetic",
+    "--pipeline-stages": "1",
+    "--schedule": "1f1b",
+    "--virtual-stages": "1",
 }
 COMM_DEFAULTS = {"-b": "32M", "-e": "32M", "-r": "0"}
 COMM_ALIASES = {"--minbytes": "-b", "--maxbytes": "-e", "--root": "-r", "--backend": "--backend"}
@@ -88,13 +91,28 @@ def _train(given: dict, ranks: int) -> list[str]:
     auto = f["--batch"] == "auto"
     if "--batch-sweep" in given and not auto:
         bad.append("--batch-sweep needs --batch auto")
+    stages = _num(f["--pipeline-stages"])
+    if stages is not None and stages > 0 and ranks % stages != 0:
+        bad.append(f"--pipeline-stages ({f['--pipeline-stages']}) must divide ranks ({ranks})")
+    dp = ranks // stages if stages and ranks % stages == 0 else ranks  # data-parallel ranks
+    if "--micro-batches" in given and "--accum-steps" in given and f["--micro-batches"] != f["--accum-steps"]:
+        bad.append("--micro-batches and --accum-steps differ: they are the same; keep one")
+    micro = _num(f.get("--micro-batches", f["--accum-steps"]))
+    virtual = _num(f["--virtual-stages"])
+    if f["--schedule"] != "interleaved" and virtual is not None and virtual > 1:
+        bad.append("--virtual-stages > 1 needs --schedule interleaved")
+    if f["--schedule"] == "interleaved" and stages is not None and stages > 1:
+        if virtual is not None and virtual < 2:
+            bad.append("--schedule interleaved needs --virtual-stages 2 or more")
+        if micro is not None and (micro < stages or micro % stages != 0):
+            bad.append(f"--schedule interleaved needs --micro-batches ({micro}) a multiple of --pipeline-stages")
     if "--global-batch" in given:
-        g, acc = _num(f["--global-batch"]), _num(f["--accum-steps"])
+        g, acc = _num(f["--global-batch"]), _num(f.get("--micro-batches", f["--accum-steps"]))
         if auto:
             bad.append("--global-batch and --batch auto both given: keep one")
-        elif g is not None and acc is not None and acc > 0 and g % (ranks * acc) != 0:
+        elif g is not None and acc is not None and acc > 0 and g % (dp * acc) != 0:
             bad.append(
-                f"--global-batch ({f['--global-batch']}) must divide by ranks ({ranks}) x "
+                f"--global-batch ({f['--global-batch']}) must divide by data-parallel ranks ({dp}) x "
                 f"{_shown(f, given, '--accum-steps')}"
             )
     cuda = f["--device"] == "cuda"
@@ -113,6 +131,22 @@ def _train(given: dict, ranks: int) -> list[str]:
         bad.append("--batch auto on CPU needs --memory-limit-mb")
     if "--cache-dir" in given and f["--data"] == "synthetic":
         bad.append("--cache-dir needs --data (a dataset, not synthetic)")
+    if stages is not None and stages > 1:  # what a pipeline does not support (yet): dtune-train refuses it
+        for flag, bad_value in (
+            ("--precision", f["--precision"] == "fp16"),
+            ("--weights-dtype", f["--weights-dtype"] == "bf16"),
+            ("--local-sgd", (sgd or 0) > 0),
+            ("--backend", f["--backend"] == "nccl"),
+            ("--batch", auto),
+            ("--data", f["--data"] != "synthetic"),
+            ("--profile-steps", "--profile-steps" in given),
+            ("--tensorboard", "--tensorboard" in given),
+            ("--reduce-algo", f.get("--reduce-algo") == "hierarchical"),
+        ):
+            if bad_value:
+                bad.append(
+                    f"--pipeline-stages {f['--pipeline-stages']} does not go with {flag} {f.get(flag, '')}".rstrip()
+                )
     if "--profile-steps" in given:
         start, _, count = str(f["--profile-steps"]).partition(":")
         total = (_num(f["--warmup-steps"]) or 0) + (_num(f["--steps"]) or 0)
@@ -154,6 +188,11 @@ RULES_HELP = """cross-flag rules, checked for every point when the sweep is plan
     --global-batch divides by ranks x --accum-steps, and not with --batch auto;
     --backend nccl and --precision tf32 need --device cuda; --weights-dtype bf16 not with
     --precision fp16; --local-sgd not with --accum-steps > 1; --batch auto on CPU needs
-    --memory-limit-mb; --cache-dir needs --data; --profile-steps within --warmup-steps + --steps
+    --memory-limit-mb; --cache-dir needs --data; --profile-steps within --warmup-steps + --steps;
+    --pipeline-stages divides ranks; --virtual-stages > 1 needs --schedule interleaved, which needs
+    --micro-batches a multiple of --pipeline-stages; --micro-batches equals --accum-steps if both;
+    --pipeline-stages > 1 not with --precision fp16, --weights-dtype bf16, --local-sgd, --backend
+    nccl, --batch auto, --data, --profile-steps, --tensorboard or --reduce-algo hierarchical;
+    --reduce-algo hierarchical only with --backend mpi
   dtune-comm: -b <= -e; -r is a rank; --mpi-buffers device only with --backend mpi
   every binary: no --no-output (the runner writes each point's file)"""

@@ -1,0 +1,39 @@
+// dtune-train's pipeline results (--pipeline-stages > 1): every rank's stage measurements
+// (train/pipeline/pipeline_stats.h) gathered to rank 0, summarised per rank over the measured
+// steps (mean per step of forward, backward, receive wait, send wait, idle; the measured bubble
+// beside the schedule's theory; peak activation memory), printed as a table, and written into the
+// run's group under pipeline/ (results/SCHEMA.md), the last step's timeline included.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/context.h"
+#include "core/h5.h"
+#include "train/config.h"
+#include "train/outcome.h"
+
+namespace dtune::train {
+
+struct PipelineRow {  // one rank, means over the measured steps
+  int stage = 0, dp_index = 0;
+  double forward_ms = 0, backward_ms = 0, recv_wait_ms = 0, send_wait_ms = 0, idle_ms = 0;
+  double span_ms = 0, bubble = 0;
+  long long peak_activation_bytes = 0;  // the largest of any step
+};
+
+struct PipelineTable {
+  std::vector<PipelineRow> ranks;
+  // (N, 6): rank, backward (0/1), micro-batch, chunk, start_ms, end_ms of the last step.
+  std::vector<double> timeline;
+  std::string cuts, partitioned;
+  double theory_bubble = 0;
+};
+
+// Collective over ctx.comm(); the table is complete on rank 0 only.
+PipelineTable gather_pipeline(const Options& o, const RunContext& ctx, const TrainOutcome& out);
+void print_pipeline(const Options& o, const PipelineTable& t, FILE* f);
+void write_pipeline(hid_t run_group, const Options& o, const PipelineTable& t);
+
+}  // namespace dtune::train

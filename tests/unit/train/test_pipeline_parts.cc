@@ -1,0 +1,144 @@
+// The pipeline's pure parts: the partition is contiguous, keeps the embedding with the first stage
+// and the head with the last, and minimises the costliest chunk (checked against every possible
+// cut); every schedule runs without deadlock, each stage does every forward and backward once,
+// 1F1B holds at most P - stage micro-batches where GPipe holds M, and the simulated bubble with
+// equal stage times is exactly the theory's (P-1)/(M+P-1), and (P-1)/(VM+P-1) interleaved.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <set>
+
+#include "core/error.h"
+#include "train/pipeline/partition.h"
+#include "train/pipeline/schedule.h"
+#include "train/pipeline/topology.h"
+
+namespace dtune::train {
+namespace {
+
+using models::PieceKind;
+
+std::vector<PieceCost> gpt_like(const std::vector<double>& blocks, double embed, double head) {
+  std::vector<PieceCost> out{{PieceKind::kFirst, embed}};
+  for (double b : blocks) out.push_back({PieceKind::kBlock, b});
+  out.push_back({PieceKind::kLast, head});
+  return out;
+}
+
+// The largest chunk cost of a cut (starts of each chunk, as partition_pieces returns).
+double worst(const std::vector<PieceCost>& p, const std::vector<size_t>& starts) {
+  double most = 0;
+  for (size_t k = 0; k < starts.size(); ++k) {
+    const size_t end = k + 1 < starts.size() ? starts[k + 1] : p.size();
+    double c = 0;
+    for (size_t i = starts[k]; i < end; ++i) c += p[i].cost;
+    most = std::max(most, c);
+  }
+  return most;
+}
+
+// Every cut of the blocks into `chunks` non-empty groups, by brute force.
+double best_by_enumeration(const std::vector<PieceCost>& p, int chunks) {
+  const size_t B = p.size() - 2;  // blocks are pieces 1..B
+  double best = 1e300;
+  std::vector<size_t> starts{0};
+  std::function<void(size_t)> rec = [&](size_t next_block) {
+    if (static_cast<int>(starts.size()) == chunks) {
+      best = std::min(best, worst(p, starts));
+      return;
+    }
+    for (size_t b = next_block; b < B; ++b) {
+      starts.push_back(1 + b);
+      rec(b + 1);
+      starts.pop_back();
+    }
+  };
+  rec(1);
+  return best;
+}
+
+TEST(PipelinePartition, EndsStayWithTheirStagesAndTheCutIsOptimal) {
+  const std::vector<std::vector<double>> cases = {
+      {1, 1, 1, 1}, {5, 1, 1, 1, 1, 5}, {3, 7, 2, 9, 4, 4, 1}, {1, 2, 3, 4, 5, 6, 7, 8}};
+  for (const auto& blocks : cases)
+    for (int K = 1; K <= static_cast<int>(blocks.size()); ++K) {
+      const auto p = gpt_like(blocks, 0.5, 2.5);
+      const auto starts = partition_pieces(p, K);
+      ASSERT_EQ(starts.size(), static_cast<size_t>(K));
+      EXPECT_EQ(starts[0], 0u);
+      for (size_t k = 1; k < starts.size(); ++k) {
+        EXPECT_GT(starts[k], starts[k - 1]);  // no empty chunk
+        EXPECT_GE(starts[k], 2u);             // the embedding stays with the first block
+        EXPECT_LE(starts[k], p.size() - 2);   // the head stays with the last block
+      }
+      EXPECT_DOUBLE_EQ(worst(p, starts), best_by_enumeration(p, K));
+    }
+}
+
+TEST(PipelinePartition, MoreChunksThanBlocksIsAUsageError) {
+  EXPECT_THROW(partition_pieces(gpt_like({1, 1}, 0, 0), 3), UsageError);
+}
+
+TEST(PipelinePartition, DescribesTheCuts) {
+  std::vector<models::Piece> pieces;
+  for (const char* n : {"embed", "h.0", "h.1", "head"}) pieces.push_back({n});
+  EXPECT_EQ(describe_cuts(pieces, {0, 2}), "embed,h.0 | h.1,head");
+}
+
+TEST(PipelineSchedule, EveryStageRunsEachActionOnceWithoutDeadlock) {
+  for (Schedule s : {Schedule::kGpipe, Schedule::k1f1b, Schedule::kInterleaved})
+    for (int P : {2, 3, 4})
+      for (int M : {P, 2 * P, 3 * P})
+        for (int V : s == Schedule::kInterleaved ? std::vector<int>{2, 3} : std::vector<int>{1}) {
+          for (int st = 0; st < P; ++st) {
+            std::set<std::tuple<int, int, int>> seen;
+            for (const Action& a : stage_actions(s, P, M, V, st))
+              EXPECT_TRUE(seen.insert({static_cast<int>(a.kind), a.micro, a.chunk}).second);
+            EXPECT_EQ(seen.size(), static_cast<size_t>(2 * M * V));
+          }
+          EXPECT_FALSE(simulate_pipeline(s, P, M, V, 1.0, 2.0).deadlock)
+              << to_string(s) << " P=" << P << " M=" << M << " V=" << V;
+        }
+}
+
+TEST(PipelineSchedule, SimulatedBubbleIsTheTheorysAndOneFOneBHoldsFewerMicroBatches) {
+  for (int P : {2, 4})
+    for (int M : {4, 8, 12}) {
+      const auto gpipe = simulate_pipeline(Schedule::kGpipe, P, M, 1, 1.0, 2.0);
+      const auto ofob = simulate_pipeline(Schedule::k1f1b, P, M, 1, 1.0, 2.0);
+      for (int st = 0; st < P; ++st) {
+        EXPECT_NEAR(gpipe.bubble()[st], theoretical_bubble(Schedule::kGpipe, P, M, 1), 1e-12);
+        EXPECT_NEAR(ofob.bubble()[st], theoretical_bubble(Schedule::k1f1b, P, M, 1), 1e-12);
+        EXPECT_EQ(gpipe.peak_in_flight[st], M);
+        EXPECT_EQ(ofob.peak_in_flight[st], std::min(M, P - st));
+      }
+      // Interleaved: V chunks of 1/V the time each.
+      for (int V : {2, 4}) {
+        const auto il = simulate_pipeline(Schedule::kInterleaved, P, M, V, 1.0 / V, 2.0 / V);
+        for (int st = 0; st < P; ++st)
+          EXPECT_NEAR(il.bubble()[st], theoretical_bubble(Schedule::kInterleaved, P, M, V), 1e-9)
+              << "P=" << P << " M=" << M << " V=" << V << " stage " << st;
+      }
+    }
+}
+
+TEST(PipelineTopology, LayoutsPlaceEveryRankOnceAndInvertEachOther) {
+  for (PipelineLayout layout : {PipelineLayout::kWithinNode, PipelineLayout::kAcrossNodes})
+    for (int world : {4, 8, 12})
+      for (int P : {1, 2, 4}) {
+        if (world % P) continue;
+        std::set<std::pair<int, int>> places;
+        for (int r = 0; r < world; ++r) {
+          const PipelinePlace pl = pipeline_place(r, world, P, layout);
+          EXPECT_TRUE(places.insert({pl.stage, pl.dp_index}).second);
+          EXPECT_EQ(pipeline_rank(pl.stage, pl.dp_index, world, P, layout), r);
+        }
+      }
+  // Within a node a pipeline is consecutive ranks; across nodes a stage is.
+  EXPECT_EQ(pipeline_place(1, 4, 2, PipelineLayout::kWithinNode).stage, 1);
+  EXPECT_EQ(pipeline_place(1, 4, 2, PipelineLayout::kAcrossNodes).stage, 0);
+}
+
+}  // namespace
+}  // namespace dtune::train

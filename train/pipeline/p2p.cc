@@ -1,0 +1,158 @@
+// Stage-to-stage sends and receives.
+#include "train/pipeline/p2p.h"
+
+#include <climits>
+#include <thread>
+
+#include "core/error.h"
+
+namespace dtune::train {
+namespace {
+
+MPI_Datatype payload_type(torch::ScalarType t) {
+  switch (t) {
+    case torch::kFloat:
+      return MPI_FLOAT;
+    case torch::kDouble:
+      return MPI_DOUBLE;
+    case torch::kHalf:
+    case torch::kBFloat16:
+      return MPI_UINT16_T;  // moved, never reduced: any 16-bit type will do
+    case torch::kLong:
+      return MPI_INT64_T;
+    default:
+      throw Error("pipeline: cannot send dtype " + std::string(c10::toString(t)));
+  }
+}
+
+// A wait spins while the message is likely close, then yields, then sleeps 50 us between polls:
+// a stage that waits must not take the core of a stage that computes (ranks often outnumber cores,
+// and a spinning neighbour slowed the computing stage by 10-20% on 2 cores with 4 ranks).
+void back_off(int spins) {
+  if (spins < 1000) return;
+  if (spins < 2000)
+    std::this_thread::yield();
+  else
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+StageChannel::~StageChannel() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  progress_.join();
+}
+
+void StageChannel::progress_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    cv_.wait(lock, [&] { return stop_ || !sends_.empty(); });
+    if (stop_) return;
+    try {
+      poll_locked();
+    } catch (const std::exception&) {
+      return;  // the main thread's own wait on these sends reports the error
+    }
+    if (sends_.empty()) continue;
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    lock.lock();
+  }
+}
+
+void StageChannel::send(const torch::Tensor& t, int stage, int tag) {
+  DTUNE_CHECK(t.dim() <= kMaxDims, "pipeline: tensor of more than 8 dimensions");
+  std::lock_guard<std::mutex> lock(mutex_);
+  Pending& p = sends_.emplace_back();
+  p.stage = stage;
+  p.payload = t.detach().to(torch::kCPU).contiguous();
+  DTUNE_CHECK(p.payload.numel() <= INT_MAX, "pipeline: activation larger than 2^31 elements");
+  p.header.fill(0);
+  p.header[0] = static_cast<int64_t>(p.payload.scalar_type());
+  p.header[1] = p.payload.dim();
+  for (int64_t d = 0; d < p.payload.dim(); ++d) p.header[2 + d] = p.payload.size(d);
+  DTUNE_MPI_CHECK(MPI_Isend(p.header.data(), static_cast<int>(p.header.size()), MPI_INT64_T, stage,
+                            2 * tag, topo_.pipe(), &p.requests[0]));
+  DTUNE_MPI_CHECK(MPI_Isend(p.payload.data_ptr(), static_cast<int>(p.payload.numel()),
+                            payload_type(p.payload.scalar_type()), stage, 2 * tag + 1, topo_.pipe(),
+                            &p.requests[1]));
+  cv_.notify_all();
+}
+
+void StageChannel::wait(MPI_Request& r, const Deadline& deadline, const std::string& what) {
+  for (int spins = 0;; ++spins) {
+    int done = 0;
+    DTUNE_MPI_CHECK(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    if ((spins & 63) == 0) {
+      poll();
+      if (deadline.expired())
+        throw TimeoutError("pipeline stage " + std::to_string(topo_.stage()) + " waited past " +
+                           "its deadline (--timeout) for " + what +
+                           ": that stage stopped, died or is stuck behind another");
+    }
+    back_off(spins);
+  }
+}
+
+torch::Tensor StageChannel::recv(int stage, int tag, const torch::Device& device,
+                                 const Deadline& deadline, const std::string& what,
+                                 double& waited_ms) {
+  const auto t0 = Clock::now();
+  std::array<int64_t, 2 + kMaxDims> header{};
+  MPI_Request r = MPI_REQUEST_NULL;
+  const std::string from = topo_.describe(stage) + "'s " + what;
+  DTUNE_MPI_CHECK(MPI_Irecv(header.data(), static_cast<int>(header.size()), MPI_INT64_T, stage,
+                            2 * tag, topo_.pipe(), &r));
+  wait(r, deadline, from);
+  std::vector<int64_t> shape(header.begin() + 2, header.begin() + 2 + header[1]);
+  torch::Tensor t =
+      torch::empty(shape, torch::TensorOptions().dtype(static_cast<torch::ScalarType>(header[0])));
+  DTUNE_MPI_CHECK(MPI_Irecv(t.data_ptr(), static_cast<int>(t.numel()),
+                            payload_type(t.scalar_type()), stage, 2 * tag + 1, topo_.pipe(), &r));
+  wait(r, deadline, from);
+  waited_ms += ms_since(t0);
+  return t.to(device);
+}
+
+void StageChannel::poll() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  poll_locked();
+}
+
+void StageChannel::poll_locked() {
+  while (!sends_.empty()) {
+    int done = 0;
+    DTUNE_MPI_CHECK(MPI_Testall(2, sends_.front().requests.data(), &done, MPI_STATUSES_IGNORE));
+    if (!done) return;
+    sends_.pop_front();
+  }
+}
+
+void StageChannel::wait_sends(const Deadline& deadline, double& waited_ms) {
+  const auto t0 = Clock::now();
+  for (int spins = 0;; ++spins) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      poll_locked();
+      if (sends_.empty()) break;
+      if (deadline.expired())
+        throw TimeoutError("pipeline stage " + std::to_string(topo_.stage()) +
+                           " waited past its deadline (--timeout) for " +
+                           topo_.describe(sends_.front().stage) +
+                           " to take what it sent: that stage stopped, died or is stuck");
+    }
+    back_off(spins);
+  }
+  waited_ms += ms_since(t0);
+}
+
+}  // namespace dtune::train

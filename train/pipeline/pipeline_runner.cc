@@ -1,0 +1,455 @@
+// The pipeline-parallel training loop.
+#include "train/pipeline/pipeline_runner.h"
+
+#include <sys/resource.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "core/device_info.h"
+#include "core/error.h"
+#include "models/pieces.h"
+#include "models/registry.h"
+#include "models/weights.h"
+#include "train/cuda_device.h"
+#include "train/data.h"
+#include "train/grad_sync.h"
+#include "train/memory_meter.h"
+#include "train/optimizer.h"
+#include "train/pipeline/p2p.h"
+#include "train/pipeline/partition.h"
+#include "train/pipeline/piece_timer.h"
+#include "train/pipeline/schedule.h"
+#include "train/pipeline/topology.h"
+#include "train/precision.h"
+#include "train/reducer.h"
+#include "train/run_monitor.h"
+#include "train/setup.h"
+
+namespace dtune::train {
+namespace {
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// The waits inside a step give up at this fraction of --timeout, before the watchdog's abort of
+// the whole step, so the stage that waits names the stage it waited for.
+// For the same reason every exchange within a pipeline is point-to-point: a collective's wait could
+// not say who is missing.
+constexpr double kWaitShareOfTimeout = 0.9;
+// Tags of the control messages, above every activation's and gradient's (tag() below).
+constexpr int kStartTag = 400'000'000, kEndTag = kStartTag + 1, kTiedTag = kStartTag + 2;
+
+struct Chunk {
+  int virtual_stage = 0;      // chunk x P + stage
+  size_t begin = 0, end = 0;  // pieces
+};
+
+// A micro-batch in flight through one chunk: its input (a leaf that collects the gradient to send
+// back; undefined on the first virtual stage) and its output (the scaled loss on the last).
+struct InFlight {
+  torch::Tensor input, output;
+};
+
+class PipelineRunner {
+ public:
+  PipelineRunner(const Options& o, const RunContext& ctx, int64_t batch, RunMonitor& monitor);
+  void step(StepRecord& rec);
+  TrainOutcome& outcome() { return out_; }
+  TrainOutcome finish();
+
+ private:
+  void setup_partition();
+  void forward(const Action& a, PipelineStepTimes& t, std::vector<PipelineEvent>& events);
+  void backward(const Action& a, PipelineStepTimes& t, std::vector<PipelineEvent>& events);
+  // Tag of the edge between virtual stages v and v + 1 for micro-batch m, in one direction.
+  int tag(int v, int m, bool gradient) const { return (v * M_ + m) * 2 + (gradient ? 1 : 0); }
+  void chunk_sleep(double factor) const;
+  // Stage 0 receives `mine` from every other stage, then sends each of them combine(all, in stage
+  // order); the others send theirs and receive that answer. Every wait names whom it waits for.
+  torch::Tensor rendezvous(
+      const torch::Tensor& mine, int tag, const std::string& what,
+      const std::function<torch::Tensor(const std::vector<torch::Tensor>&)>& combine);
+  void sum_tied_gradients();
+
+  const Options& o_;
+  const RunContext& ctx_;
+  RunMonitor& monitor_;
+  int64_t batch_;
+  int P_, M_, V_, K_;
+  PipelineTopology topo_;
+  int ordinal_ = -1;
+  torch::Device device_{torch::kCPU};
+  std::shared_ptr<models::Model> model_;
+  std::vector<models::Piece> pieces_;
+  std::vector<size_t> starts_;  // of the K chunks (partition.h)
+  std::vector<Chunk> chunks_;   // this stage's V
+  std::vector<std::string> param_names_;
+  std::vector<torch::Tensor> params_;
+  std::vector<torch::Tensor> tied_;  // held by both end stages: their gradients are summed
+  std::unique_ptr<Reducer> reducer_;
+  std::optional<GradSync> sync_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<DataSource> data_;
+  std::unique_ptr<StageChannel> channel_;
+  std::vector<std::vector<InFlight>> in_flight_;  // [chunk][micro]
+  std::vector<Action> actions_;
+  torch::Tensor loss_sum_;
+  Deadline deadline_ = Deadline::after_s(0);
+  Clock::time_point origin_;  // the step's common start (after the pipeline's barrier)
+  int64_t run_peak_bytes_ = 0;
+  bool same_node_as_first_ = false;  // this rank's steady clock is stage 0's
+  TrainOutcome out_;
+};
+
+PipelineRunner::PipelineRunner(const Options& o, const RunContext& ctx, int64_t batch,
+                               RunMonitor& monitor)
+    : o_(o),
+      ctx_(ctx),
+      monitor_(monitor),
+      batch_(batch),
+      P_(o.pipeline.stages),
+      M_(o.pipeline.micro_batches),
+      V_(o.pipeline.schedule == Schedule::kInterleaved ? o.pipeline.virtual_stages : 1),
+      K_(P_ * V_),
+      topo_(ctx, P_, o.pipeline.layout) {
+  torch::set_num_threads(o.threads);
+  ordinal_ = device_ordinal(o, ctx);
+  if (ordinal_ >= 0) {
+    make_cuda_device_current(ordinal_);
+    device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(ordinal_));
+  }
+  set_tf32(o.precision == Precision::kTf32);
+  CpuMemoryMeter::reset_peak();
+  // Every rank builds the whole model from the same seed, so every stage's parameters start as
+  // one process's would; the data-parallel broadcast below makes that explicit, as DDP does.
+  model_ = models::make_model(o.model, o.model_options);
+  model_->to(device_);
+  model_->train();
+  pieces_ = models::model_pieces(*model_);
+  auto armed = monitor_.arm("setting up the pipeline (partition, stage groups, parameters)");
+  setup_partition();
+  {
+    const uint64_t mine = std::hash<std::string>{}(ctx.host());
+    uint64_t first = mine;
+    DTUNE_MPI_CHECK(MPI_Bcast(&first, 1, MPI_UINT64_T, 0, topo_.pipe()));
+    same_node_as_first_ = first == mine;
+  }
+  reducer_ = make_mpi_reducer(ctx, topo_.dp());
+  {
+    torch::NoGradGuard no_grad;
+    if (topo_.dp_size() > 1)
+      for (auto& p : params_) reducer_->broadcast(p.data(), 0);
+  }
+  armed.disarm();
+  optimizer_ = make_fused_optimizer(o.optimizer, params_, o.lr);
+  if (topo_.dp_size() > 1) sync_.emplace(params_, *reducer_, topo_.dp_size(), o);
+  data_ = make_synthetic_source(*model_, batch, M_, topo_.dp_index(), o.seed, device_);
+  channel_ = std::make_unique<StageChannel>(topo_);
+  actions_ = stage_actions(o.pipeline.schedule, P_, M_, V_, topo_.stage());
+  in_flight_.assign(V_, std::vector<InFlight>(M_));
+
+  PipelineStats& st = out_.pipeline;
+  st.stages = P_;
+  st.stage = topo_.stage();
+  st.dp_index = topo_.dp_index();
+  st.cuts = describe_cuts(pieces_, starts_);
+  st.theory_bubble = theoretical_bubble(o.pipeline.schedule, P_, M_, V_);
+}
+
+void PipelineRunner::setup_partition() {
+  std::vector<PieceCost> costs;
+  if (o_.pipeline.partition == PartitionBy::kMeasured) {
+    // Rank 0 times each piece once; every rank cuts by its times, so the ranks agree.
+    std::vector<double> ms = ctx_.is_root() ? time_pieces(*model_, pieces_, batch_, o_, device_)
+                                            : std::vector<double>(pieces_.size());
+    DTUNE_MPI_CHECK(MPI_Bcast(ms.data(), static_cast<int>(ms.size()), MPI_DOUBLE, 0, ctx_.comm()));
+    for (size_t i = 0; i < pieces_.size(); ++i) costs.push_back({pieces_[i].kind, ms[i]});
+  } else {
+    for (const auto& p : pieces_) costs.push_back({p.kind, p.forward_macs});
+  }
+  starts_ = partition_pieces(costs, K_);
+  double most = 0, total = 0;
+  std::string each;
+  for (int k = 0; k < K_; ++k) {
+    const size_t end = k + 1 < K_ ? starts_[k + 1] : pieces_.size();
+    double c = 0;
+    for (size_t i = starts_[k]; i < end; ++i) c += costs[i].cost;
+    most = std::max(most, c);
+    total += c;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%s%.3g", k ? " " : "", c);
+    each += buf;
+  }
+  out_.pipeline.partitioned =
+      to_string(o_.pipeline.partition) + " (" +
+      (o_.pipeline.partition == PartitionBy::kMeasured ? "ms" : "forward MACs/sample") +
+      " per chunk: " + each + ")";
+  // This stage's chunks, and the parameters their pieces use (in the model's order).
+  auto names_of_stage = [&](int stage) {
+    std::set<std::string> names;
+    for (int c = 0; c < V_; ++c) {
+      const int k = c * P_ + stage;
+      const size_t end = k + 1 < K_ ? starts_[k + 1] : pieces_.size();
+      for (size_t i = starts_[k]; i < end; ++i)
+        names.insert(pieces_[i].parameters.begin(), pieces_[i].parameters.end());
+    }
+    return names;
+  };
+  for (int c = 0; c < V_; ++c) {
+    const int k = c * P_ + topo_.stage();
+    chunks_.push_back({k, starts_[k], k + 1 < K_ ? starts_[k + 1] : pieces_.size()});
+  }
+  const std::set<std::string> mine = names_of_stage(topo_.stage()), first = names_of_stage(0),
+                              last = names_of_stage(P_ - 1);
+  for (const auto& p : model_->named_parameters()) {
+    if (!mine.contains(p.key())) continue;
+    param_names_.push_back(p.key());
+    params_.push_back(p.value());
+    if ((topo_.first() || topo_.last()) && first.contains(p.key()) && last.contains(p.key()))
+      tied_.push_back(p.value());
+  }
+}
+
+void PipelineRunner::chunk_sleep(double factor) const {
+  if (o_.pipeline.debug_chunk_sleep_ms <= 0) return;
+  std::this_thread::sleep_for(
+      std::chrono::duration<double, std::milli>(factor * o_.pipeline.debug_chunk_sleep_ms));
+}
+
+torch::Tensor PipelineRunner::rendezvous(
+    const torch::Tensor& mine, int tag, const std::string& what,
+    const std::function<torch::Tensor(const std::vector<torch::Tensor>&)>& combine) {
+  double waited = 0;
+  if (!topo_.first()) {
+    channel_->send(mine, 0, tag);
+    return channel_->recv(0, tag, torch::kCPU, deadline_, what, waited);
+  }
+  std::vector<torch::Tensor> all{mine};
+  for (int s = 1; s < P_; ++s)
+    all.push_back(channel_->recv(s, tag, torch::kCPU, deadline_, what, waited));
+  torch::Tensor reply = combine(all);
+  for (int s = 1; s < P_; ++s) channel_->send(reply, s, tag);
+  return reply;
+}
+
+void PipelineRunner::sum_tied_gradients() {
+  // The end stages swap their gradients of each tied parameter and both add: a + b equals b + a
+  // exactly, so their copies stay identical.
+  if (tied_.empty() || !(topo_.first() || topo_.last())) return;
+  const int other = topo_.first() ? P_ - 1 : 0;
+  double waited = 0;
+  for (size_t i = 0; i < tied_.size(); ++i) {
+    torch::Tensor& g = tied_[i].mutable_grad();
+    channel_->send(g.clone(), other, kTiedTag + static_cast<int>(i));  // g changes below
+    torch::Tensor theirs = channel_->recv(other, kTiedTag + static_cast<int>(i), device_, deadline_,
+                                          "tied embedding gradient", waited);
+    torch::NoGradGuard no_grad;
+    g.add_(theirs);
+  }
+}
+
+void PipelineRunner::forward(const Action& a, PipelineStepTimes& t,
+                             std::vector<PipelineEvent>& events) {
+  const Chunk& ch = chunks_[a.chunk];
+  const int v = ch.virtual_stage;
+  InFlight& f = in_flight_[a.chunk][a.micro];
+  torch::Tensor x;
+  if (v == 0) {
+    x = data_->next(a.micro).input.to(device_);
+  } else {
+    f.input =
+        channel_->recv((v - 1) % P_, tag(v - 1, a.micro, false), device_, deadline_,
+                       "activation of micro-batch " + std::to_string(a.micro), t.recv_wait_ms);
+    f.input.requires_grad_(true);
+    x = f.input;
+  }
+  const auto t0 = Clock::now();
+  {
+    AutocastGuard autocast(o_.precision, device_.type());
+    for (size_t i = ch.begin; i < ch.end; ++i) x = pieces_[i].forward(x);
+    if (v == K_ - 1) {
+      torch::Tensor loss = model_->loss(x, data_->next(a.micro).target.to(device_));
+      loss_sum_ += loss.detach().to(torch::kFloat);
+      x = loss / M_;
+    }
+  }
+  chunk_sleep(1);
+  const auto t1 = Clock::now();
+  f.output = x;
+  if (v < K_ - 1) {
+    const auto s0 = Clock::now();
+    channel_->send(x, (v + 1) % P_, tag(v, a.micro, false));
+    t.send_wait_ms += ms_between(s0, Clock::now());
+  }
+  t.forward_ms += ms_between(t0, t1);
+  events.push_back({0, a.micro, a.chunk, ms_between(origin_, t0), ms_between(origin_, t1)});
+}
+
+void PipelineRunner::backward(const Action& a, PipelineStepTimes& t,
+                              std::vector<PipelineEvent>& events) {
+  const Chunk& ch = chunks_[a.chunk];
+  const int v = ch.virtual_stage;
+  InFlight& f = in_flight_[a.chunk][a.micro];
+  torch::Tensor grad;
+  if (v < K_ - 1)
+    grad = channel_->recv((v + 1) % P_, tag(v, a.micro, true), device_, deadline_,
+                          "gradient of micro-batch " + std::to_string(a.micro), t.recv_wait_ms);
+  // One chunk: its last micro-batch's backward completes the gradients, and buckets are reduced as
+  // they fill (overlapped). Several chunks: their last backwards interleave with other chunks'
+  // earlier ones, which GradSync's one accumulation switch cannot follow, so every backward only
+  // accumulates and finish() reduces all buckets after the schedule.
+  if (sync_ && V_ == 1) sync_->prepare(a.micro == M_ - 1);
+  const auto t0 = Clock::now();
+  if (v == K_ - 1)
+    f.output.backward();
+  else
+    torch::autograd::backward({f.output}, {grad});
+  chunk_sleep(2);
+  const auto t1 = Clock::now();
+  if (v > 0) {
+    const auto s0 = Clock::now();
+    channel_->send(f.input.grad(), (v - 1) % P_, tag(v - 1, a.micro, true));
+    t.send_wait_ms += ms_between(s0, Clock::now());
+  }
+  f = InFlight{};  // its activations go now
+  t.backward_ms += ms_between(t0, t1);
+  events.push_back({1, a.micro, a.chunk, ms_between(origin_, t0), ms_between(origin_, t1)});
+}
+
+void PipelineRunner::step(StepRecord& rec) {
+  const auto t_step = Clock::now();
+  deadline_ = Deadline::after_s(kWaitShareOfTimeout * o_.timeout_s);
+  // Gradients are zeroed in place rather than freed, so that after the first step the memory a
+  // step allocates is its activations (peak_activation_bytes), not the gradients' first
+  // allocation. The values are the same: 0 + g is g.
+  for (auto& p : params_)
+    if (p.grad().defined()) p.mutable_grad().detach_().zero_();
+  loss_sum_ = torch::zeros({}, torch::TensorOptions().device(device_));
+  if (sync_) sync_->prepare(false);
+  PipelineStepTimes t;
+  std::vector<PipelineEvent> events;
+  // The stages start the schedule together: the span below is then the pipeline's flush time.
+  // Stage 0's clock reading at the start is every stage's origin when they share its node (the
+  // steady clock is the node's CLOCK_MONOTONIC), so timelines and the span compare across stages
+  // even when a rank got the CPU late after the rendezvous; on another node, the reply's arrival.
+  const torch::Tensor start = rendezvous(
+      torch::zeros({1}, torch::kLong), kStartTag, "the start of the step",
+      [](const std::vector<torch::Tensor>&) {
+        return torch::tensor({static_cast<int64_t>(Clock::now().time_since_epoch().count())},
+                             torch::kLong);
+      });
+  origin_ = same_node_as_first_ ? Clock::time_point(Clock::duration(start[0].item<int64_t>()))
+                                : Clock::now();
+  run_peak_bytes_ = std::max(run_peak_bytes_, CpuMemoryMeter::peak_bytes());
+  const int64_t base_bytes = CpuMemoryMeter::current_bytes();
+  CpuMemoryMeter::reset_peak();
+  for (const Action& a : actions_) {
+    if (a.kind == ActionKind::kForward)
+      forward(a, t, events);
+    else
+      backward(a, t, events);
+    channel_->poll();
+  }
+  const double last_end_ms = events.empty() ? 0 : events.back().end_ms;
+  // CPU tensors only (the counting allocator): on a GPU the activations are elsewhere, so 0.
+  t.peak_activation_bytes = device_.is_cpu() ? CpuMemoryMeter::peak_bytes() - base_bytes : 0;
+  run_peak_bytes_ = std::max(run_peak_bytes_, CpuMemoryMeter::peak_bytes());
+  channel_->wait_sends(deadline_, t.send_wait_ms);
+  if (sync_) sync_->finish(deadline_);
+  sum_tied_gradients();
+  // The span: from the common start to the last action's end on any stage of this pipeline; and
+  // the pipeline's loss, which its last stage computed.
+  const double loss_here = loss_sum_.item<double>() / M_;
+  const torch::Tensor end =
+      rendezvous(torch::tensor({last_end_ms, loss_here}, torch::kDouble), kEndTag,
+                 "the end of the step", [](const std::vector<torch::Tensor>& all) {
+                   torch::Tensor r = all.back().clone();  // the last stage's loss
+                   for (const auto& x : all)
+                     r[0] = std::max(r[0].item<double>(), x[0].item<double>());
+                   return r;
+                 });
+  t.span_ms = end[0].item<double>();
+  const auto t_opt = Clock::now();
+  optimizer_->step();
+  const auto t_end = Clock::now();
+  t.bubble = t.span_ms > 0 ? 1 - (t.forward_ms + t.backward_ms) / t.span_ms : 0;
+  rec.phases.fill(0);
+  rec.phases[static_cast<size_t>(Phase::kForward)] = t.forward_ms;
+  rec.phases[static_cast<size_t>(Phase::kBackward)] = t.backward_ms;
+  // Exposed communication: everything of the step that was not compute or the optimizer.
+  rec.phases[static_cast<size_t>(Phase::kComm)] =
+      ms_between(t_step, t_opt) - t.forward_ms - t.backward_ms;
+  rec.phases[static_cast<size_t>(Phase::kOptimizer)] = ms_between(t_opt, t_end);
+  rec.total_ms = ms_between(t_step, t_end);
+  rec.loss = end[1].item<double>();  // every stage records its pipeline's loss
+  out_.pipeline.steps.push_back(t);
+  out_.pipeline.timeline = std::move(events);
+}
+
+TrainOutcome PipelineRunner::finish() {
+  TrainOutcome& out = out_;
+  double waited_ms = 0;  // the last step's answers from stage 0, taken by now or soon
+  channel_->wait_sends(Deadline::after_s(o_.timeout_s), waited_ms);
+  out.batch = batch_;
+  out.parameters = models::parameter_count(*model_);
+  const models::FlopCount flops = model_->flops();
+  out.training_flops_per_sample = flops.training_flops;
+  out.tokens_per_sample = flops.tokens;
+  out.flops_formula = flops.formula;
+  out.alt_training_flops_per_sample = flops.alt_training_flops;
+  out.alt_flops_formula = flops.alt_formula;
+  out.device_name = describe_device(ordinal_);
+  out.gpu = device_properties(ordinal_);
+  out.device_index = ordinal_;
+  if (sync_) out.bucket_bytes = sync_->layout().bytes;
+  out.data = data_->summary();
+  out.memory_source = "peak bytes of CPU tensors (dtune's counting allocator)";
+  out.peak_memory_bytes = std::max(run_peak_bytes_, CpuMemoryMeter::peak_bytes());
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  out.peak_rss_bytes = static_cast<int64_t>(u.ru_maxrss) * 1024;
+  if (!o_.dump_path.empty() && topo_.dp_index() == 0) {
+    // --debug-dump: each stage's first data-parallel rank writes its parameters and gradients.
+    models::TensorMap dump;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      dump["param." + param_names_[i]] = params_[i].detach().to(torch::kCPU).contiguous();
+      if (params_[i].grad().defined())
+        dump["grad." + param_names_[i]] = params_[i].grad().to(torch::kCPU).contiguous();
+    }
+    models::write_tensors(o_.dump_path + ".stage" + std::to_string(topo_.stage()), dump);
+  }
+  return std::move(out);
+}
+
+}  // namespace
+
+TrainOutcome run_pipeline(const Options& o, const MainArgs& a, int64_t batch, RunMonitor& monitor) {
+  PipelineRunner runner(o, a.ctx, batch, monitor);
+  monitor.begin_run(batch);
+  const PipelinePlace place =
+      pipeline_place(a.ctx.rank(), a.ctx.world_size(), o.pipeline.stages, o.pipeline.layout);
+  const int total = o.warmup_steps + o.steps;
+  for (int s = 0; s < total; ++s) {
+    // As MonitorObserver: the whole step armed, then every rank's record to rank 0 and the stop
+    // agreement; the watchdog's message says which stage this rank is.
+    StepRecord rec;
+    auto armed = monitor.arm(
+        "pipeline training step " + std::to_string(s) + " (stage " + std::to_string(place.stage) +
+        " of " + std::to_string(o.pipeline.stages) + ", batch " + std::to_string(batch) + ")");
+    runner.step(rec);
+    runner.outcome().steps.push_back(rec);
+    runner.outcome().interrupted = monitor.exchange(rec);
+    armed.disarm();
+    monitor.record(rec);
+    if (runner.outcome().interrupted) break;
+  }
+  return runner.finish();
+}
+
+}  // namespace dtune::train

@@ -1,0 +1,114 @@
+// The schedules' action orders and their simulation.
+#include "train/pipeline/schedule.h"
+
+#include <algorithm>
+#include <map>
+
+namespace dtune::train {
+namespace {
+
+std::vector<Action> one_f_one_b(int warmup, int total, auto forward_at, auto backward_at) {
+  std::vector<Action> out;
+  warmup = std::min(warmup, total);
+  for (int k = 0; k < warmup; ++k) out.push_back(forward_at(k));
+  for (int k = warmup; k < total; ++k) {
+    out.push_back(forward_at(k));
+    out.push_back(backward_at(k - warmup));
+  }
+  for (int k = total - warmup; k < total; ++k) out.push_back(backward_at(k));
+  return out;
+}
+
+}  // namespace
+
+std::vector<Action> stage_actions(Schedule schedule, int P, int M, int V, int stage) {
+  std::vector<Action> out;
+  if (schedule == Schedule::kGpipe) {
+    for (int m = 0; m < M; ++m) out.push_back({ActionKind::kForward, m, 0});
+    for (int m = 0; m < M; ++m) out.push_back({ActionKind::kBackward, m, 0});
+    return out;
+  }
+  if (schedule == Schedule::k1f1b)
+    return one_f_one_b(
+        P - stage - 1, M,
+        [](int k) {
+          return Action{ActionKind::kForward, k, 0};
+        },
+        [](int k) {
+          return Action{ActionKind::kBackward, k, 0};
+        });
+  // Interleaved: micro-step k of this stage runs micro-batch (k / PV) P + k mod P through chunk
+  // (k mod PV) / P, forwards in chunk order, backwards in reverse chunk order.
+  const int group = P * V, total = M * V;
+  auto micro = [=](int k) { return (k / group) * P + k % P; };
+  auto fwd = [=](int k) { return Action{ActionKind::kForward, micro(k), (k % group) / P}; };
+  auto bwd = [=](int k) {
+    return Action{ActionKind::kBackward, micro(k), V - 1 - (k % group) / P};
+  };
+  const int warmup = M == P ? total : (P - stage - 1) * 2 + (V - 1) * P;
+  return one_f_one_b(warmup, total, fwd, bwd);
+}
+
+std::vector<double> SimulatedPipeline::bubble() const {
+  std::vector<double> out;
+  for (double b : busy) out.push_back(makespan > 0 ? 1 - b / makespan : 0);
+  return out;
+}
+
+SimulatedPipeline simulate_pipeline(Schedule schedule, int P, int M, int V, double forward,
+                                    double backward) {
+  const int K = P * V;  // virtual stages
+  std::vector<std::vector<Action>> lists;
+  for (int s = 0; s < P; ++s) lists.push_back(stage_actions(schedule, P, M, V, s));
+  // done[(kind, virtual stage, micro)] = finish time.
+  std::map<std::tuple<int, int, int>, double> done;
+  SimulatedPipeline sim;
+  sim.busy.assign(P, 0);
+  sim.peak_in_flight.assign(P, 0);
+  std::vector<size_t> next(P, 0);
+  std::vector<double> free_at(P, 0);
+  std::vector<int> in_flight(P, 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < P; ++s) {
+      while (next[s] < lists[s].size()) {
+        const Action& a = lists[s][next[s]];
+        const int v = a.chunk * P + s;
+        double ready = free_at[s];
+        const bool fwd = a.kind == ActionKind::kForward;
+        std::vector<std::tuple<int, int, int>> deps;
+        if (fwd && v > 0) deps.push_back({0, v - 1, a.micro});
+        if (!fwd) deps.push_back({0, v, a.micro});
+        if (!fwd && v < K - 1) deps.push_back({1, v + 1, a.micro});
+        bool ok = true;
+        for (const auto& d : deps) {
+          auto it = done.find(d);
+          if (it == done.end()) {
+            ok = false;
+            break;
+          }
+          ready = std::max(ready, it->second);
+        }
+        if (!ok) break;
+        const double t = fwd ? forward : backward;
+        free_at[s] = ready + t;
+        sim.busy[s] += t;
+        done[{fwd ? 0 : 1, v, a.micro}] = free_at[s];
+        in_flight[s] += fwd ? 1 : -1;
+        sim.peak_in_flight[s] = std::max(sim.peak_in_flight[s], in_flight[s]);
+        ++next[s];
+        progress = true;
+      }
+    }
+  }
+  for (int s = 0; s < P; ++s) sim.deadlock |= next[s] < lists[s].size();
+  sim.makespan = *std::max_element(free_at.begin(), free_at.end());
+  return sim;
+}
+
+double theoretical_bubble(Schedule schedule, int P, int M, int V) {
+  const double v = schedule == Schedule::kInterleaved ? V : 1;
+  return (P - 1) / (v * M + P - 1);
+}
+
+}  // namespace dtune::train
