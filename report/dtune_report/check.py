@@ -34,7 +34,7 @@ def _read_all(path: Path, g: h5py.Group, name: str, names) -> None:
             )
         try:
             g[k][()]
-        except (OSError, KeyError, ValueError) as e:
+        except (OSError, KeyError, ValueError, RuntimeError) as e:
             raise ValueError(
                 f"{path}: /runs/{name}/{k}: cannot be read (truncated or corrupt file?): {_one_line(e)}"
             ) from None
@@ -55,8 +55,8 @@ def _check_file(path: Path) -> None:
     try:
         with f:
             _check_runs(path, f)
-    except (OSError, KeyError) as e:
-        raise ValueError(f"{path}: cannot be read (truncated or corrupt file?): {_one_line(e)}") from None
+    except (OSError, KeyError, RuntimeError) as e:  # h5py: RuntimeError for a corrupt symbol table
+        raise ValueError(f"{path}: a damaged HDF5 file (truncated or corrupt?): {_one_line(e)}") from None
 
 
 def _check_runs(path: Path, f: h5py.File) -> None:
