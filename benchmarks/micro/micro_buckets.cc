@@ -70,8 +70,8 @@ void BM_PackResNet50Fused(benchmark::State& state) {
 }
 BENCHMARK(BM_PackResNet50Fused)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// grad_sync before the fused pack: view.copy_(grad.reshape(-1).mul(1/world)) per parameter.
-void BM_PackResNet50MulCopyPerParam(benchmark::State& state) {
+// One copy_ per parameter into its bucket's flat view, scaled by 1/world first when `scale`.
+void pack_per_param(benchmark::State& state, bool scale) {
   const Grads& g = resnet50();
   torch::NoGradGuard no_grad;
   for (auto _ : state) {
@@ -79,7 +79,8 @@ void BM_PackResNet50MulCopyPerParam(benchmark::State& state) {
       int64_t at = 0;
       for (size_t i : g.layout.params[b]) {
         const int64_t n = g.grads[i].numel();
-        g.flats[b].narrow(0, at, n).copy_(g.grads[i].reshape({-1}).mul(0.5));
+        const torch::Tensor flat = g.grads[i].reshape({-1});
+        g.flats[b].narrow(0, at, n).copy_(scale ? flat.mul(0.5) : flat);
         at += n;
       }
     }
@@ -87,25 +88,13 @@ void BM_PackResNet50MulCopyPerParam(benchmark::State& state) {
   }
   set_bytes(state, g);
 }
+
+// grad_sync before the fused pack: view.copy_(grad.reshape(-1).mul(1/world)) per parameter.
+void BM_PackResNet50MulCopyPerParam(benchmark::State& state) { pack_per_param(state, true); }
 BENCHMARK(BM_PackResNet50MulCopyPerParam)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // One bare copy_ per parameter (no scaling).
-void BM_PackResNet50CopyPerParam(benchmark::State& state) {
-  const Grads& g = resnet50();
-  torch::NoGradGuard no_grad;
-  for (auto _ : state) {
-    for (size_t b = 0; b < g.layout.params.size(); ++b) {
-      int64_t at = 0;
-      for (size_t i : g.layout.params[b]) {
-        const int64_t n = g.grads[i].numel();
-        g.flats[b].narrow(0, at, n).copy_(g.grads[i].reshape({-1}));
-        at += n;
-      }
-    }
-    benchmark::ClobberMemory();
-  }
-  set_bytes(state, g);
-}
+void BM_PackResNet50CopyPerParam(benchmark::State& state) { pack_per_param(state, false); }
 BENCHMARK(BM_PackResNet50CopyPerParam)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
