@@ -40,6 +40,10 @@ for _, r in big.iterrows():
 train = load_train_summary(path)
 for _, r in train.iterrows():
     data = "" if r.get("data", "synthetic") == "synthetic" else f", JPEG shards via {int(r.workers)} workers"
+    if r.get("pipeline_stages", 1) > 1:
+        data += f", pipeline of {int(r.pipeline_stages)} stages x {int(r.micro_batches)} micro-batches"
+    elif r.get("accum_steps", 1) > 1:
+        data += f", {int(r.accum_steps)} micro-batches"
     print(f"  {r.model:>10s} batch {int(r.batch):3d}/rank {r.precision:>4s} buckets {r.bucket_mb:5g} MiB{data}: "
           f"{r.samples_per_s:8.1f} samples/s, step p50 {r.step_time_p50_ms:6.1f} ms, MFU {r.mfu:6.1%}")
 PY
