@@ -25,6 +25,38 @@ DATA_FIELDS = [
 ]
 
 
+def config_attrs(batch, world_size, **extra) -> dict:
+    """The configuration attributes every train run group carries, ok or not (results/SCHEMA.md)."""
+    return {
+        "benchmark": "train",
+        "model": "resnet18",
+        "batch": batch,
+        "batch_auto": 0,
+        "accum_steps": 1,
+        "global_batch": world_size * batch,
+        "precision": "fp32",
+        "tf32": 0,
+        "weights_dtype": "fp32",
+        "optimizer": "sgd",
+        "lr": 0.1,
+        "device": "cpu",
+        "backend": "mpi",
+        "overlap": "on",
+        "bucket_mb": 25.0,
+        "first_bucket_mb": 1.0,
+        "compression": "none",
+        "local_sgd_every": 0,
+        "channels_last": 0,
+        "threads": 1,
+        "world_size": world_size,
+        "data": "synthetic",
+        "workers": 0,
+        "prefetch": 2,
+        "cache_dir": "",
+        **extra,
+    }
+
+
 def train_run(
     group,
     step_ms,
@@ -43,29 +75,9 @@ def train_run(
     or one per step; `skipped` steps (the last ones) are marked skipped."""
     S, R = len(step_ms), len(rank_factors)
     a = {
-        "benchmark": "train",
+        **config_attrs(8, R, global_batch=16),
         "status": "ok",
-        "model": "resnet18",
         "parameters": 11689512,
-        "batch": 8,
-        "batch_auto": 0,
-        "accum_steps": 1,
-        "global_batch": 16,
-        "precision": "fp32",
-        "tf32": 0,
-        "weights_dtype": "fp32",
-        "optimizer": "sgd",
-        "lr": 0.1,
-        "device": "cpu",
-        "backend": "mpi",
-        "overlap": "on",
-        "bucket_mb": 25.0,
-        "first_bucket_mb": 1.0,
-        "compression": "none",
-        "local_sgd_every": 0,
-        "channels_last": 0,
-        "threads": 1,
-        "world_size": R,
         "steps": S - warmup,
         "throughput_steps": S - warmup,
         "warmup_steps": warmup,
@@ -81,12 +93,8 @@ def train_run(
         "peak_tflops": float("nan"),
         "peak_source": "unknown",
         "memory_source": "cpu",
-        "data": "synthetic",
         "data_description": "synthetic",
-        "workers": 0,
-        "prefetch": 2,
         **{k: 0.0 for k in DATA_FIELDS},
-        "cache_dir": "",
     }
     a.update(attrs)
     for k, v in a.items():
@@ -109,32 +117,8 @@ def oom_run(group, batch, peak_memory, **attrs):
     """An out-of-memory run group as the binary leaves it: the configuration, status "oom", the
     batch, peak_memory_bytes and a message; no step datasets."""
     a = {
-        "benchmark": "train",
+        **config_attrs(batch, 2),
         "status": "oom",
-        "model": "resnet18",
-        "batch": batch,
-        "batch_auto": 0,
-        "accum_steps": 1,
-        "global_batch": 2 * batch,
-        "precision": "fp32",
-        "tf32": 0,
-        "weights_dtype": "fp32",
-        "optimizer": "sgd",
-        "lr": 0.1,
-        "device": "cpu",
-        "backend": "mpi",
-        "overlap": "on",
-        "bucket_mb": 25.0,
-        "first_bucket_mb": 1.0,
-        "compression": "none",
-        "local_sgd_every": 0,
-        "channels_last": 0,
-        "threads": 1,
-        "world_size": 2,
-        "data": "synthetic",
-        "workers": 0,
-        "prefetch": 2,
-        "cache_dir": "",
         "peak_memory_bytes": peak_memory,
         "message": "out of memory",
         **attrs,
