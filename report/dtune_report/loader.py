@@ -584,12 +584,17 @@ def load_probe_copy(paths: PathArg) -> pd.DataFrame:
 
 def load_probe_p2p(paths: PathArg) -> pd.DataFrame:
     """dtune-probe p2p: one row per (file, run, source GPU, destination GPU): `peer_access`,
-    `size_bytes`, `src`, `dst`, `gbps`, `latency_us` (NaN where not measured)."""
+    `size_bytes`, `src`, `dst` (indices), `src_gpu`, `dst_gpu` (the GPUs as provenance rank_device
+    names them, "cuda:0 NVIDIA H200 (0000:1b:00.0)"), `gbps`, `latency_us` (NaN where not measured)."""
 
     def rows(g, a):
-        gbps, lat = g["gbps"][()], g["latency_us"][()]
+        gbps, lat, names = g["gbps"][()], g["latency_us"][()], _read(g["gpu"])
         n = gbps.shape[0]
-        return [{"src": i, "dst": j, "gbps": gbps[i, j], "latency_us": lat[i, j]} for i in range(n) for j in range(n)]
+        return [
+            {"src": i, "dst": j, "src_gpu": names[i], "dst_gpu": names[j], "gbps": gbps[i, j], "latency_us": lat[i, j]}
+            for i in range(n)
+            for j in range(n)
+        ]
 
     return _probe_frame(paths, "p2p", rows)
 
