@@ -531,16 +531,19 @@ def _probe_frame(paths: PathArg, probe: str, rows_of) -> pd.DataFrame:
 def load_probe_gemm(paths: PathArg) -> pd.DataFrame:
     """dtune-probe gemm: one row per (file, run, rank, shape).
 
-    Columns: the group's attributes (device, device_name, dtype, library, threads, min_iters,
-    min_time_s, world_size, peak_tflops: rank 0's best shape, peak_shape, status), and `rank`,
-    `m`, `n`, `k`, `tflops` (median over the timed products), `tflops_best`.
+    Columns: the group's attributes (device, device_name, dtype, library: `torch::mm` or
+    `cublaslt`, workspace_bytes, threads, min_iters, min_time_s, world_size, peak_tflops: rank 0's
+    best shape, peak_shape, status), and `rank`, `m`, `n`, `k`, `tflops` (median over the timed
+    products), `tflops_best`, `algorithm` (cuBLASLt's choice for the shape; "" for torch::mm).
     """
 
     def rows(g, a):
         m, n, k = g["m"][()], g["n"][()], g["k"][()]
         med, best = g["tflops"][()], g["tflops_best"][()]
+        algo = _read(g["algorithm"]) if "algorithm" in g else [""] * len(m)
         return [
             {"rank": r, "m": int(m[s]), "n": int(n[s]), "k": int(k[s]), "tflops": med[r, s], "tflops_best": best[r, s]}
+            | {"algorithm": algo[s]}
             for r in range(med.shape[0])
             for s in range(len(m))
         ]

@@ -52,6 +52,8 @@ def test_gemm_writes_rates_per_shape_and_rank(tmp_path):
     assert (df.tflops > 0).all() and (df.tflops_best >= df.tflops).all()
     assert set(zip(df.m, df.n, df.k)) == {(32, 32, 32), (64, 48, 40)}
     assert (df.threads == 1).all() and (df.world_size == 2).all()
+    # On a CPU only torch::mm runs: no cuBLASLt workspace or algorithm.
+    assert (df.library == "torch::mm").all() and (df.workspace_bytes == 0).all() and (df.algorithm == "").all()
     for _, g in df[df["rank"] == 0].groupby("dtype"):
         assert g.peak_tflops.iloc[0] == pytest.approx(g.tflops.max())
     with h5py.File(out) as f:
@@ -104,6 +106,8 @@ def test_gpu_only_probes_without_a_gpu_say_so_and_exit_0(tmp_path, which):
         (["gemm", "--shapes", "12x"], "--shapes"),
         (["gemm", "--dtype", "fp64"], "--dtype"),
         (["gemm", "--dtype", "tf32", "--device", "cpu"], "--dtype tf32"),
+        (["gemm", "--library", "cublaslt", "--device", "cpu"], "--library cublaslt"),
+        (["gemm", "--library", "cutlass"], "--library"),
         (["memory", "--array-size", "lots"], "--array-size"),
         (["copy", "-b", "1M", "-e", "4K"], "-b/--minbytes"),
     ],
@@ -149,3 +153,18 @@ def test_train_mfu_uses_the_measured_peak_and_names_it(tmp_path):
     )
     assert t.returncode == 0, t.stderr[-2000:]
     assert load_train_summary(out).iloc[0].peak_source == "--peak-tflops"
+
+
+@pytest.mark.gpu
+def test_gpu_gemm_records_torch_and_cublaslt_per_dtype(tmp_path):
+    if not gpus_visible():
+        pytest.skip("no GPU visible (nvidia-smi -L): the cuBLASLt path runs on a GPU only")
+    out = tmp_path / "g.h5"
+    r = probe("--output", out, "gemm", "--device", "cuda", "--shapes", "256,512x384x320", "--min-time", "0.01")
+    assert r.returncode == 0, r.stderr[-2000:]
+    df = load_probe_gemm(out)
+    assert set(df.dtype) == {"float32", "tf32", "float16", "bfloat16"}
+    assert set(df.library) == {"torch::mm", "cublaslt"} and (df.tflops > 0).all()
+    lt = df[df.library == "cublaslt"]
+    assert (lt.workspace_bytes == 32 << 20).all() and lt.algorithm.str.startswith("cuBLASLt algo").all()
+    assert (df[df.library == "torch::mm"].algorithm == "").all()
