@@ -25,7 +25,7 @@ from .units import fmt_sig
 
 COLUMNS = ["file", "run", "ceiling_gbps", "label", "source", "why_none"]
 NO_PROBE = (
-    "No dtune-probe results among the inputs, so no ceiling is drawn: run `dtune-probe memory` (CPU: the "
+    "No dtune-probe memory or p2p results among the inputs, so no ceiling is drawn: run `dtune-probe memory` (CPU: the "
     "host's memory bandwidth, the limit of MPI over shared memory) or `dtune-probe p2p` (GPUs) on the machine "
     "and pass its file to dtune report with the dtune-comm results."
 )
