@@ -153,18 +153,3 @@ def test_train_mfu_uses_the_measured_peak_and_names_it(tmp_path):
     )
     assert t.returncode == 0, t.stderr[-2000:]
     assert load_train_summary(out).iloc[0].peak_source == "--peak-tflops"
-
-
-@pytest.mark.gpu
-def test_gpu_gemm_records_torch_and_cublaslt_per_dtype(tmp_path):
-    if not gpus_visible():
-        pytest.skip("no GPU visible (nvidia-smi -L): the cuBLASLt path runs on a GPU only")
-    out = tmp_path / "g.h5"
-    r = probe("--output", out, "gemm", "--device", "cuda", "--shapes", "256,512x384x320", "--min-time", "0.01")
-    assert r.returncode == 0, r.stderr[-2000:]
-    df = load_probe_gemm(out)
-    assert set(df.dtype) == {"float32", "tf32", "float16", "bfloat16"}
-    assert set(df.library) == {"torch::mm", "cublaslt"} and (df.tflops > 0).all()
-    lt = df[df.library == "cublaslt"]
-    assert (lt.workspace_bytes == 32 << 20).all() and lt.algorithm.str.startswith("cuBLASLt algo").all()
-    assert (df[df.library == "torch::mm"].algorithm == "").all()
