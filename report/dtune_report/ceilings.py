@@ -5,7 +5,7 @@ measured. On CPUs in one machine (MPI over shared memory): no link exists; the h
 host's memory bandwidth, STREAM copy from dtune-probe memory, and it is labelled as that. A run
 across machines has none (no probe measures the network), nor does a run whose machine no probe
 measured. A probe counts for a run when its rank 0 ran on the run's host (provenance rank_host);
-the newest such probe (provenance start_time) wins.
+the newest such probe (provenance start_time) wins. The formula: doc/metrics.md section 1.
 
     ceilings(paths) -> DataFrame, one row per comm run: file, run, ceiling_gbps (NaN: none),
     label (what the figure is: "host memory copy, dtune-probe memory (...)"), source (the probe
