@@ -6,6 +6,7 @@ inputs the report says so once and has no ceiling column. On GPUs the ceiling is
 between the ranks' GPUs in the p2p matrix (a matrix in load_probe_p2p's layout: no GPU here)."""
 
 import math
+import shutil
 import subprocess
 
 import h5py
@@ -133,3 +134,19 @@ def test_gpu_ceiling_is_the_slowest_pair_among_the_ranks_gpus():
     assert math.isnan(gbps) and "one GPU" in why
     gbps, _, why = ce.gpu_ceiling(p2p, ["cuda:0 X (0000:09:00.0)", devices[0]])
     assert math.isnan(gbps) and "0000:09:00.0" in why
+
+
+def test_a_probe_from_another_host_gives_no_ceiling(files, tmp_path):
+    """The probe file's provenance names another host: no ceiling, and the note says from where."""
+    comm, mem = files
+    other = tmp_path / "other.h5"
+    shutil.copy(mem, other)
+    with h5py.File(other, "r+") as f:
+        del f["provenance/rank_host"]
+        f["provenance"].create_dataset("rank_host", data=["elsewhere"], dtype=h5py.string_dtype())
+    ceiling = ce.ceilings([comm, other])
+    assert ceiling.ceiling_gbps.isna().all()
+    with h5py.File(comm) as f:
+        host = f["provenance/rank_host"].asstr()[0]
+    (line,) = ce.note_lines(ceiling, ce.has_probes([comm, other]))
+    assert line == f"No ceiling for 2 run(s): no dtune-probe memory results from {host} among the inputs."
