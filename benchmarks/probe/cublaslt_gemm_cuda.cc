@@ -73,8 +73,9 @@ LtGemm::LtGemm(int device, int64_t m, int64_t n, int64_t k, const std::string& d
   p.workspace_bytes = workspace_bytes;
   if (workspace_bytes > 0) DTUNE_CUDA_CHECK(cudaMalloc(&p.workspace, workspace_bytes));
   DTUNE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&p.pref));
+  const uint64_t max_workspace = workspace_bytes;  // the attribute is a uint64_t
   DTUNE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      p.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof workspace_bytes));
+      p.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace, sizeof max_workspace));
   cublasLtMatmulHeuristicResult_t best{};
   int found = 0;
   DTUNE_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(p.handle, p.op, p.lt_a, p.lt_b, p.lt_c, p.lt_c,
