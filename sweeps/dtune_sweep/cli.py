@@ -57,7 +57,9 @@ def cmd_plan(a) -> int:
     for p in points[: a.show]:
         env = " ".join(f"{k}={v}" for k, v in sorted(p.env.items()))
         print(
-            f"  {p.id}  np={p.ranks}  {env + '  ' if env else ''}{p.binary} {' '.join(p.args)}"
+            f"  {p.id}  np={p.ranks}{f' nodes={p.nodes}' if p.nodes > 1 else ''}"
+            f"{f' per-node={p.ranks_per_node}' if p.ranks_per_node else ''}  "
+            f"{env + '  ' if env else ''}{p.binary} {' '.join(p.args)}"
             f"{'  (repeat ' + str(p.repeat) + ')' if p.repeat else ''}"
         )
     if len(points) > a.show:
