@@ -21,6 +21,7 @@ is a path on the shared file system, so the nodes' slurmds reach it from their n
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -31,6 +32,30 @@ import time
 from pathlib import Path
 
 CLUSTER = Path(__file__).resolve().parents[2] / "scripts" / "cluster"
+
+
+FIXTURE_RECORD = "slurm-fixture.json"  # in the cluster's state directory, gone with `cluster down`
+
+
+def reap_stale() -> list[str]:
+    """Ends the multi-node Slurms whose test process died without stopping them (their daemons,
+    every process in their nodes, their clusters); returns their cluster names."""
+    reaped = []
+    for rec in sorted(Path("/run/dtune-cluster").glob(f"*/{FIXTURE_RECORD}")):
+        try:
+            info = json.loads(rec.read_text())
+            pid = int(info["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if _alive(pid):
+            continue
+        s = LocalSlurm(Path(info["root"]), nodes=int(info["nodes"]), name=rec.parent.name)
+        s.short = Path(info["short"])
+        s.cluster_up = True
+        s.munged_pid = _read_pid(s.munge / "munged.pid")
+        s.stop()
+        reaped.append(s.name)
+    return reaped
 
 
 def free_port() -> int:
@@ -59,8 +84,8 @@ class LocalSlurm:
         self.node_names = [f"{self.name}-node{i}" for i in range(nodes)] if nodes else [self.host]
         self.cluster_up = False
         # slurmd's and PMIx's Unix sockets live in the spool and tmp directories, and a socket's
-        # path has at most 108 bytes: a short directory of its own, not one under pytest's.
-        self.short = Path(tempfile.mkdtemp(prefix="dtsl", dir="/tmp")) if nodes else root
+        # path has at most 108 bytes: with several nodes, a short directory (made by start()).
+        self.short = root
 
     def missing(self) -> str | None:
         tools = ["munged", "slurmctld", "slurmd", "sbatch", "squeue", "srun"]
@@ -146,8 +171,15 @@ PartitionName=debug Nodes={",".join(self.node_names)} Default=YES MaxTime=INFINI
         for d in ("state", "spool", "tmp"):
             (self.root / d).mkdir(parents=True, exist_ok=True)
         if self.nodes:
+            reap_stale()
+            self.short = Path(tempfile.mkdtemp(prefix="dtsl", dir="/tmp"))
             self.cluster("up", "--nodes", self.nodes, "--name", self.name)
             self.cluster_up = True
+            # Who owns this cluster and where its Slurm lives: a later fixture ends it all if this
+            # process dies without stopping it (a test run killed by ctest's timeout).
+            (self.state / FIXTURE_RECORD).write_text(
+                json.dumps({"pid": os.getpid(), "root": str(self.root), "short": str(self.short), "nodes": self.nodes})
+            )
             for n in self.node_names:
                 (self.short / "spool" / n).mkdir(parents=True)
                 (self.short / "tmp" / n).mkdir(parents=True)
@@ -308,3 +340,47 @@ def _wait_gone(pids: list[int], wait_s: float) -> None:
     deadline = time.time() + 5
     while any(_alive(p) for p in pids) and time.time() < deadline:
         time.sleep(0.05)
+
+
+def main(argv: list[str]) -> int:
+    """By hand: start this Slurm, print how to reach it, stop everything on Ctrl-C or SIGTERM."""
+    import argparse
+
+    ap = argparse.ArgumentParser(
+        prog="tests/slurm/local_slurm.py",
+        description="A real Slurm on this machine for trying dtune's Slurm backend: one slurmd here, "
+        "or (--nodes N, root) one slurmd inside each simulated node of scripts/cluster. Runs until "
+        "Ctrl-C, then stops every daemon and takes the cluster down.",
+    )
+    ap.add_argument("dir", type=Path, help="a new directory for slurm.conf, state, logs and munge")
+    ap.add_argument("--nodes", type=int, default=0, help="simulated nodes (0, the default: one slurmd here)")
+    ap.add_argument("--name", default=None, help="the cluster's name (scripts/cluster --name; default slPID)")
+    a = ap.parse_args(argv)
+    if a.nodes < 0 or a.nodes > 64:
+        ap.error(f"--nodes {a.nodes}: 0 to 64")
+    a.dir.mkdir(parents=True, exist_ok=False)
+    s = LocalSlurm(a.dir.resolve(), nodes=a.nodes, name=a.name)
+    missing = s.missing()
+    if missing:
+        ap.exit(1, f"local_slurm: error: {missing} not found (scripts/setup.sh installs slurm-wlm and munge)\n")
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
+    try:
+        s.start()
+        print(f"# Slurm up: nodes {', '.join(s.node_names)}; logs in {s.root}", flush=True)
+        print(f"export SLURM_CONF={s.conf}", flush=True)
+        if a.nodes:
+            print("export OMPI_MCA_mpi_yield_when_idle=1   # the simulated nodes share this machine's cores")
+        print("# Ctrl-C stops it", flush=True)
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        s.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

@@ -245,3 +245,28 @@ def _cmdline(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def test_a_slurm_whose_test_process_was_killed_is_ended_by_the_next(tmp_path):
+    # A test run killed outright (ctest's timeout: SIGKILL) cannot stop its Slurm; the next
+    # multi-node fixture ends it (its daemons, its nodes' processes, its cluster) before starting.
+    name = f"sk{os.getpid() % 10**7}"
+    root = tmp_path / "killed"
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("local_slurm.py")), "--nodes", "2", "--name", name, root],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert "export SLURM_CONF=" in "".join(proc.stdout.readline() for _ in range(2))
+    finally:
+        proc.kill()  # SIGKILL: no teardown
+        proc.wait()
+    victim = LocalSlurm(root, nodes=2, name=name)
+    assert victim.leftovers()  # its daemons and namespaces outlive it
+    s = start(tmp_path / "next", "sr")
+    try:
+        assert not Path(f"/run/dtune-cluster/{name}").exists()
+    finally:
+        s.stop()
+    assert victim.leftovers() == [] and s.leftovers() == []
