@@ -268,7 +268,12 @@ PartitionName=debug Nodes={",".join(self.node_names)} Default=YES MaxTime=INFINI
         daemons = [pid for pid in (_read_pid(self.root / f) for f in pid_files) if pid]
         if self.munged_pid is not None:
             daemons.append(self.munged_pid)
-        steps = [lambda: subprocess.run(["scontrol", "shutdown"], capture_output=True, env=self.env, timeout=30)]
+        # And those whose pid file is gone (a directory removed under them): by their command line.
+        daemons += [p for p in _pids_naming(str(self.conf), str(self.munge / "munge.socket")) if p not in daemons]
+        steps = []
+        if self.conf.exists():
+            shutdown = ["scontrol", "shutdown"]
+            steps.append(lambda: subprocess.run(shutdown, capture_output=True, env=self.env, timeout=30))
         steps += [lambda pid=pid: os.kill(pid, signal.SIGTERM) for pid in daemons]
         if self.nodes and self.cluster_up:
             # What scontrol shutdown leaves in a node (a slurmstepd, a rank) dies with it.
@@ -310,6 +315,20 @@ PartitionName=debug Nodes={",".join(self.node_names)} Default=YES MaxTime=INFINI
 def netns_pids_exists(ns: str) -> bool:
     r = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
     return any(line.split()[0] == ns for line in r.stdout.splitlines() if line.strip())
+
+
+def _pids_naming(*words: str) -> list[int]:
+    """Live processes whose command line holds one of `words`."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != os.getpid():
+            try:
+                cmd = (d / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if any(w in cmd for w in words) and _alive(int(d.name)):
+                out.append(int(d.name))
+    return out
 
 
 def _read_pid(path: Path) -> int | None:
