@@ -92,7 +92,7 @@ def allocation_shortfall(p: Point) -> str:
     from the job and keeps the job running, and an srun asking for the old node count waits
     forever, silently); empty when it can, or when squeue cannot tell."""
     job = os.environ.get("SLURM_JOB_ID", "")
-    if not job.isdigit():
+    if not job.isdigit() or p.nodes < 2:  # a 1-node job whose node died is not running this
         return ""
     try:
         r = subprocess.run(["squeue", "-h", "-j", job, "-o", "%D %N"], capture_output=True, text=True, timeout=60)
