@@ -7,7 +7,8 @@ shared by a node's ranks and not across nodes, and the node cache in it fetches 
 node; and that when a node dies under a running point, that point ends `failed` naming the node
 failure, the bundle's next point that needs both nodes fails at once with the reason, and the
 points on the surviving node are ok: nothing waits for the dead node, and nothing (daemon, rank,
-namespace) outlives the fixture. Needs root (namespaces), as CI runs."""
+namespace) outlives the fixture; and that a Slurm whose test process was killed outright is ended
+by the next fixture. Needs root (namespaces), as CI runs."""
 
 import json
 import os
