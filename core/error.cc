@@ -4,7 +4,10 @@
 
 #include <hdf5.h>
 #include <mpi.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <sstream>
 
@@ -14,8 +17,23 @@ std::mutex& identity_mutex() {
   static std::mutex m;
   return m;
 }
+// Before MPI is up, the launcher has already said which rank this process will be (Open MPI,
+// PMIx, Slurm, MPICH's PMI, in that order) and the host has a name: a message from inside
+// MPI_Init_thread names both rather than "rank ?".
+std::string identity_before_mpi() {
+  std::string rank = "?";
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "PMI_RANK"}) {
+    if (const char* v = std::getenv(var); v && *v) {
+      rank = v;
+      break;
+    }
+  }
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) != 0 || !host[0]) std::snprintf(host, sizeof host, "?");
+  return "rank " + rank + " on " + host + ", before MPI_Init finished";
+}
 std::string& identity_storage() {
-  static std::string s = "rank ? on host ?";
+  static std::string s = identity_before_mpi();
   return s;
 }
 }  // namespace

@@ -29,7 +29,7 @@ class TimeoutError : public Error {
 };
 
 // Who this process is, for error messages: set once by MpiSession after MPI_Init, read-only after.
-// "rank ? on host" before MPI is up.
+// Before MPI is up: the rank the launcher assigned (from its environment) and the host name.
 void set_process_identity(int rank, const std::string& host);
 std::string process_identity();
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's main command: sets everything up (scripts/setup.sh), measures this machine's GEMM
-# peak (dtune-probe gemm, for MFU) and runs the main job, the quickstart sweep
+# peak (dtune-probe gemm, for MFU) and memory bandwidth (dtune-probe memory, the report's busbw
+# ceiling) and runs the main job, the quickstart sweep
 # (sweeps/quickstart.yaml: dtune-comm over sizes and MPI transports, dtune-train on the tiny ResNet
 # and GPT over batch, precision and bucket size, and the tiny ResNet on JPEG shards over loader
 # workers, 2 ranks each), merges its points into one HDF5 file, prints a summary read back from
@@ -23,6 +24,12 @@ fi
 # the report's MFU is a number: where no datasheet knows the device, dtune-train takes the newest
 # results/dtune-probe-*.h5 (its source then reads "measured (dtune-probe gemm)").
 build/bin/dtune-probe gemm --dtype fp32,bf16,fp16 | grep '^# peak\|^# results'
+# And its host memory bandwidth (STREAM), the ceiling the report reads MPI's shared-memory busbw
+# against (there is no link between ranks on one machine). 256 MiB arrays, three of them past the
+# caches of most machines, take seconds; the default (4x the caches, STREAM's rule) takes minutes
+# on a machine with a large L3.
+memory=$(build/bin/dtune-probe memory -n 3 --array-size 256M | sed -n 's/^# results: //p')
+echo "# results: $memory"
 scripts/dtune sweep run sweeps/quickstart.yaml --out "$out"
 scripts/dtune sweep merge sweeps/quickstart.yaml --out "$out"
 PYTHONPATH="$repo/report" .venv/bin/python - "$out/merged.h5" <<'PY'
@@ -47,4 +54,4 @@ for _, r in train.iterrows():
     print(f"  {r.model:>10s} batch {int(r.batch):3d}/rank {r.precision:>4s} buckets {r.bucket_mb:5g} MiB{data}: "
           f"{r.samples_per_s:8.1f} samples/s, step p50 {r.step_time_p50_ms:6.1f} ms, MFU {r.mfu:6.1%}")
 PY
-scripts/dtune report "$out/merged.h5" -o "$out/report"
+scripts/dtune report "$out/merged.h5" "$memory" -o "$out/report"

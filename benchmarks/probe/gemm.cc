@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "benchmarks/probe/cublaslt_gemm.h"
 #include "core/device_info.h"
 #include "core/error.h"
 #include "core/gather.h"
@@ -86,7 +87,85 @@ std::vector<double> time_shape(const Shape& s, const std::string& dtype, const t
   return tflops;
 }
 
+// The same through cuBLASLt on GPU `ordinal`, each product timed with CUDA events; `algorithm`
+// gets what the heuristic chose.
+std::vector<double> time_shape_lt(const Shape& s, const std::string& dtype, int ordinal,
+                                  const GemmOptions& o, std::string* algorithm) {
+  const auto opts = torch::TensorOptions()
+                        .dtype(scalar_type_of(dtype))
+                        .device(torch::Device(torch::kCUDA, static_cast<int8_t>(ordinal)));
+  torch::NoGradGuard no_grad;
+  const torch::Tensor a = torch::randn({s.m, s.k}, opts), b = torch::randn({s.k, s.n}, opts);
+  torch::Tensor c = torch::empty({s.m, s.n}, opts);
+  synchronize(true);  // LtGemm's stream does not wait for torch's
+  LtGemm g(ordinal, s.m, s.n, s.k, dtype);
+  *algorithm = g.algorithm();
+  for (int64_t i = 0; i < o.warmup; ++i) g.run_ms(a.data_ptr(), b.data_ptr(), c.data_ptr());
+  const double flops =
+      2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
+  std::vector<double> tflops;
+  double spent = 0;
+  while (static_cast<int64_t>(tflops.size()) < o.min_iters || spent < o.min_time_s) {
+    const double ms = g.run_ms(a.data_ptr(), b.data_ptr(), c.data_ptr());
+    spent += ms / 1e3;
+    tflops.push_back(flops / (ms / 1e3) / 1e12);
+    if (tflops.size() >= 100000) break;
+  }
+  return tflops;
+}
+
+// One dtype through one library over the shapes; every rank measures, rank 0 gathers.
+GemmRecord run_library(const RunContext& ctx, const GemmOptions& o,
+                       const std::vector<Shape>& shapes, const std::string& dtype,
+                       const std::string& library, const torch::Device& dev, int ordinal) {
+  const bool cuda = dev.is_cuda(), lt = library == "cublaslt";
+  // TF32 is a cuBLAS mode of fp32 products: on for "tf32" only.
+  at::globalContext().setAllowTF32CuBLAS(dtype == "tf32");
+  GemmRecord r;
+  r.device = cuda ? "cuda" : "cpu";
+  r.device_name = cuda ? describe_device(ordinal) : "cpu";
+  r.dtype = dtype;
+  r.library = library;
+  r.threads = cuda ? 0 : torch::get_num_threads();
+  r.min_iters = o.min_iters;
+  r.min_time_s = o.min_time_s;
+  r.workspace_bytes = lt ? static_cast<int64_t>(kLtWorkspaceBytes) : 0;
+  std::vector<double> median, best;
+  for (const Shape& s : shapes) {
+    std::string algorithm;
+    const std::vector<double> t =
+        lt ? time_shape_lt(s, dtype, ordinal, o, &algorithm) : time_shape(s, dtype, dev, o);
+    if (lt) r.algorithm.push_back(algorithm);
+    median.push_back(percentile(t, 50));
+    best.push_back(*std::max_element(t.begin(), t.end()));
+    r.m.push_back(s.m);
+    r.n.push_back(s.n);
+    r.k.push_back(s.k);
+  }
+  r.tflops_median = gather_doubles(ctx.comm(), median);
+  r.tflops_best = gather_doubles(ctx.comm(), best);
+  r.ranks = static_cast<size_t>(ctx.world_size());
+  return r;
+}
+
 }  // namespace
+
+std::vector<std::string> gemm_libraries(const GemmOptions& o, bool cuda) {
+  if (o.libraries.empty())
+    return cuda && cublaslt_available() ? std::vector<std::string>{"torch::mm", "cublaslt"}
+                                        : std::vector<std::string>{"torch::mm"};
+  std::vector<std::string> out;
+  for (const auto& l : o.libraries) {
+    const std::string c = l == "torch" ? "torch::mm" : l;
+    if (c != "torch::mm" && c != "cublaslt")
+      throw UsageError("--library: '" + l + "' is not one of torch, cublaslt");
+    if (c == "cublaslt" && !(cuda && cublaslt_available()))
+      throw UsageError(
+          "--library cublaslt needs a GPU and a CUDA build (cuBLASLt); use torch on a CPU");
+    out.push_back(c);
+  }
+  return out;
+}
 
 std::vector<std::string> gemm_dtypes(const GemmOptions& o, bool cuda) {
   if (o.dtypes.empty())
@@ -117,32 +196,11 @@ std::vector<GemmRecord> run_gemm(const RunContext& ctx, const GemmOptions& o) {
       cuda ? torch::Device(torch::kCUDA, static_cast<int8_t>(ordinal)) : torch::Device(torch::kCPU);
   if (o.threads > 0) torch::set_num_threads(o.threads);
   const std::vector<Shape> shapes = parse_shapes(o.shapes, cuda);
+  const std::vector<std::string> libraries = gemm_libraries(o, cuda);
   std::vector<GemmRecord> out;
-  for (const auto& dtype : gemm_dtypes(o, cuda)) {
-    // TF32 is a cuBLAS mode of fp32 products: on for "tf32" only.
-    at::globalContext().setAllowTF32CuBLAS(dtype == "tf32");
-    GemmRecord r;
-    r.device = cuda ? "cuda" : "cpu";
-    r.device_name = cuda ? describe_device(ordinal) : "cpu";
-    r.dtype = dtype;
-    r.library = "torch::mm";
-    r.threads = cuda ? 0 : torch::get_num_threads();
-    r.min_iters = o.min_iters;
-    r.min_time_s = o.min_time_s;
-    std::vector<double> median, best;
-    for (const Shape& s : shapes) {
-      const std::vector<double> t = time_shape(s, dtype, dev, o);
-      median.push_back(percentile(t, 50));
-      best.push_back(*std::max_element(t.begin(), t.end()));
-      r.m.push_back(s.m);
-      r.n.push_back(s.n);
-      r.k.push_back(s.k);
-    }
-    r.tflops_median = gather_doubles(ctx.comm(), median);
-    r.tflops_best = gather_doubles(ctx.comm(), best);
-    r.ranks = static_cast<size_t>(ctx.world_size());
-    out.push_back(std::move(r));
-  }
+  for (const auto& dtype : gemm_dtypes(o, cuda))
+    for (const auto& library : libraries)
+      out.push_back(run_library(ctx, o, shapes, dtype, library, dev, ordinal));
   at::globalContext().setAllowTF32CuBLAS(false);
   return out;
 }

@@ -1,6 +1,7 @@
-// The gemm probe: achieved TFLOP/s of torch::mm over a sweep of shapes, per dtype, on every rank's
-// device (its GPU, or the CPU with --threads intra-op threads). FLOPs = 2·m·n·k per product; each
-// shape runs warm-up products, then at least --min-iters and --min-time, each timed alone.
+// The gemm probe: achieved TFLOP/s of torch::mm, and on a GPU of cuBLASLt called directly
+// (cublaslt_gemm.h), over a sweep of shapes, per dtype, on every rank's device (its GPU, or the CPU
+// with --threads intra-op threads). FLOPs = 2·m·n·k per product; each shape runs warm-up products,
+// then at least --min-iters and --min-time, each timed alone.
 #pragma once
 
 #include <cstdint>
@@ -19,12 +20,16 @@ struct GemmOptions {
   double min_time_s = 0.2;
   int64_t min_iters = 5;
   int64_t warmup = 2;
-  std::string device = "auto";  // auto (the rank's GPU when there is one), cpu, cuda
+  std::string device = "auto";         // auto (the rank's GPU when there is one), cpu, cuda
+  std::vector<std::string> libraries;  // torch, cublaslt; empty: both on a GPU, torch on a CPU
 };
 
 // The dtypes the option names (canonical: float32 tf32 float16 bfloat16); throws UsageError for
 // others, or for tf32 on a CPU.
 std::vector<std::string> gemm_dtypes(const GemmOptions& o, bool cuda);
+// The libraries the option names (canonical: torch::mm cublaslt); throws UsageError for others,
+// or for cublaslt without a GPU or a CUDA build.
+std::vector<std::string> gemm_libraries(const GemmOptions& o, bool cuda);
 // Collective over ctx: every rank measures; rank 0 holds every rank's numbers.
 std::vector<GemmRecord> run_gemm(const RunContext& ctx, const GemmOptions& o);
 

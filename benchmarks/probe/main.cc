@@ -1,8 +1,9 @@
 // dtune-probe: the hardware's limits, measured, so that MFU and bandwidth figures have a ceiling
-// that this machine can reach: `gemm` (TFLOP/s of torch::mm), `memory` (STREAM, host and GPU),
-// `copy` (host<->GPU, pinned against pageable), `p2p` (GPU x GPU), `launch` (kernel launch and
-// event overhead) and `topology` (hwloc + NVML, as `nvidia-smi topo -m`). Launch: one process, or
-// mpirun -np N for every rank's device. Each invocation writes one results file (SCHEMA.md).
+// that this machine can reach: `gemm` (TFLOP/s of torch::mm and cuBLASLt), `memory` (STREAM, host
+// and GPU), `copy` (host<->GPU, pinned against pageable), `p2p` (GPU x GPU), `launch` (kernel
+// launch and event overhead) and `topology` (hwloc + NVML, as `nvidia-smi topo -m`). Launch: one
+// process, or mpirun -np N for every rank's device. Each invocation writes one results file
+// (SCHEMA.md).
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -63,7 +64,8 @@ int main(int argc, char** argv) {
 
     dp::GemmOptions g;
     CLI::App* gemm = app.add_subcommand(
-        "gemm", "Achieved TFLOP/s of torch::mm over a sweep of shapes, per dtype.");
+        "gemm",
+        "Achieved TFLOP/s of torch::mm (and cuBLASLt on a GPU) over a sweep of shapes, per dtype.");
     gemm->add_option("--shapes", g.shapes,
                      "Shapes: N (square) or MxNxK [default: 256 512 1024 2048 on a CPU, "
                      "1024 to 8192 on a GPU].")
@@ -87,6 +89,11 @@ int main(int argc, char** argv) {
     gemm->add_option("--device", g.device, "auto (the rank's GPU when there is one), cpu, cuda.")
         ->capture_default_str()
         ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+    gemm->add_option("--library", g.libraries,
+                     "torch (torch::mm), cublaslt (cuBLASLt called directly: heuristic algorithm, "
+                     "32 MiB workspace, CUDA-event timing; GPU only) [default: both on a GPU, "
+                     "torch on a CPU].")
+        ->delimiter(',');
 
     dp::MemoryOptions m;
     std::string array_size;

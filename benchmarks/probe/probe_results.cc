@@ -22,9 +22,10 @@ void print_gemm(const GemmRecord& r) {
               r.dtype.c_str(), r.library.c_str(), r.threads);
   std::printf("# %6s %6s %6s %14s %14s\n", "m", "n", "k", "TFLOP/s p50", "TFLOP/s best");
   for (size_t s = 0; s < r.m.size(); ++s)
-    std::printf("  %6lld %6lld %6lld %14.4f %14.4f\n", static_cast<long long>(r.m[s]),
+    std::printf("  %6lld %6lld %6lld %14.4f %14.4f%s%s\n", static_cast<long long>(r.m[s]),
                 static_cast<long long>(r.n[s]), static_cast<long long>(r.k[s]), r.tflops_median[s],
-                r.tflops_best[s]);
+                r.tflops_best[s], s < r.algorithm.size() ? "  # " : "",
+                s < r.algorithm.size() ? r.algorithm[s].c_str() : "");
   if (!r.m.empty()) {
     const size_t b = r.best_shape();
     std::printf("# peak %s %s: %.4f TFLOP/s at %lldx%lldx%lld\n", r.device.c_str(), r.dtype.c_str(),
@@ -85,7 +86,9 @@ void done(ResultsFile& f, h5::Handle& g) {
 }  // namespace
 
 void write_gemm(ResultsFile& f, const GemmRecord& r) {
-  h5::Handle g = probe_group(f, "gemm", "gemm-" + r.device + "-" + r.dtype);
+  const bool lt = r.library == "cublaslt";
+  h5::Handle g =
+      probe_group(f, "gemm", "gemm-" + r.device + "-" + r.dtype + (lt ? "-cublaslt" : ""));
   const hid_t id = g.get();
   h5::write_attr(id, "device", r.device);
   h5::write_attr(id, "device_name", r.device_name);
@@ -106,6 +109,8 @@ void write_gemm(ResultsFile& f, const GemmRecord& r) {
   h5::write_dataset(id, "k", {S}, r.k.data());
   h5::write_dataset(id, "tflops", {r.ranks, S}, r.tflops_median.data());
   h5::write_dataset(id, "tflops_best", {r.ranks, S}, r.tflops_best.data());
+  h5::write_attr(id, "workspace_bytes", r.workspace_bytes);
+  if (lt) h5::write_strings(id, "algorithm", r.algorithm);
   done(f, g);
 }
 

@@ -16,13 +16,15 @@ struct GemmRecord {
   std::string device;       // "cpu", "cuda"
   std::string device_name;  // rank 0's describe_device()
   std::string dtype;        // "float32", "tf32", "float16", "bfloat16"
-  std::string library;      // "torch::mm"
+  std::string library;      // "torch::mm", "cublaslt"
   int threads = 0;          // intra-op threads (CPU), 0 on GPU
   int64_t min_iters = 0;
   double min_time_s = 0;
-  std::vector<int64_t> m, n, k;       // [S]
-  std::vector<double> tflops_median;  // [R × S] rank-major
-  std::vector<double> tflops_best;    // [R × S]
+  std::vector<int64_t> m, n, k;        // [S]
+  std::vector<double> tflops_median;   // [R × S] rank-major
+  std::vector<double> tflops_best;     // [R × S]
+  std::vector<std::string> algorithm;  // [S] cuBLASLt's heuristic choice (rank 0); empty for torch
+  int64_t workspace_bytes = 0;         // cuBLASLt's workspace; 0 for torch::mm
   size_t ranks = 1;
   size_t best_shape() const;  // the shape with rank 0's highest median
   double peak_tflops() const { return m.empty() ? 0 : tflops_median[best_shape()]; }

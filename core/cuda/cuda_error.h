@@ -1,8 +1,8 @@
-// Check macros for the CUDA runtime and NCCL, the twins of DTUNE_MPI_CHECK in core/error.h: a
-// failing call throws dtune::Error carrying the expression, file:line, rank, host and the
-// library's own message. The _WARN twins only print to stderr, for destructors (never throw).
-// Header-only and free of nccl.h, so CUDA-only builds can include it: the NCCL macros name NCCL
-// functions only where they expand, in files that include nccl.h.
+// Check macros for the CUDA runtime, NCCL and cuBLAS(Lt), the twins of DTUNE_MPI_CHECK in
+// core/error.h: a failing call throws dtune::Error carrying the expression, file:line, rank, host
+// and the library's own message. The _WARN twins only print to stderr, for destructors (never
+// throw). Header-only and free of nccl.h and cublasLt.h, so CUDA-only builds can include it: the
+// NCCL and cuBLAS macros name their library's functions only where they expand.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -83,4 +83,24 @@ inline void warn_library_error(const char* library, const char* expr, const char
                                         ncclGetLastError(nullptr))          \
               .c_str(),                                                     \
           __FILE__, __LINE__);                                              \
+  } while (0)
+
+// cublasStatus_t (cuBLAS and cuBLASLt); the message is cublasLtGetStatusName: ...String. Like the
+// NCCL macros, they name cuBLASLt functions only where they expand, in files including cublasLt.h.
+#define DTUNE_CUBLAS_CHECK(expr)                                                                  \
+  do {                                                                                            \
+    const cublasStatus_t dtune_cublas_rc_ = (expr);                                               \
+    if (dtune_cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                                \
+      ::dtune::detail::raise_library_error("cuBLAS", #expr,                                       \
+                                           std::string(cublasLtGetStatusName(dtune_cublas_rc_)) + \
+                                               ": " + cublasLtGetStatusString(dtune_cublas_rc_),  \
+                                           __FILE__, __LINE__);                                   \
+  } while (0)
+
+#define DTUNE_CUBLAS_WARN(expr)                                                            \
+  do {                                                                                     \
+    const cublasStatus_t dtune_cublas_rc_ = (expr);                                        \
+    if (dtune_cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                         \
+      ::dtune::detail::warn_library_error(                                                 \
+          "cuBLAS", #expr, cublasLtGetStatusString(dtune_cublas_rc_), __FILE__, __LINE__); \
   } while (0)

@@ -137,10 +137,15 @@ def comparison_table(cs: list) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def fit_table(comm: pd.DataFrame, fits: pd.DataFrame) -> pd.DataFrame:
+def fit_table(comm: pd.DataFrame, fits: pd.DataFrame, ceiling: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per collective and setting: the fit's α, B and r², the measured peak busbw and its size, and
-    the size per rank at which the fit reaches half of B (x = α·B bus bytes)."""
+    the size per rank at which the fit reaches half of B (x = α·B bus bytes). With `ceiling`
+    (ceilings.ceilings) holding a figure for any run: the run's ceiling and its peak busbw as a
+    fraction of it (peak_fraction), "n/a" where the run has none."""
     d = comm[comm.placement == "out-of-place"]
+    by_run = {}
+    if ceiling is not None and np.isfinite(ceiling.ceiling_gbps.astype(float)).any():
+        by_run = {(c.file, c.run): float(c.ceiling_gbps) for c in ceiling.itertuples()}
     rows = []
     for r in fits.sort_values(["collective", "setting"]).itertuples():
         g = d[(d.file == r.file) & (d.run == r.run)]
@@ -158,7 +163,16 @@ def fit_table(comm: pd.DataFrame, fits: pd.DataFrame) -> pd.DataFrame:
                 "measured peak busbw (GB/s)": f"{fmt_sig(top.busbw_gbps)} at {fmt_bytes(top.size_bytes)}",
             }
         )
+        if by_run:
+            c = by_run.get((r.file, r.run), float("nan"))
+            rows[-1]["ceiling (GB/s)"] = fmt_sig(c)
+            rows[-1]["peak busbw / ceiling"] = fmt_sig(peak_fraction(top.busbw_gbps, c))
     return pd.DataFrame(rows)
+
+
+def peak_fraction(busbw_gbps: float, ceiling_gbps: float) -> float:
+    """Measured busbw over the probe's ceiling (NaN without one)."""
+    return busbw_gbps / ceiling_gbps if np.isfinite(ceiling_gbps) and ceiling_gbps > 0 else float("nan")
 
 
 def half_size(fit) -> float:

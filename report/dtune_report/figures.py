@@ -132,7 +132,9 @@ def comm_fits(paths) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def busbw_vs_size(comm: pd.DataFrame, fits: pd.DataFrame, out):
+def busbw_vs_size(comm: pd.DataFrame, fits: pd.DataFrame, out, ceiling: pd.DataFrame | None = None):
+    """busbw against size per collective, the α–β fit dashed and, where `ceiling` (ceilings.ceilings)
+    has a figure for a run, that ceiling as a dotted horizontal line named by what it is."""
     if comm.empty or comm.size_bytes.nunique() < 2:
         return None
     d = comm[comm.placement == "out-of-place"].merge(
@@ -149,10 +151,25 @@ def busbw_vs_size(comm: pd.DataFrame, fits: pd.DataFrame, out):
                 s = np.geomspace(g.size_bytes.min(), g.size_bytes.max(), 100)
                 t_us = a + s * k / (B * 1e3)  # B in GB/s = 1e3 bytes per µs
                 ax.loglog(s, s * k / t_us / 1e3, "--", color=line.get_color(), lw=1)
+        _ceiling_lines(ax, d[d.collective == c], ceiling)
         ax.set(title=f"{c} (dashed: α–β fit)", xlabel="size per rank", ylabel="bus bandwidth (GB/s)")
         _bytes_axis(ax)
+        # Plain numbers: with mathtext off (text.parse_math above) the default log labels print as
+        # "$\mathdefault{10^{0}}$".
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_sig(v)))
         ax.legend(fontsize=7)
     return _save(fig, out)
+
+
+def _ceiling_lines(ax, runs: pd.DataFrame, ceiling: pd.DataFrame | None) -> None:
+    """One dotted line per distinct ceiling of the runs drawn in `ax`."""
+    if ceiling is None or ceiling.empty:
+        return
+    mine = ceiling.merge(runs[["file", "run"]].drop_duplicates(), on=["file", "run"])
+    mine = mine[np.isfinite(mine.ceiling_gbps.astype(float))]
+    for (label, gbps), _ in mine.groupby(["label", "ceiling_gbps"], sort=True):
+        what = label.split(",")[0]  # "host memory copy", "GPU-to-GPU copy": the note says the rest
+        ax.axhline(gbps, ls=":", color="k", lw=1.2, label=f"ceiling {fmt_sig(gbps)} GB/s ({what})")
 
 
 def throughput_vs_batch(train: pd.DataFrame, out):

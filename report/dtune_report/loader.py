@@ -531,16 +531,19 @@ def _probe_frame(paths: PathArg, probe: str, rows_of) -> pd.DataFrame:
 def load_probe_gemm(paths: PathArg) -> pd.DataFrame:
     """dtune-probe gemm: one row per (file, run, rank, shape).
 
-    Columns: the group's attributes (device, device_name, dtype, library, threads, min_iters,
-    min_time_s, world_size, peak_tflops: rank 0's best shape, peak_shape, status), and `rank`,
-    `m`, `n`, `k`, `tflops` (median over the timed products), `tflops_best`.
+    Columns: the group's attributes (device, device_name, dtype, library: `torch::mm` or
+    `cublaslt`, workspace_bytes, threads, min_iters, min_time_s, world_size, peak_tflops: rank 0's
+    best shape, peak_shape, status), and `rank`, `m`, `n`, `k`, `tflops` (median over the timed
+    products), `tflops_best`, `algorithm` (cuBLASLt's choice for the shape; "" for torch::mm).
     """
 
     def rows(g, a):
         m, n, k = g["m"][()], g["n"][()], g["k"][()]
         med, best = g["tflops"][()], g["tflops_best"][()]
+        algo = _read(g["algorithm"]) if "algorithm" in g else [""] * len(m)
         return [
             {"rank": r, "m": int(m[s]), "n": int(n[s]), "k": int(k[s]), "tflops": med[r, s], "tflops_best": best[r, s]}
+            | {"algorithm": algo[s]}
             for r in range(med.shape[0])
             for s in range(len(m))
         ]
@@ -584,12 +587,17 @@ def load_probe_copy(paths: PathArg) -> pd.DataFrame:
 
 def load_probe_p2p(paths: PathArg) -> pd.DataFrame:
     """dtune-probe p2p: one row per (file, run, source GPU, destination GPU): `peer_access`,
-    `size_bytes`, `src`, `dst`, `gbps`, `latency_us` (NaN where not measured)."""
+    `size_bytes`, `src`, `dst` (indices), `src_gpu`, `dst_gpu` (the GPUs as provenance rank_device
+    names them, "cuda:0 NVIDIA H200 (0000:1b:00.0)"), `gbps`, `latency_us` (NaN where not measured)."""
 
     def rows(g, a):
-        gbps, lat = g["gbps"][()], g["latency_us"][()]
+        gbps, lat, names = g["gbps"][()], g["latency_us"][()], _read(g["gpu"])
         n = gbps.shape[0]
-        return [{"src": i, "dst": j, "gbps": gbps[i, j], "latency_us": lat[i, j]} for i in range(n) for j in range(n)]
+        return [
+            {"src": i, "dst": j, "src_gpu": names[i], "dst_gpu": names[j], "gbps": gbps[i, j], "latency_us": lat[i, j]}
+            for i in range(n)
+            for j in range(n)
+        ]
 
     return _probe_frame(paths, "p2p", rows)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import advice as ad
+from . import ceilings as ce
 from . import collectives as cl
 from . import figures as fg
 from . import machines as mc
@@ -40,7 +41,8 @@ from .verdicts import decide, decide_all
 CAPTIONS = {
     "busbw_vs_size": "Bus bandwidth (GB/s, nccl-tests' definition) against the size per rank, one line per "
     "collective and setting, dashed the fit t = α + S/B. Read: the plateau is the link's bandwidth; where "
-    "lines part, the settings differ.",
+    "lines part, the settings differ. Dotted: the ceiling a dtune-probe file among the inputs measured (GPU "
+    "pairs, or host memory for CPU ranks), where there is one.",
     "throughput_vs_batch": "Samples/s against the batch per rank, one line per model and precision (the best "
     "run at each batch); red crosses: out of memory. Read: the curve flattens where a larger batch stops "
     "paying; the largest batch before a cross is the largest that fits.",
@@ -56,10 +58,10 @@ CAPTIONS = {
 }
 
 
-def _figures(comm, fits, train, steps, out) -> dict:
+def _figures(comm, fits, train, steps, out, ceiling=None) -> dict:
     made = {}
     if not comm.empty:
-        made["busbw_vs_size"] = fg.busbw_vs_size(comm, fits, out / "busbw_vs_size.png")
+        made["busbw_vs_size"] = fg.busbw_vs_size(comm, fits, out / "busbw_vs_size.png", ceiling)
     if not train.empty:
         made["throughput_vs_batch"] = fg.throughput_vs_batch(train, out / "throughput_vs_batch.png")
         made["step_breakdown"] = fg.step_breakdown(steps, train, out / "step_breakdown.png")
@@ -119,19 +121,23 @@ def _oom_runs(paths, groups) -> list:
     return out
 
 
-def _communication(comm, fits, figures, ev, runs, tuner) -> list:
-    """The communication section: the fit read as latency and bandwidth with the busbw figure, the
-    NCCL winners per size range, and exposed communication against bucket size."""
+def _communication(comm, fits, figures, ev, runs, tuner, ceiling=None, probes=False) -> list:
+    """The communication section: the fit read as latency and bandwidth with the busbw figure, each
+    run's peak against the ceiling a probe measured (ceilings.py), the NCCL winners per size range,
+    and exposed communication against bucket size."""
     blocks = []
     if not comm.empty and not fits.empty:
         blocks.append(
             (
                 "table",
-                cl.fit_table(comm, fits),
+                cl.fit_table(comm, fits, ceiling),
                 "Each collective and setting: the α–β fit t = α + x/B "
-                "(doc/metrics.md section 2), where it reaches half of B, and the measured peak.",
+                "(doc/metrics.md section 2), where it reaches half of B, and the measured peak"
+                + (", with the probe's ceiling and the peak as a fraction of it" if probes else "")
+                + ".",
             )
         )
+        blocks += [("p", x) for x in ce.note_lines(ceiling, probes)] if ceiling is not None else []
         if "busbw_vs_size" in figures:
             blocks.append(("figure", "busbw_vs_size", figures.pop("busbw_vs_size"), CAPTIONS["busbw_vs_size"]))
         blocks += [("p", x) for x in cl.fit_sentences(fits)]
@@ -192,7 +198,9 @@ def build_report(paths, out_dir, baseline: str | None = None, alpha: float = 0.0
     singles = [s for s in groups if len(s.configs) == 1]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    figures = _figures(comm, fits, train, steps, out)
+    ceiling = ce.ceilings(paths) if not comm.empty else None
+    probes = ceiling is not None and ce.has_probes(paths)
+    figures = _figures(comm, fits, train, steps, out, ceiling)
     configs = [c for s in groups for c in s.configs]
     phases = sc.phase_means(steps, configs)
     comm_cmp = cl.comparisons(comm_iteration_samples(paths), fits, alpha) if not comm.empty else []
@@ -207,7 +215,8 @@ def build_report(paths, out_dir, baseline: str | None = None, alpha: float = 0.0
         by_study.setdefault(id(s), decide(s, baseline, alpha))
     ev = ad.Evidence(groups, by_study, ad.measured(steps), load_train_memory(paths), out, alpha)
     ev.oom = _oom_runs(paths, groups)
-    advice = ad.data_section(ev) + ad.batch_section(ev) + _communication(comm, fits, figures, ev, comm_runs, tuner)
+    advice = ad.data_section(ev) + ad.batch_section(ev)
+    advice += _communication(comm, fits, figures, ev, comm_runs, tuner, ceiling, probes)
     advice += ad.precision_section(ev) + ad.parallel_section(ev)
     advice += _machine_blocks(load_provenances(paths), train, comm, paths, groups, alpha)
     model_blocks, _ = model_section(paths, out)

@@ -20,7 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import runner, slurm
+from . import presets, runner, slurm
 from .rules import RULES_HELP
 from .spec import DEFAULT_MAX_POINTS, SweepError, plan
 
@@ -50,10 +50,24 @@ def _points(a):
     return plan(a.file, runner.known_flags, a.max_points)
 
 
+def check_presets(points) -> str | None:
+    """Why a point's topology preset cannot run on this machine (presets.unmet: a preset that needs
+    NVLink where dtune-probe topology finds none), or None. Detects only when a preset needs it."""
+    if not presets.needs_links(points):
+        return None
+    from .hardware import detect
+
+    return presets.unmet(points, detect())
+
+
 def cmd_plan(a) -> int:
-    """Print the points a sweep file expands into, each with its stable id."""
+    """Print the points a sweep file expands into, each with its stable id; a topology preset this
+    machine cannot serve is a `# warning:` line (a plan runs nothing, and may be made elsewhere)."""
     points = _points(a)
     print(f"# {a.file}: {len(points)} points")
+    why = check_presets(points)
+    if why:
+        print(f"# warning: {why} (dtune sweep run refuses it here)")
     for p in points[: a.show]:
         env = " ".join(f"{k}={v}" for k, v in sorted(p.env.items()))
         print(
@@ -68,8 +82,12 @@ def cmd_plan(a) -> int:
 
 
 def cmd_run(a) -> int:
-    """Run every point not yet complete, locally with mpirun; 1 when a point failed."""
+    """Run every point not yet complete, locally with mpirun; 1 when a point failed; 2 before
+    launching anything when a topology preset needs a link this machine lacks."""
     points = _points(a)
+    why = check_presets(points)
+    if why:
+        return _usage(why)
     return runner.run_points(points, sweep_dir(a.file, a.out), a.timeout)
 
 
@@ -166,6 +184,9 @@ def cmd_tune(a) -> int:
     if a.min_steps < 1:
         return _usage(f"--min-steps {a.min_steps}: give a positive count")
     points = _points(a)
+    why = None if a.slurm else check_presets(points)  # Slurm tasks check on their own nodes
+    if why:
+        return _usage(why)
     d = Path(a.out) if a.out else Path("results") / "tune" / Path(a.file).stem
     return tune(a, points, d)
 
@@ -267,6 +288,14 @@ BINARIES = [
 _FUNC = {words: func for words, _, func in COMMANDS}
 
 
+PRESET_CHECK_HELP = """\
+A topology preset that needs NVLink (nccl-p2p-nvl) is checked against this machine's topology
+(dtune-probe topology: hwloc and NVML) before anything launches: `sweep run` and `tune` exit 2
+naming the preset and what was detected; `sweep plan` prints it as a `# warning:` line and exits 0
+(a plan runs nothing and may be made on another machine); a Slurm task checks on its own node
+and exits 2 there."""
+
+
 def _add_sweep_commands(sw) -> None:
     cap = argparse.ArgumentParser(add_help=False)
     cap.add_argument(
@@ -283,7 +312,7 @@ def _add_sweep_commands(sw) -> None:
             parents=[cap],
             help=_HELP[f"sweep {name}"],
             description=_HELP[f"sweep {name}"].capitalize() + ".",
-            epilog=RULES_HELP + "\nSweep files: sweeps/README.md (every key, with an example).",
+            epilog=f"{RULES_HELP}\n{PRESET_CHECK_HELP}\nSweep files: sweeps/README.md (every key, with an example).",
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         p.set_defaults(func=_FUNC[f"sweep {name}"])
@@ -355,7 +384,7 @@ def _add_tune_command(sub) -> None:
         "tune",
         help=_HELP["tune"],
         description=_HELP["tune"][0].upper() + _HELP["tune"][1:] + ".",
-        epilog=TUNE_EPILOG,
+        epilog=TUNE_EPILOG + "\n" + PRESET_CHECK_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     t.set_defaults(func=cmd_tune)

@@ -23,6 +23,7 @@ class Preset:
     name: str
     env: dict
     selects: str  # what the variables select, in one sentence (README, errors)
+    needs: str = ""  # a link the preset is meaningless without ("nvlink"); checked before launch
 
 
 _UCX_ANY = {"OMPI_MCA_pml": "ucx", "OMPI_MCA_pml_ucx_tls": "any", "OMPI_MCA_pml_ucx_devices": "any"}
@@ -34,6 +35,8 @@ PRESETS = [
         {"NCCL_P2P_LEVEL": "NVL"},
         "NCCL's P2P transport only between GPUs joined directly by NVLink; other GPU pairs of a "
         "node go through host memory (SHM)",
+        # Without NVLink every pair goes through host memory: nccl-shm under a name that says NVLink.
+        needs="nvlink",
     ),
     # NVLink SHARP does not look at NCCL_P2P_DISABLE (src/transport/nvls.cc, ncclNvlsInit), and
     # without NCCL_NET_DISABLE_INTRA a NIC judged faster than the host path carries intra-node
@@ -106,3 +109,27 @@ def renamed_message(name: str) -> str | None:
         return None
     new, why = RENAMED[name]
     return f"topology {name!r} was renamed {new!r}: {why}"
+
+
+NEEDS = {p.name: p.needs for p in PRESETS if p.needs}
+NEEDS.update({old: NEEDS[new] for old, new in ALIASES.items() if new in NEEDS})
+_LINK_NAMES = {"nvlink": "NVLink between GPUs"}
+
+
+def unmet(points, detected) -> str | None:
+    """The first topology preset among `points` whose link `detected` (hardware.Detected) lacks,
+    as one line naming the preset and what was detected; None when every preset's need is met."""
+    for name in dict.fromkeys(p.values.get("topology", "default") for p in points):
+        link = NEEDS.get(name)
+        if link and not detected.has(link):
+            return (
+                f"topology preset {name!r} needs {_LINK_NAMES[link]}, and this machine has none "
+                f"(dtune-probe topology: {detected.summary}): drop it from the sweep, or run where NVLink joins "
+                f"the GPUs"
+            )
+    return None
+
+
+def needs_links(points) -> bool:
+    """Whether any point's topology preset needs a link (so the topology must be detected)."""
+    return any(p.values.get("topology", "default") in NEEDS for p in points)

@@ -23,6 +23,14 @@ def main(argv: list[str]) -> int:
             pt = Point(**p, values=values)
             assert pt.id == pid, "manifest and code disagree on a point's id"
             points.append(pt)
+    # This node, not the submitting one, is where the points run: a topology preset that needs a
+    # link the node lacks (presets.unmet) refuses the task before anything launches.
+    from .cli import check_presets
+
+    why = check_presets(points)
+    if why:
+        print(f"dtune: error: {why}", file=sys.stderr)
+        return 2
     return run_points(
         points, directory, launcher=launcher, state_name=f"state-{shape}-{task}.jsonl", write_manifest=False
     )

@@ -1,7 +1,8 @@
 """dtune-comm under faults: a rank stopped (SIGSTOP) inside a collective is named as the rank that
 stopped, the job ends with exit 3 soon after --timeout, and every size measured so far (of the
-configuration in progress too) is in a readable file with status timeout; impossible sizes and
-meaningless numbers are refused with one line before anything is allocated."""
+configuration in progress too) is in a readable file with status timeout; a rank that never starts
+MPI leaves the others inside MPI_Init_thread, where --timeout still ends the job naming the step;
+impossible sizes and meaningless numbers are refused with one line before anything is allocated."""
 
 import os
 import signal
@@ -55,6 +56,22 @@ def test_a_stopped_rank_is_named_and_measured_sizes_are_kept(tmp_path):
         (run,) = f["runs"].values()
         assert run.attrs["status"] == "timeout"
         assert len(run["size_bytes"]) >= 3  # every completed size, the stopped one not among them
+
+
+def test_timeout_fires_inside_mpi_init(tmp_path):
+    # MPMD: rank 1 is a program that never calls MPI_Init, so rank 0's MPI_Init_thread waits in the
+    # launcher's start-up exchange (the PMIx fence) for ever. The watchdog exists before MPI does,
+    # so --timeout ends it; a hang here would be stopped by the subprocess timeout and fail.
+    cmd = comm_cmd(1, "--timeout", "3", "--output", tmp_path / "x.h5") + [":", "-np", "1", "sleep", "300"]
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - t0
+    assert r.returncode == 3, r.stderr
+    assert took < 3 + 60, f"ended {took:.0f} s after start"
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("dtune-comm: error:")]
+    assert "starting MPI (MPI_Init_thread" in line and "within 3 s" in line, line
+    assert "rank 0 on " in line and "before MPI_Init finished" in line, line
+    assert not list(tmp_path.glob("x*.h5"))
 
 
 @pytest.mark.parametrize(

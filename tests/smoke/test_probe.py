@@ -52,6 +52,8 @@ def test_gemm_writes_rates_per_shape_and_rank(tmp_path):
     assert (df.tflops > 0).all() and (df.tflops_best >= df.tflops).all()
     assert set(zip(df.m, df.n, df.k)) == {(32, 32, 32), (64, 48, 40)}
     assert (df.threads == 1).all() and (df.world_size == 2).all()
+    # On a CPU only torch::mm runs: no cuBLASLt workspace or algorithm.
+    assert (df.library == "torch::mm").all() and (df.workspace_bytes == 0).all() and (df.algorithm == "").all()
     for _, g in df[df["rank"] == 0].groupby("dtype"):
         assert g.peak_tflops.iloc[0] == pytest.approx(g.tflops.max())
     with h5py.File(out) as f:
@@ -104,6 +106,8 @@ def test_gpu_only_probes_without_a_gpu_say_so_and_exit_0(tmp_path, which):
         (["gemm", "--shapes", "12x"], "--shapes"),
         (["gemm", "--dtype", "fp64"], "--dtype"),
         (["gemm", "--dtype", "tf32", "--device", "cpu"], "--dtype tf32"),
+        (["gemm", "--library", "cublaslt", "--device", "cpu"], "--library cublaslt"),
+        (["gemm", "--library", "cutlass"], "--library"),
         (["memory", "--array-size", "lots"], "--array-size"),
         (["copy", "-b", "1M", "-e", "4K"], "-b/--minbytes"),
     ],
