@@ -71,7 +71,9 @@ def cmd_plan(a) -> int:
     for p in points[: a.show]:
         env = " ".join(f"{k}={v}" for k, v in sorted(p.env.items()))
         print(
-            f"  {p.id}  np={p.ranks}  {env + '  ' if env else ''}{p.binary} {' '.join(p.args)}"
+            f"  {p.id}  np={p.ranks}{f' nodes={p.nodes}' if p.nodes > 1 else ''}"
+            f"{f' per-node={p.ranks_per_node}' if p.ranks_per_node else ''}  "
+            f"{env + '  ' if env else ''}{p.binary} {' '.join(p.args)}"
             f"{'  (repeat ' + str(p.repeat) + ')' if p.repeat else ''}"
         )
     if len(points) > a.show:
@@ -324,6 +326,12 @@ def _add_sweep_commands(sw) -> None:
         "--timeout", type=float, default=None, help="seconds a point may run before it is killed (default: no limit)"
     )
     p_slurm = add("slurm")
+    p_slurm.epilog = (
+        "Jobs are submitted --no-kill: a node that dies fails the point running on it (srun: error: Node\n"
+        "failure on NODE, the point's reason), a later point needing more nodes than the job still holds\n"
+        "fails at once, the others run (--sbatch=--no-kill=off: Slurm's default, cancel and requeue).\n\n"
+        + p_slurm.epilog
+    )
     p_slurm.add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
     p_slurm.add_argument("--dry-run", action="store_true", help="write the sbatch scripts, do not submit")
     p_slurm.add_argument("--throttle", type=int, default=8, help="array tasks running at once (default 8)")

@@ -171,6 +171,19 @@ def _comm(given: dict, ranks: int) -> list[str]:
     return bad
 
 
+def check_launch(ranks: int, nodes: int, ranks_per_node: int) -> list[str]:
+    """The launch shape's rules: every node gets a rank, and ranks_per_node (0: not set) times the
+    nodes is the ranks (what srun -n R -N N --ntasks-per-node and mpirun --map-by ppr need)."""
+    if ranks < nodes:
+        return [f"ranks {ranks} on nodes {nodes}: every node needs at least one rank"]
+    if ranks_per_node and ranks != nodes * ranks_per_node:
+        return [
+            f"ranks {ranks} is not nodes {nodes} x ranks_per_node {ranks_per_node} "
+            f"(= {nodes * ranks_per_node}); leave ranks out to have it computed"
+        ]
+    return []
+
+
 def check_point(binary: str, args: list, ranks: int) -> list[str]:
     """The rules a point's arguments break (empty: none). The sweep runner adds --output, so
     --no-output is refused for every binary."""
@@ -195,4 +208,6 @@ RULES_HELP = """cross-flag rules, checked for every point when the sweep is plan
     nccl, --batch auto, --data, --profile-steps, --tensorboard or --reduce-algo hierarchical;
     --reduce-algo hierarchical only with --backend mpi
   dtune-comm: -b <= -e; -r is a rank; --mpi-buffers device only with --backend mpi
-  every binary: no --no-output (the runner writes each point's file)"""
+  every binary: no --no-output (the runner writes each point's file)
+  launch: ranks >= nodes; ranks = nodes x ranks_per_node when ranks_per_node is set (ranks left
+    out: nodes x ranks_per_node)"""

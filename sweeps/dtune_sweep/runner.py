@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -32,8 +33,6 @@ def bin_dir() -> Path:
 
 def known_flags() -> dict:
     """Each binary's long flags, read from its --help (an axis must be one of them)."""
-    import re
-
     out = {}
     for b, words in (("dtune-comm", []), ("dtune-train", []), ("dtune-data", ["bench"])):
         exe = bin_dir() / b
@@ -43,15 +42,24 @@ def known_flags() -> dict:
     return out
 
 
+# Slurm's word that the step lost its allocation (a node died, the job was cancelled): it explains
+# every error the ranks print as their peers vanish, so it wins over them.
+SLURM_CAUSE = re.compile(r"srun: error: Node failure on |CANCELLED AT \S+ DUE TO ")
+
+
 def first_error(log: Path, limit_bytes: int = 1 << 20) -> str:
-    """The line of a point's log that says why it failed: the first naming an error (`dtune-train:
-    error: ...`, mpirun's "ERROR"), else the last non-empty line; empty when the log is."""
+    """The line of a point's log that says why it failed: Slurm's node failure or cancellation if
+    there is one, else the first line naming an error (`dtune-train: error: ...`, mpirun's
+    "ERROR"), else the last non-empty line; empty when the log is."""
     try:
         with open(log, "rb") as f:
             text = f.read(limit_bytes).decode(errors="replace")
     except OSError:
         return ""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if SLURM_CAUSE.search(ln):
+            return ln
     for ln in lines:
         if "error" in ln.lower() or "abort" in ln.lower():
             return ln
@@ -76,6 +84,59 @@ def launch_command(p: Point, output: Path, launcher: str = "mpirun") -> list:
     for k, v in sorted(p.env.items()):
         cmd += ["-x", f"{k}={v}"]
     return cmd + exe
+
+
+def allocation_shortfall(p: Point) -> str:
+    """Inside a Slurm allocation (SLURM_JOB_ID set): why the point cannot run there, when the job
+    now holds fewer nodes than the point needs (a node failed: with --no-kill, Slurm removes it
+    from the job and keeps the job running, and an srun asking for the old node count waits
+    forever, silently); empty when it can, or when squeue cannot tell."""
+    job = os.environ.get("SLURM_JOB_ID", "")
+    if not job.isdigit() or p.nodes < 2:  # a 1-node job whose node died is not running this
+        return ""
+    try:
+        r = subprocess.run(["squeue", "-h", "-j", job, "-o", "%D %N"], capture_output=True, text=True, timeout=60)
+        held, nodelist = r.stdout.split()[:2]
+        held = int(held)
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return ""
+    if held >= p.nodes:
+        return ""
+    return (
+        f"Slurm job {job} now holds {held} node{'s' if held != 1 else ''} ({nodelist}) and this point "
+        f"needs {p.nodes}: a node of the allocation failed (scontrol show job {job}; "
+        f"sinfo -R names the node and why)"
+    )
+
+
+def _launch(p: Point, cmd: list, log: Path, launcher: str, state: "State", current: dict, timeout_s) -> tuple:
+    """Runs the point's command in a session of its own, its output in `log`; (exit status,
+    status), exit status None on a timeout."""
+    with open(log, "w") as lf:
+        env = {**os.environ, **p.env} if launcher == "srun" else None
+        proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        current["proc"] = proc
+        # Its own session: its group id is its pid. Recorded so that a runner started after a
+        # kill -9 of this one can end it before relaunching the point.
+        state.append(
+            {
+                "event": "launched",
+                "id": p.id,
+                "time": time.time(),
+                "pgid": proc.pid,
+                "host": socket.gethostname(),
+                "binary": p.binary,
+            }
+        )
+        try:
+            rc = proc.wait(timeout=timeout_s)
+            status = EXIT_STATUS.get(rc, "failed")
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            rc, status = None, "timeout"
+        current["proc"] = None
+    return rc, status
 
 
 class State:
@@ -266,33 +327,18 @@ def _run_locked(points: list[Point], directory: Path, state: State, timeout_s: f
             cmd = launch_command(p, out, launcher)
             state.append({"event": "started", "id": p.id, "time": time.time(), "command": shlex.join(cmd)})
             t0 = time.monotonic()
-            with open(log, "w") as lf:
-                env = {**os.environ, **p.env} if launcher == "srun" else None
-                proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-                current["proc"] = proc
-                # Its own session: its group id is its pid. Recorded so that a runner started after
-                # a kill -9 of this one can end it before relaunching the point.
-                state.append(
-                    {
-                        "event": "launched",
-                        "id": p.id,
-                        "time": time.time(),
-                        "pgid": proc.pid,
-                        "host": socket.gethostname(),
-                        "binary": p.binary,
-                    }
-                )
-                try:
-                    rc = proc.wait(timeout=timeout_s)
-                    status = EXIT_STATUS.get(rc, "failed")
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-                    rc, status = None, "timeout"
-                current["proc"] = None
+            short = allocation_shortfall(p) if launcher == "srun" else ""
+            if short:  # srun would wait for the missing nodes forever: the point fails now
+                log.write_text(f"dtune sweep: error: {short}\n")
+                rc, status = None, "failed"
+            else:
+                rc, status = _launch(p, cmd, log, launcher, state, current, timeout_s)
             if stop["signal"]:
                 status = "interrupted"
             failures += status not in COMPLETE
+            why = ""
+            if status not in COMPLETE and status != "interrupted":
+                why = first_error(log) or "(the log is empty)"
             state.append(
                 {
                     "event": "finished",
@@ -302,6 +348,7 @@ def _run_locked(points: list[Point], directory: Path, state: State, timeout_s: f
                     "exit_status": rc,
                     "seconds": round(time.monotonic() - t0, 3),
                     "output": str(out),
+                    **({"reason": why} if why else {}),
                 }
             )
             elapsed = time.monotonic() - start
@@ -311,8 +358,7 @@ def _run_locked(points: list[Point], directory: Path, state: State, timeout_s: f
                 f"(elapsed {elapsed:.0f} s, about {eta:.0f} s left)",
                 flush=True,
             )
-            if status not in COMPLETE and status != "interrupted":
-                why = first_error(log) or "(the log is empty)"
+            if why:
                 print(f"    {why}\n    log: {log}", flush=True)
     finally:
         for s, h in old.items():

@@ -2,8 +2,10 @@
 node) and cut into bundles; each shape gets one sbatch script whose array has one task per bundle
 (`--array=0-(B-1)%throttle`). A task runs its bundle's points one after another with
 `srun --mpi=pmix` (or mpirun) and records them in its own state log, so tasks never write the same
-file. No point's arguments or environment appear in the scripts: tasks read them from the sweep's
-manifest and pass them as argument lists, so nothing in a sweep file can reach a shell."""
+file. Jobs are submitted with --no-kill: a failed node fails the points that needed it, and the
+task goes on with the rest (runner.allocation_shortfall). No point's arguments or environment
+appear in the scripts: tasks read them from the sweep's manifest and pass them as argument lists,
+so nothing in a sweep file can reach a shell."""
 
 from __future__ import annotations
 
@@ -55,6 +57,11 @@ def write_scripts(
         ]
         if rpn:
             lines.append(f"#SBATCH --ntasks-per-node={rpn}")
+        # A node failure ends the point running on it (srun: "Node failure on NODE"), not the
+        # whole task: without --no-kill Slurm cancels the job and requeues it, and the requeued
+        # task waits for the dead node. The runner then fails the bundle's points that need more
+        # nodes than the job still holds, with that reason, and runs the others.
+        lines.append("#SBATCH --no-kill")
         lines += [_directive(o) for o in sbatch_opts]
         lines += [
             "set -euo pipefail",

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from .constraints import check_names, holds, parse_constraint, point_values
 from .presets import TOPOLOGIES, renamed_message
-from .rules import check_point
+from .rules import check_launch, check_point
 from .safe_yaml import SweepError, key_path, load_yaml
 
 BINARIES = ("dtune-comm", "dtune-train", "dtune-data")
@@ -272,6 +272,11 @@ def _launch_dims(k: _Keys, w: list, sweep: dict) -> list:
             k.fail(w + ["launch", key], f"unknown key; launch takes {', '.join(LAUNCH_KEYS)}")
     for key in LAUNCH_KEYS:
         p = w + ["launch", key]
+        if key == "ranks" and key not in launch:
+            # Not given: nodes x ranks_per_node (1 rank per node without ranks_per_node), set per
+            # point in points(); 1 for the default launch, as before.
+            dims.append((p, [{("launch", key): None}]))
+            continue
         least = 0 if key == "ranks_per_node" else 1
         values = [_int(k, p, x, least) for x in _values(k, p, launch.get(key, least))]
         dims.append((p, [{("launch", key): x} for x in values]))
@@ -426,6 +431,8 @@ def points(sw: Sweep) -> list[Point]:
         values = {}
         for d in combo:
             values.update(d)
+        if values[("launch", "ranks")] is None:
+            values[("launch", "ranks")] = values[("launch", "nodes")] * max(values[("launch", "ranks_per_node")], 1)
         flat = {k[1]: v for k, v in values.items()}
         if any(all(str(flat.get(k)) == str(v) for k, v in rule.items()) for rule in sw.excludes):
             continue
@@ -466,19 +473,19 @@ def points(sw: Sweep) -> list[Point]:
 def check_rules(sw: Sweep, pts: list[Point], show: int = 20) -> None:
     """Every point against its binary's cross-flag rules (rules.py); a SweepError names the points
     that break one, with the rule, before anything runs."""
-    bad = [(p, check_point(p.binary, p.args, p.ranks)) for p in pts]
+    bad = [(p, check_launch(p.ranks, p.nodes, p.ranks_per_node) + check_point(p.binary, p.args, p.ranks)) for p in pts]
     bad = [(p, why) for p, why in bad if why]
     if not bad:
         return
     where = key_path(sw.where) if sw.where else sw.name
     lines = [
         f"{sw.file}: {where}: {len(bad)} of {len(pts)} points of sweep '{sw.name}' break "
-        f"{sw.binary}'s cross-flag rules (nothing was run; change the values, or add `exclude` "
+        f"{sw.binary}'s cross-flag rules or the launch rules (nothing was run; change the values, or add `exclude` "
         f"rules for these combinations):"
     ]
     listed = [(p, why) for p, why in bad if p.repeat == 0]  # repeats break the same rules
     for p, why in listed[:show]:
-        values = " ".join(f"{k} {v}" for k, v in p.values.items() if str(k).startswith("-"))
+        values = " ".join(f"{k} {v}" for k, v in p.values.items() if str(k).startswith("-") or k in LAUNCH_KEYS)
         lines.append(f"  {p.id}  {values or '(fixed args)'}: {'; '.join(why)}")
     if len(listed) > show:
         lines.append(f"  ... {len(listed) - show} more")

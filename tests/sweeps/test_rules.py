@@ -119,3 +119,34 @@ def test_the_sweeps_readme_example_plans(tmp_path):
     f.write_text(re.search(r"```yaml\n(.*?)```", text, flags=re.S).group(1))
     # 2 x 2 env (4), 4 workers, 2 batches x 2 precisions x 3 buckets - 3 excluded = 9, x 3 repeats = 27
     assert len(plan(str(f))) == 4 + 4 + 27
+
+
+def test_launch_shape_ranks_computed_and_impossible_shapes_refused(tmp_path):
+    # ranks left out: nodes x ranks_per_node (1 per node without it); the default launch stays 1.
+    f = tmp_path / "launch.yaml"
+    f.write_text("binary: dtune-comm\nlaunch: {nodes: [1, 2], ranks_per_node: [1, 2]}\n")
+    assert [(p.ranks, p.nodes, p.ranks_per_node) for p in plan(str(f))] == [(1, 1, 1), (2, 1, 2), (2, 2, 1), (4, 2, 2)]
+    f.write_text("binary: dtune-comm\nlaunch: {nodes: 2}\n")
+    assert [(p.ranks, p.nodes) for p in plan(str(f))] == [(2, 2)]
+    f.write_text("binary: dtune-comm\n")
+    (p,) = plan(str(f))
+    assert (p.ranks, p.nodes, p.ranks_per_node) == (1, 1, 0)
+    # Impossible shapes: named point by point before anything runs (exit 2 from the command).
+    for launch, words in (
+        ("{ranks: 1, nodes: 2}", "ranks 1 on nodes 2: every node needs at least one rank"),
+        ("{ranks: 3, nodes: 2, ranks_per_node: 2}", "ranks 3 is not nodes 2 x ranks_per_node 2 (= 4)"),
+    ):
+        f.write_text(f"binary: dtune-comm\nlaunch: {launch}\n")
+        with pytest.raises(SweepError) as e:
+            plan(str(f))
+        assert "1 of 1 points" in str(e.value) and words in str(e.value), str(e.value)
+    # A product of launch axes: the impossible combinations are named, and an exclude repairs it.
+    f.write_text("binary: dtune-comm\nlaunch: {ranks: [2, 4], nodes: [1, 2], ranks_per_node: 2}\n")
+    with pytest.raises(SweepError) as e:
+        plan(str(f))
+    assert "2 of 4 points" in str(e.value) and "ranks 4 nodes 1 ranks_per_node 2" in str(e.value)
+    f.write_text(
+        "binary: dtune-comm\nlaunch: {ranks: [2, 4], nodes: [1, 2], ranks_per_node: 2}\n"
+        "exclude: [{ranks: 4, nodes: 1}, {ranks: 2, nodes: 2}]\n"
+    )
+    assert [(p.ranks, p.nodes) for p in plan(str(f))] == [(2, 1), (4, 2)]

@@ -98,6 +98,8 @@ def test_random_order_is_a_reproducible_permutation_that_follows_the_seed(tmp_pa
         ),
         ("binary: dtune-comm\nenv: {PATH: [x]}\n", "environment axis 'PATH'"),
         ("binary: dtune-comm\nlaunch: {ranks: [0]}\n", "launch.ranks"),
+        ("binary: dtune-comm\nlaunch: {ranks: 2, nodes: 4}\n", "every node needs at least one rank"),
+        ("binary: dtune-comm\nlaunch: {ranks: 2, nodes: 2, ranks_per_node: 2}\n", "is not nodes 2 x ranks_per_node 2"),
         ("binary: dtune-comm\ncolour: blue\n", "unknown key"),
     ],
 )
