@@ -13,6 +13,7 @@
 #include "benchmarks/comm/bandwidth.h"
 #include "benchmarks/comm/check.h"
 #include "benchmarks/comm/comm_results.h"
+#include "benchmarks/comm/cpu_load.h"
 #include "benchmarks/comm/nccl_tests_json.h"
 #include "benchmarks/comm/summary.h"
 #include "benchmarks/comm/table.h"
@@ -93,6 +94,7 @@ class Driver {
                         if (ctx_.is_root()) save_on_timeout();
                       });
     try {
+      const CpuLoad load(o_.load_threads);  // --load-threads: busy until the measurement ends
       return measure();
     } catch (const TimeoutError& e) {
       // A rank that never arrived at a size: rank 0 saves, and the message says what the board

@@ -40,9 +40,13 @@ common=(--threads 1 --steps "$steps" --warmup-steps 3 --overwrite)
 gpt=(--model gpt2-tiny --context 64 --batch 4)
 resnet=(--model resnet18 --width 16 --image-size 32 --num-classes 10 --batch 8)
 
+# The intra-node links on idle cores, and beside one busy thread per rank (--load-threads 1: the
+# training runs' one compute thread per rank beside their communication thread).
 for np in 2 4; do
-  "${mpirun[@]}" -np $np "$bin_dir/dtune-comm" -b 1K -e 16M -f 4 -n 20 -w 5 --collective allreduce \
-    --output "$out/comm-np$np.h5" --overwrite > "$out/comm-np$np.log"
+  for load in 0 1; do
+    "${mpirun[@]}" -np $np "$bin_dir/dtune-comm" -b 1K -e 16M -f 4 -n 20 -w 5 --collective allreduce \
+      --load-threads $load --output "$out/comm-np$np-load$load.h5" --overwrite > "$out/comm-np$np-load$load.log"
+  done
 done
 for name in gpt resnet; do
   declare -n model=$name
