@@ -185,6 +185,14 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
       ->envname(env("LOAD_THREADS"))
       ->capture_default_str()
       ->check(CLI::Range(0, 256));
+  app.add_option(
+         "--gap-us", o.gap_us,
+         "microseconds every rank sleeps before each timed iteration, outside the timing, so "
+         "that each call starts cold, as training's sparse gradient reductions do (0: back "
+         "to back)")
+      ->envname(env("GAP_US"))
+      ->capture_default_str()
+      ->check(CLI::Range(0, 10000000));
   app.add_option("--timeout", o.timeout_s,
                  "seconds a collective or rank arrival may take before the "
                  "job is aborted, naming the ranks that did not arrive")

@@ -41,12 +41,13 @@ gpt=(--model gpt2-tiny --context 64 --batch 4)
 resnet=(--model resnet18 --width 16 --image-size 32 --num-classes 10 --batch 8)
 
 # The intra-node links on idle cores, and beside one busy thread per rank (--load-threads 1: the
-# training runs' one compute thread per rank beside their communication thread).
+# training runs' one compute thread per rank beside their communication thread), each call then
+# starting cold after 5 ms asleep (--gap-us: training's reductions are sparse, not back to back).
 for np in 2 4; do
-  for load in 0 1; do
-    "${mpirun[@]}" -np $np "$bin_dir/dtune-comm" -b 1K -e 16M -f 4 -n 20 -w 5 --collective allreduce \
-      --load-threads $load --output "$out/comm-np$np-load$load.h5" --overwrite > "$out/comm-np$np-load$load.log"
-  done
+  "${mpirun[@]}" -np $np "$bin_dir/dtune-comm" -b 1K -e 16M -f 4 -n 20 -w 5 --collective allreduce \
+    --output "$out/comm-np$np.h5" --overwrite > "$out/comm-np$np.log"
+  "${mpirun[@]}" -np $np "$bin_dir/dtune-comm" -b 1K -e 16M -f 4 -n 20 -w 5 --collective allreduce \
+    --load-threads 1 --gap-us 5000 --output "$out/comm-np$np-load1.h5" --overwrite > "$out/comm-np$np-load1.log"
 done
 for name in gpt resnet; do
   declare -n model=$name

@@ -10,7 +10,8 @@ exit 2):
   level, α (s per ring step) and β (s per byte) by weighted least squares (weights 1/t², as
   dtune-comm's own fit, doc/metrics.md section 2) of each size's median call time (per timed
   iteration the slowest rank's time, as `dtune compare` counts a call; the median, not the table's
-  mean, so that a few calls stalled by a busy machine do not make the link look slow) on the ring
+  mean, so that a few calls stalled by a busy machine do not make the link look slow; the mean for
+  a run with --load-threads, whose stalls are what it measures) on the ring
   model t = 2(p−1)·α + 2(p−1)/p·S·β, pooled over the runs of that level; a fit from runs of exactly
   the rank count asked for is preferred where there is one;
 - the launch shape of a multi-rank run: nodes = distinct hosts in its provenance;
@@ -246,9 +247,12 @@ def load_link_fits(paths) -> LinkFits:
         & (calls.placement == "out-of-place")
         & (calls.status == "ok")
     ]
-    # (file, run, size) -> the median over iterations of the slowest rank's time.
+    # (file, run, size) -> the median over iterations of the slowest rank's time; the mean for a
+    # run beside busy threads, whose stalls (a rank's core held by them when the call starts) are
+    # what it measures: the expected cost of a reduction is their mean.
     slowest = sel.groupby(["file", "run", "size_bytes", "iteration"]).time_us.max()
     median = slowest.groupby(["file", "run", "size_bytes"]).median().reset_index()
+    mean = slowest.groupby(["file", "run", "size_bytes"]).mean().reset_index()
     rows = {}
     for (file, run), g in median.groupby(["file", "run"]):
         if len(g) < 2:
@@ -264,11 +268,13 @@ def load_link_fits(paths) -> LinkFits:
             fits.notes.append(f"{Path(file).name}:{run} not used (one rank, or hierarchical across nodes)")
             continue
         load = int(info["attrs"].get("load_threads", 0))
+        if load > 0:
+            g = mean[(mean.file == file) & (mean.run == run)]
         key = (*level, load)
         rows.setdefault(key, []).append((g.size_bytes.to_numpy(float), g.time_us.to_numpy(float) * 1e-6))
 
     def beside(load: int) -> str:
-        return f", beside {load} busy thread{'s' if load > 1 else ''} per rank" if load else ""
+        return f", beside {load} busy thread{'s' if load > 1 else ''} per rank, mean call" if load else ""
 
     for (level, p, load), parts in rows.items():
         size = np.concatenate([s for s, _ in parts])
