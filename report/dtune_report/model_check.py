@@ -4,6 +4,11 @@ that matches it on every setting but the launch shape and the gradient synchroni
 (model_inputs.SYNC_KEYS), with the link fits of the comm runs in the files, at the run's own shape
 (nodes from its recorded hosts), bucket sizes, overlap and compression.
 
+On CPU ranks, the prediction stretches the profile's compute by scaling_model.compute_factor (the
+node's cores from the profile's provenance, the run's threads per rank) and costs a reduction that
+starts during backward from the link fits beside as many busy threads per rank (dtune-comm
+--load-threads) where the files hold them; the table says which (cf, links).
+
 Measured step time: the median over measured steps of the slowest rank's total (as the report and
 `dtune compare` count a step). Error: predicted / measured − 1; the summary is the median of its
 absolute value over runs. A second prediction, `fwd-scaled`, multiplies the profile's compute by
@@ -49,6 +54,7 @@ class CheckRow:
     cores: int  # the profiled node's cores (0: unknown)
     threads: int  # intra-op threads per rank
     busy_fits: bool  # reductions during backward costed from links measured beside busy threads
+    links: tuple = ()  # the fits used, as printed: "intra: α = .. µs, 1/β = .. GB/s (source)"
 
     @property
     def error(self) -> float:
@@ -68,6 +74,11 @@ def _measured(file: str, run: str) -> tuple:
         exposed = g["comm_exposed_ms"][()][steps].mean(axis=1)
         forward = g["forward_ms"][()][steps].mean(axis=1)
     return float(np.median(total)), float(np.median(exposed)), float(np.median(forward))
+
+
+def _link_line(level: str, f) -> str:
+    bw = 1e-9 / f.beta_s_per_byte if f.beta_s_per_byte > 0 else float("inf")
+    return f"{level}: α = {f.alpha_s * 1e6:.3g} µs per ring step, 1/β = {bw:.3g} GB/s ({f.source})"
 
 
 def check(paths) -> tuple:
@@ -133,6 +144,7 @@ def check(paths) -> tuple:
                 prof.cores,
                 threads,
                 busy is not None,
+                tuple(_link_line(lv, f) for d in (link, busy or {}) for lv, f in d.items()),
             )
         )
     if not rows:
@@ -151,10 +163,10 @@ def format_check(rows: list, notes: list) -> str:
         f"{'eff_meas':>8} {'eff_pred':>8}"
     )
     lines = [
-        "# Assumed: compute x cf = max(1, R·T/C) / max(1, T/C) (R ranks x T threads sharing C cores fairly; "
-        "C from the profile's provenance topology); links: 'busy' = a reduction that starts while backward "
-        "computes is costed from dtune-comm runs with --load-threads T (the link beside T busy threads per "
-        "rank), one after from runs on idle cores; 'idle' = idle-core fits only (none measured beside T).",
+        "# Assumed: compute x cf = max(1, R·T/C) / max(1, T/C): R ranks x T threads share C cores fairly",
+        "#   (C from the profile's provenance topology). links 'busy': a reduction that starts while backward",
+        "#   computes costs the link measured beside T busy threads per rank (dtune-comm --load-threads T), one",
+        "#   after it the idle-core link; 'idle': idle-core fits only (none measured beside T threads).",
         head,
     ]
 
@@ -176,5 +188,6 @@ def format_check(rows: list, notes: list) -> str:
         f"# median |error| of the predicted step time over {len(rows)} runs: {100 * err:.1f}% "
         f"(fwd-scaled compute: {100 * fwd:.1f}%)"
     )
+    lines += [f"# link used: {x}" for x in sorted({x for c in rows for x in c.links})]
     lines += [f"# not checked: {n}" for n in notes]
     return "\n".join(lines)
