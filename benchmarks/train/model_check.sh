@@ -5,17 +5,17 @@
 # Target: median absolute error of the predicted step time <= 15% over the multi-rank runs.
 # Each 1-rank profile is measured right before its model's multi-rank runs, so drift of the
 # machine hits them alike. 4 ranks on 2 cores share them (ranks and communication threads).
-# Measured 2026-12-01 on the project's 2-CPU machine, shared with four other sessions: median
-# |error| 73.5% over the 8 runs at load average 13-27, 74.6% at load 4 (every prediction too fast;
-# one run, resnet18 2 ranks 0.25 MiB, -0.6%); 37-41% with compute scaled by each run's forward time.
-# Not the overlap logic: model_overlap_replay.py, fed a run's own measured reduction durations,
-# reproduces its exposed communication to 1.0% (load 13) and 4.3% (load 4), median per step. The
-# miss is each reduction's cost inside the trainer: 4-75 ms per bucket whatever its size (the
-# communication thread polling MPI_Iallreduce waits for a CPU that the ranks' compute threads and
-# the other sessions hold), against dtune-comm's median call of 2-130 us at the same sizes in the
-# same minutes. The model assumes a reduction costs what dtune-comm measures, which holds where the
-# communication has a core (or a GPU stream) of its own; rerun on an idle machine with cores to
-# spare to test the target.
+# The model knows this machine: compute stretched by max(1, R·T/C) (2 ranks x 1 thread on 2
+# cores: 1; 4 ranks: 2), and a reduction that starts during backward costed from dtune-comm
+# beside one busy thread per rank, each call starting cold (--load-threads 1 --gap-us 5000; the
+# trainer's communication thread wakes for each bucket while the compute thread holds the core,
+# which dtune-comm's back-to-back calls never see: their small calls fit in one time slice).
+# Measured 2026-12-01 on the project's 2-CPU machine, shared with other sessions (load average
+# ~9-10): median |error| 21.2% over the 8 runs (was 74.6% at load 4 and 49.6% at load 10 with
+# compute scaling and busy links but back-to-back calls); --gap-us 2000 and 10000 gave 21.8% and
+# 24.9% on the same training runs. The noise floor at that load: two 1-rank profiles of the same
+# model minutes apart differ by 26-28% in median step. Earlier diagnosis (model_overlap_replay.py):
+# the overlap replay fed a run's own reduction durations reproduces its exposed time to 1-4%.
 #
 # Usage: benchmarks/train/model_check.sh [-o DIR] [-s STEPS]
 #   -o  where the results go (default results/model-check; an existing file is replaced)
