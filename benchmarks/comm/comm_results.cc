@@ -33,6 +33,8 @@ void write_attributes(hid_t id, const CommSummary& c, const Options& o,
   h5::write_attr(id, "check_iters", o.check_iters);
   h5::write_attr(id, "blocking", o.blocking == Blocking::kYes ? 1 : 0);
   h5::write_attr(id, "time_mode", to_string(o.time_mode));
+  h5::write_attr(id, "load_threads", o.load_threads);
+  h5::write_attr(id, "gap_us", o.gap_us);
   h5::write_attr(id, "busbw_factor", c.busbw_factor);
   h5::write_attr(id, "status", c.status);
   h5::write_attr(id, "fit_alpha_us", fit.ok ? fit.alpha_us : kNaN);

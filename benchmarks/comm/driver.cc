@@ -13,6 +13,7 @@
 #include "benchmarks/comm/bandwidth.h"
 #include "benchmarks/comm/check.h"
 #include "benchmarks/comm/comm_results.h"
+#include "benchmarks/comm/cpu_load.h"
 #include "benchmarks/comm/nccl_tests_json.h"
 #include "benchmarks/comm/summary.h"
 #include "benchmarks/comm/table.h"
@@ -93,6 +94,7 @@ class Driver {
                         if (ctx_.is_root()) save_on_timeout();
                       });
     try {
+      const CpuLoad load(o_.load_threads);  // --load-threads: busy until the measurement ends
       return measure();
     } catch (const TimeoutError& e) {
       // A rank that never arrived at a size: rank 0 saves, and the message says what the board
@@ -283,7 +285,7 @@ class Driver {
       upload_images(s, p);
       if (o_.warmup_iters > 0)
         backend_->run(s, p, o_.warmup_iters, o_.blocking, deadline.at(), scratch);
-      backend_->run(s, p, o_.iters, o_.blocking, deadline.at(), mp.times_us);
+      timed(s, p, deadline, mp.times_us);
       mp.run = true;
       if (o_.check_iters > 0) {
         mp.checked = true;
@@ -291,6 +293,24 @@ class Driver {
       }
     }
     return mine;
+  }
+
+  // The timed iterations: back to back, or (--gap-us) one at a time, each after the rank slept
+  // outside the timed region, so that every call starts cold, as a training step's sparse gradient
+  // reductions do (beside --load-threads, the busy threads then hold the rank's cores when it
+  // starts).
+  void timed(const OpShape& s, Placement p, const Deadline& deadline, std::vector<double>& out) {
+    if (o_.gap_us <= 0) {
+      backend_->run(s, p, o_.iters, o_.blocking, deadline.at(), out);
+      return;
+    }
+    out.clear();
+    std::vector<double> one;
+    for (int i = 0; i < o_.iters; ++i) {
+      std::this_thread::sleep_for(std::chrono::microseconds(o_.gap_us));
+      backend_->run(s, p, 1, o_.blocking, deadline.at(), one);
+      out.push_back(one.at(0));
+    }
   }
 
   // -c: separate iterations on fresh check data, each result compared with the expected one.

@@ -178,6 +178,21 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
          "--overwrite", o.overwrite,
          "replace an existing --output file (default: keep it and write NAME.1.h5, NAME.2.h5, ...)")
       ->envname(env("OVERWRITE"));
+  app.add_option("--load-threads", o.load_threads,
+                 "busy threads per rank that keep cores computing beside the measurement (CPU "
+                 "training's compute threads beside its communication thread; `dtune model` fits "
+                 "the link of a run with as many compute threads per rank from it)")
+      ->envname(env("LOAD_THREADS"))
+      ->capture_default_str()
+      ->check(CLI::Range(0, 256));
+  app.add_option(
+         "--gap-us", o.gap_us,
+         "microseconds every rank sleeps before each timed iteration, outside the timing, so "
+         "that each call starts cold, as training's sparse gradient reductions do (0: back "
+         "to back)")
+      ->envname(env("GAP_US"))
+      ->capture_default_str()
+      ->check(CLI::Range(0, 10000000));
   app.add_option("--timeout", o.timeout_s,
                  "seconds a collective or rank arrival may take before the "
                  "job is aborted, naming the ranks that did not arrive")

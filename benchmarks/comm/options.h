@@ -36,6 +36,8 @@ struct Options {
   std::string json_path;         // -J: nccl-tests JSON file (empty: none)
   bool per_iter_timing = false;  // -I 1: per-iteration blocks in the -J file
   double timeout_s = 300;
+  int gap_us = 0;             // --gap-us: sleep before each timed iteration (0: back to back)
+  int load_threads = 0;       // --load-threads: busy threads per rank beside the measurement
   int plant_wrong_rank = -1;  // test-only
   int hang_rank = -1;         // test-only
   std::string command_line;

@@ -34,7 +34,7 @@ def cmd_predict(a) -> int:
     import numpy as np
 
     from .model_inputs import load_link_fits, one_profile
-    from .scaling_model import Shape, predict
+    from .scaling_model import Shape, compute_factor, predict
 
     defaults(a)
     try:
@@ -44,23 +44,38 @@ def cmd_predict(a) -> int:
         link = {s: fits.for_shape(s) for s in shapes}
     except (OSError, ValueError, KeyError) as e:
         return _fail(str(e).splitlines()[0])
-    p = prof.profile
+    p, threads = prof.profile, prof.threads
+    cores = prof.cores if a.cores is None else a.cores
+    busy = {s: fits.busy_for_shape(s, threads) for s in shapes}
     print(f"# dtune model: {Path(prof.file).name}:{prof.run} ({p.label}), {len(p.total_ms)} measured steps")
     step = float(np.median(p.total_ms))
     grads = f"{int(p.param_bytes.sum())} B in {len(p.param_bytes)} tensors"
     print(f"#   1-rank step {step:.3f} ms (median); gradients {grads}")
-    for level in ("intra", "inter"):
-        if level in fits.pooled:
-            print(_fit_line(level, fits.pooled[level]))
+    if cores > 0:
+        print(
+            f"#   compute x cf = max(1, R·{threads}/{cores}) / max(1, {threads}/{cores}): R ranks x {threads} "
+            f"thread(s) share the node's {cores} cores fairly (--cores; the profile's provenance topology)"
+        )
+    else:
+        print("#   compute as profiled for every R (cores unknown, a GPU profile, or --cores 0: no contention)")
+    for (level, load), f in sorted(fits.pooled.items()):
+        if load in (0, threads):
+            print(_fit_line(level, f))
+    used = "" if any(busy.values()) else f" (no link measured beside {threads} busy thread(s): idle fits only)"
     print(
-        f"# {'nodes':>5} {'R':>3} {'ranks':>5} {'algorithm':>12} {'bucket_mb':>9} {'buckets':>7} {'step_ms':>9} "
-        f"{'exposed_ms':>10} {'comm_ms':>9} {'efficiency':>10}"
+        f"#   a reduction that starts while backward computes is costed from the fits beside {threads} busy "
+        f"thread(s) per rank (dtune-comm --load-threads {threads}), one after it from the idle ones{used}"
+    )
+    print(
+        f"# {'nodes':>5} {'R':>3} {'ranks':>5} {'algorithm':>12} {'bucket_mb':>9} {'buckets':>7} {'cf':>5} "
+        f"{'step_ms':>9} {'exposed_ms':>10} {'comm_ms':>9} {'efficiency':>10}"
     )
     for s in shapes:
+        cf = compute_factor(cores, threads, s.ranks_per_node)
         for b in a.bucket_mb:
-            r = predict(p, s, b, link[s], a.first_bucket_mb)
+            r = predict(p, s, b, link[s], a.first_bucket_mb, busy_fits=busy[s], compute_scale=cf)
             print(
-                f"  {s.nodes:5d} {s.ranks_per_node:3d} {s.ranks:5d} {s.algorithm:>12} {b:9g} {r.buckets:7d} "
+                f"  {s.nodes:5d} {s.ranks_per_node:3d} {s.ranks:5d} {s.algorithm:>12} {b:9g} {r.buckets:7d} {cf:5.2f} "
                 f"{r.step_ms:9.3f} {r.exposed_ms:10.3f} {r.comm_ms:9.3f} {r.efficiency:10.3f}"
             )
     return 0

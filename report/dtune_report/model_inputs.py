@@ -10,10 +10,15 @@ exit 2):
   level, α (s per ring step) and β (s per byte) by weighted least squares (weights 1/t², as
   dtune-comm's own fit, doc/metrics.md section 2) of each size's median call time (per timed
   iteration the slowest rank's time, as `dtune compare` counts a call; the median, not the table's
-  mean, so that a few calls stalled by a busy machine do not make the link look slow) on the ring
+  mean, so that a few calls stalled by a busy machine do not make the link look slow; the mean for
+  a run with --load-threads, whose stalls are what it measures) on the ring
   model t = 2(p−1)·α + 2(p−1)/p·S·β, pooled over the runs of that level; a fit from runs of exactly
   the rank count asked for is preferred where there is one;
-- the launch shape of a multi-rank run: nodes = distinct hosts in its provenance.
+- the launch shape of a multi-rank run: nodes = distinct hosts in its provenance;
+- a CPU profile's node cores (provenance topology `cores`) and intra-op threads (`threads`), for
+  the compute contention of several ranks on one node (scaling_model.compute_factor); a comm run's
+  `load_threads` (dtune-comm --load-threads), fitted apart from the idle-core runs: the link
+  beside that many busy threads per rank, for reductions that run while backward computes.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import h5py
 import numpy as np
 
 from .identity import run_identity
-from .loader import decode_attr, load_comm, load_runs, open_results
+from .loader import decode_attr, load_comm, load_runs, open_results, read_topology
 from .scaling_model import LinkFit, Profile, Shape
 
 
@@ -85,6 +90,12 @@ class ProfileRun:
     attrs: dict
     identity: dict
     profile: Profile
+    cores: int = 0  # the profiled node's cores (provenance topology; 0: not recorded)
+
+    @property
+    def threads(self) -> int:
+        """The intra-op threads the profile computed with (dtune-train records the resolved count)."""
+        return int(self.attrs.get("threads", 1) or 1)
 
 
 def _profile(path: Path, name: str, g: h5py.Group) -> Profile:
@@ -120,7 +131,10 @@ def load_profiles(paths) -> list:
             if "grad_ready_ms" not in g or "param_bytes" not in g or g["param_bytes"].shape[0] == 0:
                 continue
             prof = _profile(Path(r.file), r.run, g)
-        out.append(ProfileRun(r.file, r.run, a, sync_free_identity(r._asdict()), prof))
+        # CPU ranks share the node's cores; GPU ranks compute on their own device.
+        cpu = str(a.get("device", "cpu")) == "cpu"
+        cores = int(read_topology(r.file).get("cores", 0) or 0) if cpu else 0
+        out.append(ProfileRun(r.file, r.run, a, sync_free_identity(r._asdict()), prof, cores))
     return out
 
 
@@ -149,24 +163,36 @@ def one_profile(paths, run: str | None = None) -> ProfileRun:
 
 @dataclass
 class LinkFits:
-    """Fits per (level, ranks) and pooled per level; get() prefers the exact rank count."""
+    """Fits per (level, ranks, load threads) and pooled over rank counts per (level, load
+    threads); get() prefers the exact rank count. Load threads: dtune-comm --load-threads, the
+    busy threads per rank the link was measured beside (0: idle cores)."""
 
-    by_ranks: dict = field(default_factory=dict)  # (level, p) -> LinkFit
-    pooled: dict = field(default_factory=dict)  # level -> LinkFit
+    by_ranks: dict = field(default_factory=dict)  # (level, p, load) -> LinkFit
+    pooled: dict = field(default_factory=dict)  # (level, load) -> LinkFit
     notes: list = field(default_factory=list)
 
-    def get(self, level: str, ranks: int):
-        return self.by_ranks.get((level, ranks)) or self.pooled.get(level)
+    def get(self, level: str, ranks: int, load: int = 0):
+        return self.by_ranks.get((level, ranks, load)) or self.pooled.get((level, load))
 
-    def for_shape(self, shape: Shape) -> dict:
-        """{level: LinkFit} for every level the shape's reduction crosses; ModelInputError naming
-        the missing level and how to measure it."""
+    def busy_for_shape(self, shape: Shape, threads: int):
+        """{level: LinkFit} measured beside `threads` busy threads per rank, for every level the
+        shape's reduction crosses; None where one is missing (or threads < 1)."""
+        if threads < 1:
+            return None
+        try:
+            return self.for_shape(shape, threads)
+        except ModelInputError:
+            return None
+
+    def for_shape(self, shape: Shape, load: int = 0) -> dict:
+        """{level: LinkFit} for every level the shape's reduction crosses, measured beside `load`
+        busy threads per rank; ModelInputError naming the missing level and how to measure it."""
         out = {}
         for level in shape.levels():
             p = shape.ranks_per_node if level == "intra" and shape.nodes > 1 else shape.ranks
             if level == "inter" and shape.algorithm == "hierarchical" and shape.ranks_per_node > 1:
                 p = shape.nodes
-            fit = self.get(level, p)
+            fit = self.get(level, p, load)
             if fit is None:
                 how = (
                     "a dtune-comm allreduce on one node with 2 or more ranks (mpirun -np 2 build/bin/dtune-comm "
@@ -221,9 +247,12 @@ def load_link_fits(paths) -> LinkFits:
         & (calls.placement == "out-of-place")
         & (calls.status == "ok")
     ]
-    # (file, run, size) -> the median over iterations of the slowest rank's time.
+    # (file, run, size) -> the median over iterations of the slowest rank's time; the mean for a
+    # run beside busy threads, whose stalls (a rank's core held by them when the call starts) are
+    # what it measures: the expected cost of a reduction is their mean.
     slowest = sel.groupby(["file", "run", "size_bytes", "iteration"]).time_us.max()
     median = slowest.groupby(["file", "run", "size_bytes"]).median().reset_index()
+    mean = slowest.groupby(["file", "run", "size_bytes"]).mean().reset_index()
     rows = {}
     for (file, run), g in median.groupby(["file", "run"]):
         if len(g) < 2:
@@ -238,18 +267,27 @@ def load_link_fits(paths) -> LinkFits:
         if level is None:
             fits.notes.append(f"{Path(file).name}:{run} not used (one rank, or hierarchical across nodes)")
             continue
-        rows.setdefault(level, []).append((g.size_bytes.to_numpy(float), g.time_us.to_numpy(float) * 1e-6))
-    for (level, p), parts in rows.items():
+        load = int(info["attrs"].get("load_threads", 0))
+        if load > 0:
+            g = mean[(mean.file == file) & (mean.run == run)]
+        key = (*level, load)
+        rows.setdefault(key, []).append((g.size_bytes.to_numpy(float), g.time_us.to_numpy(float) * 1e-6))
+
+    def beside(load: int) -> str:
+        return f", beside {load} busy thread{'s' if load > 1 else ''} per rank, mean call" if load else ""
+
+    for (level, p, load), parts in rows.items():
         size = np.concatenate([s for s, _ in parts])
         t = np.concatenate([x for _, x in parts])
-        fits.by_ranks[(level, p)] = fit_ring(np.full(len(size), float(p)), size, t, f"{level}, {p} ranks")
-    for level in {lv for lv, _ in rows}:
-        keys = [k for k in rows if k[0] == level]
+        source = f"{level}, {p} ranks{beside(load)}"
+        fits.by_ranks[(level, p, load)] = fit_ring(np.full(len(size), float(p)), size, t, source)
+    for level, load in {(lv, ld) for lv, _, ld in rows}:
+        keys = sorted(k for k in rows if k[0] == level and k[2] == load)
         size = np.concatenate([s for k in keys for s, _ in rows[k]])
         t = np.concatenate([x for k in keys for _, x in rows[k]])
         p = np.concatenate([np.full(len(s), float(k[1])) for k in keys for s, _ in rows[k]])
-        ps = "/".join(str(k[1]) for k in sorted(keys))
-        fits.pooled[level] = fit_ring(p, size, t, f"{level}, pooled over {ps} ranks")
+        ps = "/".join(str(k[1]) for k in keys)
+        fits.pooled[(level, load)] = fit_ring(p, size, t, f"{level}, pooled over {ps} ranks{beside(load)}")
     return fits
 
 

@@ -100,6 +100,18 @@ class Profile:
         )
 
 
+def compute_factor(cores: int, threads: int, ranks_per_node: int, profile_threads: int | None = None) -> float:
+    """How much longer each rank's compute takes beside the node's other ranks than in the 1-rank
+    profile, on CPU ranks sharing `cores`: R ranks × T intra-op threads on C cores get C/(R·T) of a
+    core per thread once they outnumber the cores (fair shares), so the time grows by
+    max(1, R·T/C), over the profile's own max(1, T_p/C) (T_p = T unless given). 1 for cores <= 0
+    (unknown: no contention assumed; said where it is printed)."""
+    if cores <= 0:
+        return 1.0
+    tp = threads if profile_threads is None else profile_threads
+    return max(1.0, ranks_per_node * threads / cores) / max(1.0, tp / cores)
+
+
 def plan_buckets(param_bytes, first_cap_bytes: int, cap_bytes: int) -> list:
     """train/grad_sync.cc plan_buckets, line for line: [[parameter indices] per bucket], reverse
     parameter order; bucket 0 capped at first_cap, later ones at cap; a parameter larger than the
@@ -131,14 +143,19 @@ def bucket_cost_s(n_bytes: float, shape: Shape, fits: dict) -> float:
     return fits["intra"].ring_s(n_bytes, shape.ranks_per_node) + fits["inter"].ring_s(n_bytes, shape.nodes)
 
 
-def replay_step(ready_ms, backward_ms: float, costs_ms) -> tuple:
+def replay_step(ready_ms, backward_ms: float, costs_ms, busy_costs_ms=None) -> tuple:
     """One step's overlap as the trainer runs it. `ready_ms` (B,) bucket ready times in backward
-    order, `costs_ms` (B,) each bucket's reduction time. Returns (exposed_ms, end of the last
-    reduction in ms after backward began)."""
+    order, `costs_ms` (B,) each bucket's reduction time; `busy_costs_ms` (B,), when given, the
+    time of a reduction that starts while backward still computes (its communication thread
+    competing with the compute threads for the cores), `costs_ms` then being that of one that
+    starts after backward ended. Returns (exposed_ms, end of the last reduction in ms after
+    backward began)."""
     launch = np.maximum.accumulate(np.asarray(ready_ms, dtype=float))
     end = 0.0
     for b in range(len(launch)):
-        end = max(launch[b], end) + costs_ms[b]
+        start = max(launch[b], end)
+        busy = busy_costs_ms is not None and start < backward_ms
+        end = start + (busy_costs_ms[b] if busy else costs_ms[b])
     return max(0.0, end - backward_ms), end
 
 
@@ -149,8 +166,9 @@ class Prediction:
     buckets: int
     step_ms: float  # median over the profile's steps of (step + exposed)
     exposed_ms: float  # median over steps
-    comm_ms: float  # the buckets' reduction times summed (the same every step)
+    comm_ms: float  # the buckets' reduction times summed (the same every step; idle-core fits)
     base_step_ms: float  # the profile's median step (1 rank)
+    compute_factor: float = 1.0  # the profile's compute times were multiplied by this
 
     @property
     def efficiency(self) -> float:
@@ -164,27 +182,35 @@ def predict(
     fits: dict,
     first_bucket_mb: float | None = None,
     overlap: bool = True,
+    busy_fits: dict | None = None,
+    compute_scale: float = 1.0,
 ) -> Prediction:
     """The Prediction for one shape and bucket size. `fits` must hold every level of
     shape.levels() (KeyError otherwise: model_inputs checks before calling). overlap=False
-    (--overlap off): every bucket is launched when backward ends."""
+    (--overlap off): every bucket is launched when backward ends. `busy_fits` (same levels), when
+    given, cost a reduction that starts while backward computes (replay_step), `fits` one that
+    starts after. `compute_scale` multiplies every compute time of the profile (compute_factor:
+    ranks sharing the node's cores); the efficiency stays against the unscaled 1-rank step."""
     # The first bucket's cap, never above the others' (dtune-train refuses --first-bucket-mb > --bucket-mb).
     first = min(profile.first_bucket_mb if first_bucket_mb is None else first_bucket_mb, bucket_mb)
     buckets = plan_buckets(profile.param_bytes, *caps_bytes(bucket_mb, first))
     wire = np.array([profile.param_bytes[b].sum() * profile.wire_factor for b in buckets], dtype=float)
     costs_ms = np.array([bucket_cost_s(n, shape, fits) * 1e3 for n in wire])
-    exposed = np.empty(len(profile.total_ms))
-    for s in range(len(profile.total_ms)):
-        back = float(profile.backward_ms[s])
-        arrived = np.where(np.isnan(profile.ready_ms[s]) | (not overlap), back, profile.ready_ms[s])
+    busy_ms = None if busy_fits is None else np.array([bucket_cost_s(n, shape, busy_fits) * 1e3 for n in wire])
+    prof = profile if compute_scale == 1.0 else profile.scaled(compute_scale)
+    exposed = np.empty(len(prof.total_ms))
+    for s in range(len(prof.total_ms)):
+        back = float(prof.backward_ms[s])
+        arrived = np.where(np.isnan(prof.ready_ms[s]) | (not overlap), back, prof.ready_ms[s])
         ready = [arrived[b].max() for b in buckets]
-        exposed[s], _ = replay_step(ready, back, costs_ms)
+        exposed[s], _ = replay_step(ready, back, costs_ms, busy_ms)
     return Prediction(
         shape,
         bucket_mb,
         len(buckets),
-        float(np.median(profile.total_ms + exposed)),
+        float(np.median(prof.total_ms + exposed)),
         float(np.median(exposed)),
         float(costs_ms.sum()),
         float(np.median(profile.total_ms)),
+        compute_scale,
     )

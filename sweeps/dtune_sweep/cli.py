@@ -235,6 +235,13 @@ def add_model_parser(sub) -> None:
     p.add_argument("--ranks-per-node", type=_numbers(int), default=[2, 4], metavar="LIST", help="(default 2,4)")
     p.add_argument("--first-bucket-mb", type=float, default=None, help="(default: the profile's, at most the bucket)")
     p.add_argument("--algorithm", choices=["flat", "hierarchical"], default="flat", help="(default flat)")
+    p.add_argument(
+        "--cores",
+        type=int,
+        default=None,
+        help="cores per node that a CPU run's ranks share (default: the profile's provenance topology; "
+        "0: no compute contention)",
+    )
     c = mm.add_parser("check", help=_HELP["model check"])
     c.set_defaults(func=cmd_model)
     c.add_argument("files", nargs="+", help="results files: multi-rank and 1-rank dtune-train runs, dtune-comm runs")

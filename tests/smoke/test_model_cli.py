@@ -32,7 +32,8 @@ def dtune(*args):
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("model")
-    out = {"profile": d / "profile.h5", "comm": d / "comm.h5", "two": d / "two.h5", "single": d / "single.h5"}
+    names = ("profile", "comm", "two", "single", "load")
+    out = {n: d / f"{n}.h5" for n in names}
     r = run(GPT + STEPS + ["--output", out["profile"]])
     assert r.returncode == 0, r.stdout + r.stderr
     r = run(GPT + STEPS + ["--bucket-mb", "0.05", "--first-bucket-mb", "0.05", "--output", out["two"]], np_=2)
@@ -41,6 +42,10 @@ def files(tmp_path_factory):
     assert r.returncode == 0, r.stdout + r.stderr
     r = run_comm(2, ["-b", "1K", "-e", "1K", "-n", "5", "--output", out["single"]])
     assert r.returncode == 0, r.stdout + r.stderr
+    load = ["--load-threads", "1", "--gap-us", "2000", "--output", out["load"]]
+    r = run_comm(2, ["-b", "1K", "-e", "64K", "-f", "8", "-n", "5", "-w", "1", *load])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "load threads: 1 gap: 2000us" in r.stdout
     return out
 
 
@@ -79,11 +84,27 @@ def test_predict_prints_a_prediction_per_shape_and_bucket(files):
     assert r.returncode == 0, r.stderr
     rows = [line.split() for line in r.stdout.splitlines() if not line.startswith("#")]
     assert len(rows) == 2, r.stdout
-    for nodes, R, ranks, algo, _bucket, _buckets, step, exposed, comm, eff in rows:
+    for nodes, R, ranks, algo, _bucket, _buckets, cf, step, exposed, comm, eff in rows:
         assert (nodes, R, ranks, algo) == ("1", "2", "2", "flat")
         assert float(step) > 0 and float(exposed) >= 0 and float(comm) > 0 and 0 < float(eff) <= 1
+        assert float(cf) >= 1  # 2 ranks x 1 thread: contended only on a 1-core machine
     assert int(rows[0][5]) > int(rows[1][5])  # smaller buckets, more of them
     assert re.search(r"#   intra: α = \S+ µs per ring step", r.stdout), r.stdout
+
+
+def test_links_beside_busy_threads_are_fitted_apart_and_used_during_backward(files):
+    f, g = group(files["load"])
+    with f:
+        assert (int(g.attrs["load_threads"]), int(g.attrs["gap_us"])) == (1, 2000)
+    r = dtune("model", "predict", files["profile"], files["comm"], "--ranks-per-node", "2", "--bucket-mb", "0.05")
+    assert r.returncode == 0, r.stderr
+    assert "idle fits only" in r.stdout and "beside 1 busy thread per rank" not in r.stdout
+    r = dtune("model", "predict", files["profile"], files["comm"], files["load"], "--ranks-per-node", "2")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"#   intra: α = \S+ µs per ring step, .*beside 1 busy thread per rank, mean call", r.stdout)
+    assert "idle fits only" not in r.stdout, r.stdout
+    # 2 ranks x 1 thread on this machine's cores (provenance topology): the factor it prints.
+    assert "compute x cf = max(1, R·1/" in r.stdout, r.stdout
 
 
 def test_check_compares_each_multi_rank_run(files):

@@ -8,7 +8,7 @@ import pytest
 from dtune_report.clusters import CLUSTERS
 from dtune_report.model_inputs import fit_ring
 from dtune_report.projection import project
-from dtune_report.scaling_model import MIB, LinkFit, Profile, Shape, plan_buckets, predict
+from dtune_report.scaling_model import MIB, LinkFit, Profile, Shape, compute_factor, plan_buckets, predict
 
 # Four parameters in model order, 2, 1, 1 and 1 MiB. Backward produces them last first.
 PARAM_BYTES = np.array([2, 1, 1, 1]) * MIB
@@ -107,3 +107,39 @@ def test_projection_names_a_best_bucket_and_where_scaling_breaks():
     # (two buckets: the first is capped at 1 MiB) against three at 2 MiB and four at 1 MiB.
     assert pr.buckets_mb[pr.best(2)] == 5
     assert pr.breaks_at() == 1024
+
+
+def test_compute_factor_by_hand():
+    # R ranks x T threads on C cores: max(1, R·T/C) over the profile's max(1, T_p/C).
+    assert compute_factor(2, 1, 2) == 1.0  # 2 threads, 2 cores
+    assert compute_factor(2, 1, 4) == 2.0  # 4 threads, 2 cores: half a core each
+    assert compute_factor(8, 2, 8) == 2.0  # 16 threads, 8 cores
+    assert compute_factor(2, 2, 2) == 2.0  # 4 threads on 2 cores, the profile's 2 had a core each
+    assert compute_factor(1, 2, 2) == 2.0  # the profile (1 rank x 2 threads) shared 1 core already: 4 / 2
+    assert compute_factor(0, 1, 4) == 1.0  # cores unknown: no contention assumed
+
+
+def test_reductions_during_backward_cost_from_the_busy_fits_by_hand():
+    # Beside busy threads α = 2 ms, β = 1 ms/MiB: p = 2 gives 4 + n[MiB] ms, buckets 1, 2, 2 MiB
+    # cost 5, 6, 6 ms while backward computes; on idle cores (INTRA) 2, 3, 3 ms.
+    # Step 0 (backward 10, ready 1, 6, 9): b0 starts at 1 < 10, busy, ends 6; b1 at 6, busy, ends
+    #   12; b2 at max(9, 12) = 12 >= 10, idle, ends 15. Exposed 5, step 35.
+    # Step 1 (ready 0.5, 1, 2): b0 0.5 -> 5.5, b1 5.5 -> 11.5, b2 starts at 11.5: idle, -> 14.5.
+    #   Exposed 4.5, step 44.5. Medians: exposed 4.75, step 39.75.
+    busy = LinkFit(2e-3, 1e-3 / MIB)
+    p = predict(profile(), Shape(1, 2), 2.0, {"intra": INTRA}, busy_fits={"intra": busy})
+    assert p.exposed_ms == pytest.approx(4.75, abs=1e-12)
+    assert p.step_ms == pytest.approx(39.75, abs=1e-12)
+    assert p.comm_ms == pytest.approx(8.0, abs=1e-12)  # the idle-core costs, as before
+
+
+def test_compute_scale_stretches_every_compute_time_by_hand():
+    # x2: steps 60 and 80, backward 20, ready times doubled; idle costs 2, 3, 3 ms.
+    # Step 0 (ready 2, 12, 18): 2 -> 4, 12 -> 15, 18 -> 21: exposed 1, step 61.
+    # Step 1 (ready 1, 2, 4): 1 -> 3, 3 -> 6, 6 -> 9 < 20: exposed 0, step 80.
+    # Medians: exposed 0.5, step 70.5; efficiency against the unscaled 1-rank step, 35 / 70.5.
+    p = predict(profile(), Shape(1, 2), 2.0, {"intra": INTRA}, compute_scale=2.0)
+    assert p.exposed_ms == pytest.approx(0.5, abs=1e-12)
+    assert p.step_ms == pytest.approx(70.5, abs=1e-12)
+    assert p.efficiency == pytest.approx(35.0 / 70.5, abs=1e-12)
+    assert p.compute_factor == 2.0
