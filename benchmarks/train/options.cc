@@ -129,6 +129,9 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   app.add_option("--vocab", mo.vocab, "GPT vocabulary (0: model default)")
       ->envname(env("VOCAB"))
       ->capture_default_str();
+  app.add_option("--layers", mo.layers, "GPT transformer blocks (0: model default)")
+      ->envname(env("LAYERS"))
+      ->capture_default_str();
   app.add_option("--batch", batch, "samples per rank per micro-step, or auto (largest that fits)")
       ->envname(env("BATCH"))
       ->capture_default_str();
