@@ -5,7 +5,8 @@ stages x 2 virtual stages on an 8-block GPT), also with 2 data-parallel groups x
 stages' copies of the tied embedding stay equal; with balanced synthetic stages (sleep-dominated
 chunks) the measured bubble is within 5 points of the schedule's theory, and 1F1B's peak
 activation memory is below GPipe's; bad pipeline flags exit 2 with one line; a stopped stage ends
-the job within --timeout, named; --profile-steps writes one trace row per stage."""
+the job within --timeout, named; --profile-steps writes one trace row per stage, --tensorboard
+every rank's scalars."""
 
 import os
 import signal
@@ -287,3 +288,25 @@ def test_profile_trace_has_one_row_per_stage(tmp_path):
         for m in range(4):
             assert span[1, "forward", m][0] >= span[0, "forward", m][1] - 1
             assert span[0, "backward", m][0] >= span[1, "backward", m][1] - 1
+
+
+def test_tensorboard_has_every_stage_and_step(tmp_path):
+    """--tensorboard with 2 stages: TensorBoard's own reader finds every rank's scalars, each step's
+    loss its pipeline's (the same on both stages, as in HDF5)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tb, out = tmp_path / "tb", tmp_path / "t.h5"
+    args = [*TINY, "--batch", "2", "--steps", "3", "--warmup-steps", "1", "--pipeline-stages", 2]
+    r = run(2, [*args, "--micro-batches", 2, "--tensorboard", tb, "--output", out])
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    with h5py.File(out) as f:
+        (g,) = f["runs"].values()
+        loss = g["loss"][()]
+    assert np.array_equal(loss[:, 0], loss[:, 1])
+    for rank in (0, 1):
+        acc = EventAccumulator(str(tb / f"rank{rank}"))
+        acc.Reload()
+        assert {"loss", "step_time_ms", "samples_per_s", "phase/forward_ms"} <= set(acc.Tags()["scalars"])
+        got = acc.Scalars("loss")
+        assert [e.step for e in got] == [0, 1, 2, 3]
+        assert [e.value for e in got] == pytest.approx(list(loss[:, rank]), rel=1e-6)

@@ -20,6 +20,7 @@
 #include "train/data.h"
 #include "train/grad_sync.h"
 #include "train/memory_meter.h"
+#include "train/observers.h"
 #include "train/optimizer.h"
 #include "train/pipeline/p2p.h"
 #include "train/pipeline/partition.h"
@@ -506,6 +507,14 @@ TrainOutcome run_pipeline(const Options& o, const MainArgs& a, int64_t batch, Ru
   const PipelinePlace place =
       pipeline_place(a.ctx.rank(), a.ctx.world_size(), o.pipeline.stages, o.pipeline.layout);
   const int total = o.warmup_steps + o.steps;
+  // --tensorboard: every rank's scalars, as the data-parallel trainer writes them (its pipeline's
+  // loss, its own step time and phases; samples/s of the whole job's global batch).
+  std::optional<TensorBoardObserver> tensorboard;
+  if (!o.tensorboard_dir.empty())
+    tensorboard.emplace(o.tensorboard_dir, a.ctx.rank(),
+                        static_cast<double>(batch) * (a.ctx.world_size() / o.pipeline.stages) *
+                            o.pipeline.micro_batches,
+                        false);
   for (int s = 0; s < total; ++s) {
     // As MonitorObserver: the whole step armed, then every rank's record to rank 0 and the stop
     // agreement; the watchdog's message says which stage this rank is.
@@ -516,10 +525,11 @@ TrainOutcome run_pipeline(const Options& o, const MainArgs& a, int64_t batch, Ru
         " of " + std::to_string(o.pipeline.stages) + ", batch " + std::to_string(batch) + ")");
     runner.step(rec);
     runner.outcome().steps.push_back(rec);
+    runner.end_profile(s);  // as the trainer's observers: before the exchange, still armed
     runner.outcome().interrupted = monitor.exchange(rec);
     armed.disarm();
-    runner.end_profile(s);
     monitor.record(rec);
+    if (tensorboard) tensorboard->end_step(s, rec, runner.outcome());
     if (runner.outcome().interrupted) break;
   }
   return runner.finish();
