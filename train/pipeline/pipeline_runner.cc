@@ -507,6 +507,15 @@ TrainOutcome run_pipeline(const Options& o, const MainArgs& a, int64_t batch, Ru
   const PipelinePlace place =
       pipeline_place(a.ctx.rank(), a.ctx.world_size(), o.pipeline.stages, o.pipeline.layout);
   const int total = o.warmup_steps + o.steps;
+  // The watchdog names a missing rank by number: the stages of this rank's pipeline say which
+  // stage that is when the step timed out in a collective (the per-step exchange) rather than in
+  // a point-to-point wait, which names the stage itself.
+  std::string stages;
+  for (int st = 0; st < o.pipeline.stages; ++st)
+    stages += (st ? ", " : "") + std::string("stage ") + std::to_string(st) + " (rank " +
+              std::to_string(pipeline_rank(st, place.dp_index, a.ctx.world_size(),
+                                           o.pipeline.stages, o.pipeline.layout)) +
+              ")";
   // --tensorboard: every rank's scalars, as the data-parallel trainer writes them (its pipeline's
   // loss, its own step time and phases; samples/s of the whole job's global batch).
   std::optional<TensorBoardObserver> tensorboard;
@@ -520,9 +529,10 @@ TrainOutcome run_pipeline(const Options& o, const MainArgs& a, int64_t batch, Ru
     // agreement; the watchdog's message says which stage this rank is.
     StepRecord rec;
     runner.begin_profile(s, rec);
-    auto armed = monitor.arm(
-        "pipeline training step " + std::to_string(s) + " (stage " + std::to_string(place.stage) +
-        " of " + std::to_string(o.pipeline.stages) + ", batch " + std::to_string(batch) + ")");
+    auto armed =
+        monitor.arm("pipeline training step " + std::to_string(s) + " (stage " +
+                    std::to_string(place.stage) + " of " + std::to_string(o.pipeline.stages) +
+                    ", batch " + std::to_string(batch) + "; its pipeline: " + stages + ")");
     runner.step(rec);
     runner.outcome().steps.push_back(rec);
     runner.end_profile(s);  // as the trainer's observers: before the exchange, still armed
