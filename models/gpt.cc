@@ -111,9 +111,11 @@ GptConfig gpt_config(const std::string& name, const ModelOptions& o) {
   } else
     throw UsageError("--model " + name +
                      ": not a GPT-2 model (gpt2-d6, -d12, -d24, -d36, -d48, -tiny)");
-  if (o.context < 0 || o.vocab < 0) throw UsageError("--context and --vocab must be positive");
+  if (o.context < 0 || o.vocab < 0 || o.layers < 0)
+    throw UsageError("--context, --vocab and --layers must be positive");
   if (o.context > 0) c.context = o.context;
   if (o.vocab > 0) c.vocab = o.vocab;
+  if (o.layers > 0) c.layers = o.layers;
   return c;
 }
 

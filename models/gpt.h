@@ -26,7 +26,8 @@ struct GptConfig {
 
 // gpt2-d6, -d12, -d24, -d36, -d48 (llm.c's train_gpt2.cu, gpt_build_from_descriptor) and
 // gpt2-tiny (2 layers, 128 wide, 4 heads, context 128, vocabulary 1,024: a CPU test size);
-// ModelOptions override context and vocab.
+// ModelOptions override context, vocab and layers (the depth: e.g. 8 tiny blocks for a deep
+// pipeline on CPU).
 GptConfig gpt_config(const std::string& name, const ModelOptions& o);
 
 class Gpt : public Model {

@@ -33,6 +33,7 @@ struct ModelOptions {
   int64_t width = 64;          // ResNet base width (64 is torchvision's)
   int64_t context = 0;         // GPT context length T (0: the family's default)
   int64_t vocab = 0;           // GPT vocabulary (0: the family's default, 50,304 for GPT-2)
+  int64_t layers = 0;          // GPT transformer blocks L (0: the family's default)
   uint64_t seed = 1234;        // initialisation seed
 };
 

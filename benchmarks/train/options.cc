@@ -75,8 +75,6 @@ void parse_pipeline(const std::string& schedule, const std::string& layout,
   refuse(o.batch_auto, "--batch auto");
   refuse(o.backend == SyncBackend::kNccl, "--backend nccl");
   refuse(o.data != "synthetic", "--data");
-  refuse(o.profile_steps > 0, "--profile-steps");
-  refuse(!o.tensorboard_dir.empty(), "--tensorboard");
 }
 
 }  // namespace
@@ -103,7 +101,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       "ranks; --virtual-stages > 1 needs --schedule\ninterleaved, which needs --micro-batches a "
       "multiple of --pipeline-stages; --micro-batches equals\n--accum-steps if both are given; "
       "--pipeline-stages > 1 not with --precision fp16, --weights-dtype bf16,\n--local-sgd, "
-      "--backend nccl, --batch auto, --data, --profile-steps or --tensorboard.");
+      "--backend nccl, --batch auto or --data.");
   app.get_formatter()->column_width(34);
   auto env = [](const char* n) { return std::string("DTUNE_TRAIN_") + n; };
   std::string batch = "8", precision = to_string(o.precision), weights = to_string(o.weights_dtype),
@@ -128,6 +126,9 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->capture_default_str();
   app.add_option("--vocab", mo.vocab, "GPT vocabulary (0: model default)")
       ->envname(env("VOCAB"))
+      ->capture_default_str();
+  app.add_option("--layers", mo.layers, "GPT transformer blocks (0: model default)")
+      ->envname(env("LAYERS"))
       ->capture_default_str();
   app.add_option("--batch", batch, "samples per rank per micro-step, or auto (largest that fits)")
       ->envname(env("BATCH"))

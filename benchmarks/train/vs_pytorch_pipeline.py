@@ -2,7 +2,10 @@
 torch, gloo on CPU, the same model (the tiny GPT: 2 blocks of width 128, context 128, vocabulary
 1,024; or gpt2-d6 cut down with --context and --vocab for 4 stages), the same stages (embedding
 with the first block, final LayerNorm and head with the last, blocks split evenly), micro-batches,
-schedule and SGD; one rank per stage, one intra-op thread each. PyTorch's side builds each rank's
+schedule and SGD; one rank per stage, one intra-op thread each, placed alike: torchrun binds its
+workers to no core, so mpirun gets --bind-to none (--bind core restores Open MPI's default, one
+core per rank, which on a shared machine keeps a rank behind another job's work on its core while
+the other core has room; dtune ran ~1.5x slower so at load 8 on 2 cores). PyTorch's side builds each rank's
 stage module by hand (PipelineStage) and runs ScheduleGPipe or Schedule1F1B; its head keeps its own
 copy of the embedding (untied: the same FLOPs, no tied-gradient exchange), which favours PyTorch
 slightly. Throughput on both sides: global samples over the sum, over measured steps, of the slowest
@@ -11,7 +14,7 @@ gives the medians over repeats. Also: PP against DP on the same ranks (dtune onl
 measured breakdown per stage.
 
 Run: .venv/bin/python benchmarks/train/vs_pytorch_pipeline.py [--stages 2] [--micro-batches 4]
-[--batch 4] [--schedules gpipe,1f1b] [--repeats 3] [--steps 20]; the binary comes from DTUNE_BIN_DIR
+[--batch 4] [--schedules gpipe,1f1b] [--repeats 3] [--steps 20] [--bind none|core]; the binary comes from DTUNE_BIN_DIR
 (default build/bin). Exit 0 whether or not the 1.1x target is met (a benchmark, not a test); 2 if a
 launch fails. --worker is the PyTorch side, under torchrun."""
 
@@ -121,8 +124,9 @@ def launch(cmd, env=None):
     return out
 
 
-def mpirun(ranks):
+def mpirun(ranks, bind="none"):
     cmd = os.environ.get("DTUNE_MPIRUN", "mpirun").split() + ["-np", str(ranks), "--oversubscribe"]
+    cmd += ["--bind-to", bind]
     return cmd + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
 
 
@@ -139,7 +143,7 @@ def dtune(a, tmp, schedule, stages):
     # The same global batch either way: one pipeline takes M micro-batches, each of the data-parallel
     # ranks M / ranks.
     args += ["--micro-batches", str(a.micro_batches if stages > 1 else max(1, a.micro_batches // a.ranks))]
-    text = launch([*mpirun(a.ranks), str(exe), *args])
+    text = launch([*mpirun(a.ranks, a.bind), str(exe), *args])
     with h5py.File(out) as f:
         (g,) = f["runs"].values()
         rate = float(g.attrs["samples_per_s"])
@@ -168,6 +172,7 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--bind", default="none", choices=["none", "core"], help="dtune's ranks: mpirun --bind-to")
     p.add_argument("--worker", action="store_true")
     p.add_argument("--schedule", default="1f1b")
     p.add_argument("--result")
@@ -176,6 +181,7 @@ def main():
         return worker(a)
     with tempfile.TemporaryDirectory() as tmp:
         print(f"# {a.model}, {a.ranks} stages, {a.micro_batches} micro-batches of {a.batch}, {a.steps} steps")
+        print(f"# load average before: {os.getloadavg()[0]:.2f}; dtune's ranks: mpirun --bind-to {a.bind}")
         print(f"# {'schedule':<10} {'dtune':>10} {'pytorch':>10} {'ratio':>7}  (samples/s, medians of {a.repeats})")
         for schedule in a.schedules.split(","):
             ours, theirs, table = [], [], []
@@ -199,6 +205,7 @@ def main():
         print(
             f"  data parallel, {a.ranks} ranks x {max(1, a.micro_batches // a.ranks)} micro-batches: {dp:.2f} samples/s"
         )
+        print(f"# load average after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

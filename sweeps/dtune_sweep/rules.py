@@ -139,8 +139,6 @@ def _train(given: dict, ranks: int) -> list[str]:
             ("--backend", f["--backend"] == "nccl"),
             ("--batch", auto),
             ("--data", f["--data"] != "synthetic"),
-            ("--profile-steps", "--profile-steps" in given),
-            ("--tensorboard", "--tensorboard" in given),
             ("--reduce-algo", f.get("--reduce-algo") == "hierarchical"),
         ):
             if bad_value:
@@ -205,7 +203,7 @@ RULES_HELP = """cross-flag rules, checked for every point when the sweep is plan
     --pipeline-stages divides ranks; --virtual-stages > 1 needs --schedule interleaved, which needs
     --micro-batches a multiple of --pipeline-stages; --micro-batches equals --accum-steps if both;
     --pipeline-stages > 1 not with --precision fp16, --weights-dtype bf16, --local-sgd, --backend
-    nccl, --batch auto, --data, --profile-steps, --tensorboard or --reduce-algo hierarchical;
+    nccl, --batch auto, --data or --reduce-algo hierarchical;
     --reduce-algo hierarchical only with --backend mpi
   dtune-comm: -b <= -e; -r is a rank; --mpi-buffers device only with --backend mpi
   every binary: no --no-output (the runner writes each point's file)

@@ -1,10 +1,12 @@
 """dtune-train's pipeline parallelism is exact and measured: with 2 and 4 stages, under each
 schedule, the parameters after 3 optimizer steps equal one process accumulating the same
-micro-batches (GPT, and ResNet whose BatchNorm sees the same micro-batches), also with 2 data-
-parallel groups x 2 stages; the end stages' copies of the tied embedding stay equal; with balanced
-synthetic stages (sleep-dominated chunks) the measured bubble is within 5 points of the schedule's
-theory, and 1F1B's peak activation memory is below GPipe's; bad pipeline flags exit 2 with one line;
-a stopped stage ends the job within --timeout, named."""
+micro-batches (GPT, and ResNet whose BatchNorm sees the same micro-batches; interleaved with 4
+stages x 2 virtual stages on an 8-block GPT), also with 2 data-parallel groups x 2 stages; the end
+stages' copies of the tied embedding stay equal; with balanced synthetic stages (sleep-dominated
+chunks) the measured bubble is within 5 points of the schedule's theory, and 1F1B's peak
+activation memory is below GPipe's; bad pipeline flags exit 2 with one line; a stopped stage ends
+the job within --timeout, named; --profile-steps writes one trace row per stage, --tensorboard
+every rank's scalars."""
 
 import os
 import signal
@@ -20,6 +22,7 @@ from conftest import bin_dir, mpirun_prefix, rank_pid
 
 TINY = ["--model", "gpt2-tiny", "--context", "32", "--vocab", "256", "--lr", "0.01"]  # 2 blocks
 D6 = ["--model", "gpt2-d6", "--context", "16", "--vocab", "128", "--lr", "0.01"]  # 6 blocks
+TINY8 = [*TINY, "--layers", "8"]  # 8 blocks: 4 stages x 2 virtual stages, one block per chunk
 RESNET = ["--model", "resnet18", "--width", "8", "--image-size", "32", "--num-classes", "10", "--lr", "0.01"]
 TOL = 1e-5
 
@@ -75,6 +78,7 @@ CASES = [
     ("d6-4-gpipe", D6, 4, ["--schedule", "gpipe"]),
     ("d6-4-1f1b", D6, 4, ["--schedule", "1f1b"]),
     ("d6-2-interleaved", D6, 2, ["--schedule", "interleaved", "--virtual-stages", "3"]),
+    ("tiny8-4-interleaved", TINY8, 4, ["--schedule", "interleaved", "--virtual-stages", "2"]),
     ("resnet-2-1f1b", RESNET, 2, ["--schedule", "1f1b"]),
     ("resnet-4-gpipe", RESNET, 4, ["--schedule", "gpipe"]),
 ]
@@ -93,7 +97,8 @@ def test_pipeline_equals_accumulation_in_one_process(tmp_path, name, model, stag
         assert g.attrs["pipeline_stages"] == stages and g.attrs["micro_batches"] == 4
         p = g["pipeline"]
         assert sorted(p["stage"][()]) == list(range(stages))
-        assert p.attrs["cuts"].count("|") == stages * (3 if "interleaved" in extra else 1) - 1
+        virtual = int(extra[extra.index("--virtual-stages") + 1]) if "--virtual-stages" in extra else 1
+        assert p.attrs["cuts"].count("|") == stages * virtual - 1
         assert p["timeline"].shape[1] == 6
 
 
@@ -223,3 +228,85 @@ def test_report_draws_the_timeline_and_compares_pp_with_dp(tmp_path):
     assert list(table.layout) == ["DP 2", "DP 1 x PP 2 1f1b"]
     assert list(table.global_batch) == [8, 8] and table.vs_dp[0] == 1.0
     assert table.bubble.isna()[0] and 0 <= table.bubble[1] < 1
+
+
+def test_profile_trace_has_one_row_per_stage(tmp_path):
+    """--profile-steps with 2 stages: Holistic Trace Analysis (the real reader) loads every rank's
+    trace, each with its stage's row of forward/backward/send/recv-wait slices inside the profiled
+    step, and the merged trace with one row per stage on one clock: each micro-batch's forward on
+    stage 1 starts after stage 0's ended, each backward on stage 0 after stage 1's."""
+    import json
+    import logging
+
+    from hta.trace_analysis import TraceAnalysis
+
+    logging.getLogger("hta").setLevel(logging.ERROR)
+    traces, out = tmp_path / "traces", tmp_path / "p.h5"
+    args = [*TINY, "--batch", "2", "--steps", "3", "--warmup-steps", "1", "--pipeline-stages", 2]
+    args += ["--micro-batches", 4, "--schedule", "1f1b", "--profile-steps", "1:2", "--profile-dir", traces]
+    r = run(2, [*args, "--output", out])
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    with h5py.File(out) as f:
+        (g,) = f["runs"].values()
+        assert g["profile"].attrs["steps"] == 2 and list(g["profiled"][()]) == [0, 1, 1, 0]
+
+    per_rank = TraceAnalysis(trace_dir=str(traces)).t
+    assert sorted(per_rank.get_ranks()) == [0, 1]
+    names = per_rank.symbol_table.get_sym_table()
+    for rank in (0, 1):
+        df = per_rank.get_trace(rank)
+        df = df.assign(name=df["name"].map(names.__getitem__), cat=df["cat"].map(names.__getitem__))
+        rows = df[df["cat"] == "dtune_pipeline"]
+        assert rows["tid"].nunique() == 1  # one row: "pipeline stage <rank>"
+        kinds = {n.rsplit(" ", 1)[0] for n in rows["name"]}
+        assert {"forward", "backward", "send", "recv wait"} <= kinds, kinds
+        (step,) = df[df["name"].str.startswith("ProfilerStep#")].itertuples()  # HTA keeps whole steps
+        inside = (rows["ts"] >= step.ts) & (rows["ts"] + rows["dur"] <= step.ts + step.dur + 1)
+        assert inside.all()
+    meta = json.loads((traces / "rank1.pt.trace.json").read_text())["traceEvents"]
+    assert {"name": "pipeline stage 1"} in [e.get("args") for e in meta if e.get("name") == "thread_name"]
+
+    merged = TraceAnalysis(trace_dir=str(traces / "pipeline")).t
+    names = merged.symbol_table.get_sym_table()
+    df = merged.get_trace(0)
+    df = df.assign(name=df["name"].map(names.__getitem__), end=df["ts"] + df["dur"])
+    assert sorted(df["tid"].unique()) == [0, 1] and list(df["pid"].unique()) == [0]
+    raw = json.loads((traces / "pipeline" / "pipeline.trace.json").read_text())["traceEvents"]
+    step_of = {}  # HTA keeps ts and dur; the step comes from the file's args
+    for e in raw:
+        if e["ph"] == "X":
+            step_of.setdefault((e["tid"], e["name"]), []).append(e["args"]["step"])
+    assert all(sorted(v) == [1, 2] for v in step_of.values())
+    for step in (1, 2):
+        span = {}
+        for stage in (0, 1):
+            rows = df[df["tid"] == stage].sort_values("ts")
+            for m in range(4):
+                for kind in ("forward", "backward"):
+                    hits = rows[rows["name"] == f"{kind} {m}"].iloc[step - 1]
+                    span[stage, kind, m] = (hits.ts, hits.end)
+        for m in range(4):
+            assert span[1, "forward", m][0] >= span[0, "forward", m][1] - 1
+            assert span[0, "backward", m][0] >= span[1, "backward", m][1] - 1
+
+
+def test_tensorboard_has_every_stage_and_step(tmp_path):
+    """--tensorboard with 2 stages: TensorBoard's own reader finds every rank's scalars, each step's
+    loss its pipeline's (the same on both stages, as in HDF5)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tb, out = tmp_path / "tb", tmp_path / "t.h5"
+    args = [*TINY, "--batch", "2", "--steps", "3", "--warmup-steps", "1", "--pipeline-stages", 2]
+    r = run(2, [*args, "--micro-batches", 2, "--tensorboard", tb, "--output", out])
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    with h5py.File(out) as f:
+        (g,) = f["runs"].values()
+        loss = g["loss"][()]
+    assert np.array_equal(loss[:, 0], loss[:, 1])
+    for rank in (0, 1):
+        acc = EventAccumulator(str(tb / f"rank{rank}"))
+        acc.Reload()
+        assert {"loss", "step_time_ms", "samples_per_s", "phase/forward_ms"} <= set(acc.Tags()["scalars"])
+        got = acc.Scalars("loss")
+        assert [e.step for e in got] == [0, 1, 2, 3]
+        assert [e.value for e in got] == pytest.approx(list(loss[:, rank]), rel=1e-6)

@@ -47,6 +47,13 @@ CASES = [
         "--micro-batches (3)",
         "--pipeline-stages 2 --schedule interleaved --virtual-stages 2 --micro-batches 4",
     ),
+    (
+        "dtune-train",
+        2,
+        "--pipeline-stages 2 --data d --tensorboard tb --profile-steps 0:1",
+        "--data",
+        "--pipeline-stages 2 --tensorboard tb --profile-steps 0:1",
+    ),
     ("dtune-train", 2, "--micro-batches 2 --accum-steps 3", "--micro-batches", "--micro-batches 3 --accum-steps 3"),
     ("dtune-comm", 2, "-b 1M -e 8", "-b (1M)", "-b 8 -e 1M"),
     ("dtune-comm", 2, "--minbytes 64K --maxbytes 1K", "-b (64K)", "--minbytes 1K --maxbytes 64K"),

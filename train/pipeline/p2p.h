@@ -5,7 +5,8 @@
 // TimeoutError that names the stage it waited for. Device tensors are staged through host memory.
 // A progress thread polls the sends in flight while the main thread computes (as the reducer's
 // thread does: Open MPI moves a large message only inside MPI calls, so without it a send would
-// wait for this stage's next call, after its next forward or backward). MPI_THREAD_MULTIPLE.
+// wait for this stage's next call, after its next forward or backward): often right after each
+// send, then less and less often (p2p.cc says why). MPI_THREAD_MULTIPLE.
 #pragma once
 
 #include <torch/types.h>
@@ -59,9 +60,10 @@ class StageChannel {
   void progress_loop();
 
   const PipelineTopology& topo_;
-  std::mutex mutex_;  // guards sends_ and stop_
+  std::mutex mutex_;  // guards sends_, new_send_ and stop_
   std::condition_variable cv_;
   std::deque<Pending> sends_;  // a deque: elements never move while MPI holds their buffers
+  bool new_send_ = false;      // posted since the progress thread's last poll
   bool stop_ = false;
   std::thread progress_;  // last: starts after everything it uses exists
 };

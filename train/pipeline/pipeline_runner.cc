@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <set>
@@ -19,16 +20,20 @@
 #include "train/data.h"
 #include "train/grad_sync.h"
 #include "train/memory_meter.h"
+#include "train/observers.h"
 #include "train/optimizer.h"
 #include "train/pipeline/p2p.h"
 #include "train/pipeline/partition.h"
 #include "train/pipeline/piece_timer.h"
+#include "train/pipeline/pipeline_trace.h"
 #include "train/pipeline/schedule.h"
 #include "train/pipeline/topology.h"
 #include "train/precision.h"
 #include "train/reducer.h"
 #include "train/run_monitor.h"
 #include "train/setup.h"
+#include "train/telemetry/profiler.h"
+#include "train/telemetry/trace_log.h"
 
 namespace dtune::train {
 namespace {
@@ -60,6 +65,10 @@ class PipelineRunner {
  public:
   PipelineRunner(const Options& o, const RunContext& ctx, int64_t batch, RunMonitor& monitor);
   void step(StepRecord& rec);
+  // --profile-steps: around each step (the first and last statements of the loop body); the
+  // window's end gathers every stage's spans into the one-row-per-stage trace (collective).
+  void begin_profile(int step, StepRecord& rec);
+  void end_profile(int step);
   TrainOutcome& outcome() { return out_; }
   TrainOutcome finish();
 
@@ -76,6 +85,9 @@ class PipelineRunner {
       const torch::Tensor& mine, int tag, const std::string& what,
       const std::function<torch::Tensor(const std::vector<torch::Tensor>&)>& combine);
   void sum_tied_gradients();
+  // A span of this stage on its trace row, while a profile window is open.
+  void trace(StageActivity a, int micro, int chunk, int peer, Clock::time_point t0,
+             Clock::time_point t1);
 
   const Options& o_;
   const RunContext& ctx_;
@@ -104,6 +116,11 @@ class PipelineRunner {
   Clock::time_point origin_;  // the step's common start (after the pipeline's barrier)
   int64_t run_peak_bytes_ = 0;
   bool same_node_as_first_ = false;  // this rank's steady clock is stage 0's
+  double origin_first_us_ = 0;       // origin_ on stage 0's steady clock, in us
+  int step_index_ = 0;
+  TraceLog trace_log_;
+  std::optional<StepProfiler> profiler_;  // --profile-steps
+  std::vector<StageSpan> window_spans_;   // this stage's spans of the profile window
   TrainOutcome out_;
 };
 
@@ -153,6 +170,11 @@ PipelineRunner::PipelineRunner(const Options& o, const RunContext& ctx, int64_t 
   channel_ = std::make_unique<StageChannel>(topo_);
   actions_ = stage_actions(o.pipeline.schedule, P_, M_, V_, topo_.stage());
   in_flight_.assign(V_, std::vector<InFlight>(M_));
+
+  if (o.profile_steps > 0) {
+    profiler_.emplace(o, ctx, device_, trace_log_, o.profile_dir);
+    profiler_->set_pipeline_stage(topo_.stage());
+  }
 
   PipelineStats& st = out_.pipeline;
   st.stages = P_;
@@ -254,6 +276,40 @@ void PipelineRunner::sum_tied_gradients() {
   }
 }
 
+void PipelineRunner::trace(StageActivity a, int micro, int chunk, int peer, Clock::time_point t0,
+                           Clock::time_point t1) {
+  if (!trace_log_.enabled()) return;
+  TraceSpan span{to_string(a), TraceTrack::kPipeline, t0, t1, {{"step", step_index_}}};
+  if (micro >= 0) {
+    span.name += " " + std::to_string(micro);
+    span.args.emplace_back("micro_batch", micro);
+  }
+  span.args.emplace_back("chunk", chunk);
+  if (peer >= 0) span.args.emplace_back("peer_stage", peer);
+  trace_log_.add(std::move(span));
+  auto on_first = [&](Clock::time_point t) {
+    return origin_first_us_ + std::chrono::duration<double, std::micro>(t - origin_).count();
+  };
+  window_spans_.push_back({a, step_index_, micro, chunk, peer, on_first(t0), on_first(t1)});
+}
+
+void PipelineRunner::begin_profile(int step, StepRecord& rec) {
+  step_index_ = step;
+  if (!profiler_) return;
+  profiler_->begin_step(step);
+  rec.profiled = profiler_->in_window(step);
+}
+
+void PipelineRunner::end_profile(int step) {
+  if (!profiler_ || !profiler_->in_window(step)) return;
+  profiler_->end_step(step);
+  if (step != o_.profile_first + o_.profile_steps - 1) return;
+  gather_pipeline_trace(
+      ctx_.comm(), {ctx_.rank(), topo_.stage(), topo_.dp_index()}, window_spans_,
+      (std::filesystem::path(o_.profile_dir) / "pipeline" / "pipeline.trace.json").string());
+  window_spans_.clear();
+}
+
 void PipelineRunner::forward(const Action& a, PipelineStepTimes& t,
                              std::vector<PipelineEvent>& events) {
   const Chunk& ch = chunks_[a.chunk];
@@ -263,9 +319,11 @@ void PipelineRunner::forward(const Action& a, PipelineStepTimes& t,
   if (v == 0) {
     x = data_->next(a.micro).input.to(device_);
   } else {
+    const auto r0 = Clock::now();
     f.input =
         channel_->recv((v - 1) % P_, tag(v - 1, a.micro, false), device_, deadline_,
                        "activation of micro-batch " + std::to_string(a.micro), t.recv_wait_ms);
+    trace(StageActivity::kRecvWait, a.micro, v, (v - 1) % P_, r0, Clock::now());
     f.input.requires_grad_(true);
     x = f.input;
   }
@@ -285,8 +343,11 @@ void PipelineRunner::forward(const Action& a, PipelineStepTimes& t,
   if (v < K_ - 1) {
     const auto s0 = Clock::now();
     channel_->send(x, (v + 1) % P_, tag(v, a.micro, false));
-    t.send_wait_ms += ms_between(s0, Clock::now());
+    const auto s1 = Clock::now();
+    t.send_wait_ms += ms_between(s0, s1);
+    trace(StageActivity::kSend, a.micro, v, (v + 1) % P_, s0, s1);
   }
+  trace(StageActivity::kForward, a.micro, v, -1, t0, t1);
   t.forward_ms += ms_between(t0, t1);
   events.push_back({0, a.micro, a.chunk, ms_between(origin_, t0), ms_between(origin_, t1)});
 }
@@ -297,9 +358,12 @@ void PipelineRunner::backward(const Action& a, PipelineStepTimes& t,
   const int v = ch.virtual_stage;
   InFlight& f = in_flight_[a.chunk][a.micro];
   torch::Tensor grad;
-  if (v < K_ - 1)
+  if (v < K_ - 1) {
+    const auto r0 = Clock::now();
     grad = channel_->recv((v + 1) % P_, tag(v, a.micro, true), device_, deadline_,
                           "gradient of micro-batch " + std::to_string(a.micro), t.recv_wait_ms);
+    trace(StageActivity::kRecvWait, a.micro, v, (v + 1) % P_, r0, Clock::now());
+  }
   // One chunk: its last micro-batch's backward completes the gradients, and buckets are reduced as
   // they fill (overlapped). Several chunks: their last backwards interleave with other chunks'
   // earlier ones, which GradSync's one accumulation switch cannot follow, so every backward only
@@ -315,9 +379,12 @@ void PipelineRunner::backward(const Action& a, PipelineStepTimes& t,
   if (v > 0) {
     const auto s0 = Clock::now();
     channel_->send(f.input.grad(), (v - 1) % P_, tag(v - 1, a.micro, true));
-    t.send_wait_ms += ms_between(s0, Clock::now());
+    const auto s1 = Clock::now();
+    t.send_wait_ms += ms_between(s0, s1);
+    trace(StageActivity::kSend, a.micro, v, (v - 1) % P_, s0, s1);
   }
   f = InFlight{};  // its activations go now
+  trace(StageActivity::kBackward, a.micro, v, -1, t0, t1);
   t.backward_ms += ms_between(t0, t1);
   events.push_back({1, a.micro, a.chunk, ms_between(origin_, t0), ms_between(origin_, t1)});
 }
@@ -344,8 +411,10 @@ void PipelineRunner::step(StepRecord& rec) {
         return torch::tensor({static_cast<int64_t>(Clock::now().time_since_epoch().count())},
                              torch::kLong);
       });
-  origin_ = same_node_as_first_ ? Clock::time_point(Clock::duration(start[0].item<int64_t>()))
-                                : Clock::now();
+  const Clock::time_point first_origin(Clock::duration(start[0].item<int64_t>()));
+  origin_ = same_node_as_first_ ? first_origin : Clock::now();
+  origin_first_us_ =
+      std::chrono::duration<double, std::micro>(first_origin.time_since_epoch()).count();
   run_peak_bytes_ = std::max(run_peak_bytes_, CpuMemoryMeter::peak_bytes());
   const int64_t base_bytes = CpuMemoryMeter::current_bytes();
   CpuMemoryMeter::reset_peak();
@@ -360,7 +429,9 @@ void PipelineRunner::step(StepRecord& rec) {
   // CPU tensors only (the counting allocator): on a GPU the activations are elsewhere, so 0.
   t.peak_activation_bytes = device_.is_cpu() ? CpuMemoryMeter::peak_bytes() - base_bytes : 0;
   run_peak_bytes_ = std::max(run_peak_bytes_, CpuMemoryMeter::peak_bytes());
+  const auto w0 = Clock::now();
   channel_->wait_sends(deadline_, t.send_wait_ms);
+  trace(StageActivity::kSendWait, -1, 0, -1, w0, Clock::now());
   if (sync_) sync_->finish(deadline_);
   sum_tied_gradients();
   // The span: from the common start to the last action's end on any stage of this pipeline; and
@@ -408,6 +479,7 @@ TrainOutcome PipelineRunner::finish() {
   out.gpu = device_properties(ordinal_);
   out.device_index = ordinal_;
   if (sync_) out.bucket_bytes = sync_->layout().bytes;
+  if (profiler_) out.profile = profiler_->summary();
   out.data = data_->summary();
   out.memory_source = "peak bytes of CPU tensors (dtune's counting allocator)";
   out.peak_memory_bytes = std::max(run_peak_bytes_, CpuMemoryMeter::peak_bytes());
@@ -435,18 +507,39 @@ TrainOutcome run_pipeline(const Options& o, const MainArgs& a, int64_t batch, Ru
   const PipelinePlace place =
       pipeline_place(a.ctx.rank(), a.ctx.world_size(), o.pipeline.stages, o.pipeline.layout);
   const int total = o.warmup_steps + o.steps;
+  // The watchdog names a missing rank by number: the stages of this rank's pipeline say which
+  // stage that is when the step timed out in a collective (the per-step exchange) rather than in
+  // a point-to-point wait, which names the stage itself.
+  std::string stages;
+  for (int st = 0; st < o.pipeline.stages; ++st)
+    stages += (st ? ", " : "") + std::string("stage ") + std::to_string(st) + " (rank " +
+              std::to_string(pipeline_rank(st, place.dp_index, a.ctx.world_size(),
+                                           o.pipeline.stages, o.pipeline.layout)) +
+              ")";
+  // --tensorboard: every rank's scalars, as the data-parallel trainer writes them (its pipeline's
+  // loss, its own step time and phases; samples/s of the whole job's global batch).
+  std::optional<TensorBoardObserver> tensorboard;
+  if (!o.tensorboard_dir.empty())
+    tensorboard.emplace(o.tensorboard_dir, a.ctx.rank(),
+                        static_cast<double>(batch) * (a.ctx.world_size() / o.pipeline.stages) *
+                            o.pipeline.micro_batches,
+                        false);
   for (int s = 0; s < total; ++s) {
     // As MonitorObserver: the whole step armed, then every rank's record to rank 0 and the stop
     // agreement; the watchdog's message says which stage this rank is.
     StepRecord rec;
-    auto armed = monitor.arm(
-        "pipeline training step " + std::to_string(s) + " (stage " + std::to_string(place.stage) +
-        " of " + std::to_string(o.pipeline.stages) + ", batch " + std::to_string(batch) + ")");
+    runner.begin_profile(s, rec);
+    auto armed =
+        monitor.arm("pipeline training step " + std::to_string(s) + " (stage " +
+                    std::to_string(place.stage) + " of " + std::to_string(o.pipeline.stages) +
+                    ", batch " + std::to_string(batch) + "; its pipeline: " + stages + ")");
     runner.step(rec);
     runner.outcome().steps.push_back(rec);
+    runner.end_profile(s);  // as the trainer's observers: before the exchange, still armed
     runner.outcome().interrupted = monitor.exchange(rec);
     armed.disarm();
     monitor.record(rec);
+    if (tensorboard) tensorboard->end_step(s, rec, runner.outcome());
     if (runner.outcome().interrupted) break;
   }
   return runner.finish();

@@ -15,8 +15,28 @@ double steady_us(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::micro>(t.time_since_epoch()).count();
 }
 
-const char* track_name(TraceTrack t) {
-  return t == TraceTrack::kPhases ? "dtune phases (CPU side)" : "dtune gradient reductions";
+std::string track_name(TraceTrack t, int stage) {
+  switch (t) {
+    case TraceTrack::kPhases:
+      return "dtune phases (CPU side)";
+    case TraceTrack::kReductions:
+      return "dtune gradient reductions";
+    case TraceTrack::kPipeline:
+      return "pipeline stage " + std::to_string(stage);
+  }
+  return "";
+}
+
+const char* track_category(TraceTrack t) {
+  switch (t) {
+    case TraceTrack::kPhases:
+      return "dtune_phase";
+    case TraceTrack::kReductions:
+      return "dtune_comm";
+    case TraceTrack::kPipeline:
+      return "dtune_pipeline";
+  }
+  return "";
 }
 
 }  // namespace
@@ -58,13 +78,15 @@ void finish_chrome_trace(const std::string& path, const TraceRankInfo& info,
     throw Error("profile trace " + path +
                 ": no ProfilerStep#N annotation to align dtune's spans with");
 
-  for (TraceTrack t : {TraceTrack::kPhases, TraceTrack::kReductions}) {
+  std::vector<TraceTrack> tracks{TraceTrack::kPhases, TraceTrack::kReductions};
+  if (info.pipeline_stage >= 0) tracks.push_back(TraceTrack::kPipeline);
+  for (TraceTrack t : tracks) {
     const int64_t tid = kTraceTrackTidBase + static_cast<int64_t>(t);
     events.push_back({{"ph", "M"},
                       {"name", "thread_name"},
                       {"pid", pid},
                       {"tid", tid},
-                      {"args", {{"name", track_name(t)}}}});
+                      {"args", {{"name", track_name(t, info.pipeline_stage)}}}});
     events.push_back({{"ph", "M"},
                       {"name", "thread_sort_index"},
                       {"pid", pid},
@@ -75,7 +97,7 @@ void finish_chrome_trace(const std::string& path, const TraceRankInfo& info,
     nlohmann::ordered_json args = nlohmann::ordered_json::object();
     for (const auto& [k, v] : s.args) args[k] = v;
     events.push_back({{"ph", "X"},
-                      {"cat", s.track == TraceTrack::kPhases ? "dtune_phase" : "dtune_comm"},
+                      {"cat", track_category(s.track)},
                       {"name", s.name},
                       {"pid", pid},
                       {"tid", kTraceTrackTidBase + static_cast<int64_t>(s.track)},

@@ -1,7 +1,8 @@
 // Finishing the Chrome-trace JSON that the Kineto profiler writes for a --profile-steps window:
 // adds the rank metadata Holistic Trace Analysis reads ("distributedInfo": rank, world_size,
 // backend), dtune's own run metadata, and dtune's phase and bucket-reduction spans (trace_log.h)
-// as complete ("X") events on two named rows of the process. Kineto's timestamps are microseconds
+// as complete ("X") events on two named rows of the process (a third, "pipeline stage S", in a
+// pipeline). Kineto's timestamps are microseconds
 // on its own clock; dtune's spans are on the steady clock, so the offset between them is taken
 // from the ProfilerStep#N annotation whose opening dtune bracketed most tightly (a thread
 // preempted while opening one would otherwise shift every span). Torch-free.
@@ -21,6 +22,7 @@ struct TraceRankInfo {
   int world_size = 1;
   std::string backend;                       // "nccl" or "mpi"
   std::map<std::string, std::string> extra;  // under "dtune" at the top level
+  int pipeline_stage = -1;                   // names the kPipeline row; -1: not a pipeline
 };
 
 // When a step's ProfilerStep#step annotation was opened, on the steady clock: read just before and

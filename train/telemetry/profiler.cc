@@ -116,7 +116,7 @@ void StepProfiler::finish() {
                          ("rank" + std::to_string(ctx_.rank()) + ".pt.trace.json"))
                             .string();
   result->save(summary_.trace_path);
-  TraceRankInfo info{ctx_.rank(), ctx_.world_size(), backend_, run_meta_};
+  TraceRankInfo info{ctx_.rank(), ctx_.world_size(), backend_, run_meta_, pipeline_stage_};
   info.extra["host"] = ctx_.host();
   info.extra["profile_steps"] = std::to_string(first_) + ":" + std::to_string(count_);
   finish_chrome_trace(summary_.trace_path, info, log_.take(), anchors_);

@@ -44,6 +44,8 @@ class StepProfiler {
     if (in_window(step)) close(step);
   }
   const ProfileSummary& summary() const { return summary_; }
+  // A pipeline stage's trace gains the row "pipeline stage `stage`" (TraceTrack::kPipeline).
+  void set_pipeline_stage(int stage) { pipeline_stage_ = stage; }
 
  private:
   void open(int step);
@@ -51,6 +53,7 @@ class StepProfiler {
   void finish();
 
   int first_ = 0, count_ = 0;
+  int pipeline_stage_ = -1;
   const RunContext& ctx_;
   bool cuda_;
   std::string backend_, trace_dir_;

@@ -1,7 +1,8 @@
 // dtune's own timeline events for --profile-steps: the phase of each step (as the phase clock
 // marks it) and each gradient-bucket reduction (as the communication thread runs it), recorded on
 // the steady clock while a profile window is open and merged into the per-rank Chrome trace
-// (chrome_trace.h), so the timeline shows how communication overlaps compute. Outside a window
+// (chrome_trace.h), so the timeline shows how communication overlaps compute; in a pipeline, the
+// stage's own actions (train/pipeline/pipeline_trace.h). Outside a window
 // add() is one relaxed atomic load. Torch-free.
 #pragma once
 
@@ -15,8 +16,9 @@
 
 namespace dtune::train {
 
-// Synthetic timeline rows ("threads" in the trace) that dtune's events go on.
-enum class TraceTrack { kPhases = 0, kReductions = 1 };
+// Synthetic timeline rows ("threads" in the trace) that dtune's events go on. kPipeline: a
+// pipeline stage's forwards, backwards, sends and waits per micro-batch (--pipeline-stages > 1).
+enum class TraceTrack { kPhases = 0, kReductions = 1, kPipeline = 2 };
 
 struct TraceSpan {
   std::string name;
