@@ -473,6 +473,7 @@ def points(sw: Sweep) -> list[Point]:
 def check_rules(sw: Sweep, pts: list[Point], show: int = 20) -> None:
     """Every point against its binary's cross-flag rules (rules.py); a SweepError names the points
     that break one, with the rule, before anything runs."""
+    launch_bad = {p.id for p in pts if check_launch(p.ranks, p.nodes, p.ranks_per_node)}
     bad = [(p, check_launch(p.ranks, p.nodes, p.ranks_per_node) + check_point(p.binary, p.args, p.ranks)) for p in pts]
     bad = [(p, why) for p, why in bad if why]
     if not bad:
@@ -485,7 +486,9 @@ def check_rules(sw: Sweep, pts: list[Point], show: int = 20) -> None:
     ]
     listed = [(p, why) for p, why in bad if p.repeat == 0]  # repeats break the same rules
     for p, why in listed[:show]:
-        values = " ".join(f"{k} {v}" for k, v in p.values.items() if str(k).startswith("-") or k in LAUNCH_KEYS)
+        # The launch's values only where a launch rule is what the point breaks.
+        shown = [k for k in p.values if str(k).startswith("-") or (p.id in launch_bad and k in LAUNCH_KEYS)]
+        values = " ".join(f"{k} {p.values[k]}" for k in shown)
         lines.append(f"  {p.id}  {values or '(fixed args)'}: {'; '.join(why)}")
     if len(listed) > show:
         lines.append(f"  ... {len(listed) - show} more")
