@@ -12,7 +12,6 @@ fixtures take the clusters down however the tests end. Needs root, as CI runs.""
 
 import os
 import re
-import socket
 import subprocess
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO, bin_dir
+from node_cache_s3 import bench_command, dataset_on_bridge, fetched_mb
 
 CLUSTER = REPO / "scripts" / "cluster"
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces, tc)")
@@ -230,52 +230,13 @@ def test_node_cache_fetches_once_per_node(shaped, tmp_path):
     # An S3 server (moto) on the bridge, every rank reading every sample (--debug-same-slice)
     # through a node cache in the node-local directory: 2 ranks on one node fetch each block once,
     # 2 nodes x 2 ranks fetch it once per node.
-    boto3 = pytest.importorskip("boto3")
-    server_mod = pytest.importorskip("moto.server")
     state = Path(f"/run/dtune-cluster/{shaped}")
-    ip = (state / "subnet").read_text().strip() + ".1"
-    with socket.socket() as probe:
-        probe.bind((ip, 0))
-        port = probe.getsockname()[1]
-    server = server_mod.ThreadedMotoServer(ip_address=ip, port=port, verbose=False)
-    server.start()
-    try:
-        endpoint = f"http://{ip}:{port}"
-        env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy") and not k.startswith("AWS_")}
-        env.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="dtune", AWS_SECRET_ACCESS_KEY="dtune-secret")
-        env.update(AWS_REGION="us-east-1")
-        s3 = boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name="us-east-1",
-            aws_access_key_id="dtune",
-            aws_secret_access_key="dtune-secret",
-        )
-        s3.create_bucket(Bucket="nodecache")
-        make = [bin_dir() / "dtune-data", "make", "images", "--out", "s3://nodecache/ds", "--samples", 32]
-        make += ["--classes", 2, "--width", 96, "--height", 72, "--shard-samples", 8]
-        r = subprocess.run([str(a) for a in make], capture_output=True, text=True, timeout=300, env=env)
-        assert r.returncode == 0, r.stderr[-3000:]
-        shards = s3.list_objects_v2(Bucket="nodecache", Prefix="ds/shard")["Contents"]
-        total_mb = sum(o["Size"] for o in shards) / 1e6
+    with dataset_on_bridge(state, os.environ) as (env, total_mb):
 
-        def fetched_mb(np_, mapping, cache):
-            args = ["bench", "s3://nodecache/ds", "--batch", 4, "--image-size", 32, "--debug-same-slice"]
-            args += ["--cache-dir", state / "node-local" / cache, "--cache-block-mb", 0.0625, "--no-output"]
-            cmd = [
-                os.environ.get("DTUNE_MPIRUN", "mpirun"),
-                "--allow-run-as-root",
-                "--tune",
-                str(state / "mpirun.tune"),
-            ]
-            cmd += ["--map-by", mapping, "--hostfile", str(state / "hostfile"), "-np", str(np_)]
-            cmd += [str(bin_dir() / "dtune-data"), *map(str, args)]
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-            assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-            (row,) = [ln.split() for ln in r.stdout.splitlines() if ln.strip() and not ln.startswith("#")]
-            return float(row[9])  # the epoch's fetched MB, summed over ranks
+        def fetched(np_, mapping, cache):
+            cmd = [os.environ.get("DTUNE_MPIRUN", "mpirun"), "--allow-run-as-root", "--tune", state / "mpirun.tune"]
+            cmd += ["--map-by", mapping, "--hostfile", state / "hostfile", "-np", np_]
+            return fetched_mb(cmd + bench_command(state / "node-local" / cache), env)
 
-        assert fetched_mb(2, "slot", "one-node") == pytest.approx(total_mb, abs=0.006)
-        assert fetched_mb(4, "slot", "two-nodes") == pytest.approx(2 * total_mb, abs=0.012)
-    finally:
-        server.stop()
+        assert fetched(2, "slot", "one-node") == pytest.approx(total_mb, abs=0.006)
+        assert fetched(4, "slot", "two-nodes") == pytest.approx(2 * total_mb, abs=0.012)

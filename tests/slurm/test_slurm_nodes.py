@@ -13,7 +13,6 @@ by the next fixture. Needs root (namespaces), as CI runs."""
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -22,7 +21,8 @@ from pathlib import Path
 import h5py
 import pytest
 
-from conftest import REPO, bin_dir
+from conftest import REPO
+from node_cache_s3 import bench_command, dataset_on_bridge, fetched_mb
 
 sys.path.insert(0, str(Path(__file__).parent))
 from local_slurm import LocalSlurm  # noqa: E402
@@ -128,49 +128,16 @@ def test_node_cache_fetches_once_per_node_under_slurm(slurm):
     # An S3 server (moto) on the bridge, every rank reading every sample (--debug-same-slice)
     # through a node cache in the node-local directory, launched by srun: 2 ranks on one node fetch
     # each block once, 2 nodes x 2 ranks once per node.
-    boto3 = pytest.importorskip("boto3")
-    server_mod = pytest.importorskip("moto.server")
-    ip = (slurm.state / "subnet").read_text().strip() + ".1"
-    with socket.socket() as probe:
-        probe.bind((ip, 0))
-        port = probe.getsockname()[1]
-    server = server_mod.ThreadedMotoServer(ip_address=ip, port=port, verbose=False)
-    server.start()
-    try:
-        endpoint = f"http://{ip}:{port}"
-        env = {k: v for k, v in slurm.env.items() if not k.lower().endswith("_proxy") and not k.startswith("AWS_")}
-        env.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="dtune", AWS_SECRET_ACCESS_KEY="dtune-secret")
-        env.update(AWS_REGION="us-east-1")
-        s3 = boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name="us-east-1",
-            aws_access_key_id="dtune",
-            aws_secret_access_key="dtune-secret",
-        )
-        s3.create_bucket(Bucket="nodecache")
-        make = [bin_dir() / "dtune-data", "make", "images", "--out", "s3://nodecache/ds", "--samples", 32]
-        make += ["--classes", 2, "--width", 96, "--height", 72, "--shard-samples", 8]
-        r = subprocess.run([str(a) for a in make], capture_output=True, text=True, timeout=300, env=env)
-        assert r.returncode == 0, r.stderr[-3000:]
-        total_mb = sum(o["Size"] for o in s3.list_objects_v2(Bucket="nodecache", Prefix="ds/shard")["Contents"]) / 1e6
+    with dataset_on_bridge(slurm.state, slurm.env) as (env, total_mb):
 
-        def fetched_mb(nodes: int, cache: str) -> float:
-            args = ["bench", "s3://nodecache/ds", "--batch", 4, "--image-size", 32, "--debug-same-slice"]
-            args += ["--cache-dir", slurm.state / "node-local" / cache, "--cache-block-mb", 0.0625, "--no-output"]
+        def fetched(nodes, cache):
             cmd = ["srun", "--mpi=pmix", "-N", nodes, "-n", 2 * nodes, "--ntasks-per-node=2"]
-            cmd += [bin_dir() / "dtune-data", *args]
-            r = subprocess.run([str(a) for a in cmd], capture_output=True, text=True, timeout=300, env={**env, **YIELD})
-            assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-            (row,) = [ln.split() for ln in r.stdout.splitlines() if ln.strip() and not ln.startswith("#")]
-            return float(row[9])  # the epoch's fetched MB, summed over ranks
+            return fetched_mb(cmd + bench_command(slurm.state / "node-local" / cache), {**env, **YIELD})
 
-        assert fetched_mb(1, "one-node") == pytest.approx(total_mb, abs=0.006)
-        assert fetched_mb(2, "two-nodes") == pytest.approx(2 * total_mb, abs=0.012)
+        assert fetched(1, "one-node") == pytest.approx(total_mb, abs=0.006)
+        assert fetched(2, "two-nodes") == pytest.approx(2 * total_mb, abs=0.012)
         for name in slurm.node_names:  # each node's own copy, in its own directory
             assert (slurm.state / "local" / name / "two-nodes").is_dir()
-    finally:
-        server.stop()
 
 
 DEAD_NODE_SWEEP = """
