@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "benchmarks/probe/device_probes.h"
+#include "benchmarks/probe/memory.h"
 #include "core/cuda/cuda_error.h"
 #include "core/device_info.h"
 #include "core/gather.h"
@@ -96,15 +97,7 @@ MemoryRecord device_stream(const RunContext& ctx, int64_t iters) {
       const double ms = s.run_ms(kernels::kStreamKernels[k]);
       if (it > 0) gbps[k].push_back(kernels::stream_gbps(kernels::kStreamKernels[k], n, ms / 1e3));
     }
-  std::vector<double> best, median;
-  for (size_t k = 0; k < gbps.size(); ++k) {
-    r.kernel.push_back(kernels::to_string(kernels::kStreamKernels[k]));
-    best.push_back(*std::max_element(gbps[k].begin(), gbps[k].end()));
-    median.push_back(percentile(gbps[k], 50));
-  }
-  r.gbps_best = gather_doubles(ctx.comm(), best);
-  r.gbps_median = gather_doubles(ctx.comm(), median);
-  r.ranks = static_cast<size_t>(ctx.world_size());
+  summarise_stream(ctx, gbps, r);
   return r;
 }
 

@@ -18,6 +18,19 @@ int64_t default_array_bytes(const Topology& t) {
   return (want + (1 << 20) - 1) / (1 << 20) * (1 << 20);
 }
 
+void summarise_stream(const RunContext& ctx, const std::vector<std::vector<double>>& gbps,
+                      MemoryRecord& r) {
+  std::vector<double> best, median;
+  for (size_t k = 0; k < gbps.size(); ++k) {
+    r.kernel.push_back(kernels::to_string(kernels::kStreamKernels[k]));
+    best.push_back(*std::max_element(gbps[k].begin(), gbps[k].end()));
+    median.push_back(percentile(gbps[k], 50));
+  }
+  r.gbps_best = gather_doubles(ctx.comm(), best);
+  r.gbps_median = gather_doubles(ctx.comm(), median);
+  r.ranks = static_cast<size_t>(ctx.world_size());
+}
+
 namespace {
 
 MemoryRecord host_stream(const RunContext& ctx, const MemoryOptions& o, int64_t array_bytes) {
@@ -40,15 +53,7 @@ MemoryRecord host_stream(const RunContext& ctx, const MemoryOptions& o, int64_t 
         gbps[k].push_back(kernels::stream_gbps(kernels::kStreamKernels[k], s.size(), sec));
     }
   }
-  std::vector<double> best, median;
-  for (size_t k = 0; k < gbps.size(); ++k) {
-    r.kernel.push_back(kernels::to_string(kernels::kStreamKernels[k]));
-    best.push_back(*std::max_element(gbps[k].begin(), gbps[k].end()));
-    median.push_back(percentile(gbps[k], 50));
-  }
-  r.gbps_best = gather_doubles(ctx.comm(), best);
-  r.gbps_median = gather_doubles(ctx.comm(), median);
-  r.ranks = static_cast<size_t>(ctx.world_size());
+  summarise_stream(ctx, gbps, r);
   return r;
 }
 

@@ -22,6 +22,11 @@ struct MemoryOptions {
 
 // Default array size for a machine: 4 × the sum of every cache, at least 64 MiB, in whole MiB.
 int64_t default_array_bytes(const Topology& t);
+// Puts the STREAM samples `gbps` ([K] kernels × iterations, in kStreamKernels' order) into r:
+// kernel names, then every rank's best and median per kernel (collective over ctx; rank 0 holds
+// all of them), host or device alike.
+void summarise_stream(const RunContext& ctx, const std::vector<std::vector<double>>& gbps,
+                      MemoryRecord& r);
 // Collective over ctx: every rank measures; rank 0 holds every rank's numbers.
 std::vector<MemoryRecord> run_memory(const RunContext& ctx, const MemoryOptions& o);
 
