@@ -106,11 +106,14 @@ def cmd_slurm(a) -> int:
 
 
 def cmd_status(a) -> int:
-    """Count the sweep's points by their latest status."""
+    """Count the sweep's points by their latest status, then list each point that did not
+    complete with its status and the first error its log held."""
     points = _points(a)
     d = sweep_dir(a.file, a.out)
     c = runner.counts(points, d)
     print(f"# {d}: " + ", ".join(f"{k} {v}" for k, v in c.items()))
+    for p, status, why in runner.unfinished(points, d):
+        print(f"{p.id}  {status}  [{' '.join(p.args)}]  {why or '(no error line in its log)'}")
     return 0
 
 

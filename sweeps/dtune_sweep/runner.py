@@ -369,6 +369,25 @@ def _run_locked(points: list[Point], directory: Path, state: State, timeout_s: f
     return 1 if failures else 0
 
 
+def unfinished(points: list[Point], directory: Path) -> list[tuple]:
+    """(point, status, reason) of every point whose latest outcome is neither complete nor
+    pending, in the sweep's order: the reason is the first error line the runner kept from the
+    point's log ("" when the log held none, or for an interrupted point)."""
+    latest = {}
+    for r in State(directory).records():
+        latest[r["id"]] = r
+    out = []
+    for p in points:
+        r = latest.get(p.id)
+        if r is None:
+            continue
+        if r["event"] in ("started", "launched"):
+            out.append((p, "interrupted", ""))
+        elif str(r.get("status")) not in COMPLETE:
+            out.append((p, str(r.get("status")), str(r.get("reason", ""))))
+    return out
+
+
 def counts(points: list[Point], directory: Path) -> dict:
     outcomes = State(directory).outcomes()
     c = {"ok": 0, "oom": 0, "failed": 0, "timeout": 0, "interrupted": 0, "pending": 0}

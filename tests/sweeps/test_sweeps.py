@@ -171,6 +171,11 @@ def test_shell_metacharacters_reach_the_program_verbatim(tmp_path):
     log = next((tmp_path / "out" / "points").glob("*.log")).read_text()
     assert evil in log  # the binary saw the value exactly as written
     assert not (tmp_path / "pwned").exists()
+    # status names the failed point and the error its log held, not only a count.
+    status = dtune("sweep", "status", f, "--out", tmp_path / "out", cwd=tmp_path).stdout.splitlines()
+    assert "failed 1" in status[0], status
+    assert len(status) == 2 and "  failed  " in status[1] and "error" in status[1], status
+    assert (tmp_path / "out" / "points" / f"{status[1].split()[0]}.log").exists(), status
 
 
 def test_sigterm_marks_the_running_point_interrupted(tmp_path):
@@ -202,6 +207,7 @@ axes: {--collective: [allreduce, allgather, alltoall]}
     assert p.returncode == 130, rest
     status = dtune("sweep", "status", f, "--out", out).stdout
     assert "interrupted 1" in status, status
+    assert sum(" interrupted " in line for line in status.splitlines()[1:]) == 1, status
     # The rerun completes what was interrupted or never started, and nothing twice.
     r = dtune("sweep", "run", f, "--out", out)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -82,7 +82,11 @@ TEST(PipelinePartition, MoreChunksThanBlocksIsAUsageError) {
 
 TEST(PipelinePartition, DescribesTheCuts) {
   std::vector<models::Piece> pieces;
-  for (const char* n : {"embed", "h.0", "h.1", "head"}) pieces.push_back({n});
+  for (const char* n : {"embed", "h.0", "h.1", "head"}) {
+    models::Piece piece;
+    piece.name = n;
+    pieces.push_back(piece);
+  }
   EXPECT_EQ(describe_cuts(pieces, {0, 2}), "embed,h.0 | h.1,head");
 }
 
