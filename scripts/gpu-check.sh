@@ -183,7 +183,8 @@ if [[ $rehearsal == 0 ]]; then
 else
   step gpu.nccl_backend.no_gpu 60 test_nccl_backend --gtest_filter='*WithoutGpuFailsWithClearMessage'
 fi
-step gpu.python_tests 120 "$py" -m pytest -q -rs -p no:cacheprovider "$repo/tests/gpu" \
+# (240 s: on two GPUs the pipeline tests alone train 9 times, ~10 s each with CUDA and NCCL set-up.)
+step gpu.python_tests 240 "$py" -m pytest -q -rs -p no:cacheprovider "$repo/tests/gpu" \
   --junitxml="$out/gpu-tests.xml"
 
 if [[ $rehearsal == 0 ]]; then
