@@ -385,8 +385,6 @@ void NcclStageChannel::wait_sends(const Deadline& deadline, double& waited_ms) {
   waited_ms += ms_since(t0);
 }
 
-}  // namespace
-
 // NCCL refuses two ranks of one communicator on one GPU ("Duplicate GPU detected", before 2.30;
 // 2.30 allows it with NCCL_MULTI_RANK_GPU_ENABLE=1): say so as bad input, on every rank alike,
 // before any communicator waits for a peer that will fail.
