@@ -4,22 +4,25 @@ micro-batches, relative difference <= 1e-5.
 
 two_gpus: --backend nccl, the NCCL stage channel (ncclSend/ncclRecv between the stages' GPUs, the
 tied embedding's gradients swapped in one grouped send/receive), DP 1 x PP 2 under each schedule;
-with 4 GPUs also DP 2 x PP 2 (the stage groups reduce with the NCCL reducer). They need one GPU per
-rank: NCCL before 2.30 refuses two ranks of one communicator on one GPU ("Duplicate GPU detected";
-2.30 allows it only with NCCL_MULTI_RANK_GPU_ENABLE=1), so they skip, with that reason, below 2 GPUs.
+with 4 GPUs also DP 2 x PP 2 (the stage groups reduce with the NCCL reducer); a stopped stage ends
+the job within --timeout, named (exit 3). They need one GPU per rank: NCCL before 2.30 refuses two
+ranks of one communicator on one GPU ("Duplicate GPU detected"; 2.30 allows it only with
+NCCL_MULTI_RANK_GPU_ENABLE=1), so they skip, with that reason, below 2 GPUs.
 
 one_gpu: on a single GPU both stages share it, which only the MPI channel allows (device tensors
 staged through host memory): PP 2 with --backend mpi is exact there too, and --backend nccl on one
 GPU exits 2 with a line that says to use one GPU per rank or --backend mpi."""
 
 import os
+import signal
 import subprocess
+import time
 
 import h5py
 import pytest
 import torch
 
-from conftest import bin_dir, mpirun_prefix, visible_gpus
+from conftest import bin_dir, mpirun_prefix, rank_pid, visible_gpus
 
 pytestmark = pytest.mark.gpu
 
@@ -109,6 +112,32 @@ def test_two_gpus_nccl_two_groups_of_two_stages(tmp_path):
     # Data-parallel index d's micro-batch m is the reference's micro-step d x 2 + m.
     assert_equal_params(pipe, ref)
     assert channel(h5) == "nccl"
+
+
+def test_two_gpus_nccl_stopped_stage_ends_the_job_within_timeout_named(tmp_path):
+    """A stage that stops: its neighbour's NCCL wait (or the header's before it) passes its deadline,
+    aborts the link's communicator and exits 3 naming the stage, as over MPI."""
+    need(2)
+    exe = bin_dir() / "dtune-train"
+    cmd = mpirun_prefix(2) + [str(exe), *COMMON[:2], "--threads", "1", *TINY, "--steps", "100000"]
+    cmd += ["--backend", "nccl", "--pipeline-stages", "2", "--micro-batches", "2", "--timeout", "10"]
+    cmd += ["--output", str(tmp_path / "t.h5")]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        time.sleep(30)  # past CUDA's and NCCL's set-up, into the steps
+        victim = rank_pid(p.pid, 1, "dtune-train")
+        assert victim, "rank 1 not found"
+        os.kill(victim, signal.SIGSTOP)
+        t0 = time.monotonic()
+        _, err = p.communicate(timeout=180)
+        took = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert p.returncode == 3, err[-3000:]
+    assert took < 10 + 30, f"ended {took:.0f} s after the stop"
+    assert "stage 1 (rank 1)" in err, err[-3000:]
 
 
 def test_one_gpu_mpi_channel_pipeline_equals_accumulation(tmp_path):
