@@ -183,7 +183,7 @@ if [[ $rehearsal == 0 ]]; then
 else
   step gpu.nccl_backend.no_gpu 60 test_nccl_backend --gtest_filter='*WithoutGpuFailsWithClearMessage'
 fi
-# (240 s: on two GPUs the pipeline tests alone launch dtune-train 8 times, ~10 s each with CUDA and
+# (240 s: on two GPUs the pipeline tests alone launch dtune-train ~10 times, ~10 s each with CUDA and
 # NCCL set-up, and wait ~45 s for a stopped stage to time out.)
 step gpu.python_tests 240 "$py" -m pytest -q -rs -p no:cacheprovider "$repo/tests/gpu" \
   --junitxml="$out/gpu-tests.xml"
