@@ -183,7 +183,9 @@ if [[ $rehearsal == 0 ]]; then
 else
   step gpu.nccl_backend.no_gpu 60 test_nccl_backend --gtest_filter='*WithoutGpuFailsWithClearMessage'
 fi
-step gpu.python_tests 120 "$py" -m pytest -q -rs -p no:cacheprovider "$repo/tests/gpu" \
+# (240 s: on two GPUs the pipeline tests alone launch dtune-train ~10 times, ~10 s each with CUDA and
+# NCCL set-up, and wait ~45 s for a stopped stage to time out.)
+step gpu.python_tests 240 "$py" -m pytest -q -rs -p no:cacheprovider "$repo/tests/gpu" \
   --junitxml="$out/gpu-tests.xml"
 
 if [[ $rehearsal == 0 ]]; then

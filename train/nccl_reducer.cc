@@ -38,10 +38,10 @@ ncclDataType_t nccl_type(const torch::Tensor& t) {
 
 class NcclReducer final : public Reducer {
  public:
-  NcclReducer(const RunContext& ctx, int device, double timeout_s)
+  NcclReducer(MPI_Comm comm, int device, double timeout_s)
       : device_(device), timeout_s_(timeout_s) {
     DTUNE_CUDA_CHECK(cudaSetDevice(device));
-    comm_ = NcclComm::create(ctx, Deadline::after_s(timeout_s_).at());
+    comm_ = NcclComm::create(comm, Deadline::after_s(timeout_s_).at());
     stream_ = CudaStream::create();
     ready_ = CudaEvent::create(EventTiming::kDisabled);
     done_ = CudaEvent::create(EventTiming::kDisabled);
@@ -117,7 +117,11 @@ class NcclReducer final : public Reducer {
 }  // namespace
 
 std::unique_ptr<Reducer> make_nccl_reducer(const RunContext& ctx, int device, double timeout_s) {
-  return std::make_unique<NcclReducer>(ctx, device, timeout_s);
+  return make_nccl_reducer(ctx.comm(), device, timeout_s);
+}
+
+std::unique_ptr<Reducer> make_nccl_reducer(MPI_Comm comm, int device, double timeout_s) {
+  return std::make_unique<NcclReducer>(comm, device, timeout_s);
 }
 
 }  // namespace dtune::train

@@ -8,4 +8,8 @@ std::unique_ptr<Reducer> make_nccl_reducer(const RunContext&, int, double) {
   throw UsageError("--backend nccl: this dtune was built without NCCL (see README: NCCL_HOME)");
 }
 
+std::unique_ptr<Reducer> make_nccl_reducer(MPI_Comm, int, double) {
+  throw UsageError("--backend nccl: this dtune was built without NCCL (see README: NCCL_HOME)");
+}
+
 }  // namespace dtune::train

@@ -51,5 +51,7 @@ std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx, MPI_Comm comm,
 // abort the communicator. Defined in nccl_reducer.cc when built with NCCL; otherwise throws
 // UsageError.
 std::unique_ptr<Reducer> make_nccl_reducer(const RunContext& ctx, int device, double timeout_s);
+// The same over `comm`, a sub-communicator of ctx.comm() (a pipeline stage's data-parallel group).
+std::unique_ptr<Reducer> make_nccl_reducer(MPI_Comm comm, int device, double timeout_s);
 
 }  // namespace dtune::train

@@ -73,7 +73,6 @@ void parse_pipeline(const std::string& schedule, const std::string& layout,
   refuse(o.weights_dtype == WeightsDtype::kBf16, "--weights-dtype bf16");
   refuse(o.local_sgd_every > 0, "--local-sgd");
   refuse(o.batch_auto, "--batch auto");
-  refuse(o.backend == SyncBackend::kNccl, "--backend nccl");
   refuse(o.data != "synthetic", "--data");
 }
 
@@ -101,7 +100,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       "ranks; --virtual-stages > 1 needs --schedule\ninterleaved, which needs --micro-batches a "
       "multiple of --pipeline-stages; --micro-batches equals\n--accum-steps if both are given; "
       "--pipeline-stages > 1 not with --precision fp16, --weights-dtype bf16,\n--local-sgd, "
-      "--backend nccl, --batch auto or --data.");
+      "--batch auto or --data.");
   app.get_formatter()->column_width(34);
   auto env = [](const char* n) { return std::string("DTUNE_TRAIN_") + n; };
   std::string batch = "8", precision = to_string(o.precision), weights = to_string(o.weights_dtype),

@@ -53,6 +53,7 @@ PipelineTable gather_pipeline(const Options& o, const RunContext& ctx, const Tra
   PipelineTable t;
   t.cuts = st.cuts;
   t.partitioned = st.partitioned;
+  t.channel = st.channel;
   t.theory_bubble = st.theory_bubble;
   if (!ctx.is_root()) return t;
   for (size_t i = 0; i + kRowFields <= rows.size(); i += kRowFields) {
@@ -78,13 +79,13 @@ void print_pipeline(const Options& o, const PipelineTable& t, FILE* f) {
   const auto& p = o.pipeline;
   std::fprintf(f,
                "# pipeline: %d stages x %zu data-parallel groups, %d micro-batches, schedule %s%s, "
-               "layout %s\n",
+               "layout %s, channel %s\n",
                p.stages, t.ranks.size() / static_cast<size_t>(p.stages), p.micro_batches,
                to_string(p.schedule).c_str(),
                p.schedule == Schedule::kInterleaved
                    ? (" (" + std::to_string(p.virtual_stages) + " chunks per stage)").c_str()
                    : "",
-               to_string(p.layout).c_str());
+               to_string(p.layout).c_str(), t.channel.c_str());
   std::fprintf(f, "#   cut points: %s\n#   partitioned by %s\n", t.cuts.c_str(),
                t.partitioned.c_str());
   std::fprintf(f, "# %-5s %5s %3s %10s %10s %10s %10s %10s %10s %8s %8s %12s\n", "rank", "stage",
@@ -109,6 +110,7 @@ void write_pipeline(hid_t run_group, const Options& o, const PipelineTable& t) {
   h5::write_attr(id, "cuts", t.cuts);
   h5::write_attr(id, "partitioned", t.partitioned);
   h5::write_attr(id, "theory_bubble", t.theory_bubble);
+  h5::write_attr(id, "channel", t.channel);
   h5::write_attr(id, "schedule", to_string(o.pipeline.schedule));
   const size_t R = t.ranks.size();
   std::vector<int64_t> stage, dp, peak;

@@ -28,6 +28,7 @@ struct PipelineTable {
   // (N, 6): rank, backward (0/1), micro-batch, chunk, start_ms, end_ms of the last step.
   std::vector<double> timeline;
   std::string cuts, partitioned;
+  std::string channel;  // "mpi" or "nccl"
   double theory_bubble = 0;
 };
 

@@ -34,6 +34,13 @@ void back_off(Clock::time_point since) {
 }  // namespace
 
 NcclComm NcclComm::create(const RunContext& ctx, Clock::time_point deadline) {
+  return create(ctx.comm(), deadline);
+}
+
+NcclComm NcclComm::create(MPI_Comm comm, Clock::time_point deadline) {
+  int rank = 0, size = 1;
+  DTUNE_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  DTUNE_MPI_CHECK(MPI_Comm_size(comm, &size));
   // Rank 0 broadcasts whether it got an id, so a failure there cannot leave the other ranks
   // waiting in ncclCommInitRankConfig for a peer that will never come.
   struct Bootstrap {
@@ -41,24 +48,23 @@ NcclComm NcclComm::create(const RunContext& ctx, Clock::time_point deadline) {
     ncclUniqueId id{};
   } boot;
   std::string root_error;
-  if (ctx.is_root()) {
+  if (rank == 0) {
     const ncclResult_t rc = ncclGetUniqueId(&boot.id);
     boot.ok = rc == ncclSuccess ? 1 : 0;
     if (!boot.ok)
       root_error = detail::nccl_message(ncclGetErrorString(rc), ncclGetLastError(nullptr));
   }
-  DTUNE_MPI_CHECK(MPI_Bcast(&boot, static_cast<int>(sizeof boot), MPI_BYTE, 0, ctx.comm()));
+  DTUNE_MPI_CHECK(MPI_Bcast(&boot, static_cast<int>(sizeof boot), MPI_BYTE, 0, comm));
   if (!boot.ok) {
     detail::raise_library_error(
         "NCCL", "ncclGetUniqueId(&id)",
-        ctx.is_root() ? root_error
-                      : "rank 0 could not create the NCCL unique id (its error says why)",
+        rank == 0 ? root_error : "rank 0 could not create the NCCL unique id (its error says why)",
         __FILE__, __LINE__);
   }
 
   NcclComm c;
-  c.rank_ = ctx.rank();
-  c.size_ = ctx.world_size();
+  c.rank_ = rank;
+  c.size_ = size;
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // initialisation returns at once; we poll it against the deadline
   const ncclResult_t rc = ncclCommInitRankConfig(&c.comm_, c.size_, boot.id, c.rank_, &config);

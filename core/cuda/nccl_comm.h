@@ -22,6 +22,9 @@ class NcclComm {
   // makes the unique id, MPI_Bcast shares it, every rank joins with ncclCommInitRankConfig and
   // polls until the communicator is ready. Past `deadline`: abort, then TimeoutError.
   static NcclComm create(const RunContext& ctx, Clock::time_point deadline);
+  // The same over `comm` (a sub-communicator: a pipeline stage's data-parallel group, or the two
+  // ranks of a pipeline edge); NCCL ranks are `comm`'s ranks.
+  static NcclComm create(MPI_Comm comm, Clock::time_point deadline);
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
   NcclComm(NcclComm&& other) noexcept;

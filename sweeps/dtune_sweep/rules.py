@@ -136,7 +136,6 @@ def _train(given: dict, ranks: int) -> list[str]:
             ("--precision", f["--precision"] == "fp16"),
             ("--weights-dtype", f["--weights-dtype"] == "bf16"),
             ("--local-sgd", (sgd or 0) > 0),
-            ("--backend", f["--backend"] == "nccl"),
             ("--batch", auto),
             ("--data", f["--data"] != "synthetic"),
             ("--reduce-algo", f.get("--reduce-algo") == "hierarchical"),
@@ -202,8 +201,8 @@ RULES_HELP = """cross-flag rules, checked for every point when the sweep is plan
     --memory-limit-mb; --cache-dir needs --data; --profile-steps within --warmup-steps + --steps;
     --pipeline-stages divides ranks; --virtual-stages > 1 needs --schedule interleaved, which needs
     --micro-batches a multiple of --pipeline-stages; --micro-batches equals --accum-steps if both;
-    --pipeline-stages > 1 not with --precision fp16, --weights-dtype bf16, --local-sgd, --backend
-    nccl, --batch auto, --data or --reduce-algo hierarchical;
+    --pipeline-stages > 1 not with --precision fp16, --weights-dtype bf16, --local-sgd,
+    --batch auto, --data or --reduce-algo hierarchical;
     --reduce-algo hierarchical only with --backend mpi
   dtune-comm: -b <= -e; -r is a rank; --mpi-buffers device only with --backend mpi
   every binary: no --no-output (the runner writes each point's file)

@@ -25,6 +25,14 @@ CASES = [
     ("dtune-train", 2, "--batch auto --global-batch 8 --memory-limit-mb 9", "--global-batch", "--global-batch 8"),
     ("dtune-train", 2, "--backend nccl", "--device cuda", "--backend nccl --device cuda"),
     ("dtune-train", 2, "--precision tf32", "--device cuda", "--precision tf32 --device cuda"),
+    # A pipeline over NCCL (the NCCL stage channel) needs only the GPU, as data parallelism does.
+    (
+        "dtune-train",
+        2,
+        "--pipeline-stages 2 --backend nccl",
+        "--device cuda",
+        "--pipeline-stages 2 --backend nccl --device cuda",
+    ),
     (
         "dtune-train",
         2,

@@ -19,11 +19,12 @@
 #include <thread>
 
 #include "core/deadline.h"
+#include "train/pipeline/pipeline_channel.h"
 #include "train/pipeline/topology.h"
 
 namespace dtune::train {
 
-class StageChannel {
+class StageChannel final : public PipelineChannel {
  public:
   explicit StageChannel(const PipelineTopology& topo)
       : topo_(topo), progress_([this] { progress_loop(); }) {}
@@ -31,21 +32,22 @@ class StageChannel {
   StageChannel& operator=(const StageChannel&) = delete;
   // Joins the progress thread; sends still in flight are left to MPI_Abort or MPI_Finalize
   // (wait_sends ran on success).
-  ~StageChannel();
+  ~StageChannel() override;
+  std::string name() const override { return "mpi"; }
 
   // Starts sending `t` to `stage` under `tag` (tags are per micro-batch, chunk and direction).
   // A host tensor is sent from its own memory: the caller must not change it in place afterwards
   // (activations and their gradients never are), or must send a copy.
-  void send(const torch::Tensor& t, int stage, int tag);
+  void send(const torch::Tensor& t, int stage, int tag) override;
   // The tensor `stage` sent under `tag`, on `device`. `what` ("the activation of micro-batch 3")
   // names it in the timeout message. Adds the time blocked to `waited_ms`.
   torch::Tensor recv(int stage, int tag, const torch::Device& device, const Deadline& deadline,
-                     const std::string& what, double& waited_ms);
+                     const std::string& what, double& waited_ms) override;
   // Completes the sends that are done, without blocking.
-  void poll();
+  void poll() override;
   // Blocks until every send completed (their receivers took them), adding the time to
   // `waited_ms`.
-  void wait_sends(const Deadline& deadline, double& waited_ms);
+  void wait_sends(const Deadline& deadline, double& waited_ms) override;
 
  private:
   static constexpr int kMaxDims = 8;

@@ -22,9 +22,9 @@
 #include "train/memory_meter.h"
 #include "train/observers.h"
 #include "train/optimizer.h"
-#include "train/pipeline/p2p.h"
 #include "train/pipeline/partition.h"
 #include "train/pipeline/piece_timer.h"
+#include "train/pipeline/pipeline_channel.h"
 #include "train/pipeline/pipeline_trace.h"
 #include "train/pipeline/schedule.h"
 #include "train/pipeline/topology.h"
@@ -108,7 +108,7 @@ class PipelineRunner {
   std::optional<GradSync> sync_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<DataSource> data_;
-  std::unique_ptr<StageChannel> channel_;
+  std::unique_ptr<PipelineChannel> channel_;
   std::vector<std::vector<InFlight>> in_flight_;  // [chunk][micro]
   std::vector<Action> actions_;
   torch::Tensor loss_sum_;
@@ -157,7 +157,11 @@ PipelineRunner::PipelineRunner(const Options& o, const RunContext& ctx, int64_t 
     DTUNE_MPI_CHECK(MPI_Bcast(&first, 1, MPI_UINT64_T, 0, topo_.pipe()));
     same_node_as_first_ = first == mine;
   }
-  reducer_ = make_mpi_reducer(ctx, topo_.dp());
+  // --backend nccl: the stages' tensors and each stage group's gradients go over NCCL.
+  channel_ = make_pipeline_channel(o, ctx, topo_, ordinal_, !tied_.empty());
+  reducer_ = o.backend == SyncBackend::kNccl && topo_.dp_size() > 1
+                 ? make_nccl_reducer(topo_.dp(), ordinal_, o.timeout_s)
+                 : make_mpi_reducer(ctx, topo_.dp());
   {
     torch::NoGradGuard no_grad;
     if (topo_.dp_size() > 1)
@@ -167,7 +171,6 @@ PipelineRunner::PipelineRunner(const Options& o, const RunContext& ctx, int64_t 
   optimizer_ = make_fused_optimizer(o.optimizer, params_, o.lr);
   if (topo_.dp_size() > 1) sync_.emplace(params_, *reducer_, topo_.dp_size(), o);
   data_ = make_synthetic_source(*model_, batch, M_, topo_.dp_index(), o.seed, device_);
-  channel_ = std::make_unique<StageChannel>(topo_);
   actions_ = stage_actions(o.pipeline.schedule, P_, M_, V_, topo_.stage());
   in_flight_.assign(V_, std::vector<InFlight>(M_));
 
@@ -182,6 +185,7 @@ PipelineRunner::PipelineRunner(const Options& o, const RunContext& ctx, int64_t 
   st.dp_index = topo_.dp_index();
   st.cuts = describe_cuts(pieces_, starts_);
   st.theory_bubble = theoretical_bubble(o.pipeline.schedule, P_, M_, V_);
+  st.channel = channel_->name();
 }
 
 void PipelineRunner::setup_partition() {
@@ -268,9 +272,8 @@ void PipelineRunner::sum_tied_gradients() {
   double waited = 0;
   for (size_t i = 0; i < tied_.size(); ++i) {
     torch::Tensor& g = tied_[i].mutable_grad();
-    channel_->send(g.clone(), other, kTiedTag + static_cast<int>(i));  // g changes below
-    torch::Tensor theirs = channel_->recv(other, kTiedTag + static_cast<int>(i), device_, deadline_,
-                                          "tied embedding gradient", waited);
+    torch::Tensor theirs = channel_->exchange(g, other, kTiedTag + static_cast<int>(i), deadline_,
+                                              "tied embedding gradient", waited);
     torch::NoGradGuard no_grad;
     g.add_(theirs);
   }

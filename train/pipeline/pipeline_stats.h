@@ -34,6 +34,7 @@ struct PipelineStats {
   std::string cuts;         // every chunk's pieces, "embed,h.0 | h.1,head" (partition.h)
   std::string partitioned;  // "flops" or "measured", with the chunk costs
   double theory_bubble = 0;
+  std::string channel;  // how the stages' tensors travel: "mpi" or "nccl" (pipeline_channel.h)
   std::vector<PipelineStepTimes> steps;  // every step, warm-up included
   std::vector<PipelineEvent> timeline;   // the last step's
 };

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "core/error.h"
@@ -103,6 +104,41 @@ TEST(PipelineSchedule, EveryStageRunsEachActionOnceWithoutDeadlock) {
           }
           EXPECT_FALSE(simulate_pipeline(s, P, M, V, 1.0, 2.0).deadlock)
               << to_string(s) << " P=" << P << " M=" << M << " V=" << V;
+        }
+}
+
+// The NCCL stage channel (train/pipeline/nccl_p2p.cc) keeps each way between two stages as one
+// ordered link per kind (activations, gradients), where NCCL matches the i-th send with the i-th
+// receive: every schedule must send each link's tensors in the order its receiver asks for them,
+// as the runner does (a forward of virtual stage v receives v - 1's activation and sends its own to
+// v + 1; a backward receives v + 1's gradient and sends its own to v - 1).
+TEST(PipelineSchedule, EachLinkIsReceivedInTheOrderItIsSent) {
+  using Transfer = std::pair<int, int>;  // (edge's lower virtual stage, micro-batch)
+  for (Schedule s : {Schedule::kGpipe, Schedule::k1f1b, Schedule::kInterleaved})
+    for (int P : {2, 3, 4})
+      for (int M : {P, 2 * P, 3 * P})
+        for (int V : s == Schedule::kInterleaved ? std::vector<int>{2, 3} : std::vector<int>{1}) {
+          const int K = P * V;
+          // [kind][from][to]: what `from` sends, in its order; what `to` receives, in its order.
+          std::map<std::tuple<int, int, int>, std::vector<Transfer>> sent, received;
+          for (int st = 0; st < P; ++st)
+            for (const Action& a : stage_actions(s, P, M, V, st)) {
+              const int v = a.chunk * P + st;
+              if (a.kind == ActionKind::kForward) {
+                if (v > 0) received[{0, (v - 1) % P, st}].push_back({v - 1, a.micro});
+                if (v < K - 1) sent[{0, st, (v + 1) % P}].push_back({v, a.micro});
+              } else {
+                if (v < K - 1) received[{1, (v + 1) % P, st}].push_back({v, a.micro});
+                if (v > 0) sent[{1, st, (v - 1) % P}].push_back({v - 1, a.micro});
+              }
+            }
+          EXPECT_EQ(sent, received) << to_string(s) << " P=" << P << " M=" << M << " V=" << V;
+          // Activations flow only to the next stage, gradients only to the previous one (the
+          // links the channel makes).
+          for (const auto& [key, transfers] : sent) {
+            const auto [kind, from, to] = key;
+            EXPECT_EQ(to, kind == 0 ? (from + 1) % P : (from + P - 1) % P);
+          }
         }
 }
 
