@@ -2,6 +2,7 @@
 #include "core/hierarchical_allreduce.h"
 
 #include "core/error.h"
+#include "core/node_map.h"
 
 namespace dtune {
 
@@ -9,6 +10,22 @@ HierarchicalAllreduce::HierarchicalAllreduce(const RunContext& ctx)
     : node_(MpiComm::dup(ctx.node_comm())), leader_(ctx.local_rank() == 0) {
   MPI_Comm leaders = MPI_COMM_NULL;
   DTUNE_MPI_CHECK(MPI_Comm_split(ctx.comm(), leader_ ? 0 : MPI_UNDEFINED, ctx.rank(), &leaders));
+  if (leaders != MPI_COMM_NULL) {
+    DTUNE_MPI_CHECK(MPI_Comm_set_errhandler(leaders, MPI_ERRORS_RETURN));
+    leaders_ = MpiComm(leaders);
+  }
+}
+
+HierarchicalAllreduce::HierarchicalAllreduce(MPI_Comm comm) {
+  const NodeMap nodes = derive_node_map(comm);
+  int rank = 0;
+  DTUNE_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  leader_ = nodes.local_rank == 0;
+  MPI_Comm node = MPI_COMM_NULL, leaders = MPI_COMM_NULL;
+  DTUNE_MPI_CHECK(MPI_Comm_split(comm, nodes.node, rank, &node));
+  DTUNE_MPI_CHECK(MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN));
+  node_ = MpiComm(node);
+  DTUNE_MPI_CHECK(MPI_Comm_split(comm, leader_ ? 0 : MPI_UNDEFINED, rank, &leaders));
   if (leaders != MPI_COMM_NULL) {
     DTUNE_MPI_CHECK(MPI_Comm_set_errhandler(leaders, MPI_ERRORS_RETURN));
     leaders_ = MpiComm(leaders);

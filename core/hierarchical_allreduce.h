@@ -15,6 +15,10 @@ class HierarchicalAllreduce {
  public:
   // Collective over ctx.comm(): duplicates the node communicator and splits the leaders' one.
   explicit HierarchicalAllreduce(const RunContext& ctx);
+  // Collective over `comm`, a sub-communicator of the job (a pipeline stage's data-parallel
+  // group): its nodes are those of its own ranks (derive_node_map over comm), its leaders the
+  // first of its ranks on each node.
+  explicit HierarchicalAllreduce(MPI_Comm comm);
   HierarchicalAllreduce(const HierarchicalAllreduce&) = delete;
   HierarchicalAllreduce& operator=(const HierarchicalAllreduce&) = delete;
 

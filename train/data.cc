@@ -105,7 +105,7 @@ class LoaderSource final : public DataSource {
 }  // namespace
 
 std::unique_ptr<DataSource> make_loader_source(const Options& o, const models::Model& model,
-                                               int64_t batch, const RunContext& ctx,
+                                               int64_t batch, int rank, int world,
                                                const torch::Device& device) {
   data::OpenedData opened =
       data::open_data(o.data,
@@ -120,8 +120,8 @@ std::unique_ptr<DataSource> make_loader_source(const Options& o, const models::M
   lo.workers = o.workers;
   lo.prefetch = o.prefetch;
   lo.seed = o.seed;
-  lo.rank = ctx.rank();
-  lo.world = ctx.world_size();
+  lo.rank = rank;
+  lo.world = world;
   lo.strict = o.strict;
   lo.pin_memory = device.is_cuda();
   if (x.dim() == 4) {
@@ -157,8 +157,8 @@ std::unique_ptr<DataSource> make_loader_source(const Options& o, const models::M
   if (loader->batches_per_epoch() < 1)
     throw UsageError("--data " + o.data + ": " + std::to_string(loader->samples_this_rank()) +
                      " samples per rank, fewer than one batch of " + std::to_string(batch));
-  return std::make_unique<LoaderSource>("--data " + o.data, ctx.rank(), batch,
-                                        std::move(opened.storage), opened.cache, std::move(loader),
+  return std::make_unique<LoaderSource>("--data " + o.data, rank, batch, std::move(opened.storage),
+                                        opened.cache, std::move(loader),
                                         make_device_stager(device));
 }
 

@@ -37,10 +37,11 @@ std::unique_ptr<DataSource> make_synthetic_source(const models::Model& model, in
                                                   const torch::Device& device);
 
 // --data PATH|s3://...: dtune's loader (data/loader/loader.h) over a WebDataset, ImageFolder or
-// token dataset, this rank's slice of each epoch, epochs rolling over as the steps need them.
-// Throws UsageError before training when the dataset is missing or does not fit the model.
+// token dataset, slice `rank` of `world` of each epoch (data parallelism: the rank and the ranks;
+// a pipeline: its data-parallel index and the pipelines), epochs rolling over as the steps need
+// them. Throws UsageError before training when the dataset is missing or does not fit the model.
 std::unique_ptr<DataSource> make_loader_source(const Options& o, const models::Model& model,
-                                               int64_t batch, const RunContext& ctx,
+                                               int64_t batch, int rank, int world,
                                                const torch::Device& device);
 
 }  // namespace dtune::train

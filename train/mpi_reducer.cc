@@ -39,14 +39,14 @@ MPI_Datatype mpi_type(const torch::Tensor& t) {
 
 class MpiReducer final : public Reducer {
  public:
-  // `comm`: ctx.comm(), or a sub-communicator of it (a pipeline stage's data-parallel group, which
-  // is reduced flat: the hierarchical form works on ctx's nodes).
+  // `comm`: ctx.comm(), or a sub-communicator of it (a pipeline stage's data-parallel group, whose
+  // hierarchical form works on the nodes of the group's own ranks).
   MpiReducer(const RunContext& ctx, MPI_Comm comm, ReduceAlgo algo)
       : thread_comm_(MpiComm::dup(comm)),
         main_comm_(MpiComm::dup(comm)),
-        hierarchical_(algo == ReduceAlgo::kHierarchical
-                          ? std::make_unique<HierarchicalAllreduce>(ctx)
-                          : nullptr),
+        hierarchical_(algo != ReduceAlgo::kHierarchical ? nullptr
+                      : comm == ctx.comm() ? std::make_unique<HierarchicalAllreduce>(ctx)
+                                           : std::make_unique<HierarchicalAllreduce>(comm)),
         worker_([this] { loop(); }) {}
 
   ~MpiReducer() override {
@@ -207,8 +207,6 @@ std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx, MPI_Comm comm, 
         "the MPI gradient reducer calls MPI from its communication thread, which needs "
         "MPI_THREAD_MULTIPLE; this MPI library provided level " +
         std::to_string(ctx.mpi_thread_level()) + " (use an MPI built with thread support)");
-  if (algo == ReduceAlgo::kHierarchical && comm != ctx.comm())
-    throw UsageError("--reduce-algo hierarchical reduces over the whole job; not with a sub-group");
   return std::make_unique<MpiReducer>(ctx, comm, algo);
 }
 

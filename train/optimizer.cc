@@ -78,4 +78,23 @@ std::unique_ptr<Optimizer> make_fused_optimizer(OptimizerKind kind,
   return std::make_unique<FusedSgd>(std::move(params), lr);
 }
 
+std::vector<torch::Tensor> make_master_copy(const std::vector<torch::Tensor>& params) {
+  std::vector<torch::Tensor> master;
+  for (const auto& p : params) master.push_back(p.detach().to(torch::kFloat).requires_grad_(true));
+  return master;
+}
+
+void optimizer_step(Optimizer& optimizer, std::vector<torch::Tensor>& params,
+                    std::vector<torch::Tensor>& master) {
+  if (master.empty()) {
+    optimizer.step();
+    return;
+  }
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i].grad().defined()) master[i].mutable_grad() = params[i].grad().to(torch::kFloat);
+  optimizer.step();
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) params[i].copy_(master[i]);
+}
+
 }  // namespace dtune::train

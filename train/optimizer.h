@@ -34,4 +34,13 @@ class Optimizer {
 std::unique_ptr<Optimizer> make_fused_optimizer(OptimizerKind kind,
                                                 std::vector<torch::Tensor> params, double lr);
 
+// --weights-dtype bf16: the fp32 master copy of `params` (leaves that take gradients, in the same
+// order), which the optimizer updates instead of the bf16 weights.
+std::vector<torch::Tensor> make_master_copy(const std::vector<torch::Tensor>& params);
+// The optimizer's step. With a master copy (`master` not empty, the optimizer's parameters): the
+// weights' gradients cast to fp32 onto it first, and after the step the copy cast back into the
+// weights; so the weights are always the master copy rounded to bf16.
+void optimizer_step(Optimizer& optimizer, std::vector<torch::Tensor>& params,
+                    std::vector<torch::Tensor>& master);
+
 }  // namespace dtune::train

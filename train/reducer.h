@@ -43,7 +43,7 @@ class Reducer {
 // within each node first (core/hierarchical_allreduce.h).
 std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx, ReduceAlgo algo);
 // The same over `comm`, ctx.comm() or a sub-communicator of it (a pipeline stage's data-parallel
-// group, reduced flat: kHierarchical throws UsageError unless comm is ctx.comm()).
+// group; kHierarchical then reduces within the group's ranks on each node first).
 std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx, MPI_Comm comm,
                                           ReduceAlgo algo = ReduceAlgo::kFlat);
 // GPU tensors reduced by NCCL on a communication stream that waits for the gradients' stream.

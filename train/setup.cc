@@ -99,9 +99,7 @@ std::unique_ptr<TrainSetup> TrainSetup::build(const Options& o_in, const RunCont
   }
   armed.disarm();
   // bf16 weights: the optimizer updates an fp32 master copy, which is cast back after each step.
-  if (o.weights_dtype == WeightsDtype::kBf16)
-    for (const auto& p : s->params)
-      s->master.push_back(p.detach().to(torch::kFloat).requires_grad_(true));
+  if (o.weights_dtype == WeightsDtype::kBf16) s->master = make_master_copy(s->params);
   s->optimizer = make_fused_optimizer(o.optimizer, s->master.empty() ? s->params : s->master, o.lr);
 
   if (ctx.world_size() > 1 && o.local_sgd_every == 0) {
@@ -119,7 +117,7 @@ std::unique_ptr<TrainSetup> TrainSetup::build(const Options& o_in, const RunCont
   s->scaler.emplace(o.precision == Precision::kFp16, s->device);
   s->data = probe || o.data == "synthetic"
                 ? make_synthetic_source(model, batch, o.accum_steps, ctx.rank(), o.seed, s->device)
-                : make_loader_source(o, model, batch, ctx, s->device);
+                : make_loader_source(o, model, batch, ctx.rank(), ctx.world_size(), s->device);
   s->clock = s->device.is_cuda() ? make_cuda_clock(s->ordinal) : make_cpu_clock();
   if (!o.timing) s->clock = make_total_only_clock(std::move(s->clock));
   if (o.profile_steps > 0) {

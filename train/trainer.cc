@@ -117,15 +117,7 @@ void Trainer::run_step(int step, StepRecord& rec) {
   clock.mark(Phase::kScaler);
   if (!rec.skipped) {
     NvtxRange range("optimizer");
-    if (!s_.master.empty()) {
-      for (size_t i = 0; i < s_.params.size(); ++i)
-        s_.master[i].mutable_grad() = s_.params[i].grad().to(torch::kFloat);
-      s_.optimizer->step();
-      torch::NoGradGuard no_grad;
-      for (size_t i = 0; i < s_.params.size(); ++i) s_.params[i].copy_(s_.master[i]);
-    } else {
-      s_.optimizer->step();
-    }
+    optimizer_step(*s_.optimizer, s_.params, s_.master);
   }
   clock.mark(Phase::kOptimizer);
   // Local SGD: ranks step on their own gradients; every H steps, after the step, the

@@ -68,12 +68,8 @@ void parse_pipeline(const std::string& schedule, const std::string& layout,
       throw UsageError(p + " with " + flag + ": not supported with pipeline parallelism; " +
                        "drop one");
   };
-  refuse(o.reduce_algo == ReduceAlgo::kHierarchical, "--reduce-algo hierarchical");
-  refuse(o.precision == Precision::kFp16, "--precision fp16");
-  refuse(o.weights_dtype == WeightsDtype::kBf16, "--weights-dtype bf16");
   refuse(o.local_sgd_every > 0, "--local-sgd");
   refuse(o.batch_auto, "--batch auto");
-  refuse(o.data != "synthetic", "--data");
 }
 
 }  // namespace
@@ -95,12 +91,11 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       "--backend nccl and\n--precision tf32 need --device cuda; --weights-dtype bf16 not with "
       "--precision fp16; --local-sgd\nnot with --accum-steps > 1; --batch auto on CPU needs "
       "--memory-limit-mb; --cache-dir needs --data;\n--profile-steps within --warmup-steps + "
-      "--steps; --reduce-algo hierarchical only with --backend mpi, and not with "
-      "--pipeline-stages > 1;\n--output or --no-output, not both; --pipeline-stages divides the "
-      "ranks; --virtual-stages > 1 needs --schedule\ninterleaved, which needs --micro-batches a "
-      "multiple of --pipeline-stages; --micro-batches equals\n--accum-steps if both are given; "
-      "--pipeline-stages > 1 not with --precision fp16, --weights-dtype bf16,\n--local-sgd, "
-      "--batch auto or --data.");
+      "--steps; --reduce-algo hierarchical only with --backend mpi;\n--output or --no-output, not "
+      "both; --pipeline-stages divides the ranks; --virtual-stages > 1 needs\n--schedule "
+      "interleaved, which needs --micro-batches a multiple of --pipeline-stages; --micro-batches\n"
+      "equals --accum-steps if both are given; --pipeline-stages > 1 not with --local-sgd\n"
+      "or --batch auto.");
   app.get_formatter()->column_width(34);
   auto env = [](const char* n) { return std::string("DTUNE_TRAIN_") + n; };
   std::string batch = "8", precision = to_string(o.precision), weights = to_string(o.weights_dtype),

@@ -50,6 +50,11 @@ PipelineTable gather_pipeline(const Options& o, const RunContext& ctx, const Tra
   // Ranks have the same number of events (M x V forwards and backwards each): gather_doubles
   // concatenates them in rank order.
   const std::vector<double> all_events = gather_doubles(ctx.comm(), events);
+  std::vector<double> scaling;  // (S, 3) of this rank: loss scale, found inf, skipped
+  for (const auto& s : st.steps)
+    scaling.insert(scaling.end(), {s.loss_scale, static_cast<double>(s.found_inf),
+                                   static_cast<double>(s.skipped)});
+  const std::vector<double> all_scaling = gather_doubles(ctx.comm(), scaling);  // (R, S, 3)
   PipelineTable t;
   t.cuts = st.cuts;
   t.partitioned = st.partitioned;
@@ -72,6 +77,16 @@ PipelineTable gather_pipeline(const Options& o, const RunContext& ctx, const Tra
     t.timeline.insert(t.timeline.end(), all_events.begin() + static_cast<long>(i * kEventFields),
                       all_events.begin() + static_cast<long>((i + 1) * kEventFields));
   }
+  // Every rank ran the same steps: transposed to (S, R), as the step datasets.
+  t.steps = st.steps.size();
+  const size_t R = t.ranks.size();
+  for (size_t s = 0; s < t.steps; ++s)
+    for (size_t r = 0; r < R; ++r) {
+      const double* x = &all_scaling[(r * t.steps + s) * 3];
+      t.loss_scale.push_back(x[0]);
+      t.found_inf.push_back(static_cast<int64_t>(x[1]));
+      t.skipped.push_back(static_cast<int64_t>(x[2]));
+    }
   return t;
 }
 
@@ -132,6 +147,9 @@ void write_pipeline(hid_t run_group, const Options& o, const PipelineTable& t) {
   h5::write_dataset(id, "span_ms", {R}, span.data());
   h5::write_dataset(id, "bubble", {R}, bubble.data());
   h5::write_dataset(id, "timeline", {t.timeline.size() / 6, 6}, t.timeline.data());
+  h5::write_dataset(id, "loss_scale", {t.steps, R}, t.loss_scale.data());
+  h5::write_dataset(id, "found_inf", {t.steps, R}, t.found_inf.data());
+  h5::write_dataset(id, "skipped", {t.steps, R}, t.skipped.data());
 }
 
 }  // namespace dtune::train

@@ -30,6 +30,10 @@ struct PipelineTable {
   std::string cuts, partitioned;
   std::string channel;  // "mpi" or "nccl"
   double theory_bubble = 0;
+  // (S, R) over every step, warm-up included: each rank's loss scale, found inf/NaN, skipped.
+  size_t steps = 0;
+  std::vector<double> loss_scale;
+  std::vector<int64_t> found_inf, skipped;
 };
 
 // Collective over ctx.comm(); the table is complete on rank 0 only.

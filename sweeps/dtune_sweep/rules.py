@@ -133,12 +133,8 @@ def _train(given: dict, ranks: int) -> list[str]:
         bad.append("--cache-dir needs --data (a dataset, not synthetic)")
     if stages is not None and stages > 1:  # what a pipeline does not support (yet): dtune-train refuses it
         for flag, bad_value in (
-            ("--precision", f["--precision"] == "fp16"),
-            ("--weights-dtype", f["--weights-dtype"] == "bf16"),
             ("--local-sgd", (sgd or 0) > 0),
             ("--batch", auto),
-            ("--data", f["--data"] != "synthetic"),
-            ("--reduce-algo", f.get("--reduce-algo") == "hierarchical"),
         ):
             if bad_value:
                 bad.append(
@@ -201,8 +197,7 @@ RULES_HELP = """cross-flag rules, checked for every point when the sweep is plan
     --memory-limit-mb; --cache-dir needs --data; --profile-steps within --warmup-steps + --steps;
     --pipeline-stages divides ranks; --virtual-stages > 1 needs --schedule interleaved, which needs
     --micro-batches a multiple of --pipeline-stages; --micro-batches equals --accum-steps if both;
-    --pipeline-stages > 1 not with --precision fp16, --weights-dtype bf16, --local-sgd,
-    --batch auto, --data or --reduce-algo hierarchical;
+    --pipeline-stages > 1 not with --local-sgd or --batch auto;
     --reduce-algo hierarchical only with --backend mpi
   dtune-comm: -b <= -e; -r is a rank; --mpi-buffers device only with --backend mpi
   every binary: no --no-output (the runner writes each point's file)

@@ -58,9 +58,9 @@ CASES = [
     (
         "dtune-train",
         2,
-        "--pipeline-stages 2 --data d --tensorboard tb --profile-steps 0:1",
-        "--data",
-        "--pipeline-stages 2 --tensorboard tb --profile-steps 0:1",
+        "--pipeline-stages 2 --local-sgd 2 --data d --precision fp16 --reduce-algo hierarchical",
+        "--local-sgd",
+        "--pipeline-stages 2 --data d --precision fp16 --reduce-algo hierarchical",
     ),
     ("dtune-train", 2, "--micro-batches 2 --accum-steps 3", "--micro-batches", "--micro-batches 3 --accum-steps 3"),
     ("dtune-comm", 2, "-b 1M -e 8", "-b (1M)", "-b 8 -e 1M"),

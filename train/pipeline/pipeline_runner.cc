@@ -18,6 +18,7 @@
 #include "models/weights.h"
 #include "train/cuda_device.h"
 #include "train/data.h"
+#include "train/fault_injector.h"
 #include "train/grad_sync.h"
 #include "train/memory_meter.h"
 #include "train/observers.h"
@@ -49,6 +50,9 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 constexpr double kWaitShareOfTimeout = 0.9;
 // Tags of the control messages, above every activation's and gradient's (tag() below).
 constexpr int kStartTag = 400'000'000, kEndTag = kStartTag + 1, kTiedTag = kStartTag + 2;
+// --data: stage 0 loads each micro-batch and sends its targets to the last stage under this tag +
+// the micro-batch (above the tied gradients' tags, one per tied parameter).
+constexpr int kTargetTag = kStartTag + 1000;
 
 struct Chunk {
   int virtual_stage = 0;      // chunk x P + stage
@@ -103,11 +107,18 @@ class PipelineRunner {
   std::vector<Chunk> chunks_;   // this stage's V
   std::vector<std::string> param_names_;
   std::vector<torch::Tensor> params_;
-  std::vector<torch::Tensor> tied_;  // held by both end stages: their gradients are summed
+  std::vector<torch::Tensor> tied_;    // held by both end stages: their gradients are summed
+  std::vector<torch::Tensor> master_;  // --weights-dtype bf16: the fp32 copy the optimizer updates
   std::unique_ptr<Reducer> reducer_;
   std::optional<GradSync> sync_;
   std::unique_ptr<Optimizer> optimizer_;
+  std::optional<LossScaler> scaler_;  // --precision fp16; one scale, equal on every stage
+  FaultInjector faults_;
+  // Synthetic data: every stage holds its pipeline's micro-batches. --data: stage 0 alone loads
+  // them (slice dp_index of dp_size) and sends the targets to the last stage; null elsewhere.
   std::unique_ptr<DataSource> data_;
+  bool targets_from_first_ = false;  // --data on the last stage
+  double data_ms_ = 0;               // this step's loading time (stage 0 with --data)
   std::unique_ptr<PipelineChannel> channel_;
   std::vector<std::vector<InFlight>> in_flight_;  // [chunk][micro]
   std::vector<Action> actions_;
@@ -134,7 +145,8 @@ PipelineRunner::PipelineRunner(const Options& o, const RunContext& ctx, int64_t 
       M_(o.pipeline.micro_batches),
       V_(o.pipeline.schedule == Schedule::kInterleaved ? o.pipeline.virtual_stages : 1),
       K_(P_ * V_),
-      topo_(ctx, P_, o.pipeline.layout) {
+      topo_(ctx, P_, o.pipeline.layout),
+      faults_(o, ctx.rank()) {
   torch::set_num_threads(o.threads);
   ordinal_ = device_ordinal(o, ctx);
   if (ordinal_ >= 0) {
@@ -147,6 +159,7 @@ PipelineRunner::PipelineRunner(const Options& o, const RunContext& ctx, int64_t 
   // one process's would; the data-parallel broadcast below makes that explicit, as DDP does.
   model_ = models::make_model(o.model, o.model_options);
   model_->to(device_);
+  if (o.weights_dtype == WeightsDtype::kBf16) model_->to(torch::kBFloat16);
   model_->train();
   pieces_ = models::model_pieces(*model_);
   auto armed = monitor_.arm("setting up the pipeline (partition, stage groups, parameters)");
@@ -161,16 +174,22 @@ PipelineRunner::PipelineRunner(const Options& o, const RunContext& ctx, int64_t 
   channel_ = make_pipeline_channel(o, ctx, topo_, ordinal_, !tied_.empty());
   reducer_ = o.backend == SyncBackend::kNccl && topo_.dp_size() > 1
                  ? make_nccl_reducer(topo_.dp(), ordinal_, o.timeout_s)
-                 : make_mpi_reducer(ctx, topo_.dp());
+                 : make_mpi_reducer(ctx, topo_.dp(), o.reduce_algo);
   {
     torch::NoGradGuard no_grad;
     if (topo_.dp_size() > 1)
       for (auto& p : params_) reducer_->broadcast(p.data(), 0);
   }
   armed.disarm();
-  optimizer_ = make_fused_optimizer(o.optimizer, params_, o.lr);
+  if (o.weights_dtype == WeightsDtype::kBf16) master_ = make_master_copy(params_);
+  optimizer_ = make_fused_optimizer(o.optimizer, master_.empty() ? params_ : master_, o.lr);
   if (topo_.dp_size() > 1) sync_.emplace(params_, *reducer_, topo_.dp_size(), o);
-  data_ = make_synthetic_source(*model_, batch, M_, topo_.dp_index(), o.seed, device_);
+  scaler_.emplace(o.precision == Precision::kFp16, device_);
+  if (o.data == "synthetic")
+    data_ = make_synthetic_source(*model_, batch, M_, topo_.dp_index(), o.seed, device_);
+  else if (topo_.first())
+    data_ = make_loader_source(o, *model_, batch, topo_.dp_index(), topo_.dp_size(), device_);
+  targets_from_first_ = o.data != "synthetic" && topo_.last();
   actions_ = stage_actions(o.pipeline.schedule, P_, M_, V_, topo_.stage());
   in_flight_.assign(V_, std::vector<InFlight>(M_));
 
@@ -318,9 +337,14 @@ void PipelineRunner::forward(const Action& a, PipelineStepTimes& t,
   const Chunk& ch = chunks_[a.chunk];
   const int v = ch.virtual_stage;
   InFlight& f = in_flight_[a.chunk][a.micro];
-  torch::Tensor x;
+  torch::Tensor x, target;
   if (v == 0) {
-    x = data_->next(a.micro).input.to(device_);
+    const auto d0 = Clock::now();
+    Batch b = data_->next(a.micro);
+    data_ms_ += ms_between(d0, Clock::now());
+    x = b.input.to(device_);
+    if (o_.data != "synthetic")  // a copy: the loader may reuse its buffers
+      channel_->send(b.target.to(torch::kCPU).clone(), P_ - 1, kTargetTag + a.micro);
   } else {
     const auto r0 = Clock::now();
     f.input =
@@ -330,14 +354,22 @@ void PipelineRunner::forward(const Action& a, PipelineStepTimes& t,
     f.input.requires_grad_(true);
     x = f.input;
   }
+  if (v == K_ - 1 && targets_from_first_) {
+    const auto r0 = Clock::now();
+    target =
+        channel_->recv(0, kTargetTag + a.micro, device_, deadline_,
+                       "the targets of micro-batch " + std::to_string(a.micro), t.recv_wait_ms);
+    trace(StageActivity::kRecvWait, a.micro, v, 0, r0, Clock::now());
+  }
   const auto t0 = Clock::now();
   {
     AutocastGuard autocast(o_.precision, device_.type());
     for (size_t i = ch.begin; i < ch.end; ++i) x = pieces_[i].forward(x);
     if (v == K_ - 1) {
-      torch::Tensor loss = model_->loss(x, data_->next(a.micro).target.to(device_));
+      if (!target.defined()) target = data_->next(a.micro).target.to(device_);
+      torch::Tensor loss = model_->loss(x, target);
       loss_sum_ += loss.detach().to(torch::kFloat);
-      x = loss / M_;
+      x = scaler_->scale(loss / M_);  // fp16: every stage's gradients carry the scale
     }
   }
   chunk_sleep(1);
@@ -401,6 +433,8 @@ void PipelineRunner::step(StepRecord& rec) {
   for (auto& p : params_)
     if (p.grad().defined()) p.mutable_grad().detach_().zero_();
   loss_sum_ = torch::zeros({}, torch::TensorOptions().device(device_));
+  data_ms_ = 0;
+  rec.loss_scale = scaler_->current();
   if (sync_) sync_->prepare(false);
   PipelineStepTimes t;
   std::vector<PipelineEvent> events;
@@ -437,31 +471,53 @@ void PipelineRunner::step(StepRecord& rec) {
   trace(StageActivity::kSendWait, -1, 0, -1, w0, Clock::now());
   if (sync_) sync_->finish(deadline_);
   sum_tied_gradients();
-  // The span: from the common start to the last action's end on any stage of this pipeline; and
-  // the pipeline's loss, which its last stage computed.
+  // fp16: this stage unscales its gradients and finds whether any is inf/NaN, agreed over its
+  // data-parallel group as the data-parallel trainer does; the end-of-step exchange below takes
+  // the maximum over the stages, so every rank of the job skips the same steps and updates the
+  // same scale.
+  const auto t_scaler = Clock::now();
+  std::vector<torch::Tensor> grads;
+  for (auto& p : params_)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  faults_.after_reduction(step_index_, grads);
+  torch::Tensor found_inf = scaler_->unscale(grads);  // (1,) float, 0 when not fp16
+  if (scaler_->enabled() && topo_.dp_size() > 1) reducer_->allreduce_max(found_inf);
+  const double scaler_ms = ms_between(t_scaler, Clock::now());
+  // The span: from the common start to the last action's end on any stage of this pipeline; the
+  // pipeline's loss, which its last stage computed; whether any stage found inf/NaN gradients.
   const double loss_here = loss_sum_.item<double>() / M_;
   const torch::Tensor end =
-      rendezvous(torch::tensor({last_end_ms, loss_here}, torch::kDouble), kEndTag,
-                 "the end of the step", [](const std::vector<torch::Tensor>& all) {
+      rendezvous(torch::tensor({last_end_ms, loss_here, found_inf.item<double>()}, torch::kDouble),
+                 kEndTag, "the end of the step", [](const std::vector<torch::Tensor>& all) {
                    torch::Tensor r = all.back().clone();  // the last stage's loss
                    for (const auto& x : all)
-                     r[0] = std::max(r[0].item<double>(), x[0].item<double>());
+                     for (int i : {0, 2}) r[i] = std::max(r[i].item<double>(), x[i].item<double>());
                    return r;
                  });
   t.span_ms = end[0].item<double>();
   const auto t_opt = Clock::now();
-  optimizer_->step();
+  if (scaler_->enabled()) {
+    rec.skipped = end[2].item<double>() != 0;
+    scaler_->update(torch::full_like(found_inf, rec.skipped ? 1.0 : 0.0));
+  }
+  if (!rec.skipped) optimizer_step(*optimizer_, params_, master_);
   const auto t_end = Clock::now();
   t.bubble = t.span_ms > 0 ? 1 - (t.forward_ms + t.backward_ms) / t.span_ms : 0;
   rec.phases.fill(0);
+  rec.phases[static_cast<size_t>(Phase::kData)] = data_ms_;
   rec.phases[static_cast<size_t>(Phase::kForward)] = t.forward_ms;
   rec.phases[static_cast<size_t>(Phase::kBackward)] = t.backward_ms;
-  // Exposed communication: everything of the step that was not compute or the optimizer.
+  rec.phases[static_cast<size_t>(Phase::kScaler)] = scaler_ms;
+  // Exposed communication: everything of the step that was not loading, compute, the scaler or
+  // the optimizer.
   rec.phases[static_cast<size_t>(Phase::kComm)] =
-      ms_between(t_step, t_opt) - t.forward_ms - t.backward_ms;
+      ms_between(t_step, t_opt) - data_ms_ - t.forward_ms - t.backward_ms - scaler_ms;
   rec.phases[static_cast<size_t>(Phase::kOptimizer)] = ms_between(t_opt, t_end);
   rec.total_ms = ms_between(t_step, t_end);
   rec.loss = end[1].item<double>();  // every stage records its pipeline's loss
+  t.loss_scale = rec.loss_scale;
+  t.found_inf = found_inf.item<float>() != 0;
+  t.skipped = rec.skipped;
   out_.pipeline.steps.push_back(t);
   out_.pipeline.timeline = std::move(events);
 }
@@ -483,7 +539,10 @@ TrainOutcome PipelineRunner::finish() {
   out.device_index = ordinal_;
   if (sync_) out.bucket_bytes = sync_->layout().bytes;
   if (profiler_) out.profile = profiler_->summary();
-  out.data = data_->summary();
+  // --data: stage 0 loaded; the other stages' rows count nothing (the data reached them as
+  // activations and targets).
+  out.data = data_ ? data_->summary()
+                   : DataSummary{"--data " + o_.data + " (via stage 0)", 0, 0, 0, 0, 0, 0, 0, 0};
   out.memory_source = "peak bytes of CPU tensors (dtune's counting allocator)";
   out.peak_memory_bytes = std::max(run_peak_bytes_, CpuMemoryMeter::peak_bytes());
   rusage u{};
@@ -496,6 +555,7 @@ TrainOutcome PipelineRunner::finish() {
       dump["param." + param_names_[i]] = params_[i].detach().to(torch::kCPU).contiguous();
       if (params_[i].grad().defined())
         dump["grad." + param_names_[i]] = params_[i].grad().to(torch::kCPU).contiguous();
+      if (!master_.empty()) dump["master." + param_names_[i]] = master_[i].detach().to(torch::kCPU);
     }
     models::write_tensors(o_.dump_path + ".stage" + std::to_string(topo_.stage()), dump);
   }
