@@ -4,7 +4,7 @@ arguments and printed tables. Each returns the exit status: 0 done, 2 an input t
 allreduce measured at one size, ...).
 
     dtune model predict PROFILE.h5 COMM.h5... [--nodes 1,2] [--ranks-per-node 2,4] [--bucket-mb 1,25]
-    dtune model check RESULTS...                       predicted against measured, every multi-rank run
+    dtune model check RESULTS... [--profile nearest|pooled]   predicted against measured, every multi-rank run
     dtune model project PROFILE.h5 [--cluster h100-ib400] [--nodes ...] [--bucket-mb ...]
 """
 
@@ -86,10 +86,10 @@ def cmd_check(a) -> int:
     from .model_check import check, format_check
 
     try:
-        rows, notes = check(a.files)
+        rows, notes = check(a.files, a.profile)
     except (OSError, ValueError, KeyError) as e:
         return _fail(str(e).splitlines()[0])
-    print(format_check(rows, notes))
+    print(format_check(rows, notes, a.profile))
     return 0
 
 

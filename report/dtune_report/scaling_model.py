@@ -100,16 +100,18 @@ class Profile:
         )
 
 
-def compute_factor(cores: int, threads: int, ranks_per_node: int, profile_threads: int | None = None) -> float:
-    """How much longer each rank's compute takes beside the node's other ranks than in the 1-rank
-    profile, on CPU ranks sharing `cores`: R ranks × T intra-op threads on C cores get C/(R·T) of a
-    core per thread once they outnumber the cores (fair shares), so the time grows by
-    max(1, R·T/C), over the profile's own max(1, T_p/C) (T_p = T unless given). 1 for cores <= 0
-    (unknown: no contention assumed; said where it is printed)."""
+def compute_factor(cores: int, threads: int, ranks_sharing: int, profile_threads: int | None = None) -> float:
+    """How much longer each rank's compute takes beside the other ranks on its machine than in the
+    1-rank profile, on CPU ranks sharing `cores`: R ranks × T intra-op threads on C cores get
+    C/(R·T) of a core per thread once they outnumber the cores (fair shares), so the time grows by
+    max(1, R·T/C), over the profile's own max(1, T_p/C) (T_p = T unless given). R counts the ranks
+    that share one physical machine's cores (model_inputs.ranks_per_machine: simulated nodes on
+    one machine count together), not those of one node. 1 for cores <= 0 (unknown: no contention
+    assumed; said where it is printed)."""
     if cores <= 0:
         return 1.0
     tp = threads if profile_threads is None else profile_threads
-    return max(1.0, ranks_per_node * threads / cores) / max(1.0, tp / cores)
+    return max(1.0, ranks_sharing * threads / cores) / max(1.0, tp / cores)
 
 
 def plan_buckets(param_bytes, first_cap_bytes: int, cap_bytes: int) -> list:

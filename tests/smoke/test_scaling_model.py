@@ -2,11 +2,21 @@
 hand, exactly; the ring fit recovers the constants it was made from; the projection names a best
 bucket size and where scaling breaks. No binaries: pure arithmetic on fixed inputs."""
 
+from datetime import datetime, timedelta, timezone
+
 import numpy as np
 import pytest
 
 from dtune_report.clusters import CLUSTERS
-from dtune_report.model_inputs import fit_ring
+from dtune_report.model_inputs import (
+    ProfileRun,
+    fit_ring,
+    nearest_profile,
+    parse_time,
+    pooled_profile,
+    ranks_per_machine,
+    run_midpoint,
+)
 from dtune_report.projection import project
 from dtune_report.scaling_model import MIB, LinkFit, Profile, Shape, compute_factor, plan_buckets, predict
 
@@ -143,3 +153,42 @@ def test_compute_scale_stretches_every_compute_time_by_hand():
     assert p.step_ms == pytest.approx(70.5, abs=1e-12)
     assert p.efficiency == pytest.approx(35.0 / 70.5, abs=1e-12)
     assert p.compute_factor == 2.0
+
+
+def test_ranks_sharing_a_machine_count_by_boot_id_and_fall_back_to_hosts():
+    hosts = ["n0", "n0", "n1", "n1"]  # 2 nodes x 2 ranks
+    # Simulated nodes on one kernel (one boot id): 4 ranks on the machine's cores.
+    assert ranks_per_machine(hosts, ["b"] * 4, 4) == (4, "machine")
+    assert ranks_per_machine(hosts, ["a", "a", "b", "b"], 4) == (2, "machine")  # two real machines
+    assert ranks_per_machine(["n0", "n1", "n0", "n1"], ["a", "b", "a", "b"], 4) == (2, "machine")
+    # Older files (no rank_boot_id) and a rank that could not read its own: per node, as before.
+    assert ranks_per_machine(hosts, [], 4) == (2, "node")
+    assert ranks_per_machine(hosts, ["b", "b", "", "b"], 4) == (2, "node")
+    assert ranks_per_machine([], [], 4) == (4, "node")  # nothing recorded: one node
+    # 1 thread per rank on 2 cores: 2 simulated nodes x 2 ranks are stretched x2; counted per node, x1.
+    assert compute_factor(2, 1, ranks_per_machine(hosts, ["b"] * 4, 4)[0]) == 2.0
+    assert compute_factor(2, 1, ranks_per_machine(hosts, [], 4)[0]) == 1.0
+
+
+def _profile_run(name: str, step_ms: float, minute: int | None) -> ProfileRun:
+    p = profile()
+    p = Profile(p.total_ms * 0 + step_ms, p.backward_ms, p.ready_ms, p.param_bytes)
+    when = None if minute is None else datetime(2026, 12, 1, 12, minute, tzinfo=timezone.utc)
+    return ProfileRun(f"{name}.h5", "0000-train", {}, {}, p, 2, when)
+
+
+def test_the_nearest_profile_in_time_and_the_pooled_profiles():
+    runs = [_profile_run("a", 30, 0), _profile_run("b", 40, 10), _profile_run("c", 50, 20)]
+    at = datetime(2026, 12, 1, 12, 14, tzinfo=timezone.utc)
+    assert nearest_profile(runs, at).file == "b.h5"  # 4 min away, against 6 and 14
+    assert nearest_profile(runs, at + timedelta(minutes=2)).file == "c.h5"
+    assert nearest_profile(runs, None).file == "a.h5"  # the run's time unknown: the first
+    assert nearest_profile([_profile_run("u", 30, None), runs[2]], at).file == "c.h5"  # untimed skipped
+    pooled = pooled_profile(runs)  # every step of the three: 2 each at 30, 40 and 50 ms
+    assert sorted(pooled.total_ms) == [30, 30, 40, 40, 50, 50] and pooled.ready_ms.shape == (6, 4)
+    assert float(np.median(pooled.total_ms)) == 40.0
+    # The midpoint of a run's provenance times; start alone where it has no end.
+    mid = run_midpoint({"start_time": "2026-12-01T12:00:00.000Z", "end_time": "2026-12-01T12:01:00.000Z"})
+    assert mid == datetime(2026, 12, 1, 12, 0, 30, tzinfo=timezone.utc)
+    assert run_midpoint({"start_time": "2026-12-01T12:00:00.000Z"}) == parse_time("2026-12-01T12:00:00Z")
+    assert run_midpoint({}) is None and parse_time("not a time") is None
