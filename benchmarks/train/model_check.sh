@@ -73,7 +73,7 @@ if [ $two_nodes = 1 ]; then
   }
   shapes="1x2 1x4 2x1 2x2"
 else
-  mpirun+=(--oversubscribe --mca pml ob1 --mca btl self,vader --mca mpi_yield_when_idle 1)
+  mpirun+=(--oversubscribe --bind-to none --mca pml ob1 --mca btl self,vader --mca mpi_yield_when_idle 1)
   shape() { echo "-np $2"; }
   shapes="1x2 1x4"
 fi

@@ -157,6 +157,20 @@ def test_node_local_directory_is_shared_within_a_node_and_not_across(shaped):
     assert list((state / "node-local").iterdir()) == []  # outside the nodes: nothing
 
 
+def test_ranks_of_two_nodes_are_not_pinned_to_the_same_cores(shaped):
+    # Each node's daemon would bind its ranks from core 0 up (both nodes' rank 0 on core 0): the
+    # tune file turns binding off, so every rank may run on every core of the machine.
+    state = Path(f"/run/dtune-cluster/{shaped}")
+    cmd = [os.environ.get("DTUNE_MPIRUN", "mpirun"), "--allow-run-as-root", "--tune", str(state / "mpirun.tune")]
+    cmd += ["--hostfile", str(state / "hostfile"), "--map-by", "ppr:1:node", "-np", "2"]
+    cmd += ["python3", "-c", "import os, socket; print(socket.gethostname(), sorted(os.sched_getaffinity(0)))"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    every = sorted(os.sched_getaffinity(0))
+    seen = sorted(r.stdout.split("\n")[:-1])
+    assert seen == [f"{shaped}-node{i} {every}" for i in range(2)], r.stdout
+
+
 def test_setup_cannot_hang_where_mpi_locality_is_wrong(shaped):
     # Open MPI with PMIx's hash store takes the other node's ranks for local peers here, and
     # MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) then never returns on the first node. dtune no
