@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from dtune_report.clusters import CLUSTERS
+from dtune_report.model_check import CheckRow, format_scaling, scaling_pairs
 from dtune_report.model_inputs import (
     ProfileRun,
     fit_ring,
@@ -192,3 +193,29 @@ def test_the_nearest_profile_in_time_and_the_pooled_profiles():
     assert mid == datetime(2026, 12, 1, 12, 0, 30, tzinfo=timezone.utc)
     assert run_midpoint({"start_time": "2026-12-01T12:00:00.000Z"}) == parse_time("2026-12-01T12:00:00Z")
     assert run_midpoint({}) is None and parse_time("not a time") is None
+
+
+def _row(run: str, shape: Shape, measured_ms: float, bucket: float = 2.0, ident=(("model", "m"),)) -> CheckRow:
+    fits = {"intra": INTRA, "inter": INTER}
+    pred = predict(profile(), shape, bucket, {lv: fits[lv] for lv in shape.levels()})
+    return CheckRow(
+        "f.h5", run, "m b1", shape, bucket, measured_ms, 0.0, pred.base_step_ms / measured_ms, pred, pred,
+        "p", 2, 1, False, world_size=shape.ranks, identity=ident,
+    )  # fmt: skip
+
+
+def test_shapes_at_equal_global_batch_are_set_side_by_side():
+    # 1 node x 4 and 2 nodes x 2 of one configuration pair up (same world size, bucket, settings);
+    # another bucket size, world size or configuration has no partner on another shape.
+    one, two = _row("a", Shape(1, 4), 50.0), _row("b", Shape(2, 2), 60.0)
+    alone = [_row("c", Shape(1, 2), 40.0), _row("d", Shape(2, 2), 60.0, bucket=5.0)]
+    alone.append(_row("e", Shape(1, 4), 50.0, ident=(("model", "other"),)))
+    (pair,) = scaling_pairs([two, *alone, one])
+    assert [c.run for c in pair] == ["a", "b"]  # fewest nodes first
+    text = format_scaling([two, *alone, one])
+    lines = [ln for ln in text.splitlines() if not ln.startswith("#")]
+    assert len(lines) == 2 and lines[0].split()[4:7] == ["1", "x", "4"]
+    assert lines[1].split()[-2] == "1.200"  # measured: 60 / 50
+    pred_ratio = two.predicted.step_ms / one.predicted.step_ms
+    assert lines[1].split()[-1] == f"{pred_ratio:.3f}"
+    assert format_scaling(alone) == ""
