@@ -82,10 +82,10 @@ fi
 for s in $shapes; do
   n=${s%x*} r=${s#*x}
   # shellcheck disable=SC2046
-  "${mpirun[@]}" $(shape "$n" "$r") "$bin_dir/dtune-comm" -b 1K -e 16M -f 4 -n 20 -w 5 \
+  "${mpirun[@]}" $(shape "$n" "$r") "$bin_dir/dtune-comm" -b 1K -e 4M -f 4 -n 20 -w 5 \
     --collective allreduce --timeout 120 --output "$out/comm-$s.h5" --overwrite > "$out/comm-$s.log"
   # shellcheck disable=SC2046
-  "${mpirun[@]}" $(shape "$n" "$r") "$bin_dir/dtune-comm" -b 1K -e 16M -f 4 -n 20 -w 5 \
+  "${mpirun[@]}" $(shape "$n" "$r") "$bin_dir/dtune-comm" -b 1K -e 4M -f 4 -n 20 -w 5 \
     --collective allreduce --timeout 120 --load-threads 1 --gap-us 5000 \
     --output "$out/comm-$s-load1.h5" --overwrite > "$out/comm-$s-load1.log"
 done
