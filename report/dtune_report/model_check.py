@@ -50,7 +50,7 @@ from .model_inputs import (
     sync_free_identity,
     train_shape,
 )
-from .scaling_model import Prediction, compute_factor, predict
+from .scaling_model import Prediction, comm_slowdown_factor, compute_factor, predict
 from .units import fmt_sig
 
 PROFILE_CHOICES = ("nearest", "pooled")
@@ -78,6 +78,7 @@ class CheckRow:
     profile_note: str = ""  # which profile, and its distance in time from the run
     other: Prediction | None = None  # the prediction from the other profile choice
     world_size: int = 0
+    comm_slowdown: float = 1.0  # backward's compute slowdown while a reduction is in flight
     identity: tuple = ()  # the run's settings less the launch shape (for the scaling comparison)
 
     @property
@@ -167,6 +168,7 @@ def check(paths, profile: str = "nearest") -> tuple:
         world = int(a.get("world_size", shape.ranks))
         sharing, sharing_by = ranks_per_machine(list(r.hosts or []), list(r.boot_ids or []), world)
         factor = compute_factor(ref.cores, threads, sharing, ref.threads)
+        kw["comm_slowdown"] = comm_slowdown_factor(ref.cores, threads, sharing)
         busy = fits.busy_for_shape(shape, threads)
         bucket = float(a.get("bucket_mb", 25.0))
         when = run_midpoint(row)
@@ -202,6 +204,7 @@ def check(paths, profile: str = "nearest") -> tuple:
                 note,
                 other,
                 world,
+                kw["comm_slowdown"],
                 tuple(sorted(ident.items())),
             )
         )
@@ -217,7 +220,8 @@ def format_check(rows: list, notes: list, profile: str = "nearest") -> str:
     """The check as a `#`-commented table: one line per run, then the median absolute errors, then
     the scaling comparison at equal global batch."""
     head = (
-        f"# {'file:run':<30} {'model':<14} {'nodes x R':>9} {'R/C':>7} {'T':>2} {'bucket':>6} {'cf':>5} {'links':>5} "
+        f"# {'file:run':<30} {'model':<14} {'nodes x R':>9} {'R/C':>7} {'T':>2} {'bucket':>6} {'cf':>5} {'cs':>4} "
+        f"{'links':>5} "
         f"{'profile':<22} {'meas_ms':>8} {'pred_ms':>8} {'err':>7} {'fwd_err':>7} {'exp_meas':>8} {'exp_pred':>8} "
         f"{'eff_meas':>8} {'eff_pred':>8}"
     )
@@ -225,6 +229,8 @@ def format_check(rows: list, notes: list, profile: str = "nearest") -> str:
         "# Assumed: compute x cf = max(1, R·T/C) / max(1, T/C): R ranks x T threads share C cores fairly",
         "#   (C from the profile's provenance topology; R/C: the most ranks on one machine, 'm' counted by",
         "#   kernel boot id, simulated nodes together, 'n' per host where the files have no boot ids).",
+        "#   While a reduction is in flight during backward, each rank's polling communication thread is one more",
+        "#   thread on the cores: backward computes max(1, R·(T+1)/C) / max(1, R·T/C) times slower (cs).",
         "#   links 'busy': a reduction that starts while backward computes costs the link measured beside T",
         "#   busy threads per rank (dtune-comm --load-threads T), one after it the idle-core link; 'idle':",
         "#   idle-core fits only (none measured beside T threads).",
@@ -242,7 +248,8 @@ def format_check(rows: list, notes: list, profile: str = "nearest") -> str:
         lines.append(
             f"  {(Path(c.file).name + ':' + c.run.split('-')[0])[-30:]:<30} {c.label[:14]:<14} "
             f"{f'{c.shape.nodes} x {c.shape.ranks_per_node}':>9} {rc:>7} {c.threads:>2} "
-            f"{fmt_sig(c.bucket_mb):>6} {c.predicted.compute_factor:5.2f} {'busy' if c.busy_fits else 'idle':>5} "
+            f"{fmt_sig(c.bucket_mb):>6} {c.predicted.compute_factor:5.2f} {c.comm_slowdown:4.2g} "
+            f"{'busy' if c.busy_fits else 'idle':>5} "
             f"{c.profile_note[-22:]:<22} {c.measured_ms:8.2f} {c.predicted.step_ms:8.2f} {100 * c.error:+6.1f}% "
             f"{100 * c.fwd_error:+6.1f}% {c.measured_exposed_ms:8.2f} "
             f"{c.predicted.exposed_ms:8.2f} {c.measured_efficiency:8.3f} {c.predicted.efficiency:8.3f}"

@@ -34,7 +34,7 @@ def cmd_predict(a) -> int:
     import numpy as np
 
     from .model_inputs import load_link_fits, one_profile
-    from .scaling_model import Shape, compute_factor, predict
+    from .scaling_model import Shape, comm_slowdown_factor, compute_factor, predict
 
     defaults(a)
     try:
@@ -54,7 +54,9 @@ def cmd_predict(a) -> int:
     if cores > 0:
         print(
             f"#   compute x cf = max(1, R·{threads}/{cores}) / max(1, {threads}/{cores}): R ranks x {threads} "
-            f"thread(s) share the node's {cores} cores fairly (--cores; the profile's provenance topology)"
+            f"thread(s) share the node's {cores} cores fairly (--cores; the profile's provenance topology); "
+            f"while a reduction is in flight during backward, x max(1, R·{threads + 1}/{cores}) / "
+            f"max(1, R·{threads}/{cores}) more (each rank's polling communication thread)"
         )
     else:
         print("#   compute as profiled for every R (cores unknown, a GPU profile, or --cores 0: no contention)")
@@ -72,8 +74,9 @@ def cmd_predict(a) -> int:
     )
     for s in shapes:
         cf = compute_factor(cores, threads, s.ranks_per_node)
+        cs = comm_slowdown_factor(cores, threads, s.ranks_per_node)
         for b in a.bucket_mb:
-            r = predict(p, s, b, link[s], a.first_bucket_mb, busy_fits=busy[s], compute_scale=cf)
+            r = predict(p, s, b, link[s], a.first_bucket_mb, busy_fits=busy[s], compute_scale=cf, comm_slowdown=cs)
             print(
                 f"  {s.nodes:5d} {s.ranks_per_node:3d} {s.ranks:5d} {s.algorithm:>12} {b:9g} {r.buckets:7d} {cf:5.2f} "
                 f"{r.step_ms:9.3f} {r.exposed_ms:10.3f} {r.comm_ms:9.3f} {r.efficiency:10.3f}"

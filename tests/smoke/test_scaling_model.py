@@ -19,7 +19,18 @@ from dtune_report.model_inputs import (
     run_midpoint,
 )
 from dtune_report.projection import project
-from dtune_report.scaling_model import MIB, LinkFit, Profile, Shape, compute_factor, plan_buckets, predict
+from dtune_report.scaling_model import (
+    MIB,
+    LinkFit,
+    Profile,
+    Shape,
+    comm_slowdown_factor,
+    compute_factor,
+    plan_buckets,
+    predict,
+    replay,
+    replay_step,
+)
 
 # Four parameters in model order, 2, 1, 1 and 1 MiB. Backward produces them last first.
 PARAM_BYTES = np.array([2, 1, 1, 1]) * MIB
@@ -219,3 +230,26 @@ def test_shapes_at_equal_global_batch_are_set_side_by_side():
     pred_ratio = two.predicted.step_ms / one.predicted.step_ms
     assert lines[1].split()[-1] == f"{pred_ratio:.3f}"
     assert format_scaling(alone) == ""
+
+
+def test_polling_communication_threads_slow_backward_by_hand():
+    # One bucket ready at 2 ms of a 10 ms backward, costing 4 ms, backward 2x slower while it is in
+    # flight: compute reaches 2 at wall 2; the reduction runs 2 -> 6 while compute goes 2 -> 4; the
+    # last 6 ms at full speed: backward ends at wall 12, the reduction long done.
+    assert replay([2.0], 10.0, [4.0], slowdown=2.0) == (0.0, 6.0, 12.0)
+    # Two buckets ready at 2 and 9: b0 2 -> 6 (compute 2 -> 4), compute 4 -> 9 by wall 11, b1 11 -> 15
+    # while compute goes 9 -> 10 by wall 13: backward ends at 13, 2 ms exposed. Without the
+    # slowdown: b0 2 -> 6, b1 9 -> 13, backward ends at 10, 3 ms exposed (replay_step's answer).
+    assert replay([2.0, 9.0], 10.0, [4.0, 4.0], slowdown=2.0) == (2.0, 15.0, 13.0)
+    assert replay([2.0, 9.0], 10.0, [4.0, 4.0]) == (3.0, 13.0, 10.0)
+    assert replay_step([2.0, 9.0], 10.0, [4.0, 4.0]) == (3.0, 13.0)
+    # R ranks x (T + 1) threads while reducing against R x T otherwise, on C cores.
+    assert comm_slowdown_factor(2, 1, 2) == 2.0  # 4 threads against 2, on 2 cores
+    assert comm_slowdown_factor(2, 1, 4) == 2.0  # 8 against 4
+    assert comm_slowdown_factor(8, 1, 2) == 1.0  # 4 threads fit on 8 cores
+    assert comm_slowdown_factor(8, 1, 6) == 1.5  # 12 threads against 6 on 8 cores
+    assert comm_slowdown_factor(0, 1, 4) == 1.0  # cores unknown (a GPU profile)
+    # predict() adds the time backward lost: one rank of Shape(1, 2), slowdown 1, is the old answer.
+    base = predict(profile(), Shape(1, 2), 2.0, {"intra": INTRA})
+    slowed = predict(profile(), Shape(1, 2), 2.0, {"intra": INTRA}, comm_slowdown=2.0)
+    assert slowed.step_ms > base.step_ms
