@@ -13,7 +13,8 @@ how far from the run it was measured, and the summary gives the median error bot
 On CPU ranks, the prediction stretches the profile's compute by scaling_model.compute_factor (the
 machine's cores from the profile's provenance, the run's threads per rank, the run's ranks that
 share one machine: counted per boot id, so 2 simulated nodes × 2 ranks on one machine are 4
-ranks on its cores; per host in files without boot ids) and costs a reduction that
+ranks on its cores; per host in files without boot ids), slows backward further while a reduction
+is in flight by scaling_model.comm_slowdown_factor (column cs) and costs a reduction that
 starts during backward from the link fits beside as many busy threads per rank (dtune-comm
 --load-threads) where the files hold them; the table says which (cf, links).
 

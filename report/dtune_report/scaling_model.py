@@ -10,6 +10,9 @@ dtune-train's gradient synchronisation (train/grad_sync.cc) step by step:
   start_b = max(launch_b, end_{b-1}), end_b = start_b + T(bytes_b);
 - exposed_ms = max(0, end_last − backward_ms): what is left after backward ends; the predicted
   step is the profiled step plus that (the profile's step has no communication at all);
+- on CPU ranks sharing cores, backward computes comm_slowdown_factor times slower while a
+  reduction is in flight (each rank's communication thread polls it), so its buckets become ready
+  and it ends later in wall time; the step grows by that too (replay);
 - efficiency = the 1-rank step over the predicted step (weak scaling: the batch per rank fixed).
 
 Ring allreduce of n bytes over p ranks (Thakur, Rabenseifner, Gropp 2005; /work REFERENCE):
