@@ -25,12 +25,19 @@
 # one busy thread per rank, each call starting cold (--load-threads 1 --gap-us 5000: the trainer's
 # communication thread wakes for each bucket while the compute thread holds the core).
 #
+# Measured 2026-12-01 on the project's 2-core machine while other sessions built (load average
+# 4.3 at the start, 6.1 at the end): median |error| 27.6% over the 16 runs (1 node 27.6%, 2 nodes
+# 29.0%; with the profiles pooled 31.1%; fwd-scaled compute 16.4%), 298 s. The same files with
+# the compute slowdown while a reduction is in flight left out (cs = 1): two earlier runs' files
+# gave 44.6% and 47.4% (load 6-9), with it 33.3% and 35.0%. Most rows predict too fast; the
+# profiles of one model minutes apart still differed by up to 3x (13 to 38 ms) at that load.
+#
 # Usage: benchmarks/train/model_check.sh [-o DIR] [-s STEPS] [-1]
 #   -o  where the results go (default results/model-check; existing files are replaced)
 #   -s  measured steps per training run (default 60; 3 warm-up steps before them)
 #   -1  one node only (no simulated cluster; without root this is what runs)
 # Env: DTUNE_BIN_DIR (default build/bin). Prints the load average before and after and the
-# summary (check.txt in DIR). Exit 0 whether or not the target is met (a benchmark). About 6
+# summary (check.txt in DIR). Exit 0 whether or not the target is met (a benchmark). About 5 to 6
 # minutes on the project's 2-core machine.
 set -euo pipefail
 
@@ -42,7 +49,7 @@ while getopts "o:s:1h" opt; do
     o) out=$OPTARG ;;
     s) steps=$OPTARG ;;
     1) two_nodes=0 ;;
-    *) sed -n '28,35p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    *) sed -n '35,41p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
   esac
 done
 mkdir -p "$out"
