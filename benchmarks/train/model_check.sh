@@ -80,7 +80,7 @@ if [ $two_nodes = 1 ]; then
   }
   shapes="1x2 1x4 2x1 2x2"
 else
-  mpirun+=(--oversubscribe --bind-to none --mca pml ob1 --mca btl self,vader --mca mpi_yield_when_idle 1)
+  mpirun+=(--oversubscribe --bind-to none --mca pml ob1 --mca btl "self,vader" --mca mpi_yield_when_idle 1)
   shape() { echo "-np $2"; }
   shapes="1x2 1x4"
 fi
@@ -99,7 +99,9 @@ done
 echo "# comm runs done in $((SECONDS - started)) s"
 
 common=(--threads 1 --steps "$steps" --warmup-steps 3 --timeout 120 --overwrite)
+# shellcheck disable=SC2034  # gpt and resnet are read through the name reference below
 gpt=(--model gpt2-tiny --context 64 --batch 4)
+# shellcheck disable=SC2034
 resnet=(--model resnet18 --width 16 --image-size 32 --num-classes 10 --batch 8)
 # In turns: a profile, then the next two multi-rank runs (1 node x 4 beside 2 nodes x 2, the
 # pair compared at equal global batch, then 1 x 2 beside 2 x 1), a profile again, ...
