@@ -11,13 +11,17 @@
 
 namespace dtune {
 
-std::string node_key() {
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
+std::string boot_id() {
   std::string boot;
   std::ifstream in("/proc/sys/kernel/random/boot_id");
   std::getline(in, boot);
-  return std::string(host) + " " + boot;
+  return boot;
+}
+
+std::string node_key() {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  return std::string(host) + " " + boot_id();
 }
 
 NodeMap node_map_from_keys(const std::vector<std::string>& keys, int rank) {

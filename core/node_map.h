@@ -22,6 +22,9 @@ struct NodeMap {
   int node_count() const { return static_cast<int>(node_host.size()); }
 };
 
+// This kernel's boot id (/proc/sys/kernel/random/boot_id; "" where it cannot be read): equal for
+// every process on one physical machine (or VM), simulated nodes (network namespaces) included.
+std::string boot_id();
 // This rank's key: "<host name> <boot id>" (two machines may share a host name; two simulated
 // nodes on one kernel share a boot id but not a host name).
 std::string node_key();

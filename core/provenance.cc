@@ -10,6 +10,7 @@
 #include "core/device_info.h"
 #include "core/gather.h"
 #include "core/h5.h"
+#include "core/node_map.h"
 #include "core/redact.h"
 
 extern char** environ;
@@ -65,6 +66,7 @@ Provenance collect_provenance(const RunContext& ctx, const std::string& command_
   p.rank_local_rank = gather_longs(ctx.comm(), {static_cast<long long>(ctx.local_rank())});
   p.rank_node.assign(ctx.rank_node().begin(), ctx.rank_node().end());
   p.nodes = ctx.node_count();
+  p.rank_boot_id = gather_strings(ctx.comm(), boot_id());
   p.env = recorded_environment();
   p.mpi_library_version = mpi_library_version();
   p.mpi_standard_version = mpi_standard_version();
@@ -98,6 +100,7 @@ void write_provenance(hid_t file, const Provenance& p) {
   h5::write_dataset(g.get(), "rank_local_rank", {local.size()}, local.data());
   std::vector<int64_t> node(p.rank_node.begin(), p.rank_node.end());
   h5::write_dataset(g.get(), "rank_node", {node.size()}, node.data());
+  h5::write_strings(g.get(), "rank_boot_id", p.rank_boot_id);
   h5::write_attr(g.get(), "topology", p.topology.summary());
   write_topology(g.get(), "topology", p.topology);
   h5::Handle env = h5::create_group(g.get(), "env");

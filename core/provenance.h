@@ -24,6 +24,9 @@ struct Provenance {
   std::vector<std::string> rank_device;  // "cpu" or "cuda:0 NVIDIA H200 (...)"
   std::vector<long long> rank_local_rank;
   std::vector<long long> rank_node;  // node index (core/node_map.h), index = rank
+  // The kernel's boot id of each rank: ranks with the same one share a physical machine (and its
+  // cores), whatever node (network namespace, host name) they count as.
+  std::vector<std::string> rank_boot_id;
   int nodes = 1;
   std::vector<std::pair<std::string, std::string>> env;  // rank 0's matching variables, sorted
   std::string mpi_library_version, mpi_standard_version;
@@ -36,7 +39,7 @@ struct Provenance {
 const std::vector<std::string>& recorded_env_prefixes();
 std::vector<std::pair<std::string, std::string>> recorded_environment();
 
-// Collective over ctx.comm(): every rank contributes its host and device.
+// Collective over ctx.comm(): every rank contributes its host, boot id and device.
 Provenance collect_provenance(const RunContext& ctx, const std::string& command_line,
                               const std::string& device, const std::string& nccl_version);
 // Root only: writes /provenance (see results/SCHEMA.md); end_time is added when the file is

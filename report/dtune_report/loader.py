@@ -400,18 +400,38 @@ def load_train_summary(paths: PathArg) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-RUN_COLUMNS = ["file", "run", "benchmark", "attrs", "point", "command_line", "world_size", "env", "hosts"]
+RUN_COLUMNS = [
+    "file",
+    "run",
+    "benchmark",
+    "attrs",
+    "point",
+    "command_line",
+    "world_size",
+    "env",
+    "hosts",
+    "boot_ids",
+    "start_time",
+    "end_time",
+]
 
 
-def _provenance_of(group) -> tuple:
-    """(command_line, world_size, env dict, rank_host list) of a provenance group;
-    (None, None, {}, []) when absent."""
+def _provenance_of(group) -> dict:
+    """The RUN_COLUMNS a provenance group gives (command_line, world_size, env dict, hosts and
+    boot_ids lists indexed by rank, start_time, end_time); None, {} or [] for what is absent."""
     if group is None:
-        return None, None, {}, []
+        return {"command_line": None, "world_size": None, "env": {}, "hosts": [], "boot_ids": []}
     a = _attrs(group)
     env = group.get("env")
-    hosts = _read(group["rank_host"]).tolist() if "rank_host" in group else []
-    return a.get("command_line"), a.get("world_size"), _attrs(env) if env is not None else {}, hosts
+    return {
+        "command_line": a.get("command_line"),
+        "world_size": a.get("world_size"),
+        "env": _attrs(env) if env is not None else {},
+        "hosts": _read(group["rank_host"]).tolist() if "rank_host" in group else [],
+        "boot_ids": _read(group["rank_boot_id"]).tolist() if "rank_boot_id" in group else [],
+        "start_time": a.get("start_time"),
+        "end_time": a.get("end_time"),
+    }
 
 
 def load_runs(paths: PathArg) -> pd.DataFrame:
@@ -419,10 +439,11 @@ def load_runs(paths: PathArg) -> pd.DataFrame:
 
     Columns: RUN_COLUMNS. `attrs` is the group's attributes as a dict; `point` the sweep point's
     definition (dict: sweep, binary, args, env, ranks, nodes, ranks_per_node, repeat, values) for
-    a run copied by `dtune sweep merge`, else None; `command_line`, `world_size` and `env` (dict)
-    and `hosts` (provenance rank_host, a list indexed by rank) come from the provenance of the
-    process that measured the run: /points/<point_id>/provenance in a merged file, /provenance
-    otherwise.
+    a run copied by `dtune sweep merge`, else None; `command_line`, `world_size` and `env` (dict),
+    `hosts` and `boot_ids` (provenance rank_host and rank_boot_id, lists indexed by rank; [] where
+    absent) and `start_time`, `end_time` (ISO 8601 strings; None where absent) come from the
+    provenance of the process that measured the run: /points/<point_id>/provenance in a merged
+    file, /provenance otherwise.
     """
     import json
 
@@ -441,10 +462,7 @@ def load_runs(paths: PathArg) -> pd.DataFrame:
                         "benchmark": a.get("benchmark"),
                         "attrs": a,
                         "point": json.loads(a["point"]) if "point" in a else None,
-                        "command_line": prov[0],
-                        "world_size": prov[1],
-                        "env": prov[2],
-                        "hosts": prov[3],
+                        **prov,
                     }
                 )
     return pd.DataFrame(rows, columns=RUN_COLUMNS)

@@ -4,8 +4,17 @@ that matches it on every setting but the launch shape and the gradient synchroni
 (model_inputs.SYNC_KEYS), with the link fits of the comm runs in the files, at the run's own shape
 (nodes from its recorded hosts), bucket sizes, overlap and compression.
 
+Where the files hold several matching profiles (model_check.sh measures one between every few
+multi-rank runs, since the machine drifts), a run is predicted from the one measured nearest in
+time to it (provenance start and end times; `--profile nearest`, the default) or from all of them
+pooled (`--profile pooled`: the median over all their steps); the table names the profile used and
+how far from the run it was measured, and the summary gives the median error both ways.
+
 On CPU ranks, the prediction stretches the profile's compute by scaling_model.compute_factor (the
-node's cores from the profile's provenance, the run's threads per rank) and costs a reduction that
+machine's cores from the profile's provenance, the run's threads per rank, the run's ranks that
+share one machine: counted per boot id, so 2 simulated nodes × 2 ranks on one machine are 4
+ranks on its cores; per host in files without boot ids), slows backward further while a reduction
+is in flight by scaling_model.comm_slowdown_factor (column cs) and costs a reduction that
 starts during backward from the link fits beside as many busy threads per rank (dtune-comm
 --load-threads) where the files hold them; the table says which (cf, links).
 
@@ -16,6 +25,10 @@ the run's median forward time over the profile's (forward has no communication i
 the error of the communication model from that of compute that slowed down beside other ranks
 (ranks sharing cores, memory bandwidth); it uses a measurement of the run, so it is a diagnosis,
 not a prediction.
+
+Scaling at equal global batch: runs with the same settings and world size on different launch
+shapes (2 nodes × 2 ranks against 1 node × 4 ranks) are set side by side, measured and predicted
+efficiency (the profile's step over the run's) and the step-time ratio between the shapes.
 """
 
 from __future__ import annotations
@@ -31,11 +44,17 @@ from .model_inputs import (
     load_link_fits,
     load_profiles,
     measured_steps,
+    nearest_profile,
+    pooled_profile,
+    ranks_per_machine,
+    run_midpoint,
     sync_free_identity,
     train_shape,
 )
-from .scaling_model import Prediction, compute_factor, predict
+from .scaling_model import Prediction, comm_slowdown_factor, compute_factor, predict
 from .units import fmt_sig
+
+PROFILE_CHOICES = ("nearest", "pooled")
 
 
 @dataclass
@@ -55,6 +74,13 @@ class CheckRow:
     threads: int  # intra-op threads per rank
     busy_fits: bool  # reductions during backward costed from links measured beside busy threads
     links: tuple = ()  # the fits used, as printed: "intra: α = .. µs, 1/β = .. GB/s (source)"
+    sharing: int = 0  # the most ranks on one machine (compute_factor's R)
+    sharing_by: str = "node"  # what was counted: "machine" (boot ids) or "node" (host names)
+    profile_note: str = ""  # which profile, and its distance in time from the run
+    other: Prediction | None = None  # the prediction from the other profile choice
+    world_size: int = 0
+    comm_slowdown: float = 1.0  # backward's compute slowdown while a reduction is in flight
+    identity: tuple = ()  # the run's settings less the launch shape (for the scaling comparison)
 
     @property
     def error(self) -> float:
@@ -63,6 +89,10 @@ class CheckRow:
     @property
     def fwd_error(self) -> float:
         return self.fwd_scaled.step_ms / self.measured_ms - 1
+
+    @property
+    def other_error(self) -> float:
+        return self.other.step_ms / self.measured_ms - 1 if self.other is not None else float("nan")
 
 
 def _measured(file: str, run: str) -> tuple:
@@ -76,14 +106,37 @@ def _measured(file: str, run: str) -> tuple:
     return float(np.median(total)), float(np.median(exposed)), float(np.median(forward))
 
 
+def _profile_forward_ms(runs: list) -> float:
+    """The median forward ms over every measured step of the profile runs."""
+    parts = []
+    for p in runs:
+        with open_results(Path(p.file)) as f:
+            g = f["runs"][p.run]
+            parts.append(g["forward_ms"][()][measured_steps(g), 0])
+    return float(np.median(np.concatenate(parts)))
+
+
 def _link_line(level: str, f) -> str:
     bw = 1e-9 / f.beta_s_per_byte if f.beta_s_per_byte > 0 else float("inf")
     return f"{level}: α = {f.alpha_s * 1e6:.3g} µs per ring step, 1/β = {bw:.3g} GB/s ({f.source})"
 
 
-def check(paths) -> tuple:
+def _choose(match: list, when, choice: str) -> tuple:
+    """(Profile, the profile runs behind it, note for the table) for one profile choice."""
+    if choice == "pooled" and len(match) > 1:
+        return pooled_profile(match), match, f"pooled {len(match)}"
+    p = nearest_profile(match, when)
+    dt = f" {(p.when - when).total_seconds():+.0f}s" if p.when is not None and when is not None else ""
+    return p.profile, [p], f"{Path(p.file).stem}{dt}"
+
+
+def check(paths, profile: str = "nearest") -> tuple:
     """(rows, notes): one CheckRow per multi-rank run that has a matching profile; notes name the
-    runs left out and why. ModelInputError when no run can be checked."""
+    runs left out and why. `profile`: which of several matching profiles predicts a run, the one
+    measured nearest in time ("nearest") or all of them pooled ("pooled"). ModelInputError when no
+    run can be checked."""
+    if profile not in PROFILE_CHOICES:
+        raise ModelInputError(f"--profile {profile}: one of {', '.join(PROFILE_CHOICES)}")
     profiles = load_profiles(paths)
     fits = load_link_fits(paths)
     runs = load_runs(paths)
@@ -96,14 +149,14 @@ def check(paths) -> tuple:
         if int(a.get("local_sgd_every", 0)) != 0:
             notes.append(f"{name}: local SGD, not modelled")
             continue
-        ident = sync_free_identity(r._asdict())
+        row = r._asdict()
+        ident = sync_free_identity(row)
         match = [p for p in profiles if p.identity == ident]
         if not match:
             notes.append(f"{name}: no 1-rank profile with the same settings")
             continue
-        prof = match[0]
         try:
-            shape = train_shape(r._asdict())
+            shape = train_shape(row)
             link = fits.for_shape(shape)
         except ModelInputError as e:
             notes.append(f"{name}: {e}")
@@ -111,40 +164,49 @@ def check(paths) -> tuple:
         overlap = str(a.get("overlap", "on")) == "on"
         step_ms, exposed_ms, forward_ms = _measured(r.file, r.run)
         kw = dict(first_bucket_mb=float(a.get("first_bucket_mb", 1.0)), overlap=overlap)
-        threads = int(a.get("threads", prof.threads) or 1)
-        factor = compute_factor(prof.cores, threads, shape.ranks_per_node, prof.threads)
+        ref = match[0]  # cores and threads: the same in every match (the identity holds threads)
+        threads = int(a.get("threads", ref.threads) or 1)
+        world = int(a.get("world_size", shape.ranks))
+        sharing, sharing_by = ranks_per_machine(list(r.hosts or []), list(r.boot_ids or []), world)
+        factor = compute_factor(ref.cores, threads, sharing, ref.threads)
+        kw["comm_slowdown"] = comm_slowdown_factor(ref.cores, threads, sharing)
         busy = fits.busy_for_shape(shape, threads)
-        pred = predict(
-            prof.profile,
-            shape,
-            float(a.get("bucket_mb", 25.0)),
-            link,
-            busy_fits=busy,
-            compute_scale=factor,
-            **kw,
-        )
-        with open_results(Path(prof.file)) as f:
-            g = f["runs"][prof.run]
-            prof_forward = float(np.median(g["forward_ms"][()][measured_steps(g), 0]))
-        scaled = prof.profile.scaled(forward_ms / prof_forward) if prof_forward > 0 else prof.profile
-        fwd = predict(scaled, shape, float(a.get("bucket_mb", 25.0)), link, busy_fits=busy, **kw)
+        bucket = float(a.get("bucket_mb", 25.0))
+        when = run_midpoint(row)
+        preds = {}
+        for choice in PROFILE_CHOICES:
+            prof, used, note = _choose(match, when, choice)
+            pred = predict(prof, shape, bucket, link, busy_fits=busy, compute_scale=factor, **kw)
+            preds[choice] = (pred, prof, used, note)
+        pred, prof, used, note = preds[profile]
+        other = preds["pooled" if profile == "nearest" else "nearest"][0]
+        prof_forward = _profile_forward_ms(used)
+        scaled = prof.scaled(forward_ms / prof_forward) if prof_forward > 0 else prof
+        fwd = predict(scaled, shape, bucket, link, busy_fits=busy, **kw)
         rows.append(
             CheckRow(
                 r.file,
                 r.run,
                 f"{a.get('model')} b{a.get('batch')}",
                 shape,
-                float(a.get("bucket_mb", 25.0)),
+                bucket,
                 step_ms,
                 exposed_ms,
                 pred.base_step_ms / step_ms,
                 pred,
                 fwd,
-                prof.run,
-                prof.cores,
+                used[0].run,
+                ref.cores,
                 threads,
                 busy is not None,
                 tuple(_link_line(lv, f) for d in (link, busy or {}) for lv, f in d.items()),
+                sharing,
+                sharing_by,
+                note,
+                other,
+                world,
+                kw["comm_slowdown"],
+                tuple(sorted(ident.items())),
             )
         )
     if not rows:
@@ -155,39 +217,99 @@ def check(paths) -> tuple:
     return rows, notes
 
 
-def format_check(rows: list, notes: list) -> str:
-    """The check as a `#`-commented table: one line per run, then the median absolute errors."""
+def format_check(rows: list, notes: list, profile: str = "nearest") -> str:
+    """The check as a `#`-commented table: one line per run, then the median absolute errors, then
+    the scaling comparison at equal global batch."""
     head = (
-        f"# {'file:run':<36} {'model':<16} {'nodes x R':>9} {'T/C':>5} {'bucket':>7} {'cf':>5} {'links':>5} "
-        f"{'meas_ms':>9} {'pred_ms':>9} {'err':>7} {'fwd_ms':>9} {'fwd_err':>8} {'exp_meas':>9} {'exp_pred':>9} "
+        f"# {'file:run':<30} {'model':<14} {'nodes x R':>9} {'R/C':>7} {'T':>2} {'bucket':>6} {'cf':>5} {'cs':>4} "
+        f"{'links':>5} "
+        f"{'profile':<22} {'meas_ms':>8} {'pred_ms':>8} {'err':>7} {'fwd_err':>7} {'exp_meas':>8} {'exp_pred':>8} "
         f"{'eff_meas':>8} {'eff_pred':>8}"
     )
     lines = [
         "# Assumed: compute x cf = max(1, R·T/C) / max(1, T/C): R ranks x T threads share C cores fairly",
-        "#   (C from the profile's provenance topology). links 'busy': a reduction that starts while backward",
-        "#   computes costs the link measured beside T busy threads per rank (dtune-comm --load-threads T), one",
-        "#   after it the idle-core link; 'idle': idle-core fits only (none measured beside T threads).",
+        "#   (C from the profile's provenance topology; R/C: the most ranks on one machine, 'm' counted by",
+        "#   kernel boot id, simulated nodes together, 'n' per host where the files have no boot ids).",
+        "#   While a reduction is in flight during backward, each rank's polling communication thread is one more",
+        "#   thread on the cores: backward computes max(1, R·(T+1)/C) / max(1, R·T/C) times slower (cs).",
+        "#   links 'busy': a reduction that starts while backward computes costs the link measured beside T",
+        "#   busy threads per rank (dtune-comm --load-threads T), one after it the idle-core link; 'idle':",
+        "#   idle-core fits only (none measured beside T threads).",
+        "#   profile: "
+        + (
+            "the 1-rank profile measured nearest in time (its file; its midpoint minus the run's)."
+            if profile == "nearest"
+            else "every matching 1-rank profile pooled (the median over all their steps)."
+        ),
         head,
     ]
 
-    def tc(c):
-        return f"{c.threads}/{c.cores or '?'}"
-
     for c in rows:
+        rc = f"{c.sharing}{c.sharing_by[0]}/{c.cores or '?'}"
         lines.append(
-            f"  {(Path(c.file).name + ':' + c.run.split('-')[0])[-36:]:<36} {c.label:<16} "
-            f"{f'{c.shape.nodes} x {c.shape.ranks_per_node}':>9} {tc(c):>5} "
-            f"{fmt_sig(c.bucket_mb):>7} {c.predicted.compute_factor:5.2f} {'busy' if c.busy_fits else 'idle':>5} "
-            f"{c.measured_ms:9.2f} {c.predicted.step_ms:9.2f} {100 * c.error:+6.1f}% "
-            f"{c.fwd_scaled.step_ms:9.2f} {100 * c.fwd_error:+7.1f}% {c.measured_exposed_ms:9.2f} "
-            f"{c.predicted.exposed_ms:9.2f} {c.measured_efficiency:8.3f} {c.predicted.efficiency:8.3f}"
+            f"  {(Path(c.file).name + ':' + c.run.split('-')[0])[-30:]:<30} {c.label[:14]:<14} "
+            f"{f'{c.shape.nodes} x {c.shape.ranks_per_node}':>9} {rc:>7} {c.threads:>2} "
+            f"{fmt_sig(c.bucket_mb):>6} {c.predicted.compute_factor:5.2f} {c.comm_slowdown:4.2g} "
+            f"{'busy' if c.busy_fits else 'idle':>5} "
+            f"{c.profile_note[-22:]:<22} {c.measured_ms:8.2f} {c.predicted.step_ms:8.2f} {100 * c.error:+6.1f}% "
+            f"{100 * c.fwd_error:+6.1f}% {c.measured_exposed_ms:8.2f} "
+            f"{c.predicted.exposed_ms:8.2f} {c.measured_efficiency:8.3f} {c.predicted.efficiency:8.3f}"
         )
     err = np.median([abs(c.error) for c in rows])
     fwd = np.median([abs(c.fwd_error) for c in rows])
+    other = "pooled" if profile == "nearest" else "nearest"
+    alt = np.median([abs(c.other_error) for c in rows])
     lines.append(
         f"# median |error| of the predicted step time over {len(rows)} runs: {100 * err:.1f}% "
-        f"(fwd-scaled compute: {100 * fwd:.1f}%)"
+        f"(profile {profile}; with the profiles {other}: {100 * alt:.1f}%; fwd-scaled compute: {100 * fwd:.1f}%)"
     )
+    for nodes in sorted({c.shape.nodes for c in rows}):
+        sub = [abs(c.error) for c in rows if c.shape.nodes == nodes]
+        lines.append(f"#   {nodes} node{'s' if nodes > 1 else ''}: {100 * np.median(sub):.1f}% over {len(sub)} runs")
     lines += [f"# link used: {x}" for x in sorted({x for c in rows for x in c.links})]
     lines += [f"# not checked: {n}" for n in notes]
+    scaling = format_scaling(rows)
+    if scaling:
+        lines += ["", scaling]
+    return "\n".join(lines)
+
+
+def scaling_pairs(rows: list) -> list:
+    """[(rows of one configuration and world size, each on another launch shape)]: runs with the
+    same settings, bucket size, reduction algorithm and world size (so the same global batch) on
+    different node counts, e.g. 2 nodes x 2 ranks and 1 node x 4 ranks; sorted by node count."""
+    groups = {}
+    for c in rows:
+        key = (c.identity, c.bucket_mb, c.world_size, c.shape.algorithm)
+        groups.setdefault(key, []).append(c)
+    out = []
+    for g in groups.values():
+        if len({c.shape.nodes for c in g}) > 1:
+            out.append(sorted(g, key=lambda c: (c.shape.nodes, c.run)))
+    return sorted(out, key=lambda g: (g[0].label, g[0].world_size, g[0].bucket_mb))
+
+
+def format_scaling(rows: list) -> str:
+    """The scaling comparison at equal global batch ('' when no pair of shapes is in the rows):
+    per configuration, each shape's measured and predicted efficiency, and the step-time ratio of
+    each shape to the one with the fewest nodes, measured and predicted."""
+    pairs = scaling_pairs(rows)
+    if not pairs:
+        return ""
+    lines = [
+        "# Scaling at equal global batch (same settings and world size, other launch shapes): efficiency =",
+        "#   the 1-rank profile's step / the run's step (weak scaling per rank); ratio = the run's step / the",
+        "#   step of the same configuration on the fewest nodes, measured and predicted.",
+        f"# {'model':<14} {'ranks':>5} {'bucket':>6} {'nodes x R':>9} {'meas_ms':>8} {'pred_ms':>8} "
+        f"{'eff_meas':>8} {'eff_pred':>8} {'ratio_meas':>10} {'ratio_pred':>10}",
+    ]
+    for g in pairs:
+        base = g[0]
+        for c in g:
+            lines.append(
+                f"  {c.label[:14]:<14} {c.world_size:5d} {fmt_sig(c.bucket_mb):>6} "
+                f"{f'{c.shape.nodes} x {c.shape.ranks_per_node}':>9} {c.measured_ms:8.2f} {c.predicted.step_ms:8.2f} "
+                f"{c.measured_efficiency:8.3f} {c.predicted.efficiency:8.3f} "
+                f"{c.measured_ms / base.measured_ms:10.3f} {c.predicted.step_ms / base.predicted.step_ms:10.3f}"
+            )
     return "\n".join(lines)

@@ -4,7 +4,7 @@ arguments and printed tables. Each returns the exit status: 0 done, 2 an input t
 allreduce measured at one size, ...).
 
     dtune model predict PROFILE.h5 COMM.h5... [--nodes 1,2] [--ranks-per-node 2,4] [--bucket-mb 1,25]
-    dtune model check RESULTS...                       predicted against measured, every multi-rank run
+    dtune model check RESULTS... [--profile nearest|pooled]   predicted against measured, every multi-rank run
     dtune model project PROFILE.h5 [--cluster h100-ib400] [--nodes ...] [--bucket-mb ...]
 """
 
@@ -34,7 +34,7 @@ def cmd_predict(a) -> int:
     import numpy as np
 
     from .model_inputs import load_link_fits, one_profile
-    from .scaling_model import Shape, compute_factor, predict
+    from .scaling_model import Shape, comm_slowdown_factor, compute_factor, predict
 
     defaults(a)
     try:
@@ -54,7 +54,9 @@ def cmd_predict(a) -> int:
     if cores > 0:
         print(
             f"#   compute x cf = max(1, R·{threads}/{cores}) / max(1, {threads}/{cores}): R ranks x {threads} "
-            f"thread(s) share the node's {cores} cores fairly (--cores; the profile's provenance topology)"
+            f"thread(s) share the node's {cores} cores fairly (--cores; the profile's provenance topology); "
+            f"while a reduction is in flight during backward, x max(1, R·{threads + 1}/{cores}) / "
+            f"max(1, R·{threads}/{cores}) more (each rank's polling communication thread)"
         )
     else:
         print("#   compute as profiled for every R (cores unknown, a GPU profile, or --cores 0: no contention)")
@@ -72,8 +74,9 @@ def cmd_predict(a) -> int:
     )
     for s in shapes:
         cf = compute_factor(cores, threads, s.ranks_per_node)
+        cs = comm_slowdown_factor(cores, threads, s.ranks_per_node)
         for b in a.bucket_mb:
-            r = predict(p, s, b, link[s], a.first_bucket_mb, busy_fits=busy[s], compute_scale=cf)
+            r = predict(p, s, b, link[s], a.first_bucket_mb, busy_fits=busy[s], compute_scale=cf, comm_slowdown=cs)
             print(
                 f"  {s.nodes:5d} {s.ranks_per_node:3d} {s.ranks:5d} {s.algorithm:>12} {b:9g} {r.buckets:7d} {cf:5.2f} "
                 f"{r.step_ms:9.3f} {r.exposed_ms:10.3f} {r.comm_ms:9.3f} {r.efficiency:10.3f}"
@@ -86,10 +89,10 @@ def cmd_check(a) -> int:
     from .model_check import check, format_check
 
     try:
-        rows, notes = check(a.files)
+        rows, notes = check(a.files, a.profile)
     except (OSError, ValueError, KeyError) as e:
         return _fail(str(e).splitlines()[0])
-    print(format_check(rows, notes))
+    print(format_check(rows, notes, a.profile))
     return 0
 
 

@@ -16,7 +16,11 @@ exit 2):
   the rank count asked for is preferred where there is one;
 - the launch shape of a multi-rank run: nodes = distinct hosts in its provenance;
 - a CPU profile's node cores (provenance topology `cores`) and intra-op threads (`threads`), for
-  the compute contention of several ranks on one node (scaling_model.compute_factor); a comm run's
+  the compute contention of several ranks on one machine (scaling_model.compute_factor); the ranks
+  that share one machine's cores are counted per kernel boot id (provenance rank_boot_id: the
+  simulated nodes of scripts/cluster are one machine), per host where a file has no boot ids;
+- when each run was measured (provenance start_time and end_time), so that a check can take the
+  profile measured nearest in time to each run; a comm run's
   `load_threads` (dtune-comm --load-threads), fitted apart from the idle-core runs: the link
   beside that many busy threads per rank, for reductions that run while backward computes.
 """
@@ -24,6 +28,7 @@ exit 2):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import h5py
@@ -83,6 +88,35 @@ def shape_of(hosts: list, ranks: int, algorithm: str = "flat") -> Shape:
     return Shape(len(counts), ranks // len(counts), algorithm)
 
 
+def ranks_per_machine(hosts: list, boot_ids: list, ranks: int) -> tuple:
+    """(the most ranks on one physical machine, what was counted): per kernel boot id ("machine")
+    where every rank recorded a non-empty one (provenance rank_boot_id), else per host name
+    ("node": files from before boot ids were recorded, where two simulated nodes on one machine
+    count apart), else all ranks on one node."""
+    if boot_ids and len(boot_ids) == ranks and all(boot_ids):
+        return max(boot_ids.count(b) for b in set(boot_ids)), "machine"
+    if hosts and len(hosts) == ranks:
+        return max(hosts.count(h) for h in set(hosts)), "node"
+    return ranks, "node"
+
+
+def parse_time(text) -> datetime | None:
+    """An ISO 8601 provenance time (start_time, end_time) as a datetime; None when absent or bad."""
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")) if text else None
+    except ValueError:
+        return None
+
+
+def run_midpoint(run: dict) -> datetime | None:
+    """Halfway between a run's provenance start_time and end_time (start_time alone when the file
+    has no end; None when neither is recorded)."""
+    start, end = parse_time(run.get("start_time")), parse_time(run.get("end_time"))
+    if start is None:
+        return end
+    return start if end is None else start + (end - start) / 2
+
+
 @dataclass
 class ProfileRun:
     file: str
@@ -91,6 +125,7 @@ class ProfileRun:
     identity: dict
     profile: Profile
     cores: int = 0  # the profiled node's cores (provenance topology; 0: not recorded)
+    when: datetime | None = None  # the middle of its measurement (run_midpoint)
 
     @property
     def threads(self) -> int:
@@ -134,14 +169,44 @@ def load_profiles(paths) -> list:
         # CPU ranks share the node's cores; GPU ranks compute on their own device.
         cpu = str(a.get("device", "cpu")) == "cpu"
         cores = int(read_topology(r.file).get("cores", 0) or 0) if cpu else 0
-        out.append(ProfileRun(r.file, r.run, a, sync_free_identity(r._asdict()), prof, cores))
+        row = r._asdict()
+        out.append(ProfileRun(r.file, r.run, a, sync_free_identity(row), prof, cores, run_midpoint(row)))
     return out
 
 
 def sync_free_identity(run: dict) -> dict:
-    """A run's identity (identity.run_identity) less what the model varies (SYNC_KEYS)."""
+    """A run's identity (identity.run_identity) less what the model varies (SYNC_KEYS) and the
+    MPI library's settings (OMPI_MCA_*, PMIX_MCA_*: the launch and the transport, e.g. the
+    simulated cluster's tune file, which the link fits stand for; a 1-rank profile has none)."""
     ident = run_identity(run, by_point=False)
-    return {k: v for k, v in ident.items() if k not in SYNC_KEYS}
+    return {k: v for k, v in ident.items() if k not in SYNC_KEYS and not k.startswith(("OMPI_MCA_", "PMIX_MCA_"))}
+
+
+def pooled_profile(runs: list) -> Profile:
+    """One Profile of every measured step of `runs` (profiles of one model and settings, e.g.
+    measured in turns between multi-rank runs): their medians are the median over all of them."""
+    first = runs[0].profile
+    if any(len(r.profile.param_bytes) != len(first.param_bytes) for r in runs):
+        raise ModelInputError("profiles with the same settings but different parameters: cannot pool them")
+    return Profile(
+        np.concatenate([r.profile.total_ms for r in runs]),
+        np.concatenate([r.profile.backward_ms for r in runs]),
+        np.concatenate([r.profile.ready_ms for r in runs]),
+        first.param_bytes,
+        first.first_bucket_mb,
+        first.wire_factor,
+        first.label,
+        dict(first.meta, pooled=len(runs)),
+    )
+
+
+def nearest_profile(runs: list, when: datetime | None):
+    """The profile run measured nearest in time to `when` (the midpoints, run_midpoint); the
+    first when either time is unknown."""
+    timed = [r for r in runs if r.when is not None]
+    if when is None or not timed:
+        return runs[0]
+    return min(timed, key=lambda r: abs((r.when - when).total_seconds()))
 
 
 def one_profile(paths, run: str | None = None) -> ProfileRun:

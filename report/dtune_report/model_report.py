@@ -118,7 +118,9 @@ def model_section(paths, out) -> tuple:
                     f"Predicted against measured step time over {len(rows)} multi-rank runs: median absolute "
                     f"error {100 * err:.1f}% (target 15%). Each run is predicted from the 1-rank profile with the "
                     "same settings and the α–β fits of the allreduce runs in these results; on CPU, compute is "
-                    "stretched by max(1, ranks × threads / cores) and a reduction that starts during backward "
+                    "stretched by max(1, ranks × threads / cores) (ranks counted per machine), backward more "
+                    "while a reduction is in flight (the polling communication thread), and a reduction that "
+                    "starts during backward "
                     "costs what the link took beside busy threads (dtune-comm --load-threads) where such a run "
                     "is in the results (",
                     ("code", "dtune model check"),

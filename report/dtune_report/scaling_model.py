@@ -10,6 +10,9 @@ dtune-train's gradient synchronisation (train/grad_sync.cc) step by step:
   start_b = max(launch_b, end_{b-1}), end_b = start_b + T(bytes_b);
 - exposed_ms = max(0, end_last − backward_ms): what is left after backward ends; the predicted
   step is the profiled step plus that (the profile's step has no communication at all);
+- on CPU ranks sharing cores, backward computes comm_slowdown_factor times slower while a
+  reduction is in flight (each rank's communication thread polls it), so its buckets become ready
+  and it ends later in wall time; the step grows by that too (replay);
 - efficiency = the 1-rank step over the predicted step (weak scaling: the batch per rank fixed).
 
 Ring allreduce of n bytes over p ranks (Thakur, Rabenseifner, Gropp 2005; /work REFERENCE):
@@ -100,16 +103,28 @@ class Profile:
         )
 
 
-def compute_factor(cores: int, threads: int, ranks_per_node: int, profile_threads: int | None = None) -> float:
-    """How much longer each rank's compute takes beside the node's other ranks than in the 1-rank
-    profile, on CPU ranks sharing `cores`: R ranks × T intra-op threads on C cores get C/(R·T) of a
-    core per thread once they outnumber the cores (fair shares), so the time grows by
-    max(1, R·T/C), over the profile's own max(1, T_p/C) (T_p = T unless given). 1 for cores <= 0
-    (unknown: no contention assumed; said where it is printed)."""
+def compute_factor(cores: int, threads: int, ranks_sharing: int, profile_threads: int | None = None) -> float:
+    """How much longer each rank's compute takes beside the other ranks on its machine than in the
+    1-rank profile, on CPU ranks sharing `cores`: R ranks × T intra-op threads on C cores get
+    C/(R·T) of a core per thread once they outnumber the cores (fair shares), so the time grows by
+    max(1, R·T/C), over the profile's own max(1, T_p/C) (T_p = T unless given). R counts the ranks
+    that share one physical machine's cores (model_inputs.ranks_per_machine: simulated nodes on
+    one machine count together), not those of one node. 1 for cores <= 0 (unknown: no contention
+    assumed; said where it is printed)."""
     if cores <= 0:
         return 1.0
     tp = threads if profile_threads is None else profile_threads
-    return max(1.0, ranks_per_node * threads / cores) / max(1.0, tp / cores)
+    return max(1.0, ranks_sharing * threads / cores) / max(1.0, tp / cores)
+
+
+def comm_slowdown_factor(cores: int, threads: int, ranks_sharing: int) -> float:
+    """How much slower backward computes while a reduction is in flight than otherwise, on CPU
+    ranks sharing `cores`: each rank's communication thread polls its reduction to completion
+    (train/mpi_reducer.cc: MPI_Test, yielding), so R·(T+1) threads share the C cores instead of
+    R·T: max(1, R·(T+1)/C) / max(1, R·T/C). 1 for cores <= 0 (unknown, or GPU ranks)."""
+    if cores <= 0:
+        return 1.0
+    return max(1.0, ranks_sharing * (threads + 1) / cores) / max(1.0, ranks_sharing * threads / cores)
 
 
 def plan_buckets(param_bytes, first_cap_bytes: int, cap_bytes: int) -> list:
@@ -143,20 +158,47 @@ def bucket_cost_s(n_bytes: float, shape: Shape, fits: dict) -> float:
     return fits["intra"].ring_s(n_bytes, shape.ranks_per_node) + fits["inter"].ring_s(n_bytes, shape.nodes)
 
 
-def replay_step(ready_ms, backward_ms: float, costs_ms, busy_costs_ms=None) -> tuple:
+def replay(ready_ms, backward_ms: float, costs_ms, busy_costs_ms=None, slowdown: float = 1.0) -> tuple:
     """One step's overlap as the trainer runs it. `ready_ms` (B,) bucket ready times in backward
-    order, `costs_ms` (B,) each bucket's reduction time; `busy_costs_ms` (B,), when given, the
-    time of a reduction that starts while backward still computes (its communication thread
-    competing with the compute threads for the cores), `costs_ms` then being that of one that
-    starts after backward ended. Returns (exposed_ms, end of the last reduction in ms after
-    backward began)."""
+    order, in backward's compute time; `costs_ms` (B,) each bucket's reduction time;
+    `busy_costs_ms` (B,), when given, the time of a reduction that starts while backward still
+    computes (its communication thread competing with the compute threads for the cores),
+    `costs_ms` then being that of one that starts after backward ended. `slowdown` (>= 1): while a
+    reduction is in flight during backward, backward's compute advances `slowdown` times slower
+    (CPU ranks: the communication thread polls, taking its share of the cores). Returns
+    (exposed_ms, end of the last reduction, end of backward), both in ms of wall time after
+    backward began; with slowdown 1 backward ends at backward_ms."""
     launch = np.maximum.accumulate(np.asarray(ready_ms, dtype=float))
-    end = 0.0
-    for b in range(len(launch)):
-        start = max(launch[b], end)
-        busy = busy_costs_ms is not None and start < backward_ms
-        end = start + (busy_costs_ms[b] if busy else costs_ms[b])
-    return max(0.0, end - backward_ms), end
+    n = len(launch)
+    wall, done, busy_until, b = 0.0, 0.0, -math.inf, 0  # done: backward's compute progress
+    while done < backward_ms:
+        active = wall < busy_until
+        if not active and b < n and launch[b] <= done:  # the communication thread takes the next bucket
+            busy_until = wall + (busy_costs_ms[b] if busy_costs_ms is not None else costs_ms[b])
+            b += 1
+            continue
+        speed = 1.0 / slowdown if active else 1.0
+        target = launch[b] if b < n and launch[b] > done else backward_ms
+        target = min(target, backward_ms)
+        dt = (target - done) / speed
+        if active and busy_until - wall < dt:
+            done += (busy_until - wall) * speed
+            wall = busy_until
+        else:
+            wall += dt
+            done = target
+    back_wall = wall
+    end = busy_until if b > 0 else 0.0
+    for k in range(b, n):  # launched by the end of backward, reduced one after another on idle cores
+        end = max(end, back_wall) + costs_ms[k]
+    return max(0.0, end - back_wall), end, back_wall
+
+
+def replay_step(ready_ms, backward_ms: float, costs_ms, busy_costs_ms=None) -> tuple:
+    """replay() without a compute slowdown: (exposed_ms, end of the last reduction in ms after
+    backward began)."""
+    exposed, end, _ = replay(ready_ms, backward_ms, costs_ms, busy_costs_ms)
+    return exposed, end
 
 
 @dataclass(frozen=True)
@@ -184,13 +226,16 @@ def predict(
     overlap: bool = True,
     busy_fits: dict | None = None,
     compute_scale: float = 1.0,
+    comm_slowdown: float = 1.0,
 ) -> Prediction:
     """The Prediction for one shape and bucket size. `fits` must hold every level of
     shape.levels() (KeyError otherwise: model_inputs checks before calling). overlap=False
     (--overlap off): every bucket is launched when backward ends. `busy_fits` (same levels), when
     given, cost a reduction that starts while backward computes (replay_step), `fits` one that
     starts after. `compute_scale` multiplies every compute time of the profile (compute_factor:
-    ranks sharing the node's cores); the efficiency stays against the unscaled 1-rank step."""
+    ranks sharing the node's cores); the efficiency stays against the unscaled 1-rank step.
+    `comm_slowdown` (replay): backward's compute runs that many times slower while a reduction is
+    in flight (comm_slowdown_factor); the step grows by the time backward lost."""
     # The first bucket's cap, never above the others' (dtune-train refuses --first-bucket-mb > --bucket-mb).
     first = min(profile.first_bucket_mb if first_bucket_mb is None else first_bucket_mb, bucket_mb)
     buckets = plan_buckets(profile.param_bytes, *caps_bytes(bucket_mb, first))
@@ -199,16 +244,18 @@ def predict(
     busy_ms = None if busy_fits is None else np.array([bucket_cost_s(n, shape, busy_fits) * 1e3 for n in wire])
     prof = profile if compute_scale == 1.0 else profile.scaled(compute_scale)
     exposed = np.empty(len(prof.total_ms))
+    stretch = np.zeros(len(prof.total_ms))  # backward's compute lost to polling communication threads
     for s in range(len(prof.total_ms)):
         back = float(prof.backward_ms[s])
         arrived = np.where(np.isnan(prof.ready_ms[s]) | (not overlap), back, prof.ready_ms[s])
         ready = [arrived[b].max() for b in buckets]
-        exposed[s], _ = replay_step(ready, back, costs_ms, busy_ms)
+        exposed[s], _, back_wall = replay(ready, back, costs_ms, busy_ms, comm_slowdown)
+        stretch[s] = back_wall - back
     return Prediction(
         shape,
         bucket_mb,
         len(buckets),
-        float(np.median(prof.total_ms + exposed)),
+        float(np.median(prof.total_ms + stretch + exposed)),
         float(np.median(exposed)),
         float(costs_ms.sum()),
         float(np.median(profile.total_ms)),

@@ -88,7 +88,11 @@ def cmd_run(a) -> int:
     why = check_presets(points)
     if why:
         return _usage(why)
-    return runner.run_points(points, sweep_dir(a.file, a.out), a.timeout)
+    for flag, path in (("--hostfile", a.hostfile), ("--mpirun-tune", a.mpirun_tune)):
+        if path and not Path(path).is_file():
+            return _usage(f"{flag} {path}: no such file")
+    hosts = runner.MpirunHosts(a.hostfile, a.mpirun_tune)
+    return runner.run_points(points, sweep_dir(a.file, a.out), a.timeout, hosts=hosts)
 
 
 def cmd_slurm(a) -> int:
@@ -248,6 +252,13 @@ def add_model_parser(sub) -> None:
     c = mm.add_parser("check", help=_HELP["model check"])
     c.set_defaults(func=cmd_model)
     c.add_argument("files", nargs="+", help="results files: multi-rank and 1-rank dtune-train runs, dtune-comm runs")
+    c.add_argument(
+        "--profile",
+        choices=["nearest", "pooled"],
+        default="nearest",
+        help="with several matching 1-rank profiles: the one measured nearest in time to each run, or all "
+        "of them pooled (default nearest; the summary gives both)",
+    )
     j = mm.add_parser("project", parents=[common], help=_HELP["model project"])
     j.set_defaults(func=cmd_model)
     j.add_argument("files", nargs="+", help="results files holding one 1-rank dtune-train profile")
@@ -334,6 +345,17 @@ def _add_sweep_commands(sw) -> None:
     p_run.add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
     p_run.add_argument(
         "--timeout", type=float, default=None, help="seconds a point may run before it is killed (default: no limit)"
+    )
+    p_run.add_argument(
+        "--hostfile",
+        help="mpirun's hostfile for points over several nodes (launch: {nodes: N}); 1-node points run here "
+        "(the simulated cluster's: /run/dtune-cluster/NAME/hostfile)",
+    )
+    p_run.add_argument(
+        "--mpirun-tune",
+        metavar="FILE",
+        help="mpirun --tune FILE for every point: MCA settings such as the rsh agent and the TCP subnet "
+        "(scripts/cluster writes /run/dtune-cluster/NAME/mpirun.tune)",
     )
     p_slurm = add("slurm")
     p_slurm.epilog = (

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from .spec import Point, SweepError
@@ -66,8 +67,21 @@ def first_error(log: Path, limit_bytes: int = 1 << 20) -> str:
     return lines[-1] if lines else ""
 
 
-def launch_command(p: Point, output: Path, launcher: str = "mpirun") -> list:
-    """The point's command line: srun --mpi=pmix inside a Slurm allocation, else mpirun."""
+@dataclass(frozen=True)
+class MpirunHosts:
+    """Where mpirun starts a point's ranks (`dtune sweep run --hostfile/--mpirun-tune`): a point
+    over several nodes goes to the hostfile's nodes (--hostfile, --map-by ppr:R:node), every point
+    gets the tune file's MCA settings (mpirun --tune: the rsh agent and transport settings a
+    cluster needs, e.g. scripts/cluster's /run/dtune-cluster/NAME/mpirun.tune); a 1-node point
+    runs on this machine."""
+
+    hostfile: str | None = None
+    tune: str | None = None
+
+
+def launch_command(p: Point, output: Path, launcher: str = "mpirun", hosts: MpirunHosts | None = None) -> list:
+    """The point's command line: srun --mpi=pmix inside a Slurm allocation, else mpirun (on the
+    nodes of `hosts` for a point over several nodes)."""
     # --overwrite: the runner owns points/ and has ended any earlier launch of this point, so a
     # .partial left by a killed launch is stale and this launch replaces it under the same name.
     exe = [str(bin_dir() / p.binary), *p.args, "--output", str(output), "--overwrite"]
@@ -79,8 +93,16 @@ def launch_command(p: Point, output: Path, launcher: str = "mpirun") -> list:
     cmd = [os.environ.get("DTUNE_MPIRUN", "mpirun"), "-np", str(p.ranks), "--oversubscribe"]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
-    if p.ranks_per_node:
-        cmd += ["--map-by", f"ppr:{p.ranks_per_node}:node"]
+    hosts = hosts or MpirunHosts()
+    if hosts.tune:
+        cmd += ["--tune", hosts.tune]
+    per_node = p.ranks_per_node
+    if hosts.hostfile and p.nodes > 1:
+        cmd += ["--hostfile", hosts.hostfile]
+        if not per_node:  # ranks spread over the nodes in turn (--map-by node), as many on each as can be
+            cmd += ["--map-by", "node"]
+    if per_node:
+        cmd += ["--map-by", f"ppr:{per_node}:node"]
     for k, v in sorted(p.env.items()):
         cmd += ["-x", f"{k}={v}"]
     return cmd + exe
@@ -285,6 +307,7 @@ def run_points(
     launcher: str = "mpirun",
     state_name: str = "state.jsonl",
     write_manifest: bool = True,
+    hosts: MpirunHosts | None = None,
 ) -> int:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "points").mkdir(exist_ok=True)
@@ -295,10 +318,12 @@ def run_points(
             tmp.write_text(json.dumps([p.to_json() for p in points], indent=1))
             tmp.replace(directory / "manifest.json")
         end_orphans(state)
-        return _run_locked(points, directory, state, timeout_s, launcher)
+        return _run_locked(points, directory, state, timeout_s, launcher, hosts)
 
 
-def _run_locked(points: list[Point], directory: Path, state: State, timeout_s: float | None, launcher: str) -> int:
+def _run_locked(
+    points: list[Point], directory: Path, state: State, timeout_s: float | None, launcher: str, hosts=None
+) -> int:
     done = state.outcomes()
     todo = [p for p in points if done.get(p.id) not in COMPLETE]
     skipped = len(points) - len(todo)
@@ -324,7 +349,7 @@ def _run_locked(points: list[Point], directory: Path, state: State, timeout_s: f
                 break
             out = directory / "points" / f"{p.id}.h5"
             log = directory / "points" / f"{p.id}.log"
-            cmd = launch_command(p, out, launcher)
+            cmd = launch_command(p, out, launcher, hosts)
             state.append({"event": "started", "id": p.id, "time": time.time(), "command": shlex.join(cmd)})
             t0 = time.monotonic()
             short = allocation_shortfall(p) if launcher == "srun" else ""

@@ -5,7 +5,8 @@ nodes x 2 ranks, flat and hierarchical, with each rank's node and local rank rig
 file; that dtune-comm's set-up cannot hang where the MPI library's locality data is wrong; that
 the inter-node link runs at the shaped 1 Gbit/s while ranks within a node go far faster; that
 dtune-train's hierarchical reduction equals the flat one; that each node has its own node-local
-directory, and the node cache in it fetches each block once per node.
+directory, and the node cache in it fetches each block once per node; that `dtune sweep run
+--hostfile --mpirun-tune` runs a 2-node point across the nodes and a 1-node point on this machine.
 
 Each test process uses cluster names of its own (pid-based), so two runs never collide; the
 fixtures take the clusters down however the tests end. Needs root, as CI runs."""
@@ -128,6 +129,10 @@ def test_every_collective_exact_across_two_nodes_and_ranks_know_their_node(shape
         assert list(prov["rank_node"][:]) == [0, 0, 1, 1]
         assert list(prov["rank_local_rank"][:]) == [0, 1, 0, 1]
         assert int(prov.attrs["nodes"]) == 2
+        # Two nodes, one machine: every rank records this kernel's boot id (the model counts the
+        # ranks sharing the machine's cores by it).
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        assert list(prov["rank_boot_id"].asstr()[:]) == [boot] * 4
         groups = list(f["runs"].values())
         assert len(groups) == 3 * 3 * 3 + 4 * 3  # reductions x dtypes x ops + the others x dtypes
         for g in groups:
@@ -150,6 +155,20 @@ def test_node_local_directory_is_shared_within_a_node_and_not_across(shaped):
     for i, ranks in enumerate((["rank0", "rank1"], ["rank2", "rank3"])):
         assert sorted(p.name for p in (state / "local" / f"{shaped}-node{i}").iterdir()) == ranks
     assert list((state / "node-local").iterdir()) == []  # outside the nodes: nothing
+
+
+def test_ranks_of_two_nodes_are_not_pinned_to_the_same_cores(shaped):
+    # Each node's daemon would bind its ranks from core 0 up (both nodes' rank 0 on core 0): the
+    # tune file turns binding off, so every rank may run on every core of the machine.
+    state = Path(f"/run/dtune-cluster/{shaped}")
+    cmd = [os.environ.get("DTUNE_MPIRUN", "mpirun"), "--allow-run-as-root", "--tune", str(state / "mpirun.tune")]
+    cmd += ["--hostfile", str(state / "hostfile"), "--map-by", "ppr:1:node", "-np", "2"]
+    cmd += ["python3", "-c", "import os, socket; print(socket.gethostname(), sorted(os.sched_getaffinity(0)))"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    every = sorted(os.sched_getaffinity(0))
+    seen = sorted(r.stdout.split("\n")[:-1])
+    assert seen == [f"{shaped}-node{i} {every}" for i in range(2)], r.stdout
 
 
 def test_setup_cannot_hang_where_mpi_locality_is_wrong(shaped):
@@ -240,3 +259,26 @@ def test_node_cache_fetches_once_per_node(shaped, tmp_path):
 
         assert fetched(2, "slot", "one-node") == pytest.approx(total_mb, abs=0.006)
         assert fetched(4, "slot", "two-nodes") == pytest.approx(2 * total_mb, abs=0.012)
+
+
+def test_sweep_run_puts_a_two_node_point_on_the_cluster(shaped, tmp_path):
+    # dtune sweep run with the cluster's hostfile and tune file: the 2 nodes x 2 ranks point runs
+    # across the nodes (each rank's host from its provenance), the 1-rank point on this machine.
+    state = Path(f"/run/dtune-cluster/{shaped}")
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(
+        "sweeps:\n  - name: two\n    binary: dtune-comm\n    args: [-b, 8, -e, 1K, -f, 8, -n, 3, -c, 1]\n"
+        "    launch: {nodes: [1, 2], ranks_per_node: 2}\n"
+    )
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    cmd = [REPO / "scripts" / "dtune", "sweep", "run", sweep, "--out", tmp_path / "out"]
+    cmd += ["--hostfile", state / "hostfile", "--mpirun-tune", state / "mpirun.tune"]
+    r = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    hosts = {}
+    for f in (tmp_path / "out" / "points").glob("*.h5"):
+        with h5py.File(f) as h:
+            prov = h["provenance"]
+            hosts[int(prov.attrs["nodes"])] = list(prov["rank_host"].asstr()[:])
+    assert hosts[2] == [f"{shaped}-node0"] * 2 + [f"{shaped}-node1"] * 2, hosts
+    assert len(hosts[1]) == 2 and not hosts[1][0].startswith(shaped), hosts

@@ -113,6 +113,25 @@ def test_check_compares_each_multi_rank_run(files):
     assert "median |error| of the predicted step time over 1 runs" in r.stdout, r.stdout
 
 
+def test_check_counts_ranks_per_machine_by_boot_id_and_per_host_in_older_files(files, tmp_path):
+    # Every rank records this kernel's boot id; the check counts the ranks sharing the machine by
+    # it ("2m"). A file from before rank_boot_id (removed here) is counted per host ("2n").
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    for name in ("profile", "two", "comm"):
+        with h5py.File(files[name]) as f:
+            ranks = int(f["provenance"].attrs["world_size"])
+            assert list(f["provenance/rank_boot_id"].asstr()[()]) == [boot] * ranks, name
+    r = dtune("model", "check", files["profile"], files["comm"], files["two"])
+    assert re.search(r" 1 x 2 +2m/\d+ ", r.stdout), r.stdout
+    old = tmp_path / "two-old.h5"
+    old.write_bytes(files["two"].read_bytes())
+    with h5py.File(old, "a") as f:
+        del f["provenance/rank_boot_id"]
+    r = dtune("model", "check", files["profile"], files["comm"], old)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r" 1 x 2 +2n/\d+ ", r.stdout), r.stdout
+
+
 def test_project_states_it_is_a_projection(files):
     r = dtune("model", "project", files["profile"], "--nodes", "1,4,1024", "--bucket-mb", "1,25")
     assert r.returncode == 0, r.stderr

@@ -2,13 +2,35 @@
 hand, exactly; the ring fit recovers the constants it was made from; the projection names a best
 bucket size and where scaling breaks. No binaries: pure arithmetic on fixed inputs."""
 
+from datetime import datetime, timedelta, timezone
+
 import numpy as np
 import pytest
 
 from dtune_report.clusters import CLUSTERS
-from dtune_report.model_inputs import fit_ring
+from dtune_report.model_check import CheckRow, format_scaling, scaling_pairs
+from dtune_report.model_inputs import (
+    ProfileRun,
+    fit_ring,
+    nearest_profile,
+    parse_time,
+    pooled_profile,
+    ranks_per_machine,
+    run_midpoint,
+)
 from dtune_report.projection import project
-from dtune_report.scaling_model import MIB, LinkFit, Profile, Shape, compute_factor, plan_buckets, predict
+from dtune_report.scaling_model import (
+    MIB,
+    LinkFit,
+    Profile,
+    Shape,
+    comm_slowdown_factor,
+    compute_factor,
+    plan_buckets,
+    predict,
+    replay,
+    replay_step,
+)
 
 # Four parameters in model order, 2, 1, 1 and 1 MiB. Backward produces them last first.
 PARAM_BYTES = np.array([2, 1, 1, 1]) * MIB
@@ -143,3 +165,91 @@ def test_compute_scale_stretches_every_compute_time_by_hand():
     assert p.step_ms == pytest.approx(70.5, abs=1e-12)
     assert p.efficiency == pytest.approx(35.0 / 70.5, abs=1e-12)
     assert p.compute_factor == 2.0
+
+
+def test_ranks_sharing_a_machine_count_by_boot_id_and_fall_back_to_hosts():
+    hosts = ["n0", "n0", "n1", "n1"]  # 2 nodes x 2 ranks
+    # Simulated nodes on one kernel (one boot id): 4 ranks on the machine's cores.
+    assert ranks_per_machine(hosts, ["b"] * 4, 4) == (4, "machine")
+    assert ranks_per_machine(hosts, ["a", "a", "b", "b"], 4) == (2, "machine")  # two real machines
+    assert ranks_per_machine(["n0", "n1", "n0", "n1"], ["a", "b", "a", "b"], 4) == (2, "machine")
+    # Older files (no rank_boot_id) and a rank that could not read its own: per node, as before.
+    assert ranks_per_machine(hosts, [], 4) == (2, "node")
+    assert ranks_per_machine(hosts, ["b", "b", "", "b"], 4) == (2, "node")
+    assert ranks_per_machine([], [], 4) == (4, "node")  # nothing recorded: one node
+    # 1 thread per rank on 2 cores: 2 simulated nodes x 2 ranks are stretched x2; counted per node, x1.
+    assert compute_factor(2, 1, ranks_per_machine(hosts, ["b"] * 4, 4)[0]) == 2.0
+    assert compute_factor(2, 1, ranks_per_machine(hosts, [], 4)[0]) == 1.0
+
+
+def _profile_run(name: str, step_ms: float, minute: int | None) -> ProfileRun:
+    p = profile()
+    p = Profile(p.total_ms * 0 + step_ms, p.backward_ms, p.ready_ms, p.param_bytes)
+    when = None if minute is None else datetime(2026, 12, 1, 12, minute, tzinfo=timezone.utc)
+    return ProfileRun(f"{name}.h5", "0000-train", {}, {}, p, 2, when)
+
+
+def test_the_nearest_profile_in_time_and_the_pooled_profiles():
+    runs = [_profile_run("a", 30, 0), _profile_run("b", 40, 10), _profile_run("c", 50, 20)]
+    at = datetime(2026, 12, 1, 12, 14, tzinfo=timezone.utc)
+    assert nearest_profile(runs, at).file == "b.h5"  # 4 min away, against 6 and 14
+    assert nearest_profile(runs, at + timedelta(minutes=2)).file == "c.h5"
+    assert nearest_profile(runs, None).file == "a.h5"  # the run's time unknown: the first
+    assert nearest_profile([_profile_run("u", 30, None), runs[2]], at).file == "c.h5"  # untimed skipped
+    pooled = pooled_profile(runs)  # every step of the three: 2 each at 30, 40 and 50 ms
+    assert sorted(pooled.total_ms) == [30, 30, 40, 40, 50, 50] and pooled.ready_ms.shape == (6, 4)
+    assert float(np.median(pooled.total_ms)) == 40.0
+    # The midpoint of a run's provenance times; start alone where it has no end.
+    mid = run_midpoint({"start_time": "2026-12-01T12:00:00.000Z", "end_time": "2026-12-01T12:01:00.000Z"})
+    assert mid == datetime(2026, 12, 1, 12, 0, 30, tzinfo=timezone.utc)
+    assert run_midpoint({"start_time": "2026-12-01T12:00:00.000Z"}) == parse_time("2026-12-01T12:00:00Z")
+    assert run_midpoint({}) is None and parse_time("not a time") is None
+
+
+def _row(run: str, shape: Shape, measured_ms: float, bucket: float = 2.0, ident=(("model", "m"),)) -> CheckRow:
+    fits = {"intra": INTRA, "inter": INTER}
+    pred = predict(profile(), shape, bucket, {lv: fits[lv] for lv in shape.levels()})
+    return CheckRow(
+        "f.h5", run, "m b1", shape, bucket, measured_ms, 0.0, pred.base_step_ms / measured_ms, pred, pred,
+        "p", 2, 1, False, world_size=shape.ranks, identity=ident,
+    )  # fmt: skip
+
+
+def test_shapes_at_equal_global_batch_are_set_side_by_side():
+    # 1 node x 4 and 2 nodes x 2 of one configuration pair up (same world size, bucket, settings);
+    # another bucket size, world size or configuration has no partner on another shape.
+    one, two = _row("a", Shape(1, 4), 50.0), _row("b", Shape(2, 2), 60.0)
+    alone = [_row("c", Shape(1, 2), 40.0), _row("d", Shape(2, 2), 60.0, bucket=5.0)]
+    alone.append(_row("e", Shape(1, 4), 50.0, ident=(("model", "other"),)))
+    (pair,) = scaling_pairs([two, *alone, one])
+    assert [c.run for c in pair] == ["a", "b"]  # fewest nodes first
+    text = format_scaling([two, *alone, one])
+    lines = [ln for ln in text.splitlines() if not ln.startswith("#")]
+    assert len(lines) == 2 and lines[0].split()[4:7] == ["1", "x", "4"]
+    assert lines[1].split()[-2] == "1.200"  # measured: 60 / 50
+    pred_ratio = two.predicted.step_ms / one.predicted.step_ms
+    assert lines[1].split()[-1] == f"{pred_ratio:.3f}"
+    assert format_scaling(alone) == ""
+
+
+def test_polling_communication_threads_slow_backward_by_hand():
+    # One bucket ready at 2 ms of a 10 ms backward, costing 4 ms, backward 2x slower while it is in
+    # flight: compute reaches 2 at wall 2; the reduction runs 2 -> 6 while compute goes 2 -> 4; the
+    # last 6 ms at full speed: backward ends at wall 12, the reduction long done.
+    assert replay([2.0], 10.0, [4.0], slowdown=2.0) == (0.0, 6.0, 12.0)
+    # Two buckets ready at 2 and 9: b0 2 -> 6 (compute 2 -> 4), compute 4 -> 9 by wall 11, b1 11 -> 15
+    # while compute goes 9 -> 10 by wall 13: backward ends at 13, 2 ms exposed. Without the
+    # slowdown: b0 2 -> 6, b1 9 -> 13, backward ends at 10, 3 ms exposed (replay_step's answer).
+    assert replay([2.0, 9.0], 10.0, [4.0, 4.0], slowdown=2.0) == (2.0, 15.0, 13.0)
+    assert replay([2.0, 9.0], 10.0, [4.0, 4.0]) == (3.0, 13.0, 10.0)
+    assert replay_step([2.0, 9.0], 10.0, [4.0, 4.0]) == (3.0, 13.0)
+    # R ranks x (T + 1) threads while reducing against R x T otherwise, on C cores.
+    assert comm_slowdown_factor(2, 1, 2) == 2.0  # 4 threads against 2, on 2 cores
+    assert comm_slowdown_factor(2, 1, 4) == 2.0  # 8 against 4
+    assert comm_slowdown_factor(8, 1, 2) == 1.0  # 4 threads fit on 8 cores
+    assert comm_slowdown_factor(8, 1, 6) == 1.5  # 12 threads against 6 on 8 cores
+    assert comm_slowdown_factor(0, 1, 4) == 1.0  # cores unknown (a GPU profile)
+    # predict() adds the time backward lost: one rank of Shape(1, 2), slowdown 1, is the old answer.
+    base = predict(profile(), Shape(1, 2), 2.0, {"intra": INTRA})
+    slowed = predict(profile(), Shape(1, 2), 2.0, {"intra": INTRA}, comm_slowdown=2.0)
+    assert slowed.step_ms > base.step_ms
