@@ -66,10 +66,10 @@ class Backoff {
       const auto margin = kNearMargin + expected_ / 16;
       if (waited >= expected_ - margin && waited <= expected_ + margin)
         sleep = kNearSleep;
-      else if (waited < expected_ - margin)
-        sleep = std::min(sleep, expected_ - margin - waited);  // wake at the window's start
+      else if (waited < expected_ - margin)  // wake at the window's start
+        sleep = std::max(kNearSleep, std::min(sleep, expected_ - margin - waited));
     }
-    std::this_thread::sleep_for(std::max(kNearSleep, sleep));
+    std::this_thread::sleep_for(sleep);
     sleep_ = std::min(cap_, sleep_ * 2);
   }
 
