@@ -120,7 +120,6 @@ class PipelineRunner {
   std::unique_ptr<StageChannel> channel_;
   std::vector<std::vector<InFlight>> in_flight_;  // [chunk][micro]
   std::vector<Action> actions_;
-  int last_backward_micro_ = 0;  // its backward completes the gradients (one chunk)
   torch::Tensor loss_sum_;
   Deadline deadline_ = Deadline::after_s(0);
   Clock::time_point origin_;  // the step's common start (after the pipeline's barrier)
@@ -181,8 +180,6 @@ PipelineRunner::PipelineRunner(const Options& o, const RunContext& ctx, int64_t 
   data_ = make_synthetic_source(*model_, batch, M_, topo_.dp_index(), o.seed, device_);
   channel_ = std::make_unique<StageChannel>(topo_);
   actions_ = stage_actions(o.pipeline.schedule, P_, M_, V_, topo_.stage());
-  for (const Action& a : actions_)
-    if (a.kind == ActionKind::kBackward) last_backward_micro_ = a.micro;
   in_flight_.assign(V_, std::vector<InFlight>(M_));
 
   if (o.profile_steps > 0) {
@@ -382,7 +379,7 @@ void PipelineRunner::backward(const Action& a, PipelineStepTimes& t,
   // they fill (overlapped). Several chunks: their last backwards interleave with other chunks'
   // earlier ones, which GradSync's one accumulation switch cannot follow, so every backward only
   // accumulates and finish() reduces all buckets after the schedule.
-  if (sync_ && V_ == 1) sync_->prepare(a.micro == last_backward_micro_);
+  if (sync_ && V_ == 1) sync_->prepare(a.micro == M_ - 1);
   const auto t0 = Clock::now();
   if (v == K_ - 1)
     f.output.backward();

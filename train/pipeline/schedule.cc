@@ -25,9 +25,7 @@ std::vector<Action> stage_actions(Schedule schedule, int P, int M, int V, int st
   std::vector<Action> out;
   if (schedule == Schedule::kGpipe) {
     for (int m = 0; m < M; ++m) out.push_back({ActionKind::kForward, m, 0});
-    // Backwards last in, first out: the last stage starts with the micro-batch whose activations
-    // it has just made (still in cache) and frees them in the reverse order of their allocation.
-    for (int m = M - 1; m >= 0; --m) out.push_back({ActionKind::kBackward, m, 0});
+    for (int m = 0; m < M; ++m) out.push_back({ActionKind::kBackward, m, 0});
     return out;
   }
   if (schedule == Schedule::k1f1b)

@@ -20,8 +20,7 @@ struct Action {
 };
 
 // Stage `stage` of P, M micro-batches, V chunks per stage (1 unless interleaved).
-//   GPipe: every forward, then every backward, the last micro-batch's first (M micro-batches in
-//     flight).
+//   GPipe: every forward, then every backward (M micro-batches in flight).
 //   1F1B: P - stage - 1 warm-up forwards, then one forward and one backward in turn, then the
 //     remaining backwards (at most P - stage micro-batches in flight).
 //   interleaved: Megatron-LM's order (schedules.py, forward_backward_pipelining_with_interleaving):
