@@ -12,11 +12,14 @@
 #include <torch/types.h>
 
 #include <array>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "core/deadline.h"
 #include "train/pipeline/pipeline_channel.h"
@@ -57,7 +60,9 @@ class StageChannel final : public PipelineChannel {
     std::array<MPI_Request, 2> requests{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     int stage = 0;
   };
-  void wait(MPI_Request& r, const Deadline& deadline, const std::string& what);
+  // `expected`: when the message should arrive after the wait began (0: unknown).
+  void wait(MPI_Request& r, const Deadline& deadline, const std::string& what,
+            std::chrono::microseconds expected);
   void poll_locked();
   void progress_loop();
 
@@ -67,6 +72,9 @@ class StageChannel final : public PipelineChannel {
   std::deque<Pending> sends_;  // a deque: elements never move while MPI holds their buffers
   bool new_send_ = false;      // posted since the progress thread's last poll
   bool stop_ = false;
+  // How long each (stage, tag) header took to arrive after its receive was posted, last time: the
+  // next wait for it polls often around then (p2p.cc). The main thread's alone, as recv is.
+  std::map<std::pair<int, int>, std::chrono::microseconds> header_wait_;
   std::thread progress_;  // last: starts after everything it uses exists
 };
 
