@@ -204,9 +204,15 @@ void ResNet::reset_parameters() {
   fc_->reset_parameters();  // PyTorch's default Linear init, as torchvision leaves it
 }
 
+torch::Tensor ResNet::stem(const torch::Tensor& input) {
+  const auto dtype = conv1_->weight.scalar_type();
+  const torch::Tensor in = input.is_floating_point() ? input.to(dtype) : input;
+  torch::Tensor x = F::relu(bn1_(conv1_(in)));                               // (N, w, H/2, W/2)
+  return F::max_pool2d(x, F::MaxPool2dFuncOptions(3).stride(2).padding(1));  // (N, w, H/4, W/4)
+}
+
 torch::Tensor ResNet::forward(const torch::Tensor& input) {
-  torch::Tensor x = F::relu(bn1_(conv1_(input)));                         // (N, w, H/2, W/2)
-  x = F::max_pool2d(x, F::MaxPool2dFuncOptions(3).stride(2).padding(1));  // (N, w, H/4, W/4)
+  torch::Tensor x = stem(input);
   for (auto& stage : stages_)
     for (const auto& block : *stage) x = block->as<Block>()->forward(x);
   x = F::adaptive_avg_pool2d(x, F::AdaptiveAvgPool2dFuncOptions(1)).flatten(1);  // (N, 8w·exp)
@@ -225,14 +231,11 @@ std::vector<Piece> ResNet::pieces() {
   const double stem_macs = conv_macs(*conv1_, h, w);
   h = out_size(h, 3, 2, 1);
   w = out_size(w, 3, 2, 1);
-  Piece stem{"stem", PieceKind::kFirst,
-             [this](const torch::Tensor& input) {
-               torch::Tensor x = F::relu(bn1_(conv1_(input)));
-               return F::max_pool2d(x, F::MaxPool2dFuncOptions(3).stride(2).padding(1));
-             },
-             names("conv1."), stem_macs};
-  for (const auto& n : names("bn1.")) stem.parameters.push_back(n);
-  out.push_back(std::move(stem));
+  Piece first{"stem", PieceKind::kFirst,
+              [this](const torch::Tensor& input) { return this->stem(input); }, names("conv1."),
+              stem_macs};
+  for (const auto& n : names("bn1.")) first.parameters.push_back(n);
+  out.push_back(std::move(first));
   for (size_t s = 0; s < stages_.size(); ++s)
     for (size_t b = 0; b < stages_[s]->size(); ++b) {
       auto block = stages_[s]->ptr(b);

@@ -51,6 +51,9 @@ class ResNet : public Model {
   std::vector<Piece> pieces();
 
  private:
+  // conv1, bn1, relu and max pool; a floating input is cast to the weights' dtype first (the
+  // images are float32 from every data source; with --weights-dtype bf16 conv1 is bf16).
+  torch::Tensor stem(const torch::Tensor& input);
   ResNetConfig cfg_;
   torch::nn::Conv2d conv1_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr};
