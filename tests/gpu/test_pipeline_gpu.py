@@ -14,22 +14,20 @@ staged through host memory): PP 2 with --backend mpi is exact there too, and --b
 GPU exits 2 with a line that says to use one GPU per rank or --backend mpi."""
 
 import os
-import signal
 import subprocess
-import time
 
 import h5py
 import pytest
 import torch
 
-from conftest import bin_dir, mpirun_prefix, rank_pid, visible_gpus
+from conftest import bin_dir, mpirun_prefix, visible_gpus
+from pipeline_checks import assert_equal_params, merged_stage_dumps, stop_rank_then_wait
 
 pytestmark = pytest.mark.gpu
 
 TINY = ["--model", "gpt2-tiny", "--context", "32", "--vocab", "256", "--lr", "0.01", "--batch", "2"]
 TINY4 = [*TINY, "--layers", "4"]  # 2 stages x 2 virtual stages, one block per chunk
 COMMON = ["--device", "cuda", "--steps", "3", "--warmup-steps", "0", "--threads", "1"]
-TOL = 1e-5
 
 
 def run(np_, args, env=None):
@@ -47,22 +45,7 @@ def train(tmp_path, name, np_, args, stages=1):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     if stages == 1:
         return torch.load(dump, weights_only=False), out
-    merged = {}
-    for s in range(stages):
-        for k, v in torch.load(f"{dump}.stage{s}", weights_only=False).items():
-            if k.startswith("param.") and k in merged:
-                assert torch.equal(merged[k], v), f"the end stages' copies of {k} differ"
-            merged.setdefault(k, v)
-    return merged, out
-
-
-def assert_equal_params(pipe, ref):
-    params = [k for k in ref if k.startswith("param.")]
-    assert sorted(k for k in pipe if k.startswith("param.")) == sorted(params)
-    for k in params:
-        scale = ref[k].abs().max().clamp_min(1e-12)
-        rel = ((pipe[k].float() - ref[k].float()).abs().max() / scale).item()
-        assert rel <= TOL, f"{k}: relative difference {rel:.2e}"
+    return merged_stage_dumps(dump, stages), out
 
 
 def channel(h5):
@@ -122,20 +105,8 @@ def test_two_gpus_nccl_stopped_stage_ends_the_job_within_timeout_named(tmp_path)
     cmd = mpirun_prefix(2) + [str(exe), *COMMON[:2], "--threads", "1", *TINY, "--steps", "100000"]
     cmd += ["--backend", "nccl", "--pipeline-stages", "2", "--micro-batches", "2", "--timeout", "10"]
     cmd += ["--output", str(tmp_path / "t.h5")]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        time.sleep(30)  # past CUDA's and NCCL's set-up, into the steps
-        victim = rank_pid(p.pid, 1, "dtune-train")
-        assert victim, "rank 1 not found"
-        os.kill(victim, signal.SIGSTOP)
-        t0 = time.monotonic()
-        _, err = p.communicate(timeout=180)
-        took = time.monotonic() - t0
-    finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-    assert p.returncode == 3, err[-3000:]
+    rc, err, took = stop_rank_then_wait(cmd, settle_s=30)  # past CUDA's and NCCL's set-up
+    assert rc == 3, err[-3000:]
     assert took < 10 + 30, f"ended {took:.0f} s after the stop"
     assert "stage 1 (rank 1)" in err, err[-3000:]
 

@@ -13,9 +13,10 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from test_pipeline_mpi import TINY, assert_equal_params, reference, train
+from test_pipeline_mpi import TINY, reference, train
 
 from conftest import bin_dir
+from pipeline_checks import assert_equal_params, max_rel
 
 COMMON = [*TINY, "--batch", "2", "--steps", "3"]
 # fp16 and bf16 round sums that a pipeline forms in another order than one process (the tied
@@ -30,16 +31,6 @@ COMMON = [*TINY, "--batch", "2", "--steps", "3"]
 FP16_TOL, BF16_TOL = 2.0**-11, 2.0**-5
 OVERFLOW = [*TINY, "--batch", "2", "--steps", "4", "--precision", "fp16"]
 PIPE = ["--pipeline-stages", 2, "--schedule", "1f1b"]
-
-
-def max_rel(got, ref, prefix="param."):
-    """The largest difference of any tensor under `prefix`, relative to its largest |value|."""
-    keys = [k for k in ref if k.startswith(prefix)]
-    assert keys and sorted(k for k in got if k.startswith(prefix)) == sorted(keys)
-    return max(
-        ((got[k].float() - ref[k].float()).abs().max() / ref[k].float().abs().max().clamp_min(1e-12)).item()
-        for k in keys
-    )
 
 
 def pipeline_group(h5):

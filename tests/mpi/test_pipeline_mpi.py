@@ -8,23 +8,20 @@ activation memory is below GPipe's; bad pipeline flags exit 2 with one line; a s
 the job within --timeout, named; --profile-steps writes one trace row per stage, --tensorboard
 every rank's scalars."""
 
-import os
-import signal
 import subprocess
-import time
 
 import h5py
 import numpy as np
 import pytest
 import torch
 
-from conftest import bin_dir, mpirun_prefix, rank_pid
+from conftest import bin_dir, mpirun_prefix
+from pipeline_checks import assert_equal_params, merged_stage_dumps, stop_rank_then_wait
 
 TINY = ["--model", "gpt2-tiny", "--context", "32", "--vocab", "256", "--lr", "0.01"]  # 2 blocks
 D6 = ["--model", "gpt2-d6", "--context", "16", "--vocab", "128", "--lr", "0.01"]  # 6 blocks
 TINY8 = [*TINY, "--layers", "8"]  # 8 blocks: 4 stages x 2 virtual stages, one block per chunk
 RESNET = ["--model", "resnet18", "--width", "8", "--image-size", "32", "--num-classes", "10", "--lr", "0.01"]
-TOL = 1e-5
 
 
 def run(np_, args, timeout=600):
@@ -43,13 +40,7 @@ def train(tmp_path, name, np_, args, stages=1):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     if stages == 1:
         return torch.load(dump, weights_only=False), out, r.stdout
-    merged = {}
-    for s in range(stages):
-        for k, v in torch.load(f"{dump}.stage{s}", weights_only=False).items():
-            if k.startswith("param.") and k in merged:
-                assert torch.equal(merged[k], v), f"the end stages' copies of {k} differ"
-            merged.setdefault(k, v)
-    return merged, out, r.stdout
+    return merged_stage_dumps(dump, stages), out, r.stdout
 
 
 _references = {}
@@ -61,15 +52,6 @@ def reference(tmp_path, args, micro):
     if key not in _references:
         _references[key], _, _ = train(tmp_path, "ref", 1, [*args, "--accum-steps", micro])
     return _references[key]
-
-
-def assert_equal_params(pipe, ref):
-    params = [k for k in ref if k.startswith("param.")]
-    assert sorted(k for k in pipe if k.startswith("param.")) == sorted(params)
-    for k in params:
-        scale = ref[k].abs().max().clamp_min(1e-12)
-        rel = ((pipe[k].float() - ref[k].float()).abs().max() / scale).item()
-        assert rel <= TOL, f"{k}: relative difference {rel:.2e}"
 
 
 CASES = [
@@ -190,20 +172,8 @@ def test_a_stopped_stage_ends_the_job_within_timeout_named(tmp_path):
     exe = bin_dir() / "dtune-train"
     cmd = mpirun_prefix(2) + [str(exe), "--threads", "1", *TINY, "--batch", "2", "--steps", "100000"]
     cmd += ["--pipeline-stages", "2", "--micro-batches", "2", "--timeout", "4", "--output", str(tmp_path / "t.h5")]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        time.sleep(8)  # past the set-up, into the steps
-        victim = rank_pid(p.pid, 1, "dtune-train")
-        assert victim, "rank 1 not found"
-        os.kill(victim, signal.SIGSTOP)
-        t0 = time.monotonic()
-        _, err = p.communicate(timeout=120)
-        took = time.monotonic() - t0
-    finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-    assert p.returncode == 3, err
+    rc, err, took = stop_rank_then_wait(cmd, settle_s=8, timeout_s=120)
+    assert rc == 3, err
     assert took < 4 + 30, f"ended {took:.0f} s after the stop"
     assert "stage 1 (rank 1)" in err, err
 
