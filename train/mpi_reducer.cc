@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/hierarchical_allreduce.h"
+#include "core/mpi_poll.h"
 #include "core/mpi_reduce_ops.h"
 #include "train/reducer.h"
 
@@ -132,18 +133,16 @@ class MpiReducer final : public Reducer {
     else
       DTUNE_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, s.host.data_ptr(), count, mpi_type(s.host), op,
                                      thread_comm_.get(), &req));
-    for (int spins = 0;; ++spins) {
-      int done = 0;
-      if (hierarchical_)
-        done = hierarchical_->test();
-      else
-        DTUNE_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
-      if (done) break;
-      if (abandon_.load(std::memory_order_relaxed)) return false;
-      // Spin while the reduction is likely close, then yield so an oversubscribed node keeps its
-      // cores.
-      if (spins > 1000) std::this_thread::yield();
-    }
+    // Polled as core/mpi_poll.h says (dtune-comm --mpi-progress thread measures the same wait).
+    const bool done = poll_to_completion(
+        [&] {
+          if (hierarchical_) return hierarchical_->test();
+          int flag = 0;
+          DTUNE_MPI_CHECK(MPI_Test(&req, &flag, MPI_STATUS_IGNORE));
+          return flag != 0;
+        },
+        &abandon_);
+    if (!done) return false;
     s.finish(t);
     return true;
   }

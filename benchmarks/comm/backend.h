@@ -51,9 +51,10 @@ class Backend {
 };
 
 // Host buffers, or device buffers for a CUDA-aware MPI (UsageError when that is not available).
-// `algorithm` says how allreduce runs (core/hierarchical_allreduce.h for kHierarchical).
+// `algorithm` says how allreduce runs (core/hierarchical_allreduce.h for kHierarchical);
+// `progress` how every operation is waited for (progress_thread.h for kThread).
 std::unique_ptr<Backend> make_mpi_backend(const RunContext& ctx, MpiBuffers where,
-                                          Algorithm algorithm);
+                                          Algorithm algorithm, MpiProgress progress);
 // Defined in nccl_backend.cc when dtune is built with CUDA and NCCL; otherwise in
 // nccl_backend_unavailable.cc, which throws a UsageError saying how to build with NCCL.
 std::unique_ptr<Backend> make_nccl_backend(const RunContext& ctx);

@@ -25,6 +25,7 @@ void write_attributes(hid_t id, const CommSummary& c, const Options& o,
   h5::write_attr(
       id, "algorithm",
       to_string(c.collective == Collective::kAllreduce ? o.algorithm : Algorithm::kFlat));
+  h5::write_attr(id, "mpi_progress", backend == "mpi" ? to_string(o.mpi_progress) : "");
   h5::write_attr(id, "dtype", to_string(c.dtype));
   h5::write_attr(id, "op", op_name);
   h5::write_attr(id, "root", is_rooted(c.collective) ? o.root : -1);

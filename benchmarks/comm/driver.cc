@@ -74,7 +74,7 @@ class Driver {
                                 "rank's host and device)");
       backend_ = o_.backend == BackendKind::kNccl
                      ? make_nccl_backend(ctx_)
-                     : make_mpi_backend(ctx_, o_.mpi_buffers, o_.algorithm);
+                     : make_mpi_backend(ctx_, o_.mpi_buffers, o_.algorithm, o_.mpi_progress);
       claim_json();
       open_results();
       const std::string device = backend_->device();

@@ -1,6 +1,9 @@
-// The MPI backend: host buffers, or device buffers for a CUDA-aware MPI (mpi_buffers.h); blocking
-// MPI collectives timed one by one with the steady clock (allreduce flat, or hierarchical with
-// --algorithm hierarchical). MPI has no 16-bit floating types or
+// The MPI backend: host buffers, or device buffers for a CUDA-aware MPI (mpi_buffers.h); MPI
+// collectives timed one by one with the steady clock (allreduce flat, or hierarchical with
+// --algorithm hierarchical): the library's blocking calls, or (--mpi-progress thread) the
+// nonblocking ones started and polled by a communication thread as dtune-train's reducer does
+// (progress_thread.h; Open MPI picks its algorithms apart for the two: coll/tuned for the blocking
+// calls, coll/libnbc for the nonblocking ones). MPI has no 16-bit floating types or
 // average: fp16/bf16 reductions use the user-defined ops of core/mpi_reduce_ops.h, and avg is a
 // sum followed by a local division, inside the timed
 // region because it is part of the operation.
@@ -10,9 +13,11 @@
 
 #include "benchmarks/comm/backend.h"
 #include "benchmarks/comm/mpi_buffers.h"
+#include "benchmarks/comm/progress_thread.h"
 #include "core/error.h"
 #include "core/float16.h"
 #include "core/hierarchical_allreduce.h"
+#include "core/mpi_poll.h"
 #include "core/mpi_reduce_ops.h"
 
 namespace dtune::comm {
@@ -114,13 +119,22 @@ class HostBuffers final : public BufferPair {
 
 class MpiBackend final : public Backend {
  public:
-  MpiBackend(const RunContext& ctx, std::unique_ptr<BufferPair> buffers, Algorithm algorithm)
+  MpiBackend(const RunContext& ctx, std::unique_ptr<BufferPair> buffers, Algorithm algorithm,
+             MpiProgress progress)
       : comm_(MpiComm::dup(ctx.comm())),
         rank_(ctx.rank()),
         size_(ctx.world_size()),
         buffers_(std::move(buffers)) {
     if (algorithm == Algorithm::kHierarchical)
       hierarchical_ = std::make_unique<HierarchicalAllreduce>(ctx);
+    if (progress == MpiProgress::kThread) {
+      if (ctx.mpi_thread_level() < MPI_THREAD_SERIALIZED)
+        throw UsageError(
+            "--mpi-progress thread calls MPI from a communication thread, which needs "
+            "MPI_THREAD_SERIALIZED or more; this MPI library provided level " +
+            std::to_string(ctx.mpi_thread_level()) + ": use --mpi-progress call");
+      progress_ = std::make_unique<ProgressThread>();
+    }
   }
 
   std::string name() const override { return to_string(BackendKind::kMpi); }
@@ -133,8 +147,11 @@ class MpiBackend final : public Backend {
 
   // Counts are C ints in MPI 3.1. On device buffers, avg (a host-side division here) and the
   // 16-bit reductions (user-defined ops, run on the host) are left to NCCL.
-  bool supports(const OpShape& s, Placement) const override {
+  bool supports(const OpShape& s, Placement p) const override {
     if (s.send_count > INT_MAX || s.recv_count > INT_MAX) return false;
+    // MPI 3.1 has no nonblocking MPI_Sendrecv_replace.
+    if (progress_ && s.collective == Collective::kSendrecv && p == Placement::kInPlace)
+      return false;
     if (buffers_->on_device() && is_reduction(s.collective) &&
         (s.op == ReduceOp::kAvg || s.dtype == Dtype::kFloat16 || s.dtype == Dtype::kBfloat16))
       return false;
@@ -158,7 +175,10 @@ class MpiBackend final : public Backend {
     times_us.assign(static_cast<size_t>(iters), 0.0);
     for (int i = 0; i < iters; ++i) {
       const auto t0 = Clock::now();
-      launch(s, p);
+      if (progress_)
+        progress_->run([&] { launch_polled(s, p); });
+      else
+        launch(s, p);
       const auto t1 = Clock::now();
       times_us[static_cast<size_t>(i)] = std::chrono::duration<double, std::micro>(t1 - t0).count();
     }
@@ -220,12 +240,72 @@ class MpiBackend final : public Backend {
     }
   }
 
+  // --mpi-progress thread, on the communication thread: the nonblocking form of launch(), polled to
+  // completion as dtune-train's reducer polls its buckets (core/mpi_poll.h).
+  void launch_polled(const OpShape& s, Placement p) {
+    const bool in_place = p == Placement::kInPlace;
+    MPI_Comm comm = comm_.get();
+    const MPI_Datatype type = mpi_type(s.dtype);
+    const MPI_Op op = ops_.get(s.dtype, s.op);
+    const int count = static_cast<int>(s.count);
+    void* send = buffers_->send();
+    void* recv = buffers_->recv();
+    const void* in = in_place ? MPI_IN_PLACE : send;
+    MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    switch (s.collective) {
+      case Collective::kAllreduce:
+        if (hierarchical_) {
+          hierarchical_->start(in, recv, count, type, op);
+          poll_to_completion([&] { return hierarchical_->test(); });
+          if (s.op == ReduceOp::kAvg) divide(s.dtype, recv, s.count, size_);
+          return;
+        }
+        DTUNE_MPI_CHECK(MPI_Iallreduce(in, recv, count, type, op, comm, &req[0]));
+        break;
+      case Collective::kAllgather:
+        DTUNE_MPI_CHECK(MPI_Iallgather(in, count, type, recv, count, type, comm, &req[0]));
+        break;
+      case Collective::kReduceScatter:
+        DTUNE_MPI_CHECK(MPI_Ireduce_scatter_block(in, recv, count, type, op, comm, &req[0]));
+        break;
+      case Collective::kBroadcast:
+        DTUNE_MPI_CHECK(MPI_Ibcast(in_place || rank_ != s.root ? recv : send, count, type, s.root,
+                                   comm, &req[0]));
+        break;
+      case Collective::kReduce:
+        if (in_place && rank_ == s.root)
+          DTUNE_MPI_CHECK(MPI_Ireduce(MPI_IN_PLACE, recv, count, type, op, s.root, comm, &req[0]));
+        else
+          DTUNE_MPI_CHECK(
+              MPI_Ireduce(in_place ? recv : send, recv, count, type, op, s.root, comm, &req[0]));
+        break;
+      case Collective::kAlltoall:
+        DTUNE_MPI_CHECK(MPI_Ialltoall(in, count, type, recv, count, type, comm, &req[0]));
+        break;
+      case Collective::kSendrecv: {  // out-of-place only (supports())
+        const int next = (rank_ + 1) % size_, prev = (rank_ - 1 + size_) % size_;
+        DTUNE_MPI_CHECK(MPI_Irecv(recv, count, type, prev, 0, comm, &req[1]));
+        DTUNE_MPI_CHECK(MPI_Isend(send, count, type, next, 0, comm, &req[0]));
+        break;
+      }
+    }
+    poll_to_completion([&] {
+      int flag = 0;
+      DTUNE_MPI_CHECK(MPI_Testall(2, req, &flag, MPI_STATUSES_IGNORE));
+      return flag != 0;
+    });
+    const bool average = s.op == ReduceOp::kAvg && is_reduction(s.collective);
+    if (average && (s.collective != Collective::kReduce || rank_ == s.root))
+      divide(s.dtype, recv, s.count, size_);
+  }
+
   MpiComm comm_;  // private duplicate: the benchmark's traffic never mixes with anything else
   int rank_;
   int size_;
   MpiOps ops_;
   std::unique_ptr<BufferPair> buffers_;
   std::unique_ptr<HierarchicalAllreduce> hierarchical_;  // --algorithm hierarchical
+  std::unique_ptr<ProgressThread> progress_;             // --mpi-progress thread
 };
 
 }  // namespace
@@ -233,10 +313,10 @@ class MpiBackend final : public Backend {
 std::unique_ptr<BufferPair> make_host_buffers() { return std::make_unique<HostBuffers>(); }
 
 std::unique_ptr<Backend> make_mpi_backend(const RunContext& ctx, MpiBuffers where,
-                                          Algorithm algorithm) {
+                                          Algorithm algorithm, MpiProgress progress) {
   return std::make_unique<MpiBackend>(
-      ctx, where == MpiBuffers::kDevice ? make_device_buffers(ctx) : make_host_buffers(),
-      algorithm);
+      ctx, where == MpiBuffers::kDevice ? make_device_buffers(ctx) : make_host_buffers(), algorithm,
+      progress);
 }
 
 }  // namespace dtune::comm

@@ -62,15 +62,15 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
       "Exit status: 0 all results exact; 1 wrong elements or an error; 2 bad input; 3 a rank\n"
       "did not arrive within --timeout; 130 interrupted (measured sizes kept).\n"
       "Rules between flags (exit 2 naming both; `dtune sweep plan` checks them for every point):\n"
-      "-b <= -e; -r is a rank (0..ranks-1); --mpi-buffers device and --algorithm hierarchical "
-      "only\n"
-      "with --backend mpi;\n"
+      "-b <= -e; -r is a rank (0..ranks-1); --mpi-buffers device, --algorithm hierarchical and\n"
+      "--mpi-progress thread only with --backend mpi;\n"
       "--output or --no-output, not both.");
   app.get_formatter()->column_width(34);
   std::string min_b = "32M", max_b = "32M", step_b = "1M", coll = to_string(o.collectives[0]),
               dtype = to_string(o.dtypes[0]), op = to_string(o.ops[0]),
               backend = to_string(o.backend), mpi_buffers = to_string(o.mpi_buffers),
-              format = to_string(o.format), algorithm = to_string(o.algorithm), output;
+              format = to_string(o.format), algorithm = to_string(o.algorithm),
+              mpi_progress = to_string(o.mpi_progress), output;
   int blocking = 0, average = 1, nthreads = 1, ngpus = 1, per_iter = 0;
   std::string json_path;
   bool no_output = false;
@@ -164,6 +164,15 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
       ->envname(env("ALGORITHM"))
       ->capture_default_str()
       ->check(CLI::IsMember(names_of(algorithm_names())));
+  app.add_option(
+         "--mpi-progress", mpi_progress,
+         "--backend mpi: call (the library's blocking collective, progressed inside the call) or "
+         "thread (the nonblocking one, MPI_Iallreduce etc., started and polled with MPI_Test by a "
+         "communication thread while the caller sleeps, as dtune-train's gradient reducer does; "
+         "in-place sendrecv has no nonblocking form and is left out)")
+      ->envname(env("MPI_PROGRESS"))
+      ->capture_default_str()
+      ->check(CLI::IsMember(names_of(mpi_progress_names())));
   app.add_option("--format", format,
                  "what rank 0 prints on stdout: table (nccl-tests), json or csv")
       ->envname(env("FORMAT"))
@@ -242,6 +251,11 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
     throw UsageError(
         "--algorithm hierarchical is for --backend mpi (NCCL picks its own ring or tree across "
         "nodes): drop one of them");
+  o.mpi_progress = find_named(mpi_progress_names(), mpi_progress)->value;
+  if (o.backend == BackendKind::kNccl && o.mpi_progress == MpiProgress::kThread)
+    throw UsageError(
+        "--mpi-progress thread is for --backend mpi (NCCL progresses on the GPU): drop one of "
+        "them");
   o.format = find_named(format_names(), format)->value;
   if (no_output && !output.empty())
     throw UsageError("--no-output and --output both given: keep one");

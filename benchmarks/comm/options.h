@@ -29,7 +29,8 @@ struct Options {
   TimeMode time_mode = TimeMode::kAvg;
   BackendKind backend = BackendKind::kMpi;
   MpiBuffers mpi_buffers = MpiBuffers::kHost;
-  Algorithm algorithm = Algorithm::kFlat;  // allreduce with the MPI backend
+  Algorithm algorithm = Algorithm::kFlat;         // allreduce with the MPI backend
+  MpiProgress mpi_progress = MpiProgress::kCall;  // --mpi-progress (MPI backend)
   Format format = Format::kTable;
   std::string output;            // empty: no HDF5 file
   bool overwrite = false;        // --overwrite: replace an existing output file

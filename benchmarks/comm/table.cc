@@ -41,8 +41,9 @@ void TablePrinter::banner(const Options& o, int nranks, int nnodes,
                                  : (std::to_string(o.step_bytes) + "(bytes)").c_str(),
                o.warmup_iters, o.iters, o.check_iters, o.blocking == Blocking::kYes ? 1 : 0,
                to_string(o.time_mode).c_str(), o.timeout_s);
-  std::fprintf(out_, "#  nnodes %d algorithm: %s load threads: %d gap: %dus\n", nnodes,
-               to_string(o.algorithm).c_str(), o.load_threads, o.gap_us);
+  std::fprintf(out_, "#  nnodes %d algorithm: %s mpi progress: %s load threads: %d gap: %dus\n",
+               nnodes, to_string(o.algorithm).c_str(), to_string(o.mpi_progress).c_str(),
+               o.load_threads, o.gap_us);
   std::fprintf(out_, "#\n# Using devices\n");
   for (const auto& l : rank_lines) std::fprintf(out_, "%s\n", l.c_str());
   collective_column_ = o.collectives.size() > 1;

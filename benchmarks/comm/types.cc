@@ -68,6 +68,12 @@ const std::vector<EnumName<Algorithm>>& algorithm_names() {
   return k;
 }
 
+const std::vector<EnumName<MpiProgress>>& mpi_progress_names() {
+  static const std::vector<EnumName<MpiProgress>> k = {{MpiProgress::kCall, "call"},
+                                                       {MpiProgress::kThread, "thread"}};
+  return k;
+}
+
 std::vector<Dtype> all_dtypes() { return values_of(dtype_table()); }
 std::vector<ReduceOp> all_ops() { return values_of(reduce_op_names()); }
 
@@ -79,6 +85,7 @@ std::string to_string(Format f) { return name_of(format_names(), f); }
 std::string to_string(BackendKind b) { return name_of(backend_names(), b); }
 std::string to_string(Algorithm a) { return name_of(algorithm_names(), a); }
 std::string to_string(MpiBuffers b) { return name_of(mpi_buffers_names(), b); }
+std::string to_string(MpiProgress m) { return name_of(mpi_progress_names(), m); }
 
 std::string nccl_tests_name(Dtype d) {
   for (const auto& r : dtype_table())

@@ -34,6 +34,9 @@ enum class BackendKind { kMpi, kNccl };                            // --backend
 enum class MpiBuffers { kHost, kDevice };                          // --mpi-buffers
 // --algorithm: how the MPI backend runs allreduce (core/hierarchical_allreduce.h).
 enum class Algorithm { kFlat, kHierarchical };
+// --mpi-progress: how the MPI backend waits for an operation: inside the library's blocking call,
+// or on a communication thread polling the nonblocking one (benchmarks/comm/progress_thread.h).
+enum class MpiProgress { kCall, kThread };
 
 // One row per element type: its names and size.
 struct DtypeSpec {
@@ -53,6 +56,7 @@ const std::vector<EnumName<Format>>& format_names();
 const std::vector<EnumName<BackendKind>>& backend_names();
 const std::vector<EnumName<MpiBuffers>>& mpi_buffers_names();
 const std::vector<EnumName<Algorithm>>& algorithm_names();
+const std::vector<EnumName<MpiProgress>>& mpi_progress_names();
 
 std::vector<Collective> all_collectives();
 std::vector<Dtype> all_dtypes();
@@ -68,6 +72,7 @@ std::string to_string(Format f);       // "table"
 std::string to_string(BackendKind b);  // "mpi"
 std::string to_string(MpiBuffers b);   // "host"
 std::string to_string(Algorithm a);    // "flat"
+std::string to_string(MpiProgress m);  // "call"
 // Parsing accepts canonical names and aliases (float/float32, half/float16, double/float64,
 // int/int32, bcast/broadcast, ...), in any case; throws UsageError naming `flag` otherwise.
 Collective parse_collective(const std::string& s, const std::string& flag);

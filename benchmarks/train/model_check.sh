@@ -25,6 +25,11 @@
 # one busy thread per rank, each call starting cold (--load-threads 1 --gap-us 5000: the trainer's
 # communication thread wakes for each bucket while the compute thread holds the core).
 #
+# Every dtune-comm run waits as the trainer does (--mpi-progress thread: MPI_Iallreduce in place,
+# polled by a communication thread). Open MPI's nonblocking allreduce in place is a binomial tree
+# (coll/libnbc), not the blocking call's ring or recursive halving (coll/tuned): blocking-call fits
+# made every two-node run look ~2x too fast on the wire.
+#
 # Measured 2026-12-01 on the project's 2-core machine while other sessions built (load average
 # 4.3 at the start, 6.1 at the end): median |error| 27.6% over the 16 runs (1 node 27.6%, 2 nodes
 # 29.0%; with the profiles pooled 31.1%; fwd-scaled compute 16.4%), 298 s. The same files with
@@ -49,7 +54,7 @@ while getopts "o:s:1h" opt; do
     o) out=$OPTARG ;;
     s) steps=$OPTARG ;;
     1) two_nodes=0 ;;
-    *) sed -n '35,41p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    *) sed -n '40,46p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
   esac
 done
 mkdir -p "$out"
@@ -90,10 +95,10 @@ for s in $shapes; do
   n=${s%x*} r=${s#*x}
   # shellcheck disable=SC2046
   "${mpirun[@]}" $(shape "$n" "$r") "$bin_dir/dtune-comm" -b 1K -e 4M -f 4 -n 20 -w 5 \
-    --collective allreduce --timeout 120 --output "$out/comm-$s.h5" --overwrite > "$out/comm-$s.log"
+    --collective allreduce --mpi-progress thread --timeout 120 --output "$out/comm-$s.h5" --overwrite > "$out/comm-$s.log"
   # shellcheck disable=SC2046
   "${mpirun[@]}" $(shape "$n" "$r") "$bin_dir/dtune-comm" -b 1K -e 4M -f 4 -n 20 -w 5 \
-    --collective allreduce --timeout 120 --load-threads 1 --gap-us 5000 \
+    --collective allreduce --mpi-progress thread --timeout 120 --load-threads 1 --gap-us 5000 \
     --output "$out/comm-$s-load1.h5" --overwrite > "$out/comm-$s-load1.log"
 done
 echo "# comm runs done in $((SECONDS - started)) s"

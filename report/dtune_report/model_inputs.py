@@ -13,7 +13,11 @@ exit 2):
   mean, so that a few calls stalled by a busy machine do not make the link look slow; the mean for
   a run with --load-threads, whose stalls are what it measures) on the ring
   model t = 2(p−1)·α + 2(p−1)/p·S·β, pooled over the runs of that level; a fit from runs of exactly
-  the rank count asked for is preferred where there is one;
+  the rank count asked for is preferred where there is one, and carries those runs' measured times
+  per size (made non-decreasing), which the model reads in place of the line for that rank count
+  (scaling_model.LinkFit.measured_s); a run measured as the trainer waits (dtune-comm
+  --mpi-progress thread: MPI_Iallreduce in place, polled by a communication thread) counts by its
+  in-place rows and is preferred over blocking-call runs of the same link;
 - the launch shape of a multi-rank run: nodes = distinct hosts in its provenance;
 - a CPU profile's node cores (provenance topology `cores`) and intra-op threads (`threads`), for
   the compute contention of several ranks on one machine (scaling_model.compute_factor); the ranks
@@ -36,7 +40,7 @@ import numpy as np
 
 from .identity import run_identity
 from .loader import decode_attr, load_comm, load_runs, open_results, read_topology
-from .scaling_model import LinkFit, Profile, Shape
+from .scaling_model import LinkFit, Profile, Shape, monotone
 
 
 class ModelInputError(ValueError):
@@ -306,20 +310,21 @@ def load_link_fits(paths) -> LinkFits:
         return fits
     runs = load_runs(paths)
     runs = runs[runs.benchmark == "comm"].set_index(["file", "run"])
-    sel = calls[
-        (calls.collective == "allreduce")
-        & (calls.op == "sum")
-        & (calls.placement == "out-of-place")
-        & (calls.status == "ok")
-    ]
+    sel = calls[(calls.collective == "allreduce") & (calls.op == "sum") & (calls.status == "ok")]
     # (file, run, size) -> the median over iterations of the slowest rank's time; the mean for a
     # run beside busy threads, whose stalls (a rank's core held by them when the call starts) are
     # what it measures: the expected cost of a reduction is their mean.
-    slowest = sel.groupby(["file", "run", "size_bytes", "iteration"]).time_us.max()
-    median = slowest.groupby(["file", "run", "size_bytes"]).median().reset_index()
-    mean = slowest.groupby(["file", "run", "size_bytes"]).mean().reset_index()
-    rows = {}
-    for (file, run), g in median.groupby(["file", "run"]):
+    slowest = sel.groupby(["file", "run", "placement", "size_bytes", "iteration"]).time_us.max()
+    median = slowest.groupby(["file", "run", "placement", "size_bytes"]).median().reset_index()
+    mean = slowest.groupby(["file", "run", "placement", "size_bytes"]).mean().reset_index()
+    rows = {}  # (level, p, load) -> {progress: [(sizes, seconds)]}
+    for (file, run, placement), g in median.groupby(["file", "run", "placement"]):
+        # The trainer's reducer reduces in place on its communication thread: a run measured that
+        # way (--mpi-progress thread) counts by its in-place rows, any other by its out-of-place
+        # ones (the library's blocking call, as nccl-tests reads it).
+        progress = str(runs.loc[(file, run)]["attrs"].get("mpi_progress", "") or "call")
+        if placement != ("in-place" if progress == "thread" else "out-of-place"):
+            continue
         if len(g) < 2:
             raise ModelInputError(
                 f"{file}: /runs/{run}: allreduce measured at a single size ({int(g.size_bytes.iloc[0])} B); "
@@ -334,25 +339,39 @@ def load_link_fits(paths) -> LinkFits:
             continue
         load = int(info["attrs"].get("load_threads", 0))
         if load > 0:
-            g = mean[(mean.file == file) & (mean.run == run)]
+            g = mean[(mean.file == file) & (mean.run == run) & (mean.placement == placement)]
         key = (*level, load)
-        rows.setdefault(key, []).append((g.size_bytes.to_numpy(float), g.time_us.to_numpy(float) * 1e-6))
+        parts = rows.setdefault(key, {}).setdefault(progress, [])
+        parts.append((g.size_bytes.to_numpy(float), g.time_us.to_numpy(float) * 1e-6))
+    # Where a link was measured both ways, the runs that wait as the trainer does are the fit.
+    progress_of = {k: "thread" if "thread" in v else "call" for k, v in rows.items()}
+    rows = {k: v[progress_of[k]] for k, v in rows.items()}
 
     def beside(load: int) -> str:
         return f", beside {load} busy thread{'s' if load > 1 else ''} per rank, mean call" if load else ""
 
+    def how(keys) -> str:
+        return ", thread-polled in place" if any(progress_of[k] == "thread" for k in keys) else ""
+
     for (level, p, load), parts in rows.items():
         size = np.concatenate([s for s, _ in parts])
         t = np.concatenate([x for _, x in parts])
-        source = f"{level}, {p} ranks{beside(load)}"
-        fits.by_ranks[(level, p, load)] = fit_ring(np.full(len(size), float(p)), size, t, source)
+        source = f"{level}, {p} ranks{beside(load)}{how([(level, p, load)])}"
+        fit = fit_ring(np.full(len(size), float(p)), size, t, source)
+        # The measured times themselves for this rank count: per size the median over the runs,
+        # made non-decreasing in size (scaling_model.monotone).
+        table = sorted({float(x) for x in size})
+        times = monotone([float(np.median(t[size == x])) for x in table])
+        fits.by_ranks[(level, p, load)] = LinkFit(
+            fit.alpha_s, fit.beta_s_per_byte, source, tuple(table), tuple(float(x) for x in times), p
+        )
     for level, load in {(lv, ld) for lv, _, ld in rows}:
         keys = sorted(k for k in rows if k[0] == level and k[2] == load)
         size = np.concatenate([s for k in keys for s, _ in rows[k]])
         t = np.concatenate([x for k in keys for _, x in rows[k]])
         p = np.concatenate([np.full(len(s), float(k[1])) for k in keys for s, _ in rows[k]])
         ps = "/".join(str(k[1]) for k in keys)
-        fits.pooled[(level, load)] = fit_ring(p, size, t, f"{level}, pooled over {ps} ranks{beside(load)}")
+        fits.pooled[(level, load)] = fit_ring(p, size, t, f"{level}, pooled over {ps} ranks{beside(load)}{how(keys)}")
     return fits
 
 

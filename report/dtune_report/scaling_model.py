@@ -37,17 +37,54 @@ LEVELS = ("intra", "inter")  # within a node (shared memory, NVLink), between no
 
 @dataclass(frozen=True)
 class LinkFit:
-    """One link level's ring allreduce constants: α seconds per ring step, β seconds per byte."""
+    """One link level's ring allreduce constants: α seconds per ring step, β seconds per byte;
+    and, where the link was measured at exactly `table_ranks` ranks, the measured call time per
+    size (`sizes` bytes ascending, `times_s`), which ring_s reads for that rank count in place of
+    the α–β line: a real link is not one straight line in size (a shaped link's burst lets small
+    calls through at line rate, the library switches algorithm and protocol with size), and the
+    α–β fit over all sizes can miss the sizes a gradient bucket has by a factor of two."""
 
     alpha_s: float
     beta_s_per_byte: float
     source: str = ""
+    sizes: tuple = ()
+    times_s: tuple = ()
+    table_ranks: int = 0
 
     def ring_s(self, n_bytes: float, p: int) -> float:
-        """Ring allreduce of n bytes over p ranks: 2(p−1)α + 2(p−1)/p·n·β (0 for one rank)."""
+        """Allreduce of n bytes over p ranks (0 for one rank): measured_s(n) for the table's rank
+        count, else the ring model 2(p−1)α + 2(p−1)/p·n·β."""
         if p <= 1:
             return 0.0
+        if self.sizes and p == self.table_ranks:
+            return self.measured_s(n_bytes)
         return 2 * (p - 1) * self.alpha_s + 2 * (p - 1) / p * n_bytes * self.beta_s_per_byte
+
+    def measured_s(self, n_bytes: float) -> float:
+        """The measured time at n bytes: linear between the two measured sizes around it; the
+        smallest size's time below the table (a call is not cheaper than the smallest measured
+        one); above it, the largest size's time plus the extra bytes at the α–β fit's β."""
+        s, t = self.sizes, self.times_s
+        if n_bytes <= s[0]:
+            return float(t[0])
+        if n_bytes >= s[-1]:
+            p = self.table_ranks
+            return float(t[-1] + (n_bytes - s[-1]) * 2 * (p - 1) / p * self.beta_s_per_byte)
+        return float(np.interp(n_bytes, s, t))
+
+
+def monotone(values) -> np.ndarray:
+    """The non-decreasing sequence nearest to `values` in least squares (pool adjacent violators):
+    measured call times by ascending size, where a larger call measured faster than a smaller one
+    is noise (a busy machine's stalls), not the link."""
+    blocks = []  # [mean, count]
+    for v in np.asarray(values, dtype=float):
+        blocks.append([v, 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            m2, c2 = blocks.pop()
+            m1, c1 = blocks.pop()
+            blocks.append([(m1 * c1 + m2 * c2) / (c1 + c2), c1 + c2])
+    return np.concatenate([np.full(c, m) for m, c in blocks]) if blocks else np.array([])
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """dtune-comm under mpirun with 2 and 4 ranks (oversubscribed): every collective x dtype x op is
-exactly right, a planted wrong element is caught, and a rank that stops taking part makes the job
-end with a message naming it instead of hanging."""
+exactly right, with the library's blocking calls and with the nonblocking ones polled by a
+communication thread (--mpi-progress thread), a planted wrong element is caught, and a rank that
+stops taking part makes the job end with a message naming it instead of hanging."""
 
 import os
 import time
@@ -10,8 +11,9 @@ import pytest
 from conftest import data_rows, run_comm
 
 
+@pytest.mark.parametrize("progress", ["call", "thread"])
 @pytest.mark.parametrize("np", [2, 4])
-def test_every_collective_dtype_op_is_exact(np):
+def test_every_collective_dtype_op_is_exact(np, progress):
     # 4 sizes from 8 B to 24 KiB (3 x nranks does not divide some: rounding is exercised too).
     r = run_comm(
         np,
@@ -34,10 +36,13 @@ def test_every_collective_dtype_op_is_exact(np):
             "all",
             "-o",
             "all",
+            "--mpi-progress",
+            progress,
             "--no-output",
         ],
     )
     assert r.returncode == 0, r.stderr[-2000:]
+    assert f"mpi progress: {progress} " in r.stdout
     rows = data_rows(r.stdout)
     # 3 reductions x 5 dtypes x 5 ops + 4 others x 5 dtypes, 4 sizes each.
     assert len(rows) == (3 * 5 * 5 + 4 * 5) * 4
@@ -50,19 +55,33 @@ def test_every_collective_dtype_op_is_exact(np):
             assert wrong in ("0", "N/A"), row
             checked += wrong == "0"
     assert checked >= len(rows)  # out-of-place always checked
+    # In place, only empty shapes (size 0: fewer elements than ranks) are not run, and polled
+    # also sendrecv (MPI 3.1 has no nonblocking MPI_Sendrecv_replace): every other row ran.
+    not_run = [row for row in rows if row[12] == "N/A"]
+    expected = [row for row in rows if row[0] == "0" or (progress == "thread" and row[13] == "sendrecv")]
+    assert not_run == expected
     assert "# Out of bounds values : 0 OK" in r.stdout
 
 
+@pytest.mark.parametrize("progress", ["call", "thread"])
 @pytest.mark.parametrize("np", [3, 4])
-def test_hierarchical_allreduce_is_exact_on_one_node(np):
+def test_hierarchical_allreduce_is_exact_on_one_node(np, progress):
     # One node: the leaders' allreduce has one rank, the node's reduce and broadcast do the work.
     # (Across simulated nodes: tests/cluster/test_cluster.py.)
     args = ["-b", "8", "-e", "24K", "-f", "8", "-n", "2", "-w", "1", "-c", "1", "-d", "all", "-o", "all"]
-    r = run_comm(np, [*args, "--algorithm", "hierarchical", "--no-output"])
+    r = run_comm(np, [*args, "--algorithm", "hierarchical", "--mpi-progress", progress, "--no-output"])
     assert r.returncode == 0, r.stderr[-2000:]
     assert "nnodes 1 algorithm: hierarchical" in r.stdout
     rows = data_rows(r.stdout)
     assert len(rows) == 5 * 5 * 4 and all(row[8] == "0" and row[12] == "0" for row in rows)
+
+
+def test_thread_progress_is_refused_with_nccl():
+    r = run_comm(0, ["--backend", "nccl", "--mpi-progress", "thread", "--no-output"])
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        "dtune-comm: error: --mpi-progress thread is for --backend mpi (NCCL progresses on the GPU): drop one of them"
+    ]
 
 
 def test_hierarchical_is_refused_with_nccl():
@@ -74,8 +93,11 @@ def test_hierarchical_is_refused_with_nccl():
     ]
 
 
-@pytest.mark.parametrize("collective", ["allreduce", "reduce_scatter", "alltoall"])
-def test_planted_wrong_element_fails_the_run(collective):
+@pytest.mark.parametrize(
+    "collective, progress",
+    [("allreduce", "call"), ("reduce_scatter", "call"), ("alltoall", "call"), ("allreduce", "thread")],
+)
+def test_planted_wrong_element_fails_the_run(collective, progress):
     r = run_comm(
         2,
         [
@@ -93,6 +115,8 @@ def test_planted_wrong_element_fails_the_run(collective):
             collective,
             "--debug-plant-wrong",
             "1",
+            "--mpi-progress",
+            progress,
             "--no-output",
         ],
     )
@@ -103,11 +127,12 @@ def test_planted_wrong_element_fails_the_run(collective):
     assert "wrong elements" in r.stderr
 
 
-def test_hung_rank_is_named_and_job_ends():
+@pytest.mark.parametrize("progress", ["call", "thread"])
+def test_hung_rank_is_named_and_job_ends(progress):
+    # Polled (thread): the other ranks' communication threads spin on MPI_Test; the job still ends.
     start = time.monotonic()
-    r = run_comm(
-        3, ["-b", "8", "-e", "64", "-f", "2", "--timeout", "3", "--debug-hang-rank", "2", "--no-output"], timeout=60
-    )
+    args = ["-b", "8", "-e", "64", "-f", "2", "--timeout", "3", "--debug-hang-rank", "2"]
+    r = run_comm(3, [*args, "--mpi-progress", progress, "--no-output"], timeout=60)
     elapsed = time.monotonic() - start
     assert r.returncode == 3, r.stdout + r.stderr
     assert "rank 2 did not arrive" in r.stderr

@@ -32,7 +32,7 @@ def dtune(*args):
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("model")
-    names = ("profile", "comm", "two", "single", "load")
+    names = ("profile", "comm", "two", "single", "load", "thread")
     out = {n: d / f"{n}.h5" for n in names}
     r = run(GPT + STEPS + ["--output", out["profile"]])
     assert r.returncode == 0, r.stdout + r.stderr
@@ -46,6 +46,9 @@ def files(tmp_path_factory):
     r = run_comm(2, ["-b", "1K", "-e", "64K", "-f", "8", "-n", "5", "-w", "1", *load])
     assert r.returncode == 0, r.stdout + r.stderr
     assert "load threads: 1 gap: 2000us" in r.stdout
+    thread = ["--mpi-progress", "thread", "--output", out["thread"]]
+    r = run_comm(2, ["-b", "1K", "-e", "256K", "-f", "4", "-n", "5", "-w", "2", *thread])
+    assert r.returncode == 0, r.stdout + r.stderr
     return out
 
 
@@ -105,6 +108,24 @@ def test_links_beside_busy_threads_are_fitted_apart_and_used_during_backward(fil
     assert "idle fits only" not in r.stdout, r.stdout
     # 2 ranks x 1 thread on this machine's cores (provenance topology): the factor it prints.
     assert "compute x cf = max(1, R·1/" in r.stdout, r.stdout
+
+
+def test_links_measured_as_the_trainer_waits_are_preferred(files):
+    # dtune-comm --mpi-progress thread waits as the trainer's reducer does (MPI_Iallreduce in
+    # place, polled by a communication thread): where the same link was measured both ways, the
+    # fit is from that run, from its in-place rows.
+    f, g = group(files["thread"])
+    with f:
+        assert g.attrs["mpi_progress"] == "thread"
+    f, g = group(files["comm"])
+    with f:
+        assert g.attrs["mpi_progress"] == "call"
+    both = (files["profile"], files["comm"], files["thread"])
+    r = dtune("model", "predict", *both, "--ranks-per-node", "2", "--bucket-mb", "0.05")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"#   intra: α = .*\(intra, [^)]*2 ranks, thread-polled in place\)", r.stdout), r.stdout
+    r = dtune("model", "predict", files["profile"], files["comm"], "--ranks-per-node", "2", "--bucket-mb", "0.05")
+    assert re.search(r"#   intra: α = .*\(intra, [^)]*2 ranks\)", r.stdout), r.stdout
 
 
 def test_check_compares_each_multi_rank_run(files):

@@ -26,6 +26,7 @@ from dtune_report.scaling_model import (
     Shape,
     comm_slowdown_factor,
     compute_factor,
+    monotone,
     plan_buckets,
     predict,
     replay,
@@ -117,6 +118,23 @@ def test_the_ring_fit_recovers_its_constants():
     fit = fit_ring(p, size, t, "test")
     assert fit.alpha_s == pytest.approx(alpha, rel=1e-9)
     assert fit.beta_s_per_byte == pytest.approx(beta, rel=1e-9)
+
+
+def test_a_measured_link_is_read_for_its_rank_count_by_hand():
+    # Measured at 2 ranks: 10 ms at 1 MiB, 40 ms at 4 MiB; the α–β line α = 1 ms, β = 2 ms/MiB.
+    f = LinkFit(1e-3, 2e-3 / MIB, "test", sizes=(1 * MIB, 4 * MIB), times_s=(10e-3, 40e-3), table_ranks=2)
+    assert f.ring_s(2 * MIB, 2) == pytest.approx(20e-3)  # linear between the two sizes
+    assert f.ring_s(0.5 * MIB, 2) == pytest.approx(10e-3)  # below: the smallest size's time
+    assert f.ring_s(6 * MIB, 2) == pytest.approx(44e-3)  # above: 40 ms + 2 MiB x 2(2-1)/2 x 2 ms/MiB
+    # Another rank count: the ring model, 2(4-1) x 1 ms + 2(4-1)/4 x 1 MiB x 2 ms/MiB = 9 ms.
+    assert f.ring_s(1 * MIB, 4) == pytest.approx(9e-3)
+    assert f.ring_s(1 * MIB, 1) == 0.0
+
+
+def test_measured_times_are_made_non_decreasing_by_pooling_neighbours():
+    assert monotone([1.0, 3.0, 2.0, 4.0]).tolist() == [1.0, 2.5, 2.5, 4.0]
+    assert monotone([5.0, 1.0, 0.0]).tolist() == pytest.approx([2.0, 2.0, 2.0])
+    assert monotone([1.0, 2.0]).tolist() == [1.0, 2.0]
 
 
 def test_projection_names_a_best_bucket_and_where_scaling_breaks():
