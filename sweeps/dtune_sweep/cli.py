@@ -249,8 +249,17 @@ def add_model_parser(sub) -> None:
         "--cores",
         type=int,
         default=None,
-        help="cores per node that a CPU run's ranks share (default: the profile's provenance topology; "
+        help="cores per machine that a CPU run's ranks share (default: the profile's provenance topology; "
         "0: no compute contention)",
+    )
+    p.add_argument(
+        "--nodes-per-machine",
+        type=int,
+        default=1,
+        metavar="M",
+        help="nodes on one physical machine, whose ranks share its cores for the compute contention: K = "
+        "R·min(M, nodes) ranks per machine, as dtune model check counts a run's ranks per boot id (default 1: "
+        "one node per machine; the simulated cluster of scripts/cluster: all its nodes, e.g. 2)",
     )
     c = mm.add_parser("check", help=_HELP["model check"])
     c.set_defaults(func=cmd_model)
