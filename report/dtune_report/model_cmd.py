@@ -4,6 +4,7 @@ arguments and printed tables. Each returns the exit status: 0 done, 2 an input t
 allreduce measured at one size, ...).
 
     dtune model predict PROFILE.h5 COMM.h5... [--nodes 1,2] [--ranks-per-node 2,4] [--bucket-mb 1,25]
+                        [--nodes-per-machine M]   M nodes' ranks share one machine's cores (default 1)
     dtune model check RESULTS... [--profile nearest|pooled]   predicted against measured, every multi-rank run
     dtune model project PROFILE.h5 [--cluster h100-ib400] [--nodes ...] [--bucket-mb ...]
 """
@@ -34,9 +35,18 @@ def cmd_predict(a) -> int:
     import numpy as np
 
     from .model_inputs import load_link_fits, one_profile
-    from .scaling_model import Shape, comm_slowdown_factor, compute_factor, predict
+    from .scaling_model import Shape, comm_slowdown_factor, compute_factor, predict, ranks_sharing_machine
 
     defaults(a)
+    m = a.nodes_per_machine
+    if m < 1:
+        return _fail(f"--nodes-per-machine {m}: give a positive count (1: one node per machine)")
+    if m > max(a.nodes):
+        return _fail(
+            f"--nodes-per-machine {m}: more than the most nodes asked for (--nodes {','.join(map(str, a.nodes))}); "
+            f"it counts the nodes whose ranks share one machine's cores (all of them on the simulated cluster: "
+            f"{max(a.nodes)})"
+        )
     try:
         prof = one_profile(a.files, a.run)
         fits = load_link_fits(a.files)
@@ -53,10 +63,14 @@ def cmd_predict(a) -> int:
     print(f"#   1-rank step {step:.3f} ms (median); gradients {grads}")
     if cores > 0:
         print(
-            f"#   compute x cf = max(1, R·{threads}/{cores}) / max(1, {threads}/{cores}): R ranks x {threads} "
-            f"thread(s) share the node's {cores} cores fairly (--cores; the profile's provenance topology); "
-            f"while a reduction is in flight during backward, x max(1, R·{threads + 1}/{cores}) / "
-            f"max(1, R·{threads}/{cores}) more (each rank's polling communication thread)"
+            f"#   compute x cf = max(1, K·{threads}/{cores}) / max(1, {threads}/{cores}): the K ranks x {threads} "
+            f"thread(s) on one machine share its {cores} cores fairly (--cores; the profile's provenance "
+            f"topology); while a reduction is in flight during backward, x max(1, K·{threads + 1}/{cores}) / "
+            f"max(1, K·{threads}/{cores}) more (each rank's polling communication thread)"
+        )
+        print(
+            f"#   K = R·min({m}, nodes): the ranks of up to {m} node(s) share one machine's cores "
+            f"(--nodes-per-machine {m}{': one node per machine' if m == 1 else ''})"
         )
     else:
         print("#   compute as profiled for every R (cores unknown, a GPU profile, or --cores 0: no contention)")
@@ -69,17 +83,18 @@ def cmd_predict(a) -> int:
         f"thread(s) per rank (dtune-comm --load-threads {threads}), one after it from the idle ones{used}"
     )
     print(
-        f"# {'nodes':>5} {'R':>3} {'ranks':>5} {'algorithm':>12} {'bucket_mb':>9} {'buckets':>7} {'cf':>5} "
+        f"# {'nodes':>5} {'R':>3} {'ranks':>5} {'K':>3} {'algorithm':>12} {'bucket_mb':>9} {'buckets':>7} {'cf':>5} "
         f"{'step_ms':>9} {'exposed_ms':>10} {'comm_ms':>9} {'efficiency':>10}"
     )
     for s in shapes:
-        cf = compute_factor(cores, threads, s.ranks_per_node)
-        cs = comm_slowdown_factor(cores, threads, s.ranks_per_node)
+        k = ranks_sharing_machine(s, m)
+        cf = compute_factor(cores, threads, k)
+        cs = comm_slowdown_factor(cores, threads, k)
         for b in a.bucket_mb:
             r = predict(p, s, b, link[s], a.first_bucket_mb, busy_fits=busy[s], compute_scale=cf, comm_slowdown=cs)
             print(
-                f"  {s.nodes:5d} {s.ranks_per_node:3d} {s.ranks:5d} {s.algorithm:>12} {b:9g} {r.buckets:7d} {cf:5.2f} "
-                f"{r.step_ms:9.3f} {r.exposed_ms:10.3f} {r.comm_ms:9.3f} {r.efficiency:10.3f}"
+                f"  {s.nodes:5d} {s.ranks_per_node:3d} {s.ranks:5d} {k:3d} {s.algorithm:>12} {b:9g} {r.buckets:7d} "
+                f"{cf:5.2f} {r.step_ms:9.3f} {r.exposed_ms:10.3f} {r.comm_ms:9.3f} {r.efficiency:10.3f}"
             )
     return 0
 

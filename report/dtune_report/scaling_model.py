@@ -140,6 +140,18 @@ class Profile:
         )
 
 
+def ranks_sharing_machine(shape: Shape, nodes_per_machine: int = 1) -> int:
+    """The most ranks of `shape` on one machine's cores, where a machine holds up to
+    `nodes_per_machine` (M) of its nodes: R·min(M, N). M = 1 is a real cluster, one node per
+    machine; the simulated nodes of scripts/cluster all share this machine (M = N). With N not a
+    multiple of M the fullest machine counts (the slowest rank paces every step). What
+    model_inputs.ranks_per_machine counts for a measured run (per kernel boot id), for a shape that
+    was not run (`dtune model predict --nodes-per-machine`)."""
+    if nodes_per_machine < 1:
+        raise ValueError(f"nodes per machine {nodes_per_machine}: give a positive count")
+    return shape.ranks_per_node * min(nodes_per_machine, shape.nodes)
+
+
 def compute_factor(cores: int, threads: int, ranks_sharing: int, profile_threads: int | None = None) -> float:
     """How much longer each rank's compute takes beside the other ranks on its machine than in the
     1-rank profile, on CPU ranks sharing `cores`: R ranks × T intra-op threads on C cores get

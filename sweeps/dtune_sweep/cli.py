@@ -88,10 +88,7 @@ def cmd_run(a) -> int:
     why = check_presets(points)
     if why:
         return _usage(why)
-    for flag, path in (("--hostfile", a.hostfile), ("--mpirun-tune", a.mpirun_tune)):
-        if path and not Path(path).is_file():
-            return _usage(f"{flag} {path}: no such file")
-    hosts = runner.MpirunHosts(a.hostfile, a.mpirun_tune)
+    hosts = runner.MpirunHosts.checked(a.hostfile, a.mpirun_tune)
     return runner.run_points(points, sweep_dir(a.file, a.out), a.timeout, hosts=hosts)
 
 
@@ -100,7 +97,9 @@ def cmd_slurm(a) -> int:
     points = _points(a)
     if a.throttle < 1 or a.points_per_task < 1:
         return _usage("--throttle and --points-per-task must be at least 1")
-    scripts = slurm.write_scripts(points, sweep_dir(a.file, a.out), a.sbatch, a.throttle, a.points_per_task, a.launcher)
+    tune = slurm.mpirun_tune(a.hostfile, a.mpirun_tune, a.launcher)
+    d = sweep_dir(a.file, a.out)
+    scripts = slurm.write_scripts(points, d, a.sbatch, a.throttle, a.points_per_task, a.launcher, tune)
     for s in scripts:
         print(f"# wrote {s}")
     if not a.dry_run:
@@ -194,6 +193,10 @@ def cmd_tune(a) -> int:
     why = None if a.slurm else check_presets(points)  # Slurm tasks check on their own nodes
     if why:
         return _usage(why)
+    if a.slurm:
+        a.mpirun_tune = slurm.mpirun_tune(a.hostfile, a.mpirun_tune, a.launcher)
+    else:
+        runner.MpirunHosts.checked(a.hostfile, a.mpirun_tune)
     d = Path(a.out) if a.out else Path("results") / "tune" / Path(a.file).stem
     return tune(a, points, d)
 
@@ -246,8 +249,17 @@ def add_model_parser(sub) -> None:
         "--cores",
         type=int,
         default=None,
-        help="cores per node that a CPU run's ranks share (default: the profile's provenance topology; "
+        help="cores per machine that a CPU run's ranks share (default: the profile's provenance topology; "
         "0: no compute contention)",
+    )
+    p.add_argument(
+        "--nodes-per-machine",
+        type=int,
+        default=1,
+        metavar="M",
+        help="nodes on one physical machine, whose ranks share its cores for the compute contention: K = "
+        "R·min(M, nodes) ranks per machine, as dtune model check counts a run's ranks per boot id (default 1: "
+        "one node per machine; the simulated cluster of scripts/cluster: all its nodes, e.g. 2)",
     )
     c = mm.add_parser("check", help=_HELP["model check"])
     c.set_defaults(func=cmd_model)
@@ -346,17 +358,7 @@ def _add_sweep_commands(sw) -> None:
     p_run.add_argument(
         "--timeout", type=float, default=None, help="seconds a point may run before it is killed (default: no limit)"
     )
-    p_run.add_argument(
-        "--hostfile",
-        help="mpirun's hostfile for points over several nodes (launch: {nodes: N}); 1-node points run here "
-        "(the simulated cluster's: /run/dtune-cluster/NAME/hostfile)",
-    )
-    p_run.add_argument(
-        "--mpirun-tune",
-        metavar="FILE",
-        help="mpirun --tune FILE for every point: MCA settings such as the rsh agent and the TCP subnet "
-        "(scripts/cluster writes /run/dtune-cluster/NAME/mpirun.tune)",
-    )
+    add_host_flags(p_run)
     p_slurm = add("slurm")
     p_slurm.epilog = (
         "Jobs are submitted --no-kill: a node that dies fails the point running on it (srun: error: Node\n"
@@ -374,6 +376,7 @@ def _add_sweep_commands(sw) -> None:
         default="srun",
         help="how a task starts each point (default srun --mpi=pmix)",
     )
+    add_host_flags(p_slurm, slurm=True)
     p_slurm.add_argument(
         "--sbatch",
         action="append",
@@ -385,6 +388,26 @@ def _add_sweep_commands(sw) -> None:
     p_merge = add("merge")
     p_merge.add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
     p_merge.add_argument("-o", "--output", help="merged file (default <sweep dir>/merged.h5)")
+
+
+def add_host_flags(p, slurm: bool | None = False) -> None:
+    """--hostfile and --mpirun-tune (runner.MpirunHosts): for local runs (`sweep run`), for Slurm
+    tasks (`sweep slurm`: no hostfile, the allocation gives the nodes), or either (`tune`, by --slurm)."""
+    where = {False: "", True: " (refused: under Slurm the job's allocation gives the nodes)"}
+    where[None] = " (not with --slurm)"
+    p.add_argument(
+        "--hostfile",
+        metavar="FILE",
+        help="mpirun's hostfile for points over several nodes (launch: {nodes: N}); 1-node points run here "
+        f"(the simulated cluster's: /run/dtune-cluster/NAME/hostfile){where[slurm]}",
+    )
+    task = {False: "", True: " (--launcher mpirun)", None: " (with --slurm: --launcher mpirun)"}
+    p.add_argument(
+        "--mpirun-tune",
+        metavar="FILE",
+        help="mpirun --tune FILE for every point: MCA settings such as the rsh agent and the TCP subnet "
+        f"(scripts/cluster writes /run/dtune-cluster/NAME/mpirun.tune){task[slurm]}",
+    )
 
 
 TUNE_EPILOG = """\
@@ -463,6 +486,7 @@ def _add_tune_command(sub) -> None:
     t.add_argument("--points-per-task", type=int, default=1, help="--slurm: points in one array task (default 1)")
     t.add_argument("--launcher", choices=["srun", "mpirun"], default="srun", help="--slurm: how a task starts a point")
     t.add_argument("--sbatch", action="append", default=[], metavar="OPTION", help="--slurm: an sbatch option")
+    add_host_flags(t, slurm=None)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -173,5 +173,5 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
         rec["runner_up"] = _record(r, rp, higher) | {"label": _label(_axis_values(rp))}
         rec["margin"] = separation(r, w, alpha)
     top_ids = [with_steps(cands[m.key], top_steps).id for m in top]
-    rec["recommendation"] = recommendation(with_steps(cands[w.key], s_max), runs.directory, top_ids)
+    rec["recommendation"] = recommendation(with_steps(cands[w.key], s_max), runs.directory, top_ids, runs.hosts)
     return rec

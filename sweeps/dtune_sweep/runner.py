@@ -73,10 +73,19 @@ class MpirunHosts:
     over several nodes goes to the hostfile's nodes (--hostfile, --map-by ppr:R:node), every point
     gets the tune file's MCA settings (mpirun --tune: the rsh agent and transport settings a
     cluster needs, e.g. scripts/cluster's /run/dtune-cluster/NAME/mpirun.tune); a 1-node point
-    runs on this machine."""
+    runs on this machine. `dtune tune` runs its points with the same; under Slurm the allocation
+    gives the nodes (no hostfile), and a task launching with mpirun gets the tune file alone."""
 
     hostfile: str | None = None
     tune: str | None = None
+
+    @classmethod
+    def checked(cls, hostfile: str | None, tune: str | None) -> "MpirunHosts":
+        """From --hostfile and --mpirun-tune; SweepError (exit 2) naming a flag whose file is not there."""
+        for flag, path in (("--hostfile", hostfile), ("--mpirun-tune", tune)):
+            if path and not Path(path).is_file():
+                raise SweepError(f"{flag} {path}: no such file")
+        return cls(hostfile, tune)
 
 
 def launch_command(p: Point, output: Path, launcher: str = "mpirun", hosts: MpirunHosts | None = None) -> list:
@@ -93,9 +102,17 @@ def launch_command(p: Point, output: Path, launcher: str = "mpirun", hosts: Mpir
     cmd = [os.environ.get("DTUNE_MPIRUN", "mpirun"), "-np", str(p.ranks), "--oversubscribe"]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
+    cmd += placement_options(p, hosts)
+    for k, v in sorted(p.env.items()):
+        cmd += ["-x", f"{k}={v}"]
+    return cmd + exe
+
+
+def placement_options(p: Point, hosts: MpirunHosts | None = None) -> list:
+    """mpirun's options that place the point's ranks: the tune file, the hostfile for a point over
+    several nodes, and the mapping."""
     hosts = hosts or MpirunHosts()
-    if hosts.tune:
-        cmd += ["--tune", hosts.tune]
+    cmd = ["--tune", hosts.tune] if hosts.tune else []
     per_node = p.ranks_per_node
     if hosts.hostfile and p.nodes > 1:
         cmd += ["--hostfile", hosts.hostfile]
@@ -103,9 +120,7 @@ def launch_command(p: Point, output: Path, launcher: str = "mpirun", hosts: Mpir
             cmd += ["--map-by", "node"]
     if per_node:
         cmd += ["--map-by", f"ppr:{per_node}:node"]
-    for k, v in sorted(p.env.items()):
-        cmd += ["-x", f"{k}={v}"]
-    return cmd + exe
+    return cmd
 
 
 def allocation_shortfall(p: Point) -> str:

@@ -5,7 +5,8 @@ node) and cut into bundles; each shape gets one sbatch script whose array has on
 file. Jobs are submitted with --no-kill: a failed node fails the points that needed it, and the
 task goes on with the rest (runner.allocation_shortfall). No point's arguments or environment
 appear in the scripts: tasks read them from the sweep's manifest and pass them as argument lists,
-so nothing in a sweep file can reach a shell."""
+so nothing in a sweep file can reach a shell. Under Slurm the allocation gives the nodes, so a
+hostfile is refused; a task that launches with mpirun can be given a tune file (mpirun_tune)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,29 @@ import sys
 from collections import OrderedDict
 from pathlib import Path
 
+from .runner import MpirunHosts
 from .spec import Point, SweepError
+
+HOSTFILE_REFUSED = (
+    "--hostfile: under Slurm the job's allocation gives the nodes (sbatch --nodes from the points' "
+    "launch: nodes; srun, and mpirun inside the job, start the ranks on them); a hostfile is for "
+    "dtune sweep run and dtune tune without --slurm"
+)
+
+
+def mpirun_tune(hostfile: str | None, tune: str | None, launcher: str) -> str | None:
+    """The tune file (absolute) the array tasks pass to mpirun, or None; SweepError for a hostfile
+    (HOSTFILE_REFUSED), a tune file that is not there, or one with the srun launcher."""
+    if hostfile:
+        raise SweepError(HOSTFILE_REFUSED)
+    if not tune:
+        return None
+    if launcher != "mpirun":
+        raise SweepError(
+            f"--mpirun-tune {tune}: the tasks launch with srun, which does not read mpirun's tune file "
+            "(give --launcher mpirun, or the MCA settings as OMPI_MCA_* in the sweep's env)"
+        )
+    return str(Path(MpirunHosts.checked(None, tune).tune).resolve())
 
 
 def shapes(points: list[Point]) -> "OrderedDict[tuple, list[Point]]":
@@ -33,9 +56,16 @@ def _directive(opt: str) -> str:
 
 
 def write_scripts(
-    points: list[Point], directory: Path, sbatch_opts: list[str], throttle: int, per_task: int, launcher: str
+    points: list[Point],
+    directory: Path,
+    sbatch_opts: list[str],
+    throttle: int,
+    per_task: int,
+    launcher: str,
+    tune: str | None = None,
 ) -> list[Path]:
-    """Writes manifest.json, slurm/bundles-<k>.json and slurm/shape-<k>.sbatch; returns the scripts."""
+    """Writes manifest.json, slurm/bundles-<k>.json and slurm/shape-<k>.sbatch; returns the scripts.
+    `tune`: mpirun's tune file for every point (launcher mpirun; see mpirun_tune)."""
     directory = directory.resolve()
     (directory / "points").mkdir(parents=True, exist_ok=True)
     sdir = directory / "slurm"
@@ -67,7 +97,7 @@ def write_scripts(
             "set -euo pipefail",
             f"export PYTHONPATH={pkg}${{PYTHONPATH:+:$PYTHONPATH}}",
             f"exec {python} -m dtune_sweep.task {shlex.quote(str(directory))} {k} "
-            f'"$SLURM_ARRAY_TASK_ID" {shlex.quote(launcher)}',
+            f'"$SLURM_ARRAY_TASK_ID" {shlex.quote(launcher)}' + (f" {shlex.quote(tune)}" if tune else ""),
             "",
         ]
         script = sdir / f"shape-{k}.sbatch"

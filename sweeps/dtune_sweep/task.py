@@ -1,5 +1,6 @@
 """One Slurm array task: runs its bundle of sweep points inside the allocation.
-Usage (from the generated sbatch script): python -m dtune_sweep.task SWEEP_DIR SHAPE TASK_ID LAUNCHER"""
+Usage (from the generated sbatch script):
+python -m dtune_sweep.task SWEEP_DIR SHAPE TASK_ID LAUNCHER [MPIRUN_TUNE_FILE]"""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ import json
 import sys
 from pathlib import Path
 
-from .runner import run_points
+from .runner import MpirunHosts, run_points
 from .spec import Point
 
 
 def main(argv: list[str]) -> int:
     directory, shape, task, launcher = Path(argv[0]), int(argv[1]), int(argv[2]), argv[3]
+    hosts = MpirunHosts(tune=argv[4] if len(argv) > 4 else None)  # the allocation gives the nodes
     bundles = json.loads((directory / "slurm" / f"bundles-{shape}.json").read_text())
     wanted = set(bundles[task])
     points = []
@@ -31,9 +33,8 @@ def main(argv: list[str]) -> int:
     if why:
         print(f"dtune: error: {why}", file=sys.stderr)
         return 2
-    return run_points(
-        points, directory, launcher=launcher, state_name=f"state-{shape}-{task}.jsonl", write_manifest=False
-    )
+    state = f"state-{shape}-{task}.jsonl"
+    return run_points(points, directory, launcher=launcher, state_name=state, write_manifest=False, hosts=hosts)
 
 
 if __name__ == "__main__":

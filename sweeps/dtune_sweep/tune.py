@@ -94,10 +94,11 @@ def with_steps(p: Point, steps: int) -> Point:
 class Runs:
     """Runs points through the sweep runners in one directory and reads their outcomes."""
 
-    def __init__(self, directory: Path, timeout_s=None, slurm_opts: dict | None = None):
+    def __init__(self, directory: Path, timeout_s=None, slurm_opts: dict | None = None, hosts=None):
         self.directory = directory
         self.timeout_s = timeout_s
         self.slurm = slurm_opts
+        self.hosts = hosts or runner.MpirunHosts()  # local runs: --hostfile, --mpirun-tune
         self.planned: dict[str, Point] = {}
         directory.mkdir(parents=True, exist_ok=True)
         self.jobs_file = directory / "tune-jobs.json"
@@ -123,7 +124,7 @@ class Runs:
         if not todo:
             return 0
         if self.slurm is None:
-            rc = runner.run_points(todo, self.directory, self.timeout_s, write_manifest=False)
+            rc = runner.run_points(todo, self.directory, self.timeout_s, write_manifest=False, hosts=self.hosts)
             return 130 if rc == 130 else 0
         return self._run_slurm(todo)
 
@@ -143,7 +144,9 @@ class Runs:
         from . import slurm
 
         o = self.slurm
-        scripts = slurm.write_scripts(todo, self.directory, o["sbatch"], o["throttle"], o["per_task"], o["launcher"])
+        scripts = slurm.write_scripts(
+            todo, self.directory, o["sbatch"], o["throttle"], o["per_task"], o["launcher"], o["mpirun_tune"]
+        )
         jobs = slurm.submit(scripts)
         self.jobs_file.write_text(json.dumps(jobs))
         print(f"# tune: submitted job array(s) {', '.join(jobs)} ({len(todo)} points)", flush=True)
@@ -209,12 +212,12 @@ def _label(values: dict) -> str:
     return " ".join(parts) or "(fixed arguments)"
 
 
-def recommendation(p: Point, directory: Path, top_ids: list[str]) -> dict:
-    """The winner's flags, its whole command, an `export` block and, for an NCCL space, an
-    nccl_tuner.conf from the top rung's runs."""
+def recommendation(p: Point, directory: Path, top_ids: list[str], hosts=None) -> dict:
+    """The winner's flags, its whole command (placed as the runs were: runner.placement_options),
+    an `export` block and, for an NCCL space, an nccl_tuner.conf from the top rung's runs."""
     axis_flags = [(k, v) for k, v in p.values.items() if str(k).startswith("-") and k != "steps" and v is not False]
     flags = " ".join(shlex.quote(k) if v is True else f"{shlex.quote(k)} {shlex.quote(str(v))}" for k, v in axis_flags)
-    launch = ["mpirun", "-np", str(p.ranks)]
+    launch = ["mpirun", "-np", str(p.ranks), *runner.placement_options(p, hosts)]
     for k, v in sorted(p.env.items()):
         launch += ["-x", f"{k}={v}"]
     command = " ".join(map(shlex.quote, launch + [f"build/bin/{p.binary}", *p.args]))
@@ -340,7 +343,8 @@ def tune_sweep(name, cands, runs: Runs, objective, share, seed, alpha, min_steps
             f"measured at {top_points[0].values.get('steps')} steps: the budget stopped the tune before the "
             f"top rung ({s_max} steps)"
         )
-    rec["recommendation"] = recommendation(with_steps(wp, s_max), runs.directory, [p.id for p in top_points])
+    top_ids = [p.id for p in top_points]
+    rec["recommendation"] = recommendation(with_steps(wp, s_max), runs.directory, top_ids, runs.hosts)
     return rec
 
 
@@ -423,7 +427,7 @@ def tune(a, points: list[Point], directory: Path, say=print) -> int:
                     + f"; give at least {need * sum(map(len, by_sweep.values())) / len(pts):g}"
                     + ("" if budget[0] == "runs" else " s")
                 )
-    runs = Runs(directory, a.timeout, _slurm_opts(a))
+    runs = Runs(directory, a.timeout, _slurm_opts(a), runner.MpirunHosts(a.hostfile, a.mpirun_tune))
     runs.wait_jobs()
     records = []
     left = budget[1] if budget else None
@@ -467,6 +471,7 @@ def _slurm_opts(a):
         "throttle": a.throttle,
         "per_task": a.points_per_task,
         "launcher": a.launcher,
+        "mpirun_tune": a.mpirun_tune,  # checked by the command (slurm.mpirun_tune)
     }
 
 

@@ -6,7 +6,8 @@ file; that dtune-comm's set-up cannot hang where the MPI library's locality data
 the inter-node link runs at the shaped 1 Gbit/s while ranks within a node go far faster; that
 dtune-train's hierarchical reduction equals the flat one; that each node has its own node-local
 directory, and the node cache in it fetches each block once per node; that `dtune sweep run
---hostfile --mpirun-tune` runs a 2-node point across the nodes and a 1-node point on this machine.
+--hostfile --mpirun-tune` runs a 2-node point across the nodes and a 1-node point on this machine,
+and `dtune tune` with the same flags runs its 2-node candidates across the nodes.
 
 Each test process uses cluster names of its own (pid-based), so two runs never collide; the
 fixtures take the clusters down however the tests end. Needs root, as CI runs."""
@@ -282,3 +283,28 @@ def test_sweep_run_puts_a_two_node_point_on_the_cluster(shaped, tmp_path):
             hosts[int(prov.attrs["nodes"])] = list(prov["rank_host"].asstr()[:])
     assert hosts[2] == [f"{shaped}-node0"] * 2 + [f"{shaped}-node1"] * 2, hosts
     assert len(hosts[1]) == 2 and not hosts[1][0].startswith(shaped), hosts
+
+
+def test_tune_puts_its_two_node_candidates_on_the_cluster(shaped, tmp_path):
+    # dtune tune with the cluster's hostfile and tune file: both candidates (the tiny GPT, 2 nodes
+    # x 2 ranks, 4 steps) run across the nodes, each rank's host read from its results file, and
+    # the winner's printed command names the hostfile.
+    state = Path(f"/run/dtune-cluster/{shaped}")
+    sweep = tmp_path / "t.yaml"
+    sweep.write_text(
+        "name: two\nbinary: dtune-train\n"
+        "args: [--model, gpt2-tiny, --context, 16, --vocab, 128, --batch, 2, --threads, 1, --warmup-steps, 1]\n"
+        "steps: 4\naxes: {--bucket-mb: [1, 25]}\nlaunch: {nodes: 2, ranks_per_node: 2}\n"
+    )
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    cmd = [REPO / "scripts" / "dtune", "tune", sweep, "--out", tmp_path / "out", "--no-report", "--timeout", 120]
+    cmd += ["--hostfile", state / "hostfile", "--mpirun-tune", state / "mpirun.tune"]
+    r = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, timeout=400, env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    points = sorted((tmp_path / "out" / "points").glob("*.h5"))
+    assert len(points) == 2, r.stdout
+    for f in points:
+        with h5py.File(f) as h:
+            hosts = list(h["provenance"]["rank_host"].asstr()[:])
+        assert hosts == [f"{shaped}-node0"] * 2 + [f"{shaped}-node1"] * 2, (f.name, hosts)
+    assert f"--hostfile {state / 'hostfile'}" in r.stdout, r.stdout

@@ -7,8 +7,9 @@ shared by a node's ranks and not across nodes, and the node cache in it fetches 
 node; and that when a node dies under a running point, that point ends `failed` naming the node
 failure, the bundle's next point that needs both nodes fails at once with the reason, and the
 points on the surviving node are ok: nothing waits for the dead node, and nothing (daemon, rank,
-namespace) outlives the fixture; and that a Slurm whose test process was killed outright is ended
-by the next fixture. Needs root (namespaces), as CI runs."""
+namespace) outlives the fixture; that `dtune sweep slurm --launcher mpirun --mpirun-tune` runs the
+2-node point with mpirun inside the allocation, on the job's nodes, with the tune file; and that a
+Slurm whose test process was killed outright is ended by the next fixture. Needs root (namespaces), as CI runs."""
 
 import json
 import os
@@ -104,6 +105,29 @@ launch: {nodes: 2, ranks_per_node: 2}
             assert json.loads(g.attrs["point"])["nodes"] == 2
             assert g["time_us"].shape[2] == 4, g.name  # every rank measured: (P, S, R, I)
             assert (g["wrong"][0] == 0).all() and ((g["wrong"][1] == 0) | (g["wrong"][1] == -1)).all(), g.name
+
+
+def test_mpirun_launcher_takes_the_clusters_tune_file_across_the_nodes(tmp_path, slurm):
+    # --launcher mpirun --mpirun-tune: inside the allocation mpirun starts the 2 x 2 ranks on the
+    # job's nodes (Slurm's, no hostfile), with the cluster's MCA settings (its TCP subnet).
+    f = tmp_path / "s.yaml"
+    f.write_text(
+        "binary: dtune-comm\nargs: [-b, 8, -e, 1K, -f, 8, -n, 3, -c, 1, --timeout, 120]\n"
+        "launch: {nodes: 2, ranks_per_node: 2}\n"
+    )
+    out = tmp_path / "sweep"
+    tune = slurm.state / "mpirun.tune"
+    args = ["sweep", "slurm", f, "--out", out, "--launcher", "mpirun", "--mpirun-tune", tune]
+    r = dtune(args, env={**slurm.env, **YIELD})
+    assert r.returncode == 0, r.stdout + r.stderr
+    slurm.wait(re.findall(r"submitted job array (\d+)", r.stdout), timeout=240)
+    (rec,) = states(out).values()
+    assert rec["status"] == "ok", rec.get("reason", "") + slurm.logs()
+    (started,) = [json.loads(x) for x in (out / "state-0-0.jsonl").read_text().splitlines() if '"started"' in x]
+    assert f"--tune {tune}" in started["command"] and "--hostfile" not in started["command"], started
+    names = slurm.node_names
+    with h5py.File(rec["output"]) as h:
+        assert list(h["provenance"]["rank_host"].asstr()[()]) == [names[0]] * 2 + [names[1]] * 2
 
 
 def srun(slurm: LocalSlurm, args: list, env=None, timeout=300) -> subprocess.CompletedProcess:

@@ -1,8 +1,9 @@
 """`dtune model` end to end on files the real binaries wrote (tiny GPT, a few steps): dtune-train
 records each parameter's gradient arrival within backward, in the step order and parameter order
 the model reads; the model plans the buckets exactly as the trainer did; `predict`, `check` and
-`project` print predictions from a 1-rank profile and a dtune-comm file; inputs it cannot use exit
-2 with one line; the report gains its scaling-model section with both figures. Timings are never
+`project` print predictions from a 1-rank profile and a dtune-comm file, `predict
+--nodes-per-machine` setting the ranks that share a machine's cores; inputs it cannot use exit 2
+with one line; the report gains its scaling-model section with both figures. Timings are never
 asserted beyond their signs and bounds (the machine is shared)."""
 
 import re
@@ -87,11 +88,11 @@ def test_predict_prints_a_prediction_per_shape_and_bucket(files):
     assert r.returncode == 0, r.stderr
     rows = [line.split() for line in r.stdout.splitlines() if not line.startswith("#")]
     assert len(rows) == 2, r.stdout
-    for nodes, R, ranks, algo, _bucket, _buckets, cf, step, exposed, comm, eff in rows:
-        assert (nodes, R, ranks, algo) == ("1", "2", "2", "flat")
+    for nodes, R, ranks, K, algo, _bucket, _buckets, cf, step, exposed, comm, eff in rows:
+        assert (nodes, R, ranks, K, algo) == ("1", "2", "2", "2", "flat")
         assert float(step) > 0 and float(exposed) >= 0 and float(comm) > 0 and 0 < float(eff) <= 1
         assert float(cf) >= 1  # 2 ranks x 1 thread: contended only on a 1-core machine
-    assert int(rows[0][5]) > int(rows[1][5])  # smaller buckets, more of them
+    assert int(rows[0][6]) > int(rows[1][6])  # smaller buckets, more of them
     assert re.search(r"#   intra: α = \S+ µs per ring step", r.stdout), r.stdout
 
 
@@ -107,7 +108,31 @@ def test_links_beside_busy_threads_are_fitted_apart_and_used_during_backward(fil
     assert re.search(r"#   intra: α = \S+ µs per ring step, .*beside 1 busy thread per rank, mean call", r.stdout)
     assert "idle fits only" not in r.stdout, r.stdout
     # 2 ranks x 1 thread on this machine's cores (provenance topology): the factor it prints.
-    assert "compute x cf = max(1, R·1/" in r.stdout, r.stdout
+    assert "compute x cf = max(1, K·1/" in r.stdout, r.stdout
+
+
+def test_nodes_per_machine_sets_the_ranks_sharing_a_machine(files, tmp_path):
+    # An inter-node fit from the 2-rank comm run with its ranks put on two hosts (its provenance
+    # rewritten: the smoke suite has no second node). 2 nodes x 1 rank, 1 thread, --cores 1: one
+    # node per machine (default) is 1 rank per core, cf 1; both nodes on one machine (the
+    # simulated cluster) are K = 2 ranks on the core, cf 2, and a longer step.
+    inter = tmp_path / "comm-inter.h5"
+    inter.write_bytes(files["comm"].read_bytes())
+    with h5py.File(inter, "a") as f:
+        del f["provenance/rank_host"]
+        f["provenance"].create_dataset("rank_host", data=["n0", "n1"], dtype=h5py.string_dtype())
+    args = [files["profile"], inter, "--nodes", "2", "--ranks-per-node", "1", "--cores", "1", "--bucket-mb", "25"]
+    rows = {}
+    for m in (None, "1", "2"):
+        r = dtune("model", "predict", *args, *(["--nodes-per-machine", m] if m else []))
+        assert r.returncode == 0, r.stderr
+        (row,) = [line.split() for line in r.stdout.splitlines() if not line.startswith("#")]
+        rows[m] = row
+        assert f"(--nodes-per-machine {m or 1}" in r.stdout, r.stdout
+    assert rows[None] == rows["1"]  # the default: one node per machine
+    assert (rows["1"][3], rows["1"][7]) == ("1", "1.00")
+    assert (rows["2"][3], rows["2"][7]) == ("2", "2.00")
+    assert float(rows["2"][8]) > float(rows["1"][8])
 
 
 def test_links_measured_as_the_trainer_waits_are_preferred(files):
@@ -167,6 +192,8 @@ def test_project_states_it_is_a_projection(files):
         ("no-comm", "no intra-node allreduce fit"),
         ("no-inter", "no inter-node allreduce fit"),
         ("single-size", "allreduce measured at a single size"),
+        ("no-machine", "--nodes-per-machine 0: give a positive count"),
+        ("more-nodes-than-shapes", "--nodes-per-machine 3: more than the most nodes asked for (--nodes 1,2)"),
     ],
 )
 def test_inputs_it_cannot_use_exit_2_with_one_line(files, case, message):
@@ -175,6 +202,8 @@ def test_inputs_it_cannot_use_exit_2_with_one_line(files, case, message):
         "no-comm": [files["profile"]],
         "no-inter": [files["profile"], files["comm"], "--nodes", "2"],
         "single-size": [files["profile"], files["comm"], files["single"]],
+        "no-machine": [files["profile"], files["comm"], "--nodes-per-machine", "0"],
+        "more-nodes-than-shapes": [files["profile"], files["comm"], "--nodes", "1,2", "--nodes-per-machine", "3"],
     }[case]
     r = dtune("model", "predict", *args)
     assert r.returncode == 2, r.stdout + r.stderr

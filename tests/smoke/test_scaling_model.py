@@ -29,6 +29,7 @@ from dtune_report.scaling_model import (
     monotone,
     plan_buckets,
     predict,
+    ranks_sharing_machine,
     replay,
     replay_step,
 )
@@ -271,3 +272,38 @@ def test_polling_communication_threads_slow_backward_by_hand():
     base = predict(profile(), Shape(1, 2), 2.0, {"intra": INTRA})
     slowed = predict(profile(), Shape(1, 2), 2.0, {"intra": INTRA}, comm_slowdown=2.0)
     assert slowed.step_ms > base.step_ms
+
+
+def test_nodes_per_machine_sets_the_ranks_sharing_a_machine_by_hand():
+    # K = R·min(M, N): one node per machine (M = 1, a real cluster) against the simulated cluster's
+    # nodes all on one machine, which model check counts per boot id.
+    assert ranks_sharing_machine(Shape(2, 2)) == ranks_sharing_machine(Shape(2, 2), 1) == 2
+    assert ranks_sharing_machine(Shape(2, 2), 2) == 4 == ranks_per_machine(["n0", "n0", "n1", "n1"], ["b"] * 4, 4)[0]
+    assert ranks_sharing_machine(Shape(1, 2), 2) == 2  # a shape of fewer nodes: all of them on one machine
+    assert ranks_sharing_machine(Shape(3, 2), 2) == 4  # machines of 2 nodes and 1: the fuller one
+    with pytest.raises(ValueError, match="positive"):
+        ranks_sharing_machine(Shape(2, 2), 0)
+    # One 1 MiB parameter ready at 8 ms of a 10 ms backward, a 30 ms step; 2 nodes x 1 rank, flat,
+    # a ring of 2 on the inter-node link: 2·1 ms + 2·(1/2)·1 MiB·4 ms/MiB = 6 ms. 1 thread per rank,
+    # 1 core per machine.
+    prof = Profile(np.array([30.0]), np.array([10.0]), np.array([[8.0]]), np.array([MIB]), first_bucket_mb=1.0)
+    shape, fits = Shape(2, 1), {"inter": INTER}
+    runs = {}
+    for m in (1, 2):
+        k = ranks_sharing_machine(shape, m)
+        cf, cs = compute_factor(1, 1, k), comm_slowdown_factor(1, 1, k)
+        runs[m] = (k, cf, cs, predict(prof, shape, 25.0, fits, compute_scale=cf, comm_slowdown=cs))
+    # M = 1: K = 1, cf = max(1, 1/1) = 1, polling slows backward max(1, 2/1) / max(1, 1/1) = 2x.
+    # The reduction runs 8 -> 14; the last 2 ms of compute take 4: backward ends at 12, 2 ms late,
+    # and 2 ms are exposed: step 30 + 2 + 2 = 34.
+    k, cf, cs, p = runs[1]
+    assert (k, cf, cs) == (1, 1.0, 2.0)
+    assert p.step_ms == pytest.approx(34.0, abs=1e-12) and p.exposed_ms == pytest.approx(2.0, abs=1e-12)
+    # M = 2: both nodes on one core: K = 2, cf = max(1, 2/1) = 2, slowdown max(1, 4) / max(1, 2) = 2.
+    # Step 60, backward 20, ready at 16: the reduction runs 16 -> 22, compute meanwhile at half
+    # speed 16 -> 19, its last 1 ms at full speed: backward ends at 23, 3 ms late, nothing exposed:
+    # step 60 + 3 = 63, efficiency 30 / 63.
+    k, cf, cs, p = runs[2]
+    assert (k, cf, cs) == (2, 2.0, 2.0)
+    assert p.step_ms == pytest.approx(63.0, abs=1e-12) and p.exposed_ms == pytest.approx(0.0, abs=1e-12)
+    assert p.efficiency == pytest.approx(30.0 / 63.0, abs=1e-12)
