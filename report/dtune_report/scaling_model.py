@@ -209,37 +209,44 @@ def bucket_cost_s(n_bytes: float, shape: Shape, fits: dict) -> float:
 
 def replay(ready_ms, backward_ms: float, costs_ms, busy_costs_ms=None, slowdown: float = 1.0) -> tuple:
     """One step's overlap as the trainer runs it. `ready_ms` (B,) bucket ready times in backward
-    order, in backward's compute time; `costs_ms` (B,) each bucket's reduction time;
-    `busy_costs_ms` (B,), when given, the time of a reduction that starts while backward still
-    computes (its communication thread competing with the compute threads for the cores),
-    `costs_ms` then being that of one that starts after backward ended. `slowdown` (>= 1): while a
-    reduction is in flight during backward, backward's compute advances `slowdown` times slower
-    (CPU ranks: the communication thread polls, taking its share of the cores). Returns
-    (exposed_ms, end of the last reduction, end of backward), both in ms of wall time after
-    backward began; with slowdown 1 backward ends at backward_ms."""
+    order, in backward's compute time; `costs_ms` (B,) each bucket's reduction time on idle cores;
+    `busy_costs_ms` (B,), when given, its time while backward computes beside it (its
+    communication thread competing with the compute threads for the cores). A reduction advances
+    by the share of its cost that each moment allows: 1/busy per ms while backward computes, 1/idle
+    per ms after backward ended, so one that starts during backward and ends after it pays the busy
+    rate only for the part that overlapped. `slowdown` (>= 1): while a reduction is in flight
+    during backward, backward's compute advances `slowdown` times slower (CPU ranks: the
+    communication thread polls, taking its share of the cores). Returns (exposed_ms, end of the
+    last reduction, end of backward), both in ms of wall time after backward began; with slowdown 1
+    backward ends at backward_ms."""
     launch = np.maximum.accumulate(np.asarray(ready_ms, dtype=float))
+    busy = costs_ms if busy_costs_ms is None else busy_costs_ms
     n = len(launch)
-    wall, done, busy_until, b = 0.0, 0.0, -math.inf, 0  # done: backward's compute progress
+    wall, done, b = 0.0, 0.0, 0  # done: backward's compute progress
+    k, left, last_end = -1, 0.0, 0.0  # the reduction in flight, the share of it still to do
     while done < backward_ms:
-        active = wall < busy_until
-        if not active and b < n and launch[b] <= done:  # the communication thread takes the next bucket
-            busy_until = wall + (busy_costs_ms[b] if busy_costs_ms is not None else costs_ms[b])
-            b += 1
+        if left <= 0 and b < n and launch[b] <= done:  # the communication thread takes the next bucket
+            k, left, b = b, 1.0, b + 1
             continue
+        active = left > 0
         speed = 1.0 / slowdown if active else 1.0
         target = launch[b] if b < n and launch[b] > done else backward_ms
         target = min(target, backward_ms)
         dt = (target - done) / speed
-        if active and busy_until - wall < dt:
-            done += (busy_until - wall) * speed
-            wall = busy_until
+        if active and (busy[k] <= 0 or left * busy[k] <= dt):  # the reduction ends first
+            dt = left * max(busy[k], 0.0)
+            done += dt * speed
+            wall += dt
+            left, last_end = 0.0, wall
         else:
             wall += dt
             done = target
+            if active:
+                left -= dt / busy[k]
     back_wall = wall
-    end = busy_until if b > 0 else 0.0
-    for k in range(b, n):  # launched by the end of backward, reduced one after another on idle cores
-        end = max(end, back_wall) + costs_ms[k]
+    end = back_wall + left * costs_ms[k] if left > 0 else last_end
+    for j in range(b, n):  # launched by the end of backward, reduced one after another on idle cores
+        end = max(end, back_wall) + costs_ms[j]
     return max(0.0, end - back_wall), end, back_wall
 
 

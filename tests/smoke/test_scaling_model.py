@@ -162,15 +162,16 @@ def test_compute_factor_by_hand():
 
 def test_reductions_during_backward_cost_from_the_busy_fits_by_hand():
     # Beside busy threads α = 2 ms, β = 1 ms/MiB: p = 2 gives 4 + n[MiB] ms, buckets 1, 2, 2 MiB
-    # cost 5, 6, 6 ms while backward computes; on idle cores (INTRA) 2, 3, 3 ms.
-    # Step 0 (backward 10, ready 1, 6, 9): b0 starts at 1 < 10, busy, ends 6; b1 at 6, busy, ends
-    #   12; b2 at max(9, 12) = 12 >= 10, idle, ends 15. Exposed 5, step 35.
-    # Step 1 (ready 0.5, 1, 2): b0 0.5 -> 5.5, b1 5.5 -> 11.5, b2 starts at 11.5: idle, -> 14.5.
-    #   Exposed 4.5, step 44.5. Medians: exposed 4.75, step 39.75.
+    # cost 5, 6, 6 ms while backward computes; on idle cores (INTRA) 2, 3, 3 ms. A reduction
+    # advances 1/busy of itself per ms during backward and 1/idle after it.
+    # Step 0 (backward 10, ready 1, 6, 9): b0 1 -> 6 (busy); b1 starts at 6, by 10 it has done 4/6,
+    #   the last 2/6 of its idle 3 ms take 1: ends 11; b2 at 11 >= 10, idle, ends 14. Exposed 4, step 34.
+    # Step 1 (ready 0.5, 1, 2): b0 0.5 -> 5.5; b1 5.5, by 10 4.5/6 done, the rest 1.5/6 x 3 = 0.75:
+    #   ends 10.75; b2 idle -> 13.75. Exposed 3.75, step 43.75. Medians: exposed 3.875, step 38.875.
     busy = LinkFit(2e-3, 1e-3 / MIB)
     p = predict(profile(), Shape(1, 2), 2.0, {"intra": INTRA}, busy_fits={"intra": busy})
-    assert p.exposed_ms == pytest.approx(4.75, abs=1e-12)
-    assert p.step_ms == pytest.approx(39.75, abs=1e-12)
+    assert p.exposed_ms == pytest.approx(3.875, abs=1e-12)
+    assert p.step_ms == pytest.approx(38.875, abs=1e-12)
     assert p.comm_ms == pytest.approx(8.0, abs=1e-12)  # the idle-core costs, as before
 
 
