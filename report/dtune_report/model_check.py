@@ -14,9 +14,10 @@ On CPU ranks, the prediction stretches the profile's compute by scaling_model.co
 machine's cores from the profile's provenance, the run's threads per rank, the run's ranks that
 share one machine: counted per boot id, so 2 simulated nodes × 2 ranks on one machine are 4
 ranks on its cores; per host in files without boot ids), slows backward further while a reduction
-is in flight by scaling_model.comm_slowdown_factor (column cs) and costs a reduction that
-starts during backward from the link fits beside as many busy threads per rank (dtune-comm
---load-threads) where the files hold them; the table says which (cf, links).
+is in flight by scaling_model.comm_slowdown_factor (column cs) and advances a reduction at the
+rate of the link measured beside as many busy threads per rank (dtune-comm --load-threads) while
+backward computes, where the files hold such runs, at the idle link's after; the table says which
+(cf, links).
 
 Measured step time: the median over measured steps of the slowest rank's total (as the report and
 `dtune compare` count a step). Error: predicted / measured − 1; the summary is the median of its
@@ -232,9 +233,9 @@ def format_check(rows: list, notes: list, profile: str = "nearest") -> str:
         "#   kernel boot id, simulated nodes together, 'n' per host where the files have no boot ids).",
         "#   While a reduction is in flight during backward, each rank's polling communication thread is one more",
         "#   thread on the cores: backward computes max(1, R·(T+1)/C) / max(1, R·T/C) times slower (cs).",
-        "#   links 'busy': a reduction that starts while backward computes costs the link measured beside T",
-        "#   busy threads per rank (dtune-comm --load-threads T), one after it the idle-core link; 'idle':",
-        "#   idle-core fits only (none measured beside T threads).",
+        "#   links 'busy': a reduction advances at the rate of the link measured beside T busy threads per",
+        "#   rank (dtune-comm --load-threads T) while backward computes, at the idle-core link's after it;",
+        "#   'idle': idle-core fits only (none measured beside T threads).",
         "#   profile: "
         + (
             "the 1-rank profile measured nearest in time (its file; its midpoint minus the run's)."

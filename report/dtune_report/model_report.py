@@ -119,10 +119,9 @@ def model_section(paths, out) -> tuple:
                     f"error {100 * err:.1f}% (target 15%). Each run is predicted from the 1-rank profile with the "
                     "same settings and the α–β fits of the allreduce runs in these results; on CPU, compute is "
                     "stretched by max(1, ranks × threads / cores) (ranks counted per machine), backward more "
-                    "while a reduction is in flight (the polling communication thread), and a reduction that "
-                    "starts during backward "
-                    "costs what the link took beside busy threads (dtune-comm --load-threads) where such a run "
-                    "is in the results (",
+                    "while a reduction is in flight (the polling communication thread), and a reduction "
+                    "advances at the rate the link had beside busy threads (dtune-comm --load-threads) while "
+                    "backward computes, where such a run is in the results, at the idle link's after (",
                     ("code", "dtune model check"),
                     ").",
                 ],
