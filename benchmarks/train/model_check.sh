@@ -25,10 +25,10 @@
 # one busy thread per rank, each call starting cold (--load-threads 1 --gap-us 5000: the trainer's
 # communication thread wakes for each bucket while the compute thread holds the core).
 #
-# Every dtune-comm run waits as the trainer does (--mpi-progress thread: MPI_Iallreduce in place,
-# polled by a communication thread). Open MPI's nonblocking allreduce in place is a binomial tree
-# (coll/libnbc), not the blocking call's ring or recursive halving (coll/tuned): blocking-call fits
-# made every two-node run look ~2x too fast on the wire.
+# Every dtune-comm run waits as the trainer does (--mpi-progress thread: MPI_Iallreduce polled by
+# a communication thread). Open MPI's nonblocking allreduce is a binomial tree below 4 ranks
+# (coll/libnbc), not the blocking call's ring (coll/tuned): blocking-call fits made the two-node
+# runs look up to 2x too fast on the wire.
 #
 # Measured 2026-12-01 on the project's 2-core machine while other sessions built (load average
 # 4.3 at the start, 6.1 at the end): median |error| 27.6% over the 16 runs (1 node 27.6%, 2 nodes

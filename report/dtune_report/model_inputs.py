@@ -16,8 +16,9 @@ exit 2):
   the rank count asked for is preferred where there is one, and carries those runs' measured times
   per size (made non-decreasing), which the model reads in place of the line for that rank count
   (scaling_model.LinkFit.measured_s); a run measured as the trainer waits (dtune-comm
-  --mpi-progress thread: MPI_Iallreduce in place, polled by a communication thread) counts by its
-  in-place rows and is preferred over blocking-call runs of the same link;
+  --mpi-progress thread: MPI_Iallreduce polled by a communication thread) counts by the rows of the
+  placement the trainer uses for its rank count (trainer_placement) and is preferred over
+  blocking-call runs of the same link;
 - the launch shape of a multi-rank run: nodes = distinct hosts in its provenance;
 - a CPU profile's node cores (provenance topology `cores`) and intra-op threads (`threads`), for
   the compute contention of several ranks on one machine (scaling_model.compute_factor); the ranks
@@ -301,6 +302,14 @@ def comm_level(shape: Shape):
     return None  # hierarchical across nodes: two levels in one time
 
 
+def trainer_placement(ranks: int) -> str:
+    """How dtune-train's MPI reducer calls MPI_Iallreduce over `ranks` ranks (train/mpi_reducer.cc):
+    out of place from 4 ranks (Open MPI's coll/libnbc then reduces large buffers by reduce-scatter
+    + allgather instead of a binomial tree; the 64 KiB floor is left out: below it both are
+    binomial), in place below."""
+    return "out-of-place" if ranks >= 4 else "in-place"
+
+
 def load_link_fits(paths) -> LinkFits:
     """LinkFits from every usable allreduce run in `paths`; ModelInputError for a run measured at a
     single size (no fit can come from it)."""
@@ -319,20 +328,20 @@ def load_link_fits(paths) -> LinkFits:
     mean = slowest.groupby(["file", "run", "placement", "size_bytes"]).mean().reset_index()
     rows = {}  # (level, p, load) -> {progress: [(sizes, seconds)]}
     for (file, run, placement), g in median.groupby(["file", "run", "placement"]):
-        # The trainer's reducer reduces in place on its communication thread: a run measured that
-        # way (--mpi-progress thread) counts by its in-place rows, any other by its out-of-place
-        # ones (the library's blocking call, as nccl-tests reads it).
-        progress = str(runs.loc[(file, run)]["attrs"].get("mpi_progress", "") or "call")
-        if placement != ("in-place" if progress == "thread" else "out-of-place"):
+        # How the run waited: the library's blocking call (its out-of-place rows, as nccl-tests
+        # reads them), or (--mpi-progress thread) polled by a communication thread as the
+        # trainer's reducer does (the rows of the placement the trainer uses for that many ranks).
+        info = runs.loc[(file, run)]
+        progress = str(info["attrs"].get("mpi_progress", "") or "call")
+        ranks = int(info["world_size"] or len(info["hosts"] or []) or 1)
+        if placement != (trainer_placement(ranks) if progress == "thread" else "out-of-place"):
             continue
         if len(g) < 2:
             raise ModelInputError(
                 f"{file}: /runs/{run}: allreduce measured at a single size ({int(g.size_bytes.iloc[0])} B); "
                 "an α–β fit needs two sizes or more (dtune-comm -b 1K -e 16M -f 4)"
             )
-        info = runs.loc[(file, run)]
         hosts = list(info["hosts"] or [])
-        ranks = int(info["world_size"] or len(hosts) or 1)
         level = comm_level(shape_of(hosts, ranks, str(info["attrs"].get("algorithm", "flat"))))
         if level is None:
             fits.notes.append(f"{Path(file).name}:{run} not used (one rank, or hierarchical across nodes)")
@@ -351,7 +360,7 @@ def load_link_fits(paths) -> LinkFits:
         return f", beside {load} busy thread{'s' if load > 1 else ''} per rank, mean call" if load else ""
 
     def how(keys) -> str:
-        return ", thread-polled in place" if any(progress_of[k] == "thread" for k in keys) else ""
+        return ", thread-polled" if any(progress_of[k] == "thread" for k in keys) else ""
 
     for (level, p, load), parts in rows.items():
         size = np.concatenate([s for s, _ in parts])
