@@ -16,8 +16,9 @@ import pytest
 from test_train_results import run
 
 from conftest import run_comm
+from dtune_report.model_inputs import load_link_fits, trainer_placement
 from dtune_report.report import build_report
-from dtune_report.scaling_model import caps_bytes, plan_buckets
+from dtune_report.scaling_model import caps_bytes, monotone, plan_buckets
 
 REPO = Path(__file__).resolve().parents[2]
 GPT = ["--model", "gpt2-tiny", "--context", "16", "--vocab", "128", "--batch", "2", "--threads", "1"]
@@ -151,6 +152,19 @@ def test_links_measured_as_the_trainer_waits_are_preferred(files):
     assert re.search(r"#   intra: α = .*\(intra, [^)]*2 ranks, thread-polled\)", r.stdout), r.stdout
     r = dtune("model", "predict", files["profile"], files["comm"], "--ranks-per-node", "2", "--bucket-mb", "0.05")
     assert re.search(r"#   intra: α = .*\(intra, [^)]*2 ranks\)", r.stdout), r.stdout
+    # The 2-rank link the model reads is the thread run's in-place rows (the trainer reduces in
+    # place below 4 ranks): per size the median over iterations of the slowest rank, made
+    # non-decreasing; read here with h5py from the file the binary wrote.
+    fit = load_link_fits([files["thread"]]).get("intra", 2)
+    f, g = group(files["thread"])
+    with f:
+        placements = list(g["placement"].asstr()[()])
+        t = g["time_us"][()][placements.index("in-place")]  # [S, R, I]
+        sizes = g["size_bytes"][()]
+    assert trainer_placement(2) == "in-place" and trainer_placement(4) == "out-of-place"
+    assert fit.table_ranks == 2 and list(fit.sizes) == [float(s) for s in sizes]
+    expected = monotone(np.median(t.max(axis=1), axis=1) * 1e-6)
+    assert np.allclose(fit.times_s, expected, rtol=1e-12, atol=0)
 
 
 def test_check_compares_each_multi_rank_run(files):
