@@ -90,18 +90,26 @@ else
   shapes="1x2 1x4"
 fi
 
-# The links on idle cores, and beside one busy thread per rank, on every shape.
-for s in $shapes; do
-  n=${s%x*} r=${s#*x}
-  # shellcheck disable=SC2046
-  "${mpirun[@]}" $(shape "$n" "$r") "$bin_dir/dtune-comm" -b 1K -e 4M -f 4 -n 20 -w 5 \
-    --collective allreduce --mpi-progress thread --timeout 120 --output "$out/comm-$s.h5" --overwrite > "$out/comm-$s.log"
-  # shellcheck disable=SC2046
-  "${mpirun[@]}" $(shape "$n" "$r") "$bin_dir/dtune-comm" -b 1K -e 4M -f 4 -n 20 -w 5 \
-    --collective allreduce --mpi-progress thread --timeout 120 --load-threads 1 --gap-us 5000 \
-    --output "$out/comm-$s-load1.h5" --overwrite > "$out/comm-$s-load1.log"
-done
-echo "# comm runs done in $((SECONDS - started)) s"
+# The links on idle cores, and beside one busy thread per rank, on every shape; measured before the
+# training runs and again after them (TAG a, b), both kept: dtune model pools the runs of one link
+# (per size the median over them). The busy link is bimodal from run to run on this machine (at
+# 16 KiB, 4 ranks on 2 nodes, one run 0.2 ms, another 15 ms: whether the communication threads
+# find the cores taken), so one run of it could make a whole check.
+comm_runs() {
+  for s in $shapes; do
+    n=${s%x*} r=${s#*x}
+    # shellcheck disable=SC2046
+    "${mpirun[@]}" $(shape "$n" "$r") "$bin_dir/dtune-comm" -b 1K -e 4M -f 4 -n 20 -w 5 \
+      --collective allreduce --mpi-progress thread --timeout 120 \
+      --output "$out/comm-$s-$1.h5" --overwrite > "$out/comm-$s-$1.log"
+    # shellcheck disable=SC2046
+    "${mpirun[@]}" $(shape "$n" "$r") "$bin_dir/dtune-comm" -b 1K -e 4M -f 4 -n 20 -w 5 \
+      --collective allreduce --mpi-progress thread --timeout 120 --load-threads 1 --gap-us 5000 \
+      --output "$out/comm-$s-load1-$1.h5" --overwrite > "$out/comm-$s-load1-$1.log"
+  done
+  echo "# comm runs ($1) done in $((SECONDS - started)) s"
+}
+comm_runs a
 
 common=(--threads 1 --steps "$steps" --warmup-steps 3 --timeout 120 --overwrite)
 # shellcheck disable=SC2034  # gpt and resnet are read through the name reference below
@@ -135,6 +143,7 @@ for name in gpt resnet; do
   unset -n model
 done
 echo "# training runs done in $((SECONDS - started)) s"
+comm_runs b
 load end | tee -a "$out/load.txt"
 "$repo/scripts/dtune" model check "$out" | tee "$out/check.txt"
 cat "$out/load.txt"
