@@ -30,19 +30,19 @@
 # (coll/libnbc), not the blocking call's ring (coll/tuned): blocking-call fits made the two-node
 # runs look up to 2x too fast on the wire.
 #
-# Measured 2026-12-01 on the project's 2-core machine while other sessions built (load average
-# 4.3 at the start, 6.1 at the end): median |error| 27.6% over the 16 runs (1 node 27.6%, 2 nodes
-# 29.0%; with the profiles pooled 31.1%; fwd-scaled compute 16.4%), 298 s. The same files with
-# the compute slowdown while a reduction is in flight left out (cs = 1): two earlier runs' files
-# gave 44.6% and 47.4% (load 6-9), with it 33.3% and 35.0%. Most rows predict too fast; the
-# profiles of one model minutes apart still differed by up to 3x (13 to 38 ms) at that load.
+# Measured 2026-12-01 on the project's 2-core machine, nothing else running (load average 1-5,
+# most of it this script's own ranks), as root, under nice -n -19, this version: median |error|
+# 11.7%, 10.0% and 7.6% over the 16 runs in three runs in a row (1 node 19.6/6.2/7.6%, 2 nodes
+# 11.3/11.1/7.8%), about 205 s each. Before the links were measured as the trainer waits
+# (--mpi-progress thread) the same machine gave 20-22%; two-node runs were ~25% too fast. With
+# the helper sessions' tests beside it (load ~5) the error was 24%: the profiles drift.
 #
 # Usage: benchmarks/train/model_check.sh [-o DIR] [-s STEPS] [-1]
 #   -o  where the results go (default results/model-check; existing files are replaced)
 #   -s  measured steps per training run (default 60; 3 warm-up steps before them)
 #   -1  one node only (no simulated cluster; without root this is what runs)
 # Env: DTUNE_BIN_DIR (default build/bin). Prints the load average before and after and the
-# summary (check.txt in DIR). Exit 0 whether or not the target is met (a benchmark). About 5 to 6
+# summary (check.txt in DIR). Exit 0 whether or not the target is met (a benchmark). About 3.5
 # minutes on the project's 2-core machine.
 set -euo pipefail
 
