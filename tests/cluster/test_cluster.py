@@ -14,7 +14,9 @@ fixtures take the clusters down however the tests end. Needs root, as CI runs.""
 
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import h5py
@@ -164,12 +166,20 @@ def test_ranks_of_two_nodes_are_not_pinned_to_the_same_cores(shaped):
     state = Path(f"/run/dtune-cluster/{shaped}")
     cmd = [os.environ.get("DTUNE_MPIRUN", "mpirun"), "--allow-run-as-root", "--tune", str(state / "mpirun.tune")]
     cmd += ["--hostfile", str(state / "hostfile"), "--map-by", "ppr:1:node", "-np", "2"]
-    cmd += ["python3", "-c", "import os, socket; print(socket.gethostname(), sorted(os.sched_getaffinity(0)))"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    # Each rank writes its own file (the file system is shared): two ranks printing at once can
+    # interleave in mpirun's forwarded stdout ("node1node0 [0, 1]").
+    out = Path(tempfile.mkdtemp(prefix="affinity-"))
+    code = (
+        "import os, socket; "
+        f"open('{out}/' + os.environ['OMPI_COMM_WORLD_RANK'], 'w')"
+        ".write(f'{socket.gethostname()} {sorted(os.sched_getaffinity(0))}')"
+    )
+    r = subprocess.run([*cmd, "python3", "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     every = sorted(os.sched_getaffinity(0))
-    seen = sorted(r.stdout.split("\n")[:-1])
-    assert seen == [f"{shaped}-node{i} {every}" for i in range(2)], r.stdout
+    seen = sorted(p.read_text() for p in out.iterdir())
+    shutil.rmtree(out)
+    assert seen == [f"{shaped}-node{i} {every}" for i in range(2)], seen
 
 
 def test_setup_cannot_hang_where_mpi_locality_is_wrong(shaped):
