@@ -185,14 +185,23 @@ class MpiBackend final : public Backend {
   }
 
  private:
+  // What every MPI call of one operation takes, for launch() and launch_polled().
+  struct CallArgs {
+    bool in_place;
+    MPI_Comm comm;
+    MPI_Datatype type;
+    MPI_Op op;
+    int count;
+    void* send;
+    void* recv;
+  };
+  CallArgs args(const OpShape& s, Placement p) const {
+    return {p == Placement::kInPlace,  comm_.get(),      mpi_type(s.dtype), ops_.get(s.dtype, s.op),
+            static_cast<int>(s.count), buffers_->send(), buffers_->recv()};
+  }
+
   void launch(const OpShape& s, Placement p) {
-    const bool in_place = p == Placement::kInPlace;
-    MPI_Comm comm = comm_.get();
-    const MPI_Datatype type = mpi_type(s.dtype);
-    const MPI_Op op = ops_.get(s.dtype, s.op);
-    const int count = static_cast<int>(s.count);
-    void* send = buffers_->send();
-    void* recv = buffers_->recv();
+    const auto [in_place, comm, type, op, count, send, recv] = args(s, p);
     switch (s.collective) {
       case Collective::kAllreduce:
         if (hierarchical_)
@@ -243,13 +252,7 @@ class MpiBackend final : public Backend {
   // --mpi-progress thread, on the communication thread: the nonblocking form of launch(), polled to
   // completion as dtune-train's reducer polls its buckets (core/mpi_poll.h).
   void launch_polled(const OpShape& s, Placement p) {
-    const bool in_place = p == Placement::kInPlace;
-    MPI_Comm comm = comm_.get();
-    const MPI_Datatype type = mpi_type(s.dtype);
-    const MPI_Op op = ops_.get(s.dtype, s.op);
-    const int count = static_cast<int>(s.count);
-    void* send = buffers_->send();
-    void* recv = buffers_->recv();
+    const auto [in_place, comm, type, op, count, send, recv] = args(s, p);
     const void* in = in_place ? MPI_IN_PLACE : send;
     MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     switch (s.collective) {
