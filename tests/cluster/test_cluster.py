@@ -272,6 +272,13 @@ def test_node_cache_fetches_once_per_node(shaped, tmp_path):
         assert fetched(4, "slot", "two-nodes") == pytest.approx(2 * total_mb, abs=0.012)
 
 
+def rank_hosts(path: Path) -> tuple:
+    """(nodes, each rank's host) from a results file's provenance."""
+    with h5py.File(path) as h:
+        prov = h["provenance"]
+        return int(prov.attrs["nodes"]), list(prov["rank_host"].asstr()[:])
+
+
 def test_sweep_run_puts_a_two_node_point_on_the_cluster(shaped, tmp_path):
     # dtune sweep run with the cluster's hostfile and tune file: the 2 nodes x 2 ranks point runs
     # across the nodes (each rank's host from its provenance), the 1-rank point on this machine.
@@ -286,11 +293,7 @@ def test_sweep_run_puts_a_two_node_point_on_the_cluster(shaped, tmp_path):
     cmd += ["--hostfile", state / "hostfile", "--mpirun-tune", state / "mpirun.tune"]
     r = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    hosts = {}
-    for f in (tmp_path / "out" / "points").glob("*.h5"):
-        with h5py.File(f) as h:
-            prov = h["provenance"]
-            hosts[int(prov.attrs["nodes"])] = list(prov["rank_host"].asstr()[:])
+    hosts = dict(rank_hosts(f) for f in (tmp_path / "out" / "points").glob("*.h5"))  # nodes -> hosts
     assert hosts[2] == [f"{shaped}-node0"] * 2 + [f"{shaped}-node1"] * 2, hosts
     assert len(hosts[1]) == 2 and not hosts[1][0].startswith(shaped), hosts
 
@@ -314,7 +317,6 @@ def test_tune_puts_its_two_node_candidates_on_the_cluster(shaped, tmp_path):
     points = sorted((tmp_path / "out" / "points").glob("*.h5"))
     assert len(points) == 2, r.stdout
     for f in points:
-        with h5py.File(f) as h:
-            hosts = list(h["provenance"]["rank_host"].asstr()[:])
+        _, hosts = rank_hosts(f)
         assert hosts == [f"{shaped}-node0"] * 2 + [f"{shaped}-node1"] * 2, (f.name, hosts)
     assert f"--hostfile {state / 'hostfile'}" in r.stdout, r.stdout

@@ -10,10 +10,10 @@ launch across simulated nodes is tests/cluster/test_cluster.py's."""
 import os
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from fake_train_bin import install_fake_train
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -31,11 +31,7 @@ launch: {nodes: [1, 2], ranks_per_node: 2}
 @pytest.fixture
 def env(tmp_path):
     """dtune-train is the synthetic one; mpirun starts it directly and records its arguments."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    exe = bindir / "dtune-train"
-    exe.write_text(f'#!/bin/sh\nexec {sys.executable} {HERE / "fake_train.py"} "$@"\n')
-    exe.chmod(0o755)
+    bindir = install_fake_train(tmp_path)
     log = tmp_path / "mpirun.log"
     return {
         **os.environ,

@@ -8,12 +8,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from fake_train_bin import install_fake_train
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -31,11 +31,7 @@ axes: {{--x: [{xs}], --z: [0, 1]}}
 @pytest.fixture
 def fake(tmp_path):
     """An environment whose dtune-train is the synthetic one and whose mpirun starts it directly."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    exe = bindir / "dtune-train"
-    exe.write_text(f'#!/bin/sh\nexec {sys.executable} {HERE / "fake_train.py"} "$@"\n')
-    exe.chmod(0o755)
+    bindir = install_fake_train(tmp_path)
     return {**os.environ, "DTUNE_BIN_DIR": str(bindir), "DTUNE_MPIRUN": str(HERE / "fake_mpirun.sh")}
 
 
