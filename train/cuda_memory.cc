@@ -13,6 +13,17 @@ int64_t cuda_peak_allocated_bytes(int device) {
       .peak;
 }
 
+int64_t cuda_allocated_bytes(int device) {
+  namespace alloc = c10::cuda::CUDACachingAllocator;
+  const auto stats = alloc::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+  return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+      .current;
+}
+
+void cuda_reset_peak(int device) {
+  c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(device));
+}
+
 void cuda_reset_peak_and_cache(int device) {
   namespace alloc = c10::cuda::CUDACachingAllocator;
   alloc::emptyCache();

@@ -8,6 +8,10 @@
 namespace dtune::train {
 
 int64_t cuda_peak_allocated_bytes(int device);
+// What torch.cuda.memory_allocated reports: bytes of live tensors on `device`.
+int64_t cuda_allocated_bytes(int device);
+// Peak := current, keeping the cache (torch.cuda.reset_peak_memory_stats).
+void cuda_reset_peak(int device);
 void cuda_reset_peak_and_cache(int device);
 // 90% of the device's memory: the batch finder's safety margin.
 int64_t cuda_usable_bytes(int device);

@@ -1,18 +1,21 @@
 // When each parameter's gradient becomes ready in backward: the input of the scaling model
 // (`dtune model`, report/dtune_report/scaling_model.py), which replays the trainer's bucketed,
 // overlapped reduction for any bucket size and rank count from a 1-rank run. A hook per parameter
-// reads the steady clock when autograd hands it the gradient (the moment GradSync copies it into
-// its bucket), relative to begin(), which the trainer calls where the backward phase starts. Only
-// the micro-step that synchronises is timed (the last one). Host times: on a GPU they say when
-// autograd ran the hook on the host, which can precede the kernels that compute the gradient.
+// marks the rank's DeviceTimeline when autograd hands it the gradient (the moment GradSync copies
+// it into its bucket), relative to begin(), which the trainer calls where the backward phase
+// starts. Only the micro-step that synchronises is timed (the last one). On a GPU the mark is a
+// CUDA event on the current stream, so the time is when the kernels that computed the gradient
+// (and the bucket copy) finished, not when the host ran the hook.
 #pragma once
 
 #include <torch/types.h>
 
-#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
+
+#include "train/device_timeline.h"
 
 namespace dtune::train {
 
@@ -20,7 +23,8 @@ class GradTimer {
  public:
   // Hooks every parameter of `params` (registered after GradSync's, so a multi-rank run's times
   // include the copy into the bucket).
-  explicit GradTimer(const std::vector<torch::Tensor>& params);
+  // `ordinal`: the rank's GPU, or -1 on the CPU.
+  GradTimer(const std::vector<torch::Tensor>& params, int ordinal);
   GradTimer(const GradTimer&) = delete;
   GradTimer& operator=(const GradTimer&) = delete;
 
@@ -38,11 +42,10 @@ class GradTimer {
  private:
   void on_grad(size_t param);
 
-  using Clock = std::chrono::steady_clock;
   std::vector<int64_t> param_bytes_;
-  std::vector<double> current_;  // (P,) ms after begin()
+  std::unique_ptr<DeviceTimeline> timeline_;
+  std::vector<std::ptrdiff_t> mark_of_;  // (P,) the timeline's mark of each gradient, -1: none
   std::vector<std::vector<double>> rows_;
-  Clock::time_point t0_;
   bool timed_ = false;
   std::mutex mutex_;  // hooks run on autograd's threads
 };

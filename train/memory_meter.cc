@@ -10,6 +10,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "train/cuda_memory.h"
+
 namespace dtune::train {
 namespace {
 
@@ -77,5 +79,25 @@ bool CpuMemoryMeter::installed() { return g_installed.load() && g_inner_free != 
 int64_t CpuMemoryMeter::current_bytes() { return g_current.load(); }
 int64_t CpuMemoryMeter::peak_bytes() { return g_peak.load(); }
 void CpuMemoryMeter::reset_peak() { g_peak.store(g_current.load()); }
+
+int64_t TensorMemory::current_bytes(int ordinal) {
+  return ordinal < 0 ? CpuMemoryMeter::current_bytes() : cuda_allocated_bytes(ordinal);
+}
+
+int64_t TensorMemory::peak_bytes(int ordinal) {
+  return ordinal < 0 ? CpuMemoryMeter::peak_bytes() : cuda_peak_allocated_bytes(ordinal);
+}
+
+void TensorMemory::reset_peak(int ordinal) {
+  if (ordinal < 0)
+    CpuMemoryMeter::reset_peak();
+  else
+    cuda_reset_peak(ordinal);
+}
+
+std::string TensorMemory::source(int ordinal) {
+  return ordinal < 0 ? "peak bytes of CPU tensors (dtune's counting allocator)"
+                     : "CUDA caching allocator peak allocated bytes";
+}
 
 }  // namespace dtune::train

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace dtune::train {
 
@@ -15,6 +16,17 @@ class CpuMemoryMeter {
   static int64_t current_bytes();
   static int64_t peak_bytes();
   static void reset_peak();  // peak := current
+};
+
+// Bytes held by tensors on a rank's device: CpuMemoryMeter's on the CPU (`ordinal` < 0), the CUDA
+// caching allocator's statistics on GPU `ordinal` (torch.cuda.memory_allocated and
+// max_memory_allocated). Every figure of memory "in use" reads one of these, by the device that
+// ran.
+struct TensorMemory {
+  static int64_t current_bytes(int ordinal);
+  static int64_t peak_bytes(int ordinal);
+  static void reset_peak(int ordinal);  // peak := current
+  static std::string source(int ordinal);
 };
 
 }  // namespace dtune::train

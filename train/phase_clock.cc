@@ -1,59 +1,77 @@
-// Steady-clock phase timing.
+// Phase timing over a DeviceTimeline: each mark closes a phase's interval.
 #include "train/phase_clock.h"
 
-#include <chrono>
+#include <vector>
 
 namespace dtune::train {
 namespace {
 
-class CpuClock final : public PhaseClock {
+class TimelineClock final : public PhaseClock {
  public:
+  explicit TimelineClock(std::unique_ptr<DeviceTimeline> timeline)
+      : timeline_(std::move(timeline)) {}
   void begin_step() override {
-    times_.fill(0);
-    start_ = last_ = std::chrono::steady_clock::now();
+    start_ = Clock::now();
+    timeline_->begin(start_);
+    marks_.clear();
   }
   void mark(Phase p) override {
-    const auto now = std::chrono::steady_clock::now();
-    times_[static_cast<size_t>(p)] +=
-        std::chrono::duration<double, std::milli>(now - last_).count();
-    last_ = now;
+    timeline_->mark();
+    marks_.push_back(p);
   }
   PhaseTimes end_step(double& total_ms) override {
-    total_ms = std::chrono::duration<double, std::milli>(last_ - start_).count();
-    return times_;
+    PhaseTimes t{};
+    const std::vector<double> ms = timeline_->read_ms();
+    intervals_.clear();
+    double last = 0;
+    for (size_t i = 0; i < ms.size(); ++i) {
+      t[static_cast<size_t>(marks_[i])] += ms[i] - last;
+      intervals_.push_back({marks_[i], last, ms[i]});
+      last = ms[i];
+    }
+    total_ms = last;
+    return t;
   }
+  const std::vector<PhaseInterval>& intervals() const override { return intervals_; }
+  Clock::time_point step_start() const override { return start_; }
 
  private:
-  PhaseTimes times_{};
-  std::chrono::steady_clock::time_point start_, last_;
+  std::unique_ptr<DeviceTimeline> timeline_;
+  std::vector<Phase> marks_;
+  std::vector<PhaseInterval> intervals_;
+  Clock::time_point start_;
 };
 
+// The step's phases as spans of the trace, placed at the times the timeline read (on a GPU, when
+// the device ran them, not when the host queued them).
 class TracedClock final : public PhaseClock {
  public:
   TracedClock(std::unique_ptr<PhaseClock> inner, TraceLog& log)
       : inner_(std::move(inner)), log_(log) {}
-  void begin_step() override {
-    inner_->begin_step();
-    last_ = std::chrono::steady_clock::now();
+  void begin_step() override { inner_->begin_step(); }
+  void mark(Phase p) override { inner_->mark(p); }
+  PhaseTimes end_step(double& total_ms) override {
+    PhaseTimes t = inner_->end_step(total_ms);
+    if (!log_.enabled()) return t;
+    const Clock::time_point start = inner_->step_start();
+    auto at = [&](double ms) {
+      return start + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double, std::milli>(ms));
+    };
+    for (const PhaseInterval& i : inner_->intervals()) {
+      const std::string name = kPhaseNames[static_cast<size_t>(i.phase)];
+      // "forward_ms" -> "forward"
+      log_.add(
+          {name.substr(0, name.size() - 3), TraceTrack::kPhases, at(i.begin_ms), at(i.end_ms), {}});
+    }
+    return t;
   }
-  void mark(Phase p) override {
-    inner_->mark(p);
-    if (!log_.enabled()) return;
-    const auto now = std::chrono::steady_clock::now();
-    std::string name = kPhaseNames[static_cast<size_t>(p)];
-    log_.add({name.substr(0, name.size() - 3),
-              TraceTrack::kPhases,
-              last_,
-              now,
-              {}});  // "forward_ms" -> "forward"
-    last_ = now;
-  }
-  PhaseTimes end_step(double& total_ms) override { return inner_->end_step(total_ms); }
+  const std::vector<PhaseInterval>& intervals() const override { return inner_->intervals(); }
+  Clock::time_point step_start() const override { return inner_->step_start(); }
 
  private:
   std::unique_ptr<PhaseClock> inner_;
   TraceLog& log_;
-  std::chrono::steady_clock::time_point last_;
 };
 
 class TotalOnlyClock final : public PhaseClock {
@@ -66,18 +84,23 @@ class TotalOnlyClock final : public PhaseClock {
     inner_->end_step(total_ms);
     return PhaseTimes{};
   }
+  const std::vector<PhaseInterval>& intervals() const override { return none_; }
+  Clock::time_point step_start() const override { return inner_->step_start(); }
 
  private:
   std::unique_ptr<PhaseClock> inner_;
+  std::vector<PhaseInterval> none_;
 };
 
 }  // namespace
 
+std::unique_ptr<PhaseClock> make_phase_clock(std::unique_ptr<DeviceTimeline> timeline) {
+  return std::make_unique<TimelineClock>(std::move(timeline));
+}
+
 std::unique_ptr<PhaseClock> make_total_only_clock(std::unique_ptr<PhaseClock> inner) {
   return std::make_unique<TotalOnlyClock>(std::move(inner));
 }
-
-std::unique_ptr<PhaseClock> make_cpu_clock() { return std::make_unique<CpuClock>(); }
 
 std::unique_ptr<PhaseClock> make_traced_clock(std::unique_ptr<PhaseClock> inner, TraceLog& log) {
   return std::make_unique<TracedClock>(std::move(inner), log);

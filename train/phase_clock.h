@@ -1,13 +1,16 @@
 // Where a training step's time goes. mark(phase) closes the interval that started at the previous
-// mark (or begin_step) and adds it to `phase`; micro-steps add up. The CPU clock reads the steady
-// clock; the CUDA clock records events on its device's current stream and reads them once at the
-// end of the step, so timing never adds a synchronisation inside the step.
+// mark (or begin_step) and adds it to `phase`; micro-steps add up. The marks are a DeviceTimeline's
+// (train/device_timeline.h): steady-clock readings on the CPU, CUDA events on the rank's device's
+// current stream on a GPU, read once at the end of the step, so timing never adds a
+// synchronisation inside the step.
 #pragma once
 
 #include <array>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "train/device_timeline.h"
 #include "train/telemetry/trace_log.h"
 
 namespace dtune::train {
@@ -21,6 +24,12 @@ inline constexpr std::array<const char*, kPhases> kPhaseNames = {
 
 using PhaseTimes = std::array<double, kPhases>;  // milliseconds
 
+// One interval of the last step, in ms from its begin_step.
+struct PhaseInterval {
+  Phase phase;
+  double begin_ms, end_ms;
+};
+
 class PhaseClock {
  public:
   virtual ~PhaseClock() = default;
@@ -28,16 +37,17 @@ class PhaseClock {
   virtual void mark(Phase p) = 0;
   // Per-phase milliseconds of the step, and the step's total (first begin to last mark).
   virtual PhaseTimes end_step(double& total_ms) = 0;
+  // The last ended step's intervals in order, and the host time its begin_step was called.
+  virtual const std::vector<PhaseInterval>& intervals() const = 0;
+  virtual Clock::time_point step_start() const = 0;
 };
 
-std::unique_ptr<PhaseClock> make_cpu_clock();
+// Phases over `timeline`: make_timeline(-1) on the CPU, make_timeline(ordinal) on GPU `ordinal`.
+std::unique_ptr<PhaseClock> make_phase_clock(std::unique_ptr<DeviceTimeline> timeline);
 // Measures only each step's total (phases stay zero): the bare loop of --timing off.
 std::unique_ptr<PhaseClock> make_total_only_clock(std::unique_ptr<PhaseClock> inner);
-// --profile-steps: also records each phase interval as a span in `log` while it is enabled
-// (CPU-side times: on a GPU they show when the host issued the work).
+// --profile-steps: also records each phase interval as a span in `log` while it is enabled, at the
+// timeline's times (on a GPU, when the device ran the phase).
 std::unique_ptr<PhaseClock> make_traced_clock(std::unique_ptr<PhaseClock> inner, TraceLog& log);
-// Times the current stream of GPU `device` (the rank's). Defined in phase_clock_cuda.cc when built
-// with CUDA; otherwise throws UsageError.
-std::unique_ptr<PhaseClock> make_cuda_clock(int device);
 
 }  // namespace dtune::train

@@ -113,12 +113,12 @@ std::unique_ptr<TrainSetup> TrainSetup::build(const Options& o_in, const RunCont
     }
   }
   // After GradSync, so that its hooks run first (the times include the copy into the bucket).
-  if (!probe) s->grad_timer.emplace(s->params);
+  if (!probe) s->grad_timer.emplace(s->params, s->device.is_cuda() ? s->ordinal : -1);
   s->scaler.emplace(o.precision == Precision::kFp16, s->device);
   s->data = probe || o.data == "synthetic"
                 ? make_synthetic_source(model, batch, o.accum_steps, ctx.rank(), o.seed, s->device)
                 : make_loader_source(o, model, batch, ctx.rank(), ctx.world_size(), s->device);
-  s->clock = s->device.is_cuda() ? make_cuda_clock(s->ordinal) : make_cpu_clock();
+  s->clock = make_phase_clock(make_timeline(s->device.is_cuda() ? s->ordinal : -1));
   if (!o.timing) s->clock = make_total_only_clock(std::move(s->clock));
   if (o.profile_steps > 0) {
     s->clock = make_traced_clock(std::move(s->clock), s->trace_log);

@@ -7,13 +7,13 @@
 #include <torch/utils.h>
 
 #include <algorithm>
-#include <chrono>
 
 #include "benchmarks/probe/cublaslt_gemm.h"
 #include "core/device_info.h"
 #include "core/error.h"
 #include "core/gather.h"
 #include "core/stats.h"
+#include "train/device_timeline.h"
 
 namespace dtune::probe {
 namespace {
@@ -57,29 +57,33 @@ torch::ScalarType scalar_type_of(const std::string& dtype) {
   return torch::kFloat;  // float32 and tf32
 }
 
-void synchronize(bool cuda) {
-  if (cuda) torch::cuda::synchronize();
+// Waits for the work queued on GPU `ordinal` (the rank's, never the current device's by default:
+// torch::cuda::synchronize() without an index is GPU 0's on a thread that never set one).
+void synchronize(int ordinal) {
+  if (ordinal >= 0) torch::cuda::synchronize(ordinal);
 }
 
-// Each product timed alone (synchronised on a GPU): TFLOP/s per iteration.
+// Each product timed alone, between two marks of the device's timeline (CUDA events on torch's
+// stream of the rank's GPU, as cuBLASLt's below on its own stream): TFLOP/s per iteration.
 std::vector<double> time_shape(const Shape& s, const std::string& dtype, const torch::Device& dev,
                                const GemmOptions& o) {
-  const bool cuda = dev.is_cuda();
+  const int ordinal = dev.is_cuda() ? dev.index() : -1;
   const auto opts = torch::TensorOptions().dtype(scalar_type_of(dtype)).device(dev);
   torch::NoGradGuard no_grad;
   const torch::Tensor a = torch::randn({s.m, s.k}, opts), b = torch::randn({s.k, s.n}, opts);
   torch::Tensor c = torch::empty({s.m, s.n}, opts);
   for (int64_t i = 0; i < o.warmup; ++i) torch::mm_out(c, a, b);
-  synchronize(cuda);
+  synchronize(ordinal);
+  const auto timeline = train::make_timeline(ordinal);
   const double flops =
       2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
   std::vector<double> tflops;
   double spent = 0;
   while (static_cast<int64_t>(tflops.size()) < o.min_iters || spent < o.min_time_s) {
-    const auto t0 = std::chrono::steady_clock::now();
+    timeline->begin();
     torch::mm_out(c, a, b);
-    synchronize(cuda);
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    timeline->mark();
+    const double sec = timeline->read_ms().back() / 1e3;
     spent += sec;
     tflops.push_back(flops / sec / 1e12);
     if (tflops.size() >= 100000) break;
@@ -97,7 +101,7 @@ std::vector<double> time_shape_lt(const Shape& s, const std::string& dtype, int 
   torch::NoGradGuard no_grad;
   const torch::Tensor a = torch::randn({s.m, s.k}, opts), b = torch::randn({s.k, s.n}, opts);
   torch::Tensor c = torch::empty({s.m, s.n}, opts);
-  synchronize(true);  // LtGemm's stream does not wait for torch's
+  synchronize(ordinal);  // LtGemm's stream does not wait for torch's randn
   LtGemm g(ordinal, s.m, s.n, s.k, dtype);
   *algorithm = g.algorithm();
   for (int64_t i = 0; i < o.warmup; ++i) g.run_ms(a.data_ptr(), b.data_ptr(), c.data_ptr());

@@ -37,7 +37,7 @@ TEST_P(CublasLtGemm, EqualsTorchMmAndTheExactProduct) {
   const auto opts = torch::TensorOptions().dtype(type_of(dtype)).device(torch::kCUDA, 0);
   const torch::Tensor a = torch::randn({m, k}, opts), b = torch::randn({k, n}, opts);
   torch::Tensor c = torch::full({m, n}, -7.0, opts);
-  torch::cuda::synchronize();
+  torch::cuda::synchronize(0);  // GPU 0, where a, b and c live
   LtGemm g(0, m, n, k, dtype);
   EXPECT_GT(g.run_ms(a.data_ptr(), b.data_ptr(), c.data_ptr()), 0.0);
   EXPECT_NE(g.algorithm().find("cuBLASLt algo"), std::string::npos);

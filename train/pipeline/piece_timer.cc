@@ -3,7 +3,7 @@
 
 #include <torch/torch.h>
 
-#include "core/deadline.h"
+#include "train/device_timeline.h"
 #include "train/precision.h"
 
 namespace dtune::train {
@@ -12,14 +12,15 @@ std::vector<double> time_pieces(models::Model& model, const std::vector<models::
                                 int64_t batch, const Options& o, const torch::Device& device) {
   const auto [input, target] = model.synthetic_batch(batch, device, o.seed);
   std::vector<double> ms(pieces.size(), 0);
+  // Marks on the device that runs the pieces (CUDA events on a GPU), read after each piece.
+  const auto timeline = make_timeline(device.is_cuda() ? device.index() : -1);
   for (int pass = 0; pass < 2; ++pass) {
     torch::Tensor x = input;
     for (size_t i = 0; i < pieces.size(); ++i) {
       // Each piece alone: its input a fresh leaf, its output's gradient ones (or the loss's).
       torch::Tensor in = x.detach();
       if (in.is_floating_point()) in.requires_grad_(true);
-      if (device.is_cuda()) torch::cuda::synchronize();
-      const auto t0 = Clock::now();
+      timeline->begin();
       torch::Tensor y;
       {
         AutocastGuard autocast(o.precision, device.type());
@@ -27,8 +28,8 @@ std::vector<double> time_pieces(models::Model& model, const std::vector<models::
       }
       torch::Tensor out = i + 1 == pieces.size() ? model.loss(y, target) : y;
       if (out.requires_grad()) torch::autograd::backward({out}, {torch::ones_like(out)});
-      if (device.is_cuda()) torch::cuda::synchronize();
-      ms[i] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      timeline->mark();
+      ms[i] = timeline->read_ms().back();
       x = y.detach();
     }
   }

@@ -19,6 +19,7 @@
 #include "models/weights.h"
 #include "train/cuda_device.h"
 #include "train/data.h"
+#include "train/device_timeline.h"
 #include "train/fault_injector.h"
 #include "train/grad_sync.h"
 #include "train/memory_meter.h"
@@ -43,6 +44,15 @@ namespace {
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
+
+// Every interval of a step is a pair of marks on the stage's DeviceTimeline (on a GPU, CUDA events
+// on the compute stream), read after the schedule and at the end of the step: no host clock is
+// read around the model's calls, whose kernels the host only queues.
+struct MarkedSpan {
+  StageActivity activity;
+  int micro, chunk, peer;
+  size_t from, to;  // marks
+};
 
 // The waits inside a step give up at this fraction of --timeout, before the watchdog's abort of
 // the whole step, so the stage that waits names the stage it waited for.
@@ -87,8 +97,8 @@ class PipelineRunner {
 
  private:
   void setup_partition();
-  void forward(const Action& a, PipelineStepTimes& t, std::vector<PipelineEvent>& events);
-  void backward(const Action& a, PipelineStepTimes& t, std::vector<PipelineEvent>& events);
+  void forward(const Action& a);
+  void backward(const Action& a);
   // Tag of the edge between virtual stages v and v + 1 for micro-batch m, in one direction.
   int tag(int v, int m, bool gradient) const { return (v * M_ + m) * 2 + (gradient ? 1 : 0); }
   void chunk_sleep(double factor) const;
@@ -98,9 +108,12 @@ class PipelineRunner {
       const torch::Tensor& mine, int tag, const std::string& what,
       const std::function<torch::Tensor(const std::vector<torch::Tensor>&)>& combine);
   void sum_tied_gradients();
-  // A span of this stage on its trace row, while a profile window is open.
-  void trace(StageActivity a, int micro, int chunk, int peer, Clock::time_point t0,
-             Clock::time_point t1);
+  // A span of this stage on its trace row, while a profile window is open; times in ms since the
+  // step's origin.
+  void trace(StageActivity a, int micro, int chunk, int peer, double from_ms, double to_ms);
+  // The schedule's marked spans, read: compute, waits and sends into `t`, the timeline's events.
+  void account_schedule(const std::vector<double>& ms, double origin_ms, PipelineStepTimes& t,
+                        std::vector<PipelineEvent>& events);
 
   const Options& o_;
   const RunContext& ctx_;
@@ -126,14 +139,17 @@ class PipelineRunner {
   // Synthetic data: every stage holds its pipeline's micro-batches. --data: stage 0 alone loads
   // them (slice dp_index of dp_size) and sends the targets to the last stage; null elsewhere.
   std::unique_ptr<DataSource> data_;
-  bool targets_from_first_ = false;  // --data on the last stage
-  double data_ms_ = 0;               // this step's loading time (stage 0 with --data)
+  bool targets_from_first_ = false;                    // --data on the last stage
+  std::unique_ptr<DeviceTimeline> timeline_;           // this stage's device (or the host's)
+  std::vector<MarkedSpan> marked_;                     // this step's, in schedule order
+  std::vector<std::pair<size_t, size_t>> data_marks_;  // around each load (stage 0)
   std::unique_ptr<PipelineChannel> channel_;
   std::vector<std::vector<InFlight>> in_flight_;  // [chunk][micro]
   std::vector<Action> actions_;
   torch::Tensor loss_sum_;
   Deadline deadline_ = Deadline::after_s(0);
   Clock::time_point origin_;  // the step's common start (after the pipeline's barrier)
+  Clock::time_point t_step_;  // this rank's start of the step: the timeline's zero
   int64_t run_peak_bytes_ = 0;
   bool same_node_as_first_ = false;  // this rank's steady clock is stage 0's
   double origin_first_us_ = 0;       // origin_ on stage 0's steady clock, in us
@@ -165,7 +181,8 @@ PipelineRunner::PipelineRunner(const Options& o, const RunContext& ctx, int64_t 
     device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(ordinal_));
   }
   set_tf32(o.precision == Precision::kTf32);
-  CpuMemoryMeter::reset_peak();
+  timeline_ = make_timeline(ordinal_);
+  TensorMemory::reset_peak(ordinal_);
   // Every rank builds the whole model from the same seed, so every stage's parameters start as
   // one process's would; the data-parallel broadcast below makes that explicit, as DDP does.
   model_ = models::make_model(o.model, o.model_options);
@@ -309,9 +326,14 @@ void PipelineRunner::sum_tied_gradients() {
   }
 }
 
-void PipelineRunner::trace(StageActivity a, int micro, int chunk, int peer, Clock::time_point t0,
-                           Clock::time_point t1) {
+void PipelineRunner::trace(StageActivity a, int micro, int chunk, int peer, double from_ms,
+                           double to_ms) {
   if (!trace_log_.enabled()) return;
+  auto at = [&](double ms) {
+    return origin_ + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double, std::milli>(ms));
+  };
+  const Clock::time_point t0 = at(from_ms), t1 = at(to_ms);
   TraceSpan span{to_string(a), TraceTrack::kPipeline, t0, t1, {{"step", step_index_}}};
   if (micro >= 0) {
     span.name += " " + std::to_string(micro);
@@ -343,36 +365,34 @@ void PipelineRunner::end_profile(int step) {
   window_spans_.clear();
 }
 
-void PipelineRunner::forward(const Action& a, PipelineStepTimes& t,
-                             std::vector<PipelineEvent>& events) {
+void PipelineRunner::forward(const Action& a) {
   const Chunk& ch = chunks_[a.chunk];
   const int v = ch.virtual_stage;
   InFlight& f = in_flight_[a.chunk][a.micro];
   torch::Tensor x, target;
+  double host_waited = 0;  // the channels' own host-clock figure; the marks time the wait instead
   if (v == 0) {
-    const auto d0 = Clock::now();
+    const size_t d0 = timeline_->mark();
     Batch b = data_->next(a.micro);
-    data_ms_ += ms_between(d0, Clock::now());
+    data_marks_.emplace_back(d0, timeline_->mark());
     x = b.input.to(device_);
     if (o_.data != "synthetic")  // a copy: the loader may reuse its buffers
       channel_->send(b.target.to(torch::kCPU).clone(), P_ - 1, kTargetTag + a.micro);
   } else {
-    const auto r0 = Clock::now();
-    f.input =
-        channel_->recv((v - 1) % P_, tag(v - 1, a.micro, false), device_, deadline_,
-                       "activation of micro-batch " + std::to_string(a.micro), t.recv_wait_ms);
-    trace(StageActivity::kRecvWait, a.micro, v, (v - 1) % P_, r0, Clock::now());
+    const size_t r0 = timeline_->mark();
+    f.input = channel_->recv((v - 1) % P_, tag(v - 1, a.micro, false), device_, deadline_,
+                             "activation of micro-batch " + std::to_string(a.micro), host_waited);
+    marked_.push_back({StageActivity::kRecvWait, a.micro, v, (v - 1) % P_, r0, timeline_->mark()});
     f.input.requires_grad_(true);
     x = f.input;
   }
   if (v == K_ - 1 && targets_from_first_) {
-    const auto r0 = Clock::now();
-    target =
-        channel_->recv(0, kTargetTag + a.micro, device_, deadline_,
-                       "the targets of micro-batch " + std::to_string(a.micro), t.recv_wait_ms);
-    trace(StageActivity::kRecvWait, a.micro, v, 0, r0, Clock::now());
+    const size_t r0 = timeline_->mark();
+    target = channel_->recv(0, kTargetTag + a.micro, device_, deadline_,
+                            "the targets of micro-batch " + std::to_string(a.micro), host_waited);
+    marked_.push_back({StageActivity::kRecvWait, a.micro, v, 0, r0, timeline_->mark()});
   }
-  const auto t0 = Clock::now();
+  const size_t c0 = timeline_->mark();
   {
     AutocastGuard autocast(o_.precision, device_.type());
     for (size_t i = ch.begin; i < ch.end; ++i) x = pieces_[i].forward(x);
@@ -384,59 +404,80 @@ void PipelineRunner::forward(const Action& a, PipelineStepTimes& t,
     }
   }
   chunk_sleep(1);
-  const auto t1 = Clock::now();
+  const size_t c1 = timeline_->mark();
   f.output = x;
   if (v < K_ - 1) {
-    const auto s0 = Clock::now();
+    const size_t s0 = timeline_->mark();
     channel_->send(x, (v + 1) % P_, tag(v, a.micro, false));
-    const auto s1 = Clock::now();
-    t.send_wait_ms += ms_between(s0, s1);
-    trace(StageActivity::kSend, a.micro, v, (v + 1) % P_, s0, s1);
+    marked_.push_back({StageActivity::kSend, a.micro, v, (v + 1) % P_, s0, timeline_->mark()});
   }
-  trace(StageActivity::kForward, a.micro, v, -1, t0, t1);
-  t.forward_ms += ms_between(t0, t1);
-  events.push_back({0, a.micro, a.chunk, ms_between(origin_, t0), ms_between(origin_, t1)});
+  marked_.push_back({StageActivity::kForward, a.micro, a.chunk, -1, c0, c1});
 }
 
-void PipelineRunner::backward(const Action& a, PipelineStepTimes& t,
-                              std::vector<PipelineEvent>& events) {
+void PipelineRunner::backward(const Action& a) {
   const Chunk& ch = chunks_[a.chunk];
   const int v = ch.virtual_stage;
   InFlight& f = in_flight_[a.chunk][a.micro];
   torch::Tensor grad;
   if (v < K_ - 1) {
-    const auto r0 = Clock::now();
+    double host_waited = 0;
+    const size_t r0 = timeline_->mark();
     grad = channel_->recv((v + 1) % P_, tag(v, a.micro, true), device_, deadline_,
-                          "gradient of micro-batch " + std::to_string(a.micro), t.recv_wait_ms);
-    trace(StageActivity::kRecvWait, a.micro, v, (v + 1) % P_, r0, Clock::now());
+                          "gradient of micro-batch " + std::to_string(a.micro), host_waited);
+    marked_.push_back({StageActivity::kRecvWait, a.micro, v, (v + 1) % P_, r0, timeline_->mark()});
   }
   // One chunk: its last micro-batch's backward completes the gradients, and buckets are reduced as
   // they fill (overlapped). Several chunks: their last backwards interleave with other chunks'
   // earlier ones, which GradSync's one accumulation switch cannot follow, so every backward only
   // accumulates and finish() reduces all buckets after the schedule.
   if (sync_ && V_ == 1) sync_->prepare(a.micro == M_ - 1);
-  const auto t0 = Clock::now();
+  const size_t c0 = timeline_->mark();
   if (v == K_ - 1)
     f.output.backward();
   else
     torch::autograd::backward({f.output}, {grad});
   chunk_sleep(2);
-  const auto t1 = Clock::now();
+  const size_t c1 = timeline_->mark();
   if (v > 0) {
-    const auto s0 = Clock::now();
+    const size_t s0 = timeline_->mark();
     channel_->send(f.input.grad(), (v - 1) % P_, tag(v - 1, a.micro, true));
-    const auto s1 = Clock::now();
-    t.send_wait_ms += ms_between(s0, s1);
-    trace(StageActivity::kSend, a.micro, v, (v - 1) % P_, s0, s1);
+    marked_.push_back({StageActivity::kSend, a.micro, v, (v - 1) % P_, s0, timeline_->mark()});
   }
   f = InFlight{};  // its activations go now
-  trace(StageActivity::kBackward, a.micro, v, -1, t0, t1);
-  t.backward_ms += ms_between(t0, t1);
-  events.push_back({1, a.micro, a.chunk, ms_between(origin_, t0), ms_between(origin_, t1)});
+  marked_.push_back({StageActivity::kBackward, a.micro, a.chunk, -1, c0, c1});
+}
+
+void PipelineRunner::account_schedule(const std::vector<double>& ms, double origin_ms,
+                                      PipelineStepTimes& t, std::vector<PipelineEvent>& events) {
+  for (const MarkedSpan& m : marked_) {
+    const double from = ms[m.from] - origin_ms, to = ms[m.to] - origin_ms, d = to - from;
+    switch (m.activity) {
+      case StageActivity::kForward:
+      case StageActivity::kBackward: {
+        const bool back = m.activity == StageActivity::kBackward;
+        (back ? t.backward_ms : t.forward_ms) += d;
+        events.push_back({back ? 1 : 0, m.micro, m.chunk, from, to});
+        trace(m.activity, m.micro, chunks_[m.chunk].virtual_stage, -1, from, to);
+        break;
+      }
+      case StageActivity::kRecvWait:
+        t.recv_wait_ms += d;
+        trace(m.activity, m.micro, m.chunk, m.peer, from, to);
+        break;
+      default:
+        t.send_wait_ms += d;
+        trace(m.activity, m.micro, m.chunk, m.peer, from, to);
+        break;
+    }
+  }
 }
 
 void PipelineRunner::step(StepRecord& rec) {
-  const auto t_step = Clock::now();
+  // host clock: the timeline's zero, before any work of the step (marks after it are device times)
+  t_step_ = Clock::now();
+  timeline_->begin(t_step_);
+  marked_.clear();
+  data_marks_.clear();
   deadline_ = Deadline::after_s(kWaitShareOfTimeout * o_.timeout_s);
   // Gradients are zeroed in place rather than freed, so that after the first step the memory a
   // step allocates is its activations (peak_activation_bytes), not the gradients' first
@@ -444,7 +485,6 @@ void PipelineRunner::step(StepRecord& rec) {
   for (auto& p : params_)
     if (p.grad().defined()) p.mutable_grad().detach_().zero_();
   loss_sum_ = torch::zeros({}, torch::TensorOptions().device(device_));
-  data_ms_ = 0;
   rec.loss_scale = scaler_->current();
   if (sync_) sync_->prepare(false);
   PipelineStepTimes t;
@@ -456,44 +496,54 @@ void PipelineRunner::step(StepRecord& rec) {
   const torch::Tensor start = rendezvous(
       torch::zeros({1}, torch::kLong), kStartTag, "the start of the step",
       [](const std::vector<torch::Tensor>&) {
+        // host clock: stage 0's reading of the common start, outside any device work
         return torch::tensor({static_cast<int64_t>(Clock::now().time_since_epoch().count())},
                              torch::kLong);
       });
   const Clock::time_point first_origin(Clock::duration(start[0].item<int64_t>()));
-  origin_ = same_node_as_first_ ? first_origin : Clock::now();
+  origin_ = same_node_as_first_ ? first_origin : Clock::now();  // host clock: the reply's arrival
   origin_first_us_ =
       std::chrono::duration<double, std::micro>(first_origin.time_since_epoch()).count();
-  run_peak_bytes_ = std::max(run_peak_bytes_, CpuMemoryMeter::peak_bytes());
-  const int64_t base_bytes = CpuMemoryMeter::current_bytes();
-  CpuMemoryMeter::reset_peak();
+  const double origin_ms = ms_between(t_step_, origin_);  // on the timeline
+  run_peak_bytes_ = std::max(run_peak_bytes_, TensorMemory::peak_bytes(ordinal_));
+  const int64_t base_bytes = TensorMemory::current_bytes(ordinal_);
+  TensorMemory::reset_peak(ordinal_);
   for (const Action& a : actions_) {
     if (a.kind == ActionKind::kForward)
-      forward(a, t, events);
+      forward(a);
     else
-      backward(a, t, events);
+      backward(a);
     channel_->poll();
   }
+  // The schedule's times (on a GPU, once its kernels are done: the one wait of the step that
+  // timing adds, just before the waits for the sends and the reductions).
+  std::vector<double> ms = timeline_->read_ms();
+  account_schedule(ms, origin_ms, t, events);
   const double last_end_ms = events.empty() ? 0 : events.back().end_ms;
-  // CPU tensors only (the counting allocator): on a GPU the activations are elsewhere, so 0.
-  t.peak_activation_bytes = device_.is_cpu() ? CpuMemoryMeter::peak_bytes() - base_bytes : 0;
-  run_peak_bytes_ = std::max(run_peak_bytes_, CpuMemoryMeter::peak_bytes());
-  const auto w0 = Clock::now();
-  channel_->wait_sends(deadline_, t.send_wait_ms);
-  trace(StageActivity::kSendWait, -1, 0, -1, w0, Clock::now());
+  double data_ms = 0;
+  for (const auto& [from, to] : data_marks_) data_ms += between_ms(ms, from, to);
+  // Tensors on this stage's device held above the step's start, at their peak: the counting
+  // allocator's on the CPU, the CUDA caching allocator's on a GPU.
+  t.peak_activation_bytes = TensorMemory::peak_bytes(ordinal_) - base_bytes;
+  run_peak_bytes_ = std::max(run_peak_bytes_, TensorMemory::peak_bytes(ordinal_));
+  double host_waited = 0;
+  const size_t w0 = timeline_->mark();
+  channel_->wait_sends(deadline_, host_waited);
+  const size_t w1 = timeline_->mark();
   if (sync_) sync_->finish(deadline_);
   sum_tied_gradients();
   // fp16: this stage unscales its gradients and finds whether any is inf/NaN, agreed over its
   // data-parallel group as the data-parallel trainer does; the end-of-step exchange below takes
   // the maximum over the stages, so every rank of the job skips the same steps and updates the
   // same scale.
-  const auto t_scaler = Clock::now();
+  const size_t sc0 = timeline_->mark();
   std::vector<torch::Tensor> grads;
   for (auto& p : params_)
     if (p.grad().defined()) grads.push_back(p.grad());
   faults_.after_reduction(step_index_, grads);
   torch::Tensor found_inf = scaler_->unscale(grads);  // (1,) float, 0 when not fp16
   if (scaler_->enabled() && topo_.dp_size() > 1) reducer_->allreduce_max(found_inf);
-  const double scaler_ms = ms_between(t_scaler, Clock::now());
+  const size_t sc1 = timeline_->mark();
   // The span: from the common start to the last action's end on any stage of this pipeline; the
   // pipeline's loss, which its last stage computed; whether any stage found inf/NaN gradients.
   const double loss_here = loss_sum_.item<double>() / M_;
@@ -506,25 +556,29 @@ void PipelineRunner::step(StepRecord& rec) {
                    return r;
                  });
   t.span_ms = end[0].item<double>();
-  const auto t_opt = Clock::now();
+  const size_t opt0 = timeline_->mark();
   if (scaler_->enabled()) {
     rec.skipped = end[2].item<double>() != 0;
     scaler_->update(torch::full_like(found_inf, rec.skipped ? 1.0 : 0.0));
   }
   if (!rec.skipped) optimizer_step(*optimizer_, params_, master_);
-  const auto t_end = Clock::now();
+  const size_t opt1 = timeline_->mark();
+  ms = timeline_->read_ms();
+  t.send_wait_ms += between_ms(ms, w0, w1);
+  trace(StageActivity::kSendWait, -1, 0, -1, ms[w0] - origin_ms, ms[w1] - origin_ms);
+  const double scaler_ms = between_ms(ms, sc0, sc1);
   t.bubble = t.span_ms > 0 ? 1 - (t.forward_ms + t.backward_ms) / t.span_ms : 0;
   rec.phases.fill(0);
-  rec.phases[static_cast<size_t>(Phase::kData)] = data_ms_;
+  rec.phases[static_cast<size_t>(Phase::kData)] = data_ms;
   rec.phases[static_cast<size_t>(Phase::kForward)] = t.forward_ms;
   rec.phases[static_cast<size_t>(Phase::kBackward)] = t.backward_ms;
   rec.phases[static_cast<size_t>(Phase::kScaler)] = scaler_ms;
   // Exposed communication: everything of the step that was not loading, compute, the scaler or
   // the optimizer.
   rec.phases[static_cast<size_t>(Phase::kComm)] =
-      ms_between(t_step, t_opt) - data_ms_ - t.forward_ms - t.backward_ms - scaler_ms;
-  rec.phases[static_cast<size_t>(Phase::kOptimizer)] = ms_between(t_opt, t_end);
-  rec.total_ms = ms_between(t_step, t_end);
+      ms[opt0] - data_ms - t.forward_ms - t.backward_ms - scaler_ms;
+  rec.phases[static_cast<size_t>(Phase::kOptimizer)] = between_ms(ms, opt0, opt1);
+  rec.total_ms = ms[opt1];
   rec.loss = end[1].item<double>();  // every stage records its pipeline's loss
   t.loss_scale = rec.loss_scale;
   t.found_inf = found_inf.item<float>() != 0;
@@ -554,8 +608,8 @@ TrainOutcome PipelineRunner::finish() {
   // activations and targets).
   out.data = data_ ? data_->summary()
                    : DataSummary{"--data " + o_.data + " (via stage 0)", 0, 0, 0, 0, 0, 0, 0, 0};
-  out.memory_source = "peak bytes of CPU tensors (dtune's counting allocator)";
-  out.peak_memory_bytes = std::max(run_peak_bytes_, CpuMemoryMeter::peak_bytes());
+  out.memory_source = TensorMemory::source(ordinal_);
+  out.peak_memory_bytes = std::max(run_peak_bytes_, TensorMemory::peak_bytes(ordinal_));
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   out.peak_rss_bytes = static_cast<int64_t>(u.ru_maxrss) * 1024;

@@ -25,7 +25,7 @@ struct PipelineStepTimes {
   double send_wait_ms = 0;                 // blocked until this stage's sends completed
   double span_ms = 0;  // the pipeline's flush: first forward anywhere to last backward anywhere
   double bubble = 0;   // 1 - (forward + backward) / span
-  int64_t peak_activation_bytes = 0;  // CPU tensors held above the step's start, at their peak
+  int64_t peak_activation_bytes = 0;  // device tensors held above the step's start, at their peak
   // fp16 loss scaling: the scale this stage used, whether its own gradients (agreed over its
   // data-parallel group) held inf/NaN, and whether the step was skipped (agreed over the stages).
   double loss_scale = 1;

@@ -1,10 +1,10 @@
-// Builds without CUDA have no CUDA clock.
+// Builds without CUDA have no GPU timeline.
 #include "core/error.h"
-#include "train/phase_clock.h"
+#include "train/device_timeline.h"
 
 namespace dtune::train {
 
-std::unique_ptr<PhaseClock> make_cuda_clock(int) {
+std::unique_ptr<DeviceTimeline> make_cuda_timeline(int) {
   throw UsageError("--device cuda: this dtune was built without CUDA (see README: CUDA_HOME)");
 }
 
