@@ -47,9 +47,9 @@ std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx, ReduceAlgo algo
 std::unique_ptr<Reducer> make_mpi_reducer(const RunContext& ctx, MPI_Comm comm,
                                           ReduceAlgo algo = ReduceAlgo::kFlat);
 // GPU tensors reduced by NCCL on a communication stream that waits for the gradients' stream.
-// Creating the communicator and each blocking call wait at most `timeout_s` (--timeout), then
-// abort the communicator. Defined in nccl_reducer.cc when built with NCCL; otherwise throws
-// UsageError.
+// Each wait for completion gives up after `timeout_s` (--timeout) and aborts the communicator;
+// creating it blocks under the caller's armed watchdog (core/cuda/nccl_comm.h). Defined in
+// nccl_reducer.cc when built with NCCL; otherwise throws UsageError.
 std::unique_ptr<Reducer> make_nccl_reducer(const RunContext& ctx, int device, double timeout_s);
 // The same over `comm`, a sub-communicator of ctx.comm() (a pipeline stage's data-parallel group).
 std::unique_ptr<Reducer> make_nccl_reducer(MPI_Comm comm, int device, double timeout_s);

@@ -21,8 +21,11 @@ namespace {
 // microseconds (this matters for -z, where every iteration waits), then sleep between polls.
 constexpr auto kSpinPhase = std::chrono::milliseconds(5);
 constexpr auto kSleepPerPoll = std::chrono::microseconds(50);
-// How long the destructor lets ncclCommFinalize flush before it gives up and aborts.
+// How long the destructor lets ncclCommFinalize flush before it gives up and aborts (polled only
+// on a communicator the environment made nonblocking; a blocking one returns when done).
 constexpr auto kFinalizeTimeout = std::chrono::seconds(30);
+// Initialisation made nonblocking by the environment: as long as the watchdogs' longest wait.
+constexpr auto kInitPollTimeout = std::chrono::seconds(300);
 
 void back_off(Clock::time_point since) {
   if (Clock::now() - since < kSpinPhase)
@@ -33,11 +36,15 @@ void back_off(Clock::time_point since) {
 
 }  // namespace
 
-NcclComm NcclComm::create(const RunContext& ctx, Clock::time_point deadline) {
-  return create(ctx.comm(), deadline);
+ncclConfig_t nccl_comm_config() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 1;  // as nccl-tests (see nccl_comm.h for why)
+  return config;
 }
 
-NcclComm NcclComm::create(MPI_Comm comm, Clock::time_point deadline) {
+NcclComm NcclComm::create(const RunContext& ctx) { return create(ctx.comm()); }
+
+NcclComm NcclComm::create(MPI_Comm comm) {
   int rank = 0, size = 1;
   DTUNE_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   DTUNE_MPI_CHECK(MPI_Comm_size(comm, &size));
@@ -65,15 +72,15 @@ NcclComm NcclComm::create(MPI_Comm comm, Clock::time_point deadline) {
   NcclComm c;
   c.rank_ = rank;
   c.size_ = size;
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;  // initialisation returns at once; we poll it against the deadline
+  ncclConfig_t config = nccl_comm_config();
   const ncclResult_t rc = ncclCommInitRankConfig(&c.comm_, c.size_, boot.id, c.rank_, &config);
   if (rc != ncclSuccess && c.comm_ == nullptr) {
     detail::raise_nccl_error("ncclCommInitRankConfig(&comm, nranks, id, rank, &config)",
                              ncclGetErrorString(rc), ncclGetLastError(nullptr), __FILE__, __LINE__);
   }
+  // NCCL_COMM_BLOCKING=0 in the environment makes it nonblocking after all: poll it then.
   c.settle(rc, "ncclCommInitRankConfig(&comm, nranks, id, rank, &config)", __FILE__, __LINE__,
-           deadline);
+           Clock::now() + kInitPollTimeout);
   return c;
 }
 

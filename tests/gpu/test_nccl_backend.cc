@@ -2,6 +2,7 @@
 // checked element by element, exactly, in both placements, on one rank and on two (every rank's
 // input differs, so a reduction that does nothing fails). Without a GPU per rank that test skips
 // visibly and a second one checks that asking for the backend fails with a clear message instead.
+// The communicators' configuration (blocking, as nccl-tests') is checked on any machine.
 // MPI is initialised in this file's main; run with one rank or under mpirun.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 
 #include "benchmarks/comm/backend.h"
 #include "core/context.h"
+#include "core/cuda/nccl_comm.h"
 #include "core/error.h"
 #include "core/mpi_session.h"
 
@@ -82,6 +84,20 @@ TEST(NcclBackend, AllreduceSumFloat32IsExact) {
     }
     EXPECT_EQ(mismatches, 0u) << "of " << s.count << " elements";
   }
+}
+
+// nccl-tests times a blocking communicator (src/common.cu, NCCL_CONFIG_INITIALIZER); a
+// nonblocking one makes every group end start a host thread and return ncclInProgress, which
+// dtune-comm's small-message latency and the reducers' per-bucket enqueue would pay.
+TEST(NcclComm, ConfigIsBlockingAsNcclTests) {
+  const ncclConfig_t config = nccl_comm_config();
+  EXPECT_EQ(config.blocking, 1);
+  // Everything else is NCCL's default (its own initializer's values).
+  const ncclConfig_t defaults = NCCL_CONFIG_INITIALIZER;
+  EXPECT_EQ(config.cgaClusterSize, defaults.cgaClusterSize);
+  EXPECT_EQ(config.minCTAs, defaults.minCTAs);
+  EXPECT_EQ(config.maxCTAs, defaults.maxCTAs);
+  EXPECT_EQ(config.splitShare, defaults.splitShare);
 }
 
 TEST(NcclBackend, WithoutGpuFailsWithClearMessage) {

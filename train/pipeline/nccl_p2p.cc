@@ -162,7 +162,7 @@ NcclStageChannel::NcclStageChannel(const Options& o, const PipelineTopology& top
 Link* NcclStageChannel::make_link(MPI_Comm pair, int sender, int peer_stage) {
   const auto deadline = Deadline::after_s(timeout_s_);
   auto l = std::make_unique<Link>();
-  l->comm = NcclComm::create(pair, deadline.at());
+  l->comm = NcclComm::create(pair);  // under the set-up's armed watchdog
   l->stream = CudaStream::create();
   l->ready = CudaEvent::create(EventTiming::kDisabled);
   l->peer = 1 - l->comm.rank();
