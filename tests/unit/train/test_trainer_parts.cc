@@ -1,11 +1,14 @@
 // The trainer's small parts that need no MPI: local SGD's schedule (which steps average, after
-// which the ranks may be compared) and the fault injector (each hook acts at its step and rank
-// only, and does nothing without its flag).
+// which the ranks may be compared) and its averaging of strided (channels-last) parameters through
+// a reducer that, as NCCL's, takes contiguous buffers only; and the fault injector (each hook acts
+// at its step and rank only, and does nothing without its flag).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cmath>
+#include <deque>
 
+#include "core/error.h"
 #include "train/fault_injector.h"
 #include "train/local_sgd.h"
 
@@ -29,6 +32,54 @@ TEST(LocalSgdSchedule, OffWithOneRankOrZero) {
       EXPECT_FALSE(s.averages_after(step));
       EXPECT_TRUE(s.equal_after(step));  // every step leaves the ranks equal
     }
+  }
+}
+
+// Two ranks, this one and a peer whose parameters are `peer` (in the same order, logical layout).
+// As NcclReducer, it refuses a buffer that is not contiguous; it checks that each buffer it sums
+// has the peer's shape, then adds the peer's values in memory order, as a real reduction does.
+class ContiguousOnlyReducer final : public Reducer {
+ public:
+  explicit ContiguousOnlyReducer(std::vector<torch::Tensor> peer)
+      : peer_(peer.begin(), peer.end()) {}
+  std::string name() const override { return "contiguous-only"; }
+  void start(torch::Tensor) override {}
+  void wait_all(const Deadline&) override {}
+  void broadcast(torch::Tensor, int) override {}
+  void allreduce_max(torch::Tensor) override {}
+  void allreduce_sum(torch::Tensor t) override {
+    DTUNE_CHECK(t.is_contiguous(), "the reducer was handed a strided buffer");
+    ASSERT_FALSE(peer_.empty());
+    const torch::Tensor other = peer_.front().contiguous();
+    peer_.pop_front();
+    ASSERT_EQ(t.sizes(), other.sizes());
+    // Memory order of both: flat views of contiguous buffers.
+    t.view({-1}).add_(other.view({-1}));
+  }
+
+ private:
+  std::deque<torch::Tensor> peer_;
+};
+
+TEST(LocalSgd, AveragesChannelsLastWeightsThroughContiguousBuffers) {
+  torch::manual_seed(3);
+  // A convolution's weight in channels-last (strided) beside a bias and a linear weight.
+  std::vector<torch::Tensor> params = {
+      torch::randn({8, 3, 3, 3}).contiguous(at::MemoryFormat::ChannelsLast), torch::randn({8}),
+      torch::randn({4, 8})};
+  ASSERT_FALSE(params[0].is_contiguous());
+  std::vector<torch::Tensor> before, peer, expected;
+  for (const auto& p : params) {
+    before.push_back(p.clone(at::MemoryFormat::Preserve));
+    peer.push_back(p * 2 + 1);
+    expected.push_back((p + (p * 2 + 1)) / 2);  // the same operations, element by element
+  }
+  ContiguousOnlyReducer reducer(peer);
+  std::vector<torch::Tensor> no_master;
+  ASSERT_NO_THROW(average_parameters(reducer, 2, params, no_master));
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_TRUE(torch::equal(params[i], expected[i])) << "parameter " << i;
+    EXPECT_EQ(params[i].strides(), before[i].strides()) << "parameter " << i << " changed layout";
   }
 }
 
