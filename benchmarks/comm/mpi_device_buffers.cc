@@ -1,5 +1,8 @@
 // Device buffers for a CUDA-aware MPI: one GPU per rank (local rank modulo the visible devices),
-// filled and read back with cudaMemcpy outside the timed region.
+// filled and read back with cudaMemcpy outside the timed region. A cudaMemcpy from pageable host
+// memory to the device may return once the data is staged, before the DMA into the buffer is done
+// (CUDA runtime API, "API synchronization behavior"), and the MPI library reads the buffer on
+// streams of its own: the upload ends with the device synchronised.
 #include <mpi.h>
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>  // Open MPI's MPIX_Query_cuda_support
@@ -45,6 +48,7 @@ class DeviceBuffers final : public BufferPair {
       DTUNE_CUDA_CHECK(cudaMemcpy(send_.data(), send_host, send_bytes, cudaMemcpyHostToDevice));
     if (recv_bytes)
       DTUNE_CUDA_CHECK(cudaMemcpy(recv_.data(), recv_host, recv_bytes, cudaMemcpyHostToDevice));
+    DTUNE_CUDA_CHECK(cudaDeviceSynchronize());
   }
   void download_recv(void* recv_host, size_t recv_bytes) override {
     DTUNE_CHECK(recv_bytes <= recv_.size(), "download larger than buffer");

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <utility>
 
 #include "benchmarks/probe/device_probes.h"
 #include "benchmarks/probe/memory.h"
@@ -180,9 +181,15 @@ std::vector<P2pRecord> run_p2p(int64_t size_bytes, int64_t iters) {
           if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) DTUNE_CUDA_CHECK(e);
           (void)cudaGetLastError();
         } else if (can) {
-          const cudaError_t e = cudaDeviceDisablePeerAccess(src);
-          if (e != cudaSuccess && e != cudaErrorPeerAccessNotEnabled) DTUNE_CUDA_CHECK(e);
-          (void)cudaGetLastError();
+          // Off in both directions: the peer pass enabled src's access to dst too (as the pair
+          // (dst, src)), and a copy may use either device's mapping of the other.
+          for (const auto [from, to] : {std::pair{dst, src}, std::pair{src, dst}}) {
+            DTUNE_CUDA_CHECK(cudaSetDevice(from));
+            const cudaError_t e = cudaDeviceDisablePeerAccess(to);
+            if (e != cudaSuccess && e != cudaErrorPeerAccessNotEnabled) DTUNE_CUDA_CHECK(e);
+            (void)cudaGetLastError();
+          }
+          DTUNE_CUDA_CHECK(cudaSetDevice(dst));
         }
         Timing timing;
         std::vector<double> big, small;

@@ -422,6 +422,15 @@ std::unique_ptr<PipelineChannel> make_nccl_stage_channel(const Options& o, const
                                                          bool swap_ends) {
   DTUNE_CHECK(device >= 0, "--backend nccl with --pipeline-stages needs --device cuda");
   check_one_gpu_per_rank(ctx, topo, device, o.pipeline.layout);
+  // Every stage's GPU has several communicators in flight at once (a link per direction and
+  // neighbour, and with data parallelism its stage group's reducer). NCCL's guide ("Using multiple
+  // NCCL communicators concurrently") warns that operations of several communicators on one device
+  // can deadlock unless every rank issues them in one order and each device runs them in that
+  // order. The schedules issue one order on every rank of a stage group (the ordering test in
+  // tests/unit/train/test_pipeline_parts.cc), and NCCL_LAUNCH_ORDER_IMPLICIT=1 (NCCL 2.26+, CUDA
+  // 12.3+: src/enqueue.cc getImplicitOrder) makes each device launch NCCL's kernels in the order
+  // the host issued them. Set here, before the first communicator, unless the user set it.
+  setenv("NCCL_LAUNCH_ORDER_IMPLICIT", "1", 0);
   return std::make_unique<NcclStageChannel>(o, topo, device, swap_ends);
 }
 
