@@ -421,7 +421,7 @@ mfu = first("train.gpt2-d12.bf16.h5", lambda g: 100 * g.attrs["mfu"], benchmark=
 def verdict(value, anchor, higher=True):
     if value is None or anchor is None or math.isnan(value):
         return "-" if anchor is not None else "n/a"
-    return "meets" if (value >= anchor if higher else value <= anchor) else "BELOW"
+    return "meets" if (value >= anchor if higher else value <= anchor) else "misses"
 
 
 def fmt(value, unit, digits=1):
