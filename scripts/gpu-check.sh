@@ -286,10 +286,11 @@ per_binary=$((60 / (${#groups[@]} > 0 ? ${#groups[@]} : 1)))
 ((per_binary < 10)) && per_binary=10
 for key in "${groups[@]}"; do
   read -r prog np <<<"$key"
+  # (--gtest_color=no: under mpirun's pseudo-terminal gtest would colour the lines counted here.)
   if ((np == 1)); then
-    step "test.$prog" "$per_binary" "$prog" --gtest_filter="${filters[$key]}"
+    step "test.$prog" "$per_binary" "$prog" --gtest_color=no --gtest_filter="${filters[$key]}"
   else
-    step "test.$prog.np$np" "$per_binary" mpirun -np "$np" --oversubscribe "$prog" \
+    step "test.$prog.np$np" "$per_binary" mpirun -np "$np" --oversubscribe "$prog" --gtest_color=no \
       --gtest_filter="${filters[$key]}"
   fi
 done
