@@ -89,7 +89,8 @@ PY
 rm "$tmp/ctest.json"
 tools=()
 for exe in "$build"/bin/dtune-*; do [[ -f "$exe" && -x "$exe" ]] && tools+=("$exe"); done
-mapfile -t -O "${#tools[@]}" tools < <(awk -F'\t' -v b="$build/bin" '$1 == "gtest" {print b "/" $4}' "$tmp/GPU_TESTS" | sort -u)
+mapfile -t -O "${#tools[@]}" tools < <(awk -F'\t' -v b="$build/bin" '$1 == "gtest" {print b "/" $4}' \
+  "$tmp/GPU_TESTS" | sort -u)
 cp "${tools[@]}" "$tmp/bin/"
 
 # 2. Open MPI's runtime (mpirun, orted, its components and help texts) and PMIx's plugins, laid out

@@ -235,7 +235,7 @@ test_counts() {
 # The lines of a step's output that say what it measured, into summary.txt's headlines.
 headlines() {
   {
-    grep -E '^# (dtune-train:|throughput|MFU|peak memory|data:|local SGD|stopped|Out of bounds|Avg bus bandwidth|peak |launch on|dtune-probe [a-z]+: no GPU)|^\[  (PASSED|SKIPPED|FAILED) +\] [0-9]|^(=+ )?[0-9]+ (passed|skipped|failed)' "$work/step.out"
+    grep -E '^# (dtune-train:|throughput|MFU|peak memory|data:|local SGD|stopped|Out of bounds|Avg bus bandwidth|peak |launch on|[0-9]+ packages?, |dtune-probe [a-z]+: no GPU)|^\[  (PASSED|SKIPPED|FAILED) +\] [0-9]|^(=+ )?[0-9]+ (passed|skipped|failed)' "$work/step.out"
     awk '/^# STREAM on/ {h = $0} h && $1 == "triad" {print h " |" $0}
          /^# copy / {if (r) print c " |" r; c = $0; r = ""} c && /^ +[0-9]/ {r = $0}
          END {if (r) print c " |" r}' "$work/step.out"

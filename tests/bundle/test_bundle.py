@@ -178,6 +178,7 @@ def test_rehearsal_runs_every_step_in_the_gpu_order(bundle, tmp_path):
     for name in runs:
         assert f"{name}: # throughput" in headlines, (name, headlines)
     assert "probe.gemm: # peak cpu bfloat16" in headlines, headlines
+    assert re.search(r"^probe\.topology: # \d+ packages?, ", headlines, re.M), headlines
     anchors = section(summary, "anchors").splitlines()[2:]
     assert [a[:30].strip() for a in anchors if a.strip()] == ANCHORS, summary
     assert all(re.search(r"\snot measured\s+-$", a) for a in anchors if a.strip()), anchors
