@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
-# Builds the GPU bundle: the dtune binaries and every shared library they need that a GPU machine
-# with only a torch wheel lacks (Open MPI with its runtime, components and PMIx, HDF5, libcurl,
-# libjpeg-turbo, libpng, hwloc, libstdc++ and their dependencies), in one relocatable folder
-# (default .gpu/, git-ignored) to carry to that machine. No torch and no CUDA library goes in: at
-# run time .gpu/env.sh finds them in the python3 there (torch/lib and the nvidia-* wheels).
+# Builds the GPU bundle: the dtune binaries, every test binary of the ctest label gpu (read from
+# ctest; GPU_TESTS lists its entries with their filters), and every shared library they need that
+# a GPU machine with only a torch wheel lacks (Open MPI with its runtime, components and PMIx, HDF5,
+# libcurl, libjpeg-turbo, libpng, hwloc, libstdc++ and their dependencies), in one relocatable
+# folder (default .gpu/, git-ignored) to carry to that machine. No torch and no CUDA library goes
+# in: at run time .gpu/env.sh finds them in the python3 there (torch/lib and the nvidia-* wheels).
 #
 #   bash scripts/gpu-bundle.sh [--out DIR] [--build-dir DIR] [--max-mib N]
 #
 # On the GPU machine: `bash scripts/gpu-check.sh OUT_DIR` (it sources .gpu/env.sh), or by hand
 # `source .gpu/env.sh; dtune-train --device cuda ...`. It prints the bundle's size and fails above
-# 60 MiB (what one carry may hold, with room for the sources). README: "dtune on a GPU machine".
+# 60 MiB (what one carry may hold, with room for the sources). README: "On a GPU machine without
+# MPI or HDF5".
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out="$repo/.gpu"
 build="$repo/${DTUNE_BUILD_DIR:-build}"
 max_mib=60
-usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 die() { echo "gpu-bundle.sh: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -59,14 +61,36 @@ rm -rf "$tmp"
 mkdir -p "$tmp"/{bin,lib,py} "$tmp/ompi/bin" "$tmp/ompi/lib/$multiarch/openmpi/lib" "$tmp/ompi/share" \
   "$tmp/pmix/lib" "$tmp/pmix/share"
 
-# 1. Our binaries: the tools and every executable the gpu test label runs.
+# 1. Our binaries: the tools (dtune-*) and every executable that a ctest entry of the gpu label
+# runs, read from ctest itself, so that a new gpu test binary is bundled without editing this file.
+# GPU_TESTS lists those entries (the programs, their gtest filters, mpirun's -np; the pytest files)
+# for gpu-check.sh, which has no ctest there.
+(cd "$build" && ctest -N -L '^gpu$' --show-only=json-v1) >"$tmp/ctest.json" ||
+  die "ctest cannot list the gpu label in $build"
+# One line per ctest entry, tab-separated: gtest NAME NP PROGRAM ARGS... (PROGRAM a file of
+# $build/bin; NP 1, or mpirun's -np) or pytest NAME 1 FILE (relative to the repository).
+"$python" - "$tmp/ctest.json" "$build/bin" "$repo" >"$tmp/GPU_TESTS" <<'PY' ||
+import json, os, sys
+
+listing, bin_dir, repo = sys.argv[1], os.path.realpath(sys.argv[2]), sys.argv[3]
+for t in json.load(open(listing))["tests"]:
+    cmd, name = t.get("command") or [], t["name"]
+    if "pytest" in cmd:
+        files = [c for c in cmd if c.endswith(".py")]
+        assert len(files) == 1, (name, cmd)
+        print("pytest", name, 1, os.path.relpath(files[0], repo), sep="\t")
+        continue
+    at = [i for i, c in enumerate(cmd) if os.path.dirname(os.path.realpath(c)) == bin_dir]
+    assert at, f"{name}: no program of {bin_dir} in {cmd}"
+    np_ = cmd[cmd.index("-np") + 1] if "-np" in cmd[: at[0]] else "1"
+    print("gtest", name, np_, os.path.basename(cmd[at[0]]), *cmd[at[0] + 1 :], sep="\t")
+PY
+  die "cannot read ctest's gpu label (above)"
+rm "$tmp/ctest.json"
 tools=()
-for exe in "$build"/bin/*; do
-  [[ -f "$exe" && -x "$exe" ]] || continue
-  case "$(basename "$exe")" in
-    dtune-*|test_nccl_backend|*_gpu_tests|*_gpu_test) tools+=("$exe") ;;
-  esac
-done
+for exe in "$build"/bin/dtune-*; do [[ -f "$exe" && -x "$exe" ]] && tools+=("$exe"); done
+mapfile -t -O "${#tools[@]}" tools < <(awk -F'\t' -v b="$build/bin" '$1 == "gtest" {print b "/" $4}' \
+  "$tmp/GPU_TESTS" | sort -u)
 cp "${tools[@]}" "$tmp/bin/"
 
 # 2. Open MPI's runtime (mpirun, orted, its components and help texts) and PMIx's plugins, laid out
