@@ -30,7 +30,9 @@ class JpegCodec {
   JpegCodec(const JpegCodec&) = delete;
   JpegCodec& operator=(const JpegCodec&) = delete;
 
-  // Full-size decode to RGB (grayscale and CMYK sources are converted). Throws BadImage.
+  // Full-size decode to RGB (grayscale sources are converted; CMYK and YCCK ones are refused as
+  // BadImage, "Unsupported color conversion request": TurboJPEG leaves that to a colour manager).
+  // Throws BadImage.
   RgbImage decode(const void* data, size_t size);
   // Width and height from the header alone. Throws BadImage.
   std::pair<int, int> dimensions(const void* data, size_t size);
