@@ -70,6 +70,46 @@ std::vector<double> epoch_numbers(const LoaderTotals& t, const LoaderTotals& t0,
           d(s.retries, s0.retries)};
 }
 
+// One line per bad sample this rank named this epoch: "rank R: NAME: WHY".
+std::string named_bad_lines(const Loader& loader, int rank) {
+  std::string out;
+  for (const auto& b : loader.named_bad())
+    out += "rank " + std::to_string(rank) + ": " + b.name + ": " + b.why + "\n";
+  return out;
+}
+
+// Root: the epoch's bad samples, the first kNamedBadSamples by name (rank by rank), then a count.
+void print_named_bad(const std::vector<std::string>& per_rank, int64_t bad) {
+  if (bad == 0) return;
+  std::printf("#   %lld bad sample%s skipped:\n", static_cast<long long>(bad), bad > 1 ? "s" : "");
+  size_t shown = 0;
+  for (const auto& lines : per_rank) {
+    size_t at = 0;
+    for (size_t end; shown < kNamedBadSamples && (end = lines.find('\n', at)) != std::string::npos;
+         at = end + 1, ++shown)
+      std::printf("#     %s\n", lines.substr(at, end - at).c_str());
+  }
+  if (static_cast<int64_t>(shown) < bad)
+    std::printf("#     ... and %lld more\n",
+                static_cast<long long>(bad - static_cast<int64_t>(shown)));
+}
+
+// Test hook (--dump-digests): "epoch id label digest" per delivered image or window, the digest
+// FNV-1a 64 of the sample's tensor bytes ((3, S, S) float or (T,) int64), so that a test can
+// compare what two datasets delivered without the tensors.
+void write_digests(std::ofstream& out, int epoch, const LoadedBatch& b) {
+  const torch::Tensor x = b.input.contiguous();
+  const int64_t n = x.size(0), row = x.numel() / std::max<int64_t>(n, 1) * x.element_size();
+  const auto* bytes = static_cast<const unsigned char*>(x.data_ptr());
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a 64 offset basis
+    for (int64_t k = 0; k < row; ++k) h = (h ^ bytes[i * row + k]) * 1099511628211ull;
+    const int64_t label = b.target.dim() == 1 ? b.target[i].item<int64_t>() : -1;
+    out << epoch << ' ' << b.ids[static_cast<size_t>(i)] << ' ' << label << ' ' << std::hex << h
+        << std::dec << '\n';
+  }
+}
+
 }  // namespace
 
 int64_t smallest_slice(int64_t samples, int world) {
@@ -123,9 +163,14 @@ int bench_loader(const RunContext& ctx, Watchdog& watchdog, const BenchOptions& 
                   (lo.augment ? " random-resized-crop + flip" : " center crop"))
                      .c_str()
                : ("token windows of " + std::to_string(lo.context)).c_str());
-    std::printf("# %-6s %8s %10s %12s %10s %10s %10s %6s %8s %10s %11s %9s\n", "epoch", "batches",
-                "samples", "samples/s", "fetch_ms", "decode_ms", "wait_ms", "bad", "hit%",
-                "fetched_MB", "undecodable", "truncated");
+    print_epoch_header();
+  }
+  std::ofstream digests;
+  if (!o.dump_digests.empty()) {
+    digests.open(o.dump_digests + ".rank" + std::to_string(ctx.rank()));
+    if (!digests)
+      throw UsageError("--dump-digests " + o.dump_digests + ": cannot write " + o.dump_digests +
+                       ".rank" + std::to_string(ctx.rank()));
   }
   std::ofstream ids;
   if (!o.dump_ids.empty()) {
@@ -150,19 +195,23 @@ int bench_loader(const RunContext& ctx, Watchdog& watchdog, const BenchOptions& 
     int64_t n = 0;
     while (auto b = loader.next()) {
       for (int64_t id : b->ids) ids << epoch << ' ' << id << '\n';
+      if (digests) write_digests(digests, epoch, *b);
       if (o.max_batches > 0 && ++n >= o.max_batches) break;
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::vector<double> mine =
         epoch_numbers(loader.totals(), before, s, cache ? cache->cache_stats() : CacheStats{},
                       cache_before, storage->stats(), storage_before);
+    std::vector<std::string> named;  // rank 0: every rank's first bad samples
     {
       const DeadlineGuard guard(watchdog, o.timeout_s,
                                 "gathering epoch " + std::to_string(epoch) + "'s totals");
       record.epochs.push_back(gather_doubles(ctx.comm(), mine));
+      named = gather_strings(ctx.comm(), named_bad_lines(loader, ctx.rank()));
     }
     if (ctx.is_root()) {
       print_epoch(record, static_cast<size_t>(epoch), cache != nullptr);
+      print_named_bad(named, static_cast<int64_t>(record.bad_samples(static_cast<size_t>(epoch))));
       if (record.sum(static_cast<size_t>(epoch), 0) == 0)
         std::fprintf(stderr,
                      "dtune-data: warning: epoch %d yielded no batch (every sample of a slice "

@@ -1,6 +1,8 @@
 // Converting your own images and text (see convert.h).
 #include "benchmarks/data/convert.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -44,6 +46,44 @@ bool is_other_image_extension(const std::string& ext) {
   static const std::set<std::string> kOther = {".bmp",  ".gif",  ".webp", ".tif",
                                                ".tiff", ".heic", ".avif", ".jxl"};
   return kOther.contains(ext);
+}
+
+// Where a URL points, for comparing two of them: "s3://bucket/prefix/", or a local directory's
+// absolute path with symlinks resolved as far as it exists, ending in '/'.
+std::string location_of(const std::string& url) {
+  std::string s;
+  if (url.rfind("s3://", 0) == 0) {
+    s = url;
+  } else {
+    const std::filesystem::path p(url.rfind("file://", 0) == 0 ? url.substr(7) : url);
+    std::error_code ec;
+    std::filesystem::path c = std::filesystem::weakly_canonical(std::filesystem::absolute(p), ec);
+    if (ec) c = std::filesystem::absolute(p).lexically_normal();
+    s = c.generic_string();
+  }
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s == "/" ? s : s + "/";
+}
+
+// Shards written inside the source would be read back as a class by the next convert.
+void refuse_out_inside_src(const std::string& src, const std::string& out, const char* what) {
+  const std::string s = location_of(src), o = location_of(out);
+  if (o.rfind(s, 0) == 0)
+    throw UsageError(std::string(what) + ": --out " + out +
+                     (o == s ? " is the source " : " is inside the source ") + src +
+                     " (a later convert would read the shards as images): give an --out outside " +
+                     src);
+}
+
+// An --out that already holds files is written into only with --overwrite.
+void refuse_non_empty_out(Storage& out, const std::string& url, bool overwrite, const char* what) {
+  if (overwrite) return;
+  const std::vector<ObjectInfo> there = out.list();
+  if (!there.empty())
+    throw UsageError(std::string(what) + ": --out " + url + " already holds " +
+                     std::to_string(there.size()) + " file" + (there.size() > 1 ? "s" : "") + " (" +
+                     there.front().key + (there.size() > 1 ? ", ..." : "") +
+                     "): give --overwrite to write over them, or an --out that is empty or new");
 }
 
 void print_summary(const ConvertSummary& s, const std::string& unit) {
@@ -110,8 +150,14 @@ ConvertSummary convert_images(const ConvertImagesOptions& o) {
   } catch (const UsageError& e) {  // also NotFound
     throw UsageError("convert " + o.src + ": " + e.what());
   }
+  refuse_out_inside_src(o.src, o.out, "convert");
+  std::unique_ptr<Storage> out = open_storage_for_writing(o.out);
+  refuse_non_empty_out(*out, o.out, o.overwrite, "convert");
   const Stopwatch clock;
-  const std::vector<ObjectInfo> all = src->list();
+  ConvertSummary sum;
+  std::vector<LeftOut> left_out;  // unreadable folders, symlinks not followed, second links
+  const std::vector<ObjectInfo> all = src->list_noting(left_out);
+  for (const auto& l : left_out) sum.skipped.push_back({l.key, l.reason});
   // ImageFolder when any (visible) file sits in a folder; else a flat folder, one class.
   std::map<std::string, int> label;
   for (const auto& obj : all)
@@ -125,8 +171,6 @@ ConvertSummary convert_images(const ConvertImagesOptions& o) {
   std::vector<ObjectInfo> order = all;
   std::shuffle(order.begin(), order.end(), std::mt19937_64(o.seed));
 
-  ConvertSummary sum;
-  std::unique_ptr<Storage> out = open_storage_for_writing(o.out);
   Dataset d;
   d.format = "webdataset";
   d.num_classes = folders ? static_cast<int>(label.size()) : 1;
@@ -157,9 +201,16 @@ ConvertSummary convert_images(const ConvertImagesOptions& o) {
       sum.skipped.push_back({key, "not in a class folder (the images are in SRC/<class>/)"});
       continue;
     }
+    std::string source;
+    try {
+      source = src->read(key);
+    } catch (const Error& e) {  // unreadable (permissions, I/O), or gone since the listing
+      sum.skipped.push_back({key, std::string("unreadable: ") + e.what()});
+      continue;
+    }
     std::string reason;
     bool transcoded = false;
-    const std::string jpg = image_as_jpeg(codec, key, src->read(key), o, reason, transcoded);
+    const std::string jpg = image_as_jpeg(codec, key, source, o, reason, transcoded);
     if (jpg.empty()) {
       sum.skipped.push_back({key, reason});
       continue;
@@ -205,22 +256,39 @@ ConvertSummary convert_images(const ConvertImagesOptions& o) {
 ConvertSummary convert_tokens(const ConvertTokensOptions& o) {
   namespace fs = std::filesystem;
   if (o.src.empty()) throw UsageError("convert tokens: give text files or folders of them");
+  ConvertSummary sum;
   std::vector<std::string> files;
   for (const auto& s : o.src) {
     std::error_code ec;
     if (fs::is_directory(s, ec)) {
-      std::vector<std::string> found;
-      for (const auto& e : fs::recursive_directory_iterator(s, ec))
-        if (e.is_regular_file()) found.push_back(e.path().string());
-      std::sort(found.begin(), found.end());
-      files.insert(files.end(), found.begin(), found.end());
+      refuse_out_inside_src(s, o.out, "convert tokens");
+      std::vector<LeftOut> left_out;
+      for (const auto& obj : open_local_storage(s)->list_noting(left_out))
+        files.push_back((fs::path(s) / obj.key).string());
+      for (const auto& l : left_out)
+        sum.skipped.push_back({(fs::path(s) / l.key).string(), l.reason});
     } else if (fs::is_regular_file(s, ec)) {
       files.push_back(s);
     } else {
       throw UsageError("convert tokens: " + s + " is neither a file nor a directory");
     }
   }
-  ConvertSummary sum;
+  refuse_non_empty_out(*open_storage_for_writing(o.out), o.out, o.overwrite, "convert tokens");
+  // A file named twice (a symlink beside its target, or given twice) is read once.
+  std::map<std::pair<dev_t, ino_t>, std::string> seen;
+  std::vector<std::string> unique;
+  for (const auto& f : files) {
+    struct stat st {};
+    if (::stat(f.c_str(), &st) == 0) {
+      const auto [it, fresh] = seen.emplace(std::make_pair(st.st_dev, st.st_ino), f);
+      if (!fresh) {
+        sum.skipped.push_back({f, "duplicate: the same file as " + it->second + " (read once)"});
+        continue;
+      }
+    }
+    unique.push_back(f);
+  }
+  files = std::move(unique);
   MakeTokensOptions mt;
   mt.out = o.out;
   mt.shard_tokens = o.shard_tokens;

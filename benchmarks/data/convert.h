@@ -20,7 +20,8 @@ struct ConvertImagesOptions {
   double shard_mb = 256;
   int quality = 90;  // for transcoded images
   bool transcode = true;
-  uint64_t seed = 0;  // the order of samples across shards
+  bool overwrite = false;  // write into a non-empty --out
+  uint64_t seed = 0;       // the order of samples across shards
   ProgressMode progress = ProgressMode::kAuto;
 };
 
@@ -28,6 +29,7 @@ struct ConvertTokensOptions {
   std::vector<std::string> src;  // text files, or directories of them (recursively)
   std::string out;
   int64_t shard_tokens = 1 << 24;
+  bool overwrite = false;  // write into a non-empty --out
   ProgressMode progress = ProgressMode::kAuto;
 };
 
@@ -43,7 +45,10 @@ struct ConvertSummary {
 };
 
 // Both print the summary on stdout (counts, then every skipped file on a line of its own) and
-// return it. UsageError when nothing can be converted.
+// return it. UsageError when nothing can be converted, when --out is the source or inside it (the
+// next convert would read the shards as a class), and when --out already holds files and
+// `overwrite` is off. A file or folder that cannot be read, a symlink that is not followed and a
+// second link to a file already read are skipped and named, never fatal.
 ConvertSummary convert_images(const ConvertImagesOptions& o);
 ConvertSummary convert_tokens(const ConvertTokensOptions& o);
 

@@ -74,16 +74,35 @@ double BenchRecord::samples_per_s() const {
   return seconds > 0 ? samples / seconds : 0.0;
 }
 
+double BenchRecord::lost_fraction(size_t e) const {
+  const double bad = sum(e, kBad), read = sum(e, kSamples) + bad;
+  return read > 0 ? bad / read : 0.0;
+}
+
+double BenchRecord::bad_samples(size_t e) const { return sum(e, kBad); }
+
+void print_epoch_header() {
+  std::printf("# %-6s %8s %10s %12s %10s %10s %10s %6s %8s %10s %11s %9s %6s %5s\n", "epoch",
+              "batches", "samples", "samples/s", "fetch_ms", "decode_ms", "wait_ms", "bad", "hit%",
+              "fetched_MB", "undecodable", "truncated", "lost%", "flag");
+  std::printf(
+      "# samples, samples/s and wait_ms cover the samples delivered; lost%% = bad / (delivered + "
+      "bad); flag LOST: above %.0f%%\n",
+      100 * kLostFractionLimit);
+}
+
 void print_epoch(const BenchRecord& r, size_t e, bool cache) {
   const double lookups = r.sum(e, kHits) + r.sum(e, kMisses);
   char hit[16] = "-";
   if (cache) std::snprintf(hit, sizeof hit, "%.1f", 100 * r.sum(e, kHits) / std::max(1.0, lookups));
-  std::printf("  %-6zu %8.0f %10.0f %12.1f %10.1f %10.1f %10.1f %6.0f %8s %10.2f %11.0f %9.0f\n", e,
-              r.sum(e, kBatches), r.sum(e, kSamples),
-              r.slowest_s(e) > 0 ? r.sum(e, kSamples) / r.slowest_s(e) : 0.0, r.sum(e, kFetch),
-              r.sum(e, kDecode), r.sum(e, kWait), r.sum(e, kBad), hit,
-              cache ? r.sum(e, kMissBytes) / 1e6 : 0.0, r.sum(e, kUndecodable),
-              r.sum(e, kTruncated));
+  const double lost = r.lost_fraction(e);
+  std::printf(
+      "  %-6zu %8.0f %10.0f %12.1f %10.1f %10.1f %10.1f %6.0f %8s %10.2f %11.0f %9.0f %6.1f %5s\n",
+      e, r.sum(e, kBatches), r.sum(e, kSamples),
+      r.slowest_s(e) > 0 ? r.sum(e, kSamples) / r.slowest_s(e) : 0.0, r.sum(e, kFetch),
+      r.sum(e, kDecode), r.sum(e, kWait), r.sum(e, kBad), hit,
+      cache ? r.sum(e, kMissBytes) / 1e6 : 0.0, r.sum(e, kUndecodable), r.sum(e, kTruncated),
+      100 * lost, lost > kLostFractionLimit ? "LOST" : "-");
 }
 
 void write_bench(ResultsFile& file, const BenchConfig& c, const BenchRecord& r) {
@@ -125,6 +144,14 @@ void write_bench(ResultsFile& file, const BenchConfig& c, const BenchRecord& r) 
   for (size_t e = 0; e < E; ++e)
     rate[e] = r.slowest_s(e) > 0 ? r.sum(e, kSamples) / r.slowest_s(e) : 0.0;
   h5::write_dataset(id, "epoch_samples_per_s", {E}, rate.data());
+  std::vector<double> lost(E), flag(E);
+  for (size_t e = 0; e < E; ++e) {
+    lost[e] = r.lost_fraction(e);
+    flag[e] = lost[e] > kLostFractionLimit ? 1.0 : 0.0;
+  }
+  h5::write_dataset(id, "epoch_lost_fraction", {E}, lost.data());
+  h5::write_dataset(id, "epoch_lost_flag", {E}, flag.data());
+  h5::write_attr(id, "lost_fraction_limit", kLostFractionLimit);
   g.close();
   file.flush();
 }

@@ -19,6 +19,11 @@ inline constexpr std::array<const char*, 17> kEpochFields = {
     "cache_misses", "cache_hit_bytes", "cache_miss_bytes", "cache_evictions", "bytes",
     "requests",     "retries"};
 
+// An epoch whose bad samples are more than this share of the samples it read (bad over delivered +
+// bad, over all ranks) is flagged in the table ("LOST") and in the results (`epoch_lost_flag`):
+// its samples/s and stall are those of the images it delivered, fewer than the dataset holds.
+inline constexpr double kLostFractionLimit = 0.01;
+
 // The configuration, as it goes into the group's attributes.
 struct BenchConfig {
   std::string url, description, format, cache_dir;
@@ -37,7 +42,12 @@ struct BenchRecord {
   double sum(size_t epoch, size_t field) const;  // over ranks
   double slowest_s(size_t epoch) const;          // the epoch lasts as long as its slowest rank
   double samples_per_s() const;                  // all samples over the epochs' slowest times
+  double lost_fraction(size_t epoch) const;      // bad / (delivered + bad), over ranks
+  double bad_samples(size_t epoch) const;        // over ranks
 };
+
+// The table's header line (after '#').
+void print_epoch_header();
 
 void print_epoch(const BenchRecord& r, size_t epoch, bool cache);
 // Root only: one group under /runs with status "ok".

@@ -30,7 +30,10 @@ int main(int argc, char** argv) {
         "order, as torchvision numbers them, listed in DST/classes.txt) or a flat folder of images "
         "(one class). JPEGs are kept byte for byte, PNGs transcoded to JPEG at --quality; the "
         "result is WebDataset shards (sample-N.jpg + sample-N.cls) with dataset.json beside them. "
-        "Every file left out is counted by cause and named in the summary.");
+        "Every file left out is counted by cause and named in the summary: damaged or unreadable "
+        "files and folders, symlinks not followed (dangling, loops, to folders) and second links "
+        "to a file already read. --out must lie outside SRC, and be empty or new unless "
+        "--overwrite.");
     convert->require_subcommand(0, 1);
     convert->add_option("src", ci.src, "Source: a directory or s3://bucket/prefix.");
     convert->add_option("--out", ci.out, "Where the shards go: a directory or s3://bucket/prefix.");
@@ -48,6 +51,9 @@ int main(int argc, char** argv) {
                       "Refuse PNGs instead of transcoding them (they are counted as skipped).");
     convert->add_option("--seed", ci.seed, "Seed of the sample order across shards.")
         ->capture_default_str();
+    convert->add_flag("--overwrite", ci.overwrite,
+                      "Write into an --out that already holds files (files of the same names are "
+                      "replaced; default: refused).");
     convert->add_flag("--progress", convert_progress,
                       "Progress lines on stderr even when it is not a terminal.");
     CLI::App* convert_tokens = convert->add_subcommand(
@@ -60,6 +66,8 @@ int main(int argc, char** argv) {
         ->required();
     convert_tokens->add_option("--shard-tokens", ct.shard_tokens, "Tokens per shard.")
         ->capture_default_str();
+    convert_tokens->add_flag("--overwrite", ct.overwrite,
+                             "Write into an --out that already holds files (default: refused).");
     convert_tokens->add_flag("--progress", convert_progress,
                              "Progress lines on stderr even when it is not a terminal.");
     dd::MakeImagesOptions mi;
@@ -174,6 +182,11 @@ int main(int argc, char** argv) {
     bench->add_flag("--overwrite", b.overwrite,
                     "Replace an existing --output file (default: keep it and write NAME.1.h5, "
                     "NAME.2.h5, ...).");
+    bench
+        ->add_option("--dump-digests", b.dump_digests,
+                     "Test only: write \"epoch id label digest\" of every delivered sample's "
+                     "tensor to FILE.rank<r> (slows the epoch).")
+        ->group("Testing");
     bench
         ->add_flag("--debug-same-slice", b.same_slice,
                    "Test only: every rank reads the whole epoch.")

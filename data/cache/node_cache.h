@@ -38,6 +38,9 @@ class NodeCache final : public Storage {
   std::string read(const std::string& key, int64_t offset = 0, int64_t length = -1) override;
   int64_t size(const std::string& key) override { return remote_->size(key); }
   std::vector<ObjectInfo> list() override { return remote_->list(); }
+  std::vector<ObjectInfo> list_noting(std::vector<LeftOut>& left_out) override {
+    return remote_->list_noting(left_out);
+  }
   void write(const std::string& key, const std::string& bytes) override;  // through to the remote
   StorageStats stats() const override { return remote_->stats(); }        // the remote's traffic
   CacheStats cache_stats() const;

@@ -1,6 +1,9 @@
 // JpegCodec over TurboJPEG. Decoding uses TurboJPEG's defaults, which are libjpeg's: the accurate
 // integer DCT (JDCT_ISLOW) and fancy (triangle) chroma upsampling, as Pillow's JPEG decoder does,
-// so decoded pixels equal Image.open(...).convert("RGB") for RGB and grayscale sources.
+// so decoded pixels equal Image.open(...).convert("RGB") for RGB and grayscale sources. A handle
+// that failed is replaced before the error leaves: TurboJPEG 2.1's decompressor keeps the state of
+// a header it could not finish ("Bogus Huffman table definition"), and every later header read on
+// it failed the same way, so one damaged file cost every good image after it on that thread.
 #include "data/image/jpeg.h"
 
 #include <turbojpeg.h>
@@ -40,14 +43,28 @@ JpegCodec::~JpegCodec() {
   tjDestroy(static_cast<tjhandle>(encoder_));
 }
 
+void JpegCodec::renew(void*& handle, void* (*init)()) {
+  void* fresh = init();
+  if (fresh == nullptr)
+    throw Error(std::string("TurboJPEG: cannot create a handle: ") + tjGetErrorStr2(nullptr));
+  tjDestroy(static_cast<tjhandle>(handle));
+  handle = fresh;
+  ++renewals_;
+}
+
+void JpegCodec::fail_decode(const std::string& message) {
+  renew(decoder_, [] { return static_cast<void*>(tjInitDecompress()); });
+  throw BadImage(message);
+}
+
 std::pair<int, int> JpegCodec::dimensions(const void* data, size_t size) {
   if (data == nullptr || size == 0) throw BadImage("JPEG: empty buffer");
   int width = 0, height = 0, subsamp = 0, colorspace = 0;
   if (tjDecompressHeader3(static_cast<tjhandle>(decoder_), static_cast<const unsigned char*>(data),
                           static_cast<unsigned long>(size), &width, &height, &subsamp,
                           &colorspace) != 0)
-    throw BadImage("JPEG header: " + tj_message(decoder_));
-  if (width <= 0 || height <= 0) throw BadImage("JPEG header: zero-sized image");
+    fail_decode("JPEG header: " + tj_message(decoder_));
+  if (width <= 0 || height <= 0) fail_decode("JPEG header: zero-sized image");
   return {width, height};
 }
 
@@ -63,7 +80,10 @@ RgbImage JpegCodec::decode(const void* data, size_t size) {
   if (rc != 0) {
     const std::string message = tj_message(decoder_);
     const bool warning = tjGetErrorCode(static_cast<tjhandle>(decoder_)) == TJERR_WARNING;
-    if (!warning || !harmless_warning(message)) throw BadImage("JPEG: " + message);
+    if (!warning || !harmless_warning(message)) fail_decode("JPEG: " + message);
+    // A harmless warning still leaves the handle as a failed call does: start the next image on
+    // a fresh one too.
+    renew(decoder_, [] { return static_cast<void*>(tjInitDecompress()); });
   }
   return img;
 }
@@ -84,6 +104,7 @@ std::string JpegCodec::encode(const RgbImage& img, int quality) {
   if (rc != 0) {
     const std::string message = tj_message(encoder_);
     tjFree(jpeg);
+    renew(encoder_, [] { return static_cast<void*>(tjInitCompress()); });
     throw Error("JPEG encode: " + message);
   }
   std::string out(reinterpret_cast<const char*>(jpeg), jpeg_size);

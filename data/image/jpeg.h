@@ -20,7 +20,9 @@ struct BadImage : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Thread-compatible: one decoder per thread (TurboJPEG handles are not shared).
+// Thread-compatible: one decoder per thread (TurboJPEG handles are not shared). Never poisoned: a
+// call that fails replaces its TurboJPEG handle before it throws, so the next image decodes as it
+// would on a fresh codec (tests/unit/data/test_image.cc proves it for every kind of damage).
 class JpegCodec {
  public:
   JpegCodec();
@@ -28,16 +30,24 @@ class JpegCodec {
   JpegCodec(const JpegCodec&) = delete;
   JpegCodec& operator=(const JpegCodec&) = delete;
 
-  // Full-size decode to RGB (grayscale and CMYK sources are converted). Throws BadImage.
+  // Full-size decode to RGB (grayscale sources are converted; CMYK and YCCK ones are refused as
+  // BadImage, "Unsupported color conversion request": TurboJPEG leaves that to a colour manager).
+  // Throws BadImage.
   RgbImage decode(const void* data, size_t size);
   // Width and height from the header alone. Throws BadImage.
   std::pair<int, int> dimensions(const void* data, size_t size);
   // Baseline JPEG at `quality` (1-100), 4:2:0 chroma subsampling, as most cameras and datasets.
   std::string encode(const RgbImage& img, int quality = 90);
+  // How many times a handle was replaced after a failure (for tests).
+  int64_t renewals() const { return renewals_; }
 
  private:
+  void renew(void*& handle, void* (*init)());  // destroy + create, or throw dtune::Error
+  [[noreturn]] void fail_decode(const std::string& message);  // renews the decoder, throws BadImage
+
   void* decoder_ = nullptr;
   void* encoder_ = nullptr;
+  int64_t renewals_ = 0;
 };
 
 }  // namespace dtune::data

@@ -65,6 +65,7 @@ void Loader::start_epoch(int epoch) {
   taken_.clear();
   used_ = next_claim_ = next_take_ = delivered_ = 0;
   epoch_over_ = false;
+  named_bad_.clear();
   stop_ = false;
   error_ = nullptr;
   for (int w = 0; w < o_.workers; ++w) workers_.emplace_back([this] { worker_loop(); });
@@ -122,6 +123,9 @@ bool Loader::take_chunk(BatchTiming& timing) {
   totals_.bytes += t.bytes;
   totals_.fetch_ms += t.fetch_ms;
   totals_.decode_ms += t.decode_ms;
+  for (auto& bad : c.bad)
+    if (named_bad_.size() < kNamedBadSamples) named_bad_.push_back(std::move(bad));
+  c.bad.clear();
   if (!c.ids.empty()) taken_.push_back(std::move(c));
   return true;
 }
@@ -196,6 +200,13 @@ std::optional<LoadedBatch> Loader::next() {
   return b;
 }
 
+std::string Loader::sample_name(int64_t id) const {
+  const SampleRef& s = samples_[static_cast<size_t>(id)];
+  const std::string& key = dataset_.objects[s.object].key;
+  if (dataset_.format == "imagefolder") return key;
+  return "sample " + std::to_string(id) + " of " + key + " (byte " + std::to_string(s.offset) + ")";
+}
+
 LoadedBatch Loader::build(int64_t chunk) {
   thread_local std::unique_ptr<JpegCodec> codec;
   LoadedBatch b;
@@ -227,6 +238,9 @@ LoadedBatch Loader::build(int64_t chunk) {
                     " bytes): truncated shard (--strict)");
       ++b.timing.truncated;
       ++b.timing.bad;
+      b.bad.push_back({id, sample_name(id),
+                       "read short (" + std::to_string(bytes.size()) + " of " +
+                           std::to_string(s.size) + " bytes): a truncated shard"});
       continue;
     }
     try {
@@ -260,6 +274,7 @@ LoadedBatch Loader::build(int64_t chunk) {
         throw Error(key + ": sample " + std::to_string(id) + ": " + e.what() + " (--strict)");
       ++b.timing.undecodable;
       ++b.timing.bad;
+      b.bad.push_back({id, sample_name(id), e.what()});
     }
     b.timing.decode_ms += ms_since(t0);
   }

@@ -61,12 +61,23 @@ struct BatchTiming {
   int undecodable = 0, truncated = 0;  // not a decodable JPEG; read short (a truncated shard)
 };
 
+// A sample left out, named for the user: "cls/img.jpg" (one file per image) or "sample 5 of
+// shard-000000.tar (byte 2560)", and why ("JPEG header: Bogus Huffman table definition").
+struct BadSample {
+  int64_t id = 0;  // dataset sample index
+  std::string name, why;
+};
+
+// How many bad samples an epoch names (the first, in slice order); the rest are counted.
+inline constexpr size_t kNamedBadSamples = 10;
+
 struct LoadedBatch {
-  int64_t index = 0;         // within the epoch, on this rank
-  torch::Tensor input;       // images: float (B, 3, S, S); tokens: int64 (B, T)
-  torch::Tensor target;      // images: int64 labels (B); tokens: int64 (B, T)
-  std::vector<int64_t> ids;  // dataset sample indices, in batch order (bad ones left out)
-  BatchTiming timing;        // of the chunks this batch took first (see above)
+  int64_t index = 0;           // within the epoch, on this rank
+  torch::Tensor input;         // images: float (B, 3, S, S); tokens: int64 (B, T)
+  torch::Tensor target;        // images: int64 labels (B); tokens: int64 (B, T)
+  std::vector<int64_t> ids;    // dataset sample indices, in batch order (bad ones left out)
+  BatchTiming timing;          // of the chunks this batch took first (see above)
+  std::vector<BadSample> bad;  // the chunk's bad samples (workers only; next() keeps them)
 };
 
 struct LoaderTotals {
@@ -91,6 +102,8 @@ class Loader {
   // The next batch of the epoch, or nullopt after the last. Rethrows a worker's error.
   std::optional<LoadedBatch> next();
   LoaderTotals totals() const { return totals_; }
+  // The first kNamedBadSamples bad samples of the current epoch met so far, in slice order.
+  const std::vector<BadSample>& named_bad() const { return named_bad_; }
 
  private:
   LoadedBatch build(
@@ -100,6 +113,7 @@ class Loader {
   bool take_chunk(BatchTiming& timing);  // the next chunk into taken_; false when none is left
   int64_t rows_taken() const;            // good samples in taken_ not yet handed out
   LoadedBatch assemble(int64_t n);       // the first n of them, as one batch
+  std::string sample_name(int64_t id) const;
 
   std::shared_ptr<Storage> storage_;
   Dataset dataset_;
@@ -126,6 +140,7 @@ class Loader {
   std::exception_ptr error_;
   std::vector<std::thread> workers_;
   LoaderTotals totals_;
+  std::vector<BadSample> named_bad_;  // this epoch's first bad samples
 };
 
 }  // namespace dtune::data

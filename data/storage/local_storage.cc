@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -96,23 +97,34 @@ class LocalStorage final : public Storage {
   }
 
   std::vector<ObjectInfo> list() override {
+    std::vector<LeftOut> ignored;
+    return list_noting(ignored);
+  }
+
+  std::vector<ObjectInfo> list_noting(std::vector<LeftOut>& left_out) override {
     requests_.fetch_add(1, std::memory_order_relaxed);
-    std::vector<ObjectInfo> out;
+    left_out.clear();
     std::error_code ec;
-    fs::recursive_directory_iterator it(root_, fs::directory_options::none, ec), end;
+    fs::directory_iterator probe(root_, ec);
     if (ec) throw Error("local storage: cannot list '" + root_.string() + "': " + ec.message());
-    for (; it != end; it.increment(ec)) {
-      if (ec) throw Error("local storage: cannot list '" + root_.string() + "': " + ec.message());
-      std::error_code fec;
-      if (!it->is_regular_file(fec)) continue;  // directories, sockets, dangling links
-      if (it->path().filename().string().find(kTmpMarker) != std::string::npos) continue;
-      const int64_t sz = static_cast<int64_t>(it->file_size(fec));
-      if (fec) continue;  // removed while listing
-      out.push_back({it->path().lexically_relative(root_).generic_string(), sz});
+    Walk w{root_, {}, {}, left_out, {}};
+    walk(w, root_);
+    // Files first, then the links in key order: a file reached twice is listed once.
+    std::sort(w.links.begin(), w.links.end(),
+              [](const Link& a, const Link& b) { return a.info.key < b.info.key; });
+    for (const Link& l : w.links) {
+      const auto [it, fresh] = w.seen.emplace(l.id, l.info.key);
+      if (fresh)
+        w.out.push_back(l.info);
+      else
+        left_out.push_back({l.info.key, "duplicate: a symlink to " + it->second +
+                                            ", listed already (a file is read once)"});
     }
-    std::sort(out.begin(), out.end(),
+    std::sort(w.out.begin(), w.out.end(),
               [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
-    return out;
+    std::sort(left_out.begin(), left_out.end(),
+              [](const LeftOut& a, const LeftOut& b) { return a.key < b.key; });
+    return std::move(w.out);
   }
 
   void write(const std::string& key, const std::string& bytes) override {
@@ -168,6 +180,67 @@ class LocalStorage final : public Storage {
   }
 
  private:
+  using FileId = std::pair<dev_t, ino_t>;
+  struct Link {
+    ObjectInfo info;
+    FileId id;
+  };
+  struct Walk {
+    const fs::path& root;
+    std::vector<ObjectInfo> out;
+    std::vector<Link> links;
+    std::vector<LeftOut>& left_out;
+    std::map<FileId, std::string> seen;  // every file listed, by identity -> its key
+  };
+
+  // One folder, recursively; a folder that cannot be read (or stops being readable half-way) is
+  // named and the walk goes on with the rest: a listing error no longer hides the files after it.
+  static void walk(Walk& w, const fs::path& dir) {
+    auto key_of = [&](const fs::path& p) { return p.lexically_relative(w.root).generic_string(); };
+    std::error_code ec;
+    fs::directory_iterator it(dir, ec), end;
+    if (ec) {
+      w.left_out.push_back({key_of(dir) + "/", "unreadable folder: " + ec.message()});
+      return;
+    }
+    for (; it != end; it.increment(ec)) {
+      const fs::path p = it->path();
+      if (p.filename().string().find(kTmpMarker) != std::string::npos) continue;
+      const std::string key = key_of(p);
+      struct stat ls {};
+      if (::lstat(p.c_str(), &ls) != 0) continue;  // removed while listing
+      if (S_ISDIR(ls.st_mode)) {
+        walk(w, p);
+      } else if (S_ISREG(ls.st_mode)) {
+        w.out.push_back({key, static_cast<int64_t>(ls.st_size)});
+        w.seen.emplace(FileId{ls.st_dev, ls.st_ino}, key);
+      } else if (S_ISLNK(ls.st_mode)) {
+        note_link(w, p, key);
+      } else {
+        w.left_out.push_back({key, "not a regular file (a FIFO, socket or device)"});
+      }
+    }
+    if (ec) w.left_out.push_back({key_of(dir) + "/", "listing stopped: " + ec.message()});
+  }
+
+  static void note_link(Walk& w, const fs::path& p, const std::string& key) {
+    std::error_code ec;
+    const fs::path target = fs::read_symlink(p, ec);
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) {
+      const int err = errno;
+      w.left_out.push_back({key, err == ELOOP    ? "symlink loop"
+                                 : err == ENOENT ? "dangling symlink (to " + target.string() + ")"
+                                                 : "unreadable symlink: " + errno_text(err)});
+    } else if (S_ISDIR(st.st_mode)) {
+      w.left_out.push_back({key, "symlink to a folder (not followed)"});
+    } else if (!S_ISREG(st.st_mode)) {
+      w.left_out.push_back({key, "symlink to something that is not a regular file"});
+    } else {
+      w.links.push_back({{key, static_cast<int64_t>(st.st_size)}, FileId{st.st_dev, st.st_ino}});
+    }
+  }
+
   std::string path_of(const std::string& key) const {
     detail::check_key(key);
     return (root_ / key).string();

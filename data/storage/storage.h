@@ -19,6 +19,13 @@ struct ObjectInfo {
   int64_t size_bytes = 0;
 };
 
+// An entry under the root that a listing leaves out, and why: "unreadable folder: Permission
+// denied", "dangling symlink (to T)", "symlink loop", "symlink to a folder (not followed)", "not a
+// regular file", "duplicate: a symlink to K, listed already (a file is read once)".
+struct LeftOut {
+  std::string key, reason;
+};
+
 struct StorageStats {
   int64_t requests = 0, bytes = 0, retries = 0;
 };
@@ -33,8 +40,15 @@ class Storage {
   // throws dtune::Error naming the key and the cause.
   virtual std::string read(const std::string& key, int64_t offset = 0, int64_t length = -1) = 0;
   virtual int64_t size(const std::string& key) = 0;  // throws NotFound
-  // Every object under the root (recursively), sorted by key.
+  // Every object under the root (recursively), sorted by key. A local root: files reached through a
+  // symlink are listed under the link's key, each file once (the real file, else its first link by
+  // key); folders that cannot be read and entries that are not files are left out.
   virtual std::vector<ObjectInfo> list() = 0;
+  // The same, and what was left out and why, sorted by key (object stores leave nothing out).
+  virtual std::vector<ObjectInfo> list_noting(std::vector<LeftOut>& left_out) {
+    left_out.clear();
+    return list();
+  }
   // Creates or replaces an object (dtune-data make); parent "directories" as needed.
   virtual void write(const std::string& key, const std::string& bytes) = 0;
   // Thread-safe counters since creation: requests made (reads, sizes, lists, writes), payload bytes

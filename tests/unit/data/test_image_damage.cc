@@ -1,0 +1,111 @@
+// One bad JPEG never costs a good one: for each kind of damage, a codec that just refused the
+// damaged buffer decodes the next good image byte for byte as a fresh codec does, both after a
+// failed decode() and after a failed dimensions() (TurboJPEG 2.1 kept the state of a header it
+// could not finish, and every later header read on that handle failed: issue 31).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "data/image/jpeg.h"
+#include "data/image/synthetic.h"
+
+namespace dtune::data {
+namespace {
+
+// Offset of the first marker FF <code> in a JPEG, or npos.
+size_t find_marker(const std::string& jpeg, unsigned char code) {
+  for (size_t i = 2; i + 1 < jpeg.size(); ++i)
+    if (static_cast<unsigned char>(jpeg[i]) == 0xFF &&
+        static_cast<unsigned char>(jpeg[i + 1]) == code)
+      return i;
+  return std::string::npos;
+}
+
+struct Damage {
+  std::string name;
+  std::string bytes;
+};
+
+// The kinds of damage of tests/data/test_damaged_inputs.py, made from one good JPEG.
+std::vector<Damage> damaged_copies(const std::string& good) {
+  const size_t dht = find_marker(good, 0xC4), sos = find_marker(good, 0xDA);
+  EXPECT_NE(dht, std::string::npos);
+  EXPECT_NE(sos, std::string::npos);
+  std::vector<Damage> out;
+  out.push_back({"truncated inside the header", good.substr(0, dht + 8)});
+  out.push_back({"truncated inside the scan", good.substr(0, sos + (good.size() - sos) / 2)});
+  std::string bogus = good;  // the 16 code-length counts of the first Huffman table: all 0xFF
+  for (size_t i = dht + 5; i < dht + 21; ++i) bogus[i] = static_cast<char>(0xFF);
+  out.push_back({"bogus Huffman table", bogus});
+  out.push_back({"zero bytes", ""});
+  std::mt19937 rng(7);
+  std::string noise(good.size(), '\0');
+  for (auto& c : noise) c = static_cast<char>(rng() & 0xFF);
+  out.push_back({"random bytes", noise});
+  out.push_back({"random bytes after a JPEG signature", "\xFF\xD8\xFF" + noise});
+  out.push_back({"a PNG", std::string("\x89PNG\r\n\x1a\n", 8) + noise});
+  out.push_back({"the header alone", good.substr(0, sos)});
+  return out;
+}
+
+class DamagedJpeg : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    JpegCodec fresh;
+    for (int i = 0; i < 3; ++i) {
+      const int w = 64 + 16 * i, h = 48 - 8 * i;
+      good_.push_back(fresh.encode(synthetic_image(w, h, i, 3, 100 + i), 90));
+      JpegCodec once;
+      expected_.push_back(once.decode(good_.back().data(), good_.back().size()).pixels);
+    }
+  }
+  std::vector<std::string> good_;
+  std::vector<std::vector<uint8_t>> expected_;  // each good image on a fresh codec, (H, W, 3)
+};
+
+TEST_F(DamagedJpeg, NextGoodImageDecodesAsOnAFreshCodecAfterEachKind) {
+  for (const Damage& d : damaged_copies(good_[0])) {
+    SCOPED_TRACE(d.name);
+    JpegCodec codec;
+    EXPECT_THROW(codec.decode(d.bytes.data(), d.bytes.size()), BadImage);
+    for (size_t i = 0; i < good_.size(); ++i) {
+      EXPECT_EQ(codec.decode(good_[i].data(), good_[i].size()).pixels, expected_[i]) << i;
+    }
+  }
+}
+
+TEST_F(DamagedJpeg, HeaderReadAfterAFailedHeaderReadSucceeds) {
+  for (const Damage& d : damaged_copies(good_[1])) {
+    SCOPED_TRACE(d.name);
+    JpegCodec codec;
+    try {
+      codec.dimensions(d.bytes.data(), d.bytes.size());
+    } catch (const BadImage&) {
+    }
+    EXPECT_EQ(codec.dimensions(good_[1].data(), good_[1].size()), std::make_pair(80, 40));
+    EXPECT_EQ(codec.decode(good_[1].data(), good_[1].size()).pixels, expected_[1]);
+  }
+}
+
+// Every good image after every damaged one, in one codec, as one loader thread sees a shard.
+TEST_F(DamagedJpeg, InterleavedStreamLosesNoGoodImage) {
+  JpegCodec codec;
+  int bad = 0, good = 0;
+  for (int round = 0; round < 2; ++round)
+    for (const Damage& d : damaged_copies(good_[round])) {
+      EXPECT_THROW(codec.decode(d.bytes.data(), d.bytes.size()), BadImage) << d.name;
+      ++bad;
+      for (size_t i = 0; i < good_.size(); ++i) {
+        EXPECT_EQ(codec.decode(good_[i].data(), good_[i].size()).pixels, expected_[i]);
+        ++good;
+      }
+    }
+  EXPECT_EQ(good, 3 * bad);
+  EXPECT_GE(codec.renewals(), bad - 2);  // every failure but the empty buffers renewed the handle
+}
+
+}  // namespace
+}  // namespace dtune::data
