@@ -5,6 +5,7 @@ busbw, MFU and throughput are never recomputed here."""
 from __future__ import annotations
 
 import json
+import math
 
 import h5py
 import matplotlib
@@ -38,13 +39,43 @@ def sort_value(v):
         return (1, 0.0, str(v))
 
 
+class PowerOfFourLocator(matplotlib.ticker.Locator):
+    """Ticks at powers of 4 (every 4^stride, aligned to 4^0), at most `max_ticks` of them: a sweep
+    from 8 B to 1 GiB has 14 powers of 4, whose labels ("16 B 64 B 256 B1 KiB...") would overlap,
+    so it gets 64 B, 4 KiB, 256 KiB, 16 MiB, 1 GiB instead; a view holding fewer than two powers of
+    4 gets powers of 2."""
+
+    def __init__(self, max_ticks: int = 6):
+        self.max_ticks = max_ticks
+
+    def __call__(self):
+        lo, hi = self.axis.get_view_interval()
+        return self.tick_values(lo, hi)
+
+    def tick_values(self, vmin, vmax):
+        lo, hi = sorted((vmin, vmax))
+        if not hi > 0:
+            return []
+        lo = max(lo, hi * 1e-30)
+        # Powers of 4; in a view too narrow for two of them, powers of 2.
+        for base in (4, 2):
+            e0 = math.ceil(math.log(lo, base) - 1e-9)
+            e1 = math.floor(math.log(hi, base) + 1e-9)
+            if e1 > e0 or base == 2:
+                break
+        stride = max(1, math.ceil((e1 - e0 + 1) / self.max_ticks))
+        first = math.ceil(e0 / stride) * stride
+        return [float(base) ** e for e in range(first, e1 + 1, stride)]
+
+
 def _bytes_axis(ax, axis="x"):
-    """Ticks of a log2 size axis as B/KiB/MiB/GiB at powers of 4, never 4x10^0."""
+    """Ticks of a log2 size axis as B/KiB/MiB/GiB at powers of 4, never 4x10^0, thinned so that the
+    labels never overlap (PowerOfFourLocator: at most 6 per axis)."""
     fmt = matplotlib.ticker.FuncFormatter(lambda v, _: fmt_bytes(v) if v > 0 else "")
-    loc = matplotlib.ticker.LogLocator(base=4)
     target = ax.xaxis if axis == "x" else ax.yaxis
-    target.set_major_locator(loc)
+    target.set_major_locator(PowerOfFourLocator())
     target.set_major_formatter(fmt)
+    target.set_minor_locator(matplotlib.ticker.LogLocator(base=4, subs=(1.0,)))
     target.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
