@@ -96,6 +96,49 @@ Peak resolve_peak(const DeviceProperties& gpu, Precision p, double override_tflo
                  device + ")"};
 }
 
+std::vector<Peak> peak_candidates(const DeviceProperties& gpu, Precision p, double override_tflops,
+                                  const std::string& peak_from, const std::string& results_dir,
+                                  int threads) {
+  std::vector<Peak> out;
+  if (override_tflops > 0) out.push_back(peak_for(gpu, p, override_tflops));
+  const Peak sheet = peak_for(gpu, p, 0);
+  if (sheet.tflops > 0) out.push_back(sheet);
+  const bool cuda = !gpu.name.empty();
+  const std::string dtype = gemm_dtype_for(to_string(p), cuda);
+  const std::optional<MeasuredPeak> m =
+      peak_from.empty() ? newest_measured_peak(results_dir, cuda ? "cuda" : "cpu", dtype, threads)
+                        : read_measured_peak(peak_from, cuda ? "cuda" : "cpu", dtype, threads);
+  if (m) out.push_back({m->tflops, m->source});
+  return out;
+}
+
+CheckedMfu checked_mfu(double flops_per_sample, double samples, double seconds,
+                       const std::vector<Peak>& candidates, const Peak& fallback, int devices) {
+  CheckedMfu r;
+  r.peak = fallback;
+  r.mfu = mfu(flops_per_sample, samples, seconds, fallback, devices);
+  if (candidates.empty() || std::isnan(r.mfu)) return r;
+  const double achieved_tflops = flops_per_sample * samples / seconds / 1e12 / devices;
+  for (const Peak& p : candidates) {
+    const double u = mfu(flops_per_sample, samples, seconds, p, devices);
+    if (u <= 1.0) {
+      r.mfu = u;
+      r.peak = p;
+      return r;
+    }
+    r.valid = false;
+    char what[512];
+    std::snprintf(what, sizeof what,
+                  "%s%s: %.4g TFLOP/s per device, below the %.4g TFLOP/s this run achieved, so it "
+                  "cannot be the peak",
+                  r.rejected.empty() ? "" : "; ", p.source.c_str(), p.tflops, achieved_tflops);
+    r.rejected += what;
+  }
+  r.mfu = std::numeric_limits<double>::quiet_NaN();  // no source left whose peak holds
+  r.peak = {0, "none that holds (" + r.rejected + ")"};
+  return r;
+}
+
 double mfu(double flops_per_sample, double samples, double seconds, const Peak& peak, int devices) {
   if (peak.tflops <= 0 || seconds <= 0 || !(flops_per_sample > 0))
     return std::numeric_limits<double>::quiet_NaN();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/device_info.h"
 #include "train/config.h"
@@ -41,7 +42,26 @@ Peak peak_for(const DeviceProperties& gpu, Precision p, double override_tflops);
 // in; `threads` is the rank's CPU threads (a CPU peak is shared out by threads).
 Peak resolve_peak(const DeviceProperties& gpu, Precision p, double override_tflops,
                   const std::string& peak_from, const std::string& results_dir, int threads);
+// Every source in that order that knows a peak (tflops > 0), for the checked MFU below to fall back
+// through; empty when none does.
+std::vector<Peak> peak_candidates(const DeviceProperties& gpu, Precision p, double override_tflops,
+                                  const std::string& peak_from, const std::string& results_dir,
+                                  int threads);
 // achieved / (peak × devices); NaN when the peak or the FLOP count is unknown.
 double mfu(double flops_per_sample, double samples, double seconds, const Peak& peak, int devices);
+
+// MFU whose peak the run did not exceed. A utilisation above 100% means the denominator is wrong
+// (a measured peak of a slow kernel at a small shape, a wrong --peak-tflops), never that the run
+// beat the hardware: such a peak is rejected, named in `rejected`, and the next source in the
+// documented order is tried; with none left the MFU is NaN. `valid` is false when any source was
+// rejected (the first choice was wrong; the figure, if any, comes from a later one).
+struct CheckedMfu {
+  double mfu = 0;
+  Peak peak;             // the accepted one, or the first source's when none was accepted
+  bool valid = true;     // no peak had to be rejected
+  std::string rejected;  // "measured (...) 0.0022 TFLOP/s per device, below the 0.0044 achieved"
+};
+CheckedMfu checked_mfu(double flops_per_sample, double samples, double seconds,
+                       const std::vector<Peak>& candidates, const Peak& fallback, int devices);
 
 }  // namespace dtune::train

@@ -2,11 +2,13 @@
 #include "benchmarks/probe/gemm.h"
 
 #include <ATen/Context.h>
+#include <mpi.h>
 #include <torch/cuda.h>
 #include <torch/nn/module.h>
 #include <torch/utils.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "benchmarks/probe/cublaslt_gemm.h"
 #include "core/device_info.h"
@@ -134,11 +136,52 @@ GemmRecord run_library(const RunContext& ctx, const GemmOptions& o,
   r.min_iters = o.min_iters;
   r.min_time_s = o.min_time_s;
   r.workspace_bytes = lt ? static_cast<int64_t>(kLtWorkspaceBytes) : 0;
+  r.max_seconds = o.max_seconds;
   std::vector<double> median, best;
-  for (const Shape& s : shapes) {
+  // The --max-seconds budget and the progress lines are wall time, not a measurement.
+  using Wall = std::chrono::steady_clock;
+  const auto seconds_since = [](Wall::time_point t) {
+    return std::chrono::duration<double>(Wall::now() - t).count();  // host clock: wall time
+  };
+  const Wall::time_point start = Wall::now();  // host clock: the budget's start
+  double last_s = 0, last_flops = 0;           // the previous shape's seconds and FLOPs per product
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const Shape& s = shapes[i];
+    const double flops =
+        2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
+    const double elapsed = seconds_since(start);
+    // The next shape costs about the last one's time scaled by its FLOPs (products at least
+    // --min-iters + warm-up, or --min-time): every rank must agree to go on, or the gather below
+    // would pair different shapes.
+    const double predicted = i == 0 ? 0 : last_s * flops / last_flops;
+    int go = o.max_seconds <= 0 || elapsed + predicted <= o.max_seconds ? 1 : 0;
+    DTUNE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &go, 1, MPI_INT, MPI_MIN, ctx.comm()));
+    if (!go) {
+      for (size_t j = i; j < shapes.size(); ++j)
+        r.not_measured.push_back(std::to_string(shapes[j].m) + "x" + std::to_string(shapes[j].n) +
+                                 "x" + std::to_string(shapes[j].k));
+      if (o.progress && ctx.is_root())
+        std::printf(
+            "# gemm %s %s: %s not measured: about %.0f s more would pass --max-seconds %g "
+            "(%.0f s spent); the peak is the largest shape measured\n",
+            dtype.c_str(), library.c_str(), r.not_measured.front().c_str(), predicted,
+            o.max_seconds, elapsed);
+      break;
+    }
+    const Wall::time_point shape_start = Wall::now();  // host clock: for the next estimate
     std::string algorithm;
     const std::vector<double> t =
         lt ? time_shape_lt(s, dtype, ordinal, o, &algorithm) : time_shape(s, dtype, dev, o);
+    last_s = seconds_since(shape_start);
+    last_flops = flops;
+    if (o.progress && ctx.is_root()) {
+      std::printf(
+          "# gemm %s %s %lldx%lldx%lld: %.4g TFLOP/s (median of %zu, %.1f s; %.0f s in "
+          "all)\n",
+          dtype.c_str(), library.c_str(), static_cast<long long>(s.m), static_cast<long long>(s.n),
+          static_cast<long long>(s.k), percentile(t, 50), t.size(), last_s, elapsed + last_s);
+      std::fflush(stdout);
+    }
     if (lt) r.algorithm.push_back(algorithm);
     median.push_back(percentile(t, 50));
     best.push_back(*std::max_element(t.begin(), t.end()));

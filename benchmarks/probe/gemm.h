@@ -22,6 +22,10 @@ struct GemmOptions {
   int64_t warmup = 2;
   std::string device = "auto";         // auto (the rank's GPU when there is one), cpu, cuda
   std::vector<std::string> libraries;  // torch, cublaslt; empty: both on a GPU, torch on a CPU
+  // Per dtype and library: a shape whose predicted time (the last shape's, scaled by FLOPs) would
+  // end past this many seconds is not started, and the record says so. 0: no bound.
+  double max_seconds = 0;
+  bool progress = true;  // rank 0 prints a line per shape (elapsed, the next shape's estimate)
 };
 
 // The dtypes the option names (canonical: float32 tf32 float16 bfloat16); throws UsageError for

@@ -86,6 +86,13 @@ int main(int argc, char** argv) {
     gemm->add_option("-w,--warmup", g.warmup, "Untimed products per shape first.")
         ->capture_default_str()
         ->check(dtune::integer_in(0, 1000));
+    gemm->add_option("--max-seconds", g.max_seconds,
+                     "Per dtype and library: a shape whose estimated time (the previous shape's, "
+                     "scaled by FLOPs) would end past this is not started; the peak is then the "
+                     "largest shape measured, and the file says which were left out (0: no "
+                     "bound).")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     gemm->add_option("--device", g.device, "auto (the rank's GPU when there is one), cpu, cuda.")
         ->capture_default_str()
         ->check(CLI::IsMember({"auto", "cpu", "cuda"}));

@@ -110,6 +110,11 @@ void write_gemm(ResultsFile& f, const GemmRecord& r) {
   h5::write_dataset(id, "tflops", {r.ranks, S}, r.tflops_median.data());
   h5::write_dataset(id, "tflops_best", {r.ranks, S}, r.tflops_best.data());
   h5::write_attr(id, "workspace_bytes", r.workspace_bytes);
+  // --max-seconds: the shapes not started (the peak is then the largest measured shape's).
+  h5::write_attr(id, "max_seconds", r.max_seconds);
+  h5::write_attr(id, "stopped_by_max_seconds",
+                 static_cast<int64_t>(r.not_measured.empty() ? 0 : 1));
+  h5::write_strings(id, "shapes_not_measured", r.not_measured);
   if (lt) h5::write_strings(id, "algorithm", r.algorithm);
   done(f, g);
 }

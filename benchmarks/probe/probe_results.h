@@ -25,6 +25,8 @@ struct GemmRecord {
   std::vector<double> tflops_best;     // [R × S]
   std::vector<std::string> algorithm;  // [S] cuBLASLt's heuristic choice (rank 0); empty for torch
   int64_t workspace_bytes = 0;         // cuBLASLt's workspace; 0 for torch::mm
+  double max_seconds = 0;              // --max-seconds (0: none)
+  std::vector<std::string> not_measured;  // shapes left out by --max-seconds, "MxNxK"
   size_t ranks = 1;
   size_t best_shape() const;  // the shape with rank 0's highest median
   double peak_tflops() const { return m.empty() ? 0 : tflops_median[best_shape()]; }

@@ -79,6 +79,7 @@ void print_training(const Options& o, const TrainOutcome& out, const TrainSummar
   else
     std::fprintf(f, "# MFU %.2f%% of %.1f TFLOP/s per device (%s); FLOPs by %s", 100 * t.mfu,
                  t.peak.tflops, t.peak.source.c_str(), out.flops_formula.c_str());
+  if (!t.mfu_valid) std::fprintf(f, " [peak rejected: %s]", t.mfu_rejected.c_str());
   if (out.alt_flops_formula.empty())
     std::fprintf(f, "\n");
   else if (std::isnan(t.alt_mfu))
@@ -158,6 +159,8 @@ void write_training(StepLog& log, const TrainOutcome& out, const TrainSummary& t
   h5::write_attr(id, "alt_mfu", t.alt_mfu);
   h5::write_attr(id, "peak_tflops", t.peak.tflops);
   h5::write_attr(id, "peak_source", t.peak.source);
+  h5::write_attr(id, "mfu_valid", static_cast<int64_t>(t.mfu_valid ? 1 : 0));
+  h5::write_attr(id, "mfu_rejected_peaks", t.mfu_rejected);
   h5::write_attr(id, "memory_source", out.memory_source);
   h5::write_attr(id, "data_description", t.data.source);
   const std::vector<double> d = t.data.numbers();

@@ -47,9 +47,16 @@ TrainSummary summarize_training(const Options& o, size_t ranks, const TrainOutco
   t.step_ms = summarize(step_ms);
   t.p90_ms = percentile(step_ms, 90);
   const char* results_dir = std::getenv("DTUNE_RESULTS_DIR");
-  t.peak = resolve_peak(out.gpu, o.precision, o.peak_tflops, o.peak_from,
-                        results_dir ? results_dir : "results", o.threads);
-  t.mfu = mfu(out.training_flops_per_sample, t.samples, t.seconds, t.peak, static_cast<int>(ranks));
+  const std::string dir = results_dir ? results_dir : "results";
+  const CheckedMfu checked =
+      checked_mfu(out.training_flops_per_sample, t.samples, t.seconds,
+                  peak_candidates(out.gpu, o.precision, o.peak_tflops, o.peak_from, dir, o.threads),
+                  resolve_peak(out.gpu, o.precision, o.peak_tflops, o.peak_from, dir, o.threads),
+                  static_cast<int>(ranks));
+  t.peak = checked.peak;
+  t.mfu = checked.mfu;
+  t.mfu_valid = checked.valid;
+  t.mfu_rejected = checked.rejected;
   t.alt_mfu =
       mfu(out.alt_training_flops_per_sample, t.samples, t.seconds, t.peak, static_cast<int>(ranks));
   if (profiled) {

@@ -32,6 +32,10 @@ struct TrainSummary {
   double p90_ms = 0;
   Peak peak;
   double mfu = 0, alt_mfu = 0;
+  // False when a peak had to be rejected for being below the achieved FLOP/s (train/mfu.h,
+  // checked_mfu); `mfu_rejected` names each rejected source.
+  bool mfu_valid = true;
+  std::string mfu_rejected;
   bool unprofiled_left = false;  // some measured step ran outside the --profile-steps window
   ProfileOverhead profile_cost;  // set when `profiled`
   DataSummary data;              // summed over ranks; source: rank 0's

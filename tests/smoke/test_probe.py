@@ -39,6 +39,7 @@ def gpus_visible() -> bool:
 
 GEMM = ["gemm", "--shapes", "32,64x48x40", "--dtype", "fp32,bf16", "--min-time", "0.01", "--min-iters", "3"]
 GEMM += ["--device", "cpu"]
+BIG_GEMM = ["gemm", "--shapes", "512", "--dtype", "fp32", "--min-time", "0.05", "--min-iters", "3", "--device", "cpu"]
 
 
 def test_gemm_writes_rates_per_shape_and_rank(tmp_path):
@@ -120,7 +121,9 @@ def test_bad_input_exits_2_naming_the_flag(tmp_path, args, flag):
 
 def test_train_mfu_uses_the_measured_peak_and_names_it(tmp_path):
     results = tmp_path / "results"
-    r = probe(*GEMM, "--threads", "2", cwd=tmp_path)  # default output: results/dtune-probe-*.h5
+    # default output: results/dtune-probe-*.h5. A 512^3 product: a peak far above the tiny GPT's rate
+    # (the 32^3 of GEMM can be below it, and dtune-train then rejects it as no peak at all).
+    r = probe(*BIG_GEMM, "--threads", "2", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     (pfile,) = results.glob("dtune-probe-*.h5")
     peak = load_probe_gemm(pfile).query("dtype == 'float32' and rank == 0").peak_tflops.iloc[0]
@@ -153,3 +156,66 @@ def test_train_mfu_uses_the_measured_peak_and_names_it(tmp_path):
     )
     assert t.returncode == 0, t.stderr[-2000:]
     assert load_train_summary(out).iloc[0].peak_source == "--peak-tflops"
+
+
+def test_a_peak_below_the_achieved_rate_is_rejected_and_the_next_source_used(tmp_path):
+    """A utilisation above 100% means the peak is wrong: a planted --peak-tflops far below what the
+    tiny GPT achieves is rejected with a word on the MFU line and in the file (mfu_valid 0, the
+    rejected source named), and the next source in the order (the measured peak of a probe file in
+    results/) gives the figure; with no next source the MFU is n/a, never above 100%."""
+    train = bin_dir() / "dtune-train"
+    tiny = ["--model", "gpt2-tiny", "--context", "16", "--vocab", "128", "--batch", "2", "--steps", "3"]
+    planted = ["--threads", "1", "--peak-tflops", "1e-9"]  # 1 kFLOP/s: any run beats it
+
+    def run(cwd, out):
+        t = subprocess.run(
+            [str(train), *tiny, *planted, "--output", str(out)], capture_output=True, text=True, timeout=600, cwd=cwd
+        )
+        assert t.returncode == 0, t.stderr[-2000:]
+        (line,) = [x for x in t.stdout.splitlines() if x.startswith("# MFU")]
+        return line, load_train_summary(out).iloc[0]
+
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    line, s = run(alone, tmp_path / "alone.h5")
+    assert line.startswith("# MFU: n/a"), line
+    assert "[peak rejected: --peak-tflops: 1e-09 TFLOP/s per device, below the" in line, line
+    assert math.isnan(s.mfu) and s.mfu_valid == 0
+    assert s.mfu_rejected_peaks.startswith("--peak-tflops: 1e-09 TFLOP/s"), s.mfu_rejected_peaks
+
+    with_probe = tmp_path / "with_probe"
+    with_probe.mkdir()
+    # results/dtune-probe-*.h5, the next source: a 512^3 product, far above the tiny GPT's rate.
+    r = probe(*BIG_GEMM, "--threads", "1", cwd=with_probe)
+    assert r.returncode == 0, r.stderr[-2000:]
+    line, s = run(with_probe, tmp_path / "with_probe.h5")
+    assert "[peak rejected: --peak-tflops" in line, line
+    assert s.mfu_valid == 0 and s.peak_source.startswith("measured (dtune-probe gemm)"), s.peak_source
+    assert 0 < s.mfu <= 1, s.mfu
+
+
+def test_gemm_max_seconds_stops_at_the_largest_shape_measured(tmp_path):
+    """--max-seconds: a shape whose estimate (the last shape's time scaled by FLOPs) would end past the
+    bound is not started. After 64^3 (at least --min-time 0.2 s), 128^3 is estimated at 8x that, past
+    0.5 s whatever the machine's speed: the file holds 64^3 alone, says the run stopped and which
+    shapes were left out, and the peak is 64^3's."""
+    out = tmp_path / "g.h5"
+    args = ["gemm", "--shapes", "64,128,256,2048", "--dtype", "fp32", "--min-time", "0.2", "--min-iters", "3"]
+    r = probe(*args, "--device", "cpu", "--threads", "1", "--max-seconds", "0.5", "--output", out)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "128x128x128 not measured" in r.stdout and "--max-seconds 0.5" in r.stdout, r.stdout
+    with h5py.File(out) as f:
+        (g,) = [g for g in f["runs"].values() if g.attrs.get("probe") == "gemm"]
+        assert list(g["m"][()]) == [64]
+        assert g.attrs["stopped_by_max_seconds"] == 1 and g.attrs["max_seconds"] == 0.5
+        left = [s.decode() if isinstance(s, bytes) else s for s in g["shapes_not_measured"][()]]
+        assert left == ["128x128x128", "256x256x256", "2048x2048x2048"]
+        assert g.attrs["peak_shape"] == "64x64x64"
+    # Without the bound every shape is measured and nothing is said to be left out.
+    out2 = tmp_path / "all.h5"
+    r = probe("gemm", "--shapes", "32,64", "--dtype", "fp32", "--min-time", "0.01", "--device", "cpu", "--output", out2)
+    assert r.returncode == 0, r.stderr[-2000:]
+    with h5py.File(out2) as f:
+        (g,) = [g for g in f["runs"].values() if g.attrs.get("probe") == "gemm"]
+        assert list(g["m"][()]) == [32, 64] and g.attrs["stopped_by_max_seconds"] == 0
+        assert len(g["shapes_not_measured"][()]) == 0

@@ -90,6 +90,36 @@ TEST(GpuPeaks, UnknownGpusGetNoPeakUnlessGiven) {
   EXPECT_DOUBLE_EQ(mfu(1e12, 10, 2, {500, ""}, 2), 1e13 / 2 / (500e12 * 2));
 }
 
+// A peak below what the run achieved is no peak: it is rejected, named, and the next source in the
+// order is used; with none left the MFU is NaN, never above 100%.
+TEST(CheckedMfu, APeakBelowTheAchievedRateFallsBackToTheNextSource) {
+  // 1e12 FLOP/sample x 10 samples in 2 s on 1 device: 5 TFLOP/s achieved.
+  const std::vector<Peak> order = {{2, "measured (dtune-probe gemm): fp16 at 256^3"},
+                                   {10, "datasheet"}};
+  const CheckedMfu c = checked_mfu(1e12, 10, 2, order, order[0], 1);
+  EXPECT_FALSE(c.valid);
+  EXPECT_DOUBLE_EQ(c.mfu, 0.5);
+  EXPECT_EQ(c.peak.source, "datasheet");
+  EXPECT_NE(c.rejected.find("fp16 at 256^3: 2 TFLOP/s per device, below the 5 TFLOP/s"),
+            std::string::npos)
+      << c.rejected;
+  const CheckedMfu none = checked_mfu(1e12, 10, 2, {order[0]}, order[0], 1);
+  EXPECT_FALSE(none.valid);
+  EXPECT_TRUE(std::isnan(none.mfu));
+  EXPECT_EQ(none.peak.tflops, 0);
+  EXPECT_NE(none.peak.source.find("fp16 at 256^3"), std::string::npos);
+  // A peak that holds is kept as it is; exactly 100% holds.
+  const CheckedMfu ok = checked_mfu(1e12, 10, 2, {{5, "exact"}, {10, "next"}}, {5, "exact"}, 1);
+  EXPECT_TRUE(ok.valid);
+  EXPECT_DOUBLE_EQ(ok.mfu, 1.0);
+  EXPECT_EQ(ok.peak.source, "exact");
+  EXPECT_TRUE(ok.rejected.empty());
+  // No source at all: NaN as before, nothing rejected.
+  const CheckedMfu unknown = checked_mfu(1e12, 10, 2, {}, {0, "unknown"}, 1);
+  EXPECT_TRUE(unknown.valid);
+  EXPECT_TRUE(std::isnan(unknown.mfu));
+}
+
 TEST(GptFlops, CountedForwardAndLlmcFormulaCountTheSameMatmuls) {
   for (const auto& [context, vocab] : {std::pair<int64_t, int64_t>{0, 0}, {16, 128}}) {
     models::ModelOptions o;
