@@ -10,6 +10,7 @@
 #   DTUNE_BUILD_TYPE  CMake build type (default Release)
 #   DTUNE_CMAKE_ARGS  extra CMake arguments (e.g. -DCUDAToolkit_ROOT=... -DNCCL_HOME=...)
 #   DTUNE_SKIP_APT=1  do not touch system packages (clusters without root: load modules instead)
+#   DTUNE_BUILD_TARGETS  build only these targets (space separated; default: all)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -79,6 +80,14 @@ if [[ ! -f "$build_dir/build.ninja" ]] || ! grep -q "DTUNE_PYTHON:FILEPATH=$venv
     -DDTUNE_PYTHON:FILEPATH="$venv/bin/python" \
     ${DTUNE_CMAKE_ARGS:-}
 fi
-log "building with $jobs jobs"
-cmake --build "$build_dir" -j "$jobs"
+# DTUNE_BUILD_TARGETS (space separated): only those targets, as scripts/main.sh builds the binaries
+# its job runs; unset: everything, the tests included.
+if [[ -n "${DTUNE_BUILD_TARGETS:-}" ]]; then
+  log "building $DTUNE_BUILD_TARGETS with $jobs jobs"
+  # shellcheck disable=SC2086
+  cmake --build "$build_dir" -j "$jobs" --target $DTUNE_BUILD_TARGETS
+else
+  log "building with $jobs jobs"
+  cmake --build "$build_dir" -j "$jobs"
+fi
 log "done: binaries in $build_dir/bin, Python environment in .venv"

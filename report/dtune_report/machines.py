@@ -65,8 +65,22 @@ def hardware(provenances: list, train: pd.DataFrame, comm: pd.DataFrame, paths) 
             col["peak TFLOPS (source)"] = _join(
                 f"{fmt_sig(r.peak_tflops)} ({r.peak_source})" for r in known.itertuples()
             )
-            best = known.loc[known.mfu.fillna(-1).idxmax()]
-            if np.isfinite(best.mfu):
+            # A utilisation above 100% means the peak is wrong (below what the run achieved), never
+            # that the run beat the hardware: such figures (files older than dtune-train's check,
+            # which rejects that peak itself) are not shown; the check's rejections are named.
+            impossible = known[known.mfu > 1]
+            for r in impossible.itertuples():
+                sentences.append(
+                    f"{r.model} ({r.precision}, batch {r.batch}) would be at {r.mfu:.0%} of the "
+                    f"{fmt_sig(r.peak_tflops)} TFLOPS peak ({r.peak_source}): that peak is below what the run "
+                    "achieved, so it is wrong and no MFU is shown for the run."
+                )
+            if "mfu_valid" in ok:
+                for why in ok[ok.mfu_valid.fillna(1) == 0].get("mfu_rejected_peaks", pd.Series(dtype=str)).unique():
+                    sentences.append(f"A peak was rejected, as below what a run achieved: {why}.")
+            known = known[~(known.mfu > 1)]
+            best = known.loc[known.mfu.fillna(-1).idxmax()] if not known.empty else None
+            if best is not None and np.isfinite(best.mfu):
                 col["best MFU"] = f"{best.mfu:.1%} ({best.model}, {best.precision}, batch {best.batch})"
                 sentences.append(
                     f"On {m or 'this machine'} the best run reaches {best.mfu:.1%} of the "
