@@ -10,8 +10,7 @@
 #
 # On the GPU machine: `bash scripts/gpu-check.sh OUT_DIR` (it sources .gpu/env.sh), or by hand
 # `source .gpu/env.sh; dtune-train --device cuda ...`. It prints the bundle's size and fails above
-# 60 MiB (what one carry may hold, with room for the sources). README: "On a GPU machine without
-# MPI or HDF5".
+# 60 MiB (what one carry may hold, with room for the sources). doc/gpu.md tells the whole story.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out="$repo/.gpu"

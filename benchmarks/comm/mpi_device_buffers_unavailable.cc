@@ -7,7 +7,7 @@ namespace dtune::comm {
 std::unique_ptr<BufferPair> make_device_buffers(const RunContext&) {
   throw UsageError(
       "--mpi-buffers device: this dtune was built without CUDA; rebuild with the CUDA "
-      "toolkit found (CUDA_HOME, see README) and a CUDA-aware MPI");
+      "toolkit found (CUDA_HOME, see doc/setup.md) and a CUDA-aware MPI");
 }
 
 }  // namespace dtune::comm

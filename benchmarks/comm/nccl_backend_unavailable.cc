@@ -8,7 +8,7 @@ namespace dtune::comm {
 std::unique_ptr<Backend> make_nccl_backend(const RunContext& /*ctx*/) {
   throw UsageError(
       "--backend nccl: this dtune was built without NCCL; rebuild with CUDA and NCCL found (set "
-      "CUDA_HOME / NCCL_HOME, see README)");
+      "CUDA_HOME / NCCL_HOME, see doc/setup.md)");
 }
 
 bool nccl_backend_built() { return false; }

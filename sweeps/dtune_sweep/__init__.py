@@ -1,2 +1,3 @@
 """dtune sweeps: declarative sweep files expanded into points, launched locally with mpirun (with
-resume) or as Slurm job arrays, and merged into one HDF5 file. The sweep-file format is in spec.py and the README."""
+resume) or as Slurm job arrays, and merged into one HDF5 file. The sweep-file format is in spec.py,
+sweeps/README.md and doc/sweeps.md."""

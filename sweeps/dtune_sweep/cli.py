@@ -1,6 +1,6 @@
 """The `dtune` command: sweeps, reports and comparisons over dtune's benchmarks.
 
-    dtune sweep plan|run|slurm|status|merge FILE   a sweep file (YAML, README "Sweeps") -> points,
+    dtune sweep plan|run|slurm|status|merge FILE   a sweep file (YAML, doc/sweeps.md) -> points,
                                                    runs, Slurm job arrays, one merged HDF5 file
     dtune report RESULTS... -o DIR                 HDF5 results -> DIR/report.html, report.md, PNGs
     dtune compare A B                              two sets of HDF5 results -> a benchstat-like table

@@ -1,6 +1,6 @@
 """Topology presets: the values of a sweep's `topology:` axis. Each preset sets the environment that
 selects one transport and is named for that transport; this table is the one list that planning
-and the tests read (the README shows it; a test keeps the two equal).
+and the tests read (doc/sweeps.md shows it; a test keeps the two equal).
 
 NCCL (NVIDIA/nccl src/graph/paths.cc, ncclTopoCheckP2p): path types are ordered LOC < NVL < NVB <
 C2C < PIX < PXB < P2C < PXN < PHB < SYS, and two GPUs use the P2P transport when their path type is
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 class Preset:
     name: str
     env: dict
-    selects: str  # what the variables select, in one sentence (README, errors)
+    selects: str  # what the variables select, in one sentence (doc/sweeps.md, errors)
     needs: str = ""  # a link the preset is meaningless without ("nvlink"); checked before launch
 
 

@@ -14,7 +14,7 @@ into a fresh git repository, with this checkout's build/ and .venv linked in), a
 Then `git status --ignored` in the copy must show nothing outside results/ (and the links): no
 README command writes into a source folder. Also: dtune-data as a sweep binary (run and merge),
 and each dtune-train cross-flag rule's broken example (tests/sweeps/test_rules.py) refused by the
-binary itself, as `dtune sweep plan` refuses it."""
+binary itself, as `dtune sweep plan` refuses it. The doc/ pages' blocks: test_doc_pages.py."""
 
 import os
 import re
@@ -71,8 +71,11 @@ def make_photos(root: Path) -> None:
 
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory):
+    return make_clone(tmp_path_factory.mktemp("newuser"))
+
+
+def make_clone(base: Path) -> tuple[Path, Path]:
     """A clean copy of the checkout as a git repository of its own, and a home with ~/my-photos."""
-    base = tmp_path_factory.mktemp("newuser")
     dst = base / "dtune"
     files = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],

@@ -1,6 +1,6 @@
 """Topology presets: each one's exact variables (what NCCL's and Open MPI's documented rules need for
 the transport its name says), old misleading names rejected with exit 2 and the new name, the
-README's table equal to the presets, and the report's label for a setting naming the preset and its
+table of doc/sweeps.md equal to the presets, and the report's label for a setting naming the preset and its
 variables."""
 
 import os
@@ -97,8 +97,8 @@ def test_misleading_old_names_exit_2_naming_the_new_preset(tmp_path, old, new):
     assert len(lines) == 1 and f"'{new}'" in lines[0] and "Traceback" not in r.stderr, r.stderr
 
 
-def test_readme_table_is_the_presets():
-    text = (REPO / "README.md").read_text()
+def test_doc_table_is_the_presets():
+    text = (REPO / "doc" / "sweeps.md").read_text()
     rows = {}
     for m in re.finditer(r"^\| `([a-z0-9-]+)`[^|]*\| ([^|]+) \|", text, re.M):
         variables = m.group(2).strip()
