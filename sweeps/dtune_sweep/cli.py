@@ -63,13 +63,15 @@ def check_presets(points) -> str | None:
 def cmd_plan(a) -> int:
     """Print the points a sweep file expands into, each with its stable id; a topology preset this
     machine cannot serve is a `# warning:` line (a plan runs nothing, and may be made elsewhere)."""
+    from dtune_report.redact import recordable_env
+
     points = _points(a)
     print(f"# {a.file}: {len(points)} points")
     why = check_presets(points)
     if why:
         print(f"# warning: {why} (dtune sweep run refuses it here)")
     for p in points[: a.show]:
-        env = " ".join(f"{k}={v}" for k, v in sorted(p.env.items()))
+        env = " ".join(f"{k}={v}" for k, v in sorted(recordable_env(p.env).items()))
         print(
             f"  {p.id}  np={p.ranks}{f' nodes={p.nodes}' if p.nodes > 1 else ''}"
             f"{f' per-node={p.ranks_per_node}' if p.ranks_per_node else ''}  "
@@ -140,6 +142,8 @@ def cmd_report(a) -> int:
         r = build_report(a.results, a.output, baseline=a.baseline)
     except (OSError, ValueError) as e:
         return _error(e)
+    for line in r["incomplete"]:
+        print(f"# warning: {line}")
     print(
         f"# report: {r['dir'] / 'report.html'} ({len(r['figures'])} figures{', nccl_tuner.conf' if r['tuner'] else ''})"
     )
@@ -148,13 +152,14 @@ def cmd_report(a) -> int:
 
 def cmd_compare(a) -> int:
     """Print the A/B table; 1 with --fail-on-regression exceeded."""
-    from dtune_report.check import check_results
+    from dtune_report.check import check_results, incomplete_files, machine_warnings
     from dtune_report.compare import compare_results, format_table, regressions
 
     if not 0 < a.alpha < 1:
         return _usage(f"--alpha {a.alpha}: must be between 0 and 1")
     from dtune_report.gbench import compare_gbench, is_gbench_json
 
+    warnings = []
     try:
         if is_gbench_json(a.a) and is_gbench_json(a.b):  # two dtune-micro (Google Benchmark) files
             c = compare_gbench(a.a, a.b, a.alpha)
@@ -162,6 +167,8 @@ def cmd_compare(a) -> int:
             check_results(a.a)
             check_results(a.b)
             c = compare_results(a.a, a.b, a.alpha)
+            warnings = [f"{side}: {line}" for side, p in (("A", a.a), ("B", a.b)) for line in incomplete_files(p)]
+            warnings += machine_warnings(a.a, a.b)
     except (OSError, ValueError, KeyError) as e:
         return _error(e)
     if not c.rows:
@@ -169,6 +176,8 @@ def cmd_compare(a) -> int:
             f"no configuration appears in both A and B ({len(c.only_a)} in A alone, "
             f"{len(c.only_b)} in B alone: runs match only when every setting agrees)"
         )
+    for line in warnings:
+        print(f"# warning: {line}")
     print(format_table(c.rows, c.only_a, c.only_b, c.alpha))
     if a.fail_on_regression is not None:
         bad = regressions(c.rows, a.fail_on_regression)
