@@ -162,3 +162,36 @@ def machine_warnings(a: PathArg, b: PathArg) -> list[str]:
         f"A ran on {', '.join(ha)} and B on {', '.join(hb)}: the comparison is of the machines as well as "
         "the settings (compare runs from one machine to measure a setting)"
     ]
+
+
+def sweep_failures(paths: PathArg) -> list[str]:
+    """One line per sweep folder among the results (a state*.jsonl beside a file, or in a folder
+    given) whose latest outcome for some point is not ok or oom: how many points, by status, and
+    the reasons the runner recorded (sweeps/dtune_sweep/runner.py). A merged file holds only the
+    points that completed, so without this a report of a failed sweep would not mention them."""
+    dirs = []
+    for p in map(Path, [paths] if isinstance(paths, (str, Path)) else paths):
+        d = p if p.is_dir() else p.parent
+        if d not in dirs and any(d.glob("state*.jsonl")):
+            dirs.append(d)
+    out = []
+    for d in dirs:
+        latest = {}
+        for log in sorted(d.glob("state*.jsonl")):
+            for line in log.read_text(errors="replace").splitlines():
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(r, dict) and isinstance(r.get("id"), str) and r.get("event") == "finished":
+                    latest[r["id"]] = r
+        bad = [r for r in latest.values() if r.get("status") not in ("ok", "oom")]
+        if not bad:
+            continue
+        reasons = {}
+        for r in bad:
+            why = str(r.get("reason") or "no reason recorded")[:200]
+            reasons[(str(r.get("status")), why)] = reasons.get((str(r.get("status")), why), 0) + 1
+        whys = "; ".join(f"{n} {status}: {why}" for (status, why), n in sorted(reasons.items())[:5])
+        out.append(f"{len(bad)} of the {len(latest)} points run in {d} did not complete ({whys})")
+    return out

@@ -22,7 +22,7 @@ from . import machines as mc
 from . import pipeline as pl
 from . import sections as sc
 from . import tables as tb
-from .check import check_results, incomplete_files
+from .check import check_results, incomplete_files, sweep_failures
 from .compare import comm_iteration_samples
 from .configs import studies, train_configs
 from .loader import (
@@ -196,8 +196,12 @@ def build_report(paths, out_dir, baseline: str | None = None, alpha: float = 0.0
     incomplete = incomplete_files(files)
     comm, train, steps = load_comm_summary(paths), load_train_summary(paths), load_train(paths)
     fits = fg.comm_fits(paths)
+    failed = sweep_failures(paths)
     if comm.empty and train.empty:
-        raise ValueError(f"nothing to report: no dtune-comm size or dtune-train run in {', '.join(map(str, files))}")
+        why = f": {failed[0]}" if failed else ""
+        raise ValueError(
+            f"nothing to report: no dtune-comm size or dtune-train run in {', '.join(map(str, files))}{why}"
+        )
     groups = studies(train_configs(paths))
     findings = decide_all(groups, baseline, alpha)
     singles = [s for s in groups if len(s.configs) == 1]
@@ -229,6 +233,7 @@ def build_report(paths, out_dir, baseline: str | None = None, alpha: float = 0.0
 
     blocks = [("h", 1, "dtune report", ""), ("p", f"Sources: {', '.join(map(str, paths))}")]
     blocks += [("p", [("b", "Warning: incomplete results. "), line]) for line in incomplete]
+    blocks += [("p", [("b", "Failed points. "), line]) for line in failed]
     comm_lines = [cl.summary_line(c) for c in comm_cmp]
     blocks += sc.summary_blocks(findings, singles, comm_lines, straggle_line, _advice_links(advice))
     blocks += tune  # how the budget of `dtune tune` was spent
