@@ -5,7 +5,9 @@ as `dtune sweep` launches there, preceded by `NAME=value` assignments, which sru
 as `build/bin/<binary>` (run from the checkout) and every flag of the measured run, the model's
 shape flags included, less where the results went (--output, --overwrite, --no-output), plus the
 settings the run recorded as attributes that its arguments left at their defaults (so the block is
-complete even for a run set through the environment). A run of `--batch auto` (and
+complete even for a run set through the environment). A variable whose value is redacted
+(redact.py: a secret, recorded as `<redacted>`) is passed by name (`-x NAME`: mpirun takes the
+user's value), and a comment above the block names the variables to export first. A run of `--batch auto` (and
 `--batch-sweep`) is reproduced at the batch it measured. Every token goes through
 shlex.quote: a recorded value is data and reaches the program as written, never the shell."""
 
@@ -16,6 +18,7 @@ import re
 import shlex
 
 from .identity import LAUNCHER_SET_ENV, parse_flags, settings_env
+from .redact import REDACTED, fill_in_note
 
 _OUTPUT_FLAGS = {"--output", "--overwrite", "--no-output"}
 # dtune-train's flags without a value (benchmarks/train/options.cc add_flag), set through the
@@ -123,7 +126,7 @@ def launcher_tokens(ranks: int, per_node, env: dict) -> list:
         cmd += ["--map-by", f"ppr:{per_node}:node"]
     for k, v in sorted(env.items()):
         if _SHELL_NAME.fullmatch(k):
-            cmd += ["-x", f"{k}={v}"]
+            cmd += ["-x", k if v == REDACTED else f"{k}={v}"]  # redacted: mpirun passes the user's value
     return cmd
 
 
@@ -158,9 +161,14 @@ def reproduce_command(config) -> str:
     left_out = [
         f"# left out {ascii(k)}: not a shell variable name" for k in sorted(env) if not _SHELL_NAME.fullmatch(k)
     ]
+    secret = [k for k, v in sorted(env.items()) if v == REDACTED and _SHELL_NAME.fullmatch(k)]
+    left_out += [fill_in_note(secret)] if secret else []
     if from_slurm(config):
-        # An assignment word: the name bare (a shell name), the value quoted.
-        lines = [f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()) if _SHELL_NAME.fullmatch(k)]
+        # An assignment word: the name bare (a shell name), the value quoted; a redacted one is
+        # left to the user's environment, which srun exports.
+        lines = [
+            f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()) if _SHELL_NAME.fullmatch(k) and k not in secret
+        ]
         lines.append(" ".join(map(shlex.quote, srun_tokens(ranks, _nodes(config), per_node))))
     else:
         launch = launcher_tokens(ranks, per_node, env)

@@ -20,6 +20,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .loader import expand_paths  # noqa: E402
+from .redact import recordable_point  # noqa: E402
 from .units import fmt_bytes, fmt_mib, fmt_sig  # noqa: E402
 
 PHASES = ["data_ms", "h2d_ms", "forward_ms", "backward_ms", "comm_exposed_ms", "optimizer_ms", "scaler_ms"]
@@ -122,7 +123,7 @@ def comm_setting(point_json: str | None, backend: str) -> str:
     "mpi topology=mpi-tcp OMPI_MCA_btl=self,tcp OMPI_MCA_pml=ob1"."""
     if not point_json:
         return backend
-    point = json.loads(point_json)
+    point = recordable_point(json.loads(point_json))
     env = point.get("env", {})
     knobs = [f"{k}={v}" for k, v in sorted(env.items()) if k.startswith(("NCCL_", "UCX_", "OMPI_MCA_"))]
     preset = (point.get("values") or {}).get("topology", "default")
@@ -138,7 +139,7 @@ def comm_fits(paths) -> pd.DataFrame:
                 a = g.attrs
                 if a.get("benchmark") != "comm":
                     continue
-                point = json.loads(a["point"]) if a.get("point") else {}
+                point = recordable_point(json.loads(a["point"])) if a.get("point") else {}
                 env = point.get("env", {})
                 world = (
                     point.get("ranks") or int(f["provenance"].attrs.get("world_size", 1))

@@ -16,6 +16,8 @@ import h5py
 import numpy as np
 import pandas as pd
 
+from .redact import recordable_env, recordable_point
+
 SCHEMA = "dtune-results"
 SCHEMA_VERSION = 1  # the newest schema_version this loader understands
 
@@ -63,6 +65,12 @@ def decode_attr(value):
 
 def _attrs(obj) -> dict:
     return {k: decode_attr(v) for k, v in obj.attrs.items()}
+
+
+def _point(attrs: dict) -> dict | None:
+    """A merged run's sweep point (its `point` attribute, JSON), secrets redacted (redact.py: a
+    file merged before the manifest redacted them may still hold them); None when absent."""
+    return recordable_point(json.loads(attrs["point"])) if attrs.get("point") else None
 
 
 def _read(ds: h5py.Dataset) -> np.ndarray:
@@ -135,7 +143,7 @@ def read_provenance(path: Union[str, os.PathLike]) -> dict:
                 if isinstance(obj, h5py.Dataset):
                     out[name] = _read(obj).tolist()
         env = prov.get("env") if prov is not None else None
-        out["env"] = _attrs(env) if env is not None else {}
+        out["env"] = recordable_env(_attrs(env)) if env is not None else {}
     return out
 
 
@@ -287,14 +295,14 @@ def load_comm_runs(paths: PathArg) -> pd.DataFrame:
                 a = _attrs(g)
                 if a.get("benchmark") != "comm":
                     continue
-                point = json.loads(a["point"]) if a.get("point") else {}
+                point = _point(a) or {}
                 prov = f.get("provenance")
                 if prov is None:
                     prov = f.get(f"points/{a.get('point_id')}/provenance")
                 env = dict(point.get("env", {}))
                 hosts = None
                 if prov is not None:
-                    env.update(_attrs(prov["env"]) if "env" in prov else {})
+                    env.update(recordable_env(_attrs(prov["env"])) if "env" in prov else {})
                     hosts = _read(prov["rank_host"]).tolist() if "rank_host" in prov else None
                 ranks = g["time_us"].shape[2] if "time_us" in g else point.get("ranks")
                 nodes = len(set(hosts)) if hosts and len(hosts) == ranks else point.get("nodes")
@@ -426,7 +434,7 @@ def _provenance_of(group) -> dict:
     return {
         "command_line": a.get("command_line"),
         "world_size": a.get("world_size"),
-        "env": _attrs(env) if env is not None else {},
+        "env": recordable_env(_attrs(env)) if env is not None else {},
         "hosts": _read(group["rank_host"]).tolist() if "rank_host" in group else [],
         "boot_ids": _read(group["rank_boot_id"]).tolist() if "rank_boot_id" in group else [],
         "start_time": a.get("start_time"),
@@ -445,7 +453,6 @@ def load_runs(paths: PathArg) -> pd.DataFrame:
     provenance of the process that measured the run: /points/<point_id>/provenance in a merged
     file, /provenance otherwise.
     """
-    import json
 
     rows = []
     for path in expand_paths(paths):
@@ -461,7 +468,7 @@ def load_runs(paths: PathArg) -> pd.DataFrame:
                         "run": name,
                         "benchmark": a.get("benchmark"),
                         "attrs": a,
-                        "point": json.loads(a["point"]) if "point" in a else None,
+                        "point": _point(a),
                         **prov,
                     }
                 )
@@ -520,7 +527,7 @@ def load_provenances(paths: PathArg) -> list[dict]:
                         **_attrs(g),
                         "rank_host": _read(g["rank_host"]).tolist() if "rank_host" in g else [],
                         "rank_device": _read(g["rank_device"]).tolist() if "rank_device" in g else [],
-                        "env": _attrs(g["env"]) if "env" in g else {},
+                        "env": recordable_env(_attrs(g["env"])) if "env" in g else {},
                     }
                 )
     return out

@@ -1,7 +1,7 @@
 """`dtune model predict|check|project`: the scaling model's subcommands (scaling_model.py), their
 arguments and printed tables. Each returns the exit status: 0 done, 2 an input the model cannot use
 (one line on stderr: no profile with gradient times, no link fit for a level it needs, an
-allreduce measured at one size, ...).
+allreduce measured at one size, an assumption outside its range (model_assumptions.py), ...).
 
     dtune model predict PROFILE.h5 COMM.h5... [--nodes 1,2] [--ranks-per-node 2,4] [--bucket-mb 1,25]
                         [--nodes-per-machine M]   M nodes' ranks share one machine's cores (default 1)
@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from .clusters import CLUSTERS, DEFAULT_BUCKETS_MB, DEFAULT_NODES
+from .model_assumptions import check_assumptions
 
 # The model's modules (numpy, pandas, h5py) load inside each command, so that building the parser
 # for `dtune --help` or `dtune sweep` stays quick.
@@ -47,6 +48,9 @@ def cmd_predict(a) -> int:
             f"it counts the nodes whose ranks share one machine's cores (all of them on the simulated cluster: "
             f"{max(a.nodes)})"
         )
+    bad = check_assumptions(a)
+    if bad:
+        return _fail(bad)
     try:
         prof = one_profile(a.files, a.run)
         fits = load_link_fits(a.files)
@@ -117,6 +121,9 @@ def cmd_project(a) -> int:
     from .projection import compute_scale, format_projection, project
 
     defaults(a)
+    bad = check_assumptions(a)
+    if bad:
+        return _fail(bad)
     try:
         prof = one_profile(a.files, a.run)
         if a.cluster not in CLUSTERS:

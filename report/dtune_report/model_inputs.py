@@ -214,11 +214,36 @@ def nearest_profile(runs: list, when: datetime | None):
     return min(timed, key=lambda r: abs((r.when - when).total_seconds()))
 
 
+def profile_ids(found: list) -> list:
+    """Each profile's identifier `FILE:RUN`, FILE the shortest tail of its path that tells the
+    files apart (`profile.h5:RUN`, or `a/profile.h5:RUN` beside `b/profile.h5:RUN`): what
+    `--run` takes (one_profile)."""
+    files = sorted({str(p.file) for p in found})
+    for k in range(1, max((len(Path(f).parts) for f in files), default=1) + 1):
+        tails = {f: str(Path(*Path(f).parts[-k:])) for f in files}
+        if len(set(tails.values())) == len(files):
+            break
+    return [f"{tails[str(p.file)]}:{p.run}" for p in found]
+
+
+def _named(p: ProfileRun, run: str) -> bool:
+    """Is `p` the profile `--run` names: a run name (or its prefix), or FILE:RUN with FILE the
+    file's path or a tail of it (profile_ids)."""
+    if p.run == run or p.run.startswith(run):
+        return True
+    file, _, name = run.rpartition(":")
+    if not file or not (p.run == name or (name and p.run.startswith(name))):
+        return False
+    parts, want = Path(p.file).parts, Path(file).parts
+    return Path(p.file) == Path(file) or (len(want) <= len(parts) and parts[-len(want) :] == want)
+
+
 def one_profile(paths, run: str | None = None) -> ProfileRun:
-    """The profile `dtune model predict/project` uses: the only one, or the one named `run`."""
+    """The profile `dtune model predict/project` uses: the only one, or the one `run` names (a run
+    name or prefix, or an identifier FILE:RUN as profile_ids prints it)."""
     found = load_profiles(paths)
     if run is not None:
-        found = [p for p in found if p.run == run or p.run.startswith(run)]
+        found = [p for p in found if _named(p, run)]
     if not found:
         raise ModelInputError(
             f"no 1-rank dtune-train run with per-parameter gradient times (grad_ready_ms) in "
@@ -226,8 +251,9 @@ def one_profile(paths, run: str | None = None) -> ProfileRun:
             "`build/bin/dtune-train --model ... --steps 20` (one rank) from this version of dtune"
         )
     if len(found) > 1:
-        names = ", ".join(f"{Path(p.file).name}:{p.run}" for p in found[:6])
-        raise ModelInputError(f"{len(found)} 1-rank profiles ({names}): name one with --run")
+        ids = profile_ids(found)
+        names = ", ".join(ids[:6]) + (f", ... ({len(ids) - 6} more)" if len(ids) > 6 else "")
+        raise ModelInputError(f"{len(found)} 1-rank profiles ({names}): name one with --run FILE:RUN, as listed")
     return found[0]
 
 

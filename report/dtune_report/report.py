@@ -4,8 +4,11 @@ sweeps, an nccl_tuner.conf beside it) that opens with what to change, by how muc
 are (verdicts.py), then one section per workload with the evidence and the commands that reproduce
 it, the collectives, the stragglers and the remaining figures. Figures appear only when the data
 has their axes. Files the loader cannot use (report.check) and results with no run to draw are a
-ValueError naming them (exit 2), before anything is written. Recorded values are data: report.md
-escapes them, the HTML escapes them, and every block to paste is shell-quoted."""
+ValueError naming them (exit 2), before anything is written. A file that is not a finished run's
+(a `.partial` left by a run that died, an interrupted or timed-out run) is reported as measured so
+far, under a warning at the top naming it, its status and what it holds (check.incomplete_files).
+Recorded values are data: report.md escapes them, the HTML escapes them, and every block to paste is
+shell-quoted."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from . import machines as mc
 from . import pipeline as pl
 from . import sections as sc
 from . import tables as tb
-from .check import check_results
+from .check import check_results, incomplete_files, sweep_failures
 from .compare import comm_iteration_samples
 from .configs import studies, train_configs
 from .loader import (
@@ -189,10 +192,16 @@ def build_report(paths, out_dir, baseline: str | None = None, alpha: float = 0.0
     if baseline and Path(baseline).exists() and baseline not in map(str, paths):
         paths.append(baseline)
     files = check_results(paths)
+    tune = tune_blocks(paths)  # results of `dtune tune`: checked before anything is written
+    incomplete = incomplete_files(files)
     comm, train, steps = load_comm_summary(paths), load_train_summary(paths), load_train(paths)
     fits = fg.comm_fits(paths)
+    failed = sweep_failures(paths)
     if comm.empty and train.empty:
-        raise ValueError(f"nothing to report: no dtune-comm size or dtune-train run in {', '.join(map(str, files))}")
+        why = f": {failed[0]}" if failed else ""
+        raise ValueError(
+            f"nothing to report: no dtune-comm size or dtune-train run in {', '.join(map(str, files))}{why}"
+        )
     groups = studies(train_configs(paths))
     findings = decide_all(groups, baseline, alpha)
     singles = [s for s in groups if len(s.configs) == 1]
@@ -223,9 +232,11 @@ def build_report(paths, out_dir, baseline: str | None = None, alpha: float = 0.0
     advice += model_blocks
 
     blocks = [("h", 1, "dtune report", ""), ("p", f"Sources: {', '.join(map(str, paths))}")]
+    blocks += [("p", [("b", "Warning: incomplete results. "), line]) for line in incomplete]
+    blocks += [("p", [("b", "Failed points. "), line]) for line in failed]
     comm_lines = [cl.summary_line(c) for c in comm_cmp]
     blocks += sc.summary_blocks(findings, singles, comm_lines, straggle_line, _advice_links(advice))
-    blocks += tune_blocks(paths)  # results of `dtune tune`: how its budget was spent
+    blocks += tune  # how the budget of `dtune tune` was spent
     blocks += advice
     for s in sorted(groups, key=lambda s: s.anchor):
         blocks += sc.study_blocks(by_study[id(s)], phases, out)
@@ -251,4 +262,11 @@ def build_report(paths, out_dir, baseline: str | None = None, alpha: float = 0.0
     all_figures = {**figures, **{b[1]: b[2] for b in blocks if b[0] == "figure"}}
     (out / "report.md").write_text(render_md(blocks))
     (out / "report.html").write_text(render_html(blocks))
-    return {"dir": out, "figures": all_figures, "tuner": tuner is not None, "findings": findings, "studies": groups}
+    return {
+        "dir": out,
+        "figures": all_figures,
+        "tuner": tuner is not None,
+        "findings": findings,
+        "studies": groups,
+        "incomplete": incomplete,
+    }

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .redact import fill_in_note
+
 
 def find_tune_files(paths) -> list[Path]:
     """tune.json files beside the given results (each directory once)."""
@@ -106,23 +108,32 @@ def sweep_blocks(doc: dict, rec: dict) -> list:
     rc = rec.get("recommendation") or {}
     if rc.get("flags"):
         blocks.append(("copy", rc["flags"], "The flags to set."))
+    fill = f" {fill_in_note(rc['fill_in']).lstrip('# ')}." if rc.get("fill_in") else ""
     if rc.get("command"):
-        blocks.append(("copy", rc["command"], "The whole command, at the sweep's own steps."))
+        blocks.append(("copy", rc["command"], f"The whole command, at the sweep's own steps.{fill}"))
     if rc.get("export"):
-        blocks.append(("copy", "\n".join(rc["export"]), "The same as environment settings (export block)."))
+        blocks.append(("copy", "\n".join(rc["export"]), f"The same as environment settings (export block).{fill}"))
     if rc.get("nccl_tuner_conf"):
         blocks.append(("pre", rc["nccl_tuner_conf"].rstrip()))
     return blocks
 
 
 def tune_blocks(paths) -> list:
-    """The section, or [] when no tune.json lies beside the results."""
+    """The section, or [] when no tune.json lies beside the results; ValueError naming the file
+    when one is not JSON or not of the shape `dtune tune` writes."""
     blocks = []
     for f in find_tune_files(paths):
         try:
             doc = json.loads(f.read_text())
         except (OSError, json.JSONDecodeError) as e:
             raise ValueError(f"{f}: not a dtune tune record ({e})") from None
-        for rec in doc.get("sweeps", []):
-            blocks += sweep_blocks(doc, rec)
+        try:
+            for rec in doc["sweeps"]:
+                blocks += sweep_blocks(doc, rec)
+        except (TypeError, KeyError, AttributeError, ValueError, IndexError) as e:
+            what = f"missing {e}" if isinstance(e, KeyError) else str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise ValueError(
+                f"{f}: not a tune record of the shape `dtune tune` writes ({what}); rerun the tune, or move the "
+                "file out of the results' folder"
+            ) from None
     return [("h", 2, "How the budget was spent", "tune")] + blocks if blocks else []

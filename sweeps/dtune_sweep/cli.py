@@ -63,13 +63,15 @@ def check_presets(points) -> str | None:
 def cmd_plan(a) -> int:
     """Print the points a sweep file expands into, each with its stable id; a topology preset this
     machine cannot serve is a `# warning:` line (a plan runs nothing, and may be made elsewhere)."""
+    from dtune_report.redact import recordable_env
+
     points = _points(a)
     print(f"# {a.file}: {len(points)} points")
     why = check_presets(points)
     if why:
         print(f"# warning: {why} (dtune sweep run refuses it here)")
     for p in points[: a.show]:
-        env = " ".join(f"{k}={v}" for k, v in sorted(p.env.items()))
+        env = " ".join(f"{k}={v}" for k, v in sorted(recordable_env(p.env).items()))
         print(
             f"  {p.id}  np={p.ranks}{f' nodes={p.nodes}' if p.nodes > 1 else ''}"
             f"{f' per-node={p.ranks_per_node}' if p.ranks_per_node else ''}  "
@@ -140,6 +142,8 @@ def cmd_report(a) -> int:
         r = build_report(a.results, a.output, baseline=a.baseline)
     except (OSError, ValueError) as e:
         return _error(e)
+    for line in r["incomplete"]:
+        print(f"# warning: {line}")
     print(
         f"# report: {r['dir'] / 'report.html'} ({len(r['figures'])} figures{', nccl_tuner.conf' if r['tuner'] else ''})"
     )
@@ -148,13 +152,14 @@ def cmd_report(a) -> int:
 
 def cmd_compare(a) -> int:
     """Print the A/B table; 1 with --fail-on-regression exceeded."""
-    from dtune_report.check import check_results
+    from dtune_report.check import check_results, incomplete_files, machine_warnings
     from dtune_report.compare import compare_results, format_table, regressions
 
     if not 0 < a.alpha < 1:
         return _usage(f"--alpha {a.alpha}: must be between 0 and 1")
     from dtune_report.gbench import compare_gbench, is_gbench_json
 
+    warnings = []
     try:
         if is_gbench_json(a.a) and is_gbench_json(a.b):  # two dtune-micro (Google Benchmark) files
             c = compare_gbench(a.a, a.b, a.alpha)
@@ -162,6 +167,8 @@ def cmd_compare(a) -> int:
             check_results(a.a)
             check_results(a.b)
             c = compare_results(a.a, a.b, a.alpha)
+            warnings = [f"{side}: {line}" for side, p in (("A", a.a), ("B", a.b)) for line in incomplete_files(p)]
+            warnings += machine_warnings(a.a, a.b)
     except (OSError, ValueError, KeyError) as e:
         return _error(e)
     if not c.rows:
@@ -169,6 +176,8 @@ def cmd_compare(a) -> int:
             f"no configuration appears in both A and B ({len(c.only_a)} in A alone, "
             f"{len(c.only_b)} in B alone: runs match only when every setting agrees)"
         )
+    for line in warnings:
+        print(f"# warning: {line}")
     print(format_table(c.rows, c.only_a, c.only_b, c.alpha))
     if a.fail_on_regression is not None:
         bad = regressions(c.rows, a.fail_on_regression)
@@ -225,14 +234,22 @@ def cmd_model(a) -> int:
 
 def add_model_parser(sub) -> None:
     """`dtune model ...` under the top-level subparsers `sub`."""
+    from dtune_report.model_assumptions import range_text as rng  # no numpy: quick to import
+
     m = sub.add_parser("model", help="the scaling model: predict, check against measured runs, project to clusters")
     mm = m.add_subparsers(dest="cmd", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--run", help="the 1-rank profile's run group (a name or prefix) when the files hold several")
     common.add_argument(
-        "--bucket-mb", type=_numbers(float), default=None, metavar="LIST", help="bucket sizes in MiB (comma separated)"
+        "--bucket-mb",
+        type=_numbers(float),
+        default=None,
+        metavar="LIST",
+        help=f"bucket sizes in MiB (comma separated; {rng('bucket_mb')})",
     )
-    common.add_argument("--nodes", type=_numbers(int), default=None, metavar="LIST", help="node counts")
+    common.add_argument(
+        "--nodes", type=_numbers(int), default=None, metavar="LIST", help=f"node counts ({rng('nodes')})"
+    )
     p = mm.add_parser(
         "predict",
         parents=[common],
@@ -242,15 +259,26 @@ def add_model_parser(sub) -> None:
     )
     p.set_defaults(func=cmd_model)
     p.add_argument("files", nargs="+", help="results files: a 1-rank dtune-train run and dtune-comm allreduce runs")
-    p.add_argument("--ranks-per-node", type=_numbers(int), default=[2, 4], metavar="LIST", help="(default 2,4)")
-    p.add_argument("--first-bucket-mb", type=float, default=None, help="(default: the profile's, at most the bucket)")
+    p.add_argument(
+        "--ranks-per-node",
+        type=_numbers(int),
+        default=[2, 4],
+        metavar="LIST",
+        help=f"(default 2,4; {rng('ranks_per_node')})",
+    )
+    p.add_argument(
+        "--first-bucket-mb",
+        type=float,
+        default=None,
+        help=f"(default: the profile's, at most the bucket; {rng('first_bucket_mb')})",
+    )
     p.add_argument("--algorithm", choices=["flat", "hierarchical"], default="flat", help="(default flat)")
     p.add_argument(
         "--cores",
         type=int,
         default=None,
         help="cores per machine that a CPU run's ranks share (default: the profile's provenance topology; "
-        "0: no compute contention)",
+        f"0: no compute contention; {rng('cores')})",
     )
     p.add_argument(
         "--nodes-per-machine",
@@ -259,7 +287,8 @@ def add_model_parser(sub) -> None:
         metavar="M",
         help="nodes on one physical machine, whose ranks share its cores for the compute contention: K = "
         "R·min(M, nodes) ranks per machine, as dtune model check counts a run's ranks per boot id (default 1: "
-        "one node per machine; the simulated cluster of scripts/cluster: all its nodes, e.g. 2)",
+        "one node per machine; the simulated cluster of scripts/cluster: all its nodes, e.g. 2; "
+        f"{rng('nodes_per_machine')})",
     )
     c = mm.add_parser("check", help=_HELP["model check"])
     c.set_defaults(func=cmd_model)
@@ -276,13 +305,40 @@ def add_model_parser(sub) -> None:
     j.add_argument("files", nargs="+", help="results files holding one 1-rank dtune-train profile")
     j.add_argument("--cluster", default="h100-ib400", help="h100-ib400 or h200-ib400 (default h100-ib400)")
     j.add_argument("--algorithm", choices=["flat", "hierarchical"], default="hierarchical", help="(default hier.)")
-    j.add_argument("--compute-scale", type=float, default=None, help="multiply the profile's times by this")
-    j.add_argument("--peak-tflops", type=float, default=None, help="the GPU's dense peak (default: the cluster's)")
-    j.add_argument("--mfu", type=float, default=0.4, help="assumed model FLOPs utilisation (default 0.4)")
-    j.add_argument("--batch-scale", type=float, default=1.0, help="the GPU's batch over the profile's (default 1)")
-    j.add_argument("--alpha-intra-us", type=float, default=2.0, help="assumed latency per ring step (default 2)")
-    j.add_argument("--alpha-inter-us", type=float, default=6.0, help="assumed latency per ring step (default 6)")
-    j.add_argument("--nics", type=int, default=None, help="NICs per node (default: the cluster's, 8)")
+    j.add_argument(
+        "--compute-scale",
+        type=float,
+        default=None,
+        help=f"multiply the profile's times by this ({rng('compute_scale')})",
+    )
+    j.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=None,
+        help=f"the GPU's dense peak (default: the cluster's; {rng('peak_tflops')})",
+    )
+    j.add_argument(
+        "--mfu", type=float, default=0.4, help=f"assumed model FLOPs utilisation (default 0.4; {rng('mfu')})"
+    )
+    j.add_argument(
+        "--batch-scale",
+        type=float,
+        default=1.0,
+        help=f"the GPU's batch over the profile's (default 1; {rng('batch_scale')})",
+    )
+    j.add_argument(
+        "--alpha-intra-us",
+        type=float,
+        default=2.0,
+        help=f"assumed latency per ring step (default 2; {rng('alpha_intra_us')})",
+    )
+    j.add_argument(
+        "--alpha-inter-us",
+        type=float,
+        default=6.0,
+        help=f"assumed latency per ring step (default 6; {rng('alpha_inter_us')})",
+    )
+    j.add_argument("--nics", type=int, default=None, help=f"NICs per node (default: the cluster's, 8; {rng('nics')})")
 
 
 # (command words, one-line description, handler): the parsers and `dtune --help` read this table.

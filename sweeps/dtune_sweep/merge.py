@@ -11,6 +11,8 @@ from pathlib import Path
 
 import h5py
 
+from dtune_report.redact import recordable_point
+
 from . import point_copy
 from .runner import COMPLETE, State
 from .spec import SweepError
@@ -47,6 +49,7 @@ def merge(directory: Path, output: Path) -> int:
                 print(f"# merge: skipped {pid}: {src} cannot be read ({e})", file=sys.stderr)
                 continue
             with f:
-                n = point_copy.add(f, pid, point, runs, points, n)
+                # A manifest from before secrets were redacted in it still has them: not copied.
+                n = point_copy.add(f, pid, recordable_point(point), runs, points, n)
     tmp.rename(output)
     return n

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dtune_report.redact import recordable_argv
+
 from .spec import Point, SweepError
 
 COMPLETE = ("ok", "oom")  # outcomes a resume keeps; failed, timeout and interrupted run again
@@ -365,7 +367,8 @@ def _run_locked(
             out = directory / "points" / f"{p.id}.h5"
             log = directory / "points" / f"{p.id}.log"
             cmd = launch_command(p, out, launcher, hosts)
-            state.append({"event": "started", "id": p.id, "time": time.time(), "command": shlex.join(cmd)})
+            record = {"event": "started", "id": p.id, "time": time.time(), "command": shlex.join(recordable_argv(cmd))}
+            state.append(record)
             t0 = time.monotonic()
             short = allocation_shortfall(p) if launcher == "srun" else ""
             if short:  # srun would wait for the missing nodes forever: the point fails now

@@ -66,6 +66,14 @@ def write_scripts(
 ) -> list[Path]:
     """Writes manifest.json, slurm/bundles-<k>.json and slurm/shape-<k>.sbatch; returns the scripts.
     `tune`: mpirun's tune file for every point (launcher mpirun; see mpirun_tune)."""
+    secret = next((p for p in points if not p.recorded_whole()), None)
+    if secret is not None:
+        names = sorted(k for k, v in secret.to_json()["env"].items() if v != secret.env[k])
+        raise SweepError(
+            f"point {secret.id} sets {', '.join(names)}, whose value is a secret (or a URL with user-info): "
+            "Slurm tasks launch from the sweep's manifest, which never records it; export it before "
+            "submitting (sbatch passes your environment to the tasks) and leave it out of the sweep file"
+        )
     directory = directory.resolve()
     (directory / "points").mkdir(parents=True, exist_ok=True)
     sdir = directory / "slurm"
@@ -73,7 +81,9 @@ def write_scripts(
     (directory / "manifest.json").write_text(json.dumps([p.to_json() for p in points], indent=1))
     scripts = []
     python = shlex.quote(sys.executable)
-    pkg = shlex.quote(str(Path(__file__).resolve().parents[1]))
+    # Both packages: the runner redacts what it records with dtune_report.redact.
+    here = Path(__file__).resolve().parents[1]
+    pkg = shlex.quote(f"{here}:{here.parent / 'report'}")
     for k, ((ranks, nodes, rpn), pts) in enumerate(shapes(points).items()):
         bundles = [[p.id for p in pts[i : i + per_task]] for i in range(0, len(pts), per_task)]
         (sdir / f"bundles-{k}.json").write_text(json.dumps(bundles))

@@ -89,7 +89,16 @@ class Point:
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def to_json(self) -> dict:
-        return {"id": self.id, **self.canonical(), "values": self.values}
+        """The point as manifests record it: secrets redacted (dtune_report.redact), so the id
+        (of the real values) is the one thing that still depends on them."""
+        from dtune_report.redact import recordable_point
+
+        return recordable_point({"id": self.id, **self.canonical(), "values": self.values})
+
+    def recorded_whole(self) -> bool:
+        """Whether to_json() holds the point's real environment (nothing redacted): what a Slurm
+        task, which launches from the manifest, needs."""
+        return self.to_json()["env"] == dict(sorted(self.env.items()))
 
 
 def _type(x) -> str:

@@ -191,8 +191,9 @@ def step_seconds(path: Path, binary: str) -> float:
 
 def _record(m: Measured, p: Point, higher: bool) -> dict:
     from dtune_report.compare import bootstrap_median_ci
+    from dtune_report.redact import recordable_values
 
-    r = {"id": p.id, "values": _axis_values(p), "status": m.status, "n": int(len(m.samples))}
+    r = {"id": p.id, "values": recordable_values(_axis_values(p)), "status": m.status, "n": int(len(m.samples))}
     if m.ok:
         lo, hi = bootstrap_median_ci(m.samples)
         r.update(median=m.median, lo=lo, hi=hi)
@@ -204,8 +205,10 @@ def _axis_values(p: Point) -> dict:
 
 
 def _label(values: dict) -> str:
+    from dtune_report.redact import recordable_values
+
     parts = []
-    for k, v in values.items():
+    for k, v in recordable_values(values).items():
         if k in ("ranks", "nodes", "ranks_per_node") or (k == "topology" and v == "default"):
             continue
         parts.append(k if v is True else f"{k} {v}" if str(k).startswith("-") else f"{k}={v}")
@@ -214,14 +217,23 @@ def _label(values: dict) -> str:
 
 def recommendation(p: Point, directory: Path, top_ids: list[str], hosts=None) -> dict:
     """The winner's flags, its whole command (placed as the runs were: runner.placement_options),
-    an `export` block and, for an NCCL space, an nccl_tuner.conf from the top rung's runs."""
+    an `export` block and, for an NCCL space, an nccl_tuner.conf from the top rung's runs. A
+    variable whose value is redacted (dtune_report.redact) is passed by name (`-x NAME`: mpirun
+    takes the user's value) and checked in the export block; `fill_in` names them."""
+    from dtune_report.redact import recordable_env
+
+    env = recordable_env(p.env)
+    fill_in = sorted(k for k in env if env[k] != str(p.env[k]))
     axis_flags = [(k, v) for k, v in p.values.items() if str(k).startswith("-") and k != "steps" and v is not False]
     flags = " ".join(shlex.quote(k) if v is True else f"{shlex.quote(k)} {shlex.quote(str(v))}" for k, v in axis_flags)
     launch = ["mpirun", "-np", str(p.ranks), *runner.placement_options(p, hosts)]
-    for k, v in sorted(p.env.items()):
-        launch += ["-x", f"{k}={v}"]
+    for k, v in sorted(env.items()):
+        launch += ["-x", k if k in fill_in else f"{k}={v}"]
     command = " ".join(map(shlex.quote, launch + [f"build/bin/{p.binary}", *p.args]))
-    export = [f"export {k}={shlex.quote(str(v))}" for k, v in sorted(p.env.items())]
+    export = [
+        f'export {k}="${{{k}:?fill in {k}: its value is redacted}}"' if k in fill_in else f"export {k}={shlex.quote(v)}"
+        for k, v in sorted(env.items())
+    ]
     prefix = ENV_PREFIX.get(p.binary)
     if prefix:
         for k, v in axis_flags:
@@ -235,7 +247,7 @@ def recommendation(p: Point, directory: Path, top_ids: list[str], hosts=None) ->
         files = [directory / "points" / f"{i}.h5" for i in top_ids if (directory / "points" / f"{i}.h5").exists()]
         if files:
             conf = nccl_tuner_conf(load_comm_summary(files), load_comm_runs(files))
-    return {"flags": flags, "command": command, "export": export, "nccl_tuner_conf": conf}
+    return {"flags": flags, "command": command, "export": export, "nccl_tuner_conf": conf, "fill_in": fill_in}
 
 
 def _share(budget, total_left: float, n: int, n_left: int):
@@ -371,9 +383,13 @@ def print_summary(rec: dict, say) -> None:
             f"  over the runner-up ({r['label']}: {r['median']:.4g} {unit}): x{m['ratio']:.3f} "
             f"[{m['lo']:.3f}, {m['hi']:.3f}], p={m['p']:.3g}, {sig}"
         )
+    from dtune_report.redact import fill_in_note
+
     rc = rec["recommendation"]
     say(f"  flags: {rc['flags'] or '(the fixed arguments)'}")
     say(f"  command: {rc['command']}")
+    if rc.get("fill_in"):
+        say(f"  {fill_in_note(rc['fill_in'])}")
     for line in rc["export"]:
         say(f"  {line}")
     if rc.get("nccl_tuner_conf"):
