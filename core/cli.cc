@@ -1,6 +1,9 @@
 // Size parsing and CLI11 glue.
 #include "core/cli.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -50,6 +53,29 @@ CLI::Validator integer_in(long long lo, long long hi) {
           return "'" + text + "' is not a whole number: give one from " + range;
         if (errno == ERANGE || v < lo || v > hi)
           return "'" + text + "' is out of range: give " + range;
+        return "";
+      },
+      range);
+}
+
+int max_threads_per_process() {
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return static_cast<int>(std::clamp(4 * std::max(cores, 1L), 64L, 1024L));
+}
+
+CLI::Validator thread_count() {
+  const int hi = max_threads_per_process();
+  const std::string range = "0 to " + std::to_string(hi);
+  return CLI::Validator(
+      [hi, range](std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(text.c_str(), &end, 10);
+        if (text.empty() || end != text.c_str() + text.size())
+          return "'" + text + "' is not a whole number: give a thread count from " + range;
+        if (errno == ERANGE || v < 0 || v > hi)
+          return "'" + text + "' threads is out of range: give " + range +
+                 " (at most 4 x the online cores, at least 64, at most 1024)";
         return "";
       },
       range);

@@ -16,6 +16,15 @@ extern const CLI::Validator kNonNegative;  // a finite number >= 0
 // A whole number from lo to hi (both included).
 CLI::Validator integer_in(long long lo, long long hi);
 
+// The one bound on every thread-count flag of every binary (--threads, --workers, --load-threads):
+// 4 x this machine's online cores, at least 64 (so that a small machine can still oversubscribe
+// on purpose), at most 1024. Past it a typo (--threads 100000) made 22,585 threads and 5.4 GB,
+// and a process that creating threads kept from ever reaching its SIGTERM check.
+int max_threads_per_process();
+// A whole number from 0 (the binary's default) to max_threads_per_process(); its message names
+// the bound and why.
+CLI::Validator thread_count();
+
 // "8", "64K", "64KB", "64KiB", "1M", "2G" (case-insensitive suffix). Throws UsageError naming
 // `flag` for anything else, for zero when `allow_zero` is false, and for sizes above 2^50.
 uint64_t parse_size(const std::string& text, const std::string& flag, bool allow_zero = false);

@@ -228,14 +228,8 @@ class Driver {
         o_.backend == BackendKind::kMpi && o_.mpi_buffers == MpiBuffers::kHost;
     const uint64_t per_rank = 2ull * (send + recv) / (host_buffers ? 1 : 2) +
                               (o_.check_iters > 0 ? std::max(send, recv) : 0);
-    const uint64_t node = per_rank * static_cast<uint64_t>(ctx_.local_size());
-    const uint64_t available = host_memory_available_bytes();
-    if (available == 0 || node <= available) return;
-    throw UsageError("-e/--maxbytes " + format_size(o_.max_bytes) + " needs " +
-                     format_bytes(per_rank) + " of host memory per rank (" + format_bytes(node) +
-                     " for the " + std::to_string(ctx_.local_size()) + " ranks on " + ctx_.host() +
-                     "), but " + format_bytes(available) +
-                     " is available there: lower -e/--maxbytes");
+    refuse_unless_host_fits(per_rank, ctx_.local_size(), ctx_.host(),
+                            "-e/--maxbytes " + format_size(o_.max_bytes), "lower -e/--maxbytes");
   }
 
   void upload_images(const OpShape& s, Placement p) {

@@ -193,7 +193,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
                  "the link of a run with as many compute threads per rank from it)")
       ->envname(env("LOAD_THREADS"))
       ->capture_default_str()
-      ->check(CLI::Range(0, 256));
+      ->check(thread_count());
   app.add_option(
          "--gap-us", o.gap_us,
          "microseconds every rank sleeps before each timed iteration, outside the timing, so "

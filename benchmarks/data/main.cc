@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
     bench
         ->add_option("--workers", b.loader.workers, "Loader threads (0: in the consumer's thread).")
         ->capture_default_str()
-        ->check(CLI::NonNegativeNumber);
+        ->check(dtune::thread_count());
     bench->add_option("--prefetch", b.loader.prefetch, "Batches built ahead of the consumer.")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);

@@ -142,7 +142,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(dtune::kNonNegative);
   be->add_flag("--channels-last", channels_last, "run in channels_last memory format");
-  app.add_option("--threads", threads, "intra-op threads (0: LibTorch's default)");
+  app.add_option("--threads", threads, "intra-op threads (0: LibTorch's default)")
+      ->check(dtune::thread_count());
   try {
     const int rc = dtune::parse_cli(app, argc, argv, true);
     if (rc >= 0) return rc;

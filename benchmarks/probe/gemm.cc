@@ -14,6 +14,7 @@
 #include "core/device_info.h"
 #include "core/error.h"
 #include "core/gather.h"
+#include "core/host_memory.h"
 #include "core/stats.h"
 #include "train/device_timeline.h"
 
@@ -233,6 +234,30 @@ std::vector<std::string> gemm_dtypes(const GemmOptions& o, bool cuda) {
   return out;
 }
 
+namespace {
+
+// On a CPU the operands live in host memory: A (m, k), B (k, n) and C (m, n) of the largest
+// shape and dtype, refused before torch allocates them (core/host_memory.h).
+void refuse_unless_fits(const std::vector<Shape>& shapes, const std::vector<std::string>& dtypes,
+                        const RunContext& ctx) {
+  uint64_t need = 0;
+  std::string largest;
+  for (const auto& dtype : dtypes)
+    for (const Shape& s : shapes) {
+      const uint64_t element = torch::elementSize(scalar_type_of(dtype));
+      const uint64_t bytes = element * static_cast<uint64_t>(s.m * s.k + s.k * s.n + s.m * s.n);
+      if (bytes <= need) continue;
+      need = bytes;
+      largest = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) +
+                " in " + dtype;
+    }
+  refuse_unless_host_fits(need, ctx.local_size(), ctx.host(), "--shapes " + largest,
+                          "give smaller --shapes (A, B and C of a shape are m·k + k·n + m·n "
+                          "elements)");
+}
+
+}  // namespace
+
 std::vector<GemmRecord> run_gemm(const RunContext& ctx, const GemmOptions& o) {
   const int gpus = static_cast<int>(torch::cuda::device_count());
   if (o.device == "cuda" && gpus == 0)
@@ -244,8 +269,10 @@ std::vector<GemmRecord> run_gemm(const RunContext& ctx, const GemmOptions& o) {
   if (o.threads > 0) torch::set_num_threads(o.threads);
   const std::vector<Shape> shapes = parse_shapes(o.shapes, cuda);
   const std::vector<std::string> libraries = gemm_libraries(o, cuda);
+  const std::vector<std::string> dtypes = gemm_dtypes(o, cuda);
+  if (!cuda) refuse_unless_fits(shapes, dtypes, ctx);
   std::vector<GemmRecord> out;
-  for (const auto& dtype : gemm_dtypes(o, cuda))
+  for (const auto& dtype : dtypes)
     for (const auto& library : libraries)
       out.push_back(run_library(ctx, o, shapes, dtype, library, dev, ordinal));
   at::globalContext().setAllowTF32CuBLAS(false);

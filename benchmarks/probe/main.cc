@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
         ->delimiter(',');
     gemm->add_option("--threads", g.threads, "CPU intra-op threads (0: LibTorch's default).")
         ->capture_default_str()
-        ->check(CLI::NonNegativeNumber);
+        ->check(dtune::thread_count());
     gemm->add_option("--min-time", g.min_time_s, "Seconds of timed products per shape, at least.")
         ->capture_default_str()
         ->check(dtune::kPositive);
@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
                        "Bytes per array, K/M/G suffixes [default: 4 x the caches, at least 64M].");
     memory->add_option("--threads", m.threads, "Host threads (0: OpenMP's default).")
         ->capture_default_str()
-        ->check(CLI::NonNegativeNumber);
+        ->check(dtune::thread_count());
     memory->add_option("-n,--iters", m.iters, "Iterations of the four kernels (first not counted).")
         ->capture_default_str()
         ->check(dtune::integer_in(1, 100000));

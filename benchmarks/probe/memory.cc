@@ -5,7 +5,9 @@
 #include <chrono>
 
 #include "benchmarks/probe/device_probes.h"
+#include "core/cli.h"
 #include "core/gather.h"
+#include "core/host_memory.h"
 #include "core/stats.h"
 #include "kernels/stream.h"
 
@@ -62,7 +64,14 @@ MemoryRecord host_stream(const RunContext& ctx, const MemoryOptions& o, int64_t 
 std::vector<MemoryRecord> run_memory(const RunContext& ctx, const MemoryOptions& o) {
   std::vector<MemoryRecord> out;
   const int64_t bytes = o.array_bytes > 0 ? o.array_bytes : default_array_bytes(detect_topology());
-  if (o.host) out.push_back(host_stream(ctx, o, bytes));
+  // STREAM's three arrays (a, b, c), refused before they are allocated (core/host_memory.h).
+  if (o.host) {
+    refuse_unless_host_fits(
+        3 * static_cast<uint64_t>(bytes), ctx.local_size(), ctx.host(),
+        "--array-size " + format_size(static_cast<uint64_t>(bytes)) + " (3 arrays)",
+        "lower --array-size");
+    out.push_back(host_stream(ctx, o, bytes));
+  }
   // Every rank must agree on whether the device part runs (it gathers): all ranks see GPUs, or
   // the part is left out everywhere.
   if (o.device) {

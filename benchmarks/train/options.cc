@@ -14,6 +14,10 @@ namespace dtune::train {
 
 namespace {
 
+// --accum-steps / --micro-batches: more micro-steps than this per optimizer step is a typo (each
+// keeps its activations under gpipe, and 10^8 of them would run for days before one step ends).
+constexpr long long kMaxMicroSteps = 4096;
+
 // --profile-steps START:COUNT, within the run's warm-up + measured steps.
 void parse_profile_steps(const std::string& text, Options& o) {
   const std::string usage =
@@ -136,10 +140,10 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
                  "(sets --batch = global / (ranks x accum-steps))")
       ->envname(env("GLOBAL_BATCH"));
   app.add_option("--accum-steps", o.accum_steps,
-                 "micro-steps per optimizer step (gradient accumulation)")
+                 "micro-steps per optimizer step (gradient accumulation), 1 to 4096")
       ->envname(env("ACCUM_STEPS"))
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(integer_in(1, kMaxMicroSteps));
   app.add_option("--precision", precision,
                  "fp32, tf32, fp16 (autocast + dynamic loss scaling) or bf16 (autocast)")
       ->envname(env("PRECISION"))
@@ -170,7 +174,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
                  "intra-op threads per rank (0: cores on the node / ranks on the node)")
       ->envname(env("THREADS"))
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(thread_count());
   app.add_flag("--channels-last", o.channels_last, "channels_last memory format (ResNet)")
       ->envname(env("CHANNELS_LAST"));
   app.add_option("--seed", o.seed, "seed of initialisation and synthetic data")
@@ -269,7 +273,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   app.add_option("--workers", o.workers, "loader threads per rank (0: load in the training thread)")
       ->envname(env("WORKERS"))
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(thread_count());
   app.add_option("--prefetch", o.prefetch, "batches the loader builds ahead")
       ->envname(env("PREFETCH"))
       ->capture_default_str()
@@ -329,9 +333,9 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->check(CLI::PositiveNumber);
   app.add_option("--micro-batches", micro_batches,
                  "micro-batches M of --batch samples per optimizer step through each pipeline "
-                 "(the same as --accum-steps) [default: --accum-steps]")
+                 "(the same as --accum-steps), 1 to 4096 [default: --accum-steps]")
       ->envname(env("MICRO_BATCHES"))
-      ->check(CLI::PositiveNumber);
+      ->check(integer_in(1, kMaxMicroSteps));
   app.add_option("--schedule", schedule,
                  "pipeline schedule: gpipe (all forwards, then all backwards), 1f1b "
                  "(PipeDream-Flush) or interleaved (Megatron-LM's interleaved 1F1B)")
@@ -387,6 +391,15 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
     o.accum_steps = micro_batches;
   }
   o.pipeline.micro_batches = o.accum_steps;
+  if (o.model.rfind("gpt2-", 0) != 0)  // a ResNet: GPT's shape flags would be ignored silently
+    for (const auto& [flag, value] : {std::pair<const char*, int64_t>{"--layers", mo.layers},
+                                      {"--context", mo.context},
+                                      {"--vocab", mo.vocab}})
+      if (value != 0)
+        throw UsageError(std::string(flag) + " " + std::to_string(value) + " with --model " +
+                         o.model + ": " + flag +
+                         " shapes the GPT-2 models only; drop it (a ResNet's depth is its name, "
+                         "e.g. --model resnet50)");
   if (o.pipeline.stages > 1 && world_size % o.pipeline.stages != 0)
     throw UsageError("--pipeline-stages " + std::to_string(o.pipeline.stages) +
                      " does not divide the " + std::to_string(world_size) +

@@ -91,7 +91,7 @@ def sweep_blocks(doc: dict, rec: dict) -> list:
         )
     w = rec.get("winner")
     if not w:
-        blocks.append(("p", "No candidate measured: every run failed."))
+        blocks.append(("p", rec.get("no_pick") or "No candidate measured: every run failed."))
         return blocks
     note = f" ({w['note']})." if w.get("note") else "."
     line = [("b", "Best: "), ("code", w["label"]), f": {_value(w)} {unit}{note}"]

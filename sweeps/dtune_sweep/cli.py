@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -70,8 +71,12 @@ def cmd_plan(a) -> int:
     why = check_presets(points)
     if why:
         print(f"# warning: {why} (dtune sweep run refuses it here)")
+    try:
+        runner.check_placement(points, None)
+    except SweepError as e:  # a plan may be run under Slurm or with --hostfile: said, not refused
+        print(f"# warning: {e} (dtune sweep run refuses it then)")
     for p in points[: a.show]:
-        env = " ".join(f"{k}={v}" for k, v in sorted(recordable_env(p.env).items()))
+        env = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted(recordable_env(p.env).items()))
         print(
             f"  {p.id}  np={p.ranks}{f' nodes={p.nodes}' if p.nodes > 1 else ''}"
             f"{f' per-node={p.ranks_per_node}' if p.ranks_per_node else ''}  "
@@ -86,11 +91,13 @@ def cmd_plan(a) -> int:
 def cmd_run(a) -> int:
     """Run every point not yet complete, locally with mpirun; 1 when a point failed; 2 before
     launching anything when a topology preset needs a link this machine lacks."""
+    runner.check_timeout(a.timeout)
     points = _points(a)
     why = check_presets(points)
     if why:
         return _usage(why)
     hosts = runner.MpirunHosts.checked(a.hostfile, a.mpirun_tune)
+    runner.check_placement(points, hosts)
     return runner.run_points(points, sweep_dir(a.file, a.out), a.timeout, hosts=hosts)
 
 
@@ -115,10 +122,67 @@ def cmd_status(a) -> int:
     complete with its status and the first error its log held."""
     points = _points(a)
     d = sweep_dir(a.file, a.out)
+    tuned = _tune_runs(d)
+    if tuned is not None:
+        return _tune_status(d, points, tuned)
     c = runner.counts(points, d)
     print(f"# {d}: " + ", ".join(f"{k} {v}" for k, v in c.items()))
     for p, status, why in runner.unfinished(points, d):
         print(f"{p.id}  {status}  [{' '.join(p.args)}]  {why or '(no error line in its log)'}")
+    return 0
+
+
+def _tune_runs(d: Path) -> list | None:
+    """The runs a `dtune tune` directory planned (its manifest.json, whose points carry the steps
+    of their rung), or None when `d` is not a tune's."""
+    import json
+
+    try:
+        manifest = json.loads((d / "manifest.json").read_text())
+    except (OSError, ValueError):
+        manifest = None
+    if not isinstance(manifest, list) or not all(isinstance(m, dict) and "id" in m for m in manifest):
+        return [] if (d / "tune.json").exists() else None
+    if (d / "tune.json").exists() or any("steps" in (m.get("values") or {}) for m in manifest):
+        return manifest
+    return None
+
+
+def _tune_status(d: Path, points, runs: list) -> int:
+    """`sweep status` on a tune directory: its runs (each candidate at the steps of its rung) by
+    status, not the file's points at full length, most of which a tune never runs."""
+    import json
+
+    outcomes = runner.State(d).outcomes()
+    c = {"ok": 0, "oom": 0, "failed": 0, "timeout": 0, "interrupted": 0, "not yet run": 0}
+    for m in runs:
+        s = outcomes.get(m["id"], "not yet run")
+        c[s] = c.get(s, 0) + 1
+    candidates = sum(p.repeat == 0 for p in points)
+    print(
+        f"# {d}: a dtune tune directory: {len(runs)} runs planned so far over {candidates} candidates "
+        f"(halving drops candidates, so most never run at full length): " + ", ".join(f"{k} {v}" for k, v in c.items())
+    )
+    try:
+        sweeps = json.loads((d / "tune.json").read_text()).get("sweeps") or []
+    except (OSError, ValueError, AttributeError):
+        sweeps = None
+    if sweeps is None:
+        print("# tune.json: not written yet (the tune is running, or stopped before its first sweep ended)")
+    for rec in sweeps or []:
+        if not isinstance(rec, dict):
+            continue
+        w = rec.get("winner")
+        verdict = (
+            f"best {w.get('label')}: {w.get('median'):.4g} {rec.get('unit', '')}"
+            if isinstance(w, dict) and isinstance(w.get("median"), (int, float))
+            else rec.get("no_pick") or "no pick: no candidate measured"
+        )
+        print(f"# sweep '{rec.get('sweep')}': {verdict}")
+    for m in runs:
+        s = outcomes.get(m["id"])
+        if s is not None and s not in runner.COMPLETE:
+            print(f"{m['id']}  {s}  [{' '.join(map(str, m.get('args', [])))}]")
     return 0
 
 
@@ -138,6 +202,15 @@ def cmd_report(a) -> int:
     """Write report.html, report.md and the figures for a set of results."""
     from dtune_report.report import build_report
 
+    out = Path(a.output)
+    if out.exists() and not out.is_dir():
+        return _usage(
+            f"-o {a.output}: is a file, not a directory: give a directory for report.html, report.md and the figures"
+        )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return _usage(f"-o {a.output}: cannot create it ({e.strerror or e}): give a directory you can write")
     try:
         r = build_report(a.results, a.output, baseline=a.baseline)
     except (OSError, ValueError) as e:
@@ -198,6 +271,7 @@ def cmd_tune(a) -> int:
         return _usage(f"--alpha {a.alpha}: must be between 0 and 1")
     if a.min_steps < 1:
         return _usage(f"--min-steps {a.min_steps}: give a positive count")
+    runner.check_timeout(a.timeout)
     points = _points(a)
     why = None if a.slurm else check_presets(points)  # Slurm tasks check on their own nodes
     if why:
@@ -205,7 +279,7 @@ def cmd_tune(a) -> int:
     if a.slurm:
         a.mpirun_tune = slurm.mpirun_tune(a.hostfile, a.mpirun_tune, a.launcher)
     else:
-        runner.MpirunHosts.checked(a.hostfile, a.mpirun_tune)
+        runner.check_placement(points, runner.MpirunHosts.checked(a.hostfile, a.mpirun_tune))
     d = Path(a.out) if a.out else Path("results") / "tune" / Path(a.file).stem
     return tune(a, points, d)
 
@@ -412,7 +486,10 @@ def _add_sweep_commands(sw) -> None:
     p_run = add("run")
     p_run.add_argument("--out", help="sweep directory (default results/sweeps/<file stem>)")
     p_run.add_argument(
-        "--timeout", type=float, default=None, help="seconds a point may run before it is killed (default: no limit)"
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds (above 0) a point may run before it is killed (default: no limit)",
     )
     add_host_flags(p_run)
     p_slurm = add("slurm")
@@ -471,7 +548,8 @@ Each sweep of the file is tuned on its own (--sweep NAME picks some): its points
 zips, excludes and the constraints: block) are the candidates. Every run is a sweep point whose
 steps (dtune-train --steps, dtune-comm --iters) its rung sets, run by the sweep runner: the state
 log, resume (rerun the same command after a kill -9: finished runs are kept) and merge are the
-sweep's. Failed and timed-out runs are recorded and never retried.
+sweep's. Failed runs are recorded and never retried; a run --timeout killed is retried by a tune
+that gives it more time (no --timeout, or a larger one).
 
 halving: the first rung runs every drawn candidate for a few steps; steps double up to the sweep's
 own steps while the candidates shrink to two at the top rung. A candidate is dropped only when it
@@ -482,8 +560,9 @@ optuna: TPE sampler with a Hyperband pruner over the same steps (study in <out>/
 Output: per sweep the best configuration with its interval, its margin over the runner-up, the
 flags, the command, an export block (DTUNE_TRAIN_*/DTUNE_COMM_* and the environment), for an NCCL
 space an nccl_tuner.conf; <out>/tune.json, <out>/merged.h5 and <out>/report/report.html with the
-section "How the budget was spent". Exit status: 0 done, 1 no candidate measured, 2 bad input
-(an unknown objective, a budget that cannot run one rung, constraints that leave no point),
+section "How the budget was spent". Exit status: 0 done, 1 a sweep without a pick (no candidate
+measured, or all measured the same, e.g. busbw 0 with 1 rank), 2 bad input (an unknown objective,
+a budget that cannot run one rung, constraints that leave no point, a bad --timeout or --out),
 130 interrupted.
 Sweep files: sweeps/README.md ("Tuning")."""
 
@@ -527,7 +606,10 @@ def _add_tune_command(sub) -> None:
         "--min-steps", type=int, default=4, help="steps of the shortest rung, at least (default 4: the U test's least)"
     )
     t.add_argument(
-        "--timeout", type=float, default=None, help="seconds a run may take before it is killed (default: no limit)"
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds (above 0) a run may take before it is killed (default: no limit)",
     )
     t.add_argument(
         "--max-points",

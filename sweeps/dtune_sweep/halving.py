@@ -70,9 +70,30 @@ def separation(a: Measured, b: Measured, alpha: float) -> dict:
     whether the difference is significant (p < alpha)."""
     from dtune_report.compare import bootstrap_ratio_ci, mann_whitney_p
 
-    lo, hi = bootstrap_ratio_ci(a.samples, b.samples)
     p = mann_whitney_p(a.samples, b.samples)
+    if a.median == 0:  # no ratio to a zero (busbw of 1 rank): only the U test speaks
+        return {"ratio": float("nan"), "lo": float("nan"), "hi": float("nan"), "p": p, "significant": False}
+    lo, hi = bootstrap_ratio_ci(a.samples, b.samples)
     return {"ratio": b.median / a.median, "lo": lo, "hi": hi, "p": p, "significant": bool(p < alpha)}
+
+
+def no_pick(ranked: list[Measured], objective: str, unit: str, higher: bool, ranks: int) -> str | None:
+    """Why the measured candidates (rank's order) give no pick, or None: every one measured the
+    same median, or the best of a higher-is-better objective is 0 (dtune-comm's busbw with 1 rank,
+    where no byte crosses a link): a pick among them would be the shuffle's, not the objective's."""
+    if not ranked:
+        return None
+    best = ranked[0].median
+    tied = len(ranked) > 1 and all(m.median == best for m in ranked)
+    if not tied and not (higher and best == 0):
+        return None
+    why = (
+        f"every candidate measured {best:.4g} {unit} ({objective}): the objective cannot tell them apart, "
+        f"so there is no pick"
+    )
+    if objective == "busbw" and best == 0 and ranks == 1:
+        why += "; busbw is 0 with 1 rank (no data crosses a link): tune a sweep of 2 or more ranks"
+    return why
 
 
 def clearly_below(cand: Measured, threshold: Measured, higher: bool, alpha: float) -> tuple[bool, dict]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 
-from .halving import Measured, rank, schedule, separation
+from .halving import Measured, no_pick, rank, schedule, separation
 from .objective import OBJECTIVES
 from .tune import _axis_values, _label, _record, recommendation, steps_of, with_steps
 
@@ -157,7 +157,8 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
     rec["spent_seconds"] = runs.seconds(set(used))
     rec["points"] = sorted(set(used))
     ranked = rank(top, higher)
-    if not ranked:
+    rec["no_pick"] = no_pick(ranked, objective, unit, higher, cands[0].ranks)
+    if not ranked or rec["no_pick"]:
         rec["winner"] = None
         return rec
     w = ranked[0]

@@ -9,8 +9,10 @@ flock on `<state log>.lock` holding the runner's pid and host."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
+import math
 import os
 import re
 import shlex
@@ -50,23 +52,64 @@ def known_flags() -> dict:
 SLURM_CAUSE = re.compile(r"srun: error: Node failure on |CANCELLED AT \S+ DUE TO ")
 
 
+DASHES = re.compile(r"^\s*[-=*]{8,}\s*$")
+
+
+def _message_lines(text: str) -> tuple[list[str], list[str]]:
+    """(lines, boxed): the log's non-empty lines, with each of mpirun's boxed messages (a
+    paragraph between two lines of dashes: "No nodes are available for this job, ...", "Your job
+    has requested more processes than the ppr for this topology can support:") as one line, its
+    first sentence with the lines it wraps over joined; `boxed` holds those alone. The dashes
+    themselves are never a reason."""
+    out, boxed, box, para = [], [], False, []
+
+    def flush():
+        if para:
+            boxed.append(_first_sentence(" ".join(para)))
+            out.append(boxed[-1])
+
+    for raw in text.splitlines():
+        ln = raw.strip()
+        if DASHES.match(ln):
+            if box:
+                flush()
+            box, para = not box, []
+        elif not box:
+            if ln:
+                out.append(ln)
+        elif ln and para is not None:
+            para.append(ln)
+        elif para:  # the box's first paragraph ended: the rest of the box is detail
+            flush()
+            para = None
+    if box:  # a box the log ends inside
+        flush()
+    return out, boxed
+
+
+def _first_sentence(text: str) -> str:
+    m = re.search(r"[.:](\s|$)", text)
+    return text[: m.start() + 1] if m else text
+
+
 def first_error(log: Path, limit_bytes: int = 1 << 20) -> str:
     """The line of a point's log that says why it failed: Slurm's node failure or cancellation if
     there is one, else the first line naming an error (`dtune-train: error: ...`, mpirun's
-    "ERROR"), else the last non-empty line; empty when the log is."""
+    "ERROR"), else the first of mpirun's boxed messages, else the last non-empty line; empty when
+    the log is."""
     try:
         with open(log, "rb") as f:
             text = f.read(limit_bytes).decode(errors="replace")
     except OSError:
         return ""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    lines, boxed = _message_lines(text)
     for ln in lines:
         if SLURM_CAUSE.search(ln):
             return ln
     for ln in lines:
         if "error" in ln.lower() or "abort" in ln.lower():
             return ln
-    return lines[-1] if lines else ""
+    return boxed[0] if boxed else lines[-1] if lines else ""
 
 
 @dataclass(frozen=True)
@@ -287,6 +330,40 @@ def end_orphans(state: "State") -> None:
                 break
 
 
+def make_out_dir(directory: Path, flag: str = "--out") -> Path:
+    """Creates a sweep or tune directory (and its points/); SweepError (exit 2, one line) naming the
+    flag when the path is a file or cannot be created or written, never a raw OSError."""
+    if directory.exists() and not directory.is_dir():
+        raise SweepError(f"{flag} {directory}: is a file, not a directory: give a directory (new or existing)")
+    try:
+        (directory / "points").mkdir(parents=True, exist_ok=True)
+        probe = directory / f".write-test-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as e:
+        raise SweepError(
+            f"{flag} {directory}: cannot write there ({e.strerror or e}): give a directory you can write"
+        ) from None
+    return directory
+
+
+def check_placement(points: list[Point], hosts: "MpirunHosts | None") -> None:
+    """A point over several nodes needs nodes: mpirun's --hostfile, or a Slurm allocation (mpirun
+    reads it; `dtune sweep slurm` and `tune --slurm` run inside one). Without either, refused before
+    anything runs (SweepError, exit 2): otherwise every such point fails in mpirun ("more
+    processes than the ppr for this topology can support") after the others ran."""
+    if (hosts and hosts.hostfile) or os.environ.get("SLURM_JOB_ID"):
+        return
+    multi = [p for p in points if p.nodes > 1]
+    if multi:
+        p = multi[0]
+        raise SweepError(
+            f"sweep '{p.sweep}': point {p.id} runs on launch.nodes {p.nodes} ({len(multi)} such point"
+            f"{'s' if len(multi) > 1 else ''}) and no --hostfile was given outside Slurm: give --hostfile FILE "
+            f"(the nodes), run inside a Slurm allocation (dtune sweep slurm), or launch on 1 node"
+        )
+
+
 class RunnerLock:
     """One runner per state log: an exclusive flock on `<state log>.lock`, which holds the runner's
     pid and host for the message a second runner prints. The kernel drops the lock when the runner
@@ -325,11 +402,13 @@ def run_points(
     state_name: str = "state.jsonl",
     write_manifest: bool = True,
     hosts: MpirunHosts | None = None,
+    lock_held: bool = False,
 ) -> int:
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "points").mkdir(exist_ok=True)
+    """Runs the points not yet complete under the state log's lock (`lock_held`: the caller took
+    it, as `dtune tune` does for its whole run, before it writes anything)."""
+    make_out_dir(directory)
     state = State(directory, state_name)
-    with RunnerLock(state.path):
+    with contextlib.nullcontext() if lock_held else RunnerLock(state.path):
         if write_manifest:
             tmp = directory / "manifest.json.partial"
             tmp.write_text(json.dumps([p.to_json() for p in points], indent=1))
@@ -392,6 +471,7 @@ def _run_locked(
                     "seconds": round(time.monotonic() - t0, 3),
                     "output": str(out),
                     **({"reason": why} if why else {}),
+                    **({"timeout_s": timeout_s} if status == "timeout" and timeout_s else {}),
                 }
             )
             elapsed = time.monotonic() - start
@@ -410,6 +490,13 @@ def _run_locked(
         print("# interrupted: the running point is marked interrupted; rerun to resume", file=sys.stderr)
         return 130
     return 1 if failures else 0
+
+
+def check_timeout(timeout_s: float | None) -> None:
+    """--timeout of `sweep run` and `tune`: none, or a finite number of seconds above 0; 0,
+    negative and nan would time every run out at once (SweepError, exit 2, before anything runs)."""
+    if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise SweepError(f"--timeout {timeout_s:g}: give a number of seconds above 0 (e.g. 600), or leave it out")
 
 
 def unfinished(points: list[Point], directory: Path) -> list[tuple]:

@@ -373,6 +373,15 @@ def parse(file: str, sweep: dict) -> Sweep:
                     f"{key} is also an axis at {key_path(seen[key])}; vary it in one place",
                 )
             seen[key] = p
+    fixed = {a.split("=", 1)[0]: a for a in args if a.startswith("-")}
+    for key, p in seen.items():
+        if key in fixed:  # the binary would get the flag twice and refuse every point
+            where = "steps" if "steps" in sweep and key == STEPS_FLAG[binary] else "args"
+            k.fail(
+                p,
+                f"{key} is also a fixed argument ({key_path(w + [where])}: {' '.join(args)}); give it in one "
+                f"place: drop it from args, or drop the axis",
+            )
     env_names = {key for _, d in dims for (kind, key) in d[0] if kind == "env"}
     dims += _launch_dims(k, w, sweep)
     dims.append(_topology_dim(k, w, sweep, env_names))

@@ -7,8 +7,11 @@ applied by the planner) are the candidates, put in an order shuffled with --seed
 sweep point whose steps (dtune-train --steps, dtune-comm --iters) are set by its rung, so a run is
 identified, recorded and resumed like any point, and a rerun of `dtune tune` (after a kill -9, or
 with a larger budget) reuses every run already made: the decisions are functions of the results
-files, made again the same way. A run that failed or timed out is recorded and never retried; one
-out of memory is a result (the candidate is dropped).
+files, made again the same way. A run that failed is recorded and never retried; one that timed out
+is retried only by a tune that allows it more time than it had (no --timeout, or a larger one), so
+that a too-short --timeout does not decide later tunes in the same directory; one out of memory is
+a result (the candidate is dropped). One tune per directory: the state log's lock is taken before
+anything is written there (a second tune, or `sweep run`, is refused and changes nothing).
 
 The budget is runs (`--budget 40`) or run time (`--budget 60s`, `10m`, `1h`: the seconds the runs
 took, as their state records say). It is shared among the sweeps by their candidate counts (a
@@ -37,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from . import runner
-from .halving import Measured, cost, promote, rank, schedule, separation
+from .halving import Measured, cost, no_pick, promote, rank, schedule, separation
 from .objective import DEFAULT, OBJECTIVES, ObjectiveError, samples
 from .spec import Point, SweepError
 
@@ -100,7 +103,7 @@ class Runs:
         self.slurm = slurm_opts
         self.hosts = hosts or runner.MpirunHosts()  # local runs: --hostfile, --mpirun-tune
         self.planned: dict[str, Point] = {}
-        directory.mkdir(parents=True, exist_ok=True)
+        runner.make_out_dir(directory)
         self.jobs_file = directory / "tune-jobs.json"
 
     def _manifest(self):
@@ -117,16 +120,42 @@ class Runs:
             self.planned[p.id] = p
         self._manifest()
         done = self.outcomes()
-        todo = [p for p in points if done.get(p.id) not in runner.COMPLETE + NEVER_RETRIED]
+        retry = self._longer_timeout(points, done)
+        todo = [p for p in points if done.get(p.id) not in runner.COMPLETE + NEVER_RETRIED or p.id in retry]
         for p in points:
-            if done.get(p.id) in NEVER_RETRIED:
+            if p.id in retry:
+                print(f"# tune: {p.id} timed out before after {retry[p.id]:g} s: retried, {self._limit()}", flush=True)
+            elif done.get(p.id) in NEVER_RETRIED:
                 print(f"# tune: {p.id} {done[p.id]} before: recorded, not retried", flush=True)
         if not todo:
             return 0
         if self.slurm is None:
-            rc = runner.run_points(todo, self.directory, self.timeout_s, write_manifest=False, hosts=self.hosts)
+            rc = runner.run_points(
+                todo, self.directory, self.timeout_s, write_manifest=False, hosts=self.hosts, lock_held=True
+            )
             return 130 if rc == 130 else 0
         return self._run_slurm(todo)
+
+    def _limit(self) -> str:
+        return f"--timeout {self.timeout_s:g}" if self.timeout_s else "no --timeout"
+
+    def _longer_timeout(self, points: list[Point], done: dict) -> dict:
+        """{id: seconds it had} of the points whose latest run the runner killed at its --timeout
+        (no exit status: a binary's own timeout, exit 3, is a hang and stays recorded) with less
+        time than this tune allows (its recorded timeout_s, else the seconds it ran)."""
+        last = {}
+        for r in runner.State(self.directory).records():
+            if r["event"] == "finished":
+                last[r["id"]] = r
+        out = {}
+        for p in points:
+            r = last.get(p.id)
+            if done.get(p.id) != "timeout" or r is None or r.get("exit_status") is not None:
+                continue
+            had = float(r.get("timeout_s") or r.get("seconds") or 0)
+            if self.timeout_s is None or self.timeout_s > had:
+                out[p.id] = had
+        return out
 
     def wait_jobs(self):
         """Waits for job arrays an earlier (killed) `dtune tune --slurm` submitted."""
@@ -340,7 +369,8 @@ def tune_sweep(name, cands, runs: Runs, objective, share, seed, alpha, min_steps
     rec["spent_runs"] = len(set(used))
     rec["spent_seconds"] = runs.seconds(used)
     rec["points"] = sorted(set(used))
-    if not ranked:
+    rec["no_pick"] = no_pick(ranked, objective, unit, higher, cands[0].ranks)
+    if not ranked or rec["no_pick"]:
         rec["winner"] = None
         return rec
     w = ranked[0]
@@ -371,7 +401,7 @@ def print_summary(rec: dict, say) -> None:
     )
     w = rec.get("winner")
     if not w:
-        say("  no candidate measured: every run failed (see the logs in points/)")
+        say(f"  {rec.get('no_pick') or 'no candidate measured: every run failed (see the logs in points/)'}")
         return
     say(f"  best: {w['label']}: {w['median']:.4g} {unit} [{w['lo']:.4g}, {w['hi']:.4g}]")
     if w.get("note"):
@@ -427,8 +457,15 @@ def tune(a, points: list[Point], directory: Path, say=print) -> int:
                 f"--objective {a.objective} is measured by {OBJECTIVES[a.objective][0]}, and no sweep of "
                 f"{a.file} runs it"
             )
+        if a.objective and obj != a.objective:  # a mixed file: said, never silently replaced
+            say(
+                f"# tune: sweep '{name}' runs {binary}: tuned for {obj} (--objective {a.objective} is "
+                f"measured by {OBJECTIVES[a.objective][0]} alone)"
+            )
         objectives[name] = obj
-    min_steps = a.min_steps
+    for name, pts in by_sweep.items():
+        if objectives[name] == "mfu":
+            _refuse_mfu_without_peak(name, pts)
     if budget is not None:
         for name, pts in by_sweep.items():
             share = budget[1] * len(pts) / sum(map(len, by_sweep.values()))
@@ -444,6 +481,30 @@ def tune(a, points: list[Point], directory: Path, say=print) -> int:
                     + ("" if budget[0] == "runs" else " s")
                 )
     runs = Runs(directory, a.timeout, _slurm_opts(a), runner.MpirunHosts(a.hostfile, a.mpirun_tune))
+    # The directory's one runner for the whole tune, taken before anything is written in it (the
+    # manifest, Optuna's journal, tune.json): a refused tune leaves a running one's files alone.
+    with runner.RunnerLock(runner.State(directory).path):
+        return _tune_locked(a, by_sweep, objectives, budget, runs, directory, say)
+
+
+def _refuse_mfu_without_peak(name: str, pts: list[Point]) -> None:
+    """--objective mfu where a run can know no peak (the CPU, without --peak-tflops or --peak-from):
+    refused before the first rung instead of failing after it."""
+    for p in pts:
+        opts = {k: v for k, v in zip(p.args, p.args[1:])}
+        env = {k.removeprefix("DTUNE_TRAIN_").lower().replace("_", "-"): v for k, v in p.env.items()}
+        device = opts.get("--device", env.get("device", "cpu"))
+        peak = any(f in p.args for f in ("--peak-tflops", "--peak-from")) or {"peak-tflops", "peak-from"} & set(env)
+        if device == "cpu" and not peak:
+            raise TuneError(
+                f"--objective mfu: sweep '{name}' trains on the CPU (point {p.id}) without --peak-tflops or "
+                f"--peak-from, so no run knows its peak and none can report MFU: add one of them to args, or "
+                f"tune for samples_per_s"
+            )
+
+
+def _tune_locked(a, by_sweep, objectives, budget, runs, directory, say) -> int:
+    min_steps = a.min_steps
     runs.wait_jobs()
     records = []
     left = budget[1] if budget else None

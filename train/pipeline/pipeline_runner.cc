@@ -494,7 +494,7 @@ void PipelineRunner::step(StepRecord& rec) {
   // steady clock is the node's CLOCK_MONOTONIC), so timelines and the span compare across stages
   // even when a rank got the CPU late after the rendezvous; on another node, the reply's arrival.
   const torch::Tensor start = rendezvous(
-      torch::zeros({1}, torch::kLong), kStartTag, "the start of the step",
+      torch::zeros({1}, torch::kLong), kStartTag, "start-of-step exchange",
       [](const std::vector<torch::Tensor>&) {
         // host clock: stage 0's reading of the common start, outside any device work
         return torch::tensor({static_cast<int64_t>(Clock::now().time_since_epoch().count())},
@@ -549,7 +549,7 @@ void PipelineRunner::step(StepRecord& rec) {
   const double loss_here = loss_sum_.item<double>() / M_;
   const torch::Tensor end =
       rendezvous(torch::tensor({last_end_ms, loss_here, found_inf.item<double>()}, torch::kDouble),
-                 kEndTag, "the end of the step", [](const std::vector<torch::Tensor>& all) {
+                 kEndTag, "end-of-step exchange", [](const std::vector<torch::Tensor>& all) {
                    torch::Tensor r = all.back().clone();  // the last stage's loss
                    for (const auto& x : all)
                      for (int i : {0, 2}) r[i] = std::max(r[i].item<double>(), x[i].item<double>());
