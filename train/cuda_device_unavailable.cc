@@ -5,7 +5,8 @@
 namespace dtune::train {
 
 void make_cuda_device_current(int) {
-  throw UsageError("--device cuda: this dtune was built without CUDA (see doc/setup.md: CUDA_HOME)");
+  throw UsageError(
+      "--device cuda: this dtune was built without CUDA (see doc/setup.md: CUDA_HOME)");
 }
 
 }  // namespace dtune::train

@@ -5,11 +5,13 @@
 namespace dtune::train {
 
 std::unique_ptr<Reducer> make_nccl_reducer(const RunContext&, int, double) {
-  throw UsageError("--backend nccl: this dtune was built without NCCL (see doc/setup.md: NCCL_HOME)");
+  throw UsageError(
+      "--backend nccl: this dtune was built without NCCL (see doc/setup.md: NCCL_HOME)");
 }
 
 std::unique_ptr<Reducer> make_nccl_reducer(MPI_Comm, int, double) {
-  throw UsageError("--backend nccl: this dtune was built without NCCL (see doc/setup.md: NCCL_HOME)");
+  throw UsageError(
+      "--backend nccl: this dtune was built without NCCL (see doc/setup.md: NCCL_HOME)");
 }
 
 }  // namespace dtune::train

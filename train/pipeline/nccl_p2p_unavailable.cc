@@ -6,7 +6,8 @@ namespace dtune::train {
 
 std::unique_ptr<PipelineChannel> make_nccl_stage_channel(const Options&, const RunContext&,
                                                          const PipelineTopology&, int, bool) {
-  throw UsageError("--backend nccl: this dtune was built without NCCL (see doc/setup.md: NCCL_HOME)");
+  throw UsageError(
+      "--backend nccl: this dtune was built without NCCL (see doc/setup.md: NCCL_HOME)");
 }
 
 }  // namespace dtune::train
