@@ -92,9 +92,10 @@ def test_up_down_leave_nothing_and_a_second_up_is_a_no_op():
         assert "already up" in second.stdout
         assert owned(name) == have
         assert second.stdout.splitlines()[-1] == first.stdout.splitlines()[-1]
-        # Another shape under the same name: refused in one line, the cluster untouched.
+        # Another shape under the same name: bad input, refused in one line (exit 2), the cluster
+        # untouched.
         other = cluster("up", "--nodes", 2, "--name", name, check=False)
-        assert other.returncode != 0 and len(other.stderr.strip().splitlines()) == 1
+        assert other.returncode == 2 and len(other.stderr.strip().splitlines()) == 1
         assert "down" in other.stderr and owned(name) == have
         assert cluster("status", "--name", name).returncode == 0
     finally:
