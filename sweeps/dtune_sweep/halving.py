@@ -78,14 +78,14 @@ def separation(a: Measured, b: Measured, alpha: float) -> dict:
 
 
 def no_pick(ranked: list[Measured], objective: str, unit: str, higher: bool, ranks: int) -> str | None:
-    """Why the measured candidates (rank's order) give no pick, or None: every one measured the
-    same median, or the best of a higher-is-better objective is 0 (dtune-comm's busbw with 1 rank,
-    where no byte crosses a link): a pick among them would be the shuffle's, not the objective's."""
+    """Why the measured candidates (rank's order) give no pick, or None: the best of a
+    higher-is-better objective is 0, so every one measured 0 (dtune-comm's busbw with 1 rank, where
+    no byte crosses a link) and a pick among them would be the shuffle's, not the objective's.
+    Candidates tied at a real figure still give a pick, said to be tied with the rest (separation)."""
     if not ranked:
         return None
     best = ranked[0].median
-    tied = len(ranked) > 1 and all(m.median == best for m in ranked)
-    if not tied and not (higher and best == 0):
+    if not (higher and best == 0):
         return None
     why = (
         f"every candidate measured {best:.4g} {unit} ({objective}): the objective cannot tell them apart, "
