@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
@@ -207,6 +208,12 @@ def cmd_report(a) -> int:
         return _usage(
             f"-o {a.output}: is a file, not a directory: give a directory for report.html, report.md and the figures"
         )
+    # Created first, so that an unwritable place is said before any work; removed again (the folders
+    # this call made) when the inputs are refused, so a refusal leaves nothing behind.
+    made = out
+    while not made.parent.exists() and made.parent != made:
+        made = made.parent
+    created = not made.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -214,6 +221,8 @@ def cmd_report(a) -> int:
     try:
         r = build_report(a.results, a.output, baseline=a.baseline)
     except (OSError, ValueError) as e:
+        if created:
+            shutil.rmtree(made, ignore_errors=True)
         return _error(e)
     for line in r["incomplete"]:
         print(f"# warning: {line}")
