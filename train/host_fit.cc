@@ -1,8 +1,6 @@
 // Host memory lower bounds of a training run.
 #include "train/host_fit.h"
 
-#include <mpi.h>
-
 #include <cmath>
 
 #include "core/error.h"
@@ -37,39 +35,26 @@ HostNeed host_need(const Options& o) {
 
 void refuse_impossible_sizes(const Options& o, const RunContext& ctx) {
   const HostNeed need = host_need(o);
-  // This rank's share of its node's MemAvailable; 0 (unknown) counts as unlimited.
-  const double node = static_cast<double>(host_memory_available_bytes());
-  double mine = node > 0 ? node / ctx.local_size() : INFINITY, share = mine;
-  DTUNE_MPI_CHECK(MPI_Allreduce(&mine, &share, 1, MPI_DOUBLE, MPI_MIN, ctx.comm()));
-  if (std::isinf(share)) return;
-  auto bytes = [](double b) {
-    return format_bytes(b >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(b));
-  };
-  const std::string avail = bytes(share) + " is available per rank (MemAvailable shared by " +
-                            std::to_string(ctx.local_size()) + " rank(s) on " + ctx.host() + ")";
-  if (need.model_bytes > share) {
-    const auto& mo = o.model_options;
-    const std::string flag = mo.context > 0 && need.table_bytes * 2 >= need.model_bytes
-                                 ? "--context " + std::to_string(mo.context)
-                             : mo.vocab > 0 ? "--vocab " + std::to_string(mo.vocab)
-                                            : "--model " + o.model;
-    throw UsageError(flag + ": the model's parameters alone need " + bytes(need.model_bytes) +
-                     " of host memory per rank, but " + avail + ": lower " +
-                     flag.substr(0, flag.find(' ')));
-  }
+  auto bytes = [](double b) { return b >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(b); };
+  // The one check (core/host_memory.h), collective: the node with the least per rank decides.
+  const auto& mo = o.model_options;
+  const std::string flag = mo.context > 0 && need.table_bytes * 2 >= need.model_bytes
+                               ? "--context " + std::to_string(mo.context)
+                           : mo.vocab > 0 ? "--vocab " + std::to_string(mo.vocab)
+                                          : "--model " + o.model;
+  refuse_unless_host_fits(bytes(need.model_bytes), ctx, flag + " (the model's parameters alone)",
+                          "lower " + flag.substr(0, flag.find(' ')));
   if (o.batch_auto) return;  // the batch finder stops where memory ends
   const double total = need.model_bytes + need.per_sample_bytes * static_cast<double>(o.batch);
-  if (total > share) {
-    const std::string with =
-        o.model_options.context > 0 ? " with --context " + std::to_string(o.model_options.context)
-        : o.model.rfind("gpt2-", 0) != 0
-            ? " with --image-size " + std::to_string(o.model_options.image_size)
-            : "";
-    throw UsageError("--batch " + std::to_string(o.batch) + with + " needs at least " +
-                     bytes(total) + " of host memory per rank (parameters and the batch's input" +
-                     (o.device == DeviceKind::kCpu ? " and outputs" : "") + " alone), but " +
-                     avail + ": lower --batch");
-  }
+  const std::string with = mo.context > 0 ? " with --context " + std::to_string(mo.context)
+                           : o.model.rfind("gpt2-", 0) != 0
+                               ? " with --image-size " + std::to_string(mo.image_size)
+                               : "";
+  refuse_unless_host_fits(bytes(total), ctx,
+                          "--batch " + std::to_string(o.batch) + with +
+                              " (parameters and the batch's input" +
+                              (o.device == DeviceKind::kCpu ? " and outputs" : "") + " alone)",
+                          "lower --batch");
 }
 
 }  // namespace dtune::train

@@ -228,8 +228,8 @@ class Driver {
         o_.backend == BackendKind::kMpi && o_.mpi_buffers == MpiBuffers::kHost;
     const uint64_t per_rank = 2ull * (send + recv) / (host_buffers ? 1 : 2) +
                               (o_.check_iters > 0 ? std::max(send, recv) : 0);
-    refuse_unless_host_fits(per_rank, ctx_.local_size(), ctx_.host(),
-                            "-e/--maxbytes " + format_size(o_.max_bytes), "lower -e/--maxbytes");
+    refuse_unless_host_fits(per_rank, ctx_, "-e/--maxbytes " + format_size(o_.max_bytes),
+                            "lower -e/--maxbytes");
   }
 
   void upload_images(const OpShape& s, Placement p) {

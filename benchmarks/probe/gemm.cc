@@ -251,7 +251,7 @@ void refuse_unless_fits(const std::vector<Shape>& shapes, const std::vector<std:
       largest = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) +
                 " in " + dtype;
     }
-  refuse_unless_host_fits(need, ctx.local_size(), ctx.host(), "--shapes " + largest,
+  refuse_unless_host_fits(need, ctx, "--shapes " + largest,
                           "give smaller --shapes (A, B and C of a shape are m·k + k·n + m·n "
                           "elements)");
 }

@@ -67,7 +67,7 @@ std::vector<MemoryRecord> run_memory(const RunContext& ctx, const MemoryOptions&
   // STREAM's three arrays (a, b, c), refused before they are allocated (core/host_memory.h).
   if (o.host) {
     refuse_unless_host_fits(
-        3 * static_cast<uint64_t>(bytes), ctx.local_size(), ctx.host(),
+        3 * static_cast<uint64_t>(bytes), ctx,
         "--array-size " + format_size(static_cast<uint64_t>(bytes)) + " (3 arrays)",
         "lower --array-size");
     out.push_back(host_stream(ctx, o, bytes));
