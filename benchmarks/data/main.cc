@@ -124,17 +124,17 @@ int main(int argc, char** argv) {
     bench->add_option("url", b.url, "The dataset: a directory or s3://bucket/prefix.")->required();
     bench->add_option("--batch", b.loader.batch, "Samples per batch per rank.")
         ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(dtune::kPositive);
     bench
         ->add_option("--workers", b.loader.workers, "Loader threads (0: in the consumer's thread).")
         ->capture_default_str()
         ->check(dtune::thread_count());
     bench->add_option("--prefetch", b.loader.prefetch, "Batches built ahead of the consumer.")
         ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(dtune::kPositive);
     bench->add_option("--image-size", b.loader.image_size, "Side of the output images in pixels.")
         ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(dtune::kPositive);
     bench
         ->add_option("--context", b.loader.context,
                      "Tokens per sample of a token dataset (the model's context length).")
@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     bench->add_option("--epochs", b.epochs, "How many epochs.")
         ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(dtune::kPositive);
     bench
         ->add_option("--max-batches", b.max_batches,
                      "Stop each epoch after this many batches (0: all).")
@@ -164,10 +164,10 @@ int main(int argc, char** argv) {
         ->add_option("--cache-mb", cache_mb,
                      "Cache capacity in MiB (least recently used blocks evicted).")
         ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(dtune::kPositive);
     bench->add_option("--cache-block-mb", cache_block_mb, "Cache block (the fetch unit) in MiB.")
         ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(dtune::kPositive);
     bench
         ->add_option("--timeout", b.timeout_s,
                      "Seconds the ranks wait for each other at an epoch's "

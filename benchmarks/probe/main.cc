@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
                      "largest shape measured, and the file says which were left out (0: no "
                      "bound).")
         ->capture_default_str()
-        ->check(CLI::NonNegativeNumber);
+        ->check(dtune::kNonNegative);
     gemm->add_option("--device", g.device, "auto (the rank's GPU when there is one), cpu, cuda.")
         ->capture_default_str()
         ->check(CLI::IsMember({"auto", "cpu", "cuda"}));

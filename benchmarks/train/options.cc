@@ -161,15 +161,15 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   app.add_option("--lr", o.lr, "learning rate")
       ->envname(env("LR"))
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(dtune::kPositive);
   app.add_option("--steps", o.steps, "measured optimizer steps")
       ->envname(env("STEPS"))
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(dtune::kPositive);
   app.add_option("--warmup-steps", o.warmup_steps, "steps run first and excluded from throughput")
       ->envname(env("WARMUP_STEPS"))
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(dtune::kNonNegative);
   app.add_option("--threads", o.threads,
                  "intra-op threads per rank (0: cores on the node / ranks on the node)")
       ->envname(env("THREADS"))
@@ -206,11 +206,11 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket cap in MiB (PyTorch DDP: 25)")
       ->envname(env("BUCKET_MB"))
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(dtune::kPositive);
   app.add_option("--first-bucket-mb", o.first_bucket_mb, "first bucket cap in MiB (DDP: 1)")
       ->envname(env("FIRST_BUCKET_MB"))
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(dtune::kPositive);
   app.add_option("--overlap", overlap,
                  "on: reduce each bucket as soon as its gradients are ready; "
                  "off: one flat allreduce after backward")
@@ -226,22 +226,22 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
                  "every H-th optimizer step, warm-up included, and after the last one (0: off)")
       ->envname(env("LOCAL_SGD"))
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(dtune::kNonNegative);
   app.add_option("--check-every", o.check_every,
                  "compare parameter checksums across ranks every K steps, "
                  "with --local-sgd only after averagings (0: at the end only)")
       ->envname(env("CHECK_EVERY"))
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(dtune::kNonNegative);
   app.add_option("--memory-limit-mb", o.memory_limit_mb,
                  "CPU: memory a rank may use (for --batch auto)")
       ->envname(env("MEMORY_LIMIT_MB"))
-      ->check(CLI::NonNegativeNumber);
+      ->check(dtune::kNonNegative);
   app.add_option("--peak-tflops", o.peak_tflops,
                  "peak for MFU in TFLOP/s (default: the datasheet of the "
                  "detected GPU model, A100, H100 or H200; else a measured peak, see --peak-from)")
       ->envname(env("PEAK_TFLOPS"))
-      ->check(CLI::NonNegativeNumber);
+      ->check(dtune::kNonNegative);
   app.add_option("--peak-from", o.peak_from,
                  "dtune-probe gemm results file whose peak MFU uses when neither --peak-tflops "
                  "nor a datasheet gives one [default: the newest results/dtune-probe-*.h5]")
@@ -277,7 +277,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   app.add_option("--prefetch", o.prefetch, "batches the loader builds ahead")
       ->envname(env("PREFETCH"))
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(dtune::kPositive);
   app.add_flag("--strict", o.strict,
                "an undecodable or truncated sample stops the run (default: skipped and "
                "counted)")
@@ -291,12 +291,12 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
                  "cache capacity in MiB (least recently used blocks are evicted)")
       ->envname(env("CACHE_MB"))
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(dtune::kPositive);
   app.add_option("--cache-block-mb", o.cache_block_mb,
                  "cache block size in MiB (the unit fetched on a miss)")
       ->envname(env("CACHE_BLOCK_MB"))
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(dtune::kPositive);
   std::string profile;
   app.add_option("--profile-steps", profile,
                  "START:COUNT: run the Kineto profiler over COUNT steps from "
@@ -312,7 +312,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   app.add_option("--profile-top", o.profile_top, "rows of the operator table to print")
       ->envname(env("PROFILE_TOP"))
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(dtune::kPositive);
   app.add_option(
          "--timeout", o.timeout_s,
          "seconds one training step (its gradient reductions and checks "
@@ -330,7 +330,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
                  "parallelism only)")
       ->envname(env("PIPELINE_STAGES"))
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(dtune::kPositive);
   app.add_option("--micro-batches", micro_batches,
                  "micro-batches M of --batch samples per optimizer step through each pipeline "
                  "(the same as --accum-steps), 1 to 4096 [default: --accum-steps]")
@@ -346,7 +346,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
                  "model chunks V per stage for --schedule interleaved")
       ->envname(env("VIRTUAL_STAGES"))
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(dtune::kPositive);
   app.add_option("--pipeline-layout", layout,
                  "within-node: a pipeline's stages are consecutive ranks (stage = rank mod P); "
                  "across-nodes: a stage's data-parallel group is (stage = rank / groups)")

@@ -114,3 +114,26 @@ def test_gpt_shape_flags_on_a_resnet_are_refused():
     for flag in ("--layers", "--context", "--vocab"):
         r = run("dtune-train", "--model", "resnet18", "--image-size", "32", "--steps", "1", "--no-output", flag, "2")
         one_error_line(r, "dtune-train", f"{flag} 2 with --model resnet18", "GPT-2 models only")
+
+
+# Every numeric flag checked by core/cli.h's kPositive / kNonNegative (CLI11's PositiveNumber let
+# "nan" and "inf" through: --lr nan trained on NaN, --peak-tflops nan gave an MFU of nan).
+NUMBER_FLAGS = [
+    ("dtune-train", GPT, "--lr", "nan", "not a finite number"),
+    ("dtune-train", GPT, "--bucket-mb", "inf", "not a finite number"),
+    ("dtune-train", GPT, "--first-bucket-mb", "nan", "not a finite number"),
+    ("dtune-train", GPT, "--peak-tflops", "nan", "not a finite number"),
+    ("dtune-train", GPT, "--cache-mb", "inf", "not a finite number"),
+    ("dtune-train", GPT, "--steps", "0", "greater than zero"),
+    ("dtune-train", GPT, "--warmup-steps", "-1", "zero or more"),
+    ("dtune-data", ["bench", "x"], "--batch", "0", "greater than zero"),
+    ("dtune-data", ["bench", "x"], "--cache-mb", "nan", "not a finite number"),
+    ("dtune-probe", ["--no-output", "gemm"], "--max-seconds", "nan", "not a finite number"),
+]
+
+
+@pytest.mark.parametrize(
+    "binary,before,flag,value,why", NUMBER_FLAGS, ids=[f"{t[0]}{t[2]}={t[3]}" for t in NUMBER_FLAGS]
+)
+def test_numbers_that_are_not_finite_or_in_range_are_one_line(binary, before, flag, value, why):
+    one_error_line(run(binary, *before, flag, value), binary, flag, f"'{value}'", why)
