@@ -561,18 +561,23 @@ def _write(directory: Path, records: list, a, budget) -> None:
         "sweeps": records,
     }
     tmp = directory / "tune.json.partial"
-    tmp.write_text(json.dumps(doc, indent=1, default=_json_default))
+    # Strict JSON (RFC 8259 has no NaN or Infinity; jq and JavaScript readers refuse them): a
+    # figure that is not finite is written as null.
+    tmp.write_text(json.dumps(_plain(doc), indent=1, allow_nan=False))
     tmp.replace(directory / "tune.json")
 
 
-def _json_default(x):
-    if isinstance(x, (np.floating, np.integer)):
-        return x.item()
-    if isinstance(x, np.bool_):
-        return bool(x)
-    if isinstance(x, float) and math.isnan(x):
+def _plain(x):
+    """`x` with numpy scalars as Python ones and every non-finite float as None."""
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, (np.floating, np.integer, np.bool_)):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
         return None
-    raise TypeError(type(x))
+    return x
 
 
 def _merge_and_report(directory: Path, say, report: bool) -> None:

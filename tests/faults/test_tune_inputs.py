@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -133,7 +134,7 @@ def test_one_rank_comm_tune_says_there_is_no_pick(tmp_path):
     assert "Traceback" not in r.stderr, r.stderr
     assert r.returncode == 1, r.stdout + r.stderr
     assert "busbw is 0 with 1 rank" in r.stdout and "no pick" in r.stdout, r.stdout
-    rec = json.loads((out / "tune.json").read_text())["sweeps"][0]
+    rec = strict_json(out / "tune.json")["sweeps"][0]
     assert rec["winner"] is None and "cannot tell them apart" in rec["no_pick"]
     assert [c["status"] for rung in rec["rungs"] for c in rung["candidates"]] == ["ok"] * rec["spent_runs"]
     assert len(rec["rungs"]) == 2  # 4 x 4 steps, then the ties at 8
@@ -141,6 +142,28 @@ def test_one_rank_comm_tune_says_there_is_no_pick(tmp_path):
     assert status.returncode == 0, status.stderr
     assert "a dtune tune directory" in status.stdout and "pending" not in status.stdout, status.stdout
     assert f"ok {rec['spent_runs']}," in status.stdout and "no pick" in status.stdout, status.stdout
+
+
+def strict_json(path):
+    """The file read as RFC 8259 JSON: NaN and Infinity, which Python writes by default and jq or
+    JavaScript refuse, raise."""
+
+    def refuse(name):
+        raise AssertionError(f"{path.name} holds a bare {name}")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+def test_tune_json_is_strict_json_with_null_for_figures_that_are_not_finite(tmp_path):
+    import numpy as np
+
+    from dtune_sweep import tune
+
+    records = [{"winner": None, "interval": [float("nan"), np.float64("inf")], "n": np.int64(3), "p": np.float32(0.5)}]
+    args = types.SimpleNamespace(file="s.yaml", method="halving", seed=1, budget=None)
+    tune._write(tmp_path, records, args, None)
+    (rec,) = strict_json(tmp_path / "tune.json")["sweeps"]
+    assert rec == {"winner": None, "interval": [None, None], "n": 3, "p": 0.5}
 
 
 # Bug 9: an --out or -o that cannot be a directory.
