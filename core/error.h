@@ -28,6 +28,17 @@ class TimeoutError : public Error {
   using Error::Error;
 };
 
+// The job is already being ended by another rank, which printed why (core/rank_board.h
+// ended_by): this rank ends with `code` and prints nothing, so the job's end is explained once.
+class EndedElsewhere : public Error {
+ public:
+  EndedElsewhere(const std::string& by, int code) : Error("ended by " + by), code_(code) {}
+  int code() const { return code_; }
+
+ private:
+  int code_;
+};
+
 // Who this process is, for error messages: set once by MpiSession after MPI_Init, read-only after.
 // Before MPI is up: the rank the launcher assigned (from its environment) and the host name.
 void set_process_identity(int rank, const std::string& host);

@@ -115,6 +115,9 @@ int run_main(int argc, char** argv, const char* tool,
                      process_identity().c_str());
         abort = true;
       }
+    } catch (const EndedElsewhere& e) {
+      code = e.code();
+      abort = true;
     } catch (const TimeoutError& e) {
       std::fprintf(stderr, "%s: error: %s [%s]\n", tool, e.what(), process_identity().c_str());
       code = kTimeoutExitStatus;

@@ -47,6 +47,7 @@ RankBoard::RankBoard(const RunContext& ctx) : local_(MpiComm::dup(ctx.node_comm(
   }
   mine_ = new (base) Slot{};
   mine_->step.store(0, std::memory_order_relaxed);
+  mine_->ended.store(0, std::memory_order_relaxed);
   mine_->pid = static_cast<int64_t>(getpid());
   mine_->world_rank = ctx.rank();
   DTUNE_MPI_CHECK(MPI_Barrier(local_.get()));  // every slot is written before anyone reads
@@ -69,9 +70,21 @@ void RankBoard::reach(uint64_t step) { mine_->step.store(step, std::memory_order
 
 uint64_t RankBoard::step() const { return mine_->step.load(std::memory_order_relaxed); }
 
+void RankBoard::mark_ended(int code) { mine_->ended.store(code, std::memory_order_release); }
+
+std::string RankBoard::ended_by() const {
+  for (const Slot* s : slots_) {
+    const int32_t code = s->ended.load(std::memory_order_acquire);
+    if (s != mine_ && code != 0)
+      return "rank " + std::to_string(s->world_rank) + " (pid " + std::to_string(s->pid) +
+             ", exit " + std::to_string(code) + ")";
+  }
+  return "";
+}
+
 std::string RankBoard::diagnose() const {
   const uint64_t here = step();
-  std::string stopped, gone, behind;
+  std::string stopped, gone, ended, behind;
   auto add = [](std::string& list, const std::string& item) {
     list += (list.empty() ? "" : ", ") + item;
   };
@@ -81,7 +94,10 @@ std::string RankBoard::diagnose() const {
         "rank " + std::to_string(s->world_rank) + " (pid " + std::to_string(s->pid) + ")";
     const char state = process_state(s->pid);
     const uint64_t at = s->step.load(std::memory_order_relaxed);
-    if (state == 0 || state == 'Z' || state == 'X') {
+    const int32_t code = s->ended.load(std::memory_order_acquire);
+    if (code != 0) {
+      add(ended, who + " with exit status " + std::to_string(code));
+    } else if (state == 0 || state == 'Z' || state == 'X') {
       add(gone, who);
     } else if (state == 'T' || state == 't') {
       add(stopped, who);
@@ -92,6 +108,7 @@ std::string RankBoard::diagnose() const {
   std::string out;
   if (!stopped.empty()) out += "stopped (SIGSTOP or a debugger): " + stopped + "; ";
   if (!gone.empty()) out += "gone (killed or crashed): " + gone + "; ";
+  if (!ended.empty()) out += "ending the job with its own message: " + ended + "; ";
   if (!behind.empty())
     out += "behind this rank's step " + std::to_string(here) + ": " + behind + "; ";
   if (out.empty()) {

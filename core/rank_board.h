@@ -33,9 +33,18 @@ class RankBoard {
   // rank's step; empty when none is. Reads /proc; safe to call from a watchdog thread.
   std::string diagnose() const;
 
+  // This rank is ending the job with its own message and exit status `code` (marked before it
+  // saves and aborts). A rank of the node that times out later (one that was stopped and then
+  // resumed finds its peer gone) reads it with ended_by() and stays quiet: the job's end has been
+  // explained, and "rank 0 gone (killed or crashed)" would be wrong.
+  void mark_ended(int code);
+  // "rank 0 (pid 123, exit 3)" for a rank of this node that marked itself ending, or "".
+  std::string ended_by() const;
+
  private:
   struct Slot {
     std::atomic<uint64_t> step;
+    std::atomic<int32_t> ended;  // exit status of a rank ending the job itself; 0 while running
     int64_t pid;
     int64_t world_rank;
   };

@@ -20,6 +20,7 @@ RunMonitor::RunMonitor(const Options& o, const MainArgs& a, std::optional<Result
   // touches the log and the file only while disarmed).
   watchdog_.on_fire([this] { return board_->diagnose(); },
                     [this] {
+                      board_->mark_ended(kTimeoutExitStatus);
                       save("timeout", "timeout", kTimeoutExitStatus,
                            "a rank did not take part within --timeout");
                     });

@@ -83,6 +83,10 @@ class RunMonitor {
             const std::string& message);
   // Who of this node stopped, died or is behind (core/rank_board.h).
   std::string diagnose() const { return board_->diagnose(); }
+  // This rank ends the job with its own message (core/rank_board.h); another rank of the node
+  // that did so first, or "".
+  void mark_ended(int code) { board_->mark_ended(code); }
+  std::string ended_by() const { return board_->ended_by(); }
 
   static constexpr double kGraceS = 2.0;
 

@@ -169,6 +169,11 @@ int main(int argc, char** argv) {
       if (a.ctx.is_root()) tr::report_oom(o, e, monitor, file);
       code = tr::kOomExitStatus;
     } catch (const dtune::TimeoutError& e) {
+      // A rank that was stopped and resumed finds its peer gone: that peer ended the job and
+      // said why; a second message would blame it wrongly.
+      if (const std::string by = monitor.ended_by(); !by.empty())
+        throw dtune::EndedElsewhere(by, dtune::kTimeoutExitStatus);
+      monitor.mark_ended(dtune::kTimeoutExitStatus);
       monitor.save("timeout", "timeout", dtune::kTimeoutExitStatus, e.what());
       throw dtune::TimeoutError(std::string(e.what()) + "; " + monitor.diagnose());
     } catch (const dtune::UsageError& e) {
