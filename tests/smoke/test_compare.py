@@ -10,6 +10,7 @@ layout (benchmarks/train/train_results.cc), so this test needs no LibTorch build
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 from train_fixture import train_file
 
 from conftest import bin_dir, mpirun_prefix
-from dtune_report.compare import compare_samples, format_table, mann_whitney_p, samples_needed
+from dtune_report.compare import compare_results, compare_samples, format_table, mann_whitney_p, samples_needed
 from dtune_report.identity import parse_flags, settings_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -266,6 +267,28 @@ def test_train_runs_differing_in_workers_compression_or_width_are_separate_rows(
     assert len(rows) == 4 and sum("--width=32" in line for line in rows) == 1 and all(" ~ " in line for line in rows), (
         r.stdout
     )
+
+
+# dtune-train's model shape flags (the `mo.` options of benchmarks/train/options.cc): recorded only
+# on the command line, never as run attributes, so each one alone must keep two runs apart.
+SHAPE_FLAGS = re.findall(r'add_option\("(--[a-z-]+)", mo\.', (REPO / "benchmarks/train/options.cc").read_text())
+
+
+def test_the_shape_flags_are_read_from_the_binary():
+    assert {"--width", "--image-size", "--num-classes", "--context", "--vocab", "--layers"} <= set(SHAPE_FLAGS)
+
+
+@pytest.mark.parametrize("flag", SHAPE_FLAGS)
+def test_runs_differing_in_one_shape_flag_are_never_pooled(tmp_path, flag):
+    # Two files of one configuration but for `flag` (2 against 4), both in A and in B: two rows of
+    # 11 + 11 steps, one per value, never one row of 22 + 22.
+    d = tmp_path / "d"
+    d.mkdir()
+    for value in (2, 4):
+        train_file(d / f"v{value}.h5", [(STEPS, None, {})], f"{CMD} {flag} {value}")
+    c = compare_results([d], [d])
+    assert sorted(r.config.split()[-1] for r in c.rows) == [f"{flag}=2", f"{flag}=4"], [r.config for r in c.rows]
+    assert all((r.n_a, r.n_b) == (11, 11) for r in c.rows)
 
 
 def test_profiled_steps_are_left_out(tmp_path):
