@@ -146,6 +146,30 @@ def test_a_named_baseline_file(tmp_path):
         build_report([tmp_path / "r.h5"], tmp_path / "out3", baseline="ffff")
 
 
+def test_the_baseline_counts_environment_settings_as_differences(tmp_path):
+    # Defaults plus two environment settings (distance 2) against 5 MiB buckets alone (distance 1):
+    # the baseline is the bucket change, the configuration closer to what a user runs today.
+    d = tmp_path / "d"
+    d.mkdir()
+    train_file(d / "env.h5", [(shuffled(1), None, {})], CMD, env={"NCCL_ALGO": "Ring", "OMP_NUM_THREADS": "2"})
+    train_file(d / "bucket.h5", [(shuffled(2), None, {"bucket_mb": 5.0})], CMD + " --bucket-mb 5")
+    r = build_report([d], tmp_path / "out")
+    (f,) = r["findings"]
+    assert len(f.study.configs) == 2 and f.how == "closest to the defaults"
+    assert f.baseline.fields["bucket_mb"] == "5.0" and "NCCL_ALGO" not in f.baseline.fields, f.baseline.fields
+
+
+def test_a_baseline_tie_goes_to_the_smallest_batch(tmp_path):
+    # Three batches, every other setting the default: tied on distance, the smallest batch is the
+    # baseline (verdicts.py: "on a tie, the smallest batch"), wherever it sits in the file.
+    runs = [(shuffled(n), None, {"batch": b, "global_batch": 2 * b}) for n, b in enumerate((16, 8, 32))]
+    train_file(tmp_path / "r.h5", runs, CMD)
+    r = build_report([tmp_path / "r.h5"], tmp_path / "out")
+    (f,) = r["findings"]
+    assert len(f.study.configs) == 3 and f.how == "closest to the defaults"
+    assert f.baseline.fields["batch"] == "8", f.baseline.fields
+
+
 def test_stragglers_only_beyond_noise(tmp_path):
     noisy = [(shuffled(n), None, {"rank_factors": (1.0, 0.99), **s}) for n, s in enumerate(SETTINGS[:3])]
     train_file(tmp_path / "a.h5", noisy, CMD)
