@@ -340,3 +340,51 @@ def test_slurm_runs_get_the_srun_form_and_the_shell_exports_its_settings(tmp_pat
     lines = p.stdout.splitlines()
     assert lines[0] == "WARN|rc x" and lines[1:6] == ["--mpi=pmix", "-n", "2", "-N", "2"]
     assert lines[6] == "build/bin/dtune-train" and "--width" in lines
+
+
+# -- every pasted form, with values that need quoting ---------------------------------------------
+
+# Values a shell would split, unquote or expand if they were pasted unquoted.
+NEEDS_QUOTING = {"UCX_TLS": "rc x", "NCCL_SOCKET_IFNAME": "a\"b'c", "OMPI_MCA_btl_tcp_if_include": "$HOME;`id`"}
+
+
+def pasted(tmp_path, script) -> list:
+    """The stdout lines of `script` run by bash, with an mpirun and an srun on PATH that print the
+    NEEDS_QUOTING variables of their environment, then their arguments, one per line."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    prints = "".join(f'printf "%s\\n" "${k}"\n' for k in NEEDS_QUOTING) + 'printf "%s\\n" "$@"\n'
+    for name in ("mpirun", "srun"):
+        shim = bindir / name
+        shim.write_text("#!/bin/sh\n" + prints)
+        shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
+    p = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.splitlines()
+
+
+@pytest.mark.parametrize("form", ["mpirun", "srun", "change"])
+def test_every_pasted_form_carries_values_that_need_quoting(tmp_path, form):
+    # The baseline without the settings, a faster configuration with them: its copy block (mpirun
+    # -x NAME=value, or NAME=value before srun for a run Slurm launched) and the summary's words of
+    # what to change, pasted into bash, hand every value over exactly as recorded.
+    slurm = {"SLURM_JOB_ID": "123"} if form == "srun" else {}
+    d = tmp_path / "d"
+    d.mkdir()
+    train_file(d / "base.h5", [(shuffled(1, 1.1), None, {})], CMD, env=slurm)
+    train_file(d / "fast.h5", [(shuffled(2), None, {})], CMD, env={**slurm, **NEEDS_QUOTING})
+    (f,) = build_report([d], tmp_path / "out")["findings"]
+    assert f.improves and f.best[0].env["UCX_TLS"] == "rc x"
+    n = len(NEEDS_QUOTING)
+    if form == "change":
+        assert len(f.changes) == n, f.changes
+        lines = pasted(tmp_path, "".join(f"export {c}\n" for c in f.changes) + "mpirun\n")
+        assert lines[:n] == list(NEEDS_QUOTING.values()), (f.changes, lines)
+    elif form == "srun":
+        lines = pasted(tmp_path, reproduce_command(f.best[0]))
+        assert lines[: n + 1] == [*NEEDS_QUOTING.values(), "--mpi=pmix"], lines
+    else:
+        args = pasted(tmp_path, reproduce_command(f.best[0]))[n:]
+        given = [args[i + 1] for i, a in enumerate(args) if a == "-x"]
+        assert sorted(given) == sorted(f"{k}={v}" for k, v in NEEDS_QUOTING.items()), args
