@@ -50,6 +50,22 @@ repeats: 2
     assert bucket_pairs == {(1, 0.5), (25, 1)}
 
 
+def test_every_zip_block_is_a_dimension_of_its_own(tmp_path):
+    # Two zips of 2 and 3 value sets: their product, 6 points, each zip's lists varied together.
+    f = write(
+        tmp_path,
+        """
+binary: dtune-train
+zip:
+  - {--bucket-mb: [1, 25], --first-bucket-mb: [0.5, 1]}
+  - {--batch: [2, 4, 8], --global-batch: [4, 8, 16]}
+""",
+    )
+    flags = ("--bucket-mb", "--first-bucket-mb", "--batch", "--global-batch")
+    got = sorted(tuple(p.values.get(k, "-") for k in flags) for p in plan(f))
+    assert got == sorted((b, fb, n, 2 * n) for b, fb in ((1, 0.5), (25, 1)) for n in (2, 4, 8)), got
+
+
 def test_ids_stable_across_runs_and_key_order(tmp_path):
     a = write(
         tmp_path,
