@@ -8,13 +8,17 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import h5py
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO / "sweeps"))
+from fake_train_bin import install_fake_train  # noqa: E402
+
 from dtune_sweep.spec import plan  # noqa: E402
 
 DTUNE = [str(REPO / "scripts" / "dtune")]
@@ -177,6 +181,26 @@ launch: {ranks: [1, 2]}
         for g in h["runs"].values():
             assert json.loads(g.attrs["point"])["id"] == g.attrs["point_id"]
             assert "provenance" in h["points"][g.attrs["point_id"]]
+
+
+def test_a_resume_reruns_failed_points_but_never_an_out_of_memory_one(tmp_path):
+    # The synthetic trainer (fake_train.py): --x 7 runs out of memory (exit 4), --x 6 fails (exit 1),
+    # --x 3 runs. An out-of-memory point is a result (the batch does not fit), so the rerun that
+    # resumes the sweep launches the failed point again and neither of the others.
+    env = {
+        **os.environ,
+        "DTUNE_BIN_DIR": str(install_fake_train(tmp_path)),
+        "DTUNE_MPIRUN": str(HERE / "fake_mpirun.sh"),
+    }
+    f = write(tmp_path, "binary: dtune-train\nargs: [--warmup-steps, 1, --sleep-ms, 1]\naxes: {--x: [7, 6, 3]}\n")
+    out = tmp_path / "sweep"
+    assert dtune("sweep", "run", f, "--out", out, env=env).returncode == 1  # --x 6 failed
+    r = dtune("sweep", "run", f, "--out", out, env=env)
+    assert r.returncode == 1 and "# resume: 2 of 3 points already complete" in r.stdout, r.stdout + r.stderr
+    argvs = [json.loads(line) for line in (out / "launches.log").read_text().splitlines()]
+    launched = Counter(a[a.index("--x") + 1] for a in argvs)
+    assert launched == {"7": 1, "6": 2, "3": 1}, launched
+    assert "ok 1, oom 1, failed 1" in dtune("sweep", "status", f, "--out", out, env=env).stdout
 
 
 def test_shell_metacharacters_reach_the_program_verbatim(tmp_path):
