@@ -75,6 +75,23 @@ def test_significance_is_the_u_test_alone():
     assert " ~ " in out and "# need >= 4 samples to detect a difference at alpha level 0.05" in out
 
 
+def test_a_row_states_medians_and_their_ratio_not_means():
+    # One slow outlier on each side moves the means (19.2 and 37.2), not the medians (12 and 22).
+    (row,) = compare_samples({"x": [10, 11, 12, 13, 50]}, {"x": [20, 21, 22, 23, 100]}, "us")
+    assert (row.median_a, row.median_b) == (12.0, 22.0) and row.ratio == pytest.approx(22 / 12, rel=1e-12)
+    assert "+83.3%" in format_table([row])
+
+
+def test_the_geomean_row_is_the_geometric_mean_of_the_ratios():
+    # One configuration twice as slow, one twice as fast: geometric mean 1 (+0.0%), where an
+    # arithmetic mean of the ratios would say +25%.
+    a = [10.0, 11, 12, 13, 14]
+    rows = compare_samples({0: a, 1: a}, {0: [2 * x for x in a], 1: [x / 2 for x in a]}, "us")
+    assert [r.ratio for r in rows] == [2.0, 0.5]
+    (geomean,) = [line for line in format_table(rows).splitlines() if line.startswith("geomean")]
+    assert geomean.split()[-1] == "+0.0%", geomean
+
+
 def test_flags_parse_as_cli11_reads_them():
     assert parse_flags(["-n200", "--collective=allreduce", "-b", "8", "--no-output", "--root", "-1"], "dtune-comm") == {
         "--iters": "200",
