@@ -406,6 +406,23 @@ def test_every_nccl_algorithm_and_protocol_reaches_the_plugin_by_its_own_name(ev
     assert plugin_get_coll_info(every_name_conf, "allreduce", size, 1, 2) == want
 
 
+def test_repeats_pool_by_median_time(tmp_path):
+    # Three runs of each setting: Ring/LL at 1x, 1x and 4x the winner's time (median 1x, mean 2x),
+    # Tree/Simple at 1.5x three times. The lower median wins at every size: Ring/LL.
+    d = tmp_path / "results"
+    d.mkdir()
+    sizes = SIZES[:3]
+    for k, (setting, scale) in enumerate([(("Ring", "LL"), s) for s in (1, 1, 4)] + [(("Tree", "Simple"), 1.5)] * 3):
+        with h5py.File(d / f"r{k}.h5", "w") as f:
+            _root(f, "dtune-comm")
+            _provenance(f, 2, {"NCCL_ALGO": setting[0], "NCCL_PROTO": setting[1]})
+            times = [_time_us(s, True) * scale for s in sizes]
+            _run_group(f.create_group("runs"), "0000-allreduce", "allreduce", "float32", sizes, 2, times)
+    build_report([d], tmp_path / "out")
+    configs = plugin_load((tmp_path / "out" / "nccl_tuner.conf").read_text())
+    assert [plugin_get_coll_info(configs, "allreduce", s, 1, 2) for s in sizes] == [("ring", "ll", 0)] * 3
+
+
 def test_mpi_backend_runs_give_no_tuner_file(tmp_path):
     """NCCL_ALGO and NCCL_PROTO do nothing under --backend mpi: no winners to write."""
     d = write_results(tmp_path / "results", backend="mpi")
