@@ -73,6 +73,14 @@ def test_three_fully_separated_samples_stay_tied():
     assert keep == [0, 1] and why[1].startswith("tied with the threshold"), why
 
 
+def test_candidates_rank_by_median_not_mean():
+    # A: four fast samples and one stalled one (median 101, mean 83.2); B: steady at median 97 (mean
+    # 97). A ranks first, so a budget that pays for one promotes A.
+    a, b = Measured(0, "ok", np.array([100.0, 101, 102, 103, 10])), Measured(1, "ok", np.array([95.0, 96, 97, 98, 99]))
+    keep, why = promote([b, a], 1, higher=True, alpha=0.05, cap=1)
+    assert keep == [0] and "cut: the budget" in why[1], why
+
+
 def test_budget_parser():
     assert parse_budget("60s") == ("seconds", 60) and parse_budget("10m") == ("seconds", 600)
     assert parse_budget("1h") == ("seconds", 3600) and parse_budget("40") == ("runs", 40)
