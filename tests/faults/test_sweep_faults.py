@@ -5,6 +5,7 @@ into a readable file; merge takes only points whose latest outcome is ok or oom.
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -21,6 +22,7 @@ args: [-b, 8, -e, 4M, -f, 2, -n, 400, -w, 2]
 axes: {--collective: [allreduce, allgather]}
 launch: {ranks: [2]}
 """
+QUICK = SLOW.replace("-e, 4M, -f, 2, -n, 400", "-e, 64, -f, 8, -n, 5")
 
 
 def write(tmp_path, text):
@@ -29,30 +31,35 @@ def write(tmp_path, text):
     return str(p)
 
 
-def dtune(*args, timeout=600):
-    return subprocess.run(DTUNE + [str(a) for a in args], capture_output=True, text=True, timeout=timeout)
+def dtune(*args, timeout=600, env=None):
+    return subprocess.run(DTUNE + [str(a) for a in args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def records(out):
-    return [json.loads(line) for line in (out / "state.jsonl").read_text().splitlines()]
+    """The state log's complete lines (a runner may be writing the next)."""
+    return [json.loads(line) for line in (out / "state.jsonl").read_text().split("\n")[:-1]]
 
 
-def wait_for_launch(out, proc, timeout=120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if (out / "state.jsonl").exists() and any(r["event"] == "launched" for r in records(out)):
-            return
+def wait_for_launch(out, proc):
+    """Returns once the runner has recorded a point's launch (complete lines only: the runner may be
+    writing the next); fails if the runner exits first."""
+    state = out / "state.jsonl"
+    while not (state.exists() and any('"event": "launched"' in x for x in state.read_text().split("\n")[:-1])):
         assert proc.poll() is None, proc.communicate()[0]
         time.sleep(0.02)
-    raise AssertionError("no point was launched")
 
 
 def group_alive(pgid):
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
+    """Whether process group `pgid` has a live (not zombie) process."""
+    for d in Path("/proc").iterdir():
+        try:
+            stat = (d / "stat").read_text() if d.name.isdigit() else ""
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split() if stat else []
+        if fields and int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
 
 
 def test_second_runner_is_refused(tmp_path):
@@ -71,25 +78,53 @@ def test_second_runner_is_refused(tmp_path):
     assert len(launched) == len(set(launched)) == 2  # the refused runner launched nothing
 
 
+def holding_launcher(tmp_path):
+    """An mpirun (DTUNE_MPIRUN) whose first launch holds until it is killed, standing in for a point
+    that is still running whatever the machine's load; it takes the file it returns, and every later
+    launch runs the real mpirun."""
+    hold = tmp_path / "hold"
+    hold.touch()
+    exe = tmp_path / "mpirun"
+    real = os.environ.get("DTUNE_MPIRUN", "mpirun")
+    exe.write_text(
+        f"#!/bin/sh\nif rm {shlex.quote(str(hold))} 2>/dev/null; then\n  while :; do sleep 1; done\nfi\n"
+        f'exec {shlex.quote(real)} "$@"\n'
+    )
+    exe.chmod(0o755)
+    return exe, hold
+
+
 def test_kill_9_then_immediate_resume_ends_the_orphan_first(tmp_path):
-    f = write(tmp_path, SLOW)
+    # Every wait is on an event: the launch recorded, the hold taken (the orphan is running its
+    # command), the runner reaped; the orphan cannot finish by itself, so the resume must end it.
+    f = write(tmp_path, QUICK)
     out = tmp_path / "sweep"
+    launcher, hold = holding_launcher(tmp_path)
+    env = {**os.environ, "DTUNE_MPIRUN": str(launcher)}
     runner = subprocess.Popen(
         DTUNE + ["sweep", "run", f, "--out", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        env=env,
     )
     wait_for_launch(out, runner)
     orphan = next(r for r in records(out) if r["event"] == "launched")
+    while hold.exists():
+        assert group_alive(orphan["pgid"]), "the first launch ended before it took the hold"
+        time.sleep(0.02)
     os.killpg(runner.pid, signal.SIGKILL)  # the runner only: its point runs in a session of its own
     runner.wait()
-    assert group_alive(orphan["pgid"]), "the point should outlive its runner (own session)"
-    r = dtune("sweep", "run", f, "--out", out)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert f"ending {orphan['id']}" in r.stdout, r.stdout
-    assert not group_alive(orphan["pgid"])
+    try:
+        assert group_alive(orphan["pgid"]), "the point should outlive its runner (own session)"
+        r = dtune("sweep", "run", f, "--out", out, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"ending {orphan['id']}" in r.stdout, r.stdout
+        assert not group_alive(orphan["pgid"])
+    finally:  # a hold the resume failed to end is not left running
+        if group_alive(orphan["pgid"]):
+            os.killpg(orphan["pgid"], signal.SIGKILL)
     recs = records(out)
     ok = [x["id"] for x in recs if x.get("status") == "ok"]
     assert sorted(ok) == sorted(set(ok)) and len(ok) == 2

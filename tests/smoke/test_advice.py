@@ -207,8 +207,12 @@ def test_two_machines_side_by_side(tmp_path):
 SIZES = [1024, 65536, 1 << 20]
 
 
-def comm_file(path, settings):
-    """A merged sweep file of allreduce runs on 2 ranks: settings is [(env, time scale)], each run
+# busbw factor on 2 ranks (doc/metrics.md section 1): allreduce 2(n-1)/n = 1, allgather (n-1)/n = 0.5.
+FACTOR_2_RANKS = {"allreduce": 1.0, "allgather": 0.5}
+
+
+def comm_file(path, settings, collective="allreduce"):
+    """A merged sweep file of `collective` runs on 2 ranks: settings is [(env, time scale)], each run
     20 iterations of distinct times (the same values, scaled), per-size time 5 µs + size/1e4."""
     with h5py.File(path, "w") as f:
         f.attrs.update(
@@ -240,15 +244,15 @@ def comm_file(path, settings):
             prov.attrs["world_size"] = np.int64(2)
             prov["rank_host"] = np.array([b"n0", b"n0"])
             prov.create_group("env").attrs.update(env)
-            g = runs.create_group(f"{k:04d}-{pid}-allreduce")
+            g = runs.create_group(f"{k:04d}-{pid}-{collective}")
             g.attrs.update(
                 benchmark="comm",
-                collective="allreduce",
+                collective=collective,
                 backend="mpi",
                 dtype="float32",
-                op="sum",
+                op="sum" if collective == "allreduce" else "none",
                 root=np.int64(-1),
-                busbw_factor=1.0,
+                busbw_factor=FACTOR_2_RANKS[collective],
                 status="ok",
                 fit_alpha_us=5.0,
                 fit_busbw_gbps=10.0 / scale,
@@ -262,13 +266,13 @@ def comm_file(path, settings):
             g["placement"] = np.array([b"out-of-place", b"in-place"])
             g["size_bytes"] = np.array(SIZES, np.int64)
             g["requested_bytes"] = np.array(SIZES, np.int64)
-            g["count"] = np.array([s // 4 for s in SIZES], np.int64)
+            g["count"] = np.array([s // (4 if collective == "allreduce" else 8) for s in SIZES], np.int64)
             g["time_us"] = t
             g["wrong"] = np.zeros((2, len(SIZES), 2), np.int64)
             rep = np.median(t[:, :, 0, :], axis=2)
             g["time_us_reported"] = rep
             g["algbw_gbps"] = np.array(SIZES) / rep / 1e3
-            g["busbw_gbps"] = np.array(SIZES) / rep / 1e3
+            g["busbw_gbps"] = np.array(SIZES) * FACTOR_2_RANKS[collective] / rep / 1e3
             g["slowest_rank"] = np.zeros((2, len(SIZES)), np.int64)
     return path
 
@@ -301,6 +305,15 @@ def test_the_fit_sentence_states_the_half_bandwidth_size(tmp_path):
     text = section_text(tmp_path / "out", "communication")
     # α = 5 µs, B = 10 GB/s, factor 1: half of B at 5 * 10 * 1e3 = 50000 bytes = 48.8 KiB.
     assert "allreduce approaches 10 GB/s bus bandwidth (mpi; fit r² 0.99); below 48.8 KiB per rank the latency" in text
+
+
+def test_the_half_bandwidth_size_divides_by_the_busbw_factor(tmp_path):
+    # allgather on 2 ranks moves (n-1)/n = 0.5 of its size per rank over the link: busbw = S x 0.5 / t.
+    # Under t = α + 0.5 S / B, busbw is B/2 where 0.5 S = α·B: S = 5 µs x 10 GB/s / 0.5 = 100000 bytes.
+    f = comm_file(tmp_path / "c.h5", [({}, 1.0)], collective="allgather")
+    build_report([f], tmp_path / "out")
+    text = section_text(tmp_path / "out", "communication")
+    assert "allgather approaches 10 GB/s bus bandwidth (mpi; fit r² 0.99); below 97.7 KiB per rank the latency" in text
 
 
 # -- the srun form -------------------------------------------------------------------------------
@@ -340,3 +353,51 @@ def test_slurm_runs_get_the_srun_form_and_the_shell_exports_its_settings(tmp_pat
     lines = p.stdout.splitlines()
     assert lines[0] == "WARN|rc x" and lines[1:6] == ["--mpi=pmix", "-n", "2", "-N", "2"]
     assert lines[6] == "build/bin/dtune-train" and "--width" in lines
+
+
+# -- every pasted form, with values that need quoting ---------------------------------------------
+
+# Values a shell would split, unquote or expand if they were pasted unquoted.
+NEEDS_QUOTING = {"UCX_TLS": "rc x", "NCCL_SOCKET_IFNAME": "a\"b'c", "OMPI_MCA_btl_tcp_if_include": "$HOME;`id`"}
+
+
+def pasted(tmp_path, script) -> list:
+    """The stdout lines of `script` run by bash, with an mpirun and an srun on PATH that print the
+    NEEDS_QUOTING variables of their environment, then their arguments, one per line."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    prints = "".join(f'printf "%s\\n" "${k}"\n' for k in NEEDS_QUOTING) + 'printf "%s\\n" "$@"\n'
+    for name in ("mpirun", "srun"):
+        shim = bindir / name
+        shim.write_text("#!/bin/sh\n" + prints)
+        shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
+    p = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.splitlines()
+
+
+@pytest.mark.parametrize("form", ["mpirun", "srun", "change"])
+def test_every_pasted_form_carries_values_that_need_quoting(tmp_path, form):
+    # The baseline without the settings, a faster configuration with them: its copy block (mpirun
+    # -x NAME=value, or NAME=value before srun for a run Slurm launched) and the summary's words of
+    # what to change, pasted into bash, hand every value over exactly as recorded.
+    slurm = {"SLURM_JOB_ID": "123"} if form == "srun" else {}
+    d = tmp_path / "d"
+    d.mkdir()
+    train_file(d / "base.h5", [(shuffled(1, 1.1), None, {})], CMD, env=slurm)
+    train_file(d / "fast.h5", [(shuffled(2), None, {})], CMD, env={**slurm, **NEEDS_QUOTING})
+    (f,) = build_report([d], tmp_path / "out")["findings"]
+    assert f.improves and f.best[0].env["UCX_TLS"] == "rc x"
+    n = len(NEEDS_QUOTING)
+    if form == "change":
+        assert len(f.changes) == n, f.changes
+        lines = pasted(tmp_path, "".join(f"export {c}\n" for c in f.changes) + "mpirun\n")
+        assert lines[:n] == list(NEEDS_QUOTING.values()), (f.changes, lines)
+    elif form == "srun":
+        lines = pasted(tmp_path, reproduce_command(f.best[0]))
+        assert lines[: n + 1] == [*NEEDS_QUOTING.values(), "--mpi=pmix"], lines
+    else:
+        args = pasted(tmp_path, reproduce_command(f.best[0]))[n:]
+        given = [args[i + 1] for i, a in enumerate(args) if a == "-x"]
+        assert sorted(given) == sorted(f"{k}={v}" for k, v in NEEDS_QUOTING.items()), args

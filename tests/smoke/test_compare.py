@@ -10,6 +10,7 @@ layout (benchmarks/train/train_results.cc), so this test needs no LibTorch build
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 from train_fixture import train_file
 
 from conftest import bin_dir, mpirun_prefix
-from dtune_report.compare import compare_samples, format_table, mann_whitney_p, samples_needed
+from dtune_report.compare import compare_results, compare_samples, format_table, mann_whitney_p, samples_needed
 from dtune_report.identity import parse_flags, settings_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,6 +73,23 @@ def test_significance_is_the_u_test_alone():
     assert not few.significant and few.ci_low > 1
     out = format_table([few])
     assert " ~ " in out and "# need >= 4 samples to detect a difference at alpha level 0.05" in out
+
+
+def test_a_row_states_medians_and_their_ratio_not_means():
+    # One slow outlier on each side moves the means (19.2 and 37.2), not the medians (12 and 22).
+    (row,) = compare_samples({"x": [10, 11, 12, 13, 50]}, {"x": [20, 21, 22, 23, 100]}, "us")
+    assert (row.median_a, row.median_b) == (12.0, 22.0) and row.ratio == pytest.approx(22 / 12, rel=1e-12)
+    assert "+83.3%" in format_table([row])
+
+
+def test_the_geomean_row_is_the_geometric_mean_of_the_ratios():
+    # One configuration twice as slow, one twice as fast: geometric mean 1 (+0.0%), where an
+    # arithmetic mean of the ratios would say +25%.
+    a = [10.0, 11, 12, 13, 14]
+    rows = compare_samples({0: a, 1: a}, {0: [2 * x for x in a], 1: [x / 2 for x in a]}, "us")
+    assert [r.ratio for r in rows] == [2.0, 0.5]
+    (geomean,) = [line for line in format_table(rows).splitlines() if line.startswith("geomean")]
+    assert geomean.split()[-1] == "+0.0%", geomean
 
 
 def test_flags_parse_as_cli11_reads_them():
@@ -266,6 +284,28 @@ def test_train_runs_differing_in_workers_compression_or_width_are_separate_rows(
     assert len(rows) == 4 and sum("--width=32" in line for line in rows) == 1 and all(" ~ " in line for line in rows), (
         r.stdout
     )
+
+
+# dtune-train's model shape flags (the `mo.` options of benchmarks/train/options.cc): recorded only
+# on the command line, never as run attributes, so each one alone must keep two runs apart.
+SHAPE_FLAGS = re.findall(r'add_option\("(--[a-z-]+)", mo\.', (REPO / "benchmarks/train/options.cc").read_text())
+
+
+def test_the_shape_flags_are_read_from_the_binary():
+    assert {"--width", "--image-size", "--num-classes", "--context", "--vocab", "--layers"} <= set(SHAPE_FLAGS)
+
+
+@pytest.mark.parametrize("flag", SHAPE_FLAGS)
+def test_runs_differing_in_one_shape_flag_are_never_pooled(tmp_path, flag):
+    # Two files of one configuration but for `flag` (2 against 4), both in A and in B: two rows of
+    # 11 + 11 steps, one per value, never one row of 22 + 22.
+    d = tmp_path / "d"
+    d.mkdir()
+    for value in (2, 4):
+        train_file(d / f"v{value}.h5", [(STEPS, None, {})], f"{CMD} {flag} {value}")
+    c = compare_results([d], [d])
+    assert sorted(r.config.split()[-1] for r in c.rows) == [f"{flag}=2", f"{flag}=4"], [r.config for r in c.rows]
+    assert all((r.n_a, r.n_b) == (11, 11) for r in c.rows)
 
 
 def test_profiled_steps_are_left_out(tmp_path):

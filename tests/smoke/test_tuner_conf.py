@@ -366,6 +366,63 @@ def test_no_line_matches_a_shape_or_collective_that_was_not_measured(conf):
         assert plugin_get_coll_info(configs, coll, 65536, nodes, ranks)[:2] == (None, None)
 
 
+# Every algorithm and protocol NCCL takes (src/init.cc ncclAlgoStr, ncclProtoStr) with the plugin's
+# spelling of it (plugin.c parseAlgorithm, parseProtocol), written out here.
+NCCL_ALGORITHMS = {
+    "Tree": "tree",
+    "Ring": "ring",
+    "CollNetDirect": "collnet_direct",
+    "CollNetChain": "collnet_chain",
+    "NVLS": "nvls",
+    "NVLSTree": "nvls_tree",
+    "PAT": "pat",
+}
+NCCL_PROTOCOLS = {"LL": "ll", "LL128": "ll128", "Simple": "simple"}
+PAIRS = [(a, p) for a in NCCL_ALGORITHMS for p in NCCL_PROTOCOLS]
+PAIR_SIZES = [1024 << k for k in range(len(PAIRS))]  # pair k wins at PAIR_SIZES[k] alone
+
+
+@pytest.fixture(scope="module")
+def every_name_conf(tmp_path_factory):
+    """nccl_tuner.conf from one dtune-comm file per (NCCL_ALGO, NCCL_PROTO) pair, allreduce on 2
+    ranks of one node, each pair fastest at one size of its own."""
+    d = tmp_path_factory.mktemp("names") / "results"
+    d.mkdir()
+    for k, (algo, proto) in enumerate(PAIRS):
+        with h5py.File(d / f"pair-{k}.h5", "w") as f:
+            _root(f, "dtune-comm")
+            _provenance(f, 2, {"NCCL_ALGO": algo, "NCCL_PROTO": proto})
+            times = [_time_us(s, i == k) for i, s in enumerate(PAIR_SIZES)]
+            _run_group(f.create_group("runs"), "0000-allreduce", "allreduce", "float32", PAIR_SIZES, 2, times)
+    out = tmp_path_factory.mktemp("names-report")
+    assert build_report([d], out)["tuner"]
+    return plugin_load((out / "nccl_tuner.conf").read_text())
+
+
+@pytest.mark.parametrize("algo,proto", PAIRS)
+def test_every_nccl_algorithm_and_protocol_reaches_the_plugin_by_its_own_name(every_name_conf, algo, proto):
+    size = PAIR_SIZES[PAIRS.index((algo, proto))]
+    want = (NCCL_ALGORITHMS[algo], NCCL_PROTOCOLS[proto], 0)
+    assert plugin_get_coll_info(every_name_conf, "allreduce", size, 1, 2) == want
+
+
+def test_repeats_pool_by_median_time(tmp_path):
+    # Three runs of each setting: Ring/LL at 1x, 1x and 4x the winner's time (median 1x, mean 2x),
+    # Tree/Simple at 1.5x three times. The lower median wins at every size: Ring/LL.
+    d = tmp_path / "results"
+    d.mkdir()
+    sizes = SIZES[:3]
+    for k, (setting, scale) in enumerate([(("Ring", "LL"), s) for s in (1, 1, 4)] + [(("Tree", "Simple"), 1.5)] * 3):
+        with h5py.File(d / f"r{k}.h5", "w") as f:
+            _root(f, "dtune-comm")
+            _provenance(f, 2, {"NCCL_ALGO": setting[0], "NCCL_PROTO": setting[1]})
+            times = [_time_us(s, True) * scale for s in sizes]
+            _run_group(f.create_group("runs"), "0000-allreduce", "allreduce", "float32", sizes, 2, times)
+    build_report([d], tmp_path / "out")
+    configs = plugin_load((tmp_path / "out" / "nccl_tuner.conf").read_text())
+    assert [plugin_get_coll_info(configs, "allreduce", s, 1, 2) for s in sizes] == [("ring", "ll", 0)] * 3
+
+
 def test_mpi_backend_runs_give_no_tuner_file(tmp_path):
     """NCCL_ALGO and NCCL_PROTO do nothing under --backend mpi: no winners to write."""
     d = write_results(tmp_path / "results", backend="mpi")

@@ -146,6 +146,44 @@ def test_a_named_baseline_file(tmp_path):
         build_report([tmp_path / "r.h5"], tmp_path / "out3", baseline="ffff")
 
 
+def test_throughput_is_the_median_sample_not_the_mean(tmp_path):
+    # Five of twenty measured steps stalled (three times longer) against a steady run whose every
+    # step is 3% longer: by median samples/s the stalled run is the faster, by mean the slower.
+    stalled = BASE.copy()
+    stalled[1:6] *= 3
+    train_file(tmp_path / "r.h5", [(stalled, None, {}), (shuffled(1, 1.03), None, {"bucket_mb": 5.0})], CMD)
+    r = build_report([tmp_path / "r.h5"], tmp_path / "out")
+    (f,) = r["findings"]
+    base, other = f.baseline, next(c for c in f.study.configs if c is not f.baseline)
+    assert base.median == pytest.approx(np.median(16e3 / stalled[1:]), rel=1e-12)  # global batch 16
+    assert other.median == pytest.approx(np.median(16e3 / shuffled(1, 1.03)[1:]), rel=1e-12)
+    assert f.best == [base] and not f.improves
+
+
+def test_the_baseline_counts_environment_settings_as_differences(tmp_path):
+    # Defaults plus two environment settings (distance 2) against 5 MiB buckets alone (distance 1):
+    # the baseline is the bucket change, the configuration closer to what a user runs today.
+    d = tmp_path / "d"
+    d.mkdir()
+    train_file(d / "env.h5", [(shuffled(1), None, {})], CMD, env={"NCCL_ALGO": "Ring", "OMP_NUM_THREADS": "2"})
+    train_file(d / "bucket.h5", [(shuffled(2), None, {"bucket_mb": 5.0})], CMD + " --bucket-mb 5")
+    r = build_report([d], tmp_path / "out")
+    (f,) = r["findings"]
+    assert len(f.study.configs) == 2 and f.how == "closest to the defaults"
+    assert f.baseline.fields["bucket_mb"] == "5.0" and "NCCL_ALGO" not in f.baseline.fields, f.baseline.fields
+
+
+def test_a_baseline_tie_goes_to_the_smallest_batch(tmp_path):
+    # Three batches, every other setting the default: tied on distance, the smallest batch is the
+    # baseline (verdicts.py: "on a tie, the smallest batch"), wherever it sits in the file.
+    runs = [(shuffled(n), None, {"batch": b, "global_batch": 2 * b}) for n, b in enumerate((16, 8, 32))]
+    train_file(tmp_path / "r.h5", runs, CMD)
+    r = build_report([tmp_path / "r.h5"], tmp_path / "out")
+    (f,) = r["findings"]
+    assert len(f.study.configs) == 3 and f.how == "closest to the defaults"
+    assert f.baseline.fields["batch"] == "8", f.baseline.fields
+
+
 def test_stragglers_only_beyond_noise(tmp_path):
     noisy = [(shuffled(n), None, {"rank_factors": (1.0, 0.99), **s}) for n, s in enumerate(SETTINGS[:3])]
     train_file(tmp_path / "a.h5", noisy, CMD)
@@ -157,6 +195,29 @@ def test_stragglers_only_beyond_noise(tmp_path):
     build_report([tmp_path / "b.h5"], tmp_path / "out2")
     md = (tmp_path / "out2" / "report.md").read_text()
     assert "rank 1 of b.h5 is slower than the others beyond noise in 3 of its 3 runs, by +20%" in md
+
+
+def test_a_rank_with_a_few_stalled_steps_is_no_straggler(tmp_path):
+    # Rank 1 takes rank 0's time but for 4 of its 20 measured steps, five times longer: its median
+    # step is within 1% of rank 0's, though its mean is 80% above.
+    factors = np.ones((len(BASE), 2))
+    factors[[3, 8, 13, 18], 1] = 5.0
+    runs = [(shuffled(n), None, {"rank_factors": factors, **s}) for n, s in enumerate(SETTINGS[:3])]
+    train_file(tmp_path / "r.h5", runs, CMD)
+    build_report([tmp_path / "r.h5"], tmp_path / "out")
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "No straggler" in md and "slower than the others beyond noise" not in md
+
+
+def test_a_stragglers_gap_is_the_median_over_its_runs(tmp_path):
+    # Rank 1 slow in each of three runs, by 10%, 20% and 60%: +20% (the mean would say +30%).
+    runs = [
+        (shuffled(n), None, {"rank_factors": (1.0, k), **s}) for n, (k, s) in enumerate(zip((1.1, 1.2, 1.6), SETTINGS))
+    ]
+    train_file(tmp_path / "r.h5", runs, CMD)
+    build_report([tmp_path / "r.h5"], tmp_path / "out")
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "rank 1 of r.h5 is slower than the others beyond noise in 3 of its 3 runs, by +20%" in md
 
 
 def test_the_copy_block_is_the_measured_command(tmp_path):

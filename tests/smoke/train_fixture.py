@@ -70,10 +70,12 @@ def train_run(
     skipped=0,
     **attrs,
 ):
-    """One train run group: step s of rank r takes step_ms[s] * rank_factors[r]; each phase is a
-    tenth of it unless `shares` gives its fraction ({"comm_exposed_ms": 0.18}); `loss` is a value
-    or one per step; `skipped` steps (the last ones) are marked skipped."""
-    S, R = len(step_ms), len(rank_factors)
+    """One train run group: step s of rank r takes step_ms[s] * rank_factors[r] (or
+    rank_factors[s][r], one row per step); each phase is a tenth of it unless `shares` gives its
+    fraction ({"comm_exposed_ms": 0.18}); `loss` is a value or one per step; `skipped` steps (the
+    last ones) are marked skipped."""
+    factors = np.asarray(rank_factors, float)  # (R,) or (S, R)
+    S, R = len(step_ms), factors.shape[-1]
     a = {
         **config_attrs(8, R, global_batch=16),
         "status": "ok",
@@ -99,7 +101,7 @@ def train_run(
     a.update(attrs)
     for k, v in a.items():
         group.attrs[k] = np.int64(v) if isinstance(v, int) else v
-    total = np.asarray(step_ms, float)[:, None] * np.asarray(rank_factors, float)[None, :]  # (S, R)
+    total = np.asarray(step_ms, float)[:, None] * (factors if factors.ndim == 2 else factors[None, :])  # (S, R)
     for name in PHASES:
         group[name] = total * (shares or {}).get(name, 0.1)
     group["total_ms"] = total

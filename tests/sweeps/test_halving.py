@@ -10,6 +10,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "sweeps"), str(REPO / "report")]
+from dtune_report.compare import bootstrap_ratio_ci, mann_whitney_p  # noqa: E402
 from dtune_sweep.constraints import holds, parse_constraint  # noqa: E402
 from dtune_sweep.halving import Measured, promote, schedule  # noqa: E402
 from dtune_sweep.spec import SweepError, plan  # noqa: E402
@@ -60,6 +61,24 @@ def test_a_close_noisy_candidate_is_not_dropped():
     rung = [Measured(0, "ok", seeded(101, 3, n=4, sigma=0.05)), Measured(1, "ok", seeded(100, 4, n=4, sigma=0.05))]
     keep, _ = promote(rung, 1, higher=True, alpha=0.05)
     assert sorted(keep) == [0, 1]
+
+
+def test_three_fully_separated_samples_stay_tied():
+    # n = 3 against 3, every sample below the threshold's: the interval of the ratio lies wholly
+    # below 1, but the U test's p is 2 / C(6, 3) = 0.1, not < alpha: the U test decides, so the
+    # candidate is not clearly below and goes up with the threshold.
+    threshold, cand = np.array([100.0, 101.0, 102.0]), np.array([97.0, 98.0, 99.0])
+    assert mann_whitney_p(threshold, cand) == pytest.approx(0.1) and bootstrap_ratio_ci(threshold, cand)[1] < 1
+    keep, why = promote([Measured(0, "ok", threshold), Measured(1, "ok", cand)], 1, higher=True, alpha=0.05)
+    assert keep == [0, 1] and why[1].startswith("tied with the threshold"), why
+
+
+def test_candidates_rank_by_median_not_mean():
+    # A: four fast samples and one stalled one (median 101, mean 83.2); B: steady at median 97 (mean
+    # 97). A ranks first, so a budget that pays for one promotes A.
+    a, b = Measured(0, "ok", np.array([100.0, 101, 102, 103, 10])), Measured(1, "ok", np.array([95.0, 96, 97, 98, 99]))
+    keep, why = promote([b, a], 1, higher=True, alpha=0.05, cap=1)
+    assert keep == [0] and "cut: the budget" in why[1], why
 
 
 def test_budget_parser():

@@ -78,6 +78,16 @@ def test_each_rule_flags_its_broken_example_and_passes_the_fixed_one(binary, ran
     assert check_point(binary, fixed.split(), ranks) == []
 
 
+@pytest.mark.parametrize(
+    "bucket,first,breaks",
+    [("9", "10", True), ("10", "9", False), ("2.5", "10", True), ("100", "25", False), ("1e1", "9", False)],
+)
+def test_the_first_bucket_rule_compares_numbers_not_text(bucket, first, breaks):
+    # As text "10" < "9" and "100" < "25": the rule must read both flags as numbers.
+    bad = check_point("dtune-train", ["--bucket-mb", bucket, "--first-bucket-mb", first], 2)
+    assert bad == ([f"--first-bucket-mb ({first}) must be at most --bucket-mb ({bucket})"] if breaks else []), bad
+
+
 def test_argument_parsing_takes_values_bare_flags_and_equals():
     assert parse_args(["--batch", "8", "--batch-sweep", "--bucket-mb=0.5", "-b", "-1"]) == {
         "--batch": "8",

@@ -8,13 +8,17 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import h5py
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO / "sweeps"))
+from fake_train_bin import install_fake_train  # noqa: E402
+
 from dtune_sweep.spec import plan  # noqa: E402
 
 DTUNE = [str(REPO / "scripts" / "dtune")]
@@ -48,6 +52,22 @@ repeats: 2
     assert len({p.id for p in points}) == len(points)
     bucket_pairs = {(p.values["--bucket-mb"], p.values["--first-bucket-mb"]) for p in points}
     assert bucket_pairs == {(1, 0.5), (25, 1)}
+
+
+def test_every_zip_block_is_a_dimension_of_its_own(tmp_path):
+    # Two zips of 2 and 3 value sets: their product, 6 points, each zip's lists varied together.
+    f = write(
+        tmp_path,
+        """
+binary: dtune-train
+zip:
+  - {--bucket-mb: [1, 25], --first-bucket-mb: [0.5, 1]}
+  - {--batch: [2, 4, 8], --global-batch: [4, 8, 16]}
+""",
+    )
+    flags = ("--bucket-mb", "--first-bucket-mb", "--batch", "--global-batch")
+    got = sorted(tuple(p.values.get(k, "-") for k in flags) for p in plan(f))
+    assert got == sorted((b, fb, n, 2 * n) for b, fb in ((1, 0.5), (25, 1)) for n in (2, 4, 8)), got
 
 
 def test_ids_stable_across_runs_and_key_order(tmp_path):
@@ -161,6 +181,26 @@ launch: {ranks: [1, 2]}
         for g in h["runs"].values():
             assert json.loads(g.attrs["point"])["id"] == g.attrs["point_id"]
             assert "provenance" in h["points"][g.attrs["point_id"]]
+
+
+def test_a_resume_reruns_failed_points_but_never_an_out_of_memory_one(tmp_path):
+    # The synthetic trainer (fake_train.py): --x 7 runs out of memory (exit 4), --x 6 fails (exit 1),
+    # --x 3 runs. An out-of-memory point is a result (the batch does not fit), so the rerun that
+    # resumes the sweep launches the failed point again and neither of the others.
+    env = {
+        **os.environ,
+        "DTUNE_BIN_DIR": str(install_fake_train(tmp_path)),
+        "DTUNE_MPIRUN": str(HERE / "fake_mpirun.sh"),
+    }
+    f = write(tmp_path, "binary: dtune-train\nargs: [--warmup-steps, 1, --sleep-ms, 1]\naxes: {--x: [7, 6, 3]}\n")
+    out = tmp_path / "sweep"
+    assert dtune("sweep", "run", f, "--out", out, env=env).returncode == 1  # --x 6 failed
+    r = dtune("sweep", "run", f, "--out", out, env=env)
+    assert r.returncode == 1 and "# resume: 2 of 3 points already complete" in r.stdout, r.stdout + r.stderr
+    argvs = [json.loads(line) for line in (out / "launches.log").read_text().splitlines()]
+    launched = Counter(a[a.index("--x") + 1] for a in argvs)
+    assert launched == {"7": 1, "6": 2, "3": 1}, launched
+    assert "ok 1, oom 1, failed 1" in dtune("sweep", "status", f, "--out", out, env=env).stdout
 
 
 def test_shell_metacharacters_reach_the_program_verbatim(tmp_path):

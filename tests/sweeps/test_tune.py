@@ -148,6 +148,25 @@ def test_kill_minus_9_then_resume_repeats_no_finished_run(tmp_path, fake):
     assert record(out)["winner"]["id"] == record(ref)["winner"]["id"]
 
 
+def test_ties_beyond_what_the_budget_pays_for_are_cut_to_it(tmp_path, fake):
+    # The six --x 3 candidates tie exactly; 19 runs pay for the schedule 12 + 5 + 2 and no more, so
+    # after the first rung the budget can pay for 5 of the six ties, then 2: it is kept (cap).
+    f = write(
+        tmp_path,
+        "name: ties\nbinary: dtune-train\nargs: [--warmup-steps, 1, --sleep-ms, 1, --z, 0]\nsteps: 16\n"
+        "axes: {--x: [0, 3], --y: [a, b, c, d, e, f]}\n",
+    )
+    out = tmp_path / "out"
+    r = dtune("tune", f, "--out", out, "--budget", "19", "--no-report", env=fake)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = record(out)
+    assert [s["candidates"] for s in rec["schedule"]] == [12, 5, 2]
+    assert sum(launches(out).values()) == rec["spent_runs"] == 19
+    assert [len(rung["candidates"]) for rung in rec["rungs"]] == [12, 5, 2]
+    cut = [c for c in rec["rungs"][0]["candidates"] if "cut: the budget pays for no more" in c["why"]]
+    assert len(cut) == 1 and cut[0]["values"]["--x"] == 3 and not cut[0]["promoted"]
+
+
 @pytest.mark.parametrize(
     "args,expect",
     [
