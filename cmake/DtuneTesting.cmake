@@ -10,6 +10,9 @@ if(_uid STREQUAL "0")
   list(APPEND DTUNE_MPIRUN --allow-run-as-root)
 endif()
 
+# The slow tests' measured times, as ctest's COST (ctest -j starts the longest first).
+include(${PROJECT_SOURCE_DIR}/tests/costs.cmake)
+
 # dtune_unit_test(NAME SOURCES... [LIBS ...]): one GoogleTest binary, each test a ctest entry.
 function(dtune_unit_test name)
   cmake_parse_arguments(T "" "" "SOURCES;LIBS" ${ARGN})
@@ -24,6 +27,7 @@ endfunction()
 function(dtune_mpi_test name np)
   add_test(NAME ${name} COMMAND ${DTUNE_MPIRUN} -np ${np} ${ARGN})
   set_tests_properties(${name} PROPERTIES LABELS mpi TIMEOUT 600 PROCESSORS ${np})
+  dtune_test_cost(${name})
 endfunction()
 
 # dtune_pytest(NAME FILE LABELS ... [ARGS ...]): a pytest file run by the project's Python against
@@ -40,4 +44,5 @@ function(dtune_pytest name file)
            COMMAND ${DTUNE_PYTHON} -m pytest -q -rs -p no:cacheprovider --rootdir=${PROJECT_SOURCE_DIR}/tests ${T_ARGS} ${file})
   set_tests_properties(${name} PROPERTIES LABELS "${T_LABELS}" TIMEOUT 900 SKIP_RETURN_CODE 77
     ENVIRONMENT "DTUNE_BIN_DIR=${CMAKE_RUNTIME_OUTPUT_DIRECTORY};PYTHONPATH=${PROJECT_SOURCE_DIR}/report:${PROJECT_SOURCE_DIR}/tests:${PROJECT_SOURCE_DIR}/tests/models;DTUNE_MPIRUN=${MPIEXEC_EXECUTABLE}")
+  dtune_test_cost(${name})
 endfunction()
