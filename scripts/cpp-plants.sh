@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Hand-planted bugs in the C++ formulas users read (busbw factors, the alpha-beta fit, MFU, the
+# pipeline bubble): each plant is applied to the source, its test binary rebuilt and the test that
+# must catch it run; the plant is then undone. Prints one line per plant (CAUGHT or MISSED) and exits
+# 1 when any is missed. Not part of the test command (each plant rebuilds a test binary: minutes).
+# The Python side has scripts/mutation.sh. Usage: scripts/cpp-plants.sh [BUILD_DIR]
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${1:-$repo/build}
+# file | text | planted text (\\n: a line break) | test binary | gtest filter
+plants=(
+  "benchmarks/comm/collectives.cc|return 2.0 * (n - 1) / n;|return (n - 1) / n;|dtune_unit_tests|Bandwidth.BusbwFactorsMatchNcclTests"
+  "benchmarks/comm/collectives.cc|double ring_factor(double n) { return (n - 1) / n; }|double ring_factor(double n) { return 1.0; }|dtune_unit_tests|Bandwidth.BusbwFactorsMatchNcclTests"
+  "core/stats.cc|const double w = 1.0 / (y * y);\\n    sw += w;|const double w = 1.0;\\n    sw += w;|dtune_unit_tests|AlphaBetaFit.*"
+  "train/mfu.cc|(peak.tflops * 1e12 * devices)|(peak.tflops * 1e12)|dtune_train_tests|GpuPeaks.*:*Mfu*"
+  "train/pipeline/schedule.cc|return (P - 1) / (v * M + P - 1);|return (P - 1) / (v * M);|dtune_train_tests|PipelineSchedule.*"
+)
+missed=0
+restore() { [[ -n "${saved:-}" ]] && cp "$saved" "$repo/$file" && rm -f "$saved"; saved=; }
+trap restore EXIT
+for p in "${plants[@]}"; do
+  IFS='|' read -r file from to binary filter <<<"$p"
+  saved=$(mktemp)
+  cp "$repo/$file" "$saved"
+  FROM=$from TO=$to python3 - "$repo/$file" <<'PY'
+import os, sys
+path, old, new = sys.argv[1], os.environ["FROM"].replace("\\n", "\n"), os.environ["TO"].replace("\\n", "\n")
+text = open(path).read()
+assert text.count(old) == 1, f"{path}: the plant's text is not there exactly once"
+open(path, "w").write(text.replace(old, new))
+PY
+  ninja -C "$build" "$binary" >/dev/null
+  if "$build/bin/$binary" --gtest_filter="$filter" >/dev/null 2>&1; then
+    echo "MISSED  $file: '$from' -> '$to' passed $binary --gtest_filter=$filter"
+    missed=1
+  else
+    echo "CAUGHT  $file: '$from' -> '$to' by $binary --gtest_filter=$filter"
+  fi
+  restore
+done
+ninja -C "$build" dtune_unit_tests dtune_train_tests >/dev/null  # the binaries without plants again
+exit "$missed"
