@@ -165,3 +165,133 @@ def test_launch_shape_ranks_computed_and_impossible_shapes_refused(tmp_path):
         "exclude: [{ranks: 4, nodes: 1}, {ranks: 2, nodes: 2}]\n"
     )
     assert [(p.ranks, p.nodes) for p in plan(str(f))] == [(2, 1), (4, 2)]
+
+
+# What the planner tells a user to change, word for word (the CASES above check only a few words).
+EXACT = [
+    ("dtune-train", 2, "--bucket-mb 0.25", ["--first-bucket-mb (default 1) must be at most --bucket-mb (0.25)"]),
+    ("dtune-train", 2, "--batch-sweep", ["--batch-sweep needs --batch auto"]),
+    (
+        "dtune-train",
+        2,
+        "--micro-batches 2 --accum-steps 3",
+        ["--micro-batches and --accum-steps differ: they are the same; keep one"],
+    ),
+    ("dtune-train", 2, "--virtual-stages 2", ["--virtual-stages > 1 needs --schedule interleaved"]),
+    (
+        "dtune-train",
+        2,
+        "--pipeline-stages 2 --schedule interleaved --virtual-stages 1 --micro-batches 2",
+        ["--schedule interleaved needs --virtual-stages 2 or more"],
+    ),
+    (
+        "dtune-train",
+        2,
+        "--pipeline-stages 2 --schedule interleaved --virtual-stages 2 --accum-steps 3",
+        ["--schedule interleaved needs --micro-batches (3) a multiple of --pipeline-stages"],
+    ),
+    (
+        "dtune-train",
+        2,
+        "--batch auto --global-batch 8 --memory-limit-mb 9",
+        ["--global-batch and --batch auto both given: keep one"],
+    ),
+    (
+        "dtune-train",
+        2,
+        "--global-batch 7",
+        ["--global-batch (7) must divide by data-parallel ranks (2) x --accum-steps (default 1)"],
+    ),
+    # The data-parallel ranks are the ranks over the pipeline's stages when the stages divide them.
+    ("dtune-train", 4, "--pipeline-stages 2 --global-batch 2", []),
+    (
+        "dtune-train",
+        4,
+        "--pipeline-stages 3 --global-batch 2",
+        [
+            "--pipeline-stages (3) must divide ranks (4)",
+            "--global-batch (2) must divide by data-parallel ranks (4) x --accum-steps (default 1)",
+        ],
+    ),
+    ("dtune-train", 2, "--backend nccl", ["--backend nccl needs --device cuda"]),
+    (
+        "dtune-train",
+        2,
+        "--reduce-algo hierarchical --backend nccl --device cuda",
+        ["--reduce-algo hierarchical is for --backend mpi"],
+    ),
+    ("dtune-train", 2, "--precision tf32", ["--precision tf32 needs --device cuda"]),
+    (
+        "dtune-train",
+        2,
+        "--weights-dtype bf16 --precision fp16",
+        ["--weights-dtype bf16 does not go with --precision fp16 (use --precision bf16)"],
+    ),
+    ("dtune-train", 2, "--local-sgd 1 --accum-steps 2", ["--local-sgd does not go with --accum-steps > 1"]),
+    ("dtune-train", 2, "--batch auto", ["--batch auto on CPU needs --memory-limit-mb"]),
+    ("dtune-train", 2, "--cache-dir /tmp/c", ["--cache-dir needs --data (a dataset, not synthetic)"]),
+    (
+        "dtune-train",
+        2,
+        "--pipeline-stages 2 --local-sgd 1 --data d",
+        ["--pipeline-stages 2 does not go with --local-sgd 1"],
+    ),
+    (
+        "dtune-train",
+        2,
+        "--pipeline-stages 2 --batch auto --device cuda",
+        ["--pipeline-stages 2 does not go with --batch auto"],
+    ),
+    (
+        "dtune-train",
+        2,
+        "--warmup-steps 0 --profile-steps 6:5",
+        ["--profile-steps 6:5 goes past the last step (10 steps)"],
+    ),
+    ("dtune-train", 2, "--warmup-steps 0 --profile-steps 5:5", []),
+    ("dtune-train", 2, "--steps 0 --profile-steps 1:2", ["--profile-steps 1:2 goes past the last step (2 steps)"]),
+    # Interleaving on one stage changes nothing: dtune-train accepts it (options.cc returns at P == 1).
+    ("dtune-train", 2, "--schedule interleaved", []),
+    ("dtune-train", 2, "--pipeline-stages 2 --schedule interleaved --virtual-stages 2 --micro-batches 2", []),
+    ("dtune-comm", 2, "-r 2", ["-r (2) must be a rank, 0..1"]),
+    ("dtune-comm", 2, "--mpi-buffers device --backend nccl", ["--mpi-buffers device is for --backend mpi"]),
+    ("dtune-comm", 2, "--algorithm hierarchical --backend nccl", ["--algorithm hierarchical is for --backend mpi"]),
+]
+
+
+@pytest.mark.parametrize("binary,ranks,args,expect", EXACT)
+def test_each_rule_says_exactly_what_to_change(binary, ranks, args, expect):
+    assert check_point(binary, args.split(), ranks) == expect
+
+
+def test_the_micro_batches_count_in_the_global_batch_rule():
+    # 4 samples over 2 ranks x 3 micro-batches does not divide (over 2 ranks x 1 it would).
+    (bad,) = check_point("dtune-train", "--global-batch 4 --micro-batches 3".split(), 2)
+    assert bad.startswith("--global-batch (4) must divide by data-parallel ranks (2) x ")
+
+
+@pytest.mark.parametrize(
+    "lo,hi,ok",
+    [
+        ("2MB", "1MB", False),
+        ("2MiB", "1MiB", False),
+        ("2G", "1G", False),
+        ("1G", "2G", True),
+        ("1MiB", "1M", True),  # K/M/G are powers of 2 with or without iB/B, in either case
+        ("1mb", "1024kb", True),
+    ],
+)
+def test_sizes_read_as_dtune_comm_reads_them(lo, hi, ok):
+    bad = check_point("dtune-comm", ["-b", lo, "-e", hi], 2)
+    assert bad == ([] if ok else [f"-b ({lo}) must be at most -e ({hi})"])
+
+
+@pytest.mark.parametrize(
+    "args",
+    ["--pipeline-stages 0", "--pipeline-stages x --global-batch 4", "--global-batch 8 --accum-steps 0"],
+)
+def test_values_only_the_binary_can_refuse_are_left_to_it(args):
+    """Not numbers, or zero where the rules divide: the binary's own parser says what is wrong
+    (exit 2); the rules neither crash on them nor invent a complaint."""
+    assert check_point("dtune-train", args.split(), 2) == []
+    assert check_point("dtune-comm", ["-b", "big", "-e", "1M"], 2) == []
