@@ -20,7 +20,16 @@ import pytest
 from train_fixture import train_file
 
 from conftest import bin_dir, mpirun_prefix
-from dtune_report.compare import compare_samples, format_table, mann_whitney_p, samples_needed
+from dtune_report.compare import (
+    Row,
+    compare_results,
+    compare_samples,
+    format_table,
+    geomean_ratio,
+    mann_whitney_p,
+    regressions,
+    samples_needed,
+)
 from dtune_report.identity import parse_flags, settings_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -342,3 +351,90 @@ def test_compare_reads_two_google_benchmark_files(tmp_path):
     # A regression gate as for results files.
     r = dtune("compare", a, b, "--fail-on-regression", "5")
     assert r.returncode == 1 and "BM_Slower" in r.stderr
+
+
+# The same comparisons in the test process: what `dtune compare` prints, row by row.
+
+
+def test_compare_results_pairs_comm_iterations_by_configuration(comm_files):
+    c = compare_results(str(comm_files / "a"), str(comm_files / "b"))
+    assert len(c.rows) == 2 * ROWS_PER_RUN and c.only_a == [] and c.only_b == []
+    shm = [r for r in c.rows if "OMPI_MCA_btl=self,vader" in r.config]
+    tcp = [r for r in c.rows if "OMPI_MCA_btl=self,tcp" in r.config]
+    assert len(shm) == len(tcp) == ROWS_PER_RUN
+    assert all(r.ratio == 1.0 and not r.significant for r in shm)
+    assert all(r.ratio == pytest.approx(1.1) and r.significant and r.unit == "us" for r in tcp)
+    assert all((r.n_a, r.n_b) == (9, 9) for r in c.rows)  # one sample per iteration, not per rank
+    # Sizes in numeric order (8 before 64), each collective's rows together.
+    labels = [r.config for r in shm]
+    assert [lab.split()[:5] for lab in labels] == [
+        [coll, "float32", op, place, size]
+        for coll, op in (("allgather", "none"), ("allreduce", "sum"))
+        for place in ("in-place", "out-of-place")
+        for size in ("8", "64")
+    ], labels
+    assert regressions(c.rows, 5) == tcp and regressions(c.rows, 15) == []
+
+
+def test_compare_results_labels_what_differs_and_lists_the_configurations_of_one_side(tmp_path):
+    train_file(
+        tmp_path / "a.h5",
+        [(STEPS, None, {}), (STEPS + 1, None, {"workers": 2}), (STEPS + 2, None, {"compression": "bf16"})]
+        + [(STEPS + 3, None, {"batch": 16})],
+        CMD,
+    )
+    train_file(
+        tmp_path / "b.h5",
+        [(STEPS + 3, None, {"batch": 16}), (STEPS, None, {}), ((STEPS + 1) * 1.1, None, {"workers": 2})]
+        + [(STEPS + 3, None, {"batch": 32})],
+        CMD.replace("--steps 11", "--steps 11 --seed 3"),
+    )
+    c = compare_results(str(tmp_path / "a.h5"), str(tmp_path / "b.h5"))
+    assert [r.config for r in c.rows] == [
+        "resnet18 fp32 batch 8 compression=none workers=0",
+        "resnet18 fp32 batch 8 compression=none workers=2",
+        "resnet18 fp32 batch 16 compression=none workers=0",  # batch sizes in numeric order
+    ]
+    assert c.only_a == ["resnet18 fp32 batch 8 compression=bf16 workers=0"]
+    assert c.only_b == ["resnet18 fp32 batch 32 compression=none workers=0"]
+    same, slower, big = c.rows
+    assert (same.ratio, same.significant, same.n_a, same.n_b, same.unit) == (1.0, False, 11, 11, "ms")
+    assert slower.ratio == pytest.approx(1.1) and slower.significant
+    assert regressions(c.rows, 5) == [slower] and regressions(c.rows, 10.5) == []
+
+
+def test_format_table_layout():
+    """The layout people and scripts read: the header, one line per row (`~` where not
+    significant), the geometric mean of the ratios, then `#` lines (configurations of one side,
+    rows whose sample counts can never reach p < alpha)."""
+    rows = [
+        Row("allreduce 8 B", "us", 10.0, 11.0, 1.1, 1.05, 1.15, 0.001, True, 8, 8),
+        Row("x", "ms", 1234.5, 1234.5, 1.0, 0.9, 1.1, 0.7, False, 3, 2),
+        Row("y", "ms", 2.0, 2.0, 1.0, 0.9, 1.1, 0.7, False, 3, 4),  # B has enough samples
+        Row("z", "ms", 2.0, 2.0, 1.0, 0.9, 1.1, 0.7, False, 4, 3),
+        Row("w", "ms", 2.0, 2.0, 1.0, 0.9, 1.1, 0.7, False, 8, 8),
+        Row("v", "ms", 2.0, 2.2, 1.1, 1.05, 1.15, 0.01, True, 8, 3),
+    ]
+    assert format_table(rows, ["only a"], ["b1", "b2"]).splitlines() == [
+        "config             A median      B median     delta       p          n      95% CI of B/A",
+        "allreduce 8 B      10.000us      11.000us    +10.0%   0.001        8+8  [ 1.050,  1.150]",
+        "x                1234.500ms    1234.500ms         ~   0.700        3+2  [ 0.900,  1.100]",
+        "y                   2.000ms       2.000ms         ~   0.700        3+4  [ 0.900,  1.100]",
+        "z                   2.000ms       2.000ms         ~   0.700        4+3  [ 0.900,  1.100]",
+        "w                   2.000ms       2.000ms         ~   0.700        8+8  [ 0.900,  1.100]",
+        "v                   2.000ms       2.200ms    +10.0%   0.010        8+3  [ 1.050,  1.150]",
+        "geomean                                       +3.2%",
+        "# only in A (1, not compared):",
+        "#   only a",
+        "# only in B (2, not compared):",
+        "#   b1",
+        "#   b2",
+        "# need >= 4 samples to detect a difference at alpha level 0.05:",
+        "#   x (n=3+2)",
+    ]
+    assert math.isnan(geomean_ratio([]))
+
+
+def test_samples_needed_is_strict():
+    # 4 + 4 fully separated give p = 2 / C(8, 4) = 2 / 70: not below an alpha of exactly that.
+    assert samples_needed(2 / 70) == 5 and samples_needed(2 / 70 + 1e-12) == 4
