@@ -30,7 +30,7 @@ from dtune_report.compare import (
     regressions,
     samples_needed,
 )
-from dtune_report.identity import parse_flags, settings_env
+from dtune_report.identity import parse_flags, run_identity, settings_env
 
 REPO = Path(__file__).resolve().parents[2]
 DTUNE = [str(REPO / "scripts" / "dtune")]
@@ -438,3 +438,86 @@ def test_format_table_layout():
 def test_samples_needed_is_strict():
     # 4 + 4 fully separated give p = 2 / C(8, 4) = 2 / 70: not below an alpha of exactly that.
     assert samples_needed(2 / 70) == 5 and samples_needed(2 / 70 + 1e-12) == 4
+
+
+# What makes two runs the same configuration (identity.py), on hand-made runs.
+
+
+def test_flags_parse_values_bare_flags_and_negative_numbers():
+    tokens = ["prog-arg", "--lr=1e-3", "--x=a=b", "--bare", "--neg", "-5", "-n", "-1", "-oSUM", "stray"]
+    assert parse_flags(tokens, "dtune-comm") == {
+        "--lr": "1e-3",
+        "--x": "a=b",  # split at the first '='
+        "--bare": "",
+        "--neg": "-5",  # a negative number is a value, not a flag
+        "--iters": "-1",
+        "--op": "SUM",
+    }
+    # Short flags are dtune-comm's: dtune-train keeps the letter as written.
+    assert parse_flags(["-n", "3", "--steps"], "dtune-train") == {"-n": "3", "--steps": ""}
+    assert parse_flags(["-5", "--a", "--b", "x"], "dtune-comm") == {"--a": "", "--b": "x"}
+
+
+def _run(benchmark="train", command_line="", env=None, attrs=None, world_size=2, point=None):
+    return dict(
+        benchmark=benchmark, command_line=command_line, env=env, attrs=attrs or {}, world_size=world_size, point=point
+    )
+
+
+def test_identity_of_a_run_from_its_command_line_environment_and_attributes():
+    run = _run(
+        command_line="/x/dtune-train --model m --schedule gpipe --pipeline-stages 2 --seed 3",
+        env={
+            "DTUNE_TRAIN_SCHEDULE": "1f1b",
+            "DTUNE_TRAIN_VIRTUAL_STAGES": "2",
+            "NCCL_ALGO": "Ring",
+            "SLURM_JOB_ID": "7",
+        },
+        attrs={"model": "m", "batch": 8, "samples_per_s": 99.0, "cache_dir": "/scratch/c"},
+    )
+    assert run_identity(run, by_point=False) == {
+        "model": "m",
+        "batch": "8",
+        "cache_dir": "yes",  # whether a cache was used, not where
+        "np": "2",
+        "--schedule": "gpipe",  # the command line wins over its environment fallback
+        "--pipeline-stages": "2",
+        "--virtual-stages": "2",  # DTUNE_TRAIN_VIRTUAL_STAGES, '_' read as '-'
+        "NCCL_ALGO": "Ring",
+    }
+    assert run_identity(_run(attrs={"cache_dir": ""}, world_size=4), by_point=False) == {"cache_dir": "no", "np": "4"}
+    # dtune-comm: its prefix only, and --warmup-iters read as its underscore flag (ignored).
+    comm = _run(
+        benchmark="comm",
+        command_line="/x/dtune-comm -b 8 --algorithm ring",
+        env={"DTUNE_COMM_WARMUP_ITERS": "5", "DTUNE_COMM_MPI_BUFFERS": "device", "DTUNE_TRAIN_STEPS": "4"},
+    )
+    assert run_identity(comm, by_point=False) == {"np": "2", "--algorithm": "ring", "--mpi-buffers": "device"}
+
+
+def test_identity_of_a_sweep_point_is_its_definition():
+    point = {"args": ["--schedule", "gpipe"], "env": {"NCCL_PROTO": "LL"}, "ranks": 4, "nodes": 2, "ranks_per_node": 2}
+    run = _run(command_line="/x/dtune-train --schedule 1f1b --other 1", env={"NCCL_ALGO": "Ring"}, point=point)
+    assert run_identity(run, by_point=True) == {
+        "np": "4",
+        "nodes": "2",
+        "ranks_per_node": "2",
+        "--schedule": "gpipe",
+        "NCCL_ALGO": "Ring",
+        "NCCL_PROTO": "LL",
+    }
+    assert run_identity(_run(point={}), by_point=True) == {"np": "None", "nodes": "None", "ranks_per_node": "None"}
+
+
+def test_settings_env_keeps_what_the_launcher_does_not_set_for_itself():
+    env = {
+        "OMPI_MCA_pmix": "pmix3x",  # launcher wiring
+        "OMPI_MCA_mpi_oversubscribe": "1",  # ranks share cores: counts
+        "PMIX_MCA_psec": "none",
+        "PMIX_MCA_gds": "hash",
+        "OMPI_COMM_WORLD_RANK": "0",
+        "DTUNE_COMM_ALGORITHM": "ring",  # folded into the flags
+        "DTUNE_BIN_DIR": "/b",
+        "UCX_TLS": 7,
+    }
+    assert settings_env(env) == {"OMPI_MCA_mpi_oversubscribe": "1", "PMIX_MCA_gds": "hash", "UCX_TLS": "7"}
