@@ -100,13 +100,15 @@ undetected() {
 before=""
 [[ -d mutants/src ]] && before=$(undetected | awk '$2 == "survived" {print $1}')
 
+# mutmut lists every mutant it was asked for by name: the killed ones are left out here.
+run() { "${mutmut[@]}" run --max-children 1 "$@" | sed -u '/^🎉 /d'; }
 start=$(date +%s)
-"${mutmut[@]}" run --max-children 1 "${globs[@]}"
+run "${globs[@]}"
 # A survivor of an earlier run meets the current tests again (mutmut keeps cached verdicts).
 mapfile -t again < <(comm -12 <(sort <<<"$before") <(undetected | awk '$2 == "survived" {print $1}' | sort) | sed '/^$/d')
 if ((${#again[@]})); then
   echo "mutation.sh: testing again ${#again[@]} mutants that survived the previous run"
-  "${mutmut[@]}" run --max-children 1 "${again[@]}"
+  run "${again[@]}"
 fi
 elapsed=$(($(date +%s) - start))
 
