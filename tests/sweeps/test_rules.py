@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "sweeps")]
 
 from dtune_sweep.rules import check_point, parse_args  # noqa: E402
-from dtune_sweep.spec import SweepError, load, parse, plan  # noqa: E402
+from dtune_sweep.spec import Point, SweepError, check_rules, load, parse, plan  # noqa: E402
 from dtune_sweep.spec import points as points_of  # noqa: E402
 
 # (binary, ranks, broken args, the words the complaint must hold, repaired args)
@@ -295,3 +295,110 @@ def test_values_only_the_binary_can_refuse_are_left_to_it(args):
     (exit 2); the rules neither crash on them nor invent a complaint."""
     assert check_point("dtune-train", args.split(), 2) == []
     assert check_point("dtune-comm", ["-b", "big", "-e", "1M"], 2) == []
+
+
+# The plan itself (spec.py): point ids, axes of bare flags, the flag check, exclusions and order.
+
+
+def planned(tmp_path, text, **kw):
+    f = tmp_path / "s.yaml"
+    f.write_text(text)
+    return plan(str(f), **kw), f
+
+
+def test_a_point_id_hashes_its_definition_and_manifests_record_it():
+    """Resume and merge find a point by its id across versions: the hash of its definition."""
+    p = Point("s", "dtune-comm", ["-b", 8], {"NCCL_ALGO": "Ring"}, 2, 1, 0, 0, {"-b": 8})
+    assert p.id == "6741e75f73bf"
+    assert p.to_json() == {
+        "id": "6741e75f73bf",
+        "sweep": "s",
+        "binary": "dtune-comm",
+        "args": ["-b", "8"],
+        "env": {"NCCL_ALGO": "Ring"},
+        "ranks": 2,
+        "nodes": 1,
+        "ranks_per_node": 0,
+        "repeat": 0,
+        "values": {"-b": 8},
+    }
+    assert Point("s", "dtune-comm", ["-b", 8], {"NCCL_ALGO": "Ring"}, 2, 1, 0, 1).id != p.id  # a repeat
+
+
+def test_an_axis_of_true_and_false_adds_the_bare_flag_or_nothing(tmp_path):
+    pts, _ = planned(
+        tmp_path, "name: t\nbinary: dtune-train\naxes: {--channels-last: [true, false], --batch: [2, 4]}\n"
+    )
+    assert [p.args for p in pts] == [
+        ["--channels-last", "--batch", "2"],
+        ["--channels-last", "--batch", "4"],
+        ["--batch", "2"],
+        ["--batch", "4"],
+    ]
+
+
+def test_axes_must_be_flags_of_the_binary_when_its_flags_are_known(tmp_path):
+    text = "name: t\nbinary: dtune-train\naxes: {--batch: [2, 4]}\n"
+    with pytest.raises(SweepError) as e:
+        planned(tmp_path, text, known_flags={"dtune-train": {"--steps"}})
+    assert (
+        str(e.value)
+        == f"{tmp_path / 's.yaml'}: axes.--batch: unknown axis '--batch' (not a flag of dtune-train; see its --help)"
+    )
+    assert len(planned(tmp_path, text, known_flags={"dtune-train": {"--batch"}})[0]) == 2
+    assert len(planned(tmp_path, text, known_flags={"dtune-comm": {"--steps"}})[0]) == 2  # dtune-train not built
+    assert len(planned(tmp_path, text, known_flags=lambda: {})[0]) == 2
+
+
+def test_exclusions_drop_their_points_and_an_empty_plan_names_the_rule(tmp_path):
+    pts, _ = planned(tmp_path, "name: t\nbinary: dtune-train\naxes: {--batch: [2, 4, 8]}\nexclude: [{--batch: 4}]\n")
+    assert [p.values["--batch"] for p in pts] == [2, 8]
+    with pytest.raises(SweepError) as e:
+        planned(
+            tmp_path, "name: t\nbinary: dtune-train\naxes: {--batch: [2, 4]}\nexclude: [{--batch: 2}, {--batch: 4}]\n"
+        )
+    assert str(e.value) == f"{tmp_path / 's.yaml'}: exclude: no points left after the exclusions; remove a rule"
+
+
+def test_a_constraint_that_cannot_be_evaluated_names_its_place(tmp_path):
+    with pytest.raises(SweepError) as e:
+        planned(tmp_path, "name: t\nbinary: dtune-train\naxes: {--batch: [auto, 4]}\nconstraints: ['--batch <= 4']\n")
+    assert str(e.value) == f"{tmp_path / 's.yaml'}: constraints: '--batch <= 4': auto is not a number"
+
+
+def test_random_order_is_the_seeds(tmp_path):
+    text = "name: t\nbinary: dtune-train\naxes: {--batch: [1, 2, 3, 4, 5, 6, 7, 8]}\norder: random\nseed: 3\n"
+    assert [p.values["--batch"] for p in planned(tmp_path, text)[0]] == [1, 6, 8, 3, 2, 7, 5, 4]
+    text = text.replace("seed: 3", "seed: 4")
+    assert [p.values["--batch"] for p in planned(tmp_path, text)[0]] != [1, 6, 8, 3, 2, 7, 5, 4]
+
+
+def test_rule_breaks_listed_once_per_point_up_to_a_limit(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("name: t\nbinary: dtune-train\naxes: {--bucket-mb: [0.1, 0.2, 0.3, 0.4]}\nrepeats: 2\n")
+    sw = parse(str(f), load(str(f))[0])
+    pts = points_of(sw)
+    with pytest.raises(SweepError) as e:
+        check_rules(sw, pts, show=2)
+    first, *rest = str(e.value).splitlines()
+    assert first.startswith(f"{f}: t: 8 of 8 points of sweep 't' break dtune-train's cross-flag rules")
+    assert rest == [
+        f"  {pts[0].id}  --bucket-mb 0.1: --first-bucket-mb (default 1) must be at most --bucket-mb (0.1)",
+        f"  {pts[2].id}  --bucket-mb 0.2: --first-bucket-mb (default 1) must be at most --bucket-mb (0.2)",
+        "  ... 2 more",
+    ]
+    with pytest.raises(SweepError) as e:
+        check_rules(sw, pts, show=4)
+    assert "more" not in str(e.value) and len(str(e.value).splitlines()) == 5
+    # No axis values to show: the fixed arguments break the rule; two rules joined with '; '.
+    f.write_text("name: t\nbinary: dtune-train\nargs: [--bucket-mb, '0.5', --precision, tf32]\n")
+    with pytest.raises(SweepError) as e:
+        plan(str(f))
+    assert (
+        str(e.value)
+        .splitlines()[1]
+        .endswith(
+            "  (fixed args): --first-bucket-mb (default 1) must be at most --bucket-mb (0.5); "
+            "--precision tf32 needs --device cuda"
+        )
+    )
