@@ -100,8 +100,18 @@ undetected() {
 before=""
 [[ -d mutants/src ]] && before=$(undetected | awk '$2 == "survived" {print $1}')
 
-# mutmut lists every mutant it was asked for by name: the killed ones are left out here.
-run() { "${mutmut[@]}" run --max-children 1 "$@" | sed -u '/^🎉 /d'; }
+# mutmut lists every mutant it was asked for by name: the killed ones are left out here (its
+# progress line ends in a carriage return, so split there too and pass it on as it comes).
+run() {
+  "${mutmut[@]}" run --max-children 1 "$@" | "$py" -c '
+import os, re, sys
+pending = b""
+while chunk := os.read(0, 4096):
+    *done, pending = re.split(rb"(?<=[\r\n])", pending + chunk)
+    sys.stdout.buffer.write(b"".join(s for s in done if not s.startswith("\U0001f389 ".encode())))
+    sys.stdout.buffer.flush()
+sys.stdout.buffer.write(pending)'
+}
 start=$(date +%s)
 run "${globs[@]}"
 # A survivor of an earlier run meets the current tests again (mutmut keeps cached verdicts).
