@@ -19,6 +19,7 @@ from dtune_sweep.runner import (  # noqa: E402
     MpirunHosts,
     State,
     allocation_shortfall,
+    bin_dir,
     check_placement,
     check_timeout,
     counts,
@@ -62,7 +63,10 @@ SLOTS = (
             "ok\n  dtune-train: error: --batch 0: must be at least 1  \nERROR later\n",
             "dtune-train: error: --batch 0: must be at least 1",
         ),
-        ("ok\nmpirun noticed that process rank 0 exited\nAbort(1) on node 0\n", "Abort(1) on node 0"),
+        (
+            "ok\nrank 0: MPI_ABORT was invoked on rank 0\nmpirun noticed that process rank 0 exited\n",
+            "rank 0: MPI_ABORT was invoked on rank 0",
+        ),
         # mpirun's boxed message: its first sentence, the lines it wraps over joined, dashes never
         (
             "start\n" + BOX + "tail line\n",
@@ -72,7 +76,12 @@ SLOTS = (
             "start\n" + BOX.rsplit("-" * 74, 1)[0],
             SLOTS,
         ),
-        ("one\n\ntwo  \n\n", "two"),
+        ("one\n\ntwo  \n\nthree\n", "three"),
+        # a box whose first paragraph has no sentence end: all of it, and not the detail after it
+        (
+            "-" * 30 + "\nNo nodes are available\nfor this job\n\nDetail. More\n" + "-" * 30 + "\n",
+            "No nodes are available for this job",
+        ),
         ("-" * 20 + "\n", ""),
         ("", ""),
     ],
@@ -83,12 +92,14 @@ def test_first_error_is_the_line_that_says_why(tmp_path, log, expect):
     assert first_error(f) == expect
 
 
-def test_first_error_of_a_missing_or_long_log(tmp_path):
+def test_first_error_of_a_missing_long_or_undecodable_log(tmp_path):
     assert first_error(tmp_path / "none.log") == ""
     f = tmp_path / "long.log"
     f.write_text("first\n" + "x" * 100 + "\nerror: past the limit\n")
     assert first_error(f, limit_bytes=50) == "x" * 44  # only the first 50 bytes are read
     assert first_error(f) == "error: past the limit"
+    f.write_bytes(b"start\n\xff\xfe error: bad bytes\n")
+    assert first_error(f) == "\ufffd\ufffd error: bad bytes"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -140,6 +151,7 @@ def test_hostfile_and_tune_file_must_exist(tmp_path):
     f = tmp_path / "hosts"
     f.write_text("n1\n")
     assert MpirunHosts.checked(str(f), None) == MpirunHosts(str(f), None)
+    assert MpirunHosts.checked(None, str(f)) == MpirunHosts(None, str(f))
     with pytest.raises(SweepError, match=f"^--mpirun-tune {tmp_path}/t: no such file$"):
         MpirunHosts.checked(str(f), str(tmp_path / "t"))
     with pytest.raises(SweepError, match="^--hostfile nope: no such file$"):
@@ -164,15 +176,30 @@ def test_state_records_by_time_from_every_log_and_bad_lines_skipped(tmp_path):
             {"id": "b", "event": "started", "time": "soon"},  # not a time
             ["not", "an", "object"],
             {"id": "b", "event": "started"},  # no time: first
+            {"id": "d", "event": "started", "time": 0.5},
         ],
         torn='{"id": "c", "ev',
     )
+    with open(tmp_path / "state.jsonl", "ab") as f:  # a torn line, then more records; bytes that are not UTF-8
+        f.write(b'\n{"id": "e", "event": "fin\n{"id": "e\xff", "event": "started", "time": 2.5}\n')
     write_log(tmp_path / "state-2-0.jsonl", [{"id": "c", "event": "started", "time": 2}])
     (tmp_path / "other.jsonl").write_text(json.dumps({"id": "z", "event": "started", "time": 0}) + "\n")
     state = State(tmp_path)
-    assert [(r["id"], r["event"]) for r in state.records()] == [("b", "started"), ("c", "started"), ("a", "finished")]
-    assert [r["id"] for r in state.records(own_only=True)] == ["b", "a"]
-    assert state.outcomes() == {"b": "interrupted", "c": "interrupted", "a": "ok"}
+    assert [(r["id"], r["time"] if "time" in r else None) for r in state.records()] == [
+        ("b", None),
+        ("d", 0.5),
+        ("c", 2),
+        ("e\ufffd", 2.5),
+        ("a", 3),
+    ]
+    assert [r["id"] for r in state.records(own_only=True)] == ["b", "d", "e\ufffd", "a"]
+    assert state.outcomes() == {
+        "b": "interrupted",
+        "d": "interrupted",
+        "c": "interrupted",
+        "e\ufffd": "interrupted",
+        "a": "ok",
+    }
     State(tmp_path, "state-9.jsonl").append({"id": "c", "event": "finished", "status": "failed", "time": 4})
     assert state.outcomes()["c"] == "failed"
     assert State(tmp_path / "none").records() == []
@@ -196,7 +223,7 @@ def test_orphans_are_this_hosts_launches_without_an_outcome(tmp_path):
 
 
 def test_unfinished_points_and_counts(tmp_path):
-    ok, oom, failed, cut, pending, timed = (point(repeat=i) for i in range(6))
+    ok, oom, failed, cut, pending, timed, started, ok2, odd = (point(repeat=i) for i in range(9))
     write_log(
         tmp_path / "state.jsonl",
         [
@@ -206,15 +233,28 @@ def test_unfinished_points_and_counts(tmp_path):
             {"id": cut.id, "event": "launched", "time": 2},
             {"id": timed.id, "event": "finished", "status": "failed", "time": 1},
             {"id": timed.id, "event": "finished", "status": "timeout", "time": 3},
+            {"id": started.id, "event": "started", "time": 4},
+            {"id": ok2.id, "event": "finished", "status": "ok", "time": 4},
+            {"id": odd.id, "event": "finished", "status": "vanished", "time": 4},
         ],
     )
-    pts = [ok, oom, failed, cut, pending, timed]
+    pts = [ok, oom, failed, cut, pending, timed, started, ok2, odd]
     assert unfinished(pts, tmp_path) == [
         (failed, "failed", "error: x"),
         (cut, "interrupted", ""),
         (timed, "timeout", ""),
+        (started, "interrupted", ""),
+        (odd, "vanished", ""),
     ]
-    assert counts(pts, tmp_path) == {"ok": 1, "oom": 1, "failed": 1, "timeout": 1, "interrupted": 1, "pending": 1}
+    assert counts(pts, tmp_path) == {
+        "ok": 2,
+        "oom": 1,
+        "failed": 1,
+        "timeout": 1,
+        "interrupted": 2,
+        "pending": 1,
+        "vanished": 1,
+    }
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -237,12 +277,13 @@ def test_timeout_accepted(good):
 def test_out_dir_made_with_its_points_or_refused_in_one_line(tmp_path):
     d = make_out_dir(tmp_path / "new" / "sweep")
     assert d == tmp_path / "new" / "sweep" and (d / "points").is_dir() and list(d.iterdir()) == [d / "points"]
+    assert make_out_dir(d) == d  # an existing sweep directory: resumed into
     f = tmp_path / "file"
     f.write_text("")
     with pytest.raises(SweepError, match=f"^--tune-out {f}: is a file, not a directory: give a directory"):
         make_out_dir(f, "--tune-out")
     with pytest.raises(
-        SweepError, match=f"^--out {f}/sub: cannot write there \\(.+\\): give a directory you can write$"
+        SweepError, match=f"^--out {f}/sub: cannot write there \\(Not a directory\\): give a directory you can write$"
     ):
         make_out_dir(f / "sub")
 
@@ -266,8 +307,10 @@ def test_points_over_several_nodes_need_a_hostfile_or_slurm(monkeypatch):
 
 
 def fake_squeue(monkeypatch, tmp_path, output):
+    """squeue that answers only the query the runner makes (a job's node count and node list)."""
     exe = tmp_path / "squeue"
-    exe.write_text(f"#!/bin/sh\necho '{output}'\n")
+    query = '[ "$1" = -h ] && [ "$2" = -j ] && [ "$4" = -o ] && [ "$5" = "%D %N" ] && [ $# = 5 ] || exit 1'
+    exe.write_text(f"#!/bin/sh\n{query}\necho '{output}'\n")
     exe.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
 
@@ -286,5 +329,15 @@ def test_a_slurm_allocation_that_lost_a_node_is_named(monkeypatch, tmp_path):
     assert "holds 2 nodes (n[1-2])" in allocation_shortfall(point(nodes=3))
     fake_squeue(monkeypatch, tmp_path, "")  # squeue cannot tell: no claim
     assert allocation_shortfall(point(nodes=2)) == ""
-    monkeypatch.setenv("SLURM_JOB_ID", "")
+    fake_squeue(monkeypatch, tmp_path, "1 n1")
+    monkeypatch.setenv("SLURM_JOB_ID", "4x2")  # not a job id: no claim
     assert allocation_shortfall(point(nodes=2)) == ""
+    monkeypatch.delenv("SLURM_JOB_ID")
+    assert allocation_shortfall(point(nodes=2)) == ""
+
+
+def test_binaries_from_the_build_unless_dtune_bin_dir_says(monkeypatch):
+    monkeypatch.delenv("DTUNE_BIN_DIR", raising=False)
+    assert bin_dir() == REPO / "build" / "bin"
+    monkeypatch.setenv("DTUNE_BIN_DIR", "/opt/dtune/bin")
+    assert bin_dir() == Path("/opt/dtune/bin")
