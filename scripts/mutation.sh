@@ -71,6 +71,9 @@ fi
 # keeps modification times: mutmut re-mutates a file only when its source is newer than its mutant).
 ((fresh)) && rm -rf "$stage"
 mkdir -p "$stage/src" "$stage/scripts" "$stage/mutants/scripts" "$stage/mutants/report" "$stage/mutants/sweeps"
+# Survivors are tested again when the tests changed since the last run (mutmut keeps their verdict).
+tests_changed=1
+[[ -d $stage/tests ]] && diff -rq -x __pycache__ "$repo/tests" "$stage/tests" >/dev/null && tests_changed=0
 rm -rf "$stage/src/dtune_report" "$stage/src/dtune_sweep" "$stage/tests" "$stage/mutants/tests"
 cp -a "$repo/report/dtune_report" "$repo/sweeps/dtune_sweep" "$stage/src/"
 cp -a "$repo/tests" "$stage/tests"
@@ -98,7 +101,7 @@ undetected() {
     grep -E "^($(IFS='|'; echo "${dotted[*]//./\\.}"))\." || true
 }
 before=""
-[[ -d mutants/src ]] && before=$(undetected | awk '$2 == "survived" {print $1}')
+[[ -d mutants/src ]] && ((tests_changed)) && before=$(undetected | awk '$2 == "survived" {print $1}')
 
 # mutmut lists every mutant it was asked for by name: the killed ones are left out here (its
 # progress line ends in a carriage return, so split there too and pass it on as it comes).
@@ -114,7 +117,7 @@ sys.stdout.buffer.write(pending)'
 }
 start=$(date +%s)
 run "${globs[@]}"
-# A survivor of an earlier run meets the current tests again (mutmut keeps cached verdicts).
+# A survivor of an earlier run meets the changed tests.
 mapfile -t again < <(comm -12 <(sort <<<"$before") <(undetected | awk '$2 == "survived" {print $1}' | sort) | sed '/^$/d')
 if ((${#again[@]})); then
   echo "mutation.sh: testing again ${#again[@]} mutants that survived the previous run"
