@@ -22,6 +22,7 @@ from train_fixture import train_file
 from conftest import bin_dir, mpirun_prefix
 from dtune_report.compare import (
     Row,
+    _labeller,
     compare_results,
     compare_samples,
     format_table,
@@ -521,3 +522,23 @@ def test_settings_env_keeps_what_the_launcher_does_not_set_for_itself():
         "UCX_TLS": 7,
     }
     assert settings_env(env) == {"OMPI_MCA_mpi_oversubscribe": "1", "PMIX_MCA_gds": "hash", "UCX_TLS": "7"}
+
+
+def test_labels_show_base_fields_then_what_varies_within_each_benchmark():
+    """A row's label: the benchmark's base fields (a missing one as '-'), then name=value for the
+    fields whose value differs among that benchmark's configurations ('-' where one lacks it); a
+    field every dtune-comm row shares stays out even beside dtune-train rows that lack it."""
+    comm = ("collective", "allreduce"), ("dtype", "float32"), ("op", "sum"), ("placement", "in-place")
+    keys = [
+        ("comm", (*comm, ("size", "64"), ("np", "2"), ("--algorithm", "ring"))),
+        ("comm", (*comm, ("size", "8"), ("np", "2"), ("--algorithm", "ring"))),
+        ("train", (("model", "m"), ("precision", "fp32"), ("batch", "16"), ("np", "2"), ("--schedule", "1f1b"))),
+        ("train", (("model", "m"), ("batch", "8"), ("np", "2"), ("workers", "4"), ("--schedule", "1f1b"))),
+    ]
+    label, sort_key = _labeller(keys)
+    assert [label(k) for k in sorted(keys, key=sort_key)] == [
+        "allreduce float32 sum in-place 8 B",
+        "allreduce float32 sum in-place 64 B",
+        "m - batch 8 workers=4",
+        "m fp32 batch 16 workers=-",
+    ]
