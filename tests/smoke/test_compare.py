@@ -534,11 +534,15 @@ def test_labels_show_base_fields_then_what_varies_within_each_benchmark():
         ("comm", (*comm, ("size", "8"), ("np", "2"), ("--algorithm", "ring"))),
         ("train", (("model", "m"), ("precision", "fp32"), ("batch", "16"), ("np", "2"), ("--schedule", "1f1b"))),
         ("train", (("model", "m"), ("batch", "8"), ("np", "2"), ("workers", "4"), ("--schedule", "1f1b"))),
+        ("train", (("model", "m"), ("precision", "fp32"), ("np", "2"), ("--schedule", "1f1b"))),
+        ("train", (("model", "m"), ("precision", "fp32"), ("batch", "4"), ("np", "2"), ("--schedule", "1f1b"))),
     ]
     label, sort_key = _labeller(keys)
     assert [label(k) for k in sorted(keys, key=sort_key)] == [
         "allreduce float32 sum in-place 8 B",
         "allreduce float32 sum in-place 64 B",
         "m - batch 8 workers=4",
+        "m fp32 batch 4 workers=-",  # numbers in numeric order, then what is not a number
         "m fp32 batch 16 workers=-",
+        "m fp32 batch - workers=-",
     ]
