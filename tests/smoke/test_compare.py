@@ -17,6 +17,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from test_tuner_conf import write_results as write_comm_results
 from train_fixture import train_file
 
 from conftest import bin_dir, mpirun_prefix
@@ -387,7 +388,7 @@ def test_compare_results_labels_what_differs_and_lists_the_configurations_of_one
     train_file(
         tmp_path / "b.h5",
         [(STEPS + 3, None, {"batch": 16}), (STEPS, None, {}), ((STEPS + 1) * 1.1, None, {"workers": 2})]
-        + [(STEPS + 3, None, {"batch": 32})],
+        + [(STEPS + 3, None, {"batch": 32}), (STEPS + 3, None, {"batch": 128})],
         CMD.replace("--steps 11", "--steps 11 --seed 3"),
     )
     c = compare_results(str(tmp_path / "a.h5"), str(tmp_path / "b.h5"))
@@ -397,7 +398,11 @@ def test_compare_results_labels_what_differs_and_lists_the_configurations_of_one
         "resnet18 fp32 batch 16 compression=none workers=0",  # batch sizes in numeric order
     ]
     assert c.only_a == ["resnet18 fp32 batch 8 compression=bf16 workers=0"]
-    assert c.only_b == ["resnet18 fp32 batch 32 compression=none workers=0"]
+    assert c.only_b == [  # in numeric order
+        "resnet18 fp32 batch 32 compression=none workers=0",
+        "resnet18 fp32 batch 128 compression=none workers=0",
+    ]
+    assert c.alpha == 0.05
     same, slower, big = c.rows
     assert (same.ratio, same.significant, same.n_a, same.n_b, same.unit) == (1.0, False, 11, 11, "ms")
     assert slower.ratio == pytest.approx(1.1) and slower.significant
@@ -546,3 +551,34 @@ def test_labels_show_base_fields_then_what_varies_within_each_benchmark():
         "m fp32 batch 16 workers=-",
         "m fp32 batch - workers=-",
     ]
+
+
+def test_regressions_are_significant_slowdowns_beyond_the_threshold():
+    slower = Row("x", "ms", 2.0, 3.0, 1.5, 1.4, 1.6, 0.001, True, 8, 8)
+    noisy = Row("y", "ms", 2.0, 3.0, 1.5, 0.9, 2.0, 0.2, False, 8, 8)
+    faster = Row("z", "ms", 3.0, 2.0, 2 / 3, 0.6, 0.7, 0.001, True, 8, 8)
+    rows = [slower, noisy, faster]
+    assert regressions(rows, 49.9) == [slower] and regressions(rows, 50) == []  # 50% is not beyond 50%
+    assert regressions([noisy, faster], 0) == []  # not significant, or faster
+
+
+def test_compare_results_of_comm_files_by_sweep_point_placement_and_size(tmp_path):
+    """dtune-comm results in the test process (test_tuner_conf's synthetic files: 2 timed
+    iterations per size): one sample per iteration; the points of a merged sweep file stay apart
+    when both sides are sweeps (their settings live in the point, not in the recorded
+    environment), and plain files are matched by what their runs record."""
+    d = write_comm_results(tmp_path / "r")
+    c = compare_results(str(d / "merged.h5"), str(d / "merged.h5"))
+    assert len(c.rows) == 320 and all((r.n_a, r.n_b, r.ratio) == (2, 2, 1.0) for r in c.rows)
+    assert c.rows[0].config == (
+        "allgather float32 none in-place 1024 B "
+        "NCCL_ALGO=CollnetDirect NCCL_MAX_CTAS=- NCCL_MIN_CTAS=- NCCL_PROTO=Simple"
+    )
+    c = compare_results(str(d / "w4-0.h5"), str(d / "w4-0.h5"))
+    assert len(c.rows) == 32 and [r.config for r in c.rows[:3]] == [
+        "allgather float32 none in-place 1024 B",
+        "allgather float32 none in-place 4096 B",
+        "allgather float32 none in-place 16384 B",
+    ]
+    c = compare_results(str(d / "w4-0.h5"), str(d / "merged.h5"))  # 4 ranks against 2: nothing matches
+    assert c.rows == [] and (len(c.only_a), len(c.only_b)) == (32, 40)

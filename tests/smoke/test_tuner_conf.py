@@ -503,3 +503,12 @@ def test_comment_lines_stay_within_100_columns_of_text():
     comments = [line for line in text.splitlines() if line.startswith("#")]
     assert comments and max(len(c) for c in comments) <= len("# ") + 100
     assert any(len(c) > 72 for c in comments)  # wrapped at 100, not at textwrap's default 70
+
+
+def test_a_setting_the_plugin_cannot_spell_is_left_out_and_named():
+    text = nccl_tuner_conf(
+        *_frames([(0, 1024, 5.0), (1, 1024, 4.0)], {0: RING_LL, 1: {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "LL"}})
+    )
+    assert _config_lines(text) == [f"allreduce,0,{2**64 - 1},ring,ll,0,1,2,-1,-1"]
+    assert "# allreduce nNodes=1 nRanks=2: left out NCCL_ALGO=Ring,Tree NCCL_PROTO=LL: not one algorithm" in text
+    assert nccl_tuner_conf(*_frames([(0, 1024, 5.0)], {0: {"NCCL_ALGO": "Ring", "NCCL_PROTO": "^LL"}})) is None
