@@ -7,11 +7,12 @@
 # tests/mutation/survivors.txt. Prints a table per module and exits 1 when a mutant survives that
 # the baseline does not list.
 #
-#   scripts/mutation.sh [--update-baseline] [--fresh] [MODULE...]
+#   scripts/mutation.sh [--update-baseline] [--fresh | --table] [MODULE...]
 #     MODULE            compare identity verdicts tables halving rules spec runner (default: all)
 #     --update-baseline rewrite the baseline's entries for these modules as the survivors now
 #                       (reasons kept; a new entry says TODO until someone writes its reason)
 #     --fresh           forget mutmut's cached results (build-mutation/) and test every mutant again
+#     --table           run nothing: the table and the comparison from the results cached so far
 #
 # mutmut names a mutant after its file's path and matches that against the module's import name,
 # which for report/dtune_report/compare.py would be report.dtune_report.compare. So the run happens
@@ -27,14 +28,16 @@ stage=$repo/build-mutation
 baseline=$repo/tests/mutation/survivors.txt
 all_modules=(compare identity verdicts tables halving rules spec runner)
 
-usage() { sed -n '10,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '10,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 update=0
 fresh=0
+table_only=0
 modules=()
 for arg in "$@"; do
   case $arg in
     --update-baseline) update=1 ;;
     --fresh) fresh=1 ;;
+    --table) table_only=1 ;;
     -h | --help) usage; exit 0 ;;
     -*) echo "mutation.sh: unknown option $arg" >&2; usage >&2; exit 2 ;;
     *)
@@ -56,53 +59,20 @@ done
 globs=()
 for d in "${dotted[@]}"; do globs+=("$d.*"); done
 
+if ((table_only)) && [[ ! -d $stage/mutants ]]; then
+  echo "mutation.sh: no results yet in $stage: run without --table" >&2
+  exit 2
+fi
 if [[ ! -x $py ]]; then
   echo "mutation.sh: no Python at $py: run scripts/setup.sh (or set DTUNE_PYTHON)" >&2
   exit 2
 fi
-venv=$("$py" -c 'import sys; print(sys.prefix)')
-export DTUNE_BIN_DIR=${DTUNE_BIN_DIR:-$repo/build/bin}
-if [[ ! -x $DTUNE_BIN_DIR/dtune-comm ]]; then
-  echo "mutation.sh: no dtune-comm in $DTUNE_BIN_DIR (some selected tests need it): build first" >&2
-  exit 2
-fi
-
-# The staged tree: fresh copies of the packages, tests, the dtune command and the config (cp -a
-# keeps modification times: mutmut re-mutates a file only when its source is newer than its mutant).
-((fresh)) && rm -rf "$stage"
-mkdir -p "$stage/src" "$stage/scripts" "$stage/mutants/scripts" "$stage/mutants/report" "$stage/mutants/sweeps"
-# Survivors are tested again when the tests changed since the last run (mutmut keeps their verdict).
-tests_changed=1
-[[ -d $stage/tests ]] && diff -rq -x __pycache__ "$repo/tests" "$stage/tests" >/dev/null && tests_changed=0
-rm -rf "$stage/src/dtune_report" "$stage/src/dtune_sweep" "$stage/tests" "$stage/mutants/tests"
-cp -a "$repo/report/dtune_report" "$repo/sweeps/dtune_sweep" "$stage/src/"
-cp -a "$repo/tests" "$stage/tests"
-find "$stage/src" "$stage/tests" -name __pycache__ -prune -exec rm -rf {} +
-cp -a "$repo/pyproject.toml" "$stage/"
-cp -a "$repo/scripts/dtune" "$stage/scripts/"
-cp -a "$repo/scripts/dtune" "$stage/mutants/scripts/"
-ln -sfn "$venv" "$stage/mutants/.venv"
-ln -sfn "$repo/doc" "$stage/mutants/doc"
-for top in report sweeps; do
-  for entry in "$repo/$top"/*; do
-    name=$(basename "$entry")
-    case $name in
-      dtune_report | dtune_sweep) ln -sfn "../src/$name" "$stage/mutants/$top/$name" ;;
-      *) ln -sfn "$entry" "$stage/mutants/$top/$name" ;;
-    esac
-  done
-done
-
-cd "$stage"
 mutmut=(nice -n 19 env -u PYTHONPATH "$py" -m mutmut)
 # Mutant names with a status other than killed, of the chosen modules: "name status".
 undetected() {
   "${mutmut[@]}" results 2>/dev/null | sed -n 's/^ *\([^ :]*\): \(.*\)$/\1 \2/p' |
     grep -E "^($(IFS='|'; echo "${dotted[*]//./\\.}"))\." || true
 }
-before=""
-[[ -d mutants/src ]] && ((tests_changed)) && before=$(undetected | awk '$2 == "survived" {print $1}')
-
 # mutmut lists every mutant it was asked for by name: the killed ones are left out here (its
 # progress line ends in a carriage return, so split there too and pass it on as it comes).
 run() {
@@ -115,16 +85,57 @@ while chunk := os.read(0, 4096):
     sys.stdout.buffer.flush()
 sys.stdout.buffer.write(pending)'
 }
-start=$(date +%s)
-run "${globs[@]}"
-# A survivor of an earlier run meets the changed tests.
-mapfile -t again < <(comm -12 <(sort <<<"$before") <(undetected | awk '$2 == "survived" {print $1}' | sort) | sed '/^$/d')
-if ((${#again[@]})); then
-  echo "mutation.sh: testing again ${#again[@]} mutants that survived the previous run"
-  run "${again[@]}"
-fi
-elapsed=$(($(date +%s) - start))
+elapsed="-"
+if ((!table_only)); then
+  venv=$("$py" -c 'import sys; print(sys.prefix)')
+  export DTUNE_BIN_DIR=${DTUNE_BIN_DIR:-$repo/build/bin}
+  if [[ ! -x $DTUNE_BIN_DIR/dtune-comm ]]; then
+    echo "mutation.sh: no dtune-comm in $DTUNE_BIN_DIR (some selected tests need it): build first" >&2
+    exit 2
+  fi
 
+  # The staged tree: fresh copies of the packages, tests, the dtune command and the config (cp -a
+  # keeps modification times: mutmut re-mutates a file only when its source is newer than its mutant).
+  ((fresh)) && rm -rf "$stage"
+  mkdir -p "$stage/src" "$stage/scripts" "$stage/mutants/scripts" "$stage/mutants/report" "$stage/mutants/sweeps"
+  # Survivors are tested again when the tests changed since the last run (mutmut keeps their verdict).
+  tests_changed=1
+  [[ -d $stage/tests ]] && diff -rq -x __pycache__ "$repo/tests" "$stage/tests" >/dev/null && tests_changed=0
+  rm -rf "$stage/src/dtune_report" "$stage/src/dtune_sweep" "$stage/tests" "$stage/mutants/tests"
+  cp -a "$repo/report/dtune_report" "$repo/sweeps/dtune_sweep" "$stage/src/"
+  cp -a "$repo/tests" "$stage/tests"
+  find "$stage/src" "$stage/tests" -name __pycache__ -prune -exec rm -rf {} +
+  cp -a "$repo/pyproject.toml" "$stage/"
+  cp -a "$repo/scripts/dtune" "$stage/scripts/"
+  cp -a "$repo/scripts/dtune" "$stage/mutants/scripts/"
+  ln -sfn "$venv" "$stage/mutants/.venv"
+  ln -sfn "$repo/doc" "$stage/mutants/doc"
+  for top in report sweeps; do
+    for entry in "$repo/$top"/*; do
+      name=$(basename "$entry")
+      case $name in
+        dtune_report | dtune_sweep) ln -sfn "../src/$name" "$stage/mutants/$top/$name" ;;
+        *) ln -sfn "$entry" "$stage/mutants/$top/$name" ;;
+      esac
+    done
+  done
+
+  cd "$stage"
+  before=""
+  [[ -d mutants/src ]] && ((tests_changed)) && before=$(undetected | awk '$2 == "survived" {print $1}')
+
+  start=$(date +%s)
+  run "${globs[@]}"
+  # A survivor of an earlier run meets the changed tests.
+  mapfile -t again < <(comm -12 <(sort <<<"$before") <(undetected | awk '$2 == "survived" {print $1}' | sort) | sed '/^$/d')
+  if ((${#again[@]})); then
+    echo "mutation.sh: testing again ${#again[@]} mutants that survived the previous run"
+    run "${again[@]}"
+  fi
+  elapsed=$(($(date +%s) - start))
+fi
+
+cd "$stage"
 "${mutmut[@]}" results --all true >mutants/dtune-results.txt 2>/dev/null
 "$py" - mutants/dtune-results.txt "$baseline" "$update" "$elapsed" "${dotted[@]}" <<'EOF'
 """Reads `mutmut results --all true` ("    name: status" per mutant), prints the table per module,
@@ -158,7 +169,8 @@ for name, status in status_by_name.items():
     if status == "survived":
         survivors.add(name)
 
-print(f"\nmutation.sh: {elapsed} s; kill rate = killed / mutants (other: timeout, suspicious, no tests, ...)")
+took = "from the results cached so far" if elapsed == "-" else f"{elapsed} s"
+print(f"\nmutation.sh: {took}; kill rate = killed / mutants (other: timeout, suspicious, no tests, ...)")
 print(f"{'module':<24}{'mutants':>8}{'killed':>8}{'survived':>9}{'other':>7}{'kill rate':>10}")
 total = Counter()
 for module in modules:
