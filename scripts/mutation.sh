@@ -7,12 +7,13 @@
 # tests/mutation/survivors.txt. Prints a table per module and exits 1 when a mutant survives that
 # the baseline does not list.
 #
-#   scripts/mutation.sh [--update-baseline] [--fresh | --table] [MODULE...]
+#   scripts/mutation.sh [--update-baseline] [--fresh | --table | --survivors] [MODULE...]
 #     MODULE            compare identity verdicts tables halving rules spec runner (default: all)
 #     --update-baseline rewrite the baseline's entries for these modules as the survivors now
 #                       (reasons kept; a new entry says TODO until someone writes its reason)
 #     --fresh           forget mutmut's cached results (build-mutation/) and test every mutant again
 #     --table           run nothing: the table and the comparison from the results cached so far
+#     --survivors       test only the mutants that survived so far again (after adding tests)
 #
 # mutmut names a mutant after its file's path and matches that against the module's import name,
 # which for report/dtune_report/compare.py would be report.dtune_report.compare. So the run happens
@@ -28,16 +29,18 @@ stage=$repo/build-mutation
 baseline=$repo/tests/mutation/survivors.txt
 all_modules=(compare identity verdicts tables halving rules spec runner)
 
-usage() { sed -n '10,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '10,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 update=0
 fresh=0
 table_only=0
+survivors_only=0
 modules=()
 for arg in "$@"; do
   case $arg in
     --update-baseline) update=1 ;;
     --fresh) fresh=1 ;;
     --table) table_only=1 ;;
+    --survivors) survivors_only=1 ;;
     -h | --help) usage; exit 0 ;;
     -*) echo "mutation.sh: unknown option $arg" >&2; usage >&2; exit 2 ;;
     *)
@@ -125,7 +128,11 @@ if ((!table_only)); then
   [[ -d mutants/src ]] && ((tests_changed)) && before=$(undetected | awk '$2 == "survived" {print $1}')
 
   start=$(date +%s)
-  run "${globs[@]}"
+  if ((survivors_only)); then
+    mapfile -t globs < <(undetected | awk '$2 == "survived" {print $1}')
+    before=""
+  fi
+  ((${#globs[@]})) && run "${globs[@]}"
   # A survivor of an earlier run meets the changed tests.
   mapfile -t again < <(comm -12 <(sort <<<"$before") <(undetected | awk '$2 == "survived" {print $1}' | sort) | sed '/^$/d')
   if ((${#again[@]})); then
