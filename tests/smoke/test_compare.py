@@ -18,11 +18,22 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from test_tuner_conf import write_results as write_comm_results
 from train_fixture import train_file
 
 from conftest import bin_dir, mpirun_prefix
-from dtune_report.compare import compare_results, compare_samples, format_table, mann_whitney_p, samples_needed
-from dtune_report.identity import parse_flags, settings_env
+from dtune_report.compare import (
+    Row,
+    _labeller,
+    compare_results,
+    compare_samples,
+    format_table,
+    geomean_ratio,
+    mann_whitney_p,
+    regressions,
+    samples_needed,
+)
+from dtune_report.identity import parse_flags, run_identity, settings_env
 
 REPO = Path(__file__).resolve().parents[2]
 DTUNE = [str(REPO / "scripts" / "dtune")]
@@ -382,3 +393,232 @@ def test_compare_reads_two_google_benchmark_files(tmp_path):
     # A regression gate as for results files.
     r = dtune("compare", a, b, "--fail-on-regression", "5")
     assert r.returncode == 1 and "BM_Slower" in r.stderr
+
+
+# The same comparisons in the test process: what `dtune compare` prints, row by row.
+
+
+def test_compare_results_pairs_comm_iterations_by_configuration(comm_files):
+    c = compare_results(str(comm_files / "a"), str(comm_files / "b"))
+    assert len(c.rows) == 2 * ROWS_PER_RUN and c.only_a == [] and c.only_b == []
+    shm = [r for r in c.rows if "OMPI_MCA_btl=self,vader" in r.config]
+    tcp = [r for r in c.rows if "OMPI_MCA_btl=self,tcp" in r.config]
+    assert len(shm) == len(tcp) == ROWS_PER_RUN
+    assert all(r.ratio == 1.0 and not r.significant for r in shm)
+    assert all(r.ratio == pytest.approx(1.1) and r.significant and r.unit == "us" for r in tcp)
+    assert all((r.n_a, r.n_b) == (9, 9) for r in c.rows)  # one sample per iteration, not per rank
+    # Sizes in numeric order (8 before 64), each collective's rows together.
+    labels = [r.config for r in shm]
+    assert [lab.split()[:5] for lab in labels] == [
+        [coll, "float32", op, place, size]
+        for coll, op in (("allgather", "none"), ("allreduce", "sum"))
+        for place in ("in-place", "out-of-place")
+        for size in ("8", "64")
+    ], labels
+    assert regressions(c.rows, 5) == tcp and regressions(c.rows, 15) == []
+
+
+def test_compare_results_labels_what_differs_and_lists_the_configurations_of_one_side(tmp_path):
+    train_file(
+        tmp_path / "a.h5",
+        [(STEPS, None, {}), (STEPS + 1, None, {"workers": 2}), (STEPS + 2, None, {"compression": "bf16"})]
+        + [(STEPS + 3, None, {"batch": 16})],
+        CMD,
+    )
+    train_file(
+        tmp_path / "b.h5",
+        [(STEPS + 3, None, {"batch": 16}), (STEPS, None, {}), ((STEPS + 1) * 1.1, None, {"workers": 2})]
+        + [(STEPS + 3, None, {"batch": 32}), (STEPS + 3, None, {"batch": 128})],
+        CMD.replace("--steps 11", "--steps 11 --seed 3"),
+    )
+    c = compare_results(str(tmp_path / "a.h5"), str(tmp_path / "b.h5"))
+    assert [r.config for r in c.rows] == [
+        "resnet18 fp32 batch 8 compression=none workers=0",
+        "resnet18 fp32 batch 8 compression=none workers=2",
+        "resnet18 fp32 batch 16 compression=none workers=0",  # batch sizes in numeric order
+    ]
+    assert c.only_a == ["resnet18 fp32 batch 8 compression=bf16 workers=0"]
+    assert c.only_b == [  # in numeric order
+        "resnet18 fp32 batch 32 compression=none workers=0",
+        "resnet18 fp32 batch 128 compression=none workers=0",
+    ]
+    assert c.alpha == 0.05
+    same, slower, big = c.rows
+    assert (same.ratio, same.significant, same.n_a, same.n_b, same.unit) == (1.0, False, 11, 11, "ms")
+    assert slower.ratio == pytest.approx(1.1) and slower.significant
+    assert regressions(c.rows, 5) == [slower] and regressions(c.rows, 10.5) == []
+
+
+def test_format_table_layout():
+    """The layout people and scripts read: the header, one line per row (`~` where not
+    significant), the geometric mean of the ratios, then `#` lines (configurations of one side,
+    rows whose sample counts can never reach p < alpha)."""
+    rows = [
+        Row("allreduce 8 B", "us", 10.0, 11.0, 1.1, 1.05, 1.15, 0.001, True, 8, 8),
+        Row("x", "ms", 1234.5, 1234.5, 1.0, 0.9, 1.1, 0.7, False, 3, 2),
+        Row("y", "ms", 2.0, 2.0, 1.0, 0.9, 1.1, 0.7, False, 3, 4),  # B has enough samples
+        Row("z", "ms", 2.0, 2.0, 1.0, 0.9, 1.1, 0.7, False, 4, 3),
+        Row("w", "ms", 2.0, 2.0, 1.0, 0.9, 1.1, 0.7, False, 8, 8),
+        Row("v", "ms", 2.0, 2.2, 1.1, 1.05, 1.15, 0.01, True, 8, 3),
+    ]
+    assert format_table(rows, ["only a"], ["b1", "b2"]).splitlines() == [
+        "config             A median      B median     delta       p          n      95% CI of B/A",
+        "allreduce 8 B      10.000us      11.000us    +10.0%   0.001        8+8  [ 1.050,  1.150]",
+        "x                1234.500ms    1234.500ms         ~   0.700        3+2  [ 0.900,  1.100]",
+        "y                   2.000ms       2.000ms         ~   0.700        3+4  [ 0.900,  1.100]",
+        "z                   2.000ms       2.000ms         ~   0.700        4+3  [ 0.900,  1.100]",
+        "w                   2.000ms       2.000ms         ~   0.700        8+8  [ 0.900,  1.100]",
+        "v                   2.000ms       2.200ms    +10.0%   0.010        8+3  [ 1.050,  1.150]",
+        "geomean                                       +3.2%",
+        "# only in A (1, not compared):",
+        "#   only a",
+        "# only in B (2, not compared):",
+        "#   b1",
+        "#   b2",
+        "# need >= 4 samples to detect a difference at alpha level 0.05:",
+        "#   x (n=3+2)",
+    ]
+    assert math.isnan(geomean_ratio([]))
+
+
+def test_samples_needed_is_strict():
+    # 4 + 4 fully separated give p = 2 / C(8, 4) = 2 / 70: not below an alpha of exactly that.
+    assert samples_needed(2 / 70) == 5 and samples_needed(2 / 70 + 1e-12) == 4
+
+
+# What makes two runs the same configuration (identity.py), on hand-made runs.
+
+
+def test_flags_parse_values_bare_flags_and_negative_numbers():
+    tokens = ["prog-arg", "--lr=1e-3", "--x=a=b", "--bare", "--neg", "-5", "-n", "-1", "-oSUM", "stray"]
+    assert parse_flags(tokens, "dtune-comm") == {
+        "--lr": "1e-3",
+        "--x": "a=b",  # split at the first '='
+        "--bare": "",
+        "--neg": "-5",  # a negative number is a value, not a flag
+        "--iters": "-1",
+        "--op": "SUM",
+    }
+    # Short flags are dtune-comm's: dtune-train keeps the letter as written.
+    assert parse_flags(["-n", "3", "--steps"], "dtune-train") == {"-n": "3", "--steps": ""}
+    assert parse_flags(["-5", "--a", "--b", "x"], "dtune-comm") == {"--a": "", "--b": "x"}
+
+
+def _run(benchmark="train", command_line="", env=None, attrs=None, world_size=2, point=None):
+    return dict(
+        benchmark=benchmark, command_line=command_line, env=env, attrs=attrs or {}, world_size=world_size, point=point
+    )
+
+
+def test_identity_of_a_run_from_its_command_line_environment_and_attributes():
+    run = _run(
+        command_line="/x/dtune-train --model m --schedule gpipe --pipeline-stages 2 --seed 3",
+        env={
+            "DTUNE_TRAIN_SCHEDULE": "1f1b",
+            "DTUNE_TRAIN_VIRTUAL_STAGES": "2",
+            "NCCL_ALGO": "Ring",
+            "SLURM_JOB_ID": "7",
+        },
+        attrs={"model": "m", "batch": 8, "samples_per_s": 99.0, "cache_dir": "/scratch/c"},
+    )
+    assert run_identity(run, by_point=False) == {
+        "model": "m",
+        "batch": "8",
+        "cache_dir": "yes",  # whether a cache was used, not where
+        "np": "2",
+        "--schedule": "gpipe",  # the command line wins over its environment fallback
+        "--pipeline-stages": "2",
+        "--virtual-stages": "2",  # DTUNE_TRAIN_VIRTUAL_STAGES, '_' read as '-'
+        "NCCL_ALGO": "Ring",
+    }
+    assert run_identity(_run(attrs={"cache_dir": ""}, world_size=4), by_point=False) == {"cache_dir": "no", "np": "4"}
+    # dtune-comm: its prefix only, and --warmup-iters read as its underscore flag (ignored).
+    comm = _run(
+        benchmark="comm",
+        command_line="/x/dtune-comm -b 8 --algorithm ring",
+        env={"DTUNE_COMM_WARMUP_ITERS": "5", "DTUNE_COMM_MPI_BUFFERS": "device", "DTUNE_TRAIN_STEPS": "4"},
+    )
+    assert run_identity(comm, by_point=False) == {"np": "2", "--algorithm": "ring", "--mpi-buffers": "device"}
+
+
+def test_identity_of_a_sweep_point_is_its_definition():
+    point = {"args": ["--schedule", "gpipe"], "env": {"NCCL_PROTO": "LL"}, "ranks": 4, "nodes": 2, "ranks_per_node": 2}
+    run = _run(command_line="/x/dtune-train --schedule 1f1b --other 1", env={"NCCL_ALGO": "Ring"}, point=point)
+    assert run_identity(run, by_point=True) == {
+        "np": "4",
+        "nodes": "2",
+        "ranks_per_node": "2",
+        "--schedule": "gpipe",
+        "NCCL_ALGO": "Ring",
+        "NCCL_PROTO": "LL",
+    }
+    assert run_identity(_run(point={}), by_point=True) == {"np": "None", "nodes": "None", "ranks_per_node": "None"}
+
+
+def test_settings_env_keeps_what_the_launcher_does_not_set_for_itself():
+    env = {
+        "OMPI_MCA_pmix": "pmix3x",  # launcher wiring
+        "OMPI_MCA_mpi_oversubscribe": "1",  # ranks share cores: counts
+        "PMIX_MCA_psec": "none",
+        "PMIX_MCA_gds": "hash",
+        "OMPI_COMM_WORLD_RANK": "0",
+        "DTUNE_COMM_ALGORITHM": "ring",  # folded into the flags
+        "DTUNE_BIN_DIR": "/b",
+        "UCX_TLS": 7,
+    }
+    assert settings_env(env) == {"OMPI_MCA_mpi_oversubscribe": "1", "PMIX_MCA_gds": "hash", "UCX_TLS": "7"}
+
+
+def test_labels_show_base_fields_then_what_varies_within_each_benchmark():
+    """A row's label: the benchmark's base fields (a missing one as '-'), then name=value for the
+    fields whose value differs among that benchmark's configurations ('-' where one lacks it); a
+    field every dtune-comm row shares stays out even beside dtune-train rows that lack it."""
+    comm = ("collective", "allreduce"), ("dtype", "float32"), ("op", "sum"), ("placement", "in-place")
+    keys = [
+        ("comm", (*comm, ("size", "64"), ("np", "2"), ("--algorithm", "ring"))),
+        ("comm", (*comm, ("size", "8"), ("np", "2"), ("--algorithm", "ring"))),
+        ("train", (("model", "m"), ("precision", "fp32"), ("batch", "16"), ("np", "2"), ("--schedule", "1f1b"))),
+        ("train", (("model", "m"), ("batch", "8"), ("np", "2"), ("workers", "4"), ("--schedule", "1f1b"))),
+        ("train", (("model", "m"), ("precision", "fp32"), ("np", "2"), ("--schedule", "1f1b"))),
+        ("train", (("model", "m"), ("precision", "fp32"), ("batch", "4"), ("np", "2"), ("--schedule", "1f1b"))),
+    ]
+    label, sort_key = _labeller(keys)
+    assert [label(k) for k in sorted(keys, key=sort_key)] == [
+        "allreduce float32 sum in-place 8 B",
+        "allreduce float32 sum in-place 64 B",
+        "m - batch 8 workers=4",
+        "m fp32 batch 4 workers=-",  # numbers in numeric order, then what is not a number
+        "m fp32 batch 16 workers=-",
+        "m fp32 batch - workers=-",
+    ]
+
+
+def test_regressions_are_significant_slowdowns_beyond_the_threshold():
+    slower = Row("x", "ms", 2.0, 3.0, 1.5, 1.4, 1.6, 0.001, True, 8, 8)
+    noisy = Row("y", "ms", 2.0, 3.0, 1.5, 0.9, 2.0, 0.2, False, 8, 8)
+    faster = Row("z", "ms", 3.0, 2.0, 2 / 3, 0.6, 0.7, 0.001, True, 8, 8)
+    rows = [slower, noisy, faster]
+    assert regressions(rows, 49.9) == [slower] and regressions(rows, 50) == []  # 50% is not beyond 50%
+    assert regressions([noisy, faster], 0) == []  # not significant, or faster
+
+
+def test_compare_results_of_comm_files_by_sweep_point_placement_and_size(tmp_path):
+    """dtune-comm results in the test process (test_tuner_conf's synthetic files: 2 timed
+    iterations per size): one sample per iteration; the points of a merged sweep file stay apart
+    when both sides are sweeps (their settings live in the point, not in the recorded
+    environment), and plain files are matched by what their runs record."""
+    d = write_comm_results(tmp_path / "r")
+    c = compare_results(str(d / "merged.h5"), str(d / "merged.h5"))
+    assert len(c.rows) == 320 and all((r.n_a, r.n_b, r.ratio) == (2, 2, 1.0) for r in c.rows)
+    assert c.rows[0].config == (
+        "allgather float32 none in-place 1024 B "
+        "NCCL_ALGO=CollnetDirect NCCL_MAX_CTAS=- NCCL_MIN_CTAS=- NCCL_PROTO=Simple"
+    )
+    c = compare_results(str(d / "w4-0.h5"), str(d / "w4-0.h5"))
+    assert len(c.rows) == 32 and [r.config for r in c.rows[:3]] == [
+        "allgather float32 none in-place 1024 B",
+        "allgather float32 none in-place 4096 B",
+        "allgather float32 none in-place 16384 B",
+    ]
+    c = compare_results(str(d / "w4-0.h5"), str(d / "merged.h5"))  # 4 ranks against 2: nothing matches
+    assert c.rows == [] and (len(c.only_a), len(c.only_b)) == (32, 40)

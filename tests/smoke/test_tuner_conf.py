@@ -8,9 +8,11 @@ import json
 
 import h5py
 import numpy as np
+import pandas as pd
 import pytest
 
 from dtune_report.report import build_report
+from dtune_report.tables import nccl_tuner_conf
 
 # The plugin's own spellings (plugin.c parseCollType, parseAlgorithm, parseProtocol), written out
 # here rather than imported, so that a wrong table in the code under test cannot agree with itself.
@@ -494,3 +496,76 @@ def test_the_reimplementation_agrees_with_the_real_plugin(conf, tmp_path):
             a, p, ch = map(int, line.split())
             real = (algos[a] if a >= 0 else None, protos[p] if p >= 0 else None, ch)
             assert real == plugin_get_coll_info(configs, colls[c], s, nodes, ranks), (colls[c], s, ranks, nodes)
+
+
+# ---------------------------------------------------------------------------------------------------
+# nccl_tuner_conf on small frames in load_comm_summary's and load_comm_runs' layout: the exact lines.
+
+
+def _frames(points, env_by_run):
+    """points: (run, size_bytes, time_us); one allreduce float32/sum, 2 ranks on 1 node per run."""
+    comm = pd.DataFrame(
+        [
+            dict(file="f.h5", run=run, size_bytes=size, time_us_reported=t, placement="out-of-place")
+            | dict(backend="nccl", wrong=0, collective="allreduce", dtype="float32", op="sum")
+            for run, size, t in points
+        ]
+    )
+    runs = pd.DataFrame([dict(file="f.h5", run=run, world_size=2, nodes=1, env=env) for run, env in env_by_run.items()])
+    return comm, runs
+
+
+def _config_lines(text):
+    return [line for line in text.splitlines() if not line.startswith("#")]
+
+
+RING_LL = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}
+TREE_SIMPLE = {"NCCL_ALGO": "Tree", "NCCL_PROTO": "Simple"}
+
+
+def test_ranges_start_at_0_switch_at_midpoints_and_merge_a_repeated_winner():
+    sizes = [1024, 4096, 65536, 1 << 20]
+    ring = [(0, s, t) for s, t in zip(sizes, [5, 6, 90, 50])]  # wins at 1 KiB, 4 KiB and 1 MiB
+    tree = [(1, s, t) for s, t in zip(sizes, [9, 9, 70, 80])]  # wins at 64 KiB
+    text = nccl_tuner_conf(*_frames(ring + tree, {0: RING_LL, 1: TREE_SIMPLE}))
+    mid1, mid2 = (4096 + 65536) // 2, (65536 + (1 << 20)) // 2
+    assert _config_lines(text) == [
+        f"allreduce,0,{mid1},ring,ll,0,1,2,-1,-1",
+        f"allreduce,{mid1 + 1},{mid2},tree,simple,0,1,2,-1,-1",
+        f"allreduce,{mid2 + 1},{2**64 - 1},ring,ll,0,1,2,-1,-1",
+    ]
+
+
+@pytest.mark.parametrize(
+    "pins,channels",
+    [
+        ({"NCCL_MIN_CTAS": "4", "NCCL_MAX_CTAS": "4"}, 4),
+        ({"NCCL_MIN_NCHANNELS": "8", "NCCL_MAX_NCHANNELS": " 8"}, 8),
+        ({"NCCL_MIN_CTAS": "1", "NCCL_MAX_CTAS": "1"}, 1),
+        # 0 pins nothing: the next pair still can
+        ({"NCCL_MIN_CTAS": "0", "NCCL_MAX_CTAS": "0", "NCCL_MIN_NCHANNELS": "2", "NCCL_MAX_NCHANNELS": "2"}, 2),
+        ({"NCCL_MIN_CTAS": "4", "NCCL_MAX_CTAS": "8"}, 0),  # a range: NCCL chooses
+        ({"NCCL_MIN_CTAS": "4"}, 0),
+        ({"NCCL_MAX_NCHANNELS": "4"}, 0),
+        ({}, 0),
+    ],
+)
+def test_a_channel_count_only_where_the_run_pinned_it(pins, channels):
+    text = nccl_tuner_conf(*_frames([(0, 1024, 5.0)], {0: RING_LL | pins}))
+    assert _config_lines(text) == [f"allreduce,0,{2**64 - 1},ring,ll,{channels},1,2,-1,-1"]
+
+
+def test_comment_lines_stay_within_100_columns_of_text():
+    text = nccl_tuner_conf(*_frames([(0, 1024, 5.0)], {0: RING_LL}))
+    comments = [line for line in text.splitlines() if line.startswith("#")]
+    assert comments and max(len(c) for c in comments) <= len("# ") + 100
+    assert any(len(c) > 72 for c in comments)  # wrapped at 100, not at textwrap's default 70
+
+
+def test_a_setting_the_plugin_cannot_spell_is_left_out_and_named():
+    text = nccl_tuner_conf(
+        *_frames([(0, 1024, 5.0), (1, 1024, 4.0)], {0: RING_LL, 1: {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "LL"}})
+    )
+    assert _config_lines(text) == [f"allreduce,0,{2**64 - 1},ring,ll,0,1,2,-1,-1"]
+    assert "# allreduce nNodes=1 nRanks=2: left out NCCL_ALGO=Ring,Tree NCCL_PROTO=LL: not one algorithm" in text
+    assert nccl_tuner_conf(*_frames([(0, 1024, 5.0)], {0: {"NCCL_ALGO": "Ring", "NCCL_PROTO": "^LL"}})) is None

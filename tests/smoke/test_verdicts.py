@@ -15,8 +15,10 @@ import pytest
 from train_fixture import train_file
 
 from dtune_report.commands import command_tokens, reproduce_command
+from dtune_report.configs import Config, Study, steps_to_separate
 from dtune_report.report import build_report
 from dtune_report.units import fmt_bytes, fmt_pct, fmt_sig
+from dtune_report.verdicts import choose_baseline, decide, decide_all, default_distance
 
 # 20 measured steps after one warm-up, all distinct, in a fixed shuffled order.
 BASE = 1000 + np.random.default_rng(3).permutation(21).astype(float)
@@ -244,3 +246,80 @@ def test_readable_numbers():
     assert [fmt_sig(v) for v in (1234.6, 0.012345, 25.0, 15.83)] == ["1235", "0.0123", "25", "15.8"]
     assert [fmt_pct(v) for v in (1.234, 0.987, 1.0)] == ["+23.4%", "-1.3%", "+0%"]
     assert re.fullmatch(r"[+-][0-9.]+%", fmt_pct(1.05))
+
+
+# The verdict's rules on hand-made configurations (samples/s, higher is better), no files.
+
+
+def config(fields, scale=1.0, env=None, point=None, runs=(), command_line=CMD):
+    samples = np.asarray(shuffled(len(fields), scale)[1:], float)
+    return Config(
+        dict(fields), list(runs), {}, point, command_line, dict(env or {}), samples, median=float(np.median(samples))
+    )
+
+
+def test_distance_from_the_defaults_counts_settings_then_environment_then_batch():
+    assert default_distance(config({"precision": "fp32", "bucket_mb": "25.0", "batch": "8"}))[:2] == (0, 8.0)
+    assert default_distance(config({"precision": "bf16", "overlap": "off", "batch": "4"}))[:2] == (2, 4.0)
+    assert default_distance(config({"batch": "auto", "model": "m"})) == (0, 0.0, [("batch", "auto"), ("model", "m")])
+    env = {"NCCL_ALGO": "Ring", "OMPI_MCA_pmix": "pmix3x"}  # the launcher's own setting does not count
+    assert default_distance(config({}, env=env, point={"env": {"NCCL_PROTO": "LL"}}))[:2] == (2, 0.0)
+
+
+def test_a_baseline_named_by_point_id_prefix_or_results_file(tmp_path):
+    results = tmp_path / "base.h5"
+    results.write_text("")
+    by_file = config({"precision": "bf16"}, runs=[(str(results), "0000")])
+    by_point = config({"overlap": "off"}, point={"id": "abcdef12"})
+    by_attr = config({"workers": "4"})
+    by_attr.attrs["point_id"] = "fedcba98"
+    defaults = config({"precision": "fp32"})
+    study = Study({}, [by_file, by_point, by_attr, defaults])
+    assert choose_baseline(study, str(results)) == (by_file, "named by --baseline")
+    assert choose_baseline(study, "abcd") == (by_point, "named by --baseline")
+    assert choose_baseline(study, "fedcba98") == (by_attr, "named by --baseline")
+    # Three characters name nothing (too easy to match by chance): the closest to the defaults.
+    for baseline in ("abc", None, "", "0123"):
+        assert choose_baseline(study, baseline) == (defaults, "closest to the defaults")
+
+
+def test_the_finding_names_a_clear_winner_and_what_to_change():
+    base = config({"precision": "fp32"})
+    fast = config({"precision": "bf16"}, 1.2, command_line=CMD + " --precision bf16")
+    mid = config({"overlap": "off"}, 1.1, command_line=CMD + " --overlap off")
+    f = decide(Study({}, [mid, base, fast]))
+    assert f.baseline is base and f.how == "closest to the defaults" and f.best == [fast]
+    assert f.row.ratio == pytest.approx(1.2) and f.row.significant and f.improves
+    assert f.gain == pytest.approx(0.2) and f.changes == ["--precision bf16"] and f.steps_needed is None
+    assert set(f.rows) == {id(mid), id(fast)} and f.rows[id(mid)].ratio == pytest.approx(1.1)
+
+
+def test_a_tie_at_the_top_is_listed_with_the_steps_that_would_separate_it():
+    base = config({"precision": "fp32"})
+    a = config({"precision": "bf16"}, 1.2)
+    b = config({"overlap": "off"}, 1.2001)
+    f = decide(Study({}, [base, a, b]))
+    assert f.best == [b, a] and f.row is f.rows[id(b)] and f.improves
+    assert f.steps_needed == steps_to_separate(b, a) and f.steps_needed > len(a.samples)
+
+
+def test_no_change_when_the_baseline_is_the_best():
+    base = config({"precision": "fp32"}, 1.3)
+    slower = config({"precision": "bf16"}, 1.0)
+    f = decide(Study({}, [base, slower]))
+    assert f.best == [base] and f.row is None and not f.improves and f.gain == 0.0 and f.changes == []
+    # Equal samples: tied with the baseline, nothing to gain.
+    same = config({"overlap": "off"}, 1.3)
+    f = decide(Study({}, [base, same]))
+    assert f.row is None and f.gain == 0.0 and f.steps_needed is None
+
+
+def test_findings_largest_gain_first_and_a_baseline_that_names_nothing_is_refused():
+    def study(anchor, scale):
+        return Study({}, [config({"precision": "fp32"}), config({"precision": "bf16"}, scale)], anchor=anchor)
+
+    lone = Study({}, [config({})], anchor="a-lone")
+    found = decide_all([study("b-small", 1.1), lone, study("c-large", 1.5), study("a-none", 1.0)])
+    assert [f.study.anchor for f in found] == ["c-large", "b-small", "a-none"]
+    with pytest.raises(ValueError, match="--baseline zzzz: no measured dtune-train configuration has this"):
+        decide_all([study("s", 1.1)], baseline="zzzz")

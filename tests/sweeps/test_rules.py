@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "sweeps")]
 
 from dtune_sweep.rules import check_point, parse_args  # noqa: E402
-from dtune_sweep.spec import SweepError, load, parse, plan  # noqa: E402
+from dtune_sweep.spec import Point, SweepError, check_rules, load, parse, plan  # noqa: E402
 from dtune_sweep.spec import points as points_of  # noqa: E402
 
 # (binary, ranks, broken args, the words the complaint must hold, repaired args)
@@ -175,3 +175,240 @@ def test_launch_shape_ranks_computed_and_impossible_shapes_refused(tmp_path):
         "exclude: [{ranks: 4, nodes: 1}, {ranks: 2, nodes: 2}]\n"
     )
     assert [(p.ranks, p.nodes) for p in plan(str(f))] == [(2, 1), (4, 2)]
+
+
+# What the planner tells a user to change, word for word (the CASES above check only a few words).
+EXACT = [
+    ("dtune-train", 2, "--bucket-mb 0.25", ["--first-bucket-mb (default 1) must be at most --bucket-mb (0.25)"]),
+    ("dtune-train", 2, "--batch-sweep", ["--batch-sweep needs --batch auto"]),
+    (
+        "dtune-train",
+        2,
+        "--micro-batches 2 --accum-steps 3",
+        ["--micro-batches and --accum-steps differ: they are the same; keep one"],
+    ),
+    ("dtune-train", 2, "--virtual-stages 2", ["--virtual-stages > 1 needs --schedule interleaved"]),
+    (
+        "dtune-train",
+        2,
+        "--pipeline-stages 2 --schedule interleaved --virtual-stages 1 --micro-batches 2",
+        ["--schedule interleaved needs --virtual-stages 2 or more"],
+    ),
+    (
+        "dtune-train",
+        2,
+        "--pipeline-stages 2 --schedule interleaved --virtual-stages 2 --accum-steps 3",
+        ["--schedule interleaved needs --micro-batches (3) a multiple of --pipeline-stages"],
+    ),
+    (
+        "dtune-train",
+        2,
+        "--batch auto --global-batch 8 --memory-limit-mb 9",
+        ["--global-batch and --batch auto both given: keep one"],
+    ),
+    (
+        "dtune-train",
+        2,
+        "--global-batch 7",
+        ["--global-batch (7) must divide by data-parallel ranks (2) x --accum-steps (default 1)"],
+    ),
+    # The data-parallel ranks are the ranks over the pipeline's stages when the stages divide them.
+    ("dtune-train", 4, "--pipeline-stages 2 --global-batch 2", []),
+    (
+        "dtune-train",
+        4,
+        "--pipeline-stages 3 --global-batch 2",
+        [
+            "--pipeline-stages (3) must divide ranks (4)",
+            "--global-batch (2) must divide by data-parallel ranks (4) x --accum-steps (default 1)",
+        ],
+    ),
+    ("dtune-train", 2, "--backend nccl", ["--backend nccl needs --device cuda"]),
+    (
+        "dtune-train",
+        2,
+        "--reduce-algo hierarchical --backend nccl --device cuda",
+        ["--reduce-algo hierarchical is for --backend mpi"],
+    ),
+    ("dtune-train", 2, "--precision tf32", ["--precision tf32 needs --device cuda"]),
+    (
+        "dtune-train",
+        2,
+        "--weights-dtype bf16 --precision fp16",
+        ["--weights-dtype bf16 does not go with --precision fp16 (use --precision bf16)"],
+    ),
+    ("dtune-train", 2, "--local-sgd 1 --accum-steps 2", ["--local-sgd does not go with --accum-steps > 1"]),
+    ("dtune-train", 2, "--batch auto", ["--batch auto on CPU needs --memory-limit-mb"]),
+    ("dtune-train", 2, "--cache-dir /tmp/c", ["--cache-dir needs --data (a dataset, not synthetic)"]),
+    (
+        "dtune-train",
+        2,
+        "--pipeline-stages 2 --local-sgd 1 --data d",
+        ["--pipeline-stages 2 does not go with --local-sgd 1"],
+    ),
+    (
+        "dtune-train",
+        2,
+        "--pipeline-stages 2 --batch auto --device cuda",
+        ["--pipeline-stages 2 does not go with --batch auto"],
+    ),
+    (
+        "dtune-train",
+        2,
+        "--warmup-steps 0 --profile-steps 6:5",
+        ["--profile-steps 6:5 goes past the last step (10 steps)"],
+    ),
+    ("dtune-train", 2, "--warmup-steps 0 --profile-steps 5:5", []),
+    ("dtune-train", 2, "--steps 0 --profile-steps 1:2", ["--profile-steps 1:2 goes past the last step (2 steps)"]),
+    # Interleaving on one stage changes nothing: dtune-train accepts it (options.cc returns at P == 1).
+    ("dtune-train", 2, "--schedule interleaved", []),
+    ("dtune-train", 2, "--pipeline-stages 2 --schedule interleaved --virtual-stages 2 --micro-batches 2", []),
+    ("dtune-comm", 2, "-r 2", ["-r (2) must be a rank, 0..1"]),
+    ("dtune-comm", 2, "--mpi-buffers device --backend nccl", ["--mpi-buffers device is for --backend mpi"]),
+    ("dtune-comm", 2, "--algorithm hierarchical --backend nccl", ["--algorithm hierarchical is for --backend mpi"]),
+]
+
+
+@pytest.mark.parametrize("binary,ranks,args,expect", EXACT)
+def test_each_rule_says_exactly_what_to_change(binary, ranks, args, expect):
+    assert check_point(binary, args.split(), ranks) == expect
+
+
+def test_the_micro_batches_count_in_the_global_batch_rule():
+    # 4 samples over 2 ranks x 3 micro-batches does not divide (over 2 ranks x 1 it would).
+    (bad,) = check_point("dtune-train", "--global-batch 4 --micro-batches 3".split(), 2)
+    assert bad.startswith("--global-batch (4) must divide by data-parallel ranks (2) x ")
+
+
+@pytest.mark.parametrize(
+    "lo,hi,ok",
+    [
+        ("2MB", "1MB", False),
+        ("2MiB", "1MiB", False),
+        ("2G", "1G", False),
+        ("1G", "2G", True),
+        ("1MiB", "1M", True),  # K/M/G are powers of 2 with or without iB/B, in either case
+        ("1mb", "1024kb", True),
+    ],
+)
+def test_sizes_read_as_dtune_comm_reads_them(lo, hi, ok):
+    bad = check_point("dtune-comm", ["-b", lo, "-e", hi], 2)
+    assert bad == ([] if ok else [f"-b ({lo}) must be at most -e ({hi})"])
+
+
+@pytest.mark.parametrize(
+    "args",
+    ["--pipeline-stages 0", "--pipeline-stages x --global-batch 4", "--global-batch 8 --accum-steps 0"],
+)
+def test_values_only_the_binary_can_refuse_are_left_to_it(args):
+    """Not numbers, or zero where the rules divide: the binary's own parser says what is wrong
+    (exit 2); the rules neither crash on them nor invent a complaint."""
+    assert check_point("dtune-train", args.split(), 2) == []
+    assert check_point("dtune-comm", ["-b", "big", "-e", "1M"], 2) == []
+
+
+# The plan itself (spec.py): point ids, axes of bare flags, the flag check, exclusions and order.
+
+
+def planned(tmp_path, text, **kw):
+    f = tmp_path / "s.yaml"
+    f.write_text(text)
+    return plan(str(f), **kw), f
+
+
+def test_a_point_id_hashes_its_definition_and_manifests_record_it():
+    """Resume and merge find a point by its id across versions: the hash of its definition."""
+    p = Point("s", "dtune-comm", ["-b", 8], {"NCCL_ALGO": "Ring"}, 2, 1, 0, 0, {"-b": 8})
+    assert p.id == "6741e75f73bf"
+    assert p.to_json() == {
+        "id": "6741e75f73bf",
+        "sweep": "s",
+        "binary": "dtune-comm",
+        "args": ["-b", "8"],
+        "env": {"NCCL_ALGO": "Ring"},
+        "ranks": 2,
+        "nodes": 1,
+        "ranks_per_node": 0,
+        "repeat": 0,
+        "values": {"-b": 8},
+    }
+    assert Point("s", "dtune-comm", ["-b", 8], {"NCCL_ALGO": "Ring"}, 2, 1, 0, 1).id != p.id  # a repeat
+
+
+def test_an_axis_of_true_and_false_adds_the_bare_flag_or_nothing(tmp_path):
+    pts, _ = planned(
+        tmp_path, "name: t\nbinary: dtune-train\naxes: {--channels-last: [true, false], --batch: [2, 4]}\n"
+    )
+    assert [p.args for p in pts] == [
+        ["--channels-last", "--batch", "2"],
+        ["--channels-last", "--batch", "4"],
+        ["--batch", "2"],
+        ["--batch", "4"],
+    ]
+
+
+def test_axes_must_be_flags_of_the_binary_when_its_flags_are_known(tmp_path):
+    text = "name: t\nbinary: dtune-train\naxes: {--batch: [2, 4]}\n"
+    with pytest.raises(SweepError) as e:
+        planned(tmp_path, text, known_flags={"dtune-train": {"--steps"}})
+    assert (
+        str(e.value)
+        == f"{tmp_path / 's.yaml'}: axes.--batch: unknown axis '--batch' (not a flag of dtune-train; see its --help)"
+    )
+    assert len(planned(tmp_path, text, known_flags={"dtune-train": {"--batch"}})[0]) == 2
+    assert len(planned(tmp_path, text, known_flags={"dtune-comm": {"--steps"}})[0]) == 2  # dtune-train not built
+    assert len(planned(tmp_path, text, known_flags=lambda: {})[0]) == 2
+
+
+def test_exclusions_drop_their_points_and_an_empty_plan_names_the_rule(tmp_path):
+    pts, _ = planned(tmp_path, "name: t\nbinary: dtune-train\naxes: {--batch: [2, 4, 8]}\nexclude: [{--batch: 4}]\n")
+    assert [p.values["--batch"] for p in pts] == [2, 8]
+    with pytest.raises(SweepError) as e:
+        planned(
+            tmp_path, "name: t\nbinary: dtune-train\naxes: {--batch: [2, 4]}\nexclude: [{--batch: 2}, {--batch: 4}]\n"
+        )
+    assert str(e.value) == f"{tmp_path / 's.yaml'}: exclude: no points left after the exclusions; remove a rule"
+
+
+def test_a_constraint_that_cannot_be_evaluated_names_its_place(tmp_path):
+    with pytest.raises(SweepError) as e:
+        planned(tmp_path, "name: t\nbinary: dtune-train\naxes: {--batch: [auto, 4]}\nconstraints: ['--batch <= 4']\n")
+    assert str(e.value) == f"{tmp_path / 's.yaml'}: constraints: '--batch <= 4': auto is not a number"
+
+
+def test_random_order_is_the_seeds(tmp_path):
+    text = "name: t\nbinary: dtune-train\naxes: {--batch: [1, 2, 3, 4, 5, 6, 7, 8]}\norder: random\nseed: 3\n"
+    assert [p.values["--batch"] for p in planned(tmp_path, text)[0]] == [1, 6, 8, 3, 2, 7, 5, 4]
+    text = text.replace("seed: 3", "seed: 4")
+    assert [p.values["--batch"] for p in planned(tmp_path, text)[0]] != [1, 6, 8, 3, 2, 7, 5, 4]
+
+
+def test_rule_breaks_listed_once_per_point_up_to_a_limit(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("name: t\nbinary: dtune-train\naxes: {--bucket-mb: [0.1, 0.2, 0.3, 0.4]}\nrepeats: 2\n")
+    sw = parse(str(f), load(str(f))[0])
+    pts = points_of(sw)
+    with pytest.raises(SweepError) as e:
+        check_rules(sw, pts, show=2)
+    first, *rest = str(e.value).splitlines()
+    assert first.startswith(f"{f}: t: 8 of 8 points of sweep 't' break dtune-train's cross-flag rules")
+    assert rest == [
+        f"  {pts[0].id}  --bucket-mb 0.1: --first-bucket-mb (default 1) must be at most --bucket-mb (0.1)",
+        f"  {pts[2].id}  --bucket-mb 0.2: --first-bucket-mb (default 1) must be at most --bucket-mb (0.2)",
+        "  ... 2 more",
+    ]
+    with pytest.raises(SweepError) as e:
+        check_rules(sw, pts, show=4)
+    assert "more" not in str(e.value) and len(str(e.value).splitlines()) == 5
+    # No axis values to show: the fixed arguments break the rule; two rules joined with '; '.
+    f.write_text("name: t\nbinary: dtune-train\nargs: [--bucket-mb, '0.5', --precision, tf32]\n")
+    with pytest.raises(SweepError) as e:
+        plan(str(f))
+    assert (
+        str(e.value)
+        .splitlines()[1]
+        .endswith(
+            "  (fixed args): --first-bucket-mb (default 1) must be at most --bucket-mb (0.5); "
+            "--precision tf32 needs --device cuda"
+        )
+    )

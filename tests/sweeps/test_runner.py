@@ -1,0 +1,343 @@
+"""The sweep runner's decisions without launching anything (sweeps/dtune_sweep/runner.py): the
+reason a failed point shows (first_error), the mpirun and srun command lines and placement options,
+the state log read back (resume, interruptions, orphans), which points are unfinished and the
+counts, and the refusals before anything runs (--timeout, --out, --hostfile, points over several
+nodes outside Slurm, a Slurm allocation that lost a node)."""
+
+import json
+import math
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO / "sweeps"), str(REPO / "report")]
+from dtune_sweep.runner import (  # noqa: E402
+    MpirunHosts,
+    State,
+    allocation_shortfall,
+    bin_dir,
+    check_placement,
+    check_timeout,
+    counts,
+    first_error,
+    launch_command,
+    make_out_dir,
+    placement_options,
+    unfinished,
+)
+from dtune_sweep.spec import Point, SweepError  # noqa: E402
+
+
+def point(ranks=2, nodes=1, per_node=0, env=None, repeat=0):
+    return Point("s", "dtune-comm", ["-b", "8"], dict(env or {}), ranks, nodes, per_node, repeat)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Why a point failed: one line of its log.
+
+BOX = """\
+--------------------------------------------------------------------------
+There are not enough slots available in the system to satisfy the 4
+slots that were requested by the application: more detail here.
+
+Either request fewer slots for your application, or make more slots
+--------------------------------------------------------------------------
+"""
+SLOTS = (
+    "There are not enough slots available in the system to satisfy the 4 slots that were requested by the application:"
+)
+
+
+@pytest.mark.parametrize(
+    "log,expect",
+    [
+        (
+            "starting\nrank 1: MPI_ABORT was invoked\nsrun: error: Node failure on n2\nlast\n",
+            "srun: error: Node failure on n2",
+        ),
+        (
+            "ok\n  dtune-train: error: --batch 0: must be at least 1  \nERROR later\n",
+            "dtune-train: error: --batch 0: must be at least 1",
+        ),
+        (
+            "ok\nrank 0: MPI_ABORT was invoked on rank 0\nmpirun noticed that process rank 0 exited\n",
+            "rank 0: MPI_ABORT was invoked on rank 0",
+        ),
+        # mpirun's boxed message: its first sentence, the lines it wraps over joined, dashes never
+        (
+            "start\n" + BOX + "tail line\n",
+            SLOTS,
+        ),
+        (
+            "start\n" + BOX.rsplit("-" * 74, 1)[0],
+            SLOTS,
+        ),
+        ("one\n\ntwo  \n\nthree\n", "three"),
+        # a box whose first paragraph has no sentence end: all of it, and not the detail after it
+        (
+            "-" * 30 + "\nNo nodes are available\nfor this job\n\nDetail. More\n" + "-" * 30 + "\n",
+            "No nodes are available for this job",
+        ),
+        ("-" * 20 + "\n", ""),
+        ("", ""),
+    ],
+)
+def test_first_error_is_the_line_that_says_why(tmp_path, log, expect):
+    f = tmp_path / "point.log"
+    f.write_text(log)
+    assert first_error(f) == expect
+
+
+def test_first_error_of_a_missing_long_or_undecodable_log(tmp_path):
+    assert first_error(tmp_path / "none.log") == ""
+    f = tmp_path / "long.log"
+    f.write_text("first\n" + "x" * 100 + "\nerror: past the limit\n")
+    assert first_error(f, limit_bytes=50) == "x" * 44  # only the first 50 bytes are read
+    assert first_error(f) == "error: past the limit"
+    f.write_bytes(b"start\n\xff\xfe error: bad bytes\n")
+    assert first_error(f) == "\ufffd\ufffd error: bad bytes"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Command lines.
+
+
+def test_mpirun_command_line(monkeypatch, tmp_path):
+    monkeypatch.setenv("DTUNE_MPIRUN", "/opt/mpi/bin/mpirun")
+    monkeypatch.setenv("DTUNE_BIN_DIR", "/b")
+    p = point(ranks=4, nodes=2, env={"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"})
+    hosts = MpirunHosts(hostfile="hosts", tune="t.tune")
+    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    assert launch_command(p, tmp_path / "o.h5", hosts=hosts) == (
+        ["/opt/mpi/bin/mpirun", "-np", "4", "--oversubscribe", *root]
+        + ["--tune", "t.tune", "--hostfile", "hosts", "--map-by", "node"]
+        + ["-x", "NCCL_ALGO=Ring", "-x", "NCCL_PROTO=LL"]
+        + ["/b/dtune-comm", "-b", "8", "--output", str(tmp_path / "o.h5"), "--overwrite"]
+    )
+    monkeypatch.delenv("DTUNE_MPIRUN")
+    assert launch_command(point(), tmp_path / "o.h5")[:3] == ["mpirun", "-np", "2"]
+
+
+def test_srun_command_line(monkeypatch):
+    monkeypatch.setenv("DTUNE_BIN_DIR", "/b")
+    p = point(ranks=4, nodes=2, per_node=2, env={"NCCL_ALGO": "Ring"})
+    assert launch_command(p, Path("o.h5"), launcher="srun") == (
+        ["srun", "--mpi=pmix", "-n", "4", "-N", "2", "--ntasks-per-node=2"]
+        + ["/b/dtune-comm", "-b", "8", "--output", "o.h5", "--overwrite"]
+    )
+    assert "--ntasks-per-node=0" not in launch_command(point(), Path("o.h5"), launcher="srun")
+
+
+@pytest.mark.parametrize(
+    "nodes,per_node,hosts,expect",
+    [
+        (1, 0, None, []),
+        (1, 2, None, ["--map-by", "ppr:2:node"]),
+        (1, 0, MpirunHosts(hostfile="h"), []),  # a 1-node point runs here, not on the hostfile's nodes
+        (2, 0, MpirunHosts(hostfile="h"), ["--hostfile", "h", "--map-by", "node"]),
+        (2, 2, MpirunHosts(hostfile="h", tune="t"), ["--tune", "t", "--hostfile", "h", "--map-by", "ppr:2:node"]),
+        (1, 0, MpirunHosts(tune="t"), ["--tune", "t"]),
+    ],
+)
+def test_placement_options(nodes, per_node, hosts, expect):
+    assert placement_options(point(nodes=nodes, per_node=per_node), hosts) == expect
+
+
+def test_hostfile_and_tune_file_must_exist(tmp_path):
+    f = tmp_path / "hosts"
+    f.write_text("n1\n")
+    assert MpirunHosts.checked(str(f), None) == MpirunHosts(str(f), None)
+    assert MpirunHosts.checked(None, str(f)) == MpirunHosts(None, str(f))
+    with pytest.raises(SweepError, match=f"^--mpirun-tune {tmp_path}/t: no such file$"):
+        MpirunHosts.checked(str(f), str(tmp_path / "t"))
+    with pytest.raises(SweepError, match="^--hostfile nope: no such file$"):
+        MpirunHosts.checked("nope", None)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The state log.
+
+
+def write_log(path, records, torn=""):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records) + torn)
+
+
+def test_state_records_by_time_from_every_log_and_bad_lines_skipped(tmp_path):
+    write_log(
+        tmp_path / "state.jsonl",
+        [
+            {"id": "a", "event": "finished", "status": "ok", "time": 3},
+            {"id": 7, "event": "finished", "time": 1},  # not an id
+            {"id": "b", "event": "exploded", "time": 1},  # not an event
+            {"id": "b", "event": "started", "time": "soon"},  # not a time
+            ["not", "an", "object"],
+            {"id": "b", "event": "started"},  # no time: first
+            {"id": "d", "event": "started", "time": 0.5},
+        ],
+        torn='{"id": "c", "ev',
+    )
+    with open(tmp_path / "state.jsonl", "ab") as f:  # a torn line, then more records; bytes that are not UTF-8
+        f.write(b'\n{"id": "e", "event": "fin\n{"id": "e\xff", "event": "started", "time": 2.5}\n')
+    write_log(tmp_path / "state-2-0.jsonl", [{"id": "c", "event": "started", "time": 2}])
+    (tmp_path / "other.jsonl").write_text(json.dumps({"id": "z", "event": "started", "time": 0}) + "\n")
+    state = State(tmp_path)
+    assert [(r["id"], r["time"] if "time" in r else None) for r in state.records()] == [
+        ("b", None),
+        ("d", 0.5),
+        ("c", 2),
+        ("e\ufffd", 2.5),
+        ("a", 3),
+    ]
+    assert [r["id"] for r in state.records(own_only=True)] == ["b", "d", "e\ufffd", "a"]
+    assert state.outcomes() == {
+        "b": "interrupted",
+        "d": "interrupted",
+        "c": "interrupted",
+        "e\ufffd": "interrupted",
+        "a": "ok",
+    }
+    State(tmp_path, "state-9.jsonl").append({"id": "c", "event": "finished", "status": "failed", "time": 4})
+    assert state.outcomes()["c"] == "failed"
+    assert State(tmp_path / "none").records() == []
+
+
+def test_orphans_are_this_hosts_launches_without_an_outcome(tmp_path):
+    host = socket.gethostname()
+    write_log(
+        tmp_path / "state.jsonl",
+        [
+            {"id": "done", "event": "launched", "pgid": 10, "host": host, "time": 1},
+            {"id": "done", "event": "finished", "status": "ok", "time": 2},
+            {"id": "live", "event": "launched", "pgid": 11, "host": host, "time": 3},
+            {"id": "elsewhere", "event": "launched", "pgid": 12, "host": host + "-other", "time": 4},
+            {"id": "no-group", "event": "launched", "pgid": "12", "host": host, "time": 5},
+            {"id": "started", "event": "started", "time": 6},
+        ],
+    )
+    write_log(tmp_path / "state-1-0.jsonl", [{"id": "task", "event": "launched", "pgid": 13, "host": host, "time": 7}])
+    assert [r["id"] for r in State(tmp_path).orphans()] == ["live"]
+
+
+def test_unfinished_points_and_counts(tmp_path):
+    ok, oom, failed, cut, pending, timed, started, ok2, odd = (point(repeat=i) for i in range(9))
+    write_log(
+        tmp_path / "state.jsonl",
+        [
+            {"id": ok.id, "event": "finished", "status": "ok", "time": 1},
+            {"id": oom.id, "event": "finished", "status": "oom", "time": 1},
+            {"id": failed.id, "event": "finished", "status": "failed", "reason": "error: x", "time": 1},
+            {"id": cut.id, "event": "launched", "time": 2},
+            {"id": timed.id, "event": "finished", "status": "failed", "time": 1},
+            {"id": timed.id, "event": "finished", "status": "timeout", "time": 3},
+            {"id": started.id, "event": "started", "time": 4},
+            {"id": ok2.id, "event": "finished", "status": "ok", "time": 4},
+            {"id": odd.id, "event": "finished", "status": "vanished", "time": 4},
+        ],
+    )
+    pts = [ok, oom, failed, cut, pending, timed, started, ok2, odd]
+    assert unfinished(pts, tmp_path) == [
+        (failed, "failed", "error: x"),
+        (cut, "interrupted", ""),
+        (timed, "timeout", ""),
+        (started, "interrupted", ""),
+        (odd, "vanished", ""),
+    ]
+    assert counts(pts, tmp_path) == {
+        "ok": 2,
+        "oom": 1,
+        "failed": 1,
+        "timeout": 1,
+        "interrupted": 2,
+        "pending": 1,
+        "vanished": 1,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------
+# Refused before anything runs.
+
+
+@pytest.mark.parametrize("bad", [0, -1, math.nan, math.inf])
+def test_timeout_must_be_finite_seconds_above_zero(bad):
+    with pytest.raises(
+        SweepError, match=r"^--timeout \S+: give a number of seconds above 0 \(e.g. 600\), or leave it out$"
+    ):
+        check_timeout(bad)
+
+
+@pytest.mark.parametrize("good", [None, 0.5, 600])
+def test_timeout_accepted(good):
+    check_timeout(good)
+
+
+def test_out_dir_made_with_its_points_or_refused_in_one_line(tmp_path):
+    d = make_out_dir(tmp_path / "new" / "sweep")
+    assert d == tmp_path / "new" / "sweep" and (d / "points").is_dir() and list(d.iterdir()) == [d / "points"]
+    assert make_out_dir(d) == d  # an existing sweep directory: resumed into
+    f = tmp_path / "file"
+    f.write_text("")
+    with pytest.raises(SweepError, match=f"^--tune-out {f}: is a file, not a directory: give a directory"):
+        make_out_dir(f, "--tune-out")
+    with pytest.raises(
+        SweepError, match=f"^--out {f}/sub: cannot write there \\(Not a directory\\): give a directory you can write$"
+    ):
+        make_out_dir(f / "sub")
+
+
+def test_points_over_several_nodes_need_a_hostfile_or_slurm(monkeypatch):
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    one, two, three = point(), point(nodes=2, ranks=2), point(nodes=3, ranks=3)
+    check_placement([one], None)
+    with pytest.raises(SweepError) as e:
+        check_placement([one, two, three], MpirunHosts(tune="t"))
+    assert str(e.value) == (
+        f"sweep 's': point {two.id} runs on launch.nodes 2 (2 such points) and no --hostfile was given "
+        "outside Slurm: give --hostfile FILE (the nodes), run inside a Slurm allocation (dtune sweep slurm), "
+        "or launch on 1 node"
+    )
+    with pytest.raises(SweepError, match=r"launch.nodes 3 \(1 such point\) and"):
+        check_placement([three], None)
+    check_placement([two], MpirunHosts(hostfile="h"))
+    monkeypatch.setenv("SLURM_JOB_ID", "5")
+    check_placement([two], None)
+
+
+def fake_squeue(monkeypatch, tmp_path, output):
+    """squeue that answers only the query the runner makes (a job's node count and node list)."""
+    exe = tmp_path / "squeue"
+    query = '[ "$1" = -h ] && [ "$2" = -j ] && [ "$4" = -o ] && [ "$5" = "%D %N" ] && [ $# = 5 ] || exit 1'
+    exe.write_text(f"#!/bin/sh\n{query}\necho '{output}'\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+
+
+def test_a_slurm_allocation_that_lost_a_node_is_named(monkeypatch, tmp_path):
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    fake_squeue(monkeypatch, tmp_path, "1 n1")
+    assert allocation_shortfall(point(nodes=2)) == (
+        "Slurm job 42 now holds 1 node (n1) and this point needs 2: a node of the allocation failed "
+        "(scontrol show job 42; sinfo -R names the node and why)"
+    )
+    assert allocation_shortfall(point(nodes=3)).startswith("Slurm job 42 now holds 1 node (n1) and this point needs 3")
+    assert allocation_shortfall(point(nodes=1)) == ""  # a 1-node point is running on the node it has
+    fake_squeue(monkeypatch, tmp_path, "2 n[1-2]")
+    assert allocation_shortfall(point(nodes=2)) == ""
+    assert "holds 2 nodes (n[1-2])" in allocation_shortfall(point(nodes=3))
+    fake_squeue(monkeypatch, tmp_path, "")  # squeue cannot tell: no claim
+    assert allocation_shortfall(point(nodes=2)) == ""
+    fake_squeue(monkeypatch, tmp_path, "1 n1")
+    monkeypatch.setenv("SLURM_JOB_ID", "4x2")  # not a job id: no claim
+    assert allocation_shortfall(point(nodes=2)) == ""
+    monkeypatch.delenv("SLURM_JOB_ID")
+    assert allocation_shortfall(point(nodes=2)) == ""
+
+
+def test_binaries_from_the_build_unless_dtune_bin_dir_says(monkeypatch):
+    monkeypatch.delenv("DTUNE_BIN_DIR", raising=False)
+    assert bin_dir() == REPO / "build" / "bin"
+    monkeypatch.setenv("DTUNE_BIN_DIR", "/opt/dtune/bin")
+    assert bin_dir() == Path("/opt/dtune/bin")
