@@ -113,7 +113,11 @@ def _train(given: dict, ranks: int) -> list[str]:
         elif g is not None and acc is not None and acc > 0 and g % (dp * acc) != 0:
             bad.append(
                 f"--global-batch ({f['--global-batch']}) must divide by data-parallel ranks ({dp}) x "
-                f"{_shown(f, given, '--accum-steps')}"
+                + (
+                    f"--micro-batches ({f['--micro-batches']})"
+                    if "--micro-batches" in f
+                    else _shown(f, given, "--accum-steps")
+                )
             )
     cuda = f["--device"] == "cuda"
     if f["--backend"] == "nccl" and not cuda:
