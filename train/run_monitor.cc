@@ -78,6 +78,7 @@ void RunMonitor::save(const std::string& run_status, const std::string& file_sta
                       const std::string& message) {
   if (!ctx_.is_root()) return;
   try {
+    if (on_save_) on_save_();
     if (log_) log_->close(run_status, message);
     if (file_) {
       file_->finish(file_status, code);

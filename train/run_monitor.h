@@ -9,6 +9,7 @@
 // goes down.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +21,7 @@
 #include "core/watchdog.h"
 #include "train/config.h"
 #include "train/outcome.h"
+#include "train/pipeline/pipeline_stats.h"
 #include "train/step_log.h"
 
 namespace dtune::train {
@@ -87,6 +89,18 @@ class RunMonitor {
   // that did so first, or "".
   void mark_ended(int code) { board_->mark_ended(code); }
   std::string ended_by() const { return board_->ended_by(); }
+  // A pipeline run's stage measurements, for a save on the way out of a failure (rank 0 writes its
+  // own stage's rows: pipeline/, complete 0): watched while the steps run (the watchdog saves while
+  // the main thread is blocked in a wait, not touching them), kept as a copy when an exception
+  // leaves the run.
+  void watch_pipeline(const PipelineStats* st) { live_pipeline_ = st; }
+  void keep_pipeline(const PipelineStats& st) {
+    kept_pipeline_ = st;
+    live_pipeline_ = &*kept_pipeline_;
+  }
+  const PipelineStats* pipeline() const { return live_pipeline_; }
+  // Called by save() (rank 0) before the run's group is closed.
+  void on_save(std::function<void()> f) { on_save_ = std::move(f); }
 
   static constexpr double kGraceS = 2.0;
 
@@ -98,6 +112,9 @@ class RunMonitor {
   Watchdog& watchdog_;  // the process's (run_main's)
   uint64_t marks_ = 0;
   std::optional<StepLog> log_;
+  std::optional<PipelineStats> kept_pipeline_;
+  const PipelineStats* live_pipeline_ = nullptr;
+  std::function<void()> on_save_;
   std::vector<double> exchanged_;  // (R, kStepFields + 1): the last step's, the stop flag last
 };
 

@@ -14,8 +14,14 @@ constexpr size_t kEventFields = 5;  // backward, micro, chunk, start, end
 
 }  // namespace
 
-PipelineTable gather_pipeline(const Options& o, const RunContext& ctx, const TrainOutcome& out) {
-  const PipelineStats& st = out.pipeline;
+namespace {
+
+// This rank's row, events and per-step scaling, flattened as the gathers send them.
+struct LocalPipeline {
+  std::vector<double> row, events, scaling;
+};
+
+LocalPipeline local_pipeline(const Options& o, const PipelineStats& st) {
   PipelineRow mine{st.stage, st.dp_index};
   size_t n = 0;
   for (size_t s = static_cast<size_t>(o.warmup_steps); s < st.steps.size(); ++s, ++n) {
@@ -38,29 +44,35 @@ PipelineTable gather_pipeline(const Options& o, const RunContext& ctx, const Tra
   // Idle: the span less everything this stage did or waited on.
   mine.idle_ms = std::max(0.0, mine.span_ms - mine.forward_ms - mine.backward_ms -
                                    mine.recv_wait_ms - mine.send_wait_ms);
-  const std::vector<double> rows = gather_doubles(
-      ctx.comm(),
-      {static_cast<double>(mine.stage), static_cast<double>(mine.dp_index), mine.forward_ms,
-       mine.backward_ms, mine.recv_wait_ms, mine.send_wait_ms, mine.idle_ms, mine.span_ms,
-       mine.bubble, static_cast<double>(mine.peak_activation_bytes)});
-  std::vector<double> events;
+  LocalPipeline l;
+  l.row = {static_cast<double>(mine.stage),
+           static_cast<double>(mine.dp_index),
+           mine.forward_ms,
+           mine.backward_ms,
+           mine.recv_wait_ms,
+           mine.send_wait_ms,
+           mine.idle_ms,
+           mine.span_ms,
+           mine.bubble,
+           static_cast<double>(mine.peak_activation_bytes)};
   for (const auto& e : st.timeline)
-    events.insert(events.end(), {static_cast<double>(e.backward), static_cast<double>(e.micro),
-                                 static_cast<double>(e.chunk), e.start_ms, e.end_ms});
-  // Ranks have the same number of events (M x V forwards and backwards each): gather_doubles
-  // concatenates them in rank order.
-  const std::vector<double> all_events = gather_doubles(ctx.comm(), events);
-  std::vector<double> scaling;  // (S, 3) of this rank: loss scale, found inf, skipped
-  for (const auto& s : st.steps)
-    scaling.insert(scaling.end(), {s.loss_scale, static_cast<double>(s.found_inf),
-                                   static_cast<double>(s.skipped)});
-  const std::vector<double> all_scaling = gather_doubles(ctx.comm(), scaling);  // (R, S, 3)
+    l.events.insert(l.events.end(), {static_cast<double>(e.backward), static_cast<double>(e.micro),
+                                     static_cast<double>(e.chunk), e.start_ms, e.end_ms});
+  for (const auto& s : st.steps)  // (S, 3) of this rank: loss scale, found inf, skipped
+    l.scaling.insert(l.scaling.end(), {s.loss_scale, static_cast<double>(s.found_inf),
+                                       static_cast<double>(s.skipped)});
+  return l;
+}
+
+// The table from every rank's rows, events and scaling (rank order), `per_rank` events each.
+PipelineTable make_table(const PipelineStats& st, const std::vector<double>& rows, size_t per_rank,
+                         const std::vector<double>& all_events,
+                         const std::vector<double>& all_scaling) {
   PipelineTable t;
   t.cuts = st.cuts;
   t.partitioned = st.partitioned;
   t.channel = st.channel;
   t.theory_bubble = st.theory_bubble;
-  if (!ctx.is_root()) return t;
   for (size_t i = 0; i + kRowFields <= rows.size(); i += kRowFields) {
     PipelineRow r;
     r.stage = static_cast<int>(rows[i]);
@@ -71,7 +83,6 @@ PipelineTable gather_pipeline(const Options& o, const RunContext& ctx, const Tra
     r.peak_activation_bytes = static_cast<long long>(rows[i + 9]);
     t.ranks.push_back(r);
   }
-  const size_t per_rank = events.size() / kEventFields;
   for (size_t i = 0; i < all_events.size() / kEventFields; ++i) {
     t.timeline.push_back(static_cast<double>(per_rank ? i / per_rank : 0));
     t.timeline.insert(t.timeline.end(), all_events.begin() + static_cast<long>(i * kEventFields),
@@ -87,6 +98,33 @@ PipelineTable gather_pipeline(const Options& o, const RunContext& ctx, const Tra
       t.found_inf.push_back(static_cast<int64_t>(x[1]));
       t.skipped.push_back(static_cast<int64_t>(x[2]));
     }
+  return t;
+}
+
+}  // namespace
+
+PipelineTable gather_pipeline(const Options& o, const RunContext& ctx, const TrainOutcome& out) {
+  const LocalPipeline l = local_pipeline(o, out.pipeline);
+  const std::vector<double> rows = gather_doubles(ctx.comm(), l.row);
+  // Ranks have the same number of events (M x V forwards and backwards each): gather_doubles
+  // concatenates them in rank order.
+  const std::vector<double> all_events = gather_doubles(ctx.comm(), l.events);
+  const std::vector<double> all_scaling = gather_doubles(ctx.comm(), l.scaling);  // (R, S, 3)
+  if (!ctx.is_root()) {
+    PipelineTable t;
+    t.cuts = out.pipeline.cuts;
+    t.partitioned = out.pipeline.partitioned;
+    t.channel = out.pipeline.channel;
+    t.theory_bubble = out.pipeline.theory_bubble;
+    return t;
+  }
+  return make_table(out.pipeline, rows, l.events.size() / kEventFields, all_events, all_scaling);
+}
+
+PipelineTable local_pipeline_table(const Options& o, const PipelineStats& st) {
+  const LocalPipeline l = local_pipeline(o, st);
+  PipelineTable t = make_table(st, l.row, l.events.size() / kEventFields, l.events, l.scaling);
+  t.partial = true;
   return t;
 }
 
@@ -127,6 +165,9 @@ void write_pipeline(hid_t run_group, const Options& o, const PipelineTable& t) {
   h5::write_attr(id, "theory_bubble", t.theory_bubble);
   h5::write_attr(id, "channel", t.channel);
   h5::write_attr(id, "schedule", to_string(o.pipeline.schedule));
+  // Every rank's row, or (a run that timed out) rank 0's alone.
+  h5::write_attr(id, "ranks_reported", static_cast<int64_t>(t.ranks.size()));
+  h5::write_attr(id, "complete", static_cast<int64_t>(t.partial ? 0 : 1));
   const size_t R = t.ranks.size();
   std::vector<int64_t> stage, dp, peak;
   std::vector<double> fwd, bwd, recv, send, idle, span, bubble;

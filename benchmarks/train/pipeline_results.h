@@ -34,10 +34,15 @@ struct PipelineTable {
   size_t steps = 0;
   std::vector<double> loss_scale;
   std::vector<int64_t> found_inf, skipped;
+  // Only this rank's stage (a run that timed out: the stopped stage cannot take part in a gather);
+  // written as the attribute ranks_reported.
+  bool partial = false;
 };
 
 // Collective over ctx.comm(); the table is complete on rank 0 only.
 PipelineTable gather_pipeline(const Options& o, const RunContext& ctx, const TrainOutcome& out);
+// This rank's stage alone, no communication: what rank 0 writes into a run that timed out.
+PipelineTable local_pipeline_table(const Options& o, const PipelineStats& st);
 void print_pipeline(const Options& o, const PipelineTable& t, FILE* f);
 void write_pipeline(hid_t run_group, const Options& o, const PipelineTable& t);
 

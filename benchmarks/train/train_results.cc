@@ -1,6 +1,8 @@
 // Gathering, summarising and writing a training run.
 #include "benchmarks/train/train_results.h"
 
+#include <hdf5.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -221,6 +223,20 @@ double report_training(const Options& o, const RunContext& ctx, const TrainOutco
   const auto armed = monitor.arm("sharing the run's throughput");
   DTUNE_MPI_CHECK(MPI_Bcast(&rate, 1, MPI_DOUBLE, 0, ctx.comm()));
   return rate;
+}
+
+void write_partial_pipeline(RunMonitor& monitor, const Options& o, const PipelineStats& st) {
+  StepLog* log = monitor.log();
+  if (!log || !log->has_group()) return;
+  // Saved once: the watchdog's save and the main thread's must not both write it.
+  if (H5Lexists(log->group(), "pipeline", H5P_DEFAULT) > 0) return;
+  try {
+    log->flush();
+    write_pipeline(log->group(), o, local_pipeline_table(o, st));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dtune-train: warning: could not save this stage's pipeline rows: %s\n",
+                 e.what());
+  }
 }
 
 void report_oom(const Options& o, const OutOfMemory& e, RunMonitor& monitor,

@@ -27,4 +27,9 @@ void report_oom(const Options& o, const OutOfMemory& e, RunMonitor& monitor,
 
 inline constexpr int kOomExitStatus = 4;
 
+// Rank 0, a pipeline run that timed out: its own stage's rows into the run's group (pipeline/
+// with complete 0, ranks_reported 1) before the run is saved; the others cannot be gathered.
+// Never throws (it runs on the way out of a failure).
+void write_partial_pipeline(RunMonitor& monitor, const Options& o, const PipelineStats& st);
+
 }  // namespace dtune::train

@@ -179,6 +179,13 @@ def test_a_stopped_stage_ends_the_job_within_timeout_named(tmp_path):
     assert rc == 3, err
     assert took < 4 + 30, f"ended {took:.0f} s after the stop"
     assert "stage 1 (rank 1)" in err, err
+    # The saved run keeps rank 0's own stage rows (the stopped stage cannot be gathered).
+    with h5py.File(tmp_path / "t.h5") as f:
+        (run,) = f["runs"].values()
+        p = run["pipeline"]
+        assert (p.attrs["complete"], p.attrs["ranks_reported"]) == (0, 1)
+        assert list(p["stage"][()]) == [0] and p["forward_ms"][0] > 0
+        assert p["loss_scale"].shape[1] == 1 and p["timeline"].shape[1] == 6
 
 
 def test_a_stopped_stage_resumed_after_the_timeout_adds_no_second_error(tmp_path):

@@ -632,6 +632,7 @@ TrainOutcome PipelineRunner::finish() {
 TrainOutcome run_pipeline(const Options& o, const MainArgs& a, int64_t batch, RunMonitor& monitor) {
   PipelineRunner runner(o, a.ctx, batch, monitor);
   monitor.begin_run(batch);
+  monitor.watch_pipeline(&runner.outcome().pipeline);
   const PipelinePlace place =
       pipeline_place(a.ctx.rank(), a.ctx.world_size(), o.pipeline.stages, o.pipeline.layout);
   const int total = o.warmup_steps + o.steps;
@@ -652,24 +653,30 @@ TrainOutcome run_pipeline(const Options& o, const MainArgs& a, int64_t batch, Ru
                         static_cast<double>(batch) * (a.ctx.world_size() / o.pipeline.stages) *
                             o.pipeline.micro_batches,
                         false);
-  for (int s = 0; s < total; ++s) {
-    // As MonitorObserver: the whole step armed, then every rank's record to rank 0 and the stop
-    // agreement; the watchdog's message says which stage this rank is.
-    StepRecord rec;
-    runner.begin_profile(s, rec);
-    auto armed =
-        monitor.arm("pipeline training step " + std::to_string(s) + " (stage " +
-                    std::to_string(place.stage) + " of " + std::to_string(o.pipeline.stages) +
-                    ", batch " + std::to_string(batch) + "; its pipeline: " + stages + ")");
-    runner.step(rec);
-    runner.outcome().steps.push_back(rec);
-    runner.end_profile(s);  // as the trainer's observers: before the exchange, still armed
-    runner.outcome().interrupted = monitor.exchange(rec);
-    armed.disarm();
-    monitor.record(rec);
-    if (tensorboard) tensorboard->end_step(s, rec, runner.outcome());
-    if (runner.outcome().interrupted) break;
+  try {
+    for (int s = 0; s < total; ++s) {
+      // As MonitorObserver: the whole step armed, then every rank's record to rank 0 and the stop
+      // agreement; the watchdog's message says which stage this rank is.
+      StepRecord rec;
+      runner.begin_profile(s, rec);
+      auto armed =
+          monitor.arm("pipeline training step " + std::to_string(s) + " (stage " +
+                      std::to_string(place.stage) + " of " + std::to_string(o.pipeline.stages) +
+                      ", batch " + std::to_string(batch) + "; its pipeline: " + stages + ")");
+      runner.step(rec);
+      runner.outcome().steps.push_back(rec);
+      runner.end_profile(s);  // as the trainer's observers: before the exchange, still armed
+      runner.outcome().interrupted = monitor.exchange(rec);
+      armed.disarm();
+      monitor.record(rec);
+      if (tensorboard) tensorboard->end_step(s, rec, runner.outcome());
+      if (runner.outcome().interrupted) break;
+    }
+  } catch (...) {
+    monitor.keep_pipeline(runner.outcome().pipeline);  // the runner is about to go
+    throw;
   }
+  monitor.watch_pipeline(nullptr);
   return runner.finish();
 }
 
