@@ -5,6 +5,7 @@ stage stopped mid-run (SIGSTOP) ending the whole job."""
 import os
 import signal
 import subprocess
+import threading
 import time
 
 import torch
@@ -44,19 +45,37 @@ def assert_equal_params(pipe, ref, tol=1e-5):
         assert rel <= tol, f"{k}: relative difference {rel:.2e}"
 
 
-def stop_rank_then_wait(cmd, settle_s, rank=1, timeout_s=180):
+def stop_rank_then_wait(cmd, settle_s, rank=1, timeout_s=180, resume_on_error=False):
     """Starts `cmd` (an mpirun of dtune-train), SIGSTOPs rank `rank` after `settle_s` seconds (past
     the set-up, into the steps) and waits for the job: (exit status, stderr, seconds from the stop
-    to the end). Whatever is left is killed."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    to the end, resumed). With `resume_on_error`, the stopped rank is SIGCONTed the moment the first
+    "dtune-train: error" line appears, and `resumed` says whether it was still there (mpirun may
+    have killed it already); else None. Whatever is left is killed."""
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    lines, resumed = [], []
     try:
         time.sleep(settle_s)
         victim = rank_pid(p.pid, rank, "dtune-train")
         assert victim, f"rank {rank} not found"
         os.kill(victim, signal.SIGSTOP)
         t0 = time.monotonic()
-        _, err = p.communicate(timeout=timeout_s)
-        return p.returncode, err, time.monotonic() - t0
+
+        def read():
+            for line in p.stderr:
+                lines.append(line)
+                if resume_on_error and not resumed and line.startswith("dtune-train: error"):
+                    try:
+                        os.kill(victim, signal.SIGCONT)
+                        resumed.append(True)
+                    except ProcessLookupError:
+                        resumed.append(False)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        p.wait(timeout=timeout_s)
+        took = time.monotonic() - t0
+        reader.join(timeout=30)
+        return p.returncode, "".join(lines), took, (resumed[0] if resumed else False) if resume_on_error else None
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)

@@ -105,7 +105,7 @@ def test_two_gpus_nccl_stopped_stage_ends_the_job_within_timeout_named(tmp_path)
     cmd = mpirun_prefix(2) + [str(exe), *COMMON[:2], "--threads", "1", *TINY, "--steps", "100000"]
     cmd += ["--backend", "nccl", "--pipeline-stages", "2", "--micro-batches", "2", "--timeout", "10"]
     cmd += ["--output", str(tmp_path / "t.h5")]
-    rc, err, took = stop_rank_then_wait(cmd, settle_s=30)  # past CUDA's and NCCL's set-up
+    rc, err, took, _ = stop_rank_then_wait(cmd, settle_s=30)  # past CUDA's and NCCL's set-up
     assert rc == 3, err[-3000:]
     assert took < 10 + 30, f"ended {took:.0f} s after the stop"
     assert "stage 1 (rank 1)" in err, err[-3000:]

@@ -8,10 +8,7 @@ activation memory is below GPipe's; bad pipeline flags exit 2 with one line; a s
 the job within --timeout, named; --profile-steps writes one trace row per stage, --tensorboard
 every rank's scalars."""
 
-import os
-import signal
 import subprocess
-import time
 
 import h5py
 import numpy as np
@@ -175,7 +172,7 @@ def test_a_stopped_stage_ends_the_job_within_timeout_named(tmp_path):
     exe = bin_dir() / "dtune-train"
     cmd = mpirun_prefix(2) + [str(exe), "--threads", "1", *TINY, "--batch", "2", "--steps", "100000"]
     cmd += ["--pipeline-stages", "2", "--micro-batches", "2", "--timeout", "4", "--output", str(tmp_path / "t.h5")]
-    rc, err, took = stop_rank_then_wait(cmd, settle_s=8, timeout_s=120)
+    rc, err, took, _ = stop_rank_then_wait(cmd, settle_s=8, timeout_s=120)
     assert rc == 3, err
     assert took < 4 + 30, f"ended {took:.0f} s after the stop"
     assert "stage 1 (rank 1)" in err, err
@@ -194,42 +191,13 @@ def test_a_stopped_stage_resumed_after_the_timeout_adds_no_second_error(tmp_path
     marked the node's rank board: one error line, not a second blaming rank 0 as "gone (killed or
     crashed)". Resumed on the event, not after a time: mpirun may have killed it already, which
     the test tells apart."""
-    import threading
-
-    from conftest import rank_pid
-
     exe = bin_dir() / "dtune-train"
     cmd = mpirun_prefix(2) + [str(exe), "--threads", "1", *TINY, "--batch", "2", "--steps", "100000"]
     cmd += ["--pipeline-stages", "2", "--micro-batches", "2", "--timeout", "3", "--output", str(tmp_path / "t.h5")]
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    lines, resumed = [], []
-    try:
-        time.sleep(8)  # past the set-up, into the steps
-        victim = rank_pid(p.pid, 1, "dtune-train")
-        os.kill(victim, signal.SIGSTOP)
-
-        def read():
-            for line in p.stderr:
-                lines.append(line)
-                if line.startswith("dtune-train: error") and not resumed:
-                    try:
-                        os.kill(victim, signal.SIGCONT)
-                        resumed.append(True)
-                    except ProcessLookupError:
-                        resumed.append(False)
-
-        reader = threading.Thread(target=read)
-        reader.start()
-        p.wait(timeout=120)
-        reader.join(timeout=30)
-    finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-    err = "".join(lines)
-    assert p.returncode == 3, err
-    assert resumed == [True], f"stage 1 was gone before stage 0's error: {err}"
-    errors = [line for line in lines if line.startswith("dtune-train: error")]
+    rc, err, _, resumed = stop_rank_then_wait(cmd, settle_s=8, timeout_s=120, resume_on_error=True)
+    assert rc == 3, err
+    assert resumed is True, f"stage 1 was gone before stage 0's error: {err}"
+    errors = [line for line in err.splitlines() if line.startswith("dtune-train: error")]
     assert len(errors) == 1 and "stage 1 (rank 1)" in errors[0], err
 
 
