@@ -113,6 +113,7 @@ if ((!table_only)); then
   cp -a "$repo/scripts/dtune" "$stage/mutants/scripts/"
   ln -sfn "$venv" "$stage/mutants/.venv"
   ln -sfn "$repo/doc" "$stage/mutants/doc"
+  ln -sfn "$repo/benchmarks" "$stage/mutants/benchmarks"  # tests read dtune-train's options.cc
   for top in report sweeps; do
     for entry in "$repo/$top"/*; do
       name=$(basename "$entry")

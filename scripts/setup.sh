@@ -26,7 +26,7 @@ apt_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libhwloc-dev
   python3 python3-venv python3-dev
   slurm-wlm munge chromium
-  libturbojpeg0-dev libpng-dev libcurl4-openssl-dev iproute2
+  libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libcurl4-openssl-dev iproute2
 )
 if [[ "${DTUNE_SKIP_APT:-0}" != 1 ]] && command -v dpkg-query >/dev/null; then
   missing=()

@@ -138,6 +138,8 @@ struct Options {
   int workers = 2;                 // loader threads
   int prefetch = 4;                // batches built ahead
   bool strict = false;             // a bad sample is an error
+  std::string decode = "roi";      // JPEG: "roi" (around the crop box) or "full"
+  bool fast_decode = false;        // JPEG: DCT-scaled where the crop box allows (other pixels)
   std::string cache_dir;           // node-local cache tier (empty: none)
   double cache_mb = 8192;          // its capacity
   double cache_block_mb = 8;       // its fetch unit
@@ -160,6 +162,8 @@ struct DataSummary {
           cache_evictions = 0;
   int64_t undecodable = 0, truncated = 0;  // bad, by cause
   int64_t batches = 0;                     // delivered: samples / batches is the samples per batch
+  double jpeg_ms = 0;                      // of decode_ms: the JPEG decoder alone
+  int64_t coef_bytes = 0;                  // DCT coefficient bytes inverse-transformed
 
   // Adds another rank's counts and times (the source stays this one's).
   DataSummary& operator+=(const DataSummary& b) {
@@ -168,7 +172,7 @@ struct DataSummary {
     cache_hits += b.cache_hits, cache_misses += b.cache_misses;
     cache_hit_bytes += b.cache_hit_bytes, cache_miss_bytes += b.cache_miss_bytes;
     cache_evictions += b.cache_evictions, undecodable += b.undecodable, truncated += b.truncated;
-    batches += b.batches;
+    batches += b.batches, jpeg_ms += b.jpeg_ms, coef_bytes += b.coef_bytes;
     return *this;
   }
 
@@ -189,14 +193,16 @@ struct DataSummary {
             static_cast<double>(cache_evictions),
             static_cast<double>(undecodable),
             static_cast<double>(truncated),
-            static_cast<double>(batches)};
+            static_cast<double>(batches),
+            jpeg_ms,
+            static_cast<double>(coef_bytes)};
   }
 };
-inline constexpr std::array<const char*, 16> kDataSummaryFields = {
-    "data_samples",    "data_bad_samples", "data_bytes",      "data_requests",
-    "data_retries",    "data_fetch_ms",    "data_decode_ms",  "data_wait_ms",
-    "cache_hits",      "cache_misses",     "cache_hit_bytes", "cache_miss_bytes",
-    "cache_evictions", "data_undecodable", "data_truncated",  "data_batches"};
+inline constexpr std::array<const char*, 18> kDataSummaryFields = {
+    "data_samples",    "data_bad_samples", "data_bytes",      "data_requests",    "data_retries",
+    "data_fetch_ms",   "data_decode_ms",   "data_wait_ms",    "cache_hits",       "cache_misses",
+    "cache_hit_bytes", "cache_miss_bytes", "cache_evictions", "data_undecodable", "data_truncated",
+    "data_batches",    "data_jpeg_ms",     "data_coef_bytes"};
 
 inline std::string to_string(Precision v) { return enum_name(kPrecisionNames, v); }
 inline std::string to_string(WeightsDtype v) { return enum_name(kWeightsDtypeNames, v); }

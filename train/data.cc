@@ -56,6 +56,8 @@ class LoaderSource final : public DataSource {
     d.undecodable = t.undecodable;
     d.truncated = t.truncated;
     d.batches = t.batches;
+    d.jpeg_ms = t.jpeg_ms;
+    d.coef_bytes = t.coef_bytes;
     if (cache_) {
       const data::CacheStats c = cache_->cache_stats();
       d.cache_hits = c.hits;
@@ -123,6 +125,8 @@ std::unique_ptr<DataSource> make_loader_source(const Options& o, const models::M
   lo.rank = rank;
   lo.world = world;
   lo.strict = o.strict;
+  lo.decode = o.decode == "full" ? data::DecodeMode::kFull : data::DecodeMode::kRoi;
+  lo.fast_decode = o.fast_decode;
   lo.pin_memory = device.is_cuda();
   if (x.dim() == 4) {
     if (d.kind != data::DatasetKind::kImages)

@@ -36,6 +36,8 @@ void write_config(hid_t id, const Options& o, int64_t batch, size_t ranks) {
   h5::write_attr(id, "data", o.data);
   h5::write_attr(id, "workers", o.workers);
   h5::write_attr(id, "prefetch", o.prefetch);
+  h5::write_attr(id, "decode", o.decode);
+  h5::write_attr(id, "fast_decode", static_cast<int64_t>(o.fast_decode));
   h5::write_attr(id, "cache_dir", o.cache_dir);
   h5::write_attr(id, "pipeline_stages", o.pipeline.stages);
   h5::write_attr(id, "micro_batches", o.pipeline.micro_batches);

@@ -67,7 +67,9 @@ std::vector<double> epoch_numbers(const LoaderTotals& t, const LoaderTotals& t0,
           d(c.evictions, c0.evictions),
           d(s.bytes, s0.bytes),
           d(s.requests, s0.requests),
-          d(s.retries, s0.retries)};
+          d(s.retries, s0.retries),
+          t.jpeg_ms - t0.jpeg_ms,
+          d(t.coef_bytes, t0.coef_bytes)};
 }
 
 // One line per bad sample this rank named this epoch: "rank R: NAME: WHY".
@@ -160,7 +162,8 @@ int bench_loader(const RunContext& ctx, Watchdog& watchdog, const BenchOptions& 
         "# %d ranks x batch %lld, %d workers, prefetch %d, %s\n", ctx.world_size(),
         static_cast<long long>(lo.batch), lo.workers, lo.prefetch,
         images ? ("images " + std::to_string(lo.image_size) + "x" + std::to_string(lo.image_size) +
-                  (lo.augment ? " random-resized-crop + flip" : " center crop"))
+                  (lo.augment ? " random-resized-crop + flip" : " center crop") + ", decode " +
+                  to_string(lo.decode) + (lo.fast_decode ? " + fast (DCT-scaled)" : ""))
                      .c_str()
                : ("token windows of " + std::to_string(lo.context)).c_str());
     print_epoch_header();
@@ -235,6 +238,8 @@ int bench_loader(const RunContext& ctx, Watchdog& watchdog, const BenchOptions& 
     c.cache_dir = o.cache.dir;
     c.tokens = !images;
     c.augment = lo.augment;
+    c.decode = to_string(lo.decode);
+    c.fast_decode = lo.fast_decode;
     c.drop_last = lo.drop_last;
     c.batch = lo.batch;
     c.max_batches = o.max_batches;

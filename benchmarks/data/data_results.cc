@@ -27,12 +27,14 @@ enum Field : size_t {
   kEvictions,
   kBytes,
   kRequests,
-  kRetries
+  kRetries,
+  kJpeg,
+  kCoefBytes
 };
 
 // The run's totals under dtune-train's data attribute names (results/SCHEMA.md, "train"), summed
 // over ranks and epochs.
-constexpr std::array<std::pair<const char*, Field>, 16> kTrainNames = {{
+constexpr std::array<std::pair<const char*, Field>, 18> kTrainNames = {{
     {"data_samples", kSamples},
     {"data_batches", kBatches},
     {"data_bad_samples", kBad},
@@ -43,6 +45,8 @@ constexpr std::array<std::pair<const char*, Field>, 16> kTrainNames = {{
     {"data_retries", kRetries},
     {"data_fetch_ms", kFetch},
     {"data_decode_ms", kDecode},
+    {"data_jpeg_ms", kJpeg},
+    {"data_coef_bytes", kCoefBytes},
     {"data_wait_ms", kWait},
     {"cache_hits", kHits},
     {"cache_misses", kMisses},
@@ -82,13 +86,17 @@ double BenchRecord::lost_fraction(size_t e) const {
 double BenchRecord::bad_samples(size_t e) const { return sum(e, kBad); }
 
 void print_epoch_header() {
-  std::printf("# %-6s %8s %10s %12s %10s %10s %10s %6s %8s %10s %11s %9s %6s %5s\n", "epoch",
-              "batches", "samples", "samples/s", "fetch_ms", "decode_ms", "wait_ms", "bad", "hit%",
-              "fetched_MB", "undecodable", "truncated", "lost%", "flag");
+  std::printf("# %-6s %8s %10s %12s %10s %10s %10s %6s %8s %10s %11s %9s %6s %5s %10s %8s\n",
+              "epoch", "batches", "samples", "samples/s", "fetch_ms", "decode_ms", "wait_ms", "bad",
+              "hit%", "fetched_MB", "undecodable", "truncated", "lost%", "flag", "jpeg_ms",
+              "coef_KB");
   std::printf(
       "# samples, samples/s and wait_ms cover the samples delivered; lost%% = bad / (delivered + "
       "bad); flag LOST: above %.0f%%\n",
       100 * kLostFractionLimit);
+  std::printf(
+      "# decode_ms: JPEG decode + crop/resize/normalise, of which jpeg_ms the decoder; coef_KB: "
+      "DCT coefficients inverse-transformed per image\n");
 }
 
 void print_epoch(const BenchRecord& r, size_t e, bool cache) {
@@ -96,13 +104,16 @@ void print_epoch(const BenchRecord& r, size_t e, bool cache) {
   char hit[16] = "-";
   if (cache) std::snprintf(hit, sizeof hit, "%.1f", 100 * r.sum(e, kHits) / std::max(1.0, lookups));
   const double lost = r.lost_fraction(e);
+  const double decoded = r.sum(e, kSamples);  // delivered images (each decoded once)
   std::printf(
-      "  %-6zu %8.0f %10.0f %12.1f %10.1f %10.1f %10.1f %6.0f %8s %10.2f %11.0f %9.0f %6.1f %5s\n",
+      "  %-6zu %8.0f %10.0f %12.1f %10.1f %10.1f %10.1f %6.0f %8s %10.2f %11.0f %9.0f %6.1f %5s "
+      "%10.1f %8.1f\n",
       e, r.sum(e, kBatches), r.sum(e, kSamples),
       r.slowest_s(e) > 0 ? r.sum(e, kSamples) / r.slowest_s(e) : 0.0, r.sum(e, kFetch),
       r.sum(e, kDecode), r.sum(e, kWait), r.sum(e, kBad), hit,
       cache ? r.sum(e, kMissBytes) / 1e6 : 0.0, r.sum(e, kUndecodable), r.sum(e, kTruncated),
-      100 * lost, lost > kLostFractionLimit ? "LOST" : "-");
+      100 * lost, lost > kLostFractionLimit ? "LOST" : "-", r.sum(e, kJpeg),
+      decoded > 0 ? r.sum(e, kCoefBytes) / decoded / 1e3 : 0.0);
 }
 
 void write_bench(ResultsFile& file, const BenchConfig& c, const BenchRecord& r) {
@@ -121,6 +132,8 @@ void write_bench(ResultsFile& file, const BenchConfig& c, const BenchRecord& r) 
   h5::write_attr(id, "image_size", c.tokens ? 0 : c.image_size);
   h5::write_attr(id, "context", c.tokens ? c.context : 0);
   h5::write_attr(id, "augment", static_cast<int64_t>(c.augment));
+  h5::write_attr(id, "decode", c.tokens ? std::string() : c.decode);
+  h5::write_attr(id, "fast_decode", static_cast<int64_t>(!c.tokens && c.fast_decode));
   h5::write_attr(id, "drop_last", static_cast<int64_t>(c.drop_last));
   h5::write_attr(id, "seed", static_cast<int64_t>(c.seed));
   h5::write_attr(id, "epochs", c.epochs);

@@ -13,11 +13,11 @@
 namespace dtune::data {
 
 // One rank's numbers for one epoch, in this order.
-inline constexpr std::array<const char*, 17> kEpochFields = {
+inline constexpr std::array<const char*, 19> kEpochFields = {
     "batches",      "samples",         "epoch_s",          "fetch_ms",        "decode_ms",
     "wait_ms",      "bad_samples",     "undecodable",      "truncated",       "cache_hits",
     "cache_misses", "cache_hit_bytes", "cache_miss_bytes", "cache_evictions", "bytes",
-    "requests",     "retries"};
+    "requests",     "retries",         "jpeg_ms",          "coef_bytes"};
 
 // An epoch whose bad samples are more than this share of the samples it read (bad over delivered +
 // bad, over all ranks) is flagged in the table ("LOST") and in the results (`epoch_lost_flag`):
@@ -27,7 +27,8 @@ inline constexpr double kLostFractionLimit = 0.01;
 // The configuration, as it goes into the group's attributes.
 struct BenchConfig {
   std::string url, description, format, cache_dir;
-  bool tokens = false, augment = true, drop_last = true;
+  bool tokens = false, augment = true, drop_last = true, fast_decode = false;
+  std::string decode = "roi";
   int64_t batch = 0, max_batches = 0;
   int workers = 0, prefetch = 0, image_size = 0, context = 0, epochs = 0;
   uint64_t seed = 0;

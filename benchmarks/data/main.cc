@@ -154,6 +154,17 @@ int main(int argc, char** argv) {
     bool no_augment = false;
     bench->add_flag("--no-augment", no_augment,
                     "Resize + center crop instead of random-resized crop + flip.");
+    std::string decode = "roi";
+    bench
+        ->add_option("--decode", decode,
+                     "JPEG decoding: roi decodes only the rows and iMCU columns around the crop "
+                     "box (the same tensors as full), full decodes the whole image then crops.")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"roi", "full"}));
+    bench->add_flag("--fast-decode", b.loader.fast_decode,
+                    "Scale by 1/2, 1/4 or 1/8 in the inverse DCT where the crop box is at least "
+                    "twice the output on both sides, as Pillow's draft mode (changes the pixels; "
+                    "needs --decode roi).");
     bench->add_option("--dump-ids", b.dump_ids,
                       "Write the sample ids each rank got to FILE.rank<r>.");
     double cache_mb = 8192, cache_block_mb = 8;
@@ -216,6 +227,9 @@ int main(int argc, char** argv) {
       b.cache.capacity_bytes = static_cast<int64_t>(cache_mb * (1 << 20));
       b.cache.block_bytes = static_cast<int64_t>(cache_block_mb * (1 << 20));
       b.loader.augment = !no_augment;
+      b.loader.decode = decode == "full" ? dd::DecodeMode::kFull : dd::DecodeMode::kRoi;
+      if (b.loader.fast_decode && b.loader.decode == dd::DecodeMode::kFull)
+        throw dtune::UsageError("--fast-decode scales the region decode: drop --decode full");
       if (no_output && !b.output.empty())
         throw dtune::UsageError("--no-output and --output both given: keep one");
       const char* dir = std::getenv("DTUNE_RESULTS_DIR");

@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """dtune's loader against PyTorch's DataLoader with torchvision transforms, over the same files and
 worker counts, in one run: decode photo-sized JPEGs from WebDataset shards, RandomResizedCrop(224),
-RandomHorizontalFlip, ToTensor + Normalize, batches of 32. Reports images/s of the second epoch
-(page cache warm for both) for each worker count, alternating the two loaders, median of repeats.
+RandomHorizontalFlip, ToTensor + Normalize, batches of 32. dtune runs three ways: --decode full
+(the whole image, then the crop: the loader before region decoding), --decode roi (the default:
+only the rows and iMCU columns around the crop box, the same tensors) and roi with --fast-decode
+(DCT-scaled where the box is at least twice 224: other pixels). Reports images/s of the second
+epoch (page cache warm for all) for each worker count; each repeat runs the four loaders once, in
+an order rotated per repeat, and the ratios are medians of the per-repeat ratios (paired).
 
   .venv/bin/python benchmarks/data/vs_pytorch_loader.py [--workers 1 2] [--samples 768] [--repeats 3]
 """
@@ -21,10 +25,11 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("DTUNE_BIN_DIR", REPO / "build" / "bin"))
 
 
-def dtune_rate(ds, workers, batch, epochs=2):
+def dtune_rate(ds, workers, batch, *extra, epochs=2):
     r = subprocess.run([str(BIN / "dtune-data"), "bench", str(ds), "--batch", str(batch), "--workers", str(workers),
-                        "--epochs", str(epochs), "--image-size", "224"], capture_output=True, text=True, check=True)
-    rows = [l.split() for l in r.stdout.splitlines() if l.strip() and not l.startswith("#")]
+                        "--epochs", str(epochs), "--image-size", "224", "--no-output", *extra],
+                       capture_output=True, text=True, check=True)
+    rows = [line.split() for line in r.stdout.splitlines() if line.strip() and not line.startswith("#")]
     return float(rows[-1][3])
 
 
@@ -79,16 +84,30 @@ def main():
                         "--shard-samples", "128"], check=True, capture_output=True)
     size_mb = sum(p.stat().st_size for p in ds.glob("*.tar")) / 1e6
     print(f"# {args.samples} JPEGs (500x375 +-20%, {size_mb:.1f} MB in shards), 224x224 random-resized-crop + "
-          f"flip + normalise, batch {args.batch}; images/s of epoch 2, median of {args.repeats} alternating pairs")
-    print(f"# {'workers':>7} {'dtune':>10} {'pytorch':>10} {'ratio':>7}   per-pair ratios")
+          f"flip + normalise, batch {args.batch}; images/s of epoch 2, medians of {args.repeats} repeats, "
+          f"the four loaders alternating; load {os.getloadavg()[0]:.2f} at the start")
+    loaders = {
+        "full": lambda w: dtune_rate(ds, w, args.batch, "--decode", "full"),
+        "roi": lambda w: dtune_rate(ds, w, args.batch, "--decode", "roi"),
+        "roi+fast": lambda w: dtune_rate(ds, w, args.batch, "--decode", "roi", "--fast-decode"),
+        "pytorch": lambda w: torch_rate(ds, w, args.batch),
+    }
+    names = list(loaders)
+    print(f"# {'workers':>7} " + " ".join(f"{n:>10}" for n in names)
+          + f" {'roi/full':>9} {'fast/full':>9} {'roi/torch':>9} {'full/torch':>10}   per-repeat roi/full")
     for w in args.workers:
-        d, p = [], []
-        for _ in range(args.repeats):
-            d.append(dtune_rate(ds, w, args.batch))
-            p.append(torch_rate(ds, w, args.batch))
-        ratios = [a / b for a, b in zip(d, p)]
-        print(f"  {w:>7} {statistics.median(d):>10.1f} {statistics.median(p):>10.1f} "
-              f"{statistics.median(d) / statistics.median(p):>7.2f}   {' '.join(f'{r:.2f}' for r in ratios)}")
+        rates = {n: [] for n in names}
+        for k in range(args.repeats):
+            for n in names[k % len(names):] + names[: k % len(names)]:
+                rates[n].append(loaders[n](w))
+
+        def ratio(a, b, rates=rates):
+            return statistics.median(x / y for x, y in zip(rates[a], rates[b]))
+
+        print(f"  {w:>7} " + " ".join(f"{statistics.median(rates[n]):>10.1f}" for n in names)
+              + f" {ratio('roi', 'full'):>9.2f} {ratio('roi+fast', 'full'):>9.2f} {ratio('roi', 'pytorch'):>9.2f}"
+              f" {ratio('full', 'pytorch'):>10.2f}   "
+              + " ".join(f"{a / b:.2f}" for a, b in zip(rates["roi"], rates["full"])))
     if tmp:
         tmp.cleanup()
 

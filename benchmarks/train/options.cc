@@ -94,7 +94,8 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       "--batch auto;\n--global-batch divides by ranks x --accum-steps, and not with --batch auto; "
       "--backend nccl and\n--precision tf32 need --device cuda; --weights-dtype bf16 not with "
       "--precision fp16; --local-sgd\nnot with --accum-steps > 1; --batch auto on CPU needs "
-      "--memory-limit-mb; --cache-dir needs --data;\n--profile-steps within --warmup-steps + "
+      "--memory-limit-mb; --cache-dir needs --data;\n--fast-decode needs --decode roi; "
+      "--profile-steps within --warmup-steps + "
       "--steps; --reduce-algo hierarchical only with --backend mpi;\n--output or --no-output, not "
       "both; --pipeline-stages divides the ranks; --virtual-stages > 1 needs\n--schedule "
       "interleaved, which needs --micro-batches a multiple of --pipeline-stages; --micro-batches\n"
@@ -282,6 +283,17 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
                "an undecodable or truncated sample stops the run (default: skipped and "
                "counted)")
       ->envname(env("STRICT"));
+  app.add_option("--decode", o.decode,
+                 "JPEG decoding of --data images: roi decodes only the rows and iMCU columns "
+                 "around the crop box (the same tensors as full), full the whole image")
+      ->envname(env("DECODE"))
+      ->capture_default_str()
+      ->check(CLI::IsMember({"roi", "full"}));
+  app.add_flag("--fast-decode", o.fast_decode,
+               "scale by 1/2, 1/4 or 1/8 in the inverse DCT where the crop box is at least twice "
+               "the model's input on both sides, as Pillow's draft mode (changes the pixels; "
+               "needs --decode roi)")
+      ->envname(env("FAST_DECODE"));
   app.add_option("--cache-dir", o.cache_dir,
                  "node-local cache tier between the loader and the data's storage: "
                  "a directory shared by the ranks of a node (a local disk, or /dev/shm for "
@@ -466,6 +478,8 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   if (!o.cache_dir.empty() && o.data == "synthetic")
     throw UsageError(
         "--cache-dir with --data synthetic: the cache holds a dataset's blocks; give --data");
+  if (o.fast_decode && o.decode == "full")
+    throw UsageError("--fast-decode with --decode full: it scales the region decode; drop one");
   o.model_options.seed = o.seed;
   const char* dir = std::getenv("DTUNE_RESULTS_DIR");
   if (no_output && !o.output.empty())

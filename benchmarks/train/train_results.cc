@@ -95,13 +95,19 @@ void print_training(const Options& o, const TrainOutcome& out, const TrainSummar
 
   const bool real_data = o.data != "synthetic";
   const std::vector<double> d = t.data.numbers();
+  // Images: how much of decode the JPEG decoder took, and which way it decoded.
+  const std::string jpeg = t.data.coef_bytes > 0
+                               ? " (jpeg " + std::to_string(std::lround(t.data.jpeg_ms)) + " ms, " +
+                                     o.decode + (o.fast_decode ? " + fast" : "") + ")"
+                               : "";
   if (real_data)
     std::fprintf(f,
                  "# data: %s via %d workers/rank; %.0f samples, %.0f bad (skipped), %.1f MB in "
                  "%.0f requests "
-                 "(%.0f retries); summed over ranks: fetch %.0f ms, decode %.0f ms, wait %.0f ms\n",
+                 "(%.0f retries); summed over ranks: fetch %.0f ms, decode %.0f ms%s, wait %.0f "
+                 "ms\n",
                  t.data.source.c_str(), o.workers, d[0], d[1], d[2] / 1e6, d[3], d[4], d[5], d[6],
-                 d[7]);
+                 jpeg.c_str(), d[7]);
   if (real_data && !o.cache_dir.empty())
     std::fprintf(f,
                  "# cache %s: %.0f hits, %.0f misses (hit rate %.1f%%), %.1f MB from cache, %.1f "

@@ -12,6 +12,7 @@ DataSummary data_summary_from_numbers(std::string source, std::span<const double
   DataSummary d{std::move(source), n(0), n(1), n(2), n(3), n(4), v[5], v[6], v[7]};
   d.cache_hits = n(8), d.cache_misses = n(9), d.cache_hit_bytes = n(10), d.cache_miss_bytes = n(11);
   d.cache_evictions = n(12), d.undecodable = n(13), d.truncated = n(14), d.batches = n(15);
+  d.jpeg_ms = v[16], d.coef_bytes = n(17);
   return d;
 }
 

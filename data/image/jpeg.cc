@@ -26,6 +26,16 @@ bool harmless_warning(const std::string& message) {
   return message.find("extraneous bytes before marker") != std::string::npos;
 }
 
+// Blocks of every component of a width x height image with TurboJPEG's chroma subsampling, as
+// bytes of 64 two-byte coefficients: luma ceil(w/8) x ceil(h/8), chroma over the MCU's size.
+int64_t coef_bytes(int width, int height, int subsamp) {
+  const auto blocks = [](int64_t n, int64_t px) { return (n + px - 1) / px; };
+  int64_t n = blocks(width, 8) * blocks(height, 8);
+  if (subsamp != TJSAMP_GRAY && subsamp >= 0 && subsamp < TJ_NUMSAMP)
+    n += 2 * blocks(width, tjMCUWidth[subsamp]) * blocks(height, tjMCUHeight[subsamp]);
+  return n * 64 * 2;
+}
+
 }  // namespace
 
 JpegCodec::JpegCodec() {
@@ -65,11 +75,13 @@ std::pair<int, int> JpegCodec::dimensions(const void* data, size_t size) {
                           &colorspace) != 0)
     fail_decode("JPEG header: " + tj_message(decoder_));
   if (width <= 0 || height <= 0) fail_decode("JPEG header: zero-sized image");
+  last_subsamp_ = subsamp;
   return {width, height};
 }
 
 RgbImage JpegCodec::decode(const void* data, size_t size) {
   const auto [width, height] = dimensions(data, size);
+  const int subsamp = last_subsamp_;
   RgbImage img;
   img.width = width;
   img.height = height;
@@ -85,6 +97,7 @@ RgbImage JpegCodec::decode(const void* data, size_t size) {
     // a fresh one too.
     renew(decoder_, [] { return static_cast<void*>(tjInitDecompress()); });
   }
+  last_coef_bytes_ = coef_bytes(width, height, subsamp);
   return img;
 }
 

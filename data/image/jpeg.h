@@ -40,6 +40,9 @@ class JpegCodec {
   std::string encode(const RgbImage& img, int quality = 90);
   // How many times a handle was replaced after a failure (for tests).
   int64_t renewals() const { return renewals_; }
+  // The DCT coefficient bytes (64 two-byte coefficients per block, every component) the last
+  // successful decode() inverse-transformed: the whole image's.
+  int64_t last_coef_bytes() const { return last_coef_bytes_; }
 
  private:
   void renew(void*& handle, void* (*init)());  // destroy + create, or throw dtune::Error
@@ -48,6 +51,8 @@ class JpegCodec {
   void* decoder_ = nullptr;
   void* encoder_ = nullptr;
   int64_t renewals_ = 0;
+  int64_t last_coef_bytes_ = 0;
+  int last_subsamp_ = -1;  // TurboJPEG's TJSAMP_* of the last header read
 };
 
 }  // namespace dtune::data

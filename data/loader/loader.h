@@ -3,9 +3,12 @@
 // out in order. A batch reads its samples from storage (byte ranges of shards or files), decodes
 // and augments images (random-resized crop + flip + normalise, seeded per sample so the result does
 // not depend on the worker count) or cuts token windows, into (pinned, with CUDA) host tensors.
-// Every batch carries its timing: fetch (storage reads), decode (decode + transform) and, at the
-// consumer, wait (time next() blocked). Bad samples (undecodable, truncated) are skipped and
-// counted by cause, or fatal with strict.
+// Every batch carries its timing: fetch (storage reads), decode (decode + transform; of it, jpeg:
+// the JPEG decoder alone, with the DCT coefficient bytes it inverse-transformed) and, at the
+// consumer, wait (time next() blocked). Images are decoded whole then cropped (DecodeMode::kFull)
+// or only around the crop box (kRoi, the default: data/image/jpeg_crop.h, the same tensors);
+// fast_decode adds DCT scaling where the box is at least twice the output (other pixels). Bad
+// samples (undecodable, truncated) are skipped and counted by cause, or fatal with strict.
 //
 // Every batch is full: workers decode the rank's slice in chunks of `batch` consecutive samples
 // (as many as prefetch allows, in any order), and next() hands out the good samples in slice
@@ -39,6 +42,9 @@
 
 namespace dtune::data {
 
+enum class DecodeMode { kFull, kRoi };
+inline const char* to_string(DecodeMode m) { return m == DecodeMode::kFull ? "full" : "roi"; }
+
 struct LoaderOptions {
   int64_t batch = 32;
   int workers = 2;
@@ -49,12 +55,16 @@ struct LoaderOptions {
   bool drop_last = true;  // every rank runs the same number of full batches
   int image_size = 224;   // images: output side
   bool augment = true;    // images: random-resized crop + flip (else resize 256/224 + center crop)
-  int context = 0;        // tokens: T
+  DecodeMode decode = DecodeMode::kRoi;  // images: whole, or the region around the crop box
+  bool fast_decode = false;  // images (kRoi): scale 1/2-1/8 in the DCT where the box allows
+  int context = 0;           // tokens: T
   bool pin_memory = false;
 };
 
 struct BatchTiming {
   double fetch_ms = 0, decode_ms = 0;  // summed over the batch's samples, in the worker
+  double jpeg_ms = 0;                  // of decode_ms: the JPEG decoder alone (images)
+  int64_t coef_bytes = 0;              // DCT coefficient bytes inverse-transformed (images)
   double wait_ms = 0;                  // the consumer, blocked in next()
   int64_t bytes = 0;
   int bad = 0;                         // undecodable + truncated
@@ -84,6 +94,8 @@ struct LoaderTotals {
   int64_t batches = 0, samples = 0, bad = 0, bytes = 0;  // samples: delivered in batches
   int64_t undecodable = 0, truncated = 0;                // bad, by cause
   double fetch_ms = 0, decode_ms = 0, wait_ms = 0;
+  double jpeg_ms = 0;      // of decode_ms
+  int64_t coef_bytes = 0;  // DCT coefficient bytes inverse-transformed
 };
 
 class Loader {

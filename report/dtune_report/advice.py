@@ -33,7 +33,7 @@ COMPUTE_MOVE = 0.05
 
 # The identity fields each section answers for; a summary line links to the sections of its axes.
 SECTION_FIELDS = {
-    "data-loading": {"workers", "prefetch", "cache_dir", "--cache-mb", "--cache-block-mb"},
+    "data-loading": {"workers", "prefetch", "cache_dir", "--cache-mb", "--cache-block-mb", "decode", "fast_decode"},
     "batch-size": {"batch", "global_batch", "accum_steps"},
     "communication": {"bucket_mb", "first_bucket_mb", "overlap", "compression", "local_sgd_every"},
     "precision": {"precision", "tf32", "weights_dtype"},
@@ -169,8 +169,26 @@ def _num(v) -> float:
         return float("inf")
 
 
+def _decode_mode(c) -> str:
+    """How the configuration decoded its JPEGs (results/SCHEMA.md `decode`, `fast_decode`); files
+    from before the region decode decoded whole images."""
+    mode = str(c.attrs.get("decode", "full") or "full")
+    return mode + (" + fast" if str(c.attrs.get("fast_decode", 0)) in ("1", "True") else "")
+
+
+def _decode_split(c) -> str:
+    """Where the loader's per-image time went: the JPEG decoder, then crop + resize + normalise (ms
+    per delivered image, summed over workers and ranks); n/a for files without data_jpeg_ms."""
+    samples = _num(c.attrs.get("data_samples"))
+    jpeg, decode = _num(c.attrs.get("data_jpeg_ms")), _num(c.attrs.get("data_decode_ms"))
+    if not (np.isfinite(samples) and samples > 0 and np.isfinite(jpeg) and np.isfinite(decode)):
+        return "n/a"
+    return f"{fmt_sig(jpeg / samples, 2)} + {fmt_sig(max(decode - jpeg, 0.0) / samples, 2)}"
+
+
 def data_section(ev) -> list:
-    """Per study that reads a dataset: each configuration's loader settings, throughput and stall."""
+    """Per study that reads a dataset: each configuration's loader settings, throughput and stall,
+    and where the loader's time per image goes (JPEG decode, then the transforms)."""
     blocks = []
     for s in ev.studies:
         if s.workload.get("data", "synthetic") in ("synthetic", "", None):
@@ -184,6 +202,8 @@ def data_section(ev) -> list:
                     "loader workers": c.fields.get("workers", "?"),
                     "prefetch": c.fields.get("prefetch", "?"),
                     "cache": "yes" if c.fields.get("cache_dir") == "yes" else "no",
+                    "JPEG decode": _decode_mode(c),
+                    "ms/image: JPEG + transform": _decode_split(c),
                     "samples/s [95%]": _interval(c),
                     "against baseline": "baseline" if c is base else _vs(ev, base, c),
                     "data stall": _pct(ev.share(c, "data_ms")),
@@ -198,7 +218,9 @@ def data_section(ev) -> list:
                 "table",
                 t,
                 "Data stall: time the steps waited for their batch over step time, measured steps and all "
-                "ranks (doc/metrics.md section 6).",
+                "ranks (doc/metrics.md section 6). ms/image: the loader workers' time per delivered image "
+                "in the JPEG decoder (roi: only the rows and iMCU columns around the crop box), then in "
+                "crop + resize + normalise.",
             ),
         ]
         blocks += [("p", x) for x in data_sentences(ev, cs)]

@@ -167,6 +167,9 @@ IGNORED_ATTRS = {
     "alt_flops_formula",
     "alt_mfu",
     "local_sgd_final_average",
+    # The JPEG decoder's share of data_decode_ms and the coefficients it inverse-transformed.
+    "data_jpeg_ms",
+    "data_coef_bytes",
 }
 
 # Recorded environment variables that change between two launches of one configuration.

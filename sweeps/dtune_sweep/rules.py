@@ -135,6 +135,8 @@ def _train(given: dict, ranks: int) -> list[str]:
         bad.append("--batch auto on CPU needs --memory-limit-mb")
     if "--cache-dir" in given and f["--data"] == "synthetic":
         bad.append("--cache-dir needs --data (a dataset, not synthetic)")
+    if "--fast-decode" in given and f.get("--decode") == "full":
+        bad.append("--fast-decode needs --decode roi (it scales the region decode)")
     if stages is not None and stages > 1:  # what a pipeline does not support (yet): dtune-train refuses it
         for flag, bad_value in (
             ("--local-sgd", (sgd or 0) > 0),
@@ -198,8 +200,9 @@ RULES_HELP = """cross-flag rules, checked for every point when the sweep is plan
     --global-batch divides by ranks x --accum-steps, and not with --batch auto;
     --backend nccl and --precision tf32 need --device cuda; --weights-dtype bf16 not with
     --precision fp16; --local-sgd not with --accum-steps > 1; --batch auto on CPU needs
-    --memory-limit-mb; --cache-dir needs --data; --profile-steps within --warmup-steps + --steps;
-    --pipeline-stages divides ranks; --virtual-stages > 1 needs --schedule interleaved, which needs
+    --memory-limit-mb; --cache-dir needs --data; --fast-decode needs --decode roi;
+    --profile-steps within --warmup-steps + --steps; --pipeline-stages divides ranks;
+    --virtual-stages > 1 needs --schedule interleaved, which needs
     --micro-batches a multiple of --pipeline-stages; --micro-batches equals --accum-steps if both;
     --pipeline-stages > 1 not with --local-sgd or --batch auto;
     --reduce-algo hierarchical only with --backend mpi

@@ -2,7 +2,12 @@
 // checks it against Pillow and torchvision, and for the speed figure of the loader's per-image
 // work:
 //   decode IN.jpg OUT.rgb                      raw (H, W, 3) uint8; prints "W H"
-//   transform IN.jpg OUT.f32 --box T L H W --size H W [--flip]   raw float32 (3, H, W)
+//   decode IN.jpg OUT.rgb --region T L H W [--fast H W]
+//                                              the region decoder (jpeg_crop.h): raw (H, W, 3) of
+//                                              the decoded region; prints "W H top left h w d"
+//                                              (the box inside it, d the DCT scale denominator)
+//   transform IN.jpg OUT.f32 --box T L H W --size H W [--flip] [--decode full|roi] [--fast]
+//                                              raw float32 (3, H, W)
 //   synth OUT.jpg --width --height --label --classes --seed [--quality]
 //   bench [--images N] [--seconds S]           decode + random-resized-crop + flip + normalise
 // Errors: one line "dtune_image_tool: error: ..." on stderr; exit 2 for bad input or a bad image.
@@ -18,6 +23,7 @@
 
 #include "core/error.h"
 #include "data/image/jpeg.h"
+#include "data/image/jpeg_crop.h"
 #include "data/image/synthetic.h"
 #include "data/image/transform.h"
 
@@ -89,6 +95,10 @@ int main(int argc, char** argv) {
   auto* decode = app.add_subcommand("decode", "decode a JPEG to raw (H, W, 3) uint8");
   decode->add_option("in", in_path, "JPEG file")->required();
   decode->add_option("out", out_path, "raw RGB output")->required();
+  std::vector<int> region_v, fast_v;
+  decode->add_option("--region", region_v, "decode only around this box: top left height width")
+      ->expected(4);
+  decode->add_option("--fast", fast_v, "DCT-scale for this output size: height width")->expected(2);
 
   std::vector<int> box_v, size_v;
   bool flip = false;
@@ -101,6 +111,12 @@ int main(int argc, char** argv) {
       ->required();
   transform->add_option("--size", size_v, "output height width")->expected(2)->required();
   transform->add_flag("--flip", flip, "mirror horizontally");
+  std::string decode_mode = "full";
+  bool fast = false;
+  transform->add_option("--decode", decode_mode, "full or roi")
+      ->check(CLI::IsMember({"full", "roi"}))
+      ->capture_default_str();
+  transform->add_flag("--fast", fast, "roi: DCT-scaled where the box allows");
 
   int width = 224, height = 224, label = 0, classes = 10, quality = 90;
   uint64_t seed = 0;
@@ -127,7 +143,17 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
       throw UsageError(e.what());
     }
-    if (decode->parsed()) {
+    if (decode->parsed() && !region_v.empty()) {
+      const std::string jpeg = read_file(in_path);
+      JpegCropDecoder roi;
+      const CropBox box{region_v[0], region_v[1], region_v[2], region_v[3]};
+      const CroppedImage c = roi.decode(
+          jpeg.data(), jpeg.size(), [&](int, int) { return box; }, fast_v.empty() ? 0 : fast_v[1],
+          fast_v.empty() ? 0 : fast_v[0], !fast_v.empty());
+      write_file(out_path, c.image.pixels.data(), c.image.pixels.size());
+      std::printf("%d %d %d %d %d %d %d\n", c.image.width, c.image.height, c.box.top, c.box.left,
+                  c.box.height, c.box.width, c.scale_denom);
+    } else if (decode->parsed()) {
       const std::string jpeg = read_file(in_path);
       JpegCodec codec;
       const RgbImage img = codec.decode(jpeg.data(), jpeg.size());
@@ -135,11 +161,19 @@ int main(int argc, char** argv) {
       std::printf("%d %d\n", img.width, img.height);
     } else if (transform->parsed()) {
       const std::string jpeg = read_file(in_path);
-      JpegCodec codec;
-      const RgbImage img = codec.decode(jpeg.data(), jpeg.size());
       const CropBox box{box_v[0], box_v[1], box_v[2], box_v[3]};
       std::vector<float> out(3 * static_cast<size_t>(size_v[0]) * size_v[1]);
-      crop_resize_normalize(img, box, size_v[0], size_v[1], flip, out.data());
+      if (decode_mode == "full") {
+        if (fast) throw UsageError("--fast needs --decode roi");
+        JpegCodec codec;
+        const RgbImage img = codec.decode(jpeg.data(), jpeg.size());
+        crop_resize_normalize(img, box, size_v[0], size_v[1], flip, out.data());
+      } else {
+        JpegCropDecoder roi;
+        const CroppedImage c = roi.decode(
+            jpeg.data(), jpeg.size(), [&](int, int) { return box; }, size_v[1], size_v[0], fast);
+        crop_resize_normalize(c.image, c.box, size_v[0], size_v[1], flip, out.data());
+      }
       write_file(out_path, out.data(), out.size() * sizeof(float));
     } else if (synth->parsed()) {
       JpegCodec codec;

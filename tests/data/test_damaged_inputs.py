@@ -245,18 +245,22 @@ def bench_args(workers):
 
 @pytest.fixture(scope="module")
 def clean_digests(shards, tmp_path_factory):
-    """What the clean copy delivers (the same for any worker count: the loader's batches do not
-    depend on it, tests/data/test_loader.py)."""
+    """What the clean copy delivers, decoding whole images (the same for any worker count: the
+    loader's batches do not depend on it, tests/data/test_loader.py)."""
     root, _ = shards
     prefix = tmp_path_factory.mktemp("clean-digests") / "c"
-    ok(run(["dtune-data", "bench", root / "clean", *bench_args(1), "--dump-digests", prefix], np_=2))
+    args = [*bench_args(1), "--decode", "full", "--dump-digests", prefix]
+    ok(run(["dtune-data", "bench", root / "clean", *args], np_=2))
     return digests(prefix, 2)[0]
 
 
-@pytest.mark.parametrize("workers", [0, 1, 2])
-def test_bench_delivers_every_good_image_once_as_from_a_clean_copy(shards, clean_digests, tmp_path, workers):
+# Both decoders meet every kind of damage: the region decoder (the default) must refuse what the
+# whole-image one refuses, though it stops reading below the crop box, and deliver the same tensors.
+@pytest.mark.parametrize("workers,decode", [(0, "roi"), (1, "full"), (2, "roi")])
+def test_bench_delivers_every_good_image_once_as_from_a_clean_copy(shards, clean_digests, tmp_path, workers, decode):
     root, undecodable = shards
-    r = ok(run(["dtune-data", "bench", root / "dirty", *bench_args(workers), "--dump-digests", tmp_path / "d"], np_=2))
+    args = [*bench_args(workers), "--decode", decode, "--dump-digests", tmp_path / "d"]
+    r = ok(run(["dtune-data", "bench", root / "dirty", *args], np_=2))
     want = clean_digests
     got, ids = digests(tmp_path / "d", 2)
     assert sum(want.values()) == len(good_images()) and all(n == 1 for n in want.values())

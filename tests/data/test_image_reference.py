@@ -127,17 +127,84 @@ TRANSFORM_CASES = [
 ]
 
 
+@pytest.mark.parametrize("decode", ["full", "roi"])
 @pytest.mark.parametrize("name,box,size,flip", TRANSFORM_CASES)
-def test_transform_matches_torchvision(jpegs, tmp_path, name, box, size, flip):
+def test_transform_matches_torchvision(jpegs, tmp_path, name, box, size, flip, decode):
     out = tmp_path / "out.f32"
     flags = ["--flip"] if flip else []
-    run_tool("transform", jpegs[name], out, "--box", *box, "--size", *size, *flags)
+    run_tool("transform", jpegs[name], out, "--box", *box, "--size", *size, *flags, "--decode", decode)
     ours = np.fromfile(out, dtype=np.float32).reshape(3, *size)
     ref = reference_transform(jpegs[name], box, size, flip)
     # Same fixed-point arithmetic as Pillow's resampler and the same float32 to_tensor/normalize
     # steps: bit-identical (measured: 0 differing values in every case), so any difference is a bug.
     diff = np.abs(ours - ref)
     assert np.array_equal(ours, ref), f"{np.count_nonzero(diff)} values differ, max {diff.max()}"
+
+
+def region(path, out_dir, box, fast=None):
+    """dtune's region decoder: the decoded region, the box inside it and the DCT scale."""
+    out = out_dir / (path.stem + ".region.rgb")
+    extra = ["--fast", *fast] if fast else []
+    w, h, top, left, bh, bw, d = map(int, run_tool("decode", path, out, "--region", *box, *extra).stdout.split())
+    pixels = np.fromfile(out, dtype=np.uint8).reshape(h, w, 3)
+    return pixels[top : top + bh, left : left + bw], d
+
+
+def edge_boxes(w, h):
+    """Boxes touching each edge and corner, on and off the 16-pixel grid, and the whole image."""
+    bw, bh = max(1, w // 3), max(1, h // 3)
+    return [
+        (0, 0, h, w),
+        (0, 0, bh, bw),
+        (h - bh, w - bw, bh, bw),
+        (0, w - bw, bh, bw),
+        (h - bh, 0, bh, bw),
+        (min(16, h - 1), min(16, w - 1), max(1, min(bh, h - 16)), max(1, min(bw, w - 16))),
+        (h // 2, min(17, w - 1), h - h // 2, max(1, min(bw, w - 17))),
+    ]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "synth_333x517",
+        "pil_420_640x480",
+        "pil_444_333x517",
+        "pil_422_1024x768",
+        "pil_progressive_500x375",
+        "pil_odd_17x9",
+        "pil_gray_333x517",
+    ],
+)
+def test_region_decode_equals_pillow_inside_the_box(jpegs, tmp_path, name):
+    ref = np.asarray(Image.open(jpegs[name]).convert("RGB"))
+    h, w, _ = ref.shape
+    for top, left, bh, bw in edge_boxes(w, h):
+        ours, d = region(jpegs[name], tmp_path, (top, left, bh, bw))
+        assert d == 1
+        np.testing.assert_array_equal(ours, ref[top : top + bh, left : left + bw], err_msg=str((top, left, bh, bw)))
+
+
+@pytest.mark.parametrize(
+    "name,box",
+    [
+        ("pil_422_1024x768", (0, 0, 768, 1024)),
+        ("pil_420_640x480", (16, 8, 464, 630)),
+        ("pil_422_1024x768", (100, 50, 600, 960)),
+    ],
+)
+def test_fast_region_decode_equals_pillow_draft_mode(jpegs, tmp_path, name, box):
+    # --fast-decode is Pillow's draft mode on the region: the same DCT-scaled pixels.
+    ours, d = region(jpegs[name], tmp_path, box, fast=(224, 224))
+    top, left, bh, bw = box
+    assert d == 2 and ours.shape[:2] == (-(-(top + bh) // d) - top // d, -(-(left + bw) // d) - left // d)
+    with Image.open(jpegs[name]) as im:
+        im.draft("RGB", (-(-im.width // d), -(-im.height // d)))
+        draft = np.asarray(im.convert("RGB"))
+    assert draft.shape[:2] == (-(-768 // d), -(-1024 // d)) if name.startswith("pil_422") else True
+    np.testing.assert_array_equal(
+        ours, draft[top // d : top // d + ours.shape[0], left // d : left // d + ours.shape[1]]
+    )
 
 
 @pytest.mark.parametrize("make", ["truncated", "corrupt_header", "garbage", "empty", "png"])

@@ -148,6 +148,56 @@ def test_shuffling_is_deterministic_for_a_seed_and_worker_count_free(images, tmp
         assert sorted(ids) == list(range(60)) and ids != list(range(60)), ids
 
 
+def bench_digests(data, prefix, *extra):
+    """Runs one epoch of dtune-data bench on one rank with --dump-digests: {id: (label, digest)}
+    and the results file's run group attributes."""
+    out = Path(f"{prefix}.h5")
+    args = ["dtune-data", "bench", data, "--batch", 4, "--workers", 2, "--keep-last"]
+    if "--image-size" not in extra:
+        args += ["--image-size", 32]
+    ok(tool([*args, "--dump-digests", prefix, "--output", out, *extra]))
+    rows = [line.split() for line in Path(f"{prefix}.rank0").read_text().splitlines()]
+    with h5py.File(out) as f:
+        (g,) = f["runs"].values()
+        attrs = dict(g.attrs)
+    return {int(sid): (label, digest) for _, sid, label, digest in rows}, attrs
+
+
+@pytest.mark.parametrize("augment", ["random-resized-crop", "center-crop"])
+def test_region_decode_delivers_the_tensors_of_a_whole_image_decode(tmp_path, augment):
+    # Sizes 96x72 +-40%, so boxes fall on, off and across the 16-pixel iMCU grid at every edge.
+    make_images(tmp_path / "ds", samples=40, size_jitter=0.4)
+    extra = ["--no-augment"] if augment == "center-crop" else []
+    full, fa = bench_digests(tmp_path / "ds", tmp_path / "full", "--decode", "full", *extra)
+    roi, ra = bench_digests(tmp_path / "ds", tmp_path / "roi", *extra)  # roi is the default
+    assert len(full) == 40 and roi == full
+    assert (fa["decode"], ra["decode"], ra["fast_decode"]) == ("full", "roi", 0), (fa, ra)
+    # The region decoder inverse-transforms fewer coefficients, and both timed the decoder.
+    assert 0 < ra["data_coef_bytes"] < fa["data_coef_bytes"], (ra["data_coef_bytes"], fa["data_coef_bytes"])
+    assert 0 < ra["data_jpeg_ms"] <= ra["data_decode_ms"] and 0 < fa["data_jpeg_ms"] <= fa["data_decode_ms"]
+
+
+def test_fast_decode_changes_only_the_pixels_of_boxes_it_can_scale(tmp_path):
+    # 96x72 images to 24 pixels: boxes of 48x48 or more are DCT-scaled, the smaller ones are not.
+    make_images(tmp_path / "ds", samples=40)
+    extra = ["--image-size", 24]
+    exact, _ = bench_digests(tmp_path / "ds", tmp_path / "exact", *extra)
+    fast, fa = bench_digests(tmp_path / "ds", tmp_path / "fast", "--fast-decode", *extra)
+    assert fast.keys() == exact.keys() and fa["fast_decode"] == 1
+    assert all(fast[i][0] == exact[i][0] for i in exact)  # labels
+    changed = sum(fast[i][1] != exact[i][1] for i in exact)
+    assert 0 < changed < len(exact), changed
+
+
+def test_fast_decode_with_whole_image_decode_is_refused(images, tmp_path):
+    for binary, args in (
+        ("dtune-data", ["bench", images, "--no-output"]),
+        ("dtune-train", ["--data", images, "--no-output", "--steps", 1]),
+    ):
+        r = tool([binary, *args, "--decode", "full", "--fast-decode"])
+        assert r.returncode == 2 and "--fast-decode" in r.stderr and "--decode full" in r.stderr, r.stderr
+
+
 def test_token_windows_once_per_epoch(tmp_path):
     text = tmp_path / "t.txt"
     text.write_text("the quick brown fox jumps over the lazy dog. " * 40)  # 1800 bytes
@@ -429,6 +479,7 @@ def test_train_learns_from_shards_and_records_loading(tmp_path):
         (g,) = f["runs"].values()
         a = g.attrs
         assert a["data"] == str(tmp_path / "ds") and a["workers"] == 2
+        assert a["decode"] == "roi" and a["fast_decode"] == 0 and a["data_coef_bytes"] > 0
         assert a["data_samples"] >= 24 * 16 and a["data_bad_samples"] == 0 and a["data_bytes"] > 0
         assert a["cache_hits"] + a["cache_misses"] > 0 and a["cache_misses"] > 0
         loss = g["loss"][:, 0]

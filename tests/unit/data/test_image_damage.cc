@@ -1,15 +1,20 @@
 // One bad JPEG never costs a good one: for each kind of damage, a codec that just refused the
 // damaged buffer decodes the next good image byte for byte as a fresh codec does, both after a
 // failed decode() and after a failed dimensions() (TurboJPEG 2.1 kept the state of a header it
-// could not finish, and every later header read on that handle failed: issue 31).
+// could not finish, and every later header read on that handle failed: issue 31). The same for
+// the region-of-interest decoder (jpeg_crop.h): every damaged copy is refused whatever the box
+// (a box in the top rows does not let a file truncated below it through), and the next good image
+// decodes as on a fresh decoder.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "data/image/jpeg.h"
+#include "data/image/jpeg_crop.h"
 #include "data/image/synthetic.h"
 
 namespace dtune::data {
@@ -105,6 +110,27 @@ TEST_F(DamagedJpeg, InterleavedStreamLosesNoGoodImage) {
     }
   EXPECT_EQ(good, 3 * bad);
   EXPECT_GE(codec.renewals(), bad - 2);  // every failure but the empty buffers renewed the handle
+}
+
+// The region-of-interest path: every kind of damage refused, for a box in the top-left corner (the
+// rows below it are never decoded) and for the whole image, and the decoder left as new.
+TEST_F(DamagedJpeg, RegionDecoderRefusesEveryKindAndStaysUsable) {
+  const auto whole = [](int w, int h) { return CropBox{0, 0, h, w}; };
+  const auto corner = [](int w, int h) { return CropBox{0, 0, std::min(h, 8), std::min(w, 8)}; };
+  JpegCropDecoder roi;
+  int bad = 0;
+  for (int round = 0; round < 2; ++round)
+    for (const Damage& d : damaged_copies(good_[round])) {
+      for (const ChooseBox& choose : {ChooseBox(corner), ChooseBox(whole)}) {
+        EXPECT_THROW(roi.decode(d.bytes.data(), d.bytes.size(), choose), BadImage) << d.name;
+        ++bad;
+        for (size_t i = 0; i < good_.size(); ++i) {
+          const CroppedImage c = roi.decode(good_[i].data(), good_[i].size(), whole);
+          EXPECT_EQ(c.image.pixels, expected_[i]) << d.name << ", then good image " << i;
+        }
+      }
+    }
+  EXPECT_GE(roi.renewals(), bad - 4);  // every failure but the empty buffers renewed it
 }
 
 }  // namespace
