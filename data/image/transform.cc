@@ -35,7 +35,21 @@ struct AxisFilter {
   bool fixed = false;
   std::vector<int> first, count;
   std::vector<int32_t> weights;
+  // For the AVX2 horizontal pass (fixed windows only): per pair of output pixels (2p, 2p + 1) and
+  // tap x, 8 lanes [w(2p, x) x4, w(2p + 1, x) x4]; empty when not used.
+  std::vector<int32_t> pairs;
 };
+
+// Fills f.pairs from f.weights (an odd out_size leaves the last pixel to the other kernels).
+void make_pairs(AxisFilter& f, int out_size) {
+  const int K = f.ksize;
+  f.pairs.assign(static_cast<size_t>(out_size / 2) * K * 8, 0);
+  for (int p = 0; p < out_size / 2; ++p)
+    for (int x = 0; x < K; ++x)
+      for (int lane = 0; lane < 8; ++lane)
+        f.pairs[(static_cast<size_t>(p) * K + x) * 8 + lane] =
+            f.weights[static_cast<size_t>(2 * p + lane / 4) * K + x];
+}
 
 // Pillow's precompute_coeffs + normalize_coeffs_8bpc for the bilinear (triangle, support 1) filter
 // over the input range [0, in_size). Downscaling widens the triangle by the scale factor, which is
@@ -110,8 +124,9 @@ void horizontal_row_scalar(const uint8_t* row, const AxisFilter& f, int xx_begin
 // 4-byte load would pass `end` (the last pixel of the buffer) take the scalar loop.
 template <int K>
 [[gnu::target("sse4.1")]] void horizontal_row_sse41(const uint8_t* row, const uint8_t* end,
-                                                    const AxisFilter& f, int out_w, uint8_t* out) {
-  int xx = 0;
+                                                    const AxisFilter& f, int xx_begin, int out_w,
+                                                    uint8_t* out) {
+  int xx = xx_begin;
   for (; xx < out_w; ++xx) {
     const uint8_t* p = row + static_cast<size_t>(f.first[xx]) * 3;
     if (p + 3 * K + 1 > end) break;
@@ -134,6 +149,47 @@ template <int K>
   horizontal_row_scalar<K>(row, f, xx, out_w, out);
 }
 
+// Two output pixels per AVX2 register: lanes 0-3 the first pixel's R, G, B (and a discarded
+// fourth byte), lanes 4-7 the second's; the same integer sums as the scalar loop, so the same
+// bytes. Pairs whose second 4-byte load would pass `end` and an odd last pixel go to the SSE4.1
+// kernel.
+template <int K>
+[[gnu::target("avx2")]] void horizontal_row_avx2(const uint8_t* row, const uint8_t* end,
+                                                 const AxisFilter& f, int out_w, uint8_t* out) {
+  int xx = 0;
+  for (; xx + 1 < out_w; xx += 2) {
+    const uint8_t* p0 = row + static_cast<size_t>(f.first[xx]) * 3;
+    const uint8_t* p1 = row + static_cast<size_t>(f.first[xx + 1]) * 3;
+    if (p0 + 3 * K + 1 > end || p1 + 3 * K + 1 > end) break;
+    const int32_t* w = &f.pairs[static_cast<size_t>(xx / 2) * K * 8];
+    __m256i acc = _mm256_set1_epi32(kHalf);
+    for (int x = 0; x < K; ++x) {
+      int32_t a, b;
+      std::memcpy(&a, p0 + 3 * x, 4);
+      std::memcpy(&b, p1 + 3 * x, 4);
+      const __m256i v =
+          _mm256_cvtepu8_epi32(_mm_unpacklo_epi32(_mm_cvtsi32_si128(a), _mm_cvtsi32_si128(b)));
+      const __m256i k = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 8 * x));
+      acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(v, k));
+    }
+    acc = _mm256_srai_epi32(acc, kPrecisionBits);
+    const __m128i words =
+        _mm_packus_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    // Bytes R0 G0 B0 x R1 G1 B1 x to R0 G0 B0 R1 G1 B1: 8 bytes stored where the next pair's
+    // store overwrites the last two (6 at the row's end).
+    const __m128i rgb =
+        _mm_shuffle_epi8(_mm_packus_epi16(words, words),
+                         _mm_setr_epi8(0, 1, 2, 4, 5, 6, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+    if (3 * xx + 8 <= 3 * out_w) {
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 3 * xx), rgb);
+    } else {
+      const uint64_t v = static_cast<uint64_t>(_mm_cvtsi128_si64(rgb));
+      std::memcpy(out + 3 * xx, &v, 6);
+    }
+  }
+  if (xx < out_w) horizontal_row_sse41<K>(row, end, f, xx, out_w, out);
+}
+
 // Dispatches on the kernel size (scale <= 1 gives 3 taps, <= 2 five, <= 3 seven: RandomResizedCrop
 // to 224 from ImageNet-sized images is almost always 3, 5 or 7) and on SSE4.1. `end` is the end of
 // the buffer that `row` lies in.
@@ -141,18 +197,34 @@ void horizontal_row(const uint8_t* row, const uint8_t* end, const AxisFilter& f,
                     uint8_t* out) {
   static const bool sse41 = __builtin_cpu_supports("sse4.1");
   const int k = f.fixed ? f.ksize : 0;
+  if (!f.pairs.empty()) {
+    switch (k) {
+      case 3:
+        return horizontal_row_avx2<3>(row, end, f, out_w, out);
+      case 5:
+        return horizontal_row_avx2<5>(row, end, f, out_w, out);
+      case 7:
+        return horizontal_row_avx2<7>(row, end, f, out_w, out);
+      case 9:
+        return horizontal_row_avx2<9>(row, end, f, out_w, out);
+      case 11:
+        return horizontal_row_avx2<11>(row, end, f, out_w, out);
+      default:
+        break;
+    }
+  }
   if (sse41) {
     switch (k) {
       case 3:
-        return horizontal_row_sse41<3>(row, end, f, out_w, out);
+        return horizontal_row_sse41<3>(row, end, f, 0, out_w, out);
       case 5:
-        return horizontal_row_sse41<5>(row, end, f, out_w, out);
+        return horizontal_row_sse41<5>(row, end, f, 0, out_w, out);
       case 7:
-        return horizontal_row_sse41<7>(row, end, f, out_w, out);
+        return horizontal_row_sse41<7>(row, end, f, 0, out_w, out);
       case 9:
-        return horizontal_row_sse41<9>(row, end, f, out_w, out);
+        return horizontal_row_sse41<9>(row, end, f, 0, out_w, out);
       case 11:
-        return horizontal_row_sse41<11>(row, end, f, out_w, out);
+        return horizontal_row_sse41<11>(row, end, f, 0, out_w, out);
       default:
         break;
     }
@@ -251,7 +323,9 @@ void crop_resize_normalize(const RgbImage& src, const CropBox& box, int out_h, i
   const bool vertical_first = need_horizontal && need_vertical && out_h < box.height &&
                               box.height - out_h > 2 * (box.width - out_w);
   const AxisFilter fv = bilinear_axis(box.height, out_h);
-  const AxisFilter fh = need_horizontal ? bilinear_axis(box.width, out_w) : AxisFilter{};
+  AxisFilter fh = need_horizontal ? bilinear_axis(box.width, out_w) : AxisFilter{};
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2 && fh.fixed && fh.ksize <= 11 && fh.ksize % 2 == 1) make_pairs(fh, out_w);
   std::vector<uint8_t> line(static_cast<size_t>(out_w) * 3);
   std::vector<uint8_t> tmp;
 
