@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from dtune_report.report import build_report
-from dtune_report.tables import nccl_tuner_conf
+from dtune_report.tables import md_code, nccl_tuner_conf
 
 # The plugin's own spellings (plugin.c parseCollType, parseAlgorithm, parseProtocol), written out
 # here rather than imported, so that a wrong table in the code under test cannot agree with itself.
@@ -569,3 +569,13 @@ def test_a_setting_the_plugin_cannot_spell_is_left_out_and_named():
     assert _config_lines(text) == [f"allreduce,0,{2**64 - 1},ring,ll,0,1,2,-1,-1"]
     assert "# allreduce nNodes=1 nRanks=2: left out NCCL_ALGO=Ring,Tree NCCL_PROTO=LL: not one algorithm" in text
     assert nccl_tuner_conf(*_frames([(0, 1024, 5.0)], {0: {"NCCL_ALGO": "Ring", "NCCL_PROTO": "^LL"}})) is None
+
+
+@pytest.mark.parametrize(
+    "text,fence",
+    [("plain", "```"), ("one ` two `` three", "```"), ("a ``` b", "````"), ("x `````", "``````"), ("", "```")],
+)
+def test_a_code_block_fence_is_longer_than_any_backquote_run_inside(text, fence):
+    # CommonMark: a fence closes only on a run of at least its length, so the recorded text can
+    # never end the block early.
+    assert md_code(text) == [fence, text, fence]

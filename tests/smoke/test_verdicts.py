@@ -18,7 +18,7 @@ from dtune_report.commands import command_tokens, reproduce_command
 from dtune_report.configs import Config, Study, steps_to_separate
 from dtune_report.report import build_report
 from dtune_report.units import fmt_bytes, fmt_pct, fmt_sig
-from dtune_report.verdicts import choose_baseline, decide, decide_all, default_distance
+from dtune_report.verdicts import choose_baseline, compare_to, decide, decide_all, default_distance
 
 # 20 measured steps after one warm-up, all distinct, in a fixed shuffled order.
 BASE = 1000 + np.random.default_rng(3).permutation(21).astype(float)
@@ -323,3 +323,12 @@ def test_findings_largest_gain_first_and_a_baseline_that_names_nothing_is_refuse
     assert [f.study.anchor for f in found] == ["c-large", "b-small", "a-none"]
     with pytest.raises(ValueError, match="--baseline zzzz: no measured dtune-train configuration has this"):
         decide_all([study("s", 1.1)], baseline="zzzz")
+
+
+def test_compare_to_takes_the_callers_alpha():
+    # 20 runs each, fully separated: the U test's p is about 1.5e-11, significant at any usual
+    # alpha but not at 1e-12; the verdict follows the alpha given (not the default 0.05).
+    base, fast = config({"precision": "fp32"}), config({"precision": "bf16"}, 1.2)
+    assert compare_to(base, fast, 0.05).significant
+    row = compare_to(base, fast, 1e-12)
+    assert not row.significant and 1e-12 < row.p_value < 1e-10 and row.unit == "samples/s", row

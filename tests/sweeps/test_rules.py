@@ -97,6 +97,16 @@ def test_argument_parsing_takes_values_bare_flags_and_equals():
     }
 
 
+def test_argument_parsing_keeps_an_equals_sign_in_the_value_and_skips_a_bare_word():
+    # CLI11 splits --flag=value at the first '='; a bare word is no flag (and no flag's value when
+    # the flag before it already took one).
+    assert parse_args(["--data=s3://b/k=v", "--batch", "8", "stray", "--batch-sweep"]) == {
+        "--data": "s3://b/k=v",
+        "--batch": "8",
+        "--batch-sweep": True,
+    }
+
+
 def test_plan_names_every_point_that_breaks_a_rule_before_running(tmp_path):
     f = tmp_path / "buckets.yaml"
     f.write_text(
@@ -266,6 +276,21 @@ EXACT = [
     ("dtune-comm", 2, "-r 2", ["-r (2) must be a rank, 0..1"]),
     ("dtune-comm", 2, "--mpi-buffers device --backend nccl", ["--mpi-buffers device is for --backend mpi"]),
     ("dtune-comm", 2, "--algorithm hierarchical --backend nccl", ["--algorithm hierarchical is for --backend mpi"]),
+    ("dtune-train", 2, "--no-output", ["--no-output: the sweep runner writes each point's results file"]),
+    # Every complaint, the runner's first: one line per rule broken.
+    (
+        "dtune-comm",
+        2,
+        "-b 2M -e 1M --no-output",
+        ["--no-output: the sweep runner writes each point's results file", "-b (2M) must be at most -e (1M)"],
+    ),
+    (
+        "dtune-train",
+        2,
+        "--decode full --fast-decode",
+        ["--fast-decode needs --decode roi (it scales the region decode)"],
+    ),
+    ("dtune-train", 2, "--fast-decode", []),
 ]
 
 
