@@ -95,12 +95,11 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       "--backend nccl and\n--precision tf32 need --device cuda; --weights-dtype bf16 not with "
       "--precision fp16; --local-sgd\nnot with --accum-steps > 1; --batch auto on CPU needs "
       "--memory-limit-mb; --cache-dir needs --data;\n--fast-decode needs --decode roi; "
-      "--profile-steps within --warmup-steps + "
-      "--steps; --reduce-algo hierarchical only with --backend mpi;\n--output or --no-output, not "
-      "both; --pipeline-stages divides the ranks; --virtual-stages > 1 needs\n--schedule "
-      "interleaved, which needs --micro-batches a multiple of --pipeline-stages; --micro-batches\n"
-      "equals --accum-steps if both are given; --pipeline-stages > 1 not with --local-sgd\n"
-      "or --batch auto.");
+      "--profile-steps within --warmup-steps + --steps; --reduce-algo\nhierarchical only with "
+      "--backend mpi; --output or --no-output, not both; --pipeline-stages divides\nthe ranks; "
+      "--virtual-stages > 1 needs --schedule\ninterleaved, which needs --micro-batches a "
+      "multiple of --pipeline-stages; --micro-batches equals\n--accum-steps if both are given; "
+      "--pipeline-stages > 1 not with --local-sgd or --batch auto.");
   app.get_formatter()->column_width(34);
   auto env = [](const char* n) { return std::string("DTUNE_TRAIN_") + n; };
   std::string batch = "8", precision = to_string(o.precision), weights = to_string(o.weights_dtype),
