@@ -126,6 +126,8 @@ class Loader {
   int64_t rows_taken() const;            // good samples in taken_ not yet handed out
   LoadedBatch assemble(int64_t n);       // the first n of them, as one batch
   std::string sample_name(int64_t id) const;
+  // A (batch, ...) input buffer: a pooled one nobody holds any more, else a new one (pooled).
+  torch::Tensor input_buffer(at::IntArrayRef shape, torch::ScalarType dtype);
 
   std::shared_ptr<Storage> storage_;
   Dataset dataset_;
@@ -153,6 +155,11 @@ class Loader {
   std::vector<std::thread> workers_;
   LoaderTotals totals_;
   std::vector<BadSample> named_bad_;  // this epoch's first bad samples
+
+  // Recycled input buffers (not with pin_memory: a pinned batch may still be copying to the GPU
+  // after its last reference goes; PyTorch's pinned allocator caches those itself).
+  std::mutex pool_mutex_;
+  std::vector<torch::Tensor> pool_;
 };
 
 }  // namespace dtune::data
