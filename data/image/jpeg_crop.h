@@ -57,7 +57,10 @@ class JpegCropDecoder {
   // box will be resized to (only `fast` uses it). `margin` is for tests (0 shows what the margin
   // is for). Throws BadImage as JpegCodec::decode does, plus "Premature end of JPEG file" when
   // the buffer has no end-of-image marker after the scan (the rows below the box are not read,
-  // so a truncated file would otherwise pass).
+  // so a truncated file would otherwise pass). Corrupt entropy-coded data below the box's last
+  // row is not read either, so not seen: such a file decodes here and is refused by a full decode
+  // (DALI's region decode has the same limit); every kind of damage in the damaged-file matrix
+  // (tests/unit/data/test_image_damage.cc) is refused.
   CroppedImage decode(const void* data, size_t size, const ChooseBox& choose, int out_w = 0,
                       int out_h = 0, bool fast = false, int margin = kRoiMargin);
   // How many times the decompressor was replaced after a failure (for tests).
