@@ -187,3 +187,109 @@ def test_no_pick_only_when_every_candidate_of_a_higher_is_better_objective_measu
     assert no_pick([positive, zero], "busbw", "GB/s", higher=True, ranks=1) is None
     assert no_pick([zero], "step_ms", "ms", higher=False, ranks=1) is None  # 0 ms is a pick
     assert no_pick([positive], "step_ms", "ms", higher=False, ranks=1) is None
+
+
+# Paired, interleaved measurement (paired.py): the order of a rung's runs, the paired statistic
+# under a seeded drift, and the noise floor measured from the incumbent's seeded repeats.
+from dtune_sweep import paired  # noqa: E402
+
+
+def test_interleaving_runs_every_candidate_once_per_block_between_incumbent_runs_in_a_seeded_order():
+    others = list(range(1, 10))
+    blocks = [paired.block_order(others, seed=7, rung=0, block=b) for b in range(4)]
+    for order in blocks:
+        assert sorted(k for k in order if k is not None) == others
+        assert order[-1] is None  # the block ends with an incumbent run
+        gaps = [len(g) for g in "".join("I" if k is None else "c" for k in order).split("I")[:-1]]
+        assert max(gaps) <= paired.REF_EVERY and sum(gaps) == len(others)
+    assert len({tuple(o) for o in blocks}) == 4  # shuffled per block
+    assert blocks[0] == paired.block_order(others, seed=7, rung=0, block=0)  # reproducible
+    assert blocks[0] != paired.block_order(others, seed=8, rung=0, block=0)
+    assert paired.rung_runs(10, 4) == 1 + 4 * len(blocks[0]) and paired.runs_per_block(2) == 2
+
+
+def drifted_rung(true_log: dict, blocks: int, seed: int, sigma: float = 0.0):
+    """A rung run on a machine that drifts: slow periods (x1.3 to x1.8) cover stretches of runs,
+    incumbent runs included; each run adds lognormal noise of `sigma` (seeded)."""
+    rng = np.random.default_rng(seed)
+    seq = [(None, -1, true_log[0] + rng.normal(0, sigma))]
+    others = [k for k in true_log if k != 0]
+    slow, left = 0.0, 0
+    for b in range(blocks):
+        for k in paired.block_order(others, seed, 0, b):
+            if left == 0:
+                left, slow = int(rng.integers(3, 9)), (np.log(rng.uniform(1.3, 1.8)) if rng.random() < 1 / 3 else 0.0)
+            left -= 1
+            seq.append((k, b, true_log[0 if k is None else k] + slow + rng.normal(0, sigma)))
+    return seq
+
+
+def test_the_paired_figure_cancels_a_drift_that_pooling_runs_mistakes_for_a_difference():
+    # Without run noise, a slow period that covers a candidate and its neighbouring incumbent runs
+    # cancels exactly; pooled runs (each candidate's mean log figure) carry the drift.
+    true_log = {0: 0.0, 1: np.log(1.10), 2: np.log(0.95), 3: 0.0, 4: np.log(1.02)}
+    seq = drifted_rung(true_log, blocks=6, seed=3)
+    ys, inc = paired.normalise(seq)
+    exact = [np.isclose(y, true_log[k]) for k in ys for y in ys[k].values()]
+    assert np.mean(exact) >= 0.5  # runs at a slow period's edge are the rest (seeded: 0.54)
+    med = {k: np.median(list(v.values())) for k, v in ys.items()}
+    assert max(med, key=med.get) == 1 and all(np.isclose(med[k], true_log[k]) for k in med)
+    pooled = {k: np.mean([v for kk, _, v in seq if kk == k]) for k in ys}
+    assert max(abs(pooled[k] - true_log[k]) for k in ys) > 0.05  # the drift, read as a difference
+
+
+def test_the_noise_floor_is_the_incumbents_measured_spread_and_never_below_a_runs_steps():
+    # Seeded run noise of sd 0.08 (no drift): the incumbent's repeats, each read against its two
+    # neighbours, spread by 0.08 sqrt(1.5).
+    seq = drifted_rung({k: 0.0 for k in range(9)}, blocks=40, seed=11)
+    quiet = [(k, b, np.random.default_rng([5, i]).normal(0, 0.08)) for i, (k, b, _) in enumerate(seq)]
+    inc = paired.normalise(quiet)[1]
+    assert len(inc) == 81
+    sig = paired.sigma_y(inc, within_var=0.0)
+    assert 0.08 * np.sqrt(1.5) * 0.85 < sig < 0.08 * np.sqrt(1.5) * 1.15, sig
+    assert paired.sigma_y([], within_var=0.01**2) == pytest.approx(0.01 * np.sqrt(1.5))
+    assert paired.sigma_y([0.0, 0.0], within_var=0.02**2) == pytest.approx(0.02 * np.sqrt(1.5))
+
+
+def test_the_paired_verdict_calls_no_difference_below_the_floor_and_none_before_six_blocks():
+    # The pick 10% better in every block, with no noise: significant from 6 blocks on, not at 5
+    # (the signed-rank test cannot reach p < 0.05 below 6 pairs), and the blocks needed are said.
+    pick = {b: np.log(1.10) for b in range(6)}
+    other = {b: 0.0 for b in range(6)}
+    v = paired.verdict(pick, other, sig=0.01, sides=2, alpha=0.05, higher=True)
+    assert v["significant"] and v["ratio"] == pytest.approx(1.10) and v["lo"] > 1 and v["blocks"] == 6
+    five = paired.verdict({b: pick[b] for b in range(5)}, other, sig=0.01, sides=2, alpha=0.05, higher=True)
+    assert not five["significant"] and five["lo"] > 1 and five["blocks_to_separate"] == 6
+    # A 2% difference under a measured floor of 0.08 per figure: a tie, and how many blocks would
+    # resolve it: n (1.96 se / 0.02)^2, se = 0.08 sqrt(2 / n).
+    small = paired.verdict({b: 0.02 for b in range(6)}, other, sig=0.08, sides=2, alpha=0.05, higher=True)
+    assert small["lo"] < 1 < small["hi"] and not small["significant"]
+    assert small["blocks_to_separate"] == int(np.ceil(2 * (1.96 * 0.08 / 0.02) ** 2))
+    # Lower is better: the pick's smaller figure is the better one.
+    assert paired.verdict(other, pick, sig=0.01, sides=2, alpha=0.05, higher=False)["significant"]
+
+
+def test_seeded_noise_never_makes_a_wrong_pick_significant():
+    # 200 seeded rungs on a drifting machine, five candidates 0-10% apart and run noise of 10%: the
+    # pick (best mean paired figure) is significantly better than the true best in none of them.
+    true_log = {0: 0.0, 1: np.log(1.10), 2: np.log(1.05), 3: np.log(1.08), 4: np.log(1.0)}
+    wrong_significant = 0
+    for seed in range(200):
+        seq = drifted_rung(true_log, blocks=6, seed=seed, sigma=0.10)
+        ys, inc = paired.normalise(seq)
+        ys[0] = {b: 0.0 for b in range(6)}
+        sig = paired.sigma_y(inc, 0.0)
+        means = {k: np.mean(list(v.values())) for k, v in ys.items()}
+        w = max(means, key=means.get)
+        if w != 1:
+            v = paired.verdict(ys[w], ys[1], sig, 1 if 0 in (w, 1) else 2, alpha=0.05, higher=True)
+            wrong_significant += v["significant"] and true_log[w] < true_log[1] - 0.03
+    assert wrong_significant == 0
+
+
+def test_p_best_ranks_by_the_measured_noise_and_counts_exact_ties_as_best():
+    pb = paired.p_best({0: 0.0, 1: 0.10, 2: 0.09}, {0: 0.01, 1: 0.01, 2: 0.01}, higher=True, seed=1)
+    assert pb[0] < 0.001 and pb[1] > pb[2] > 0.1 and sum(pb.values()) == pytest.approx(1.0)
+    assert paired.p_best({0: 0.1, 1: 0.1, 2: 0.0}, {0: 0.0, 1: 0.0, 2: 0.0}, higher=True) == {0: 1.0, 1: 1.0, 2: 0.0}
+    lower = paired.p_best({0: 0.0, 1: 0.10}, {0: 0.01, 1: 0.01}, higher=False, seed=1)
+    assert lower[0] > 0.999

@@ -215,3 +215,72 @@ def test_optuna_finds_the_optimum_within_the_budget_and_resumes_its_study(tmp_pa
     again = dtune(*args, env=fake)
     assert again.returncode == 0, again.stdout + again.stderr
     assert launches(out) == before
+
+
+DRIFT = """
+name: drift
+binary: dtune-train
+args: [--warmup-steps, 1, --sleep-ms, 1, --drift, {seed}, --slow-period-ms, 60]
+steps: 16
+axes: {{--x: [1, 3, 4], --z: [0, 1]}}
+"""
+
+
+@pytest.mark.parametrize("seed", [1, 2, 5])
+def test_slow_periods_never_make_a_wrong_winner_significant(tmp_path, fake, seed):
+    # The fake's machine drifts (seeded slow periods of x1.3-1.8 on the launch clock, 5-20% step
+    # noise): under these seeds the tune of one run per candidate named a configuration 5% or 20%
+    # slower than the optimum (--x 3 --z 0) the winner, "significant". Paired rungs never do.
+    f = write(tmp_path, DRIFT.format(seed=seed))
+    out = tmp_path / "out"
+    r = dtune("tune", f, "--out", out, "--no-report", env=fake)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = record(out)
+    w = rec["winner"]["values"]
+    if (w["--x"], w["--z"]) != (3, 0):
+        assert not rec["margin"]["significant"], rec["margin"]
+        tied = {(t["label"]) for t in rec["tied"]}
+        assert "--x 3 --z 0" in tied or rec["margin"]["lo"] <= 1, rec["tied"]
+
+
+def test_rungs_run_in_the_recorded_interleaved_order_and_repeats_are_blocks(tmp_path, fake):
+    f = write(tmp_path, DRIFT.format(seed=4) + "repeats: 2\n")
+    out = tmp_path / "out"
+    r = dtune("tune", f, "--out", out, "--no-report", env=fake)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = record(out)
+    assert rec["repeats"] == 2 and [s["blocks"] for s in rec["schedule"]] == [2, 2, 3]
+    assert [rung["blocks"] for rung in rec["rungs"]] == [2, 2, 3][: len(rec["rungs"])]
+    launched = [json.loads(x) for x in (out / "launches.log").read_text().splitlines()]
+    ids = [Path(a[a.index("--output") + 1]).stem for a in launched]
+    assert ids == [i for rung in rec["rungs"] for i in rung["order"]]  # the order ran is the one recorded
+    for rung in rec["rungs"]:
+        inc = {c["id"] for c in rung["candidates"] if c["incumbent"]}
+        runs_of_inc = [i for i in rung["order"] if _same_candidate(out, i, rung)]
+        assert rung["order"][0] in runs_of_inc and rung["order"][-1] in runs_of_inc, inc
+        gaps, n = [], 0
+        for i in rung["order"][1:]:
+            if i in runs_of_inc:
+                gaps.append(n)
+                n = 0
+            else:
+                n += 1
+        assert max(gaps) <= 4  # at most 4 candidates between two incumbent runs
+        per_block = [i for i in rung["order"] if i not in runs_of_inc]
+        assert len(per_block) == rung["blocks"] * (len(rung["candidates"]) - 1)
+    assert rec["noise_floor"]["incumbent_repeats"] >= 2 and "noise floor: " in r.stdout
+
+
+def _same_candidate(out: Path, run_id: str, rung: dict) -> bool:
+    """Whether run `run_id` (a point in the manifest) is a run of the rung's incumbent."""
+    manifest = {m["id"]: m for m in json.loads((out / "manifest.json").read_text())}
+    inc = next(c for c in rung["candidates"] if c["incumbent"])
+    return manifest[run_id]["values"] == {**inc["values"], "steps": rung["steps"]}
+
+
+@pytest.mark.parametrize("bad", ["two", "0"])
+def test_a_malformed_repeats_exits_2_with_one_line(tmp_path, fake, bad):
+    f = write(tmp_path, SPACE.format(xs="0, 1") + f"repeats: {bad}\n")
+    r = dtune("tune", f, "--out", tmp_path / "out", env=fake)
+    assert r.returncode == 2 and "repeats" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert not (tmp_path / "out" / "launches.log").exists()
