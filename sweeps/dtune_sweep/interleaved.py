@@ -101,33 +101,38 @@ class Rung:
         self.status: dict = {}  # key -> status of a candidate that did not measure
         self.blocks = 0
 
-    def open(self) -> bool:
-        """The rung's first incumbent run; False when it did not measure."""
-        p = self.sw.point(self.inc, self.steps, 0)
-        self.sw.run([p])
-        self.n_inc = 1
-        self.seq.append((None, -1, p))
-        m = self.sw.measure(p, self.inc)
-        return m.ok and math.isfinite(_log_figure(m)[0])
-
-    def add_block(self) -> None:
-        b = self.blocks
+    def run_blocks(self, n: int) -> None:
+        """Runs n more blocks (after the rung's opening incumbent run, the first time) in one call
+        to the runner (one job array per call under --slurm); a candidate that did not measure is
+        dropped from the blocks after it (a failed run is never repeated by a later call)."""
         pts, seq = [], []
-        for key in paired.block_order(self.others, self.sw.seed, self.k, b):
-            if key is None:
-                p = self.sw.point(self.inc, self.steps, self.n_inc)
-                self.n_inc += 1
-            else:
-                p = self.sw.point(key, self.steps, b)
+        if not self.seq:
+            p = self.sw.point(self.inc, self.steps, 0)
+            self.n_inc = 1
             pts.append(p)
-            seq.append((key, b, p))
+            seq.append((None, -1, p))
+        for _ in range(n):
+            b = self.blocks
+            for key in paired.block_order(self.others, self.sw.seed, self.k, b):
+                if key is None:
+                    p = self.sw.point(self.inc, self.steps, self.n_inc)
+                    self.n_inc += 1
+                else:
+                    p = self.sw.point(key, self.steps, b)
+                pts.append(p)
+                seq.append((key, b, p))
+            self.blocks += 1
         self.sw.run(pts)
         self.seq += seq
-        self.blocks += 1
-        for key, _, p in seq:  # a candidate that failed is not run again (nor retried)
-            if key is not None and not self.sw.measure(p, key).ok:
+        for key, _, p in seq:
+            if key is not None and key in self.others and not self.sw.measure(p, key).ok:
                 self.status[key] = self.sw.measure(p, key).status
                 self.others.remove(key)
+
+    def incumbent_ok(self) -> bool:
+        """Whether the rung's opening incumbent run measured (a figure of 0, as busbw with 1 rank,
+        measured too: no candidate can be read against it, and the pick says why)."""
+        return self.sw.measure(self.seq[0][2], self.inc).ok
 
     def figures(self):
         rows, within = [], []
@@ -169,8 +174,7 @@ class Rung:
             pooled = Measured(key, "ok", np.concatenate([m.samples for m in ok])) if ok else Measured(key, ms[0].status)
             r = _record(pooled, runs[0], self.sw.higher)
             r.update(candidate_id=self.sw.cands[key].id, runs=len(runs), incumbent=key == self.inc)
-            if ok:
-                r["median"] = float(np.median([m.median for m in ok]))  # the median of its run figures
+            r["run_medians"] = [m.median for m in ok]
             if key in ev["means"]:
                 m, s = ev["means"][key], ev["sds"][key]
                 r.update(
@@ -229,31 +233,38 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
     last = (None, None)
     for k, (nk, sk) in enumerate(plan):
         top = k == len(plan) - 1
-        rung = None
+        rung, failed = None, []
         while alive:  # an incumbent whose run did not measure is dropped; the next one opens
             rung = Rung(sw, k, sk, alive, alive[0])
-            if rung.open():
+            # An incumbent never measured before (the first rung's) runs alone first, so that one
+            # that fails costs one run, not one per block.
+            rung.run_blocks(0 if k == 0 else blocks[k])
+            if rung.incumbent_ok():
+                if k == 0:
+                    rung.run_blocks(blocks[k])
                 break
-            m = sw.measure(sw.point(alive[0], sk, 0), alive[0])
-            rec.setdefault("dropped", []).append({"id": sw.cands[alive[0]].id, "status": m.status})
-            alive = alive[1:]
+            failed.append((alive[0], rung.seq[0][2]))
+            alive = [i for i in alive[1:] if i not in rung.status]
             rung = None
         if rung is None:
             return last
-        for _ in range(blocks[k]):
-            if rung.others or rung.blocks == 0:
-                rung.add_block()
         ev = rung.evaluate()
         while top and rung.others and rung.blocks < MAX_TOP_BLOCKS and sw.share is not None:
             if max(ev["p_best"].values()) >= 1 - sw.alpha / 2:
                 break
             if paired.runs_per_block(len(rung.others) + 1) * sw.per_run(sk) > sw.left() + 1e-9:
                 break
-            rung.add_block()
+            rung.run_blocks(1)
             ev = rung.evaluate()
         sw.inc_y_before = ev["inc_y"] + sw.inc_y_before
         r = rung.record(ev)
         r["planned"] = nk
+        for key, p in failed:
+            from .tune import _record
+
+            m = sw.measure(p, key)
+            c = _record(m, p, sw.higher) | {"candidate_id": sw.cands[key].id, "runs": 1, "incumbent": False}
+            r["candidates"].append(c | {"promoted": False, "why": f"did not measure ({m.status})"})
         rec["rungs"].append(r)
         last = (rung, ev)
         sw.say(f"# tune: rung {k} ({sk} steps, {rung.blocks} block(s)): {len(ev['means'])} candidates measured")
@@ -280,7 +291,7 @@ def _mark(r: dict, keep: list, why: dict, sw: Sweep) -> None:
     for c in r["candidates"]:
         key = ids.get(c.get("candidate_id", ""), None)
         c["promoted"] = key in keep
-        c["why"] = why.get(key, "")
+        c["why"] = why.get(key, c.get("why", ""))
 
 
 def pick(sw: Sweep, rung: Rung, ev: dict, rec: dict) -> None:
