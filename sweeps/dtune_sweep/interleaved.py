@@ -329,7 +329,8 @@ def pick(sw: Sweep, rung: Rung, ev: dict, rec: dict) -> None:
     rec["noise_floor"] = rec["rungs"][-1]["noise"]
     if rung.steps != sw.s_max:
         rec["winner"]["note"] = (
-            f"measured at {rung.steps} steps: the tune stopped before the top rung ({sw.s_max} steps)"
+            f"measured at {rung.steps} steps, not the sweep's {sw.s_max}: the budget shortened the runs or the "
+            f"tune stopped before the top rung"
         )
     top_ids = [p.id for _, _, p in rung.seq]
     from .tune import with_steps
@@ -376,14 +377,14 @@ def tune_sweep(name, cands, runs, objective, share, seed, alpha, min_steps, say,
     rec.update(method="halving", seed=seed, alpha=alpha, candidates=n, steps=sw.s_max, repeats=repeats, rungs=[])
     least = schedule_for(sw, n, min_steps, rec)
     full = schedule(n, n, sw.s_max, least)
-    n0 = n
+    n0, top = n, sw.s_max
     if share is not None:
-        fits = [m for m in range(n, min(2, n) - 1, -1) if _fits(sw, schedule(n, m, sw.s_max, least), repeats)]
-        n0 = fits[0] if fits else min(2, n)
-        if not fits:
+        n0, top = _draw(sw, n, least, repeats)
+        if n0 is None:
+            n0, top = min(2, n), sw.s_max
             rec["short"] = "the budget pays for less than the smallest schedule (two candidates through every rung)"
             say(f"# tune: {name}: {rec['short']}: running what it pays for")
-    plan = schedule(n, n0, sw.s_max, least)
+    plan = schedule(n, n0, top, least)
     blocks = rung_blocks(plan, repeats)
     rec["schedule"] = [{"candidates": c, "steps": s, "blocks": b} for (c, s), b in zip(plan, blocks)]
     rec["budget"] = {"kind": share[0], "share": share[1]} if share else None
@@ -399,6 +400,21 @@ def tune_sweep(name, cands, runs, objective, share, seed, alpha, min_steps, say,
         return rec
     pick(sw, rung, ev, rec)
     return rec
+
+
+def _draw(sw: Sweep, n: int, least: int, repeats: int) -> tuple:
+    """(candidates drawn, top rung's steps) that the budget pays for: every candidate at the sweep's
+    steps; else, under a time budget, every candidate with every rung's steps halved (down to the
+    least steps), so that the optimum is not left out of the draw; else fewer candidates."""
+    tops = [sw.s_max]
+    if sw.share[0] == "seconds":
+        while tops[-1] // 2 >= least:
+            tops.append(tops[-1] // 2)
+    for m in range(n, min(2, n) - 1, -1):
+        for top in tops:
+            if _fits(sw, schedule(n, m, top, least), repeats):
+                return m, top
+    return None, None
 
 
 def _fits(sw: Sweep, plan, repeats: int) -> bool:
