@@ -5,9 +5,10 @@ between them, every figure read against the incumbent runs beside it.
 Rung by rung: the schedule's steps double up to the sweep's own (halving.schedule), from at least
 --min-steps and, under a time budget, at least the steps whose time equals a run's measured start-up
 (fewer, longer rungs when start-up dominates: one rung at full length, a race of blocks, when it is
-above half a full-length run's steps). A lower rung runs the sweep's `repeats:` blocks (default 1); the top rung
-at least max(repeats, 3) and, under a budget, more while the budget pays and no candidate dominates
-(at most MAX_TOP_BLOCKS). After a rung the candidates are promoted by their probability of being the
+above half a full-length run's steps). A lower rung runs the sweep's `repeats:` blocks (default 1);
+the top rung at least max(repeats, 3) and, under a budget, more while the budget pays and no
+candidate dominates (at most MAX_TOP_BLOCKS); a budget too small for that gives it fewer, down to
+one. After a rung the candidates are promoted by their probability of being the
 best (paired.p_best, from the measured noise), most probable first: every one whose probability is
 at least alpha / (candidates), at least two, at most what the budget pays for and twice the next
 rung's planned size. A candidate whose probability is 1 - alpha/2 or more dominates: the tune stops
@@ -36,8 +37,9 @@ def plan_cost(plan, blocks: list[int], per_run) -> float:
     return sum(paired.rung_runs(n, b) * per_run(s) for (n, s), b in zip(plan, blocks))
 
 
-def rung_blocks(plan, repeats: int) -> list[int]:
-    return [repeats] * (len(plan) - 1) + [max(repeats, MIN_TOP_BLOCKS)]
+def rung_blocks(plan, repeats: int, top_blocks: int | None = None) -> list[int]:
+    top = max(repeats, MIN_TOP_BLOCKS) if top_blocks is None else top_blocks
+    return [repeats] * (len(plan) - 1) + [top]
 
 
 class Sweep:
@@ -377,15 +379,15 @@ def tune_sweep(name, cands, runs, objective, share, seed, alpha, min_steps, say,
     rec.update(method="halving", seed=seed, alpha=alpha, candidates=n, steps=sw.s_max, repeats=repeats, rungs=[])
     least = schedule_for(sw, n, min_steps, rec)
     full = schedule(n, n, sw.s_max, least)
-    n0, top = n, sw.s_max
+    n0, top, top_blocks = n, sw.s_max, None
     if share is not None:
-        n0, top = _draw(sw, n, least, repeats)
+        n0, top, top_blocks = _draw(sw, n, least, repeats)
         if n0 is None:
-            n0, top = min(2, n), sw.s_max
+            n0, top, top_blocks = min(2, n), sw.s_max, 1
             rec["short"] = "the budget pays for less than the smallest schedule (two candidates through every rung)"
             say(f"# tune: {name}: {rec['short']}: running what it pays for")
     plan = schedule(n, n0, top, least)
-    blocks = rung_blocks(plan, repeats)
+    blocks = rung_blocks(plan, repeats, top_blocks)
     rec["schedule"] = [{"candidates": c, "steps": s, "blocks": b} for (c, s), b in zip(plan, blocks)]
     rec["budget"] = {"kind": share[0], "share": share[1]} if share else None
     say(
@@ -403,22 +405,26 @@ def tune_sweep(name, cands, runs, objective, share, seed, alpha, min_steps, say,
 
 
 def _draw(sw: Sweep, n: int, least: int, repeats: int) -> tuple:
-    """(candidates drawn, top rung's steps) that the budget pays for: every candidate at the sweep's
-    steps; else, under a time budget, every candidate with every rung's steps halved (down to the
-    least steps), so that the optimum is not left out of the draw; else fewer candidates."""
+    """(candidates drawn, top rung's steps, top rung's blocks) that the budget pays for: every
+    candidate at the sweep's steps; else, under a time budget, every candidate with every rung's
+    steps halved (down to the least steps), so that the optimum is not left out of the draw; else
+    fewer blocks at the top rung (down to one); else fewer candidates. (None, None, None): not even
+    two candidates in one block."""
     tops = [sw.s_max]
     if sw.share[0] == "seconds":
         while tops[-1] // 2 >= least:
             tops.append(tops[-1] // 2)
+    first = max(repeats, MIN_TOP_BLOCKS)
     for m in range(n, min(2, n) - 1, -1):
-        for top in tops:
-            if _fits(sw, schedule(n, m, top, least), repeats):
-                return m, top
-    return None, None
+        for top_blocks in range(first, 0, -1):
+            for top in tops:
+                if _fits(sw, schedule(n, m, top, least), repeats, top_blocks):
+                    return m, top, top_blocks
+    return None, None, None
 
 
-def _fits(sw: Sweep, plan, repeats: int) -> bool:
-    return plan_cost(plan, rung_blocks(plan, repeats), sw.per_run) <= sw.left() + 1e-9
+def _fits(sw: Sweep, plan, repeats: int, top_blocks: int) -> bool:
+    return plan_cost(plan, rung_blocks(plan, repeats, top_blocks), sw.per_run) <= sw.left() + 1e-9
 
 
 def _spent(sw: Sweep, rec: dict) -> None:

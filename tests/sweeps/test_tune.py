@@ -90,10 +90,10 @@ def test_a_budget_of_runs_is_kept(tmp_path, fake):
     rec = record(out)
     assert sum(launches(out).values()) == rec["spent_runs"] <= 10
     # 12 candidates want rungs of 12, 5 and 2 (each with the incumbent's runs between them, the top
-    # rung 3 blocks); 10 runs pay for no draw (two: 3 + 3 + 7 runs): the first two of the order
-    # --seed 3 shuffles run, and the better one dominates at once (the fake's noise is 1%).
-    assert [s["candidates"] for s in rec["schedule"]] == [2, 2, 2] and rec["short"]
-    assert len(rec["rungs"][0]["candidates"]) == 2 and "dominates" in rec["stopped"]
+    # rung 3 blocks); 10 runs pay for the first three of the order --seed 3 shuffles with one block
+    # at the top (4 + 3 + 3 runs). The best of the three dominates at once (the fake's noise is 1%).
+    assert [(s["candidates"], s["blocks"]) for s in rec["schedule"]] == [(3, 1), (2, 1), (2, 1)]
+    assert len(rec["rungs"][0]["candidates"]) == 3 and "dominates" in rec["stopped"]
 
 
 def test_near_ties_are_promoted_together(tmp_path, fake):
@@ -151,7 +151,7 @@ def test_kill_minus_9_then_resume_repeats_no_finished_run(tmp_path, fake):
     assert record(out)["winner"]["id"] == record(ref)["winner"]["id"]
 
 
-def test_ties_within_a_budget_of_runs(tmp_path, fake):
+def test_ties_beyond_what_the_budget_pays_for_are_cut_to_it(tmp_path, fake):
     # The six --x 3 candidates tie exactly; 19 runs pay for the schedule 12 + 5 + 2 and no more, so
     # after the first rung the budget can pay for 5 of the six ties, then 2: it is kept (cap).
     f = write(
@@ -160,14 +160,17 @@ def test_ties_within_a_budget_of_runs(tmp_path, fake):
         "axes: {--x: [0, 3], --y: [a, b, c, d, e, f]}\n",
     )
     out = tmp_path / "out"
-    r = dtune("tune", f, "--out", out, "--budget", "26", "--no-report", env=fake)
+    r = dtune("tune", f, "--out", out, "--budget", "26", "--no-report", env=fake)  # 12 + 5 + 2 want 28
     assert r.returncode == 0, r.stdout + r.stderr
     rec = record(out)
-    # 11 x 4 steps: 1 + 10 + 3 incumbent runs; 5 x 8 steps: 1 + 4 + 1; 2 x 16 steps x 3 blocks: 7.
-    assert [s["candidates"] for s in rec["schedule"]] == [10, 5, 2]
-    assert sum(launches(out).values()) == rec["spent_runs"] <= 26
-    # Only ties of the optimum go up, as many as the budget pays for beside the top rung's 7 runs.
+    # 12 x 4 steps: 1 + 11 + 3 incumbent runs; 5 x 8 steps: 1 + 4 + 1; 2 x 16 steps: 5 (2 blocks,
+    # what the budget pays for).
+    assert [(s["candidates"], s["blocks"]) for s in rec["schedule"]] == [(12, 1), (5, 1), (2, 2)]
+    assert sum(launches(out).values()) == rec["spent_runs"] == 26
+    # Only ties of the optimum go up: 5 of the six, what the budget pays for; the sixth is cut.
     assert {c["values"]["--x"] for c in rec["rungs"][0]["candidates"] if c["promoted"]} == {3}
+    cut = [c for c in rec["rungs"][0]["candidates"] if "cut: the budget pays for no more" in c["why"]]
+    assert len(cut) == 1 and cut[0]["values"]["--x"] == 3 and not cut[0]["promoted"]
 
 
 @pytest.mark.parametrize(
@@ -202,11 +205,12 @@ def test_optuna_finds_the_optimum_within_the_budget_and_resumes_its_study(tmp_pa
     # optuna is in requirements.txt: a missing one is a failure here, not a skip.
     f = write(tmp_path, SPACE.format(xs="0, 1, 2, 3, 4, 5"))
     out = tmp_path / "out"
-    args = ["tune", f, "--out", out, "--method", "optuna", "--budget", "18", "--seed", "1", "--no-report"]
+    # Each measurement is a run between two runs of the reference (paired figures, as halving's).
+    args = ["tune", f, "--out", out, "--method", "optuna", "--budget", "60", "--seed", "1", "--no-report"]
     r = dtune(*args, env=fake)
     assert r.returncode == 0, r.stdout + r.stderr
     rec = record(out)
-    assert rec["spent_runs"] == sum(launches(out).values()) <= 18
+    assert rec["spent_runs"] == sum(launches(out).values()) <= 60
     assert (rec["winner"]["values"]["--x"], rec["winner"]["values"]["--z"]) == (3, 0), rec["winner"]
     assert [r_["steps"] for r_ in rec["rungs"]] == [4, 8, 16]
     assert list(out.glob("optuna-fake.journal"))  # the study beside the sweep's state
