@@ -343,18 +343,18 @@ def pick(sw: Sweep, rung: Rung, ev: dict, rec: dict) -> None:
 def schedule_for(sw: Sweep, n: int, min_steps: int, rec: dict) -> int:
     """The least steps of a rung: --min-steps, raised to the steps whose time equals the measured
     start-up of a run, under a time budget (the currency in which start-up costs; probed with two
-    runs of the first rung when the schedule has two rungs or more)."""
+    runs of the first rung, or of --min-steps when the schedule has one rung)."""
     first = schedule(n, n, sw.s_max, min_steps)
-    if len(first) < 2 or sw.share is None or sw.share[0] != "seconds":
+    if sw.share is None or sw.share[0] != "seconds":
         return min_steps
-    s0 = first[0][1]
-    probe = [sw.point(0, s0, 0), sw.point(1, s0, 0)]
+    s0 = first[0][1] if len(first) > 1 else min(min_steps, sw.s_max)
+    probe = [sw.point(k, s0, 0) for k in range(min(2, n))]
     sw.say(f"# tune: {sw.name}: probing the cost of a run with {len(probe)} run(s) of {s0} steps")
     sw.run(probe)
     from .tune import step_seconds
 
     a_b = []
-    for key, p in zip((0, 1), probe):
+    for key, p in enumerate(probe):
         t = sw.runs.seconds([p.id])
         f = sw.runs.directory / "points" / f"{p.id}.h5"
         b = step_seconds(f, sw.cands[0].binary) if sw.measure(p, key).ok and f.exists() else 0.0
@@ -383,7 +383,7 @@ def tune_sweep(name, cands, runs, objective, share, seed, alpha, min_steps, say,
     if share is not None:
         n0, top, top_blocks = _draw(sw, n, least, repeats)
         if n0 is None:
-            n0, top, top_blocks = min(2, n), sw.s_max, 1
+            n0, top, top_blocks = min(2, n), max(min(least, sw.s_max), 1), 1
             rec["short"] = "the budget pays for less than the smallest schedule (two candidates through every rung)"
             say(f"# tune: {name}: {rec['short']}: running what it pays for")
     plan = schedule(n, n0, top, least)

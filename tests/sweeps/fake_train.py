@@ -15,7 +15,8 @@ sigma from U(0.05, 0.20), and slow periods slow every run started in them by a f
 U(1.3, 1.8). Time is the launch clock: the nominal duration (--startup-ms + steps x --sleep-ms) of
 the launches before this one in launches.log, so the same launch order meets the same periods; the
 periods last Exp(--slow-period-ms) each (default 2000) and a third of them are slow. The run
-sleeps --startup-ms once and --sleep-ms per step, scaled by the step's time over 10 ms.
+sleeps --startup-ms once and --sleep-ms per step, scaled by the step's time over 10 ms; with
+--drift the step times recorded are the ones slept.
 """
 
 import json
@@ -84,8 +85,10 @@ def main(argv):
     else:
         rng = np.random.default_rng([int(x * 1000), z, seed])
     total = base * np.exp(rng.normal(0, sigma, steps + warm))
-    sleep_ms = float(opts.get("--startup-ms", 0)) + total.sum() / 10 * float(opts.get("--sleep-ms", 2))
-    time.sleep(sleep_ms / 1000)
+    slept = total * float(opts.get("--sleep-ms", 2)) / 10
+    if drift:  # the step times recorded are the ones slept, as a real run's (a cost model reads them)
+        total = slept
+    time.sleep((float(opts.get("--startup-ms", 0)) + slept.sum()) / 1000)
     with h5py.File(out, "w") as f:
         f.attrs.update(schema="dtune-results", schema_version=1, tool="fake dtune-train")
         g = f.create_group("runs").create_group("0000-train")
