@@ -343,11 +343,11 @@ def pick(sw: Sweep, rung: Rung, ev: dict, rec: dict) -> None:
 def schedule_for(sw: Sweep, n: int, min_steps: int, rec: dict) -> int:
     """The least steps of a rung: --min-steps, raised to the steps whose time equals the measured
     start-up of a run, under a time budget (the currency in which start-up costs; probed with two
-    runs of the first rung, or of --min-steps when the schedule has one rung)."""
-    first = schedule(n, n, sw.s_max, min_steps)
+    runs of --min-steps, the cheapest: they are the first candidates' runs of a first rung at
+    --min-steps, and spent apart otherwise)."""
     if sw.share is None or sw.share[0] != "seconds":
         return min_steps
-    s0 = first[0][1] if len(first) > 1 else min(min_steps, sw.s_max)
+    s0 = min(min_steps, sw.s_max)
     probe = [sw.point(k, s0, 0) for k in range(min(2, n))]
     sw.say(f"# tune: {sw.name}: probing the cost of a run with {len(probe)} run(s) of {s0} steps")
     sw.run(probe)
@@ -379,14 +379,14 @@ def tune_sweep(name, cands, runs, objective, share, seed, alpha, min_steps, say,
     rec.update(method="halving", seed=seed, alpha=alpha, candidates=n, steps=sw.s_max, repeats=repeats, rungs=[])
     least = schedule_for(sw, n, min_steps, rec)
     full = schedule(n, n, sw.s_max, least)
-    n0, top, top_blocks = n, sw.s_max, None
+    plan, top_blocks = full, None
     if share is not None:
-        n0, top, top_blocks = _draw(sw, n, least, repeats)
-        if n0 is None:
-            n0, top, top_blocks = min(2, n), max(min(least, sw.s_max), 1), 1
-            rec["short"] = "the budget pays for less than the smallest schedule (two candidates through every rung)"
+        plan, top_blocks = _draw(sw, n, least, repeats)
+        if plan is None:
+            plan, top_blocks = [(min(2, n), max(min(least, sw.s_max), 1))], 1
+            rec["short"] = "the budget pays for less than the smallest schedule (two candidates in one block)"
             say(f"# tune: {name}: {rec['short']}: running what it pays for")
-    plan = schedule(n, n0, top, least)
+    n0 = plan[0][0]
     blocks = rung_blocks(plan, repeats, top_blocks)
     rec["schedule"] = [{"candidates": c, "steps": s, "blocks": b} for (c, s), b in zip(plan, blocks)]
     rec["budget"] = {"kind": share[0], "share": share[1]} if share else None
@@ -405,11 +405,11 @@ def tune_sweep(name, cands, runs, objective, share, seed, alpha, min_steps, say,
 
 
 def _draw(sw: Sweep, n: int, least: int, repeats: int) -> tuple:
-    """(candidates drawn, top rung's steps, top rung's blocks) that the budget pays for: every
-    candidate at the sweep's steps; else, under a time budget, every candidate with every rung's
-    steps halved (down to the least steps), so that the optimum is not left out of the draw; else
-    fewer blocks at the top rung (down to one); else fewer candidates. (None, None, None): not even
-    two candidates in one block."""
+    """(schedule, top rung's blocks) that the budget pays for, the first of: every candidate at the
+    sweep's steps; under a time budget, every candidate with every rung's steps halved (down to the
+    least steps), so that the optimum is not left out of the draw; fewer blocks at the top rung
+    (down to one); every candidate in one rung of one block (a race at the most steps it pays
+    for); fewer candidates. (None, None): not even two candidates in one block."""
     tops = [sw.s_max]
     if sw.share[0] == "seconds":
         while tops[-1] // 2 >= least:
@@ -418,9 +418,13 @@ def _draw(sw: Sweep, n: int, least: int, repeats: int) -> tuple:
     for m in range(n, min(2, n) - 1, -1):
         for top_blocks in range(first, 0, -1):
             for top in tops:
-                if _fits(sw, schedule(n, m, top, least), repeats, top_blocks):
-                    return m, top, top_blocks
-    return None, None, None
+                plan = schedule(n, m, top, least)
+                if _fits(sw, plan, repeats, top_blocks):
+                    return plan, top_blocks
+        for top in tops:
+            if _fits(sw, [(m, top)], repeats, 1):
+                return [(m, top)], 1
+    return None, None
 
 
 def _fits(sw: Sweep, plan, repeats: int, top_blocks: int) -> bool:

@@ -90,10 +90,10 @@ def test_a_budget_of_runs_is_kept(tmp_path, fake):
     rec = record(out)
     assert sum(launches(out).values()) == rec["spent_runs"] <= 10
     # 12 candidates want rungs of 12, 5 and 2 (each with the incumbent's runs between them, the top
-    # rung 3 blocks); 10 runs pay for the first three of the order --seed 3 shuffles with one block
-    # at the top (4 + 3 + 3 runs). The best of the three dominates at once (the fake's noise is 1%).
-    assert [(s["candidates"], s["blocks"]) for s in rec["schedule"]] == [(3, 1), (2, 1), (2, 1)]
-    assert len(rec["rungs"][0]["candidates"]) == 3 and "dominates" in rec["stopped"]
+    # rung 3 blocks); 10 runs pay for no halving schedule of three or more candidates, so the first
+    # eight of the order --seed 3 shuffles race in one rung of one block: 1 + 7 + 2 incumbent runs.
+    assert [(s["candidates"], s["blocks"]) for s in rec["schedule"]] == [(8, 1)]
+    assert len(rec["rungs"][0]["candidates"]) == 8 and rec["spent_runs"] == 10
 
 
 def test_near_ties_are_promoted_together(tmp_path, fake):
