@@ -569,7 +569,7 @@ candidates go up by their probability of being the best (at least alpha / candid
 is named with every candidate tied with it and the blocks that would separate them; significant
 needs the paired interval clear of 1 and the Wilcoxon signed-rank p < alpha (6 blocks or more).
 optuna: TPE sampler with a Hyperband pruner over the same steps (study in
-<out>/optuna-<sweep>.journal), fed each run's own median.
+<out>/optuna-<sweep>.journal), fed the same paired figures (a reference run either side).
 
 Output: per sweep the best configuration with its interval, its margin over the runner-up, the
 candidates tied with it, the noise floor, the cost (run time, steps, start-up), the flags, the
