@@ -5,6 +5,7 @@
 set(_dtune_test_costs
   mpi.pipeline 137
   smoke.new_user 90
+  smoke.sweeps.tune 75
   mpi.train 71
   smoke.doc_pages 69
   smoke.sweeps 54
@@ -18,7 +19,6 @@ set(_dtune_test_costs
   mpi.pipeline_mixed 36
   smoke.bad_input 35
   smoke.train_results 33
-  smoke.sweeps.tune 32
   faults.report_hostile 27
   faults.comm 25
   faults.train 25

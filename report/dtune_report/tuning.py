@@ -33,6 +33,13 @@ def _value(c: dict) -> str:
     return f"{c['median']:.4g} [{c['lo']:.4g}, {c['hi']:.4g}]"
 
 
+def _paired(c: dict) -> str:
+    if c.get("ratio") is None:
+        return "—"
+    p = f", P(best) {c['p_best']:.2f}" if c.get("p_best") is not None else ""
+    return f"x{c['ratio']:.3f} [{c['ratio_lo']:.3f}, {c['ratio_hi']:.3f}]{p}"
+
+
 def _label(values: dict) -> str:
     parts = []
     for k, v in values.items():
@@ -76,6 +83,7 @@ def sweep_blocks(doc: dict, rec: dict) -> list:
                     "status": c["status"],
                     "samples": str(c["n"]),
                     f"median [95% CI] {unit}": _value(c),
+                    "paired ratio to the incumbent": _paired(c),
                     "outcome": outcome + (f": {c['why']}" if c.get("why") and outcome != "top rung" else ""),
                 }
             )
@@ -84,9 +92,10 @@ def sweep_blocks(doc: dict, rec: dict) -> list:
             (
                 "table",
                 pd.DataFrame(rows),
-                "Every run, rung by rung: the median over its measured steps with a 95% bootstrap interval. A "
-                "candidate is dropped only when it is clearly below the promotion threshold (Mann-Whitney U p < "
-                "alpha and the interval of the ratio wholly below 1); near-ties are promoted together.",
+                "Every candidate, rung by rung: the median over its measured steps with a 95% bootstrap interval, "
+                "and its figure paired with the incumbent runs beside it (the machine's drift between runs "
+                "cancels), with its probability of being the best; candidates go up by that probability. "
+                "Tunes before paired rungs leave the paired column empty.",
             )
         )
     w = rec.get("winner")
@@ -104,6 +113,14 @@ def sweep_blocks(doc: dict, rec: dict) -> list:
             f" ({r['median']:.4g} {unit}): x{m['ratio']:.3f}, 95% interval [{m['lo']:.3f}, {m['hi']:.3f}], "
             f"p = {m['p']:.3g}, {verdict}.",
         ]
+    for t in rec.get("tied") or []:
+        more = f"; about {t['blocks_to_separate']} blocks would separate them" if t.get("blocks_to_separate") else ""
+        line += [" Tied with it: ", ("code", t["label"]), f" (x{t['ratio']:.3f} [{t['lo']:.3f}, {t['hi']:.3f}]{more})."]
+    nf = rec.get("noise_floor")
+    if nf:
+        line.append(
+            f" Noise floor of one block: {nf['floor_one_block']:.1%}, from {nf['incumbent_repeats']} incumbent repeats."
+        )
     blocks.append(("p", line))
     rc = rec.get("recommendation") or {}
     if rc.get("flags"):

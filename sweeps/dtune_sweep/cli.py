@@ -561,13 +561,19 @@ sweep's. Failed runs are recorded and never retried; a run --timeout killed is r
 that gives it more time (no --timeout, or a larger one).
 
 halving: the first rung runs every drawn candidate for a few steps; steps double up to the sweep's
-own steps while the candidates shrink to two at the top rung. A candidate is dropped only when it
-is clearly below the promotion threshold (Mann-Whitney U p < alpha and the 95% bootstrap interval
-of the ratio of medians wholly below 1, as dtune compare decides); near-ties go up together.
-optuna: TPE sampler with a Hyperband pruner over the same steps (study in <out>/optuna.db).
+own steps while the candidates shrink to two at the top rung. A rung runs in blocks (the sweep's
+repeats:, the top rung at least 3), each in a shuffled order with a run of the incumbent (the best
+so far) after every 4 candidates; each run's figure is read against the incumbent runs beside it,
+so that the machine's drift between runs cancels. The incumbent's repeats give the noise floor;
+candidates go up by their probability of being the best (at least alpha / candidates); the pick
+is named with every candidate tied with it and the blocks that would separate them; significant
+needs the paired interval clear of 1 and the Wilcoxon signed-rank p < alpha (6 blocks or more).
+optuna: TPE sampler with a Hyperband pruner over the same steps (study in
+<out>/optuna-<sweep>.journal), fed the same paired figures (a reference run either side).
 
 Output: per sweep the best configuration with its interval, its margin over the runner-up, the
-flags, the command, an export block (DTUNE_TRAIN_*/DTUNE_COMM_* and the environment), for an NCCL
+candidates tied with it, the noise floor, the cost (run time, steps, start-up), the flags, the
+command, an export block (DTUNE_TRAIN_*/DTUNE_COMM_* and the environment), for an NCCL
 space an nccl_tuner.conf; <out>/tune.json, <out>/merged.h5 and <out>/report/report.html with the
 section "How the budget was spent". Exit status: 0 done, 1 a sweep without a pick (no candidate
 measured, or all measured the same, e.g. busbw 0 with 1 rank), 2 bad input (an unknown objective,
@@ -607,10 +613,18 @@ def _add_tune_command(sub) -> None:
         default="hyperband",
         help="--method optuna: Hyperband over steps (default), or none (Optuna's default: TPE alone)",
     )
-    t.add_argument("--seed", type=int, default=0, help="the candidates' order and Optuna's sampler (default 0)")
+    t.add_argument(
+        "--seed", type=int, default=0, help="the candidates' order, each block's order, Optuna's sampler (default 0)"
+    )
     t.add_argument("--out", help="directory of the runs (default results/tune/<file stem>)")
     t.add_argument("--sweep", action="append", metavar="NAME", help="tune this sweep of the file (repeatable)")
-    t.add_argument("--alpha", type=float, default=0.05, help="significance level of a drop (default 0.05)")
+    t.add_argument(
+        "--alpha",
+        type=float,
+        default=0.05,
+        help="significance level of the pick's verdict; halving promotes candidates whose probability of being "
+        "the best is at least alpha / candidates (default 0.05)",
+    )
     t.add_argument(
         "--min-steps", type=int, default=4, help="steps of the shortest rung, at least (default 4: the U test's least)"
     )

@@ -1,17 +1,11 @@
-"""Successive halving with noise-aware promotion, the arithmetic of `dtune tune` (tune.py runs it).
+"""Successive halving's schedule and a candidate's measured outcome, the arithmetic `dtune tune`
+shares between its methods (interleaved.py measures the rungs paired; optuna_method.py).
 
 The resource is the measured steps of a run (dtune-train --steps, dtune-comm --iters). A schedule
-is a list of rungs (candidates, steps): steps double from rung to rung up to the sweep's own steps
-(the top rung measures what the grid would), starting no lower than `min_steps` (enough samples
-for the U test to reach p < alpha); the candidates shrink by the factor that leaves two at the top
-rung (at least halving), so the winner is always measured beside a runner-up at full length.
-
-Promotion from one rung to the next is noise-aware: the candidates are ranked by their median;
-the one at the nominal cut (the k-th best, k the next rung's size) sets the threshold, and a
-candidate below the cut is dropped only when it is clearly below that threshold: the Mann-Whitney
-U test separates the two (p < alpha) and the 95% bootstrap interval of the ratio of medians lies
-wholly on the worse side of 1 (compare.py, as `dtune compare` decides). Near-ties are promoted
-together; a budget that cannot pay for every tie keeps the best of them by median.
+is a list of rungs (candidates, steps): steps double from rung to rung up to the top rung's steps
+(the sweep's own, unless a budget shortens every rung), starting no lower than `min_steps`; the
+candidates shrink by the factor that leaves two at the top rung (at least halving), so the winner
+is always measured beside a runner-up.
 """
 
 from __future__ import annotations
@@ -37,11 +31,6 @@ def schedule(n_all: int, n0: int, s_max: int, min_steps: int) -> list[tuple[int,
     return list(zip(counts, steps))
 
 
-def cost(plan: list[tuple[int, int]], per_run) -> float:
-    """What a schedule costs: per_run(steps) summed over its runs."""
-    return sum(n * per_run(s) for n, s in plan)
-
-
 @dataclass
 class Measured:
     """One candidate's outcome in one rung."""
@@ -65,18 +54,6 @@ def rank(measured: list[Measured], higher: bool) -> list[Measured]:
     return sorted(ok, key=lambda m: ((-m.median if higher else m.median), m.key))
 
 
-def separation(a: Measured, b: Measured, alpha: float) -> dict:
-    """b against a: ratio of medians b/a with its 95% bootstrap interval, the U test's p and
-    whether the difference is significant (p < alpha)."""
-    from dtune_report.compare import bootstrap_ratio_ci, mann_whitney_p
-
-    p = mann_whitney_p(a.samples, b.samples)
-    if a.median == 0:  # no ratio to a zero (busbw of 1 rank): only the U test speaks
-        return {"ratio": float("nan"), "lo": float("nan"), "hi": float("nan"), "p": p, "significant": False}
-    lo, hi = bootstrap_ratio_ci(a.samples, b.samples)
-    return {"ratio": b.median / a.median, "lo": lo, "hi": hi, "p": p, "significant": bool(p < alpha)}
-
-
 def no_pick(ranked: list[Measured], objective: str, unit: str, higher: bool, ranks: int) -> str | None:
     """Why the measured candidates (rank's order) give no pick, or None: the best of a
     higher-is-better objective is 0, so every one measured 0 (dtune-comm's busbw with 1 rank, where
@@ -94,38 +71,3 @@ def no_pick(ranked: list[Measured], objective: str, unit: str, higher: bool, ran
     if objective == "busbw" and best == 0 and ranks == 1:
         why += "; busbw is 0 with 1 rank (no data crosses a link): tune a sweep of 2 or more ranks"
     return why
-
-
-def clearly_below(cand: Measured, threshold: Measured, higher: bool, alpha: float) -> tuple[bool, dict]:
-    s = separation(threshold, cand, alpha)
-    worse = s["hi"] < 1 if higher else s["lo"] > 1
-    return s["significant"] and worse, s
-
-
-def promote(measured: list[Measured], k: int, higher: bool, alpha: float, cap: int | None = None) -> tuple:
-    """(promoted keys, {key: why}) from one rung: the k best, and every other candidate that is
-    not clearly below the k-th; `cap` (what the budget pays for) keeps the best of them."""
-    ranked = rank(measured, higher)
-    why = {m.key: f"did not measure ({m.status})" for m in measured if not m.ok}
-    if not ranked:
-        return [], why
-    k = max(1, min(k, len(ranked)))
-    threshold = ranked[k - 1]
-    keep = []
-    for i, m in enumerate(ranked):
-        if i < k:
-            keep.append(m.key)
-            why[m.key] = "in the top" if i < k - 1 or k == 1 else "sets the threshold"
-            continue
-        below, s = clearly_below(m, threshold, higher, alpha)
-        evidence = f"ratio {s['ratio']:.3f} [{s['lo']:.3f}, {s['hi']:.3f}], p={s['p']:.3g}"
-        if below:
-            why[m.key] = f"clearly below the threshold ({evidence})"
-        else:
-            keep.append(m.key)
-            why[m.key] = f"tied with the threshold ({evidence})"
-    if cap is not None and len(keep) > cap:
-        for key in keep[cap:]:
-            why[key] += "; cut: the budget pays for no more"
-        keep = keep[: max(cap, 0)]
-    return keep, why

@@ -14,14 +14,24 @@ A trial whose next, longer run the budget cannot pay for stops there (as pruned)
 when not even a shortest run fits, when every candidate has been measured at full length, or after
 20 x candidates suggestions. Under a budget that reaches no full-length run, the best at the
 greatest length measured is the pick (said so in the output).
+
+Optuna is fed the paired figures halving reads (paired.py): at each length the runs form a chain
+I c I c' I ... of the reference configuration (the first candidate) and the trials' runs, and a
+run's value is its figure over the mean of the reference runs before and after it (the machine's
+drift between runs cancels). The reference's repeats give the noise floor; the pick's margin over
+the runner-up is a comparison of two such figures (one run each: never significant alone).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
-from .halving import Measured, no_pick, rank, schedule, separation
+import numpy as np
+
+from . import paired
+from .halving import Measured, no_pick, rank, schedule
 from .objective import OBJECTIVES
 from .tune import _axis_values, _label, _record, recommendation, steps_of, with_steps
 
@@ -68,6 +78,7 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
     rec["budget"] = {"kind": share[0], "share": share[1]} if share else None
     say(f"# tune: {name} ({binary}, {objective}): optuna over {n} candidates, steps {', '.join(map(str, levels))}")
     used = [pid for t in study.trials for pid in t.user_attrs.get("points", [])]
+    used += [c[3] for t in study.trials for c in t.user_attrs.get("chain", []) if c[1] == "ref"]
     results: dict = {}  # (candidate index, steps) -> Measured
     index = {id(c): i for i, c in enumerate(cands)}
     for t in study.trials:  # a resumed study: the runs its trials made, read back (none is rerun)
@@ -88,16 +99,59 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
         done = [pid for pid in set(used)]
         return runs.seconds(done) / len(done) * steps / s_max if done else 0.0
 
-    def measure(i, steps):
+    chain: dict = {}  # steps -> [(candidate index or None for the reference, point)] in run order
+    read: dict = {}  # point id -> Measured (a finished run's file is read once)
+
+    def ref_point(steps, j):
+        return replace(with_steps(cands[0], steps), repeat=1000 + j)
+
+    for t in study.trials:  # a resumed study: its chains, read back in the order they ran
+        for steps, kind, i, pid in t.user_attrs.get("chain", []):
+            p = ref_point(steps, i) if kind == "ref" else with_steps(cands[i], steps)
+            if p.id == pid:
+                runs.planned[p.id] = p
+                chain.setdefault(steps, []).append((None if kind == "ref" else i, p))
+
+    def run_one(p, key, kind, steps, log):
+        if runs.run([p]) == 130:
+            raise KeyboardInterrupt
+        used.append(p.id)
+        chain.setdefault(steps, []).append((None if kind == "ref" else key, p))
+        log.append([steps, kind, key, p.id])
+
+    def measure(i, steps, log):
         p = with_steps(cands[i], steps)
         if (i, steps) not in results:
-            if p.id not in used and share is not None and spent() + per_run(steps) > share[1] + 1e-9:
+            runs_needed = 2 if chain.get(steps) and chain[steps][-1][0] is None else 3
+            if p.id not in used and share is not None and spent() + runs_needed * per_run(steps) > share[1] + 1e-9:
                 return None  # the budget pays for no more
-            if runs.run([p]) == 130:
-                raise KeyboardInterrupt
-            used.append(p.id)
+            refs = sum(1 for k, _ in chain.get(steps, []) if k is None)
+            if runs_needed == 3:
+                run_one(ref_point(steps, refs), refs, "ref", steps, log)
+                refs += 1
+            run_one(p, i, "cand", steps, log)
+            run_one(ref_point(steps, refs), refs, "ref", steps, log)
             results[(i, steps)] = runs.measure(p, i, objective)
         return results[(i, steps)]
+
+    def figures(steps):
+        """({candidate: {0: paired log figure}}, the reference's own y values) at one length."""
+        seq, within = [], []
+        for b, (k, p) in enumerate(chain.get(steps, [])):
+            if p.id not in read:
+                read[p.id] = runs.measure(p, 0 if k is None else k, objective)
+            m = read[p.id]
+            ok = m.ok and np.all(m.samples > 0)
+            seq.append((k, b, float(np.median(np.log(m.samples))) if ok else float("nan")))
+            if ok:
+                within.append(paired.within_run_var(np.log(m.samples)))
+        ys, inc = paired.normalise(seq)
+        figures.within = float(np.mean(within)) if within else 0.0
+        return {k: {0: float(np.mean(list(v.values())))} for k, v in ys.items()}, inc
+
+    def paired_value(i, steps):
+        ys, _ = figures(steps)
+        return float(np.exp(ys[i][0])) if i in ys else None
 
     full = {i for (i, s), m in results.items() if s == s_max and m.ok}
     stop = False
@@ -112,9 +166,9 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
             continue
         i = index[id(c)]
         trial.set_user_attr("candidate", i)
-        state, value, pts = optuna.trial.TrialState.COMPLETE, None, []
+        state, value, pts, log = optuna.trial.TrialState.COMPLETE, None, [], []
         for steps in levels:
-            m = measure(i, steps)
+            m = measure(i, steps, log)
             if m is None:  # the budget cannot pay for this run: stop here (and for good at the shortest)
                 stop = steps == levels[0]
                 state = optuna.trial.TrialState.FAIL if stop or value is None else optuna.trial.TrialState.PRUNED
@@ -123,7 +177,10 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
             if not m.ok:
                 state = optuna.trial.TrialState.FAIL
                 break
-            value = m.median
+            value = paired_value(i, steps)
+            if value is None:
+                state = optuna.trial.TrialState.FAIL
+                break
             trial.report(value, steps)
             if steps != s_max and trial.should_prune():
                 state = optuna.trial.TrialState.PRUNED
@@ -131,6 +188,7 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
         if state == optuna.trial.TrialState.COMPLETE and value is not None and math.isfinite(value):
             full.add(i)
         trial.set_user_attr("points", pts)
+        trial.set_user_attr("chain", log)
         study.tell(trial, value if state == optuna.trial.TrialState.COMPLETE else None, state=state)
     rec["trials"] = len(study.trials)
     rec["rungs"] = []
@@ -156,14 +214,19 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
     rec["spent_runs"] = len(set(used))
     rec["spent_seconds"] = runs.seconds(set(used))
     rec["points"] = sorted(set(used))
-    ranked = rank(top, higher)
-    rec["no_pick"] = no_pick(ranked, objective, unit, higher, cands[0].ranks)
+    rec["spent_steps"] = int(sum(runs.planned[i].values.get("steps", 0) for i in set(used) if i in runs.planned))
+    ys, inc_y = figures(top_steps)
+    sig = paired.sigma_y(inc_y, figures.within)
+    sign = 1 if higher else -1
+    ranked = [m for m in rank(top, higher) if m.key in ys]
+    ranked.sort(key=lambda m: (-sign * ys[m.key][0], m.key))
+    rec["no_pick"] = no_pick(rank(top, higher), objective, unit, higher, cands[0].ranks)
     if not ranked or rec["no_pick"]:
         rec["winner"] = None
         return rec
     w = ranked[0]
     wp = with_steps(cands[w.key], top_steps)
-    rec["winner"] = _record(w, wp, higher) | {"label": _label(_axis_values(wp))}
+    rec["winner"] = _record(w, wp, higher) | {"label": _label(_axis_values(wp)), "paired": float(np.exp(ys[w.key][0]))}
     if top_steps != s_max:
         rec["winner"]["note"] = (
             f"measured at {top_steps} steps: the budget stopped every trial before the sweep's {s_max} steps"
@@ -172,7 +235,12 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
         r: Measured = ranked[1]
         rp = with_steps(cands[r.key], top_steps)
         rec["runner_up"] = _record(r, rp, higher) | {"label": _label(_axis_values(rp))}
-        rec["margin"] = separation(r, w, alpha)
+        rec["margin"] = paired.verdict(ys[w.key], ys[r.key], sig, 2, alpha, higher)
+    rec["noise_floor"] = {
+        "sigma_log": sig,
+        "floor_one_block": float(np.exp(paired.Z95 * sig) - 1),
+        "incumbent_repeats": len(inc_y),
+    }
     top_ids = [with_steps(cands[m.key], top_steps).id for m in top]
     rec["recommendation"] = recommendation(with_steps(cands[w.key], s_max), runs.directory, top_ids, runs.hosts)
     return rec

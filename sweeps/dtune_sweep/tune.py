@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import math
-import random
 import re
 import shlex
 import subprocess
@@ -40,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from . import runner
-from .halving import Measured, cost, no_pick, promote, rank, schedule, separation
+from .halving import Measured
 from .objective import DEFAULT, OBJECTIVES, ObjectiveError, samples
 from .spec import Point, SweepError
 
@@ -285,111 +284,6 @@ def _share(budget, total_left: float, n: int, n_left: int):
     return budget[0], total_left * n / n_left
 
 
-def _choose_n0(n: int, share, s_max: int, min_steps: int, per_run) -> int | None:
-    """The most candidates whose schedule the share pays for (None: not even a rung of two)."""
-    if share is None:
-        return n
-    for n0 in range(n, min(2, n) - 1, -1):
-        plan = schedule(n, n0, s_max, min_steps)
-        if cost(plan, per_run) <= share[1] + 1e-9:
-            return n0
-    return None
-
-
-def tune_sweep(name, cands, runs: Runs, objective, share, seed, alpha, min_steps, say) -> dict:
-    """Successive halving over one sweep's candidates; the record tune.json keeps for it."""
-    binary = cands[0].binary
-    unit, higher = OBJECTIVES[objective][1], OBJECTIVES[objective][2]
-    order = list(range(len(cands)))
-    random.Random(seed).shuffle(order)
-    cands = [cands[i] for i in order]
-    n, s_max = len(cands), steps_of(cands[0])
-    rec = {"sweep": name, "binary": binary, "objective": objective, "unit": unit, "higher": higher}
-    rec.update(method="halving", seed=seed, alpha=alpha, candidates=n, steps=s_max, rungs=[])
-    full = schedule(n, n, s_max, min_steps)
-    s0 = full[0][1]
-    per_run = lambda s: 1.0  # noqa: E731  (runs)
-    used: list[str] = []
-    if share is not None and share[0] == "seconds":
-        probe = [with_steps(c, s0) for c in cands[: min(2, n)]]
-        say(f"# tune: {name}: probing the cost of a run with {len(probe)} run(s) of {s0} steps")
-        if runs.run(probe) == 130:
-            raise KeyboardInterrupt
-        a_b = []
-        for p in probe:
-            t = runs.seconds([p.id])
-            f = runs.directory / "points" / f"{p.id}.h5"
-            b = step_seconds(f, binary) if runs.outcomes().get(p.id) == "ok" and f.exists() else 0.0
-            a_b.append((max(t - b * s0, 0.0), b))
-        a = float(np.mean([x for x, _ in a_b]))
-        b = float(np.mean([y for _, y in a_b]))
-        per_run = lambda s: a + b * s  # noqa: E731
-        rec["cost_model"] = {"overhead_s": a, "step_s": b}
-    n0 = _choose_n0(n, share, s_max, min_steps, per_run)
-    if n0 is None:
-        n0 = min(2, n)
-        rec["short"] = "the budget pays for less than the smallest schedule (two candidates through every rung)"
-        say(f"# tune: {name}: {rec['short']}: running what it pays for")
-    plan = schedule(n, n0, s_max, min_steps)
-    rec["schedule"] = [{"candidates": c, "steps": s} for c, s in plan]
-    rec["budget"] = {"kind": share[0], "share": share[1]} if share else None
-    say(
-        f"# tune: {name} ({binary}, {objective}): {n} candidates, {n0} drawn; rungs "
-        + ", ".join(f"{c} x {s} steps" for c, s in plan)
-    )
-    alive = list(range(n0))  # indices into cands
-    top_measured, top_points = [], []
-    for k, (nk, sk) in enumerate(plan):
-        pts = [with_steps(cands[i], sk) for i in alive]
-        if runs.run(pts) == 130:
-            raise KeyboardInterrupt
-        used += [p.id for p in pts]
-        measured = [runs.measure(p, i, objective) for p, i in zip(pts, alive)]
-        rung = {"steps": sk, "planned": nk, "candidates": [_record(m, p, higher) for m, p in zip(measured, pts)]}
-        rec["rungs"].append(rung)
-        top_measured, top_points = measured, pts
-        if k == len(plan) - 1:
-            break
-        cap = None
-        if share is not None:
-            spent = len(used) if share[0] == "runs" else runs.seconds(used)
-            rest = cost(plan[k + 2 :], per_run)
-            cap = int(math.floor((share[1] - spent - rest) / per_run(plan[k + 1][1]) + 1e-9))
-        keep, why = promote(measured, plan[k + 1][0], higher, alpha, cap)
-        for c, m in zip(rung["candidates"], measured):
-            c["promoted"], c["why"] = m.key in keep, why.get(m.key, "")
-        say(f"# tune: rung {k} ({sk} steps): {len(pts)} candidates, {len(keep)} promoted")
-        if len(keep) < 2:
-            rec["stopped"] = f"after rung {k}: {'the budget' if cap is not None and cap < 2 else 'too few'} left"
-            break
-        alive = keep
-    ranked = rank(top_measured, higher)
-    by_key = {i: p for p, i in zip(top_points, [m.key for m in top_measured])}
-    rec["spent"] = len(used) if share is None or share[0] == "runs" else runs.seconds(used)
-    rec["spent_runs"] = len(set(used))
-    rec["spent_seconds"] = runs.seconds(used)
-    rec["points"] = sorted(set(used))
-    rec["no_pick"] = no_pick(ranked, objective, unit, higher, cands[0].ranks)
-    if not ranked or rec["no_pick"]:
-        rec["winner"] = None
-        return rec
-    w = ranked[0]
-    wp = by_key[w.key]
-    rec["winner"] = _record(w, wp, higher) | {"label": _label(_axis_values(wp))}
-    if len(ranked) > 1:
-        r = ranked[1]
-        rec["runner_up"] = _record(r, by_key[r.key], higher) | {"label": _label(_axis_values(by_key[r.key]))}
-        rec["margin"] = separation(r, w, alpha)
-    if top_points[0].values.get("steps") != s_max:
-        rec["winner"]["note"] = (
-            f"measured at {top_points[0].values.get('steps')} steps: the budget stopped the tune before the "
-            f"top rung ({s_max} steps)"
-        )
-    top_ids = [p.id for p in top_points]
-    rec["recommendation"] = recommendation(with_steps(wp, s_max), runs.directory, top_ids, runs.hosts)
-    return rec
-
-
 def print_summary(rec: dict, say) -> None:
     unit = rec["unit"]
     spent = rec.get("spent_seconds", 0)
@@ -412,6 +306,23 @@ def print_summary(rec: dict, say) -> None:
         say(
             f"  over the runner-up ({r['label']}: {r['median']:.4g} {unit}): x{m['ratio']:.3f} "
             f"[{m['lo']:.3f}, {m['hi']:.3f}], p={m['p']:.3g}, {sig}"
+            + (f", paired over {m['blocks']} block(s)" if "blocks" in m else "")
+        )
+    for t in rec.get("tied") or []:
+        more = t.get("blocks_to_separate")
+        sep = f"; about {more} blocks ({t.get('more_runs', 0)} more runs) would separate them" if more else ""
+        say(f"  tied with the best: {t['label']}: x{t['ratio']:.3f} [{t['lo']:.3f}, {t['hi']:.3f}]{sep}")
+    if rec.get("noise_floor"):
+        nf = rec["noise_floor"]
+        say(
+            f"  noise floor: {nf['floor_one_block']:.1%} for one block, from {nf['incumbent_repeats']} repeats of "
+            f"the incumbent"
+        )
+    if rec.get("spent_split"):
+        sp = rec["spent_split"]
+        say(
+            f"  cost: {rec['spent_seconds']:.0f} s, {rec['spent_steps']} steps (start-up {sp['startup_s']:.0f} s, "
+            f"steps {sp['steps_s']:.0f} s by the cost model)"
         )
     from dtune_report.redact import fill_in_note
 
@@ -435,7 +346,9 @@ def tune(a, points: list[Point], directory: Path, say=print) -> int:
         except ImportError:
             raise TuneError("--method optuna: optuna is not installed in this environment (scripts/setup.sh)") from None
     by_sweep: dict[str, list[Point]] = {}
+    repeats: dict[str, int] = {}
     for p in points:
+        repeats[p.sweep] = max(repeats.get(p.sweep, 1), p.repeat + 1)
         if p.repeat == 0:
             by_sweep.setdefault(p.sweep, []).append(p)
     if a.sweep:
@@ -484,7 +397,7 @@ def tune(a, points: list[Point], directory: Path, say=print) -> int:
     # The directory's one runner for the whole tune, taken before anything is written in it (the
     # manifest, Optuna's journal, tune.json): a refused tune leaves a running one's files alone.
     with runner.RunnerLock(runner.State(directory).path):
-        return _tune_locked(a, by_sweep, objectives, budget, runs, directory, say)
+        return _tune_locked(a, by_sweep, objectives, budget, runs, directory, say, repeats)
 
 
 def _refuse_mfu_without_peak(name: str, pts: list[Point]) -> None:
@@ -503,7 +416,7 @@ def _refuse_mfu_without_peak(name: str, pts: list[Point]) -> None:
             )
 
 
-def _tune_locked(a, by_sweep, objectives, budget, runs, directory, say) -> int:
+def _tune_locked(a, by_sweep, objectives, budget, runs, directory, say, repeats) -> int:
     min_steps = a.min_steps
     runs.wait_jobs()
     records = []
@@ -519,7 +432,11 @@ def _tune_locked(a, by_sweep, objectives, budget, runs, directory, say) -> int:
                     name, pts, runs, objectives[name], share, a.seed, a.alpha, min_steps, say, a.optuna_pruner
                 )
             else:
-                rec = tune_sweep(name, pts, runs, objectives[name], share, a.seed, a.alpha, min_steps, say)
+                from .interleaved import tune_sweep
+
+                rec = tune_sweep(
+                    name, pts, runs, objectives[name], share, a.seed, a.alpha, min_steps, say, repeats[name]
+                )
             records.append(rec)
             if budget:
                 left -= rec["spent"]

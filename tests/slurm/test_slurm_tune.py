@@ -40,7 +40,8 @@ def test_small_tune_through_slurm(tmp_path, slurm):
         env=slurm.env,
     )
     assert r.returncode == 0, r.stdout + r.stderr + slurm.logs()
-    assert r.stdout.count("submitted job array") == 2  # one per rung (one launch shape)
+    # The first rung's incumbent alone, then each rung's blocks (one launch shape)
+    assert r.stdout.count("submitted job array") == 3
     check_tune(out, r.stdout)
     assert not (out / "state.jsonl").exists()  # every run was an array task's, in its task's log
     assert list(out.glob("state-*.jsonl"))

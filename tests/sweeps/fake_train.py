@@ -8,6 +8,15 @@ candidates differing in --y measure exactly the same samples (an exact tie). The
 with sigma --noise (default 0.01). --x 6 fails (exit 1), --x 7 runs out of memory (exit 4, status
 oom). Every launch appends its arguments to launches.log in the sweep directory (two levels above
 --output), so the tests can count how often each point ran.
+
+--drift SEED (not 0) makes the noise a shared machine's, still seeded (so a test's outcome is a
+function of its seeds and of the order the tuner launches in): each run draws its step noise's
+sigma from U(0.05, 0.20), and slow periods slow every run started in them by a factor from
+U(1.3, 1.8). Time is the launch clock: the nominal duration (--startup-ms + steps x --sleep-ms) of
+the launches before this one in launches.log, so the same launch order meets the same periods; the
+periods last Exp(--slow-period-ms) each (default 2000) and a third of them are slow. The run
+sleeps --startup-ms once and --sleep-ms per step, scaled by the step's time over 10 ms; with
+--drift the step times recorded are the ones slept.
 """
 
 import json
@@ -19,6 +28,28 @@ import h5py
 import numpy as np
 
 FLAGS = ["--x", "--y", "--z", "--steps", "--warmup-steps", "--noise", "--noise-seed", "--sleep-ms", "--batch"]
+FLAGS += ["--drift", "--startup-ms", "--slow-period-ms"]
+
+
+def nominal_ms(o: dict) -> float:
+    """A launch's duration on the launch clock (its options): start-up plus steps x --sleep-ms."""
+    steps = int(o.get("--steps", 10)) + int(o.get("--warmup-steps", 1))
+    return float(o.get("--startup-ms", 0)) + steps * float(o.get("--sleep-ms", 2))
+
+
+def _opts(argv: list) -> dict:
+    return dict(zip(*[iter([a for a in argv if a != "--overwrite"])] * 2))
+
+
+def slow_factor(seed: int, t_ms: float, period_ms: float) -> float:
+    """The slow-down of a run started at t_ms on the launch clock: 1, or U(1.3, 1.8) in a slow period."""
+    rng = np.random.default_rng([seed, 7])
+    t = 0.0
+    while True:
+        t += rng.exponential(period_ms)
+        slow, factor = rng.random() < 1 / 3, rng.uniform(1.3, 1.8)
+        if t > t_ms:
+            return factor if slow else 1.0
 
 
 def main(argv):
@@ -33,7 +64,9 @@ def main(argv):
         opts[argv[i]] = argv[i + 1]
         i += 2
     out = Path(opts["--output"])
-    with open(out.parent.parent / "launches.log", "a") as f:
+    log = out.parent.parent / "launches.log"
+    before = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+    with open(log, "a") as f:
         f.write(json.dumps(argv) + "\n")
     x, z = float(opts.get("--x", 3)), int(opts.get("--z", 0))
     steps, warm = int(opts.get("--steps", 10)), int(opts.get("--warmup-steps", 1))
@@ -43,9 +76,19 @@ def main(argv):
         print("dtune-train: error: the fake fails at --x 6", file=sys.stderr)
         return 1
     base = 10 * (1 + 0.05 * (x - 3) ** 2) * (1 + 0.1 * (z == 1))
-    rng = np.random.default_rng([int(x * 1000), z, seed])
+    drift = int(opts.get("--drift", 0))
+    if drift:
+        clock_ms = sum(nominal_ms(_opts(a)) for a in before)
+        rng = np.random.default_rng([drift, len(before), int(x * 1000), z])
+        sigma = rng.uniform(0.05, 0.20)
+        base *= slow_factor(drift, clock_ms, float(opts.get("--slow-period-ms", 2000)))
+    else:
+        rng = np.random.default_rng([int(x * 1000), z, seed])
     total = base * np.exp(rng.normal(0, sigma, steps + warm))
-    time.sleep((steps + warm) * float(opts.get("--sleep-ms", 2)) / 1000)
+    slept = total * float(opts.get("--sleep-ms", 2)) / 10
+    if drift:  # the step times recorded are the ones slept, as a real run's (a cost model reads them)
+        total = slept
+    time.sleep((float(opts.get("--startup-ms", 0)) + slept.sum()) / 1000)
     with h5py.File(out, "w") as f:
         f.attrs.update(schema="dtune-results", schema_version=1, tool="fake dtune-train")
         g = f.create_group("runs").create_group("0000-train")

@@ -1,8 +1,7 @@
-"""The tuner's arithmetic without running anything: halving's schedules, noise-aware promotion on
-seeded samples (exact ties, clear gaps, a budget cap), the budget parser, and the constraints:
-block's grammar and checks."""
+"""The tuner's arithmetic without running anything: halving's schedules, the budget parser, the
+constraints: block's grammar and checks, and paired measurement under seeded noise (the
+interleaving order, the paired figure against a drift, the noise floor, the verdict, P(best))."""
 
-import re
 import sys
 from pathlib import Path
 
@@ -11,9 +10,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "sweeps"), str(REPO / "report")]
-from dtune_report.compare import bootstrap_ratio_ci, mann_whitney_p  # noqa: E402
 from dtune_sweep.constraints import holds, parse_constraint  # noqa: E402
-from dtune_sweep.halving import Measured, clearly_below, cost, no_pick, promote, schedule, separation  # noqa: E402
+from dtune_sweep.halving import Measured, no_pick, schedule  # noqa: E402
 from dtune_sweep.spec import SweepError, plan  # noqa: E402
 from dtune_sweep.tune import TuneError, parse_budget  # noqa: E402
 
@@ -36,58 +34,8 @@ def test_schedule(n, n0, s_max, expect):
     assert schedule(n, n0, s_max, 4) == expect
 
 
-def test_schedule_halves_down_to_one_step_and_its_cost_counts_every_run():
-    plan = schedule(4, 4, 2, 1)
-    assert plan == [(4, 1), (2, 2)]
-    assert cost(plan, lambda steps: 10 * steps) == 4 * 10 + 2 * 20
-
-
-def seeded(median, k, n=8, sigma=0.01):
-    return median * np.exp(np.random.default_rng(k).normal(0, sigma, n))
-
-
-def test_exact_ties_across_the_cut_all_go_up_and_clear_losers_are_dropped():
-    same = seeded(100, 0)
-    rung = [Measured(i, "ok", same.copy()) for i in range(4)] + [Measured(4 + i, "ok", seeded(90, i)) for i in range(4)]
-    keep, why = promote(rung, 2, higher=True, alpha=0.05)
-    assert sorted(keep) == [0, 1, 2, 3]
-    assert all("clearly below" in why[k] for k in range(4, 8))
-    # The budget pays for three: the best three by median (ties by order) go up.
-    keep, why = promote(rung, 2, higher=True, alpha=0.05, cap=3)
-    assert keep == [0, 1, 2] and "cut: the budget" in why[3]
-
-
-def test_lower_is_better_and_failed_candidates_never_go_up():
-    rung = [Measured(0, "ok", seeded(10, 1)), Measured(1, "ok", seeded(12, 2)), Measured(2, "failed")]
-    rung.append(Measured(3, "oom"))
-    keep, why = promote(rung, 1, higher=False, alpha=0.05)
-    assert keep == [0] and "clearly below" in why[1]
-    assert why[2] == "did not measure (failed)" and why[3] == "did not measure (oom)"
-
-
-def test_a_close_noisy_candidate_is_not_dropped():
-    # 1% apart with 5% noise and 4 samples each: the U test cannot separate them.
-    rung = [Measured(0, "ok", seeded(101, 3, n=4, sigma=0.05)), Measured(1, "ok", seeded(100, 4, n=4, sigma=0.05))]
-    keep, _ = promote(rung, 1, higher=True, alpha=0.05)
-    assert sorted(keep) == [0, 1]
-
-
-def test_three_fully_separated_samples_stay_tied():
-    # n = 3 against 3, every sample below the threshold's: the interval of the ratio lies wholly
-    # below 1, but the U test's p is 2 / C(6, 3) = 0.1, not < alpha: the U test decides, so the
-    # candidate is not clearly below and goes up with the threshold.
-    threshold, cand = np.array([100.0, 101.0, 102.0]), np.array([97.0, 98.0, 99.0])
-    assert mann_whitney_p(threshold, cand) == pytest.approx(0.1) and bootstrap_ratio_ci(threshold, cand)[1] < 1
-    keep, why = promote([Measured(0, "ok", threshold), Measured(1, "ok", cand)], 1, higher=True, alpha=0.05)
-    assert keep == [0, 1] and why[1].startswith("tied with the threshold"), why
-
-
-def test_candidates_rank_by_median_not_mean():
-    # A: four fast samples and one stalled one (median 101, mean 83.2); B: steady at median 97 (mean
-    # 97). A ranks first, so a budget that pays for one promotes A.
-    a, b = Measured(0, "ok", np.array([100.0, 101, 102, 103, 10])), Measured(1, "ok", np.array([95.0, 96, 97, 98, 99]))
-    keep, why = promote([b, a], 1, higher=True, alpha=0.05, cap=1)
-    assert keep == [0] and "cut: the budget" in why[1], why
+def test_schedule_halves_down_to_one_step():
+    assert schedule(4, 4, 2, 1) == [(4, 1), (2, 2)]
 
 
 def test_budget_parser():
@@ -124,55 +72,6 @@ def test_constraints_prune_at_plan_time_and_name_unknown_terms(tmp_path):
         plan(str(f))
 
 
-def test_separation_is_the_ratio_of_medians_and_significance_is_strictly_p_below_alpha():
-    two = Measured(0, "ok", np.array([1.9, 2.0, 2.1, 2.0, 2.05, 1.95]))
-    three = Measured(1, "ok", np.array([2.9, 3.0, 3.1, 3.0, 3.05, 2.95]))
-    s = separation(two, three, alpha=0.05)
-    assert s["ratio"] == 1.5 and s["lo"] < 1.5 < s["hi"] and s["significant"]
-    assert s["p"] == mann_whitney_p(two.samples, three.samples)
-    assert not separation(two, three, alpha=s["p"])["significant"]  # p == alpha is not below it
-    one = Measured(2, "ok", np.array([0.9, 1.0, 1.1, 1.0, 1.05, 0.95]))
-    assert separation(one, three, alpha=0.05)["ratio"] == 3.0
-
-
-def test_separation_from_a_zero_median_gives_no_ratio_and_is_never_significant():
-    zero, some = Measured(0, "ok", np.zeros(6)), Measured(1, "ok", np.arange(1.0, 7.0))
-    s = separation(zero, some, alpha=0.05)
-    assert s["p"] == mann_whitney_p(zero.samples, some.samples) and s["p"] < 0.05
-    assert set(s) == {"ratio", "lo", "hi", "p", "significant"} and s["significant"] is False
-    assert all(np.isnan(s[k]) for k in ("ratio", "lo", "hi"))
-
-
-@pytest.mark.parametrize("higher", [True, False])
-def test_clearly_below_needs_the_whole_interval_on_the_worse_side(higher):
-    """Timings quantised to 1 unit: a candidate 10% worse whose interval just touches 1 stays, as
-    does one that is significantly better than the threshold."""
-    threshold = Measured(0, "ok", np.full(12, 10.0))
-    worse = 9.0 if higher else 11.0
-    for tied, expect in ((1, True), (4, False)):  # interval [0.9, 0.9] vs [0.9, 1.0] (or 1.1's)
-        cand = Measured(1, "ok", np.array([worse] * (12 - tied) + [10.0] * tied))
-        below, s = clearly_below(cand, threshold, higher, alpha=0.05)
-        assert s["significant"] and below is expect
-    better = Measured(2, "ok", np.full(12, 11.0 if higher else 9.0))
-    assert clearly_below(better, threshold, higher, alpha=0.05)[0] is False
-
-
-def test_promotion_says_why_each_candidate_went_up():
-    rung = [Measured(i, "ok", seeded(100 - i, i)) for i in range(3)] + [Measured(3, "ok", seeded(80, 3))]
-    keep, why = promote(rung, 3, higher=True, alpha=0.05)
-    assert keep == [0, 1, 2]
-    assert [why[0], why[1], why[2]] == ["in the top", "in the top", "sets the threshold"]
-    assert re.fullmatch(r"clearly below the threshold \(ratio 0\.\d{3} \[0\.\d{3}, 0\.\d{3}\], p=\S+\)", why[3])
-    keep, why = promote(rung, 1, higher=True, alpha=0.05)
-    assert keep == [0] and why[0] == "in the top"
-    same = seeded(100, 0)
-    tied = [Measured(i, "ok", same.copy()) for i in range(4)]
-    keep, why = promote(tied, 2, higher=True, alpha=0.05, cap=3)
-    assert why[3].startswith("tied with the threshold (ratio 1.000 ")
-    assert why[3].endswith("); cut: the budget pays for no more")
-    assert promote(tied, 2, higher=True, alpha=0.05, cap=0)[0] == []  # a budget that pays for none
-
-
 def test_no_pick_only_when_every_candidate_of_a_higher_is_better_objective_measured_zero():
     zero, zeros = Measured(0, "ok", np.zeros(4)), Measured(1, "ok", np.zeros(4))
     positive = Measured(2, "ok", np.full(4, 3.0))
@@ -187,3 +86,109 @@ def test_no_pick_only_when_every_candidate_of_a_higher_is_better_objective_measu
     assert no_pick([positive, zero], "busbw", "GB/s", higher=True, ranks=1) is None
     assert no_pick([zero], "step_ms", "ms", higher=False, ranks=1) is None  # 0 ms is a pick
     assert no_pick([positive], "step_ms", "ms", higher=False, ranks=1) is None
+
+
+# Paired, interleaved measurement (paired.py): the order of a rung's runs, the paired statistic
+# under a seeded drift, and the noise floor measured from the incumbent's seeded repeats.
+from dtune_sweep import paired  # noqa: E402
+
+
+def test_interleaving_runs_every_candidate_once_per_block_between_incumbent_runs_in_a_seeded_order():
+    others = list(range(1, 10))
+    blocks = [paired.block_order(others, seed=7, rung=0, block=b) for b in range(4)]
+    for order in blocks:
+        assert sorted(k for k in order if k is not None) == others
+        assert order[-1] is None  # the block ends with an incumbent run
+        gaps = [len(g) for g in "".join("I" if k is None else "c" for k in order).split("I")[:-1]]
+        assert max(gaps) <= paired.REF_EVERY and sum(gaps) == len(others)
+    assert len({tuple(o) for o in blocks}) == 4  # shuffled per block
+    assert blocks[0] == paired.block_order(others, seed=7, rung=0, block=0)  # reproducible
+    assert blocks[0] != paired.block_order(others, seed=8, rung=0, block=0)
+    assert paired.rung_runs(10, 4) == 1 + 4 * len(blocks[0]) and paired.runs_per_block(2) == 2
+
+
+def drifted_rung(true_log: dict, blocks: int, seed: int, sigma: float = 0.0):
+    """A rung run on a machine that drifts: slow periods (x1.3 to x1.8) cover stretches of runs,
+    incumbent runs included; each run adds lognormal noise of `sigma` (seeded)."""
+    rng = np.random.default_rng(seed)
+    seq = [(None, -1, true_log[0] + rng.normal(0, sigma))]
+    others = [k for k in true_log if k != 0]
+    slow, left = 0.0, 0
+    for b in range(blocks):
+        for k in paired.block_order(others, seed, 0, b):
+            if left == 0:
+                left, slow = int(rng.integers(3, 9)), (np.log(rng.uniform(1.3, 1.8)) if rng.random() < 1 / 3 else 0.0)
+            left -= 1
+            seq.append((k, b, true_log[0 if k is None else k] + slow + rng.normal(0, sigma)))
+    return seq
+
+
+def test_the_paired_figure_cancels_a_drift_that_pooling_runs_mistakes_for_a_difference():
+    # Without run noise, a slow period that covers a candidate and its neighbouring incumbent runs
+    # cancels exactly; pooled runs (each candidate's mean log figure) carry the drift.
+    true_log = {0: 0.0, 1: np.log(1.10), 2: np.log(0.95), 3: 0.0, 4: np.log(1.02)}
+    seq = drifted_rung(true_log, blocks=6, seed=3)
+    ys, inc = paired.normalise(seq)
+    exact = [np.isclose(y, true_log[k]) for k in ys for y in ys[k].values()]
+    assert np.mean(exact) >= 0.5  # runs at a slow period's edge are the rest (seeded: 0.54)
+    med = {k: np.median(list(v.values())) for k, v in ys.items()}
+    assert max(med, key=med.get) == 1 and all(np.isclose(med[k], true_log[k]) for k in med)
+    pooled = {k: np.mean([v for kk, _, v in seq if kk == k]) for k in ys}
+    assert max(abs(pooled[k] - true_log[k]) for k in ys) > 0.05  # the drift, read as a difference
+
+
+def test_the_noise_floor_is_the_incumbents_measured_spread_and_never_below_a_runs_steps():
+    # Seeded run noise of sd 0.08 (no drift): the incumbent's repeats, each read against its two
+    # neighbours, spread by 0.08 sqrt(1.5).
+    seq = drifted_rung({k: 0.0 for k in range(9)}, blocks=40, seed=11)
+    quiet = [(k, b, np.random.default_rng([5, i]).normal(0, 0.08)) for i, (k, b, _) in enumerate(seq)]
+    inc = paired.normalise(quiet)[1]
+    assert len(inc) == 81
+    sig = paired.sigma_y(inc, within_var=0.0)
+    assert 0.08 * np.sqrt(1.5) * 0.85 < sig < 0.08 * np.sqrt(1.5) * 1.15, sig
+    assert paired.sigma_y([], within_var=0.01**2) == pytest.approx(0.01 * np.sqrt(1.5))
+    assert paired.sigma_y([0.0, 0.0], within_var=0.02**2) == pytest.approx(0.02 * np.sqrt(1.5))
+
+
+def test_the_paired_verdict_calls_no_difference_below_the_floor_and_none_before_six_blocks():
+    # The pick 10% better in every block, with no noise: significant from 6 blocks on, not at 5
+    # (the signed-rank test cannot reach p < 0.05 below 6 pairs), and the blocks needed are said.
+    pick = {b: np.log(1.10) for b in range(6)}
+    other = {b: 0.0 for b in range(6)}
+    v = paired.verdict(pick, other, sig=0.01, sides=2, alpha=0.05, higher=True)
+    assert v["significant"] and v["ratio"] == pytest.approx(1.10) and v["lo"] > 1 and v["blocks"] == 6
+    five = paired.verdict({b: pick[b] for b in range(5)}, other, sig=0.01, sides=2, alpha=0.05, higher=True)
+    assert not five["significant"] and five["lo"] > 1 and five["blocks_to_separate"] == 6
+    # A 2% difference under a measured floor of 0.08 per figure: a tie, and how many blocks would
+    # resolve it: n (1.96 se / 0.02)^2, se = 0.08 sqrt(2 / n).
+    small = paired.verdict({b: 0.02 for b in range(6)}, other, sig=0.08, sides=2, alpha=0.05, higher=True)
+    assert small["lo"] < 1 < small["hi"] and not small["significant"]
+    assert small["blocks_to_separate"] == int(np.ceil(2 * (1.96 * 0.08 / 0.02) ** 2))
+    # Lower is better: the pick's smaller figure is the better one.
+    assert paired.verdict(other, pick, sig=0.01, sides=2, alpha=0.05, higher=False)["significant"]
+
+
+def test_seeded_noise_never_makes_a_wrong_pick_significant():
+    # 200 seeded rungs on a drifting machine, five candidates 0-10% apart and run noise of 10%: the
+    # pick (best mean paired figure) is significantly better than the true best in none of them.
+    true_log = {0: 0.0, 1: np.log(1.10), 2: np.log(1.05), 3: np.log(1.08), 4: np.log(1.0)}
+    wrong_significant = 0
+    for seed in range(200):
+        seq = drifted_rung(true_log, blocks=6, seed=seed, sigma=0.10)
+        ys, inc = paired.normalise(seq)
+        ys[0] = {b: 0.0 for b in range(6)}
+        sig = paired.sigma_y(inc, 0.0)
+        means = {k: np.mean(list(v.values())) for k, v in ys.items()}
+        w = max(means, key=means.get)
+        if w != 1:
+            v = paired.verdict(ys[w], ys[1], sig, 1 if 0 in (w, 1) else 2, alpha=0.05, higher=True)
+            wrong_significant += v["significant"] and true_log[w] < true_log[1] - 0.03
+    assert wrong_significant == 0
+
+
+def test_p_best_ranks_by_the_measured_noise_and_counts_exact_ties_as_best():
+    pb = paired.p_best({0: 0.0, 1: 0.10, 2: 0.09}, {0: 0.01, 1: 0.01, 2: 0.01}, higher=True, seed=1)
+    assert pb[0] < 0.001 and pb[1] > pb[2] > 0.1 and sum(pb.values()) == pytest.approx(1.0)
+    assert paired.p_best({0: 0.1, 1: 0.1, 2: 0.0}, {0: 0.0, 1: 0.0, 2: 0.0}, higher=True) == {0: 1.0, 1: 1.0, 2: 0.0}
+    lower = paired.p_best({0: 0.0, 1: 0.10}, {0: 0.01, 1: 0.01}, higher=False, seed=1)
+    assert lower[0] > 0.999

@@ -1,0 +1,152 @@
+"""`dtune tune` against a known optimum on a drifting machine, run live (nothing replayed).
+
+    benchmarks/tune/synthetic_live.py [--seeds 10] [--budget-frac 0.3] [--space 48|quickstart] [--out DIR]
+
+The synthetic trainer (tests/sweeps/fake_train.py, installed as dtune-train) with its seeded drift
+(--drift SEED: 5-20% step noise, slow periods of x1.3-1.8 on the launch clock) and steps long
+enough that step time dominates a run (--sleep-ms 40, 64 steps: ~2.6 s of steps against ~0.3 s of start-up). Its
+optimum is --x 3 --z 0 (--y has no effect, so every --y of it is the optimum too); --x 2 and 4 are
+5% slower, --z 1 10%. First the whole grid once (`dtune sweep run`, one run per point at full length,
+drift seed 1): its run time and steps are the cost a tune is measured against. Then per seed
+`dtune tune --budget` (that fraction of the grid's run time) in a fresh directory with drift seed =
+seed and --seed seed. Prints one row per seed and a
+total: the pick, its true ratio to the optimum, whether it is within 3%, whether the tune called its
+margin significant (and whether that was wrong), and the cost in run time and steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO / "tests" / "sweeps")]
+
+from fake_train_bin import install_fake_train  # noqa: E402
+
+ARGS = "[--warmup-steps, 1, --sleep-ms, 40, --drift, {seed}, --slow-period-ms, 4000]"
+STEPS = 64
+SPACES = {
+    "48": "name: s48\nbinary: dtune-train\nargs: {args}\nsteps: {steps}\n"
+    "axes: {{--x: [0, 1, 2, 3, 4, 5], --z: [0, 1], --y: [a, b, c, d]}}\n",
+    "quickstart": "sweeps:\n"
+    "  - {{name: q4, binary: dtune-train, args: {args}, steps: {steps}, axes: {{--x: [2, 3], --z: [0, 1]}}}}\n"
+    "  - {{name: q3, binary: dtune-train, args: {args}, steps: {steps}, axes: {{--x: [1, 3, 5]}}}}\n"
+    "  - {{name: q2, binary: dtune-train, args: {args}, steps: {steps}, axes: {{--z: [0, 1]}}}}\n"
+    "  - {{name: q3b, binary: dtune-train, args: {args}, steps: {steps}, axes: {{--x: [3, 4, 5]}}}}\n",
+}
+
+
+def true_ratio(values: dict) -> float:
+    """The step time of a configuration over the optimum's (fake_train.py's formula)."""
+    x, z = float(values.get("--x", 3)), int(values.get("--z", 0))
+    return (1 + 0.05 * (x - 3) ** 2) * (1 + 0.1 * (z == 1))
+
+
+def run(cmd, env) -> subprocess.CompletedProcess:
+    return subprocess.run([str(REPO / "scripts" / "dtune"), *map(str, cmd)], capture_output=True, text=True, env=env)
+
+
+def grid_cost(d: Path) -> tuple[float, int]:
+    recs = [json.loads(x) for x in (d / "state.jsonl").read_text().splitlines() if x.strip()]
+    secs = sum(float(r.get("seconds") or 0) for r in recs if r["event"] == "finished")
+    man = json.loads((d / "manifest.json").read_text())
+    return secs, STEPS * len(man)
+
+
+def setup(d: Path, space: str, seed: int) -> tuple[Path, dict]:
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    fake = {"DTUNE_BIN_DIR": str(install_fake_train(d)), "DTUNE_MPIRUN": str(REPO / "tests/sweeps/fake_mpirun.sh")}
+    f = d / "space.yaml"
+    f.write_text(SPACES[space].format(args=ARGS.format(seed=seed), steps=STEPS))
+    return f, {**os.environ, **fake}
+
+
+def grid(space: str, out: Path) -> tuple[float, int]:
+    """The whole grid once (drift seed 1): its run time and steps."""
+    f, env = setup(out / "grid", space, 1)
+    g = run(["sweep", "run", f, "--out", out / "grid" / "runs"], env)
+    if g.returncode != 0:
+        raise SystemExit(g.stdout + g.stderr)
+    return grid_cost(out / "grid" / "runs")
+
+
+def one_seed(space: str, seed: int, grid_s: float, grid_steps: int, frac: float, out: Path, method: str) -> list:
+    d = out / f"{method}-seed{seed}"
+    f, env = setup(d, space, seed)
+    budget = f"{frac * grid_s:.1f}s"
+    t = run(
+        ["tune", f, "--out", d / "tune", "--budget", budget, "--seed", seed, "--method", method, "--no-report"], env
+    )
+    if t.returncode not in (0, 1):  # 1: a sweep without a pick (its budget ran out): a miss
+        raise SystemExit(t.stdout + t.stderr)
+    rows = []
+    sweeps = json.loads((d / "tune" / "tune.json").read_text())["sweeps"]
+    spent_s = sum(r["spent_seconds"] for r in sweeps)
+    spent_steps = sum(r.get("spent_steps", 0) for r in sweeps)
+    for r in sweeps:
+        w = r.get("winner") or {}
+        ratio = true_ratio(w.get("values", {})) if w else float("nan")
+        m = r.get("margin") or {}
+        rows.append(
+            {
+                "seed": seed,
+                "sweep": r["sweep"],
+                "pick": w.get("label"),
+                "ratio": ratio,
+                "hit": ratio <= 1.03,
+                "significant": bool(m.get("significant")),
+                "wrong_significant": bool(m.get("significant")) and ratio > 1.03,
+                "tied": len(r.get("tied") or []),
+                "cost_s": spent_s / grid_s,
+                "cost_steps": spent_steps / grid_steps,
+            }
+        )
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--budget-frac", type=float, default=0.3)
+    ap.add_argument("--space", choices=list(SPACES), default="48")
+    ap.add_argument("--method", choices=["halving", "optuna"], default="halving")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    out = Path(a.out or f"results/bench-tune/live-{a.space}")
+    grid_s, grid_steps = grid(a.space, out)
+    print(f"# grid: {grid_s:.1f} s of run time, {grid_steps} steps; budget {a.budget_frac:.0%} of the run time")
+    print(
+        f"{'seed':>4} {'sweep':<6} {'pick':<22} {'ratio':>6} {'hit':>4} {'sig':>4} {'tied':>4} "
+        f"{'cost_s':>7} {'cost_steps':>10}"
+    )
+    rows = []
+    for seed in range(1, a.seeds + 1):
+        for r in one_seed(a.space, seed, grid_s, grid_steps, a.budget_frac, out, a.method):
+            rows.append(r)
+            print(
+                f"{r['seed']:>4} {r['sweep']:<6} {str(r['pick']):<22} {r['ratio']:6.3f} {int(r['hit']):>4} "
+                f"{int(r['significant']):>4} {r['tied']:>4} {r['cost_s']:7.2f} {r['cost_steps']:10.2f}",
+                flush=True,
+            )
+    hits = sum(r["hit"] for r in rows)
+    wrong = sum(r["wrong_significant"] for r in rows)
+    per_seed = {r["seed"]: (r["cost_s"], r["cost_steps"]) for r in rows}
+    cs = sum(c for c, _ in per_seed.values()) / len(per_seed)
+    cst = sum(c for _, c in per_seed.values()) / len(per_seed)
+    print(
+        f"# {a.method}, space {a.space}: within 3% of the optimum {hits}/{len(rows)}, "
+        f"wrong winner called significant {wrong}, "
+        f"mean cost {cs:.2f} of the grid's run time, {cst:.2f} of its steps"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

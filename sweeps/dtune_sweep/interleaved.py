@@ -1,0 +1,446 @@
+"""`dtune tune --method halving`: successive halving over steps whose rungs are measured paired and
+interleaved (paired.py): blocks of the surviving candidates in a shuffled order, the incumbent run
+between them, every figure read against the incumbent runs beside it.
+
+Rung by rung: the schedule's steps double up to the sweep's own (halving.schedule), from at least
+--min-steps and, under a time budget, at least the steps whose time equals a run's measured start-up
+(fewer, longer rungs when start-up dominates: one rung at full length, a race of blocks, when it is
+above half a full-length run's steps). A lower rung runs the sweep's `repeats:` blocks (default 1);
+the top rung at least max(repeats, 3) and, under a budget, more while the budget pays and no
+candidate dominates (at most MAX_TOP_BLOCKS); a budget too small for that gives it fewer, down to
+one. After a rung the candidates are promoted by their probability of being the
+best (paired.p_best, from the measured noise), most probable first: every one whose probability is
+at least alpha / (candidates), at least two, at most what the budget pays for and twice the next
+rung's planned size. A candidate whose probability is 1 - alpha/2 or more dominates: the tune stops
+there. The pick is the best paired estimate of the last rung; every candidate whose paired interval
+against it contains 1 (within the floor, paired.verdict) is named as tied with it, with the blocks
+that would separate them at the difference measured.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import replace
+
+import numpy as np
+
+from . import paired
+from .halving import Measured, no_pick, rank, schedule
+from .objective import OBJECTIVES
+
+MAX_TOP_BLOCKS = 12
+MIN_TOP_BLOCKS = 3
+
+
+def plan_cost(plan, blocks: list[int], per_run) -> float:
+    return sum(paired.rung_runs(n, b) * per_run(s) for (n, s), b in zip(plan, blocks))
+
+
+def rung_blocks(plan, repeats: int, top_blocks: int | None = None) -> list[int]:
+    top = max(repeats, MIN_TOP_BLOCKS) if top_blocks is None else top_blocks
+    return [repeats] * (len(plan) - 1) + [top]
+
+
+class Sweep:
+    """One sweep's tune: its candidates, the runs made, the measured noise, the records."""
+
+    def __init__(self, name, cands, runs, objective, share, seed, alpha, say):
+        from .tune import steps_of
+
+        self.name, self.runs, self.objective, self.share = name, runs, objective, share
+        self.seed, self.alpha, self.say = seed, alpha, say
+        self.unit, self.higher = OBJECTIVES[objective][1], OBJECTIVES[objective][2]
+        order = list(range(len(cands)))
+        random.Random(seed).shuffle(order)
+        self.cands = [cands[i] for i in order]
+        self.s_max = steps_of(self.cands[0])
+        self.used: list[str] = []
+        self.measured: dict = {}  # point id -> Measured
+        self.inc_y_before: list = []  # the incumbent's y values of earlier rungs (pooled noise)
+        self.per_run = lambda s: 1.0  # noqa: E731
+
+    def point(self, key: int, steps: int, repeat: int):
+        from .tune import with_steps
+
+        return replace(with_steps(self.cands[key], steps), repeat=repeat)
+
+    def run(self, pts) -> None:
+        if self.runs.run(pts) == 130:
+            raise KeyboardInterrupt
+        self.used += [p.id for p in pts]
+
+    def measure(self, p, key: int) -> Measured:
+        if p.id not in self.measured:
+            self.measured[p.id] = self.runs.measure(p, key, self.objective)
+        return self.measured[p.id]
+
+    def spent(self) -> float:
+        if self.share is None or self.share[0] == "runs":
+            return len(set(self.used))
+        return self.runs.seconds(set(self.used))
+
+    def left(self) -> float:
+        return math.inf if self.share is None else self.share[1] - self.spent()
+
+
+def _log_figure(m: Measured) -> tuple[float, float]:
+    """(log of the run's figure, the variance of that log from its steps); nan when none."""
+    if not m.ok or not np.all(m.samples > 0):
+        return float("nan"), 0.0
+    logs = np.log(m.samples)
+    return float(np.median(logs)), paired.within_run_var(logs)
+
+
+class Rung:
+    """One rung's runs in the order they ran and what they say."""
+
+    def __init__(self, sw: Sweep, k: int, steps: int, alive: list[int], inc: int):
+        self.sw, self.k, self.steps, self.inc = sw, k, steps, inc
+        self.others = [i for i in alive if i != inc]
+        self.seq: list = []  # (key or None, block, point)
+        self.n_inc = 0
+        self.status: dict = {}  # key -> status of a candidate that did not measure
+        self.blocks = 0
+
+    def run_blocks(self, n: int) -> None:
+        """Runs n more blocks (after the rung's opening incumbent run, the first time) in one call
+        to the runner (one job array per call under --slurm); a candidate that did not measure is
+        dropped from the blocks after it (a failed run is never repeated by a later call)."""
+        pts, seq = [], []
+        if not self.seq:
+            p = self.sw.point(self.inc, self.steps, 0)
+            self.n_inc = 1
+            pts.append(p)
+            seq.append((None, -1, p))
+        for _ in range(n):
+            b = self.blocks
+            for key in paired.block_order(self.others, self.sw.seed, self.k, b):
+                if key is None:
+                    p = self.sw.point(self.inc, self.steps, self.n_inc)
+                    self.n_inc += 1
+                else:
+                    p = self.sw.point(key, self.steps, b)
+                pts.append(p)
+                seq.append((key, b, p))
+            self.blocks += 1
+        self.sw.run(pts)
+        self.seq += seq
+        for key, _, p in seq:
+            if key is not None and key in self.others and not self.sw.measure(p, key).ok:
+                self.status[key] = self.sw.measure(p, key).status
+                self.others.remove(key)
+
+    def incumbent_ok(self) -> bool:
+        """Whether the rung's opening incumbent run measured (a figure of 0, as busbw with 1 rank,
+        measured too: no candidate can be read against it, and the pick says why)."""
+        return self.sw.measure(self.seq[0][2], self.inc).ok
+
+    def figures(self):
+        rows, within = [], []
+        for key, b, p in self.seq:
+            lf, wv = _log_figure(self.sw.measure(p, self.inc if key is None else key))
+            rows.append((key, b, lf))
+            if math.isfinite(lf):
+                within.append(wv)
+        return rows, (float(np.mean(within)) if within else 0.0)
+
+    def evaluate(self) -> dict:
+        """{"ys", "inc_y", "sigma", "means", "sds", "p_best"} for the candidates that measured."""
+        rows, within = self.figures()
+        ys, inc_y = paired.normalise(rows)
+        pool = inc_y if len(inc_y) >= 3 else inc_y + self.sw.inc_y_before
+        sig = paired.sigma_y(pool, within)
+        ys = {k: v for k, v in ys.items() if k not in self.status}
+        means = {k: float(np.mean(list(v.values()))) for k, v in ys.items()}
+        sds = {k: sig / math.sqrt(len(v)) for k, v in ys.items()}
+        ys[self.inc] = {b: 0.0 for _, b, _ in self.seq if b >= 0}
+        means[self.inc], sds[self.inc] = 0.0, sig / math.sqrt(max(self.n_inc, 1))
+        pb = paired.p_best(means, sds, self.sw.higher, seed=self.sw.seed * 1000 + self.k)
+        return {"ys": ys, "inc_y": inc_y, "sigma": sig, "means": means, "sds": sds, "p_best": pb}
+
+    def ranked(self, ev: dict) -> list[int]:
+        """Candidates by probability of being the best, then paired estimate, then order."""
+        sign = 1 if self.sw.higher else -1
+        return sorted(ev["means"], key=lambda k: (-round(ev["p_best"][k], 12), -sign * ev["means"][k], k))
+
+    def record(self, ev: dict) -> dict:
+        from .tune import _record
+
+        cands = []
+        keys = [self.inc] + sorted(set(k for k, _, _ in self.seq if k is not None))
+        for key in keys:
+            runs = [p for k, _, p in self.seq if (k if k is not None else self.inc) == key]
+            ms = [self.sw.measure(p, key) for p in runs]
+            ok = [m for m in ms if m.ok]
+            pooled = Measured(key, "ok", np.concatenate([m.samples for m in ok])) if ok else Measured(key, ms[0].status)
+            r = _record(pooled, runs[0], self.sw.higher)
+            r.update(candidate_id=self.sw.cands[key].id, runs=len(runs), incumbent=key == self.inc)
+            r["run_medians"] = [m.median for m in ok]
+            if key in ev["means"]:
+                m, s = ev["means"][key], ev["sds"][key]
+                r.update(
+                    ratio=math.exp(m), ratio_lo=math.exp(m - paired.Z95 * s), ratio_hi=math.exp(m + paired.Z95 * s)
+                )
+                r["p_best"] = ev["p_best"][key]
+            cands.append(r)
+        floor = math.exp(paired.Z95 * ev["sigma"]) - 1
+        return {
+            "steps": self.steps,
+            "blocks": self.blocks,
+            "incumbent": self.sw.cands[self.inc].id,
+            "noise": {"sigma_log": ev["sigma"], "floor_one_block": floor, "incumbent_repeats": len(ev["inc_y"])},
+            "order": [p.id for _, _, p in self.seq],
+            "candidates": cands,
+        }
+
+
+def promote(rung: Rung, ev: dict, k_next: int, cap: int | None, alpha: float) -> tuple[list[int], dict]:
+    """(kept keys, most probable first; {key: why}) after a rung (see the module's docstring)."""
+    order = rung.ranked(ev)
+    pb = ev["p_best"]
+    why = {k: f"did not measure ({s})" for k, s in rung.status.items()}
+    p_min = alpha / max(len(order), 1)
+    keep = [k for k in order if pb[k] >= p_min]
+    keep = keep if len(keep) >= 2 else order[: min(2, len(order))]
+    limit = 2 * k_next if cap is None else min(cap, 2 * k_next)
+    for key in order:
+        why[key] = f"P(best) {pb[key]:.3f}" + (" (the incumbent)" if key == rung.inc else "")
+        if key not in keep:
+            why[key] += f": below {p_min:.3g}, dropped"
+        elif keep.index(key) >= limit:
+            why[key] += (
+                "; cut: the budget pays for no more"
+                if cap is not None and cap < 2 * k_next
+                else "; cut: twice the rung"
+            )
+    return keep[: max(limit, 0)], why
+
+
+def _cap(sw: Sweep, plan, blocks, k: int, n_keep: int) -> int | None:
+    """How many candidates the budget pays for in rung k + 1 (the later rungs at their plan)."""
+    if sw.share is None:
+        return None
+    rest = plan_cost(plan[k + 2 :], blocks[k + 2 :], sw.per_run)
+    room = sw.left() - rest
+    n = n_keep
+    while n > 0 and paired.rung_runs(n, blocks[k + 1]) * sw.per_run(plan[k + 1][1]) > room + 1e-9:
+        n -= 1
+    return n
+
+
+def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
+    """Runs the schedule; (last rung, its evaluation) or (None, None) when nothing measured."""
+    alive = list(range(n0))
+    last = (None, None)
+    for k, (nk, sk) in enumerate(plan):
+        top = k == len(plan) - 1
+        rung, failed = None, []
+        while alive:  # an incumbent whose run did not measure is dropped; the next one opens
+            rung = Rung(sw, k, sk, alive, alive[0])
+            # An incumbent never measured before (the first rung's) runs alone first, so that one
+            # that fails costs one run, not one per block.
+            rung.run_blocks(0 if k == 0 else blocks[k])
+            if rung.incumbent_ok():
+                if k == 0:
+                    rung.run_blocks(blocks[k])
+                break
+            failed.append((alive[0], rung.seq[0][2]))
+            alive = [i for i in alive[1:] if i not in rung.status]
+            rung = None
+        if rung is None:
+            return last
+        ev = rung.evaluate()
+        while top and rung.others and rung.blocks < MAX_TOP_BLOCKS and sw.share is not None:
+            if max(ev["p_best"].values()) >= 1 - sw.alpha / 2:
+                break
+            if paired.runs_per_block(len(rung.others) + 1) * sw.per_run(sk) > sw.left() + 1e-9:
+                break
+            rung.run_blocks(1)
+            ev = rung.evaluate()
+        sw.inc_y_before = ev["inc_y"] + sw.inc_y_before
+        r = rung.record(ev)
+        r["planned"] = nk
+        for key, p in failed:
+            from .tune import _record
+
+            m = sw.measure(p, key)
+            c = _record(m, p, sw.higher) | {"candidate_id": sw.cands[key].id, "runs": 1, "incumbent": False}
+            r["candidates"].append(c | {"promoted": False, "why": f"did not measure ({m.status})"})
+        rec["rungs"].append(r)
+        last = (rung, ev)
+        sw.say(f"# tune: rung {k} ({sk} steps, {rung.blocks} block(s)): {len(ev['means'])} candidates measured")
+        if top:
+            break
+        order = rung.ranked(ev)
+        lead = ev["p_best"][order[0]] if order else 0.0
+        if len(order) >= 2 and lead >= 1 - sw.alpha / 2:
+            rec["stopped"] = f"after rung {k}: one candidate dominates (P(best) {lead:.3f})"
+            _mark(r, order[:1], {order[0]: f"P(best) {lead:.3f}: dominates"}, sw)
+            break
+        keep, why = promote(rung, ev, plan[k + 1][0], _cap(sw, plan, blocks, k, len(order)), sw.alpha)
+        _mark(r, keep, why, sw)
+        sw.say(f"# tune: rung {k}: {len(keep)} promoted")
+        if len(keep) < 2:
+            rec["stopped"] = f"after rung {k}: {'the budget' if sw.share else 'too few'} left"
+            break
+        alive = keep
+    return last
+
+
+def _mark(r: dict, keep: list, why: dict, sw: Sweep) -> None:
+    ids = {sw.cands[k].id: k for k in range(len(sw.cands))}
+    for c in r["candidates"]:
+        key = ids.get(c.get("candidate_id", ""), None)
+        c["promoted"] = key in keep
+        c["why"] = why.get(key, c.get("why", ""))
+
+
+def pick(sw: Sweep, rung: Rung, ev: dict, rec: dict) -> None:
+    """The winner of the last rung, every candidate tied with it, and the margin over the runner-up."""
+    from .tune import _axis_values, _label, recommendation
+
+    sign = 1 if sw.higher else -1
+    order = sorted(ev["means"], key=lambda k: (-sign * ev["means"][k], -ev["p_best"][k], k))
+    recs = {c["candidate_id"]: c for c in rec["rungs"][-1]["candidates"]}
+    top_measured = [sw.measure(p, k if k is not None else rung.inc) for k, _, p in rung.seq]
+    rec["no_pick"] = no_pick(rank(top_measured, sw.higher), sw.objective, sw.unit, sw.higher, sw.cands[0].ranks)
+    if not order or rec["no_pick"]:
+        rec["winner"] = None
+        return
+    w = order[0]
+    wp = sw.cands[w]
+    rec["winner"] = dict(recs[wp.id]) | {"label": _label(_axis_values(wp)), "p_best": ev["p_best"][w]}
+    sides = lambda a, b: 1 if rung.inc in (a, b) else 2  # noqa: E731
+    tied, per_block = [], paired.rung_runs(len(order), 1) - 1
+    cost = sw.per_run(rung.steps)
+    for other in order[1:]:
+        v = paired.verdict(ev["ys"][w], ev["ys"][other], ev["sigma"], sides(w, other), sw.alpha, sw.higher)
+        v["label"] = _label(_axis_values(sw.cands[other]))
+        v["id"] = recs[sw.cands[other].id]["id"]
+        if v.get("blocks_to_separate"):
+            more = max(v["blocks_to_separate"] - v["blocks"], 0)
+            v["more_runs"] = more * per_block
+            v["more_seconds"] = more * per_block * cost if sw.share is None or sw.share[0] == "seconds" else None
+        if other == order[1]:
+            rec["runner_up"] = dict(recs[sw.cands[other].id]) | {"label": v["label"]}
+            rec["margin"] = v
+        if v["lo"] is not None and v["lo"] <= 1 <= v["hi"]:  # within the floor: a tie
+            tied.append(v)
+    rec["tied"] = tied
+    rec["noise_floor"] = rec["rungs"][-1]["noise"]
+    if rung.steps != sw.s_max:
+        rec["winner"]["note"] = (
+            f"measured at {rung.steps} steps, not the sweep's {sw.s_max}: the budget shortened the runs or the "
+            f"tune stopped before the top rung"
+        )
+    top_ids = [p.id for _, _, p in rung.seq]
+    from .tune import with_steps
+
+    rec["recommendation"] = recommendation(with_steps(wp, sw.s_max), sw.runs.directory, top_ids, sw.runs.hosts)
+
+
+def schedule_for(sw: Sweep, n: int, min_steps: int, rec: dict) -> int:
+    """The least steps of a rung: --min-steps, raised to the steps whose time equals the measured
+    start-up of a run, under a time budget (the currency in which start-up costs; probed with two
+    runs of --min-steps, the cheapest: they are the first candidates' runs of a first rung at
+    --min-steps, and spent apart otherwise)."""
+    if sw.share is None or sw.share[0] != "seconds":
+        return min_steps
+    s0 = min(min_steps, sw.s_max)
+    probe = [sw.point(k, s0, 0) for k in range(min(2, n))]
+    sw.say(f"# tune: {sw.name}: probing the cost of a run with {len(probe)} run(s) of {s0} steps")
+    sw.run(probe)
+    from .tune import step_seconds
+
+    a_b = []
+    for key, p in enumerate(probe):
+        t = sw.runs.seconds([p.id])
+        f = sw.runs.directory / "points" / f"{p.id}.h5"
+        b = step_seconds(f, sw.cands[0].binary) if sw.measure(p, key).ok and f.exists() else 0.0
+        a_b.append((max(t - b * s0, 0.0), b))
+    a = float(np.mean([x for x, _ in a_b]))
+    b = float(np.mean([y for _, y in a_b]))
+    sw.per_run = lambda s: a + b * s  # noqa: E731
+    rec["cost_model"] = {"startup_s": a, "step_s": b}
+    if b <= 0:
+        return min_steps
+    even = math.ceil(a / b)  # the steps that take as long as the start-up
+    rec["cost_model"]["startup_steps"] = even
+    return max(min_steps, even if even <= sw.s_max // 2 else sw.s_max)
+
+
+def tune_sweep(name, cands, runs, objective, share, seed, alpha, min_steps, say, repeats: int = 1) -> dict:
+    """Successive halving with paired, interleaved rungs over one sweep's candidates; the record
+    tune.json keeps for it."""
+    sw = Sweep(name, cands, runs, objective, share, seed, alpha, say)
+    n = len(sw.cands)
+    rec = {"sweep": name, "binary": sw.cands[0].binary, "objective": objective, "unit": sw.unit, "higher": sw.higher}
+    rec.update(method="halving", seed=seed, alpha=alpha, candidates=n, steps=sw.s_max, repeats=repeats, rungs=[])
+    least = schedule_for(sw, n, min_steps, rec)
+    full = schedule(n, n, sw.s_max, least)
+    plan, top_blocks = full, None
+    if share is not None:
+        plan, top_blocks = _draw(sw, n, least, repeats)
+        if plan is None:
+            plan, top_blocks = [(min(2, n), max(min(least, sw.s_max), 1))], 1
+            rec["short"] = "the budget pays for less than the smallest schedule (two candidates in one block)"
+            say(f"# tune: {name}: {rec['short']}: running what it pays for")
+    n0 = plan[0][0]
+    blocks = rung_blocks(plan, repeats, top_blocks)
+    rec["schedule"] = [{"candidates": c, "steps": s, "blocks": b} for (c, s), b in zip(plan, blocks)]
+    rec["budget"] = {"kind": share[0], "share": share[1]} if share else None
+    say(
+        f"# tune: {name} ({sw.cands[0].binary}, {objective}): {n} candidates, {n0} drawn; rungs "
+        + ", ".join(f"{c} x {s} steps x {b} block(s)" for (c, s), b in zip(plan, blocks))
+        + (f" (a full grid would be {len(full)} rung(s))" if len(full) != len(plan) else "")
+    )
+    rung, ev = run_rungs(sw, plan, blocks, n0, rec)
+    _spent(sw, rec)
+    if rung is None:
+        rec["winner"], rec["no_pick"] = None, None
+        return rec
+    pick(sw, rung, ev, rec)
+    return rec
+
+
+def _draw(sw: Sweep, n: int, least: int, repeats: int) -> tuple:
+    """(schedule, top rung's blocks) that the budget pays for, the first of: every candidate at the
+    sweep's steps; under a time budget, every candidate with every rung's steps halved (down to the
+    least steps), so that the optimum is not left out of the draw; fewer blocks at the top rung
+    (down to one); every candidate in one rung of one block (a race at the most steps it pays
+    for); fewer candidates. (None, None): not even two candidates in one block."""
+    tops = [sw.s_max]
+    if sw.share[0] == "seconds":
+        while tops[-1] // 2 >= least:
+            tops.append(tops[-1] // 2)
+    first = max(repeats, MIN_TOP_BLOCKS)
+    for m in range(n, min(2, n) - 1, -1):
+        for top_blocks in range(first, 0, -1):
+            for top in tops:
+                plan = schedule(n, m, top, least)
+                if _fits(sw, plan, repeats, top_blocks):
+                    return plan, top_blocks
+        for top in tops:
+            if _fits(sw, [(m, top)], repeats, 1):
+                return [(m, top)], 1
+    return None, None
+
+
+def _fits(sw: Sweep, plan, repeats: int, top_blocks: int) -> bool:
+    return plan_cost(plan, rung_blocks(plan, repeats, top_blocks), sw.per_run) <= sw.left() + 1e-9
+
+
+def _spent(sw: Sweep, rec: dict) -> None:
+    """What the tune cost: runs, run time, and measured steps (warm-up left out), with the cost
+    model's split of the run time into start-up and steps."""
+    ids = sorted(set(sw.used))
+    rec["spent"] = sw.spent()
+    rec["spent_runs"] = len(ids)
+    rec["spent_seconds"] = sw.runs.seconds(ids)
+    by_id = {p.id: p for p in sw.runs.planned.values()}
+    rec["spent_steps"] = int(sum(by_id[i].values.get("steps", 0) for i in ids if i in by_id))
+    rec["points"] = ids
+    cm = rec.get("cost_model")
+    if cm:
+        rec["spent_split"] = {"startup_s": cm["startup_s"] * len(ids), "steps_s": cm["step_s"] * rec["spent_steps"]}

@@ -1,0 +1,154 @@
+"""Paired, interleaved measurement for `dtune tune`: the order of a rung's runs, each run's figure
+read against the incumbent's runs beside it, the noise floor measured from the incumbent's own
+repeats, each candidate's probability of being the best, and the paired verdict between two.
+
+Why: on a shared node the machine drifts between runs (slow periods that slow every run started in
+them by 30-80%), and a comparison of two runs made at different times measures the drift as much as
+the configurations. So a rung runs its candidates in blocks, the order shuffled per block, with a run
+of the incumbent (the best so far) before the first candidate and after every `REF_EVERY` of them:
+
+    I c3 c1 c4 c7 I c2 c6 c5 I | c5 c2 c7 c1 I c4 c3 c6 I | ...      (blocks of one rung)
+
+A run's figure f (the median of its per-step objective) is read on the log scale against the local
+level of the machine, the mean log figure of the nearest incumbent runs before and after it:
+
+    y = log f - (log f_I,before + log f_I,after) / 2        (one value per candidate and block)
+
+so a slow period that covers a candidate and its neighbouring incumbent runs cancels. Two candidates
+compare by their paired differences y_c,b - y_d,b over the blocks b they share (the incumbent has
+y = 0 against itself). The incumbent's own runs, each read against its neighbours in the same way,
+are repeats of one configuration: their spread is the noise of one y (sigma_y, never below what one
+run's steps can resolve), and the floor of a comparison over B blocks is 1.96 sigma_y sqrt(k / B)
+(k = 2 sides, 1 against the incumbent): a smaller difference is called a tie.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+
+REF_EVERY = 4  # candidates between two runs of the incumbent
+MIN_BLOCKS_SIGNIFICANT = 6  # the signed-rank test's p falls below 0.05 from 6 blocks on
+Z95 = 1.959963984540054
+
+
+def block_order(others: list[int], seed: int, rung: int, block: int) -> list[int | None]:
+    """One block's runs: `others` (candidate keys) shuffled (seeded by seed, rung and block) with
+    None (an incumbent run) after every REF_EVERY of them and at the end."""
+    keys = list(others)
+    random.Random(f"{seed}-{rung}-{block}").shuffle(keys)
+    out: list[int | None] = []
+    for i, k in enumerate(keys):
+        out.append(k)
+        if (i + 1) % REF_EVERY == 0 and i + 1 < len(keys):
+            out.append(None)
+    out.append(None)
+    return out
+
+
+def runs_per_block(n_candidates: int) -> int:
+    """Runs of one block for n candidates (one of them the incumbent)."""
+    others = max(n_candidates - 1, 0)
+    return others + max(1, math.ceil(others / REF_EVERY))
+
+
+def rung_runs(n_candidates: int, blocks: int) -> int:
+    """Runs of a rung: the opening incumbent run, then its blocks."""
+    return 1 + blocks * runs_per_block(n_candidates)
+
+
+def normalise(seq: list) -> tuple[dict, list]:
+    """seq: the rung's runs in the order they ran, (key or None for the incumbent, block, log figure
+    or nan). Returns ({key: {block: y}}, [y of each incumbent run against its neighbours])."""
+    refs = [i for i, (k, _, v) in enumerate(seq) if k is None and math.isfinite(v)]
+
+    def level(i: int) -> float | None:
+        before = [j for j in refs if j < i]
+        after = [j for j in refs if j > i]
+        near = ([seq[before[-1]][2]] if before else []) + ([seq[after[0]][2]] if after else [])
+        return float(np.mean(near)) if near else None
+
+    ys: dict = {}
+    inc = []
+    for i, (k, b, v) in enumerate(seq):
+        if not math.isfinite(v):
+            continue
+        lv = level(i)
+        if lv is None:
+            continue
+        if k is None:
+            inc.append(v - lv)
+        else:
+            ys.setdefault(k, {})[b] = v - lv
+    return ys, inc
+
+
+def sigma_y(inc_y: list, within_var: float) -> float:
+    """The noise of one y: the root mean square of the incumbent's own y values (its repeats read
+    against their neighbours), at least sqrt(1.5 x within_var), what the steps of a run resolve
+    (a run and half of each of its two neighbours)."""
+    measured = float(np.sqrt(np.mean(np.square(inc_y)))) if len(inc_y) else 0.0
+    return max(measured, math.sqrt(1.5 * max(within_var, 0.0)))
+
+
+def within_run_var(log_steps: np.ndarray) -> float:
+    """Variance of the median of one run's log step figures (its steps as independent draws)."""
+    x = np.asarray(log_steps, float)
+    x = x[np.isfinite(x)]
+    if len(x) < 2:
+        return 0.0
+    return float((1.2533 * np.std(x, ddof=1)) ** 2 / len(x))
+
+
+def p_best(means: dict, sds: dict, higher: bool, seed: int = 0, draws: int = 4000) -> dict:
+    """{key: probability that it is the best} with each candidate's mean y normal with its sd (a
+    seeded Monte Carlo). Exact ties (sd 0) all count as the best."""
+    keys = list(means)
+    if not keys:
+        return {}
+    sign = 1.0 if higher else -1.0
+    rng = np.random.default_rng(seed)
+    m = np.array([sign * means[k] for k in keys])
+    s = np.array([sds[k] for k in keys])
+    x = m[None, :] + rng.standard_normal((draws, len(keys))) * s[None, :]
+    best = x.max(axis=1, keepdims=True)
+    hit = x >= best - 1e-12
+    return {k: float(hit[:, i].mean()) for i, k in enumerate(keys)}
+
+
+def verdict(y_pick: dict, y_other: dict, sig: float, sides: int, alpha: float, higher: bool) -> dict:
+    """The pick against another candidate over the blocks both measured: the ratio of figures
+    pick / other (exp of the mean paired log difference) with its 95% interval, the Wilcoxon
+    signed-rank p over the blocks, the floor (the smallest ratio these blocks resolve, from the
+    incumbent's noise), whether the pick is significantly better (the interval excludes 1 on the
+    better side and p < alpha, which needs MIN_BLOCKS_SIGNIFICANT blocks) and how many blocks
+    would separate the two at the difference measured."""
+    from scipy.stats import wilcoxon
+
+    common = sorted(set(y_pick) & set(y_other))
+    d = np.array([y_pick[b] - y_other[b] for b in common])
+    n = len(d)
+    if n == 0:
+        return {"ratio": None, "lo": None, "hi": None, "p": None, "blocks": 0, "significant": False}
+    delta = float(d.mean())
+    emp = float(np.var(d, ddof=1)) / n if n >= 2 else 0.0
+    se = math.sqrt(max(emp, sides * sig**2 / n))
+    lo, hi = math.exp(delta - Z95 * se), math.exp(delta + Z95 * se)
+    p = 1.0 if not np.any(d != 0) else float(wilcoxon(d).pvalue)
+    better = lo > 1 if higher else hi < 1
+    floor = math.exp(Z95 * se) - 1
+    need = None
+    if delta != 0:
+        need = max(MIN_BLOCKS_SIGNIFICANT, math.ceil(n * (Z95 * se / abs(delta)) ** 2))
+    return {
+        "ratio": math.exp(delta),
+        "lo": lo,
+        "hi": hi,
+        "p": p,
+        "blocks": n,
+        "floor": floor,
+        "significant": bool(better and p < alpha),
+        "blocks_to_separate": need,
+    }
