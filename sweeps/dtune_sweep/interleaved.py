@@ -11,8 +11,10 @@ candidate dominates (at most MAX_TOP_BLOCKS); a budget too small for that gives 
 one. After a rung the candidates are promoted by their probability of being the
 best (paired.p_best, from the measured noise), most probable first: every one whose probability is
 at least alpha / (candidates), at least two, at most what the budget pays for and twice the next
-rung's planned size. A candidate whose probability is 1 - alpha/2 or more dominates: the tune stops
-there. The pick is the best paired estimate of the last rung; every candidate whose paired interval
+rung's planned size. A candidate whose probability is 1 - alpha/2 or more, in a rung of at least
+paired.MIN_BLOCKS_SIGNIFICANT blocks (the fewest that can call a difference significant: a rung of
+one or two blocks estimates its own noise from two or three incumbent runs), dominates: the tune
+stops there. The pick is the best paired estimate of the last rung; every candidate whose paired interval
 against it contains 1 (within the floor, paired.verdict) is named as tied with it, with the blocks
 that would separate them at the difference measured.
 """
@@ -274,7 +276,7 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
             break
         order = rung.ranked(ev)
         lead = ev["p_best"][order[0]] if order else 0.0
-        if len(order) >= 2 and lead >= 1 - sw.alpha / 2:
+        if len(order) >= 2 and rung.blocks >= paired.MIN_BLOCKS_SIGNIFICANT and lead >= 1 - sw.alpha / 2:
             rec["stopped"] = f"after rung {k}: one candidate dominates (P(best) {lead:.3f})"
             _mark(r, order[:1], {order[0]: f"P(best) {lead:.3f}: dominates"}, sw)
             break
