@@ -35,6 +35,7 @@ from dtune_report.compare import (
     mann_whitney_p,
     regressions,
     samples_needed,
+    train_step_samples,
 )
 from dtune_report.identity import parse_flags, run_identity, settings_env
 
@@ -420,6 +421,17 @@ def test_runs_differing_in_one_shape_flag_are_never_pooled(tmp_path, flag):
     assert all((r.n_a, r.n_b) == (11, 11) for r in c.rows)
 
 
+def test_train_step_samples_has_its_columns_with_or_without_train_runs(tmp_path):
+    """One row per measured step, columns file, run, step, total_ms, also when the results hold no
+    dtune-train run (a sweep's objective and `dtune report` read total_ms of whatever comes back)."""
+    cols = ["file", "run", "step", "total_ms"]
+    none = train_step_samples(write_comm_results(tmp_path / "comm"))
+    assert none.empty and list(none.columns) == cols
+    train_file(tmp_path / "t.h5", [(STEPS, None, {})], CMD)
+    steps = train_step_samples(tmp_path / "t.h5")
+    assert list(steps.columns) == cols and len(steps) == len(STEPS) - 1  # the warm-up step left out
+
+
 def test_profiled_steps_are_left_out(tmp_path):
     # B: the same steps with a --profile-steps 4:3 window inserted, its steps ten times slower;
     # they do not count, so B's median is A's.
@@ -654,6 +666,38 @@ def test_identity_of_a_sweep_point_is_its_definition():
         "NCCL_PROTO": "LL",
     }
     assert run_identity(_run(point={}), by_point=True) == {"np": "None", "nodes": "None", "ranks_per_node": "None"}
+
+
+def test_a_short_flag_with_its_value_attached_reads_as_cli11_reads_it():
+    # -n5 is -n 5 (CLI11), however short the value; a long flag never splits this way.
+    assert parse_flags(["-n5", "-oX", "--ab"], "dtune-comm") == {"--iters": "5", "--op": "X", "--ab": ""}
+
+
+def test_the_first_argument_of_a_command_line_counts():
+    # Only the program name is dropped: a setting given first splits rows like any other.
+    run = _run(command_line="/x/dtune-train --schedule gpipe --steps 4")
+    assert run_identity(run, by_point=False) == {"np": "2", "--schedule": "gpipe"}
+    comm = _run(benchmark="comm", command_line="/x/dtune-comm --algorithm=ring -b 8")
+    assert run_identity(comm, by_point=False) == {"np": "2", "--algorithm": "ring"}
+
+
+def test_a_benchmark_without_a_flag_table_counts_every_flag_as_written():
+    """dtune-data or dtune-probe runs (no flag table here): no short-flag names, no ignored flags, no
+    environment fallbacks; the attributes, the rank count, every flag and the settings count."""
+    run = _run(
+        benchmark="data",
+        command_line="/x/dtune-data bench --workers 4 -n 3 --output o.h5",
+        env={"NCCL_ALGO": "Ring", "SLURM_JOB_ID": "7"},
+        attrs={"data": "s3://b/train", "status": "ok"},
+    )
+    assert run_identity(run, by_point=False) == {
+        "data": "s3://b/train",
+        "np": "2",
+        "--workers": "4",
+        "-n": "3",
+        "--output": "o.h5",
+        "NCCL_ALGO": "Ring",
+    }
 
 
 def test_settings_env_keeps_what_the_launcher_does_not_set_for_itself():
