@@ -5,14 +5,16 @@ synthetic dtune-comm results whose winners are known by construction: for every 
 apply exactly the algorithm, protocol and channel count that won there."""
 
 import json
+from html.parser import HTMLParser
 
 import h5py
 import numpy as np
 import pandas as pd
 import pytest
+from markdown_it import MarkdownIt
 
 from dtune_report.report import build_report
-from dtune_report.tables import md_code, nccl_tuner_conf
+from dtune_report.tables import md_code, md_text, nccl_tuner_conf
 
 # The plugin's own spellings (plugin.c parseCollType, parseAlgorithm, parseProtocol), written out
 # here rather than imported, so that a wrong table in the code under test cannot agree with itself.
@@ -579,3 +581,49 @@ def test_a_code_block_fence_is_longer_than_any_backquote_run_inside(text, fence)
     # CommonMark: a fence closes only on a run of at least its length, so the recorded text can
     # never end the block early.
     assert md_code(text) == [fence, text, fence]
+
+
+class _CellText(HTMLParser):
+    """The text of each <td> of rendered HTML, character references resolved."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.cells, self.cell = [], None
+
+    def handle_starttag(self, tag, attrs):
+        self.cell = "" if tag == "td" else self.cell
+
+    def handle_endtag(self, tag):
+        if tag == "td":
+            self.cells.append(self.cell)
+            self.cell = None
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell += data
+
+
+RECORDED = [
+    "a|b",  # a pipe would end the table cell
+    "*x* `c` [l](u) <b>&amp; \\ end\\",  # emphasis, code, link, HTML, an entity, backslashes
+    "/scratch/_cache_/x __init__ a _b_ c OMPI_MCA_*",  # underscores that could make emphasis
+    "line\nbreak\r\nand\rcr",  # a line break would end the table row
+    'NCCL_ALGO="Ring,Tree" it\'s ^LL',
+]
+
+
+@pytest.mark.parametrize("value", RECORDED)
+def test_md_text_renders_as_itself_in_a_table_cell(value):
+    """Read by a CommonMark reader with tables (markdown-it-py, pinned in requirements.txt), a
+    recorded value in a report table shows as written, its line breaks as spaces."""
+    html = MarkdownIt("commonmark").enable("table").render(f"| h |\n|---|\n| {md_text(value)} |\n")
+    cells = _CellText()
+    cells.feed(html)
+    assert cells.cells == [value.replace("\r", " ").replace("\n", " ")], html
+
+
+def test_md_text_leaves_what_needs_no_escape_as_written():
+    # The Markdown file stays readable as text: quotes, apostrophes and underscores inside a word
+    # render as themselves, so they are not turned into entities or backslashed.
+    for value in ['NCCL_ALGO="Ring" it\'s 50% ~ #1 reduce_scatter', "", 42]:
+        assert md_text(value) == str(value)
