@@ -192,7 +192,7 @@ def test_bootstrap_intervals_are_reproducible_from_the_documented_recipe():
     a = np.round(np.random.default_rng(5).uniform(10, 20, 20), 3)
     b = a * 1.1 + np.round(np.random.default_rng(6).uniform(0, 1, 20), 3)
     assert bootstrap_ratio_ci(a, b) == bootstrap_ratio_ci(a, b) == bootstrap_ratio_ci(a, b, resamples=2000, seed=0)
-    assert bootstrap_median_ci(b) == bootstrap_median_ci(b) == bootstrap_median_ci(b, resamples=2000, seed=0)
+    assert bootstrap_median_ci(a) == bootstrap_median_ci(a) == bootstrap_median_ci(a, resamples=2000, seed=0)
 
 
 def test_compare_samples_rows_are_the_keys_of_both_sides_significant_below_alpha_only():
