@@ -15,9 +15,12 @@ import pandas as pd
 
 def md_text(value) -> str:
     """A value as Markdown text that renders as itself: HTML special characters as entities,
-    backquotes, stars, brackets and table pipes backslash-escaped, line breaks as spaces."""
+    backquotes, stars, brackets and table pipes backslash-escaped, line breaks as spaces; an
+    underscore too where it could open or close emphasis (CommonMark: not between two letters or
+    digits, so NCCL_ALGO stays as written but /scratch/_cache_/ does not turn italic)."""
     text = html.escape(str(value), quote=False).replace("\r", " ").replace("\n", " ")
-    return re.sub(r"([\\`*\[\]|])", r"\\\1", text)
+    text = re.sub(r"([\\`*\[\]|])", r"\\\1", text)
+    return re.sub(r"(?<![^\W_])_|_(?![^\W_])", r"\\_", text)
 
 
 def md_code(text: str) -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from scipy import stats
 from test_tuner_conf import write_results as write_comm_results
 from train_fixture import train_file
 
@@ -25,6 +26,8 @@ from conftest import bin_dir, mpirun_prefix
 from dtune_report.compare import (
     Row,
     _labeller,
+    bootstrap_median_ci,
+    bootstrap_ratio_ci,
     compare_results,
     compare_samples,
     format_table,
@@ -32,6 +35,7 @@ from dtune_report.compare import (
     mann_whitney_p,
     regressions,
     samples_needed,
+    train_step_samples,
 )
 from dtune_report.identity import parse_flags, run_identity, settings_env
 
@@ -101,6 +105,104 @@ def test_the_geomean_row_is_the_geometric_mean_of_the_ratios():
     assert [r.ratio for r in rows] == [2.0, 0.5]
     (geomean,) = [line for line in format_table(rows).splitlines() if line.startswith("geomean")]
     assert geomean.split()[-1] == "+0.0%", geomean
+
+
+def _scipy_p(a, b):
+    """scipy's two-sided U test by the rules metrics.md states: exact without ties up to 50 per
+    side, else the normal approximation with tie and continuity corrections."""
+    ties = len(np.unique(np.concatenate([a, b]))) < len(a) + len(b)
+    method = "exact" if not ties and len(a) <= 50 and len(b) <= 50 else "asymptotic"
+    return stats.mannwhitneyu(a, b, alternative="two-sided", method=method, use_continuity=True).pvalue
+
+
+def _u_test_cases():
+    rng = np.random.default_rng(11)
+    for n1, n2 in [(1, 1), (1, 3), (3, 1), (1, 9), (2, 2), (4, 7), (9, 3), (50, 5), (5, 50), (51, 5), (5, 51)]:
+        for shift in (0.0, 0.7, 3.0):
+            yield rng.normal(size=n1), rng.normal(size=n2) + shift  # no ties
+            yield rng.integers(0, 4, n1).astype(float), rng.integers(0, 4, n2) + shift  # ties
+    yield [1.0, 4.0], [2.0, 3.0]  # U1 = U2: p = 1
+    yield [1.0, 2.0, 2.0], [2.0, 2.0, 3.0]  # ties, |U1 - n1 n2 / 2| = 0.5 (within the continuity correction)
+    yield [1.0, 2.0, 3.0], [2.0, 3.0, 3.0, 4.0]  # ties, |U1 - n1 n2 / 2| = 1.0
+
+
+def test_mann_whitney_agrees_with_scipy_on_both_sides_of_every_rule():
+    """With and without ties, one value on a side, and 50 against 51 values (the exact test's
+    limit): the p-value is scipy.stats.mannwhitneyu's under the same rules."""
+    for a, b in _u_test_cases():
+        a, b = np.asarray(a, float), np.asarray(b, float)
+        want = 1.0 if len(np.unique(np.concatenate([a, b]))) == 1 else _scipy_p(a, b)  # all equal: p = 1
+        assert mann_whitney_p(a, b) == pytest.approx(want, rel=1e-9, abs=1e-15), (list(a), list(b), want)
+        assert mann_whitney_p(list(a), list(b)) == mann_whitney_p(a, b)  # a list reads as its array
+
+
+def test_mann_whitney_p_is_a_probability_and_nan_without_samples():
+    # 19 against 47, no ties, U1 = 446 = (19 * 47 - 1) / 2: the exact two-sided p is 2 P(U <= 446),
+    # which is exactly 1 (n1 n2 is odd), summed in floating point to a hair above it.
+    b = np.arange(47.0)
+    a = np.array([22.5 + i / 100 for i in range(18)] + [31.5])  # 18 values above 23 of b, one above 32
+    assert mann_whitney_p(a, b) == 1.0 and _scipy_p(a, b) == pytest.approx(1.0)
+    for x, y in (([], [1.0, 2.0]), ([1.0, 2.0], []), ([], [])):
+        assert math.isnan(mann_whitney_p(x, y))
+
+
+def _exact_bootstrap_median(x):
+    """The bootstrap distribution of the median of x (odd length, distinct values), exactly: the
+    median of n draws with replacement is at most the j-th smallest value when at least (n + 1) / 2
+    draws are, each with probability j / n. Returns (values, probabilities)."""
+    x = np.sort(np.asarray(x, float))
+    n, k = len(x), (len(x) + 1) // 2
+    cdf = stats.binom.sf(k - 1, n, np.arange(1, n + 1) / n)
+    return x, np.diff(np.concatenate([[0.0], cdf]))
+
+
+def _quantile(values, probs, q):
+    """The smallest value whose probability of not being exceeded is at least q."""
+    order = np.argsort(values)
+    cdf = np.cumsum(np.asarray(probs)[order])
+    return float(np.asarray(values)[order][np.searchsorted(cdf, q)])
+
+
+def _check_percentile_interval(values, probs, interval, margin=0.003):
+    """interval is (2.5th, 97.5th) percentile of draws from (values, probs), within `margin` of
+    probability (Monte Carlo error); and the data can tell 2.5 from 3.5 and 97.5 from 98.5 (some
+    value lies between those quantiles)."""
+    q = lambda p: _quantile(values, probs, p)  # noqa: E731
+    assert q(0.025 + margin) < q(0.035 - margin) and q(0.975 + margin) < q(0.985 - margin)
+    lo, hi = interval
+    assert q(0.025 - margin) <= lo <= q(0.025 + margin) and q(0.975 - margin) <= hi <= q(0.975 + margin)
+
+
+def test_bootstrap_intervals_are_the_2_5th_and_97_5th_percentiles_of_the_exact_bootstrap():
+    """metrics.md: the interval is the 2.5th and 97.5th percentile of the resampled medians (or
+    ratios of medians). Checked against the exact bootstrap distribution, with enough resamples
+    that the Monte Carlo error (0.05% of probability) is far below the 0.3% allowed."""
+    rng = np.random.default_rng(3)
+    a, b = rng.uniform(10, 20, 105), rng.uniform(12, 22, 105)  # 105: tail steps near 2%, 3%, 97%, 98%
+    va, pa = _exact_bootstrap_median(a)
+    vb, pb = _exact_bootstrap_median(b)
+    _check_percentile_interval(vb, pb, bootstrap_median_ci(b, resamples=100_000))
+    ratios, probs = (vb[None, :] / va[:, None]).ravel(), (pb[None, :] * pa[:, None]).ravel()
+    _check_percentile_interval(ratios, probs, bootstrap_ratio_ci(a, b, resamples=100_000))
+
+
+def test_bootstrap_intervals_are_reproducible_from_the_documented_recipe():
+    """metrics.md: 2,000 resamples with a fixed seed (0), so a run of `dtune compare` or `dtune
+    report` prints the same interval each time, and anyone can recompute it from the samples."""
+    a = np.round(np.random.default_rng(5).uniform(10, 20, 20), 3)
+    b = a * 1.1 + np.round(np.random.default_rng(6).uniform(0, 1, 20), 3)
+    assert bootstrap_ratio_ci(a, b) == bootstrap_ratio_ci(a, b) == bootstrap_ratio_ci(a, b, resamples=2000, seed=0)
+    assert bootstrap_median_ci(a) == bootstrap_median_ci(a) == bootstrap_median_ci(a, resamples=2000, seed=0)
+
+
+def test_compare_samples_rows_are_the_keys_of_both_sides_significant_below_alpha_only():
+    a, b = [1.0, 2, 3, 4], [5.0, 6, 7, 8]
+    rows = compare_samples({"both": a, "only a": a}, {"both": b, "only b": b}, "us")
+    assert [r.config for r in rows] == ["both"]
+    p = rows[0].p_value  # 2 / C(8, 4): the smallest p of 4 against 4
+    assert p == mann_whitney_p(a, b) and rows[0].significant
+    (at,) = compare_samples({"x": a}, {"x": b}, "us", alpha=p)  # p < alpha, not p <= alpha
+    assert not at.significant
 
 
 def test_flags_parse_as_cli11_reads_them():
@@ -317,6 +419,17 @@ def test_runs_differing_in_one_shape_flag_are_never_pooled(tmp_path, flag):
     c = compare_results([d], [d])
     assert sorted(r.config.split()[-1] for r in c.rows) == [f"{flag}=2", f"{flag}=4"], [r.config for r in c.rows]
     assert all((r.n_a, r.n_b) == (11, 11) for r in c.rows)
+
+
+def test_train_step_samples_has_its_columns_with_or_without_train_runs(tmp_path):
+    """One row per measured step, columns file, run, step, total_ms, also when the results hold no
+    dtune-train run (a sweep's objective and `dtune report` read total_ms of whatever comes back)."""
+    cols = ["file", "run", "step", "total_ms"]
+    none = train_step_samples(write_comm_results(tmp_path / "comm"))
+    assert none.empty and list(none.columns) == cols
+    train_file(tmp_path / "t.h5", [(STEPS, None, {})], CMD)
+    steps = train_step_samples(tmp_path / "t.h5")
+    assert list(steps.columns) == cols and len(steps) == len(STEPS) - 1  # the warm-up step left out
 
 
 def test_profiled_steps_are_left_out(tmp_path):
@@ -553,6 +666,38 @@ def test_identity_of_a_sweep_point_is_its_definition():
         "NCCL_PROTO": "LL",
     }
     assert run_identity(_run(point={}), by_point=True) == {"np": "None", "nodes": "None", "ranks_per_node": "None"}
+
+
+def test_a_short_flag_with_its_value_attached_reads_as_cli11_reads_it():
+    # -n5 is -n 5 (CLI11), however short the value; a long flag never splits this way.
+    assert parse_flags(["-n5", "-oX", "--ab"], "dtune-comm") == {"--iters": "5", "--op": "X", "--ab": ""}
+
+
+def test_the_first_argument_of_a_command_line_counts():
+    # Only the program name is dropped: a setting given first splits rows like any other.
+    run = _run(command_line="/x/dtune-train --schedule gpipe --steps 4")
+    assert run_identity(run, by_point=False) == {"np": "2", "--schedule": "gpipe"}
+    comm = _run(benchmark="comm", command_line="/x/dtune-comm --algorithm=ring -b 8")
+    assert run_identity(comm, by_point=False) == {"np": "2", "--algorithm": "ring"}
+
+
+def test_a_benchmark_without_a_flag_table_counts_every_flag_as_written():
+    """dtune-data or dtune-probe runs (no flag table here): no short-flag names, no ignored flags, no
+    environment fallbacks; the attributes, the rank count, every flag and the settings count."""
+    run = _run(
+        benchmark="data",
+        command_line="/x/dtune-data bench --workers 4 -n 3 --output o.h5",
+        env={"NCCL_ALGO": "Ring", "SLURM_JOB_ID": "7"},
+        attrs={"data": "s3://b/train", "status": "ok"},
+    )
+    assert run_identity(run, by_point=False) == {
+        "data": "s3://b/train",
+        "np": "2",
+        "--workers": "4",
+        "-n": "3",
+        "--output": "o.h5",
+        "NCCL_ALGO": "Ring",
+    }
 
 
 def test_settings_env_keeps_what_the_launcher_does_not_set_for_itself():

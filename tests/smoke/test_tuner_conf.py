@@ -5,14 +5,16 @@ synthetic dtune-comm results whose winners are known by construction: for every 
 apply exactly the algorithm, protocol and channel count that won there."""
 
 import json
+from html.parser import HTMLParser
 
 import h5py
 import numpy as np
 import pandas as pd
 import pytest
+from markdown_it import MarkdownIt
 
 from dtune_report.report import build_report
-from dtune_report.tables import md_code, nccl_tuner_conf
+from dtune_report.tables import md_code, md_text, nccl_tuner_conf
 
 # The plugin's own spellings (plugin.c parseCollType, parseAlgorithm, parseProtocol), written out
 # here rather than imported, so that a wrong table in the code under test cannot agree with itself.
@@ -579,3 +581,155 @@ def test_a_code_block_fence_is_longer_than_any_backquote_run_inside(text, fence)
     # CommonMark: a fence closes only on a run of at least its length, so the recorded text can
     # never end the block early.
     assert md_code(text) == [fence, text, fence]
+
+
+class _CellText(HTMLParser):
+    """The text of each <td> of rendered HTML, character references resolved."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.cells, self.cell = [], None
+
+    def handle_starttag(self, tag, attrs):
+        self.cell = "" if tag == "td" else self.cell
+
+    def handle_endtag(self, tag):
+        if tag == "td":
+            self.cells.append(self.cell)
+            self.cell = None
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell += data
+
+
+RECORDED = [
+    "a|b",  # a pipe would end the table cell
+    "*x* `c` [l](u) <b>&amp; \\ end\\",  # emphasis, code, link, HTML, an entity, backslashes
+    "/scratch/_cache_/x __init__ a _b_ c OMPI_MCA_*",  # underscores that could make emphasis
+    "line\nbreak\r\nand\rcr",  # a line break would end the table row
+    'NCCL_ALGO="Ring,Tree" it\'s ^LL',
+]
+
+
+@pytest.mark.parametrize("value", RECORDED)
+def test_md_text_renders_as_itself_in_a_table_cell(value):
+    """Read by a CommonMark reader with tables (markdown-it-py, pinned in requirements.txt), a
+    recorded value in a report table shows as written, its line breaks as spaces."""
+    html = MarkdownIt("commonmark").enable("table").render(f"| h |\n|---|\n| {md_text(value)} |\n")
+    cells = _CellText()
+    cells.feed(html)
+    assert cells.cells == [value.replace("\r", " ").replace("\n", " ")], html
+
+
+def test_md_text_leaves_what_needs_no_escape_as_written():
+    # The Markdown file stays readable as text: quotes, apostrophes and underscores inside a word
+    # render as themselves, so they are not turned into entities or backslashed.
+    for value in ['NCCL_ALGO="Ring" it\'s 50% ~ #1 reduce_scatter', "", 42]:
+        assert md_text(value) == str(value)
+
+
+def _conf(*runs):
+    """nccl_tuner_conf of runs given as dicts: env, times ({size_bytes: time_us}) and, where they
+    differ from one float32/sum allreduce on 2 ranks of 1 node, collective, dtype, op, world_size,
+    nodes (None: unknown, as load_comm_runs leaves it) and wrong."""
+    base = dict(collective="allreduce", dtype="float32", op="sum", world_size=2, nodes=1, wrong=0)
+    comm, shape = [], []
+    for k, r in enumerate(runs):
+        r = base | r
+        comm += [
+            dict(file="f.h5", run=k, size_bytes=s, time_us_reported=t, placement="out-of-place", backend="nccl")
+            | {c: r[c] for c in ("wrong", "collective", "dtype", "op")}
+            for s, t in r["times"].items()
+        ]
+        shape.append(dict(file="f.h5", run=k, world_size=r["world_size"], nodes=r["nodes"], env=r["env"]))
+    return nccl_tuner_conf(pd.DataFrame(comm), pd.DataFrame(shape))
+
+
+def _comment_text(text):
+    return " ".join(line[2:] for line in text.splitlines() if line.startswith("# "))
+
+
+TREE_LL128 = {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL128"}
+
+
+def test_a_block_of_a_known_node_count_comes_before_the_wildcard_that_would_also_match_it():
+    """Runs on 2 ranks of 1 node, on 2 ranks of an unknown node count (nNodes -1: any) and on 4
+    ranks of 2 nodes, each with its own winner: every call gets the winner of its own shape, and
+    only a shape never measured falls to the wildcard."""
+    fast, slow = {1024: 5.0}, {1024: 9.0}
+    text = _conf(
+        dict(env=RING_LL, times=fast),
+        dict(env=TREE_SIMPLE, times=slow),
+        dict(env=TREE_SIMPLE, times=fast, nodes=None),
+        dict(env=RING_LL, times=slow, nodes=None),
+        dict(env=TREE_LL128, times=fast, world_size=4, nodes=2),
+        dict(env=RING_LL, times=slow, world_size=4, nodes=2),
+    )
+    configs = plugin_load(text)
+    assert all(field.lstrip("-").isdigit() for line in _config_lines(text) for field in line.split(",")[5:])
+    assert plugin_get_coll_info(configs, "allreduce", 1024, 1, 2) == ("ring", "ll", 0)
+    assert plugin_get_coll_info(configs, "allreduce", 1024, 2, 4) == ("tree", "ll128", 0)
+    assert plugin_get_coll_info(configs, "allreduce", 1024, 3, 2) == ("tree", "simple", 0)  # the wildcard
+    assert plugin_get_coll_info(configs, "allreduce", 1024, 1, 4) == (None, None, 1)  # nothing measured
+
+
+@pytest.mark.parametrize(
+    "measured,used,others",
+    [
+        # The most measured sizes wins; the others are named, in sorted order.
+        (
+            {("float32", "sum"): 3, ("bfloat16", "sum"): 2, ("float32", "max"): 1},
+            "float32/sum",
+            "bfloat16/sum, float32/max",
+        ),
+        ({("float32", "sum"): 2, ("bfloat16", "sum"): 2}, "bfloat16/sum", "float32/sum"),  # a tie: sorted order
+        ({("float32", "sum"): 2, ("float32", "max"): 2}, "float32/max", "float32/sum"),
+        ({("float32", "sum"): 2}, "float32/sum", None),
+    ],
+)
+def test_each_block_uses_one_dtype_and_op_the_most_measured_and_names_the_others(measured, used, others):
+    """The plugin cannot tell dtypes or ops apart: the block's lines are the winners of one
+    (dtype, op) alone. Here Ring/LL wins every size of the one used, Tree/Simple every size of
+    every other, by far."""
+    sizes = [1024, 4096, 16384]
+    runs = []
+    for (dtype, op), n in measured.items():
+        win, lose = (RING_LL, TREE_SIMPLE) if f"{dtype}/{op}" == used else (TREE_SIMPLE, RING_LL)
+        runs.append(dict(env=win, times={s: 5.0 for s in sizes[:n]}, dtype=dtype, op=op))
+        runs.append(dict(env=lose, times={s: 50.0 for s in sizes[:n]}, dtype=dtype, op=op))
+    text = _conf(*runs)
+    assert _config_lines(text) == [f"allreduce,0,{2**64 - 1},ring,ll,0,1,2,-1,-1"]
+    note = f"allreduce nNodes=1 nRanks=2: winners among {used} runs"
+    if others:
+        note += f" (also measured, not used: {others}; the plugin cannot tell dtypes or ops apart)"
+    assert note in _comment_text(text)
+    assert _comment_text(text).endswith(note)  # the block's comment, last, and nothing more
+
+
+def test_runs_with_wrong_results_or_without_both_settings_are_not_used():
+    """A setting whose results were wrong never wins (-1: not checked, counts); a run that leaves
+    the algorithm or the protocol to NCCL measured no setting the plugin can apply."""
+    text = _conf(
+        dict(env=RING_LL, times={1024: 1.0}, wrong=1),
+        dict(env={"NCCL_ALGO": "Ring"}, times={1024: 1.0}),
+        dict(env={"NCCL_PROTO": "LL128"}, times={1024: 1.0}),
+        dict(env=TREE_SIMPLE, times={1024: 5.0}, wrong=-1),
+        dict(env=TREE_LL128, times={1024: 6.0}),
+    )
+    assert _config_lines(text) == [f"allreduce,0,{2**64 - 1},tree,simple,0,1,2,-1,-1"]
+    assert _conf(dict(env={"NCCL_ALGO": "Ring"}, times={1024: 1.0})) is None
+
+
+def test_a_shape_with_no_setting_the_plugin_can_spell_is_named_and_the_others_follow():
+    # allgather (sorted first) measured only a list of algorithms; allreduce a plain setting.
+    text = _conf(
+        dict(env={"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "LL"}, times={1024: 1.0}, collective="allgather"),
+        dict(env={"NCCL_ALGO": "Tree", "NCCL_PROTO": "^LL"}, times={1024: 1.0}, collective="allgather"),
+        dict(env=RING_LL, times={1024: 5.0}),
+    )
+    assert _config_lines(text) == [f"allreduce,0,{2**64 - 1},ring,ll,0,1,2,-1,-1"]
+    comments = _comment_text(text)
+    assert comments.startswith("nccl_tuner.conf written by dtune report") and NCCL_FORMAT in comments
+    for algo, proto in (("Ring,Tree", "LL"), ("Tree", "^LL")):
+        assert f"allgather nNodes=1 nRanks=2: left out NCCL_ALGO={algo} NCCL_PROTO={proto}: not one" in comments

@@ -332,3 +332,20 @@ def test_compare_to_takes_the_callers_alpha():
     assert compare_to(base, fast, 0.05).significant
     row = compare_to(base, fast, 1e-12)
     assert not row.significant and 1e-12 < row.p_value < 1e-10 and row.unit == "samples/s", row
+
+
+def test_decide_all_takes_the_callers_alpha_and_0_05_by_default():
+    # 20 steps each. Fully separated (p about 1.5e-11): a winner at the default 0.05, a tie at 1e-12.
+    # Shifted by 0.01% (p = 0.8): a tie at the default 0.05, a winner at 0.9.
+    base = config({"precision": "fp32"})
+    clear = Study({}, [base, config({"precision": "bf16"}, 1.2)], anchor="clear")
+    near = Study({}, [base, config({"overlap": "off"}, 1.0001)], anchor="near")
+    (f,) = decide_all([clear])
+    assert f.improves and len(f.best) == 1
+    (f,) = decide_all([clear], alpha=1e-12)
+    assert not f.improves and len(f.best) == 2
+    (f,) = decide_all([near])
+    assert not f.improves and len(f.best) == 2
+    p = compare_to(base, near.configs[1], 0.05).p_value
+    (f,) = decide_all([near], alpha=0.9)
+    assert 0.05 < p < 0.9 and f.improves and len(f.best) == 1
