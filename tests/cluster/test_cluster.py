@@ -12,6 +12,7 @@ and `dtune tune` with the same flags runs its 2-node candidates across the nodes
 Each test process uses cluster names of its own (pid-based), so two runs never collide; the
 fixtures take the clusters down however the tests end. Needs root, as CI runs."""
 
+import json
 import os
 import re
 import shutil
@@ -300,8 +301,8 @@ def test_sweep_run_puts_a_two_node_point_on_the_cluster(shaped, tmp_path):
 
 
 def test_tune_puts_its_two_node_candidates_on_the_cluster(shaped, tmp_path):
-    # dtune tune with the cluster's hostfile and tune file: both candidates (the tiny GPT, 2 nodes
-    # x 2 ranks, 4 steps) run across the nodes, each rank's host read from its results file, and
+    # dtune tune with the cluster's hostfile and tune file: every run of both candidates (the tiny
+    # GPT, 2 nodes x 2 ranks, 4 steps) runs across the nodes, each rank's host read from its results file, and
     # the winner's printed command names the hostfile.
     state = Path(f"/run/dtune-cluster/{shaped}")
     sweep = tmp_path / "t.yaml"
@@ -315,8 +316,12 @@ def test_tune_puts_its_two_node_candidates_on_the_cluster(shaped, tmp_path):
     cmd += ["--hostfile", state / "hostfile", "--mpirun-tune", state / "mpirun.tune"]
     r = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, timeout=400, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    # Paired rungs: every run of both candidates (the incumbent's repeats included) is a point.
+    (rec,) = json.loads((tmp_path / "out" / "tune.json").read_text())["sweeps"]
     points = sorted((tmp_path / "out" / "points").glob("*.h5"))
-    assert len(points) == 2, r.stdout
+    assert len(points) == rec["spent_runs"] >= 2, r.stdout
+    ran = {c["candidate_id"] for rung in rec["rungs"] for c in rung["candidates"]}
+    assert len(ran) == 2, rec["rungs"]
     for f in points:
         _, hosts = rank_hosts(f)
         assert hosts == [f"{shaped}-node0"] * 2 + [f"{shaped}-node1"] * 2, (f.name, hosts)
