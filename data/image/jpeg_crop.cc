@@ -70,7 +70,19 @@ int64_t blocks_bytes(int64_t blocks) {
 
 }  // namespace
 
+// A decompressor with dtune's error handlers, created and destroyed with its holder (heap-held:
+// cinfo.err points into it).
 struct JpegCropDecoder::State {
+  State() {
+    cinfo.err = jpeg_std_error(&err.pub);
+    err.pub.error_exit = on_error;
+    err.pub.emit_message = on_message;
+    jpeg_create_decompress(&cinfo);
+  }
+  ~State() { jpeg_destroy_decompress(&cinfo); }
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+
   jpeg_decompress_struct cinfo{};
   Errors err;
 };
@@ -82,26 +94,14 @@ int fast_scale_denom(int box_w, int box_h, int out_w, int out_h) {
   return 1;
 }
 
-JpegCropDecoder::JpegCropDecoder() {
-  state_ = new State;
-  state_->cinfo.err = jpeg_std_error(&state_->err.pub);
-  state_->err.pub.error_exit = on_error;
-  state_->err.pub.emit_message = on_message;
-  jpeg_create_decompress(&state_->cinfo);
-}
+JpegCropDecoder::JpegCropDecoder() : state_(new State) {}
 
-JpegCropDecoder::~JpegCropDecoder() {
-  jpeg_destroy_decompress(&state_->cinfo);
-  delete state_;
-}
+JpegCropDecoder::~JpegCropDecoder() { delete state_; }
 
 void JpegCropDecoder::renew() {
-  jpeg_destroy_decompress(&state_->cinfo);
-  state_->cinfo = jpeg_decompress_struct{};
-  state_->cinfo.err = jpeg_std_error(&state_->err.pub);
-  state_->err.pub.error_exit = on_error;
-  state_->err.pub.emit_message = on_message;
-  jpeg_create_decompress(&state_->cinfo);
+  State* fresh = new State;  // first: a failed allocation leaves the old one in place
+  delete state_;
+  state_ = fresh;
   ++renewals_;
 }
 
@@ -139,19 +139,13 @@ CroppedImage JpegCropDecoder::decode(const void* data, size_t size, const Choose
     renew();
     throw BadImage("JPEG: Premature end of JPEG file");
   }
+  // The caller's choice, and its check, run between libjpeg's calls: leave the decompressor idle.
   try {
     box = choose(out.full_width, out.full_height);
+    check_crop_box(box, out.full_width, out.full_height);
   } catch (...) {
     jpeg_abort_decompress(&cinfo);
     throw;
-  }
-  if (box.width <= 0 || box.height <= 0 || box.left < 0 || box.top < 0 ||
-      box.left + box.width > out.full_width || box.top + box.height > out.full_height) {
-    jpeg_abort_decompress(&cinfo);
-    throw UsageError(
-        "crop box (top " + std::to_string(box.top) + ", left " + std::to_string(box.left) + ", " +
-        std::to_string(box.height) + "x" + std::to_string(box.width) + ") is not inside the " +
-        std::to_string(out.full_width) + "x" + std::to_string(out.full_height) + " image");
   }
   const int d = fast ? fast_scale_denom(box.width, box.height, out_w, out_h) : 1;
   out.scale_denom = d;

@@ -325,15 +325,19 @@ void emit_row(const uint8_t* rgb, int out_w, int yy, bool flip, const float (*lu
 
 }  // namespace
 
+void check_crop_box(const CropBox& box, int width, int height) {
+  if (box.width <= 0 || box.height <= 0 || box.left < 0 || box.top < 0 ||
+      box.left + box.width > width || box.top + box.height > height)
+    throw UsageError("crop box (top " + std::to_string(box.top) + ", left " +
+                     std::to_string(box.left) + ", " + std::to_string(box.height) + "x" +
+                     std::to_string(box.width) + ") is not inside the " + std::to_string(width) +
+                     "x" + std::to_string(height) + " image");
+}
+
 void crop_resize_normalize(const RgbImage& src, const CropBox& box, int out_h, int out_w, bool flip,
                            float* out, const std::array<float, 3>& mean,
                            const std::array<float, 3>& std) {
-  if (box.width <= 0 || box.height <= 0 || box.left < 0 || box.top < 0 ||
-      box.left + box.width > src.width || box.top + box.height > src.height)
-    throw UsageError("crop box (top " + std::to_string(box.top) + ", left " +
-                     std::to_string(box.left) + ", " + std::to_string(box.height) + "x" +
-                     std::to_string(box.width) + ") is not inside the " +
-                     std::to_string(src.width) + "x" + std::to_string(src.height) + " image");
+  check_crop_box(box, src.width, src.height);
   if (out_h <= 0 || out_w <= 0)
     throw UsageError("output size " + std::to_string(out_h) + "x" + std::to_string(out_w) +
                      " must be positive");

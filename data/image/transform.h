@@ -16,6 +16,10 @@ struct CropBox {
   int top = 0, left = 0, height = 0, width = 0;  // in source pixels
 };
 
+// Throws UsageError naming the box and the image unless `box` is non-empty and inside a
+// width x height image.
+void check_crop_box(const CropBox& box, int width, int height);
+
 // torchvision.transforms.RandomResizedCrop.get_params: up to 10 tries of a random area fraction in
 // `scale` and a log-uniform aspect ratio in `ratio`; if none fits, the central crop clamped to the
 // ratio range. `u` draws uniform numbers in [0, 1) (so tests can script them).

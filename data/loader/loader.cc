@@ -179,15 +179,13 @@ LoadedBatch Loader::assemble(int64_t n) {
     taken_.pop_front();
     return b;
   }
-  auto rows = [&](const torch::Tensor& t) {
+  auto rows = [n](const torch::Tensor& t) {  // t's shape with n rows
     std::vector<int64_t> shape = t.sizes().vec();
     shape[0] = n;
-    return torch::empty(shape, t.options().pinned_memory(o_.pin_memory));
+    return shape;
   };
-  std::vector<int64_t> shape = first.input.sizes().vec();
-  shape[0] = n;
-  b.input = input_buffer(shape, first.input.scalar_type());
-  b.target = rows(first.target);
+  b.input = input_buffer(rows(first.input), first.input.scalar_type());
+  b.target = torch::empty(rows(first.target), first.target.options().pinned_memory(o_.pin_memory));
   for (int64_t filled = 0; filled < n;) {
     LoadedBatch& c = taken_.front();
     const int64_t k = std::min(n - filled, static_cast<int64_t>(c.ids.size()) - used_);
@@ -290,27 +288,25 @@ LoadedBatch Loader::build(int64_t chunk) {
                             : center_crop_box(width, height, static_cast<int>(S * 256 / 224),
                                               static_cast<int>(S));
         };
-        float* dst = b.input.data_ptr<float>() + filled * 3 * S * S;
+        // Decoded either way into a region (the whole image, or the rows and columns around
+        // the box) and the box inside it; then the same crop, resize, flip and normalise.
         const auto tj = Clock::now();
+        CroppedImage c;
         if (o_.decode == DecodeMode::kFull) {
           if (!codec) codec = std::make_unique<JpegCodec>();
-          const RgbImage img = codec->decode(bytes.data(), bytes.size());
-          b.timing.jpeg_ms += ms_since(tj);
-          b.timing.coef_bytes += codec->last_coef_bytes();
-          const CropBox box = choose(img.width, img.height);
-          const bool flip = o_.augment && u() < 0.5;
-          crop_resize_normalize(img, box, static_cast<int>(S), static_cast<int>(S), flip, dst);
+          c.image = codec->decode(bytes.data(), bytes.size());
+          c.coef_bytes = codec->last_coef_bytes();
+          c.box = choose(c.image.width, c.image.height);
         } else {
           if (!roi) roi = std::make_unique<JpegCropDecoder>();
-          const CroppedImage c =
-              roi->decode(bytes.data(), bytes.size(), choose, static_cast<int>(S),
+          c = roi->decode(bytes.data(), bytes.size(), choose, static_cast<int>(S),
                           static_cast<int>(S), o_.fast_decode);
-          b.timing.jpeg_ms += ms_since(tj);
-          b.timing.coef_bytes += c.coef_bytes;
-          const bool flip = o_.augment && u() < 0.5;
-          crop_resize_normalize(c.image, c.box, static_cast<int>(S), static_cast<int>(S), flip,
-                                dst);
         }
+        b.timing.jpeg_ms += ms_since(tj);
+        b.timing.coef_bytes += c.coef_bytes;
+        const bool flip = o_.augment && u() < 0.5;
+        crop_resize_normalize(c.image, c.box, static_cast<int>(S), static_cast<int>(S), flip,
+                              b.input.data_ptr<float>() + filled * 3 * S * S);
         b.target.data_ptr<int64_t>()[filled] = s.label;
       } else {
         int64_t* in = b.input.data_ptr<int64_t>() + filled * T;
