@@ -73,7 +73,8 @@ SHARD_ASSUMPTIONS = [
     "in the weights' dtype, no compression), exposed after backward's communication; the optimizer's time "
     "is the profile's (not divided by the ranks: pessimistic by at most (1-1/N) of it)",
     "zero3: units planned as buckets are (reverse parameter order, every unit capped at --shard-unit-mb, "
-    "default the bucket size); the profile's forward time apportioned to units by parameter bytes; one "
+    "default the bucket size); the profile's forward time (0 where the file has none: every forward gather "
+    "exposed) apportioned to units by parameter bytes; one "
     "communication queue, first issued first served, for gathers and reduce-scatters; every collective at "
     "the idle-core link fits and backward not slowed by polling (the CPU contention terms apply to "
     "none/zero1/zero2 only)",

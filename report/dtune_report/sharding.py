@@ -115,7 +115,8 @@ def gathered_phase(compute_ms, gather_ms, prefetch: int, after_ms=None) -> tuple
 
 def _zero3(profile: Profile, shape: Shape, bucket_mb: float, fits: dict, shard: Shard, compute_scale: float):
     """zero3's Prediction: per step forward's and backward's gathered phases, the step the profile's
-    plus what each phase ran past its compute."""
+    plus what each phase ran past its compute. A profile without forward times (forward_ms None)
+    is taken as a forward of 0 ms: every forward gather exposed, an upper bound."""
     units = units_of(profile.param_bytes, shard.unit_mb or bucket_mb)
     unit_bytes = np.array([profile.param_bytes[u].sum() for u in units], dtype=float)  # (U,) backward order
     ag_ms = np.array([bucket_cost_s(n, shape, fits, "all_gather") * 1e3 for n in unit_bytes])
