@@ -53,8 +53,36 @@ RANGES = {
         Range("--ranks-per-node", 1, 1024, False, True, "ranks on one node"),
         Range("--cores", 0, 65536, False, True, "cores per machine (0: no compute contention)"),
         Range("--nodes-per-machine", 1, 65536, False, True, "nodes on one physical machine"),
+        Range("--shard-unit-mb", 0, 65536, True, False, "a zero3 unit's size in MiB"),
+        Range("--shard-prefetch", 0, 1024, False, True, "zero3 units gathered ahead of the one computing"),
     ]
 }
+
+# `--shard`: how the data-parallel ranks hold the model (sharding.py has what each mode sends).
+SHARD_MODES = ("none", "zero1", "zero2", "zero3")
+# `--optimizer` (default: the profile's `optimizer` attribute): dtune-train's two (train/optimizer.h).
+OPTIMIZERS = ("sgd", "adamw")
+
+# What the sharded modes assume beyond the DDP model, printed with every `--shard` table.
+SHARD_ASSUMPTIONS = [
+    "reduce-scatter and all-gather of n bytes over p ranks each cost half a ring allreduce of n bytes, "
+    "(p-1)·α + (p-1)/p·n·β (Thakur, Rabenseifner, Gropp 2005); where the link was measured (an allreduce "
+    "table at that rank count) half the measured allreduce time: dtune-comm measured no reduce-scatter or "
+    "all-gather to read; hierarchical: each level's half, the same bytes per level as the allreduce",
+    "zero1/zero2: after the optimizer step every rank all-gathers the updated parameters (their full bytes "
+    "in the weights' dtype, no compression), exposed after backward's communication; the optimizer's time "
+    "is the profile's (not divided by the ranks: pessimistic by at most (1-1/N) of it)",
+    "zero3: units planned as buckets are (reverse parameter order, every unit capped at --shard-unit-mb, "
+    "default the bucket size); the profile's forward time (0 where the file has none: every forward gather "
+    "exposed) apportioned to units by parameter bytes; one "
+    "communication queue, first issued first served, for gathers and reduce-scatters; every collective at "
+    "the idle-core link fits and backward not slowed by polling (the CPU contention terms apply to "
+    "none/zero1/zero2 only)",
+    "state memory per rank: parameters P and gradients G in the weights' dtype, optimizer state O = the "
+    "fp32 master copy (bf16 weights) + sgd's momentum (4 B per parameter, dtune's sgd has momentum 0.9) or "
+    "adamw's two moments (8 B); zero2 adds one gradient bucket, zero3 the 1 + prefetch gathered units; "
+    "activations and workspace left out",
+]
 
 
 def range_text(dest: str) -> str:

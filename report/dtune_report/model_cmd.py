@@ -5,8 +5,14 @@ allreduce measured at one size, an assumption outside its range (model_assumptio
 
     dtune model predict PROFILE.h5 COMM.h5... [--nodes 1,2] [--ranks-per-node 2,4] [--bucket-mb 1,25]
                         [--nodes-per-machine M]   M nodes' ranks share one machine's cores (default 1)
+                        [--shard none|zero1|zero2|zero3] [--shard-unit-mb U] [--shard-prefetch N]
+                        [--reshard-after-forward on|off] [--optimizer sgd|adamw]   sharded data parallelism
     dtune model check RESULTS... [--profile nearest|pooled]   predicted against measured, every multi-rank run
-    dtune model project PROFILE.h5 [--cluster h100-ib400] [--nodes ...] [--bucket-mb ...]
+    dtune model project PROFILE.h5 [--cluster h100-ib400] [--nodes ...] [--bucket-mb ...] [--shard ...]
+
+With --shard other than none (sharding.py), predict adds a column `state_mib` (this mode's
+parameter + gradient + optimizer-state MiB per rank) and a table of that for every mode per rank
+count and bucket size; both print what the sharded modes assume (model_assumptions.SHARD_ASSUMPTIONS).
 """
 
 from __future__ import annotations
@@ -15,7 +21,9 @@ import sys
 from pathlib import Path
 
 from .clusters import CLUSTERS, DEFAULT_BUCKETS_MB, DEFAULT_NODES
-from .model_assumptions import check_assumptions
+from .model_assumptions import OPTIMIZERS, SHARD_ASSUMPTIONS, SHARD_MODES, check_assumptions
+
+MIB = 1 << 20
 
 # The model's modules (numpy, pandas, h5py) load inside each command, so that building the parser
 # for `dtune --help` or `dtune sweep` stays quick.
@@ -31,12 +39,70 @@ def _fit_line(level: str, f) -> str:
     return f"#   {level}: α = {f.alpha_s * 1e6:.3g} µs per ring step, 1/β = {bw:.3g} GB/s ({f.source})"
 
 
+def _shard(a, meta: dict):
+    """(sharding.Shard, optimizer, weights dtype) from the --shard flags and the profile's
+    attributes, or the one line saying which flag to change."""
+    from .sharding import Shard
+
+    mode = getattr(a, "shard", None) or "none"
+    unit, prefetch, reshard = (
+        getattr(a, k, None) for k in ("shard_unit_mb", "shard_prefetch", "reshard_after_forward")
+    )
+    if mode != "zero3":
+        for flag, value in (
+            ("--shard-unit-mb", unit),
+            ("--shard-prefetch", prefetch),
+            ("--reshard-after-forward", reshard),
+        ):
+            if value is not None:
+                return f"{flag} applies to --shard zero3 only (--shard {mode}): drop it or give --shard zero3"
+    optimizer = getattr(a, "optimizer", None) or str(meta.get("optimizer", "sgd"))
+    if optimizer not in OPTIMIZERS:
+        return (
+            f"the profile's optimizer {optimizer!r} is not one the model knows: give --optimizer {'|'.join(OPTIMIZERS)}"
+        )
+    shard = Shard(mode, unit, 1 if prefetch is None else prefetch, reshard != "off")
+    return shard, optimizer, str(meta.get("weights_dtype", "fp32"))
+
+
+def _shard_lines(shard, optimizer: str, weights: str) -> list:
+    """The sharded mode, its settings and assumptions: lines for predict's header and project's list."""
+    from .sharding import describe_memory
+
+    unit = f"{shard.unit_mb:g} MiB" if shard.unit_mb else "the bucket size"
+    zero3 = (
+        f"; units of {unit}, prefetch {shard.prefetch}, reshard after forward "
+        f"{'on' if shard.reshard_after_forward else 'off'}"
+        if shard.mode == "zero3"
+        else ""
+    )
+    lines = [f"shard: {shard.mode}{zero3}; optimizer {optimizer}; {describe_memory(optimizer, weights)}"]
+    return lines + [f"assumed: {t}" for t in SHARD_ASSUMPTIONS]
+
+
+def _memory_table(p, shapes, buckets, shard, optimizer: str, weights: str, first_mb: float) -> list:
+    """Per rank count and bucket size, every mode's parameter + gradient + optimizer state per rank."""
+    from .sharding import state_memory
+
+    lines = ["# state per rank (MiB: parameters + gradients + optimizer state + gathered in flight)"]
+    lines.append(f"# {'ranks':>5} {'bucket_mb':>9} " + " ".join(f"{m:>10}" for m in SHARD_MODES))
+    for ranks in sorted({s.ranks for s in shapes}):
+        for b in buckets:
+            mem = [
+                state_memory(m, p.param_bytes, ranks, optimizer, weights, b, first_mb, shard.unit_mb, shard.prefetch)
+                for m in SHARD_MODES
+            ]
+            lines.append(f"# {ranks:5d} {b:9g} " + " ".join(f"{x.total / MIB:10.3f}" for x in mem))
+    return lines
+
+
 def cmd_predict(a) -> int:
     """Step time, exposed communication and efficiency per shape and bucket size."""
     import numpy as np
 
     from .model_inputs import load_link_fits, one_profile
     from .scaling_model import Shape, comm_slowdown_factor, compute_factor, predict, ranks_sharing_machine
+    from .sharding import predict_sharded, state_memory
 
     defaults(a)
     m = a.nodes_per_machine
@@ -59,6 +125,10 @@ def cmd_predict(a) -> int:
     except (OSError, ValueError, KeyError) as e:
         return _fail(str(e).splitlines()[0])
     p, threads = prof.profile, prof.threads
+    sharding = _shard(a, p.meta)
+    if isinstance(sharding, str):
+        return _fail(sharding)
+    shard, optimizer, weights = sharding
     cores = prof.cores if a.cores is None else a.cores
     busy = {s: fits.busy_for_shape(s, threads) for s in shapes}
     print(f"# dtune model: {Path(prof.file).name}:{prof.run} ({p.label}), {len(p.total_ms)} measured steps")
@@ -86,20 +156,35 @@ def cmd_predict(a) -> int:
         f"#   a reduction that starts while backward computes is costed from the fits beside {threads} busy "
         f"thread(s) per rank (dtune-comm --load-threads {threads}), one after it from the idle ones{used}"
     )
+    sharded = shard.mode != "none"
+    first = p.first_bucket_mb if a.first_bucket_mb is None else a.first_bucket_mb
+    if sharded:
+        print("\n".join(f"#   {x}" for x in _shard_lines(shard, optimizer, weights)))
     print(
         f"# {'nodes':>5} {'R':>3} {'ranks':>5} {'K':>3} {'algorithm':>12} {'bucket_mb':>9} {'buckets':>7} {'cf':>5} "
         f"{'step_ms':>9} {'exposed_ms':>10} {'comm_ms':>9} {'efficiency':>10}"
+        + (f" {'state_mib':>10}" if sharded else "")
     )
     for s in shapes:
         k = ranks_sharing_machine(s, m)
         cf = compute_factor(cores, threads, k)
         cs = comm_slowdown_factor(cores, threads, k)
         for b in a.bucket_mb:
-            r = predict(p, s, b, link[s], a.first_bucket_mb, busy_fits=busy[s], compute_scale=cf, comm_slowdown=cs)
+            if sharded:
+                r = predict_sharded(p, s, b, link[s], shard, a.first_bucket_mb, busy[s], cf, cs)
+                held = state_memory(
+                    shard.mode, p.param_bytes, s.ranks, optimizer, weights, b, first, shard.unit_mb, shard.prefetch
+                )
+                mem = f" {held.total / MIB:10.3f}"
+            else:
+                r = predict(p, s, b, link[s], a.first_bucket_mb, busy_fits=busy[s], compute_scale=cf, comm_slowdown=cs)
+                mem = ""
             print(
                 f"  {s.nodes:5d} {s.ranks_per_node:3d} {s.ranks:5d} {k:3d} {s.algorithm:>12} {b:9g} {r.buckets:7d} "
-                f"{cf:5.2f} {r.step_ms:9.3f} {r.exposed_ms:10.3f} {r.comm_ms:9.3f} {r.efficiency:10.3f}"
+                f"{cf:5.2f} {r.step_ms:9.3f} {r.exposed_ms:10.3f} {r.comm_ms:9.3f} {r.efficiency:10.3f}{mem}"
             )
+    if sharded:
+        print("\n".join(_memory_table(p, shapes, a.bucket_mb, shard, optimizer, weights, first)))
     return 0
 
 
@@ -126,6 +211,9 @@ def cmd_project(a) -> int:
         return _fail(bad)
     try:
         prof = one_profile(a.files, a.run)
+        sharding = _shard(a, prof.profile.meta)
+        if isinstance(sharding, str):
+            return _fail(sharding)
         if a.cluster not in CLUSTERS:
             return _fail(f"--cluster {a.cluster}: one of {', '.join(sorted(CLUSTERS))}")
         cluster = CLUSTERS[a.cluster]
@@ -134,9 +222,21 @@ def cmd_project(a) -> int:
             scale = compute_scale(prof.profile, a.peak_tflops or cluster.peak_tflops, a.mfu, a.batch_scale)
     except (OSError, ValueError, KeyError) as e:
         return _fail(str(e).splitlines()[0])
+    shard, optimizer, weights = sharding
     pr = project(
-        prof.profile, cluster, a.nodes, a.bucket_mb, scale, a.alpha_intra_us, a.alpha_inter_us, a.nics, a.algorithm
+        prof.profile,
+        cluster,
+        a.nodes,
+        a.bucket_mb,
+        scale,
+        a.alpha_intra_us,
+        a.alpha_inter_us,
+        a.nics,
+        a.algorithm,
+        None if shard.mode == "none" else shard,
     )
+    if shard.mode != "none":
+        pr.assumptions += _shard_lines(shard, optimizer, weights)
     if a.compute_scale is None:
         pr.assumptions.append(
             f"compute scale: the profile's training FLOPs per step x batch-scale {a.batch_scale:g} at MFU {a.mfu:g} "

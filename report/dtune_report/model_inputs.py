@@ -155,6 +155,7 @@ def _profile(path: Path, name: str, g: h5py.Group) -> Profile:
         wire_factor=_WIRE.get(str(a.get("compression", "none")), 1.0),
         label=f"{a.get('model')} batch {a.get('batch')} {a.get('precision')} threads {a.get('threads')}",
         meta=a,
+        forward_ms=g["forward_ms"][()][steps, 0] if "forward_ms" in g else None,
     )
 
 
@@ -202,6 +203,9 @@ def pooled_profile(runs: list) -> Profile:
         first.wire_factor,
         first.label,
         dict(first.meta, pooled=len(runs)),
+        None
+        if any(r.profile.forward_ms is None for r in runs)
+        else np.concatenate([r.profile.forward_ms for r in runs]),
     )
 
 

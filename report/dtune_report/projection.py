@@ -25,6 +25,7 @@ import numpy as np
 
 from .clusters import DEFAULT_BUCKETS_MB, DEFAULT_NODES, Cluster
 from .scaling_model import LinkFit, Profile, Shape, predict
+from .sharding import predict_sharded
 
 BREAK_EFFICIENCY = 0.8  # "scaling breaks" where the best bucket size's efficiency falls below this
 
@@ -81,7 +82,10 @@ def project(
     alpha_inter_us: float = 6.0,
     nics: int | None = None,
     algorithm: str = "hierarchical",
+    shard=None,
 ) -> Projection:
+    """The projection over nodes x bucket sizes; `shard` (sharding.Shard), when given, predicts
+    that sharded mode instead of DDP."""
     nics = cluster.nics_per_node if nics is None else nics
     fits = link_fits(cluster, alpha_intra_us, alpha_inter_us, nics)
     scaled = profile.scaled(scale)
@@ -89,7 +93,8 @@ def project(
     exposed, eff = np.empty_like(step), np.empty_like(step)
     for i, n in enumerate(nodes):
         for j, b in enumerate(buckets_mb):
-            p = predict(scaled, Shape(n, cluster.gpus_per_node, algorithm), b, fits)
+            shape = Shape(n, cluster.gpus_per_node, algorithm)
+            p = predict(scaled, shape, b, fits) if shard is None else predict_sharded(scaled, shape, b, fits, shard)
             step[i, j], exposed[i, j], eff[i, j] = p.step_ms, p.exposed_ms, p.efficiency
     assumptions = [
         f"links: {cluster.source} (REFERENCE.md); {nics} NIC(s) per node",

@@ -21,7 +21,9 @@ link (the inter-node one once N > 1). Hierarchical (reduce within the node, allr
 leaders, broadcast within the node): the reduce and the broadcast are each half a ring allreduce
 within the node (reduce-scatter + gather, scatter + allgather), so
 T = 2(R−1)·α_intra + 2(R−1)/R·n·β_intra + 2(N−1)·α_inter + 2(N−1)/N·n·β_inter.
-Everything here is pure arithmetic on arrays; model_inputs.py reads the files.
+Reduce-scatter and all-gather are each half of that (COLLECTIVE_SHARE), for the sharded modes of
+sharding.py (`dtune model --shard`). Everything here is pure arithmetic on arrays; model_inputs.py
+reads the files.
 """
 
 from __future__ import annotations
@@ -114,7 +116,8 @@ class Shape:
 class Profile:
     """A 1-rank run's measured steps: per step (S rows) its total and backward milliseconds and
     each parameter's gradient arrival (S, P) in ms after backward began (NaN: never arrived, taken
-    at the end of backward, as GradSync.finish does); the parameters' bytes (P,) in model order."""
+    at the end of backward, as GradSync.finish does); the parameters' bytes (P,) in model order;
+    each step's forward milliseconds (S,) where the file has them (the zero3 timeline needs them)."""
 
     total_ms: np.ndarray  # (S,)
     backward_ms: np.ndarray  # (S,)
@@ -124,6 +127,7 @@ class Profile:
     wire_factor: float = 1.0  # bytes on the wire per parameter byte (0.5 with fp16/bf16 compression)
     label: str = ""
     meta: dict = field(default_factory=dict)
+    forward_ms: np.ndarray | None = None  # (S,)
 
     def scaled(self, factor: float) -> Profile:
         """The same profile with every compute time multiplied by `factor` (a projection to other
@@ -137,6 +141,7 @@ class Profile:
             self.wire_factor,
             self.label,
             dict(self.meta, compute_scale=factor),
+            None if self.forward_ms is None else self.forward_ms * factor,
         )
 
 
@@ -196,8 +201,18 @@ def caps_bytes(bucket_mb: float, first_bucket_mb: float) -> tuple:
     return int(first_bucket_mb * MIB), int(bucket_mb * MIB)
 
 
-def bucket_cost_s(n_bytes: float, shape: Shape, fits: dict) -> float:
-    """Seconds to allreduce one bucket of n bytes over `shape` with the fits {level: LinkFit}."""
+# A collective's time as a share of a ring allreduce's on the same n bytes (Thakur, Rabenseifner,
+# Gropp 2005): a ring reduce-scatter or all-gather is (p−1)·α + (p−1)/p·n·β, half of 2(p−1)·α +
+# 2(p−1)/p·n·β; an allreduce is one of each. Hierarchical: each level's half, so RS + AG = allreduce.
+COLLECTIVE_SHARE = {"allreduce": 1.0, "reduce_scatter": 0.5, "all_gather": 0.5}
+
+
+def bucket_cost_s(n_bytes: float, shape: Shape, fits: dict, collective: str = "allreduce") -> float:
+    """Seconds to allreduce (or reduce-scatter, all-gather: COLLECTIVE_SHARE of that) one bucket
+    of n bytes over `shape` with the fits {level: LinkFit}."""
+    share = COLLECTIVE_SHARE[collective]
+    if share != 1.0:
+        return share * bucket_cost_s(n_bytes, shape, fits)
     if shape.ranks <= 1:
         return 0.0
     if shape.nodes == 1:
@@ -283,6 +298,7 @@ def predict(
     busy_fits: dict | None = None,
     compute_scale: float = 1.0,
     comm_slowdown: float = 1.0,
+    collective: str = "allreduce",
 ) -> Prediction:
     """The Prediction for one shape and bucket size. `fits` must hold every level of
     shape.levels() (KeyError otherwise: model_inputs checks before calling). overlap=False
@@ -291,13 +307,16 @@ def predict(
     starts after. `compute_scale` multiplies every compute time of the profile (compute_factor:
     ranks sharing the node's cores); the efficiency stays against the unscaled 1-rank step.
     `comm_slowdown` (replay): backward's compute runs that many times slower while a reduction is
-    in flight (comm_slowdown_factor); the step grows by the time backward lost."""
+    in flight (comm_slowdown_factor); the step grows by the time backward lost. `collective`: what
+    each bucket runs (COLLECTIVE_SHARE; reduce_scatter for --shard zero2)."""
     # The first bucket's cap, never above the others' (dtune-train refuses --first-bucket-mb > --bucket-mb).
     first = min(profile.first_bucket_mb if first_bucket_mb is None else first_bucket_mb, bucket_mb)
     buckets = plan_buckets(profile.param_bytes, *caps_bytes(bucket_mb, first))
     wire = np.array([profile.param_bytes[b].sum() * profile.wire_factor for b in buckets], dtype=float)
-    costs_ms = np.array([bucket_cost_s(n, shape, fits) * 1e3 for n in wire])
-    busy_ms = None if busy_fits is None else np.array([bucket_cost_s(n, shape, busy_fits) * 1e3 for n in wire])
+    costs_ms = np.array([bucket_cost_s(n, shape, fits, collective) * 1e3 for n in wire])
+    busy_ms = (
+        None if busy_fits is None else np.array([bucket_cost_s(n, shape, busy_fits, collective) * 1e3 for n in wire])
+    )
     prof = profile if compute_scale == 1.0 else profile.scaled(compute_scale)
     exposed = np.empty(len(prof.total_ms))
     stretch = np.zeros(len(prof.total_ms))  # backward's compute lost to polling communication threads

@@ -317,7 +317,8 @@ def cmd_model(a) -> int:
 
 def add_model_parser(sub) -> None:
     """`dtune model ...` under the top-level subparsers `sub`."""
-    from dtune_report.model_assumptions import range_text as rng  # no numpy: quick to import
+    from dtune_report.model_assumptions import OPTIMIZERS, SHARD_MODES  # no numpy: quick to import
+    from dtune_report.model_assumptions import range_text as rng
 
     m = sub.add_parser("model", help="the scaling model: predict, check against measured runs, project to clusters")
     mm = m.add_subparsers(dest="cmd", required=True)
@@ -332,6 +333,38 @@ def add_model_parser(sub) -> None:
     )
     common.add_argument(
         "--nodes", type=_numbers(int), default=None, metavar="LIST", help=f"node counts ({rng('nodes')})"
+    )
+    common.add_argument(
+        "--shard",
+        choices=SHARD_MODES,
+        default="none",
+        help="sharded data parallelism: none (DDP), zero1 (optimizer state), zero2 (+ gradients: buckets "
+        "reduce-scattered), zero3 (+ parameters, FSDP units gathered per forward and backward) (default none)",
+    )
+    common.add_argument(
+        "--shard-unit-mb",
+        type=float,
+        default=None,
+        help=f"zero3: a unit's parameter MiB (default: the bucket size; {rng('shard_unit_mb')})",
+    )
+    common.add_argument(
+        "--shard-prefetch",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"zero3: units gathered ahead of the one computing, 0: no overlap (default 1; {rng('shard_prefetch')})",
+    )
+    common.add_argument(
+        "--reshard-after-forward",
+        choices=["on", "off"],
+        default=None,
+        help="zero3: free each unit after its forward and gather it again before its backward (default on)",
+    )
+    common.add_argument(
+        "--optimizer",
+        choices=OPTIMIZERS,
+        default=None,
+        help="the optimizer whose state the memory counts (default: the profile's)",
     )
     p = mm.add_parser(
         "predict",

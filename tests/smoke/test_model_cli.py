@@ -16,9 +16,9 @@ import pytest
 from test_train_results import run
 
 from conftest import run_comm
-from dtune_report.model_inputs import load_link_fits, trainer_placement
+from dtune_report.model_inputs import load_link_fits, one_profile, trainer_placement
 from dtune_report.report import build_report
-from dtune_report.scaling_model import caps_bytes, monotone, plan_buckets
+from dtune_report.scaling_model import MIB, Shape, bucket_cost_s, caps_bytes, monotone, plan_buckets
 
 REPO = Path(__file__).resolve().parents[2]
 GPT = ["--model", "gpt2-tiny", "--context", "16", "--vocab", "128", "--batch", "2", "--threads", "1"]
@@ -208,6 +208,8 @@ def test_project_states_it_is_a_projection(files):
         ("single-size", "allreduce measured at a single size"),
         ("no-machine", "--nodes-per-machine 0: give a positive count"),
         ("more-nodes-than-shapes", "--nodes-per-machine 3: more than the most nodes asked for (--nodes 1,2)"),
+        ("unit-without-zero3", "--shard-unit-mb applies to --shard zero3 only (--shard zero2)"),
+        ("negative-prefetch", "--shard-prefetch -1: give an integer in [0, 1024]"),
     ],
 )
 def test_inputs_it_cannot_use_exit_2_with_one_line(files, case, message):
@@ -218,6 +220,8 @@ def test_inputs_it_cannot_use_exit_2_with_one_line(files, case, message):
         "single-size": [files["profile"], files["comm"], files["single"]],
         "no-machine": [files["profile"], files["comm"], "--nodes-per-machine", "0"],
         "more-nodes-than-shapes": [files["profile"], files["comm"], "--nodes", "1,2", "--nodes-per-machine", "3"],
+        "unit-without-zero3": [files["profile"], files["comm"], "--shard", "zero2", "--shard-unit-mb", "1"],
+        "negative-prefetch": [files["profile"], files["comm"], "--shard", "zero3", "--shard-prefetch", "-1"],
     }[case]
     r = dtune("model", "predict", *args)
     assert r.returncode == 2, r.stdout + r.stderr
@@ -229,3 +233,52 @@ def test_report_draws_the_model_section(files, tmp_path):
     assert {"model_vs_measured", "projection"} <= set(rep["figures"])
     md = (tmp_path / "report.md").read_text()
     assert "## Scaling model" in md and "Projection (not a measurement)" in md
+
+
+def test_shard_none_prints_what_predict_and_project_printed_before(files):
+    # --shard none is DDP: the same bytes as without the flag, no shard header, memory or column.
+    for cmd, args in (
+        ("predict", [files["profile"], files["comm"], "--ranks-per-node", "2", "--bucket-mb", "0.05,25"]),
+        ("project", [files["profile"], "--nodes", "1,4", "--bucket-mb", "1,25"]),
+    ):
+        plain, none = dtune("model", cmd, *args), dtune("model", cmd, *args, "--shard", "none")
+        assert plain.returncode == none.returncode == 0, plain.stderr + none.stderr
+        assert none.stdout == plain.stdout
+        assert "shard" not in plain.stdout and "state" not in plain.stdout, plain.stdout
+    rows = [line.split() for line in plain.stdout.splitlines() if not line.startswith("#")]
+    assert rows and all(len(r) == 9 for r in rows)  # project: 7 columns + one per bucket size
+
+
+def test_shard_modes_add_their_gathers_and_print_state_per_rank(files):
+    # The profile's forward time per measured step, as the zero3 timeline reads it.
+    prof = one_profile([files["profile"]]).profile
+    f, g = group(files["profile"])
+    with f:
+        assert np.array_equal(prof.forward_ms, g["forward_ms"][()][1:, 0])  # after the 1 warm-up step
+    args = [files["profile"], files["comm"], "--ranks-per-node", "2", "--bucket-mb", "0.05"]
+    rows, out = {}, {}
+    for mode in ("none", "zero1", "zero2", "zero3"):
+        r = dtune("model", "predict", *args, "--shard", mode)
+        assert r.returncode == 0, r.stderr
+        (rows[mode],) = [line.split() for line in r.stdout.splitlines() if not line.startswith("#")]
+        out[mode] = r.stdout
+    # zero1 exposes DDP's exposed time plus one all-gather of every parameter byte (to the printed
+    # 3 decimals); zero2 reduce-scatters the same buckets: never more exposed than zero1.
+    fits = load_link_fits([files["comm"]]).for_shape(Shape(1, 2))
+    gather_ms = bucket_cost_s(float(prof.param_bytes.sum()), Shape(1, 2), fits, "all_gather") * 1e3
+    exposed = {m: float(r[9]) for m, r in rows.items()}
+    assert abs(exposed["zero1"] - exposed["none"] - gather_ms) <= 0.0011, (exposed, gather_ms)
+    assert exposed["zero2"] <= exposed["zero1"]
+    # Each mode's state per rank: its column equals the memory table's, and with small units every
+    # mode holds less than the one before it.
+    for mode in ("zero1", "zero2", "zero3"):
+        assert len(rows[mode]) == 13 and "half the measured allreduce time" in out[mode]
+        (table,) = [ln.split()[1:] for ln in out[mode].splitlines() if re.match(r"# +2 +0.05 ", ln)]
+        state = dict(zip(("none", "zero1", "zero2", "zero3"), map(float, table[2:]), strict=True))
+        assert float(rows[mode][12]) == state[mode]
+        assert state["none"] > state["zero1"] > state["zero2"] > state["zero3"]
+        assert state["none"] == pytest.approx(3 * prof.param_bytes.sum() / MIB, abs=1e-3)  # fp32 sgd: P + G + O
+    assert "optimizer sgd" in out["zero3"] and "prefetch 1, reshard after forward on" in out["zero3"]
+    r = dtune("model", "predict", *args, "--shard", "zero1", "--optimizer", "adamw")
+    (adamw,) = [line.split() for line in r.stdout.splitlines() if not line.startswith("#")]
+    assert "optimizer adamw" in r.stdout and float(adamw[12]) > float(rows["zero1"][12])  # 8 B of state, not 4

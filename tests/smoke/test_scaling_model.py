@@ -24,6 +24,7 @@ from dtune_report.scaling_model import (
     LinkFit,
     Profile,
     Shape,
+    bucket_cost_s,
     comm_slowdown_factor,
     compute_factor,
     monotone,
@@ -33,6 +34,7 @@ from dtune_report.scaling_model import (
     replay,
     replay_step,
 )
+from dtune_report.sharding import SHARD_MODES, Shard, gathered_phase, predict_sharded, state_memory
 
 # Four parameters in model order, 2, 1, 1 and 1 MiB. Backward produces them last first.
 PARAM_BYTES = np.array([2, 1, 1, 1]) * MIB
@@ -327,3 +329,111 @@ def test_nodes_per_machine_sets_the_ranks_sharing_a_machine_by_hand():
     assert (k, cf, cs) == (2, 2.0, 2.0)
     assert p.step_ms == pytest.approx(63.0, abs=1e-12) and p.exposed_ms == pytest.approx(0.0, abs=1e-12)
     assert p.efficiency == pytest.approx(30.0 / 63.0, abs=1e-12)
+
+
+# Sharded data parallelism (sharding.py, `dtune model --shard`): the same profile with a 5 ms forward.
+def fwd_profile():
+    p = profile()
+    p.forward_ms = np.array([5.0, 5.0])
+    return p
+
+
+def test_reduce_scatter_and_all_gather_are_half_an_allreduce():
+    # Ring over p = 4 (α = 0.5 ms, β = 1 ms/MiB), n = 2 MiB: RS = AG = (p-1)α + (p-1)/p·n·β = 1.5 + 1.5.
+    n = 2 * MIB
+    assert bucket_cost_s(n, Shape(1, 4), {"intra": INTRA}, "reduce_scatter") == pytest.approx(3e-3, abs=1e-15)
+    assert bucket_cost_s(n, Shape(1, 4), {"intra": INTRA}, "all_gather") == pytest.approx(3e-3, abs=1e-15)
+    # Hierarchical 2 x 2: each level's half, (1 x 0.5 + 1/2 x 2 x 1) + (1 x 1 + 1/2 x 2 x 4) = 1.5 + 5 ms.
+    fits = {"intra": INTRA, "inter": INTER}
+    assert bucket_cost_s(n, Shape(2, 2, "hierarchical"), fits, "all_gather") == pytest.approx(6.5e-3, abs=1e-15)
+    # RS + AG of n is one allreduce of n on every shape, the measured table's half included.
+    table = LinkFit(1e-3, 2e-3 / MIB, "t", sizes=(1 * MIB, 4 * MIB), times_s=(10e-3, 40e-3), table_ranks=2)
+    for shape, f in ((Shape(1, 4), fits), (Shape(2, 2, "hierarchical"), fits), (Shape(2, 2), fits),
+                     (Shape(1, 2), {"intra": table}), (Shape(1, 1), {})):  # fmt: skip
+        halves = sum(bucket_cost_s(n, shape, f, c) for c in ("reduce_scatter", "all_gather"))
+        assert halves == bucket_cost_s(n, shape, f)
+    assert bucket_cost_s(2 * MIB, Shape(1, 2), {"intra": table}, "reduce_scatter") == pytest.approx(10e-3)
+
+
+def test_zero1_and_zero2_by_hand():
+    # DDP (test_one_node_two_ranks_by_hand): step 36, exposed 1, comm 8 ms. AG of all 5 MiB at p = 2:
+    # 0.5 + 2.5 = 3 ms after the step. zero2: the buckets reduce-scattered, 1, 1.5, 1.5 ms: step 0
+    # 1 -> 2, 6 -> 7.5, 9 -> 10.5 exposes 0.5; step 1 none: 0.25 + 3 exposed, steps 33.5 and 43.
+    fits = {"intra": INTRA}
+    ddp = predict(fwd_profile(), Shape(1, 2), 2.0, fits)
+    z1 = predict_sharded(fwd_profile(), Shape(1, 2), 2.0, fits, Shard("zero1"))
+    z2 = predict_sharded(fwd_profile(), Shape(1, 2), 2.0, fits, Shard("zero2"))
+    assert (z1.step_ms, z1.exposed_ms, z1.comm_ms) == (ddp.step_ms + 3.0, ddp.exposed_ms + 3.0, ddp.comm_ms + 3.0)
+    assert (z2.step_ms, z2.exposed_ms, z2.comm_ms) == pytest.approx((38.25, 3.25, 7.0), abs=1e-12)
+    assert predict_sharded(fwd_profile(), Shape(1, 2), 2.0, fits, Shard("none")) == ddp
+
+
+def test_zero1_is_ddp_plus_an_all_gather_and_zero2_never_exposes_more():
+    # Over shapes, buckets, busy links, polling and compute contention: zero1 = DDP + AG(P) exactly,
+    # zero2 never more exposed than zero1, and (α = 0) zero2 moves DDP's bytes: RS + AG = allreduce.
+    busy = {"intra": LinkFit(2e-3, 1e-3 / MIB), "inter": LinkFit(3e-3, 5e-3 / MIB)}
+    flat = {"intra": LinkFit(0.0, 1e-3 / MIB), "inter": LinkFit(0.0, 4e-3 / MIB)}
+    for shape in (Shape(1, 2), Shape(1, 4), Shape(2, 2, "hierarchical"), Shape(4, 1)):
+        for bucket, kw in ((1.0, {}), (2.0, {"busy_fits": busy}), (5.0, {"comm_slowdown": 2.0, "compute_scale": 1.5})):
+            f = {lv: (INTRA if lv == "intra" else INTER) for lv in shape.levels()}
+            ddp = predict(fwd_profile(), shape, bucket, f, **kw)
+            z1, z2 = (predict_sharded(fwd_profile(), shape, bucket, f, Shard(m), **kw) for m in ("zero1", "zero2"))
+            ag = bucket_cost_s(float(PARAM_BYTES.sum()), shape, f, "all_gather") * 1e3
+            assert z1.step_ms == ddp.step_ms + ag and z1.exposed_ms == ddp.exposed_ms + ag
+            assert z2.exposed_ms <= z1.exposed_ms and z2.step_ms <= z1.step_ms
+            z2_bytes = predict_sharded(fwd_profile(), shape, bucket, flat, Shard("zero2")).comm_ms
+            assert z2_bytes == pytest.approx(predict(fwd_profile(), shape, bucket, flat).comm_ms, rel=1e-12)
+
+
+def test_zero3_units_gathered_ahead_by_hand():
+    # Units of 2 MiB (backward order): [p3, p2] 2 MiB, [p1] 1, [p0] 2; AG = RS = 0.5 + n/2 ms: 1.5, 1, 1.5.
+    # Forward (5 ms by bytes: p0's unit 2, p1's 1, then 2) with prefetch 1: g0 0 -> 1.5, f0 1.5 -> 3.5
+    # while g1 1.5 -> 2.5; f1 3.5 -> 4.5 while g2 3.5 -> 5; f2 5 -> 7: 2 ms exposed.
+    # Backward, step 0 (units ready at 2, 6, 9 of 10): g0 0 -> 1.5, b0 1.5 -> 3.5 (g1 1.5 -> 2.5),
+    #   RS0 3.5 -> 5; b1 3.5 -> 7.5 (g2 queued behind RS0: 5 -> 6.5), RS1 7.5 -> 8.5; b2 7.5 -> 10.5,
+    #   RS2 10.5 -> 12; the last 1 ms of compute to 11.5: 2 ms exposed. Step exposed 4: 34.
+    # Step 1 (ready 0.5, 1, 2): b0 1.5 -> 2, RS0 2.5 -> 4; b1 2.5 -> 3, g2 4 -> 5.5, RS1 5.5 -> 6.5;
+    #   b2 5.5 -> 6.5, RS2 6.5 -> 8; 8 ms of compute left: ends 14.5, 4.5 exposed. Step exposed 6.5: 46.5.
+    fits = {"intra": INTRA}
+    z3 = predict_sharded(fwd_profile(), Shape(1, 2), 2.0, fits, Shard("zero3", prefetch=1))
+    assert (z3.buckets, z3.comm_ms) == (3, pytest.approx(12.0, abs=1e-12))  # 2 AG + 1 RS of 5 MiB, 3 calls each
+    assert (z3.exposed_ms, z3.step_ms) == pytest.approx((5.25, 40.25), abs=1e-12)
+    # Prefetch 0: every gather waits for the unit before it: forward 4 ms exposed, backward 7 and 6.5.
+    z0 = predict_sharded(fwd_profile(), Shape(1, 2), 2.0, fits, Shard("zero3", prefetch=0))
+    assert z0.exposed_ms == pytest.approx(10.75, abs=1e-12)
+    # More prefetch never exposes more; without the regather, less is sent and less exposed.
+    exposed = [
+        predict_sharded(fwd_profile(), Shape(1, 2), 2.0, fits, Shard("zero3", 1.0, k)).exposed_ms for k in range(5)
+    ]
+    assert exposed == sorted(exposed, reverse=True) and exposed[0] > exposed[-1]
+    off = predict_sharded(fwd_profile(), Shape(1, 2), 2.0, fits, Shard("zero3", reshard_after_forward=False))
+    assert off.comm_ms == pytest.approx(8.0, abs=1e-12) and off.exposed_ms < z3.exposed_ms
+
+
+def test_zero3_sends_one_and_a_half_ddp_and_its_backward_is_the_ddp_replay():
+    # α = 0: AG(P) in forward, again in backward, RS(P): 3 halves of an allreduce of P (ZeRO: 3Ψ against 2Ψ).
+    flat = {"intra": LinkFit(0.0, 1e-3 / MIB)}
+    for unit in (0.5, 1.0, 3.0):
+        ddp = predict(fwd_profile(), Shape(1, 4), 1.0, flat).comm_ms
+        z3 = predict_sharded(fwd_profile(), Shape(1, 4), 1.0, flat, Shard("zero3", unit)).comm_ms
+        assert z3 == pytest.approx(1.5 * ddp, rel=1e-12)
+    # No gathers: the units' reduce-scatters replay backward exactly as DDP's buckets.
+    for ready, costs in (([2.0, 6.0, 9.0], [2.0, 3.0, 3.0]), ([0.5, 1.0, 2.0], [4.0, 1.0, 2.0])):
+        end, queue = gathered_phase(np.diff(ready, prepend=0.0), None, 1, costs)
+        assert (max(end + 10.0 - ready[-1], queue) - 10.0, queue) == replay_step(ready, 10.0, costs)
+
+
+def test_state_memory_per_rank_as_the_zero_paper_counts_it():
+    # bf16 weights, AdamW (16 B per parameter: 2 + 2 + 12), Ψ = 5 MiB / 2 parameters, N = 4:
+    # DDP 16Ψ, zero1 4Ψ + 12Ψ/N, zero2 2Ψ + 14Ψ/N (+ the largest bucket, 2 MiB), zero3 16Ψ/N (+ 1 +
+    # prefetch units of at most 2 MiB, planned with cap 2 MiB).
+    psi, n = 5 * MIB / 2, 4
+    mem = {m: state_memory(m, PARAM_BYTES, n, "adamw", "bf16", 2.0, 1.0, 2.0, 2) for m in SHARD_MODES}
+    assert mem["none"].total == 16 * psi and mem["zero1"].total == 4 * psi + 12 * psi / n
+    assert (mem["zero2"].total, mem["zero2"].in_flight) == (2 * psi + 14 * psi / n + 2 * MIB, 2 * MIB)
+    assert (mem["zero3"].total, mem["zero3"].in_flight) == (16 * psi / n + 3 * 2 * MIB, 3 * 2 * MIB)
+    # fp32 weights, SGD (momentum: 4 B): 12 B per parameter. 100 parameters of 1 MiB in 1 MiB units at
+    # N = 2: zero3 holds half of everything plus two units, at most 0.55 of DDP.
+    sizes = np.full(100, MIB)
+    ddp, z3 = (state_memory(m, sizes, 2, "sgd", "fp32", 25.0, 1.0, 1.0, 1).total for m in ("none", "zero3"))
+    assert ddp == 3 * 100 * MIB and z3 <= 0.55 * ddp
