@@ -20,6 +20,13 @@ if(NOT Torch_DIR AND DTUNE_PYTHON)
     set(Torch_DIR "${_torch_prefix}/Torch" CACHE PATH "LibTorch CMake config directory")
     set(DTUNE_TORCH_FROM_PYTHON "${DTUNE_PYTHON}" CACHE INTERNAL "the Python Torch_DIR came from")
   endif()
+elseif(Torch_DIR AND DTUNE_TORCH_FROM_PYTHON)
+  # A re-configure: the version is torch.__version__ ("2.11.0+cu130") as on the first one, not
+  # Torch's CMake config's ("2.11.0"), so that a results file's libtorch_version does not depend on
+  # whether the build was re-configured since.
+  execute_process(
+    COMMAND "${DTUNE_PYTHON}" -c "import torch; print(torch.__version__)"
+    OUTPUT_VARIABLE DTUNE_TORCH_VERSION ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
 endif()
 if(Torch_DIR AND DTUNE_ENABLE_TORCH)
   # Torch's config re-finds CUDA and, without an architecture list, compiles and runs a probe to
