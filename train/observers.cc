@@ -5,15 +5,14 @@
 
 namespace dtune::train {
 
-MonitorObserver::MonitorObserver(RunMonitor& monitor, int64_t batch)
-    : monitor_(monitor), batch_(batch) {
+MonitorObserver::MonitorObserver(RunMonitor& monitor, int64_t batch, const StepStrategy& strategy)
+    : monitor_(monitor), strategy_(strategy) {
   monitor_.begin_run(batch);
 }
 
 void MonitorObserver::begin_step(int step, StepRecord&) {
   // The whole step, its communication included, within --timeout.
-  armed_ = monitor_.arm("training step " + std::to_string(step) + " (batch " +
-                        std::to_string(batch_) + ")");
+  armed_ = monitor_.arm(strategy_.describe_step(step));
 }
 
 void MonitorObserver::end_step(int, const StepRecord& rec, TrainOutcome& out) {

@@ -9,6 +9,7 @@
 
 #include "train/run_monitor.h"
 #include "train/step_observer.h"
+#include "train/step_strategy.h"
 #include "train/telemetry/profiler.h"
 #include "train/telemetry/tensorboard.h"
 
@@ -18,13 +19,14 @@ namespace dtune::train {
 // exchange their records (rank 0 logs them) and agree on a stop request (out.interrupted).
 class MonitorObserver final : public StepObserver {
  public:
-  MonitorObserver(RunMonitor& monitor, int64_t batch);
+  // The watchdog's message for a step is the mode's (StepStrategy::describe_step).
+  MonitorObserver(RunMonitor& monitor, int64_t batch, const StepStrategy& strategy);
   void begin_step(int step, StepRecord& rec) override;
   void end_step(int step, const StepRecord& rec, TrainOutcome& out) override;
 
  private:
   RunMonitor& monitor_;
-  int64_t batch_;
+  const StepStrategy& strategy_;
   RunMonitor::Armed armed_;
 };
 

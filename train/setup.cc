@@ -6,7 +6,6 @@
 #include <torch/utils.h>
 
 #include <cstdio>
-#include <filesystem>
 
 #include "core/device_info.h"
 #include "core/error.h"
@@ -15,7 +14,9 @@
 #include "models/registry.h"
 #include "train/cuda_device.h"
 #include "train/cuda_memory.h"
+#include "train/data_parallel_step.h"
 #include "train/memory_meter.h"
+#include "train/pipeline/pipeline_step.h"
 #include "train/run_monitor.h"
 
 namespace dtune::train {
@@ -82,55 +83,11 @@ std::unique_ptr<TrainSetup> TrainSetup::build(const Options& o_in, const RunCont
   if (o.channels_last) models::to_channels_last(model);
   if (o.weights_dtype == WeightsDtype::kBf16) model.to(torch::kBFloat16);
 
-  RunMonitor::Armed armed;
-  if (!probe) {
-    armed = monitor->arm("setting up the gradient reducer and broadcasting the initial parameters");
-    s->reducer = o.backend == SyncBackend::kNccl ? make_nccl_reducer(ctx, s->ordinal, o.timeout_s)
-                                                 : make_mpi_reducer(ctx, o.reduce_algo);
-  }
-  s->params = model.parameters();
-  {
-    // Parameters and buffers start equal on every rank (rank 0's), as DDP does.
-    torch::NoGradGuard no_grad;
-    if (s->world > 1) {
-      for (auto& p : s->params) s->reducer->broadcast(p.data(), 0);
-      for (auto& b : model.buffers()) s->reducer->broadcast(b, 0);
-    }
-  }
-  armed.disarm();
-  // bf16 weights: the optimizer updates an fp32 master copy, which is cast back after each step.
-  if (o.weights_dtype == WeightsDtype::kBf16) s->master = make_master_copy(s->params);
-  s->optimizer = make_fused_optimizer(o.optimizer, s->master.empty() ? s->params : s->master, o.lr);
-
-  if (ctx.world_size() > 1 && o.local_sgd_every == 0) {
-    if (probe) {
-      int64_t bytes = 0;
-      for (const auto& p : s->params) bytes += p.numel() * static_cast<int64_t>(p.element_size());
-      s->bucket_footprint =
-          torch::empty({bytes}, torch::TensorOptions().dtype(torch::kByte).device(s->device));
-    } else {
-      s->sync.emplace(s->params, *s->reducer, ctx.world_size(), o);
-    }
-  }
-  // After GradSync, so that its hooks run first (the times include the copy into the bucket).
-  if (!probe) s->grad_timer.emplace(s->params, s->device.is_cuda() ? s->ordinal : -1);
-  s->scaler.emplace(o.precision == Precision::kFp16, s->device);
-  s->data = probe || o.data == "synthetic"
-                ? make_synthetic_source(model, batch, o.accum_steps, ctx.rank(), o.seed, s->device)
-                : make_loader_source(o, model, batch, ctx.rank(), ctx.world_size(), s->device);
-  s->clock = make_phase_clock(make_timeline(s->device.is_cuda() ? s->ordinal : -1));
-  if (!o.timing) s->clock = make_total_only_clock(std::move(s->clock));
-  if (o.profile_steps > 0) {
-    s->clock = make_traced_clock(std::move(s->clock), s->trace_log);
-    if (s->reducer) s->reducer->set_trace(&s->trace_log);
-    // --batch-sweep: one trace directory per batch, so runs do not overwrite each other's traces.
-    const std::string dir =
-        o.batch_sweep
-            ? (std::filesystem::path(o.profile_dir) / ("b" + std::to_string(batch))).string()
-            : o.profile_dir;
-    s->profiler.emplace(o, ctx, s->device, s->trace_log, dir);
-  }
   model.train();
+
+  s->local_sgd = LocalSgdSchedule(o.local_sgd_every, s->world);
+  s->strategy = o.pipeline.stages > 1 && !probe ? build_pipeline(*s, ctx, *monitor)
+                                                : build_data_parallel(*s, ctx, monitor);
   return s;
 }
 

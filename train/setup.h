@@ -1,8 +1,10 @@
-// A training run's parts, built once before its first step: the device, the model on it with
-// rank 0's parameters everywhere, the gradient reducer and bucketed sync, the fp32 master copy
-// (bf16 weights), the optimizer, the loss scaler, the data source, the phase clock and the
-// profiler. The Trainer (trainer.h) runs steps over them; a probe (--batch auto) builds the same
-// parts for this rank alone, with no communication.
+// A training run's parts, built once before its first step: the device, the model on it, the loss
+// scaler, and what the mode builds (data_parallel_step.h, pipeline/pipeline_step.h): the parameters
+// this rank trains with rank 0's values everywhere, the gradient reducer and bucketed sync, the
+// fp32 master copy (bf16 weights), the optimizer, the data source, the phase clock and the
+// profiler, and the mode's step itself (step_strategy.h). The Trainer (trainer.h) runs steps over
+// them; a probe (--batch auto) builds the data-parallel parts for this rank alone, with no
+// communication.
 #pragma once
 
 #include <torch/types.h>
@@ -18,10 +20,12 @@
 #include "train/data.h"
 #include "train/grad_sync.h"
 #include "train/grad_timer.h"
+#include "train/local_sgd.h"
 #include "train/optimizer.h"
 #include "train/phase_clock.h"
 #include "train/precision.h"
 #include "train/reducer.h"
+#include "train/step_strategy.h"
 #include "train/telemetry/profiler.h"
 #include "train/telemetry/trace_log.h"
 
@@ -56,8 +60,8 @@ struct TrainSetup {
   torch::Device device{torch::kCPU};
   std::shared_ptr<models::Model> model;
   TraceLog trace_log;
-  std::unique_ptr<Reducer> reducer;  // null for a probe
-  std::vector<torch::Tensor> params;
+  std::unique_ptr<Reducer> reducer;   // null for a probe
+  std::vector<torch::Tensor> params;  // this rank's: the model's, or its pipeline stage's
   std::vector<torch::Tensor> master;  // bf16 weights: the fp32 copy the optimizer updates
   std::unique_ptr<Optimizer> optimizer;
   std::optional<GradSync> sync;  // data parallelism with per-step sync (not local SGD, not probes)
@@ -67,6 +71,9 @@ struct TrainSetup {
   std::unique_ptr<DataSource> data;
   std::unique_ptr<PhaseClock> clock;
   std::optional<StepProfiler> profiler;  // --profile-steps
+  LocalSgdSchedule local_sgd{0, 1};      // --local-sgd (data parallelism)
+  // Built last, destroyed first: the mode's step, over the parts above.
+  std::unique_ptr<StepStrategy> strategy;
 
  private:
   TrainSetup() = default;

@@ -8,12 +8,10 @@
 #include <string>
 
 #include "core/error.h"
-#include "core/nvtx.h"
 #include "models/registry.h"
 #include "train/cuda_memory.h"
 #include "train/memory_meter.h"
 #include "train/observers.h"
-#include "train/pipeline/pipeline_runner.h"
 #include "train/run_monitor.h"
 
 namespace dtune::train {
@@ -31,103 +29,37 @@ Trainer::Trainer(TrainSetup& setup, const RunContext& ctx, RunMonitor* monitor)
     : s_(setup),
       ctx_(ctx),
       monitor_(monitor),
-      local_sgd_(setup.o.local_sgd_every, setup.world),
+      strategy_(*setup.strategy),
       faults_(setup.o, ctx.rank()) {
   const Options& o = s_.o;
   out_.batch = s_.batch;
   // Added outermost first: begin_step runs in this order, end_step in the reverse one.
-  if (monitor_) observers_.push_back(std::make_unique<MonitorObserver>(*monitor_, s_.batch));
+  if (monitor_)
+    observers_.push_back(std::make_unique<MonitorObserver>(*monitor_, s_.batch, strategy_));
+  if (auto mode = strategy_.observer()) observers_.push_back(std::move(mode));
   if (s_.profiler) observers_.push_back(std::make_unique<ProfilerObserver>(*s_.profiler));
-  if (!s_.probe() && !o.tensorboard_dir.empty()) {
-    const double global_batch = static_cast<double>(s_.batch) * ctx_.world_size() * o.accum_steps;
-    observers_.push_back(std::make_unique<TensorBoardObserver>(o.tensorboard_dir, ctx_.rank(),
-                                                               global_batch, s_.scaler->enabled()));
+  if (!s_.probe() && !o.tensorboard_dir.empty())
+    observers_.push_back(std::make_unique<TensorBoardObserver>(
+        o.tensorboard_dir, ctx_.rank(), strategy_.global_batch(), s_.scaler->enabled()));
+  if (strategy_.replicated()) {
+    auto guard = std::make_unique<DivergenceGuard>(ctx_, s_.params, s_.probe() ? 0 : o.check_every,
+                                                   s_.local_sgd);
+    divergence_ = guard.get();
+    observers_.push_back(std::move(guard));
   }
-  auto guard = std::make_unique<DivergenceGuard>(ctx_, s_.params, s_.probe() ? 0 : o.check_every,
-                                                 local_sgd_);
-  divergence_ = guard.get();
-  observers_.push_back(std::move(guard));
 }
 
 bool Trainer::step(int step) {
   StepRecord rec;
   for (auto& obs : observers_) obs->begin_step(step, rec);
   rec.loss_scale = s_.scaler->current();
-  run_step(step, rec);
+  strategy_.run_step(step, rec, faults_);
   faults_.after_step(step, s_.params);
   check_memory();
   out_.steps.push_back(rec);
   for (auto it = observers_.rbegin(); it != observers_.rend(); ++it)
     (*it)->end_step(step, rec, out_);
   return out_.diverged.empty() && !out_.interrupted;  // on every rank: the verdict was shared
-}
-
-void Trainer::run_step(int step, StepRecord& rec) {
-  const Options& o = s_.o;
-  models::Model& model = *s_.model;
-  PhaseClock& clock = *s_.clock;
-  LossScaler& scaler = *s_.scaler;
-  clock.begin_step();
-  s_.optimizer->zero_grad();
-  for (auto& p : s_.params) p.mutable_grad() = torch::Tensor();  // (the model's, with bf16 weights)
-  clock.mark(Phase::kOptimizer);  // freeing last step's gradients is optimizer bookkeeping
-  torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().device(s_.device));
-  for (int m = 0; m < o.accum_steps; ++m) {
-    Batch b = s_.data->next(m);
-    clock.mark(Phase::kData);
-    // Pinned host batches copy asynchronously; synthetic batches are on the device already.
-    b.input = b.input.to(s_.device, /*non_blocking=*/true);
-    b.target = b.target.to(s_.device, /*non_blocking=*/true);
-    torch::Tensor input =
-        o.channels_last ? b.input.contiguous(at::MemoryFormat::ChannelsLast) : b.input;
-    clock.mark(Phase::kH2D);
-    torch::Tensor loss;
-    {
-      NvtxRange range("forward");
-      AutocastGuard autocast(o.precision, s_.device.type());
-      loss = model.loss(model.forward(input), b.target);
-    }
-    loss_sum += loss.detach().to(torch::kFloat);
-    clock.mark(Phase::kForward);
-    if (s_.grad_timer) s_.grad_timer->begin(m == o.accum_steps - 1);
-    if (s_.sync) s_.sync->prepare(m == o.accum_steps - 1);
-    torch::Tensor objective = scaler.scale(loss / o.accum_steps);
-    {
-      NvtxRange range("backward");
-      objective.backward();
-    }
-    clock.mark(Phase::kBackward);
-  }
-  if (s_.sync) {
-    NvtxRange range("exposed communication");
-    s_.sync->finish(Deadline::after_s(o.timeout_s));
-  }
-  clock.mark(Phase::kComm);
-  // Loss scaling: unscale, and skip the step on every rank if any gradient is inf/NaN.
-  std::vector<torch::Tensor> grads;
-  for (auto& p : s_.params)
-    if (p.grad().defined()) grads.push_back(p.grad());
-  faults_.after_reduction(step, grads);
-  if (scaler.enabled()) {
-    torch::Tensor found_inf = scaler.unscale(grads);
-    if (s_.reducer) s_.reducer->allreduce_max(found_inf);
-    rec.skipped = found_inf.item<float>() != 0.0f;
-    scaler.update(found_inf);
-  }
-  clock.mark(Phase::kScaler);
-  if (!rec.skipped) {
-    NvtxRange range("optimizer");
-    optimizer_step(*s_.optimizer, s_.params, s_.master);
-  }
-  clock.mark(Phase::kOptimizer);
-  // Local SGD: ranks step on their own gradients; every H steps, after the step, the
-  // parameters are averaged (timed as communication).
-  if (local_sgd_.averages_after(step))
-    average_parameters(*s_.reducer, s_.world, s_.params, s_.master);
-  if (o.local_sgd_every > 0) clock.mark(Phase::kComm);
-  rec.phases = clock.end_step(rec.total_ms);
-  if (s_.grad_timer) s_.grad_timer->end_step();
-  rec.loss = loss_sum.item<double>() / o.accum_steps;
 }
 
 void Trainer::check_memory() const {
@@ -158,22 +90,17 @@ TrainOutcome Trainer::finish() {
   out.device_name = describe_device(s_.ordinal);
   out.gpu = device_properties(s_.ordinal);
   out.device_index = s_.ordinal;
-  if (s_.sync) out.bucket_bytes = s_.sync->layout().bytes;
-  if (s_.grad_timer) {
-    out.grad_ready_ms = s_.grad_timer->rows();
-    out.param_bytes = s_.grad_timer->param_bytes();
-  }
+  strategy_.finish(out);
   if (s_.profiler) {
     if (s_.reducer) s_.reducer->set_trace(nullptr);
     out.profile = s_.profiler->summary();
   }
-  out.data = s_.data->summary();
-  if (s_.probe()) return std::move(out);
+  if (s_.probe() || !strategy_.replicated()) return std::move(out);
   auto armed = monitor_->arm("the final parameter averaging and check");
   // A local-SGD run whose last step was not an averaging one ends with one (untimed): the model it
   // leaves is the ranks' mean, as local SGD defines it, and the ranks agree again.
-  if (local_sgd_.on() && out.diverged.empty() &&
-      !local_sgd_.averages_after(static_cast<int>(out.steps.size()) - 1)) {
+  if (s_.local_sgd.on() && out.diverged.empty() &&
+      !s_.local_sgd.averages_after(static_cast<int>(out.steps.size()) - 1)) {
     average_parameters(*s_.reducer, s_.world, s_.params, s_.master);
     out.final_average = true;
   }
@@ -196,7 +123,6 @@ namespace {
 
 TrainOutcome train_or_probe(const Options& o, const MainArgs& a, int64_t batch, RunMode mode,
                             RunMonitor* monitor) {
-  if (o.pipeline.stages > 1 && mode == RunMode::kTrain) return run_pipeline(o, a, batch, *monitor);
   const std::unique_ptr<TrainSetup> setup = TrainSetup::build(o, a.ctx, batch, mode, monitor);
   Trainer trainer(*setup, a.ctx, monitor);
   const int total_steps = setup->o.warmup_steps + setup->o.steps;

@@ -1,9 +1,9 @@
-// The training loop of dtune-train: over the parts a TrainSetup built (setup.h), each optimizer
-// step runs its micro-steps (data, host-to-device copy, forward under autocast, backward with
-// bucketed, overlapped gradient averaging), the loss scaler, the optimizer and local SGD's
-// averaging, timing every phase on every rank (phase_clock.h). Observers watch the steps from
-// outside (step_observer.h: the run monitor, profiler, TensorBoard, divergence guard) and the test
-// hooks sit in one FaultInjector (fault_injector.h). Results: benchmarks/train/train_results.h.
+// The training loop of dtune-train, one for every mode: over the parts a TrainSetup built
+// (setup.h), each optimizer step is the mode's (step_strategy.h: data parallelism,
+// data_parallel_step.h; pipeline parallelism, pipeline/pipeline_step.h). Observers watch the steps
+// from outside (step_observer.h: the run monitor, profiler, TensorBoard, divergence guard) and the
+// test hooks sit in one FaultInjector (fault_injector.h). Results:
+// benchmarks/train/train_results.h.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,6 @@
 #include "train/config.h"
 #include "train/divergence.h"
 #include "train/fault_injector.h"
-#include "train/local_sgd.h"
 #include "train/outcome.h"
 #include "train/setup.h"
 #include "train/step_observer.h"
@@ -40,13 +39,12 @@ class Trainer {
   TrainOutcome finish();
 
  private:
-  void run_step(int step, StepRecord& rec);  // the timed part: phases, loss, skipped
   void check_memory() const;
 
   TrainSetup& s_;
   const RunContext& ctx_;
   RunMonitor* monitor_;
-  LocalSgdSchedule local_sgd_;
+  StepStrategy& strategy_;  // s_.strategy
   FaultInjector faults_;
   DivergenceGuard* divergence_ = nullptr;  // among observers_
   std::vector<std::unique_ptr<StepObserver>> observers_;

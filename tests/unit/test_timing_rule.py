@@ -17,8 +17,9 @@ REPO = Path(__file__).resolve().parents[2]
 # Where compute is timed: every interval here must come from a DeviceTimeline.
 DEVICE_TIMED = [
     "train/trainer.cc",
+    "train/data_parallel_step.cc",
     "train/grad_timer.cc",
-    "train/pipeline/pipeline_runner.cc",
+    "train/pipeline/pipeline_step.cc",
     "train/pipeline/piece_timer.cc",
     "benchmarks/probe/gemm.cc",
 ]

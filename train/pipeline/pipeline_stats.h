@@ -1,4 +1,4 @@
-// What one rank measured of its pipeline stage (train/pipeline/pipeline_runner.h), kept beside the
+// What one rank measured of its pipeline stage (train/pipeline/pipeline_step.h), kept beside the
 // step records in TrainOutcome and gathered by rank 0 into the results (pipeline_results.h):
 // per measured step the time in forwards, backwards, waits for a neighbour's activation or
 // gradient, waits for sends to complete, and idle time; the measured bubble; peak activation

@@ -1,5 +1,5 @@
 // The pipeline-parallel training loop.
-#include "train/pipeline/pipeline_runner.h"
+#include "train/pipeline/pipeline_step.h"
 
 #include <malloc.h>
 #include <sys/resource.h>
@@ -84,16 +84,25 @@ struct InFlight {
   torch::Tensor input, output;
 };
 
-class PipelineRunner {
+class PipelineStep final : public StepStrategy {
  public:
-  PipelineRunner(const Options& o, const RunContext& ctx, int64_t batch, RunMonitor& monitor);
-  void step(StepRecord& rec);
-  // --profile-steps: around each step (the first and last statements of the loop body); the
-  // window's end gathers every stage's spans into the one-row-per-stage trace (collective).
-  void begin_profile(int step, StepRecord& rec);
+  PipelineStep(TrainSetup& s, const RunContext& ctx, RunMonitor& monitor);
+  // On the way out of a failure (finish() not reached): the monitor keeps a copy of this stage's
+  // measurements, for the partial save, before they go.
+  ~PipelineStep() override {
+    if (!finished_) monitor_.keep_pipeline(stats_);
+  }
+  std::string describe_step(int step) const override;
+  double global_batch() const override {
+    return static_cast<double>(s_.batch) * topo_.dp_size() * M_;
+  }
+  bool replicated() const override { return false; }
+  std::unique_ptr<StepObserver> observer() override;
+  void run_step(int step, StepRecord& rec, const FaultInjector& faults) override;
+  void finish(TrainOutcome& out) override;
+  // --profile-steps: after the profiler's window closes, every stage's spans go into the
+  // one-row-per-stage trace (collective).
   void end_profile(int step);
-  TrainOutcome& outcome() { return out_; }
-  TrainOutcome finish();
 
  private:
   void setup_partition();
@@ -115,30 +124,24 @@ class PipelineRunner {
   void account_schedule(const std::vector<double>& ms, double origin_ms, PipelineStepTimes& t,
                         std::vector<PipelineEvent>& events);
 
+  // The parts every mode has: the model (whole on every rank), this stage's parameters, their
+  // fp32 master copy (--weights-dtype bf16), the stage group's reducer and gradient sync, the
+  // optimizer, the loss scaler (--precision fp16; one scale, equal on every stage), the data
+  // source (synthetic: every stage holds its pipeline's micro-batches; --data: stage 0 alone loads
+  // them, slice dp_index of dp_size, and sends the targets to the last stage; null elsewhere), the
+  // trace log and the profiler.
+  TrainSetup& s_;
   const Options& o_;
   const RunContext& ctx_;
   RunMonitor& monitor_;
-  int64_t batch_;
   int P_, M_, V_, K_;
   PipelineTopology topo_;
-  int ordinal_ = -1;
-  torch::Device device_{torch::kCPU};
-  std::shared_ptr<models::Model> model_;
+  std::string stages_;  // "stage 0 (rank r), ...": this rank's pipeline, for the watchdog
   std::vector<models::Piece> pieces_;
   std::vector<size_t> starts_;  // of the K chunks (partition.h)
   std::vector<Chunk> chunks_;   // this stage's V
   std::vector<std::string> param_names_;
-  std::vector<torch::Tensor> params_;
-  std::vector<torch::Tensor> tied_;    // held by both end stages: their gradients are summed
-  std::vector<torch::Tensor> master_;  // --weights-dtype bf16: the fp32 copy the optimizer updates
-  std::unique_ptr<Reducer> reducer_;
-  std::optional<GradSync> sync_;
-  std::unique_ptr<Optimizer> optimizer_;
-  std::optional<LossScaler> scaler_;  // --precision fp16; one scale, equal on every stage
-  FaultInjector faults_;
-  // Synthetic data: every stage holds its pipeline's micro-batches. --data: stage 0 alone loads
-  // them (slice dp_index of dp_size) and sends the targets to the last stage; null elsewhere.
-  std::unique_ptr<DataSource> data_;
+  std::vector<torch::Tensor> tied_;                    // held by both end stages: gradients summed
   bool targets_from_first_ = false;                    // --data on the last stage
   std::unique_ptr<DeviceTimeline> timeline_;           // this stage's device (or the host's)
   std::vector<MarkedSpan> marked_;                     // this step's, in schedule order
@@ -154,42 +157,39 @@ class PipelineRunner {
   bool same_node_as_first_ = false;  // this rank's steady clock is stage 0's
   double origin_first_us_ = 0;       // origin_ on stage 0's steady clock, in us
   int step_index_ = 0;
-  TraceLog trace_log_;
-  std::optional<StepProfiler> profiler_;  // --profile-steps
-  std::vector<StageSpan> window_spans_;   // this stage's spans of the profile window
-  TrainOutcome out_;
+  std::vector<StageSpan> window_spans_;  // this stage's spans of the profile window
+  PipelineStats stats_;                  // watched by the monitor while the steps run
+  bool finished_ = false;
 };
 
-PipelineRunner::PipelineRunner(const Options& o, const RunContext& ctx, int64_t batch,
-                               RunMonitor& monitor)
-    : o_(o),
+// The pipeline's observer, between the monitor's and the profiler's: the trace window's gather
+// after the profiler has closed the window's last step, still armed.
+class PipelineTraceObserver final : public StepObserver {
+ public:
+  explicit PipelineTraceObserver(PipelineStep& step) : step_(step) {}
+  void end_step(int step, const StepRecord&, TrainOutcome&) override { step_.end_profile(step); }
+
+ private:
+  PipelineStep& step_;
+};
+
+PipelineStep::PipelineStep(TrainSetup& s, const RunContext& ctx, RunMonitor& monitor)
+    : s_(s),
+      o_(s.o),
       ctx_(ctx),
       monitor_(monitor),
-      batch_(batch),
-      P_(o.pipeline.stages),
-      M_(o.pipeline.micro_batches),
-      V_(o.pipeline.schedule == Schedule::kInterleaved ? o.pipeline.virtual_stages : 1),
+      P_(o_.pipeline.stages),
+      M_(o_.pipeline.micro_batches),
+      V_(o_.pipeline.schedule == Schedule::kInterleaved ? o_.pipeline.virtual_stages : 1),
       K_(P_ * V_),
-      topo_(ctx, P_, o.pipeline.layout),
-      faults_(o, ctx.rank()) {
-  torch::set_num_threads(o.threads);
+      topo_(ctx, P_, o_.pipeline.layout) {
+  const Options& o = o_;
   mallopt(M_TRIM_THRESHOLD, kKeptHeapBytes);  // process-wide; this process trains one pipeline
   mallopt(M_MMAP_THRESHOLD, kMmapAboveBytes);
-  ordinal_ = device_ordinal(o, ctx);
-  if (ordinal_ >= 0) {
-    make_cuda_device_current(ordinal_);
-    device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(ordinal_));
-  }
-  set_tf32(o.precision == Precision::kTf32);
-  timeline_ = make_timeline(ordinal_);
-  TensorMemory::reset_peak(ordinal_);
-  // Every rank builds the whole model from the same seed, so every stage's parameters start as
+  timeline_ = make_timeline(s_.ordinal);
+  // Every rank built the whole model from the same seed, so every stage's parameters start as
   // one process's would; the data-parallel broadcast below makes that explicit, as DDP does.
-  model_ = models::make_model(o.model, o.model_options);
-  model_->to(device_);
-  if (o.weights_dtype == WeightsDtype::kBf16) model_->to(torch::kBFloat16);
-  model_->train();
-  pieces_ = models::model_pieces(*model_);
+  pieces_ = models::model_pieces(*s_.model);
   auto armed = monitor_.arm("setting up the pipeline (partition, stage groups, parameters)");
   setup_partition();
   {
@@ -199,48 +199,70 @@ PipelineRunner::PipelineRunner(const Options& o, const RunContext& ctx, int64_t 
     same_node_as_first_ = first == mine;
   }
   // --backend nccl: the stages' tensors and each stage group's gradients go over NCCL.
-  channel_ = make_pipeline_channel(o, ctx, topo_, ordinal_, !tied_.empty());
-  reducer_ = o.backend == SyncBackend::kNccl && topo_.dp_size() > 1
-                 ? make_nccl_reducer(topo_.dp(), ordinal_, o.timeout_s)
-                 : make_mpi_reducer(ctx, topo_.dp(), o.reduce_algo);
+  channel_ = make_pipeline_channel(o, ctx, topo_, s_.ordinal, !tied_.empty());
+  s_.reducer = o.backend == SyncBackend::kNccl && topo_.dp_size() > 1
+                   ? make_nccl_reducer(topo_.dp(), s_.ordinal, o.timeout_s)
+                   : make_mpi_reducer(ctx, topo_.dp(), o.reduce_algo);
   {
     torch::NoGradGuard no_grad;
     if (topo_.dp_size() > 1)
-      for (auto& p : params_) reducer_->broadcast(p.data(), 0);
+      for (auto& p : s_.params) s_.reducer->broadcast(p.data(), 0);
   }
   armed.disarm();
-  if (o.weights_dtype == WeightsDtype::kBf16) master_ = make_master_copy(params_);
-  optimizer_ = make_fused_optimizer(o.optimizer, master_.empty() ? params_ : master_, o.lr);
-  if (topo_.dp_size() > 1) sync_.emplace(params_, *reducer_, topo_.dp_size(), o);
-  scaler_.emplace(o.precision == Precision::kFp16, device_);
+  if (o.weights_dtype == WeightsDtype::kBf16) s_.master = make_master_copy(s_.params);
+  s_.optimizer = make_fused_optimizer(o.optimizer, s_.master.empty() ? s_.params : s_.master, o.lr);
+  if (topo_.dp_size() > 1) s_.sync.emplace(s_.params, *s_.reducer, topo_.dp_size(), o);
+  s_.scaler.emplace(o.precision == Precision::kFp16, s_.device);
   if (o.data == "synthetic")
-    data_ = make_synthetic_source(*model_, batch, M_, topo_.dp_index(), o.seed, device_);
+    s_.data = make_synthetic_source(*s_.model, s_.batch, M_, topo_.dp_index(), o.seed, s_.device);
   else if (topo_.first())
-    data_ = make_loader_source(o, *model_, batch, topo_.dp_index(), topo_.dp_size(), device_);
+    s_.data =
+        make_loader_source(o, *s_.model, s_.batch, topo_.dp_index(), topo_.dp_size(), s_.device);
   targets_from_first_ = o.data != "synthetic" && topo_.last();
   actions_ = stage_actions(o.pipeline.schedule, P_, M_, V_, topo_.stage());
   in_flight_.assign(V_, std::vector<InFlight>(M_));
 
   if (o.profile_steps > 0) {
-    profiler_.emplace(o, ctx, device_, trace_log_, o.profile_dir);
-    profiler_->set_pipeline_stage(topo_.stage());
+    s_.profiler.emplace(o, ctx, s_.device, s_.trace_log, o.profile_dir);
+    s_.profiler->set_pipeline_stage(topo_.stage());
   }
 
-  PipelineStats& st = out_.pipeline;
+  PipelineStats& st = stats_;
   st.stages = P_;
   st.stage = topo_.stage();
   st.dp_index = topo_.dp_index();
   st.cuts = describe_cuts(pieces_, starts_);
   st.theory_bubble = theoretical_bubble(o.pipeline.schedule, P_, M_, V_);
   st.channel = channel_->name();
+  monitor_.watch_pipeline(&stats_);
+
+  // The watchdog names a missing rank by number: the stages of this rank's pipeline say which
+  // stage that is when the step timed out in a collective (the per-step exchange) rather than in
+  // a point-to-point wait, which names the stage itself.
+  for (int st = 0; st < P_; ++st)
+    stages_ += (st ? ", " : "") + std::string("stage ") + std::to_string(st) + " (rank " +
+               std::to_string(
+                   pipeline_rank(st, topo_.dp_index(), ctx.world_size(), P_, o.pipeline.layout)) +
+               ")";
 }
 
-void PipelineRunner::setup_partition() {
+std::string PipelineStep::describe_step(int step) const {
+  return "pipeline training step " + std::to_string(step) + " (stage " +
+         std::to_string(topo_.stage()) + " of " + std::to_string(P_) + ", batch " +
+         std::to_string(s_.batch) + "; its pipeline: " + stages_ + ")";
+}
+
+std::unique_ptr<StepObserver> PipelineStep::observer() {
+  return std::make_unique<PipelineTraceObserver>(*this);
+}
+
+void PipelineStep::setup_partition() {
   std::vector<PieceCost> costs;
   if (o_.pipeline.partition == PartitionBy::kMeasured) {
     // Rank 0 times each piece once; every rank cuts by its times, so the ranks agree.
-    std::vector<double> ms = ctx_.is_root() ? time_pieces(*model_, pieces_, batch_, o_, device_)
-                                            : std::vector<double>(pieces_.size());
+    std::vector<double> ms = ctx_.is_root()
+                                 ? time_pieces(*s_.model, pieces_, s_.batch, o_, s_.device)
+                                 : std::vector<double>(pieces_.size());
     DTUNE_MPI_CHECK(MPI_Bcast(ms.data(), static_cast<int>(ms.size()), MPI_DOUBLE, 0, ctx_.comm()));
     for (size_t i = 0; i < pieces_.size(); ++i) costs.push_back({pieces_[i].kind, ms[i]});
   } else {
@@ -259,7 +281,7 @@ void PipelineRunner::setup_partition() {
     std::snprintf(buf, sizeof buf, "%s%.3g", k ? " " : "", c);
     each += buf;
   }
-  out_.pipeline.partitioned =
+  stats_.partitioned =
       to_string(o_.pipeline.partition) + " (" +
       (o_.pipeline.partition == PartitionBy::kMeasured ? "ms" : "forward MACs/sample") +
       " per chunk: " + each + ")";
@@ -280,22 +302,22 @@ void PipelineRunner::setup_partition() {
   }
   const std::set<std::string> mine = names_of_stage(topo_.stage()), first = names_of_stage(0),
                               last = names_of_stage(P_ - 1);
-  for (const auto& p : model_->named_parameters()) {
+  for (const auto& p : s_.model->named_parameters()) {
     if (!mine.contains(p.key())) continue;
     param_names_.push_back(p.key());
-    params_.push_back(p.value());
+    s_.params.push_back(p.value());
     if ((topo_.first() || topo_.last()) && first.contains(p.key()) && last.contains(p.key()))
       tied_.push_back(p.value());
   }
 }
 
-void PipelineRunner::chunk_sleep(double factor) const {
+void PipelineStep::chunk_sleep(double factor) const {
   if (o_.pipeline.debug_chunk_sleep_ms <= 0) return;
   std::this_thread::sleep_for(
       std::chrono::duration<double, std::milli>(factor * o_.pipeline.debug_chunk_sleep_ms));
 }
 
-torch::Tensor PipelineRunner::rendezvous(
+torch::Tensor PipelineStep::rendezvous(
     const torch::Tensor& mine, int tag, const std::string& what,
     const std::function<torch::Tensor(const std::vector<torch::Tensor>&)>& combine) {
   double waited = 0;
@@ -311,7 +333,7 @@ torch::Tensor PipelineRunner::rendezvous(
   return reply;
 }
 
-void PipelineRunner::sum_tied_gradients() {
+void PipelineStep::sum_tied_gradients() {
   // The end stages swap their gradients of each tied parameter and both add: a + b equals b + a
   // exactly, so their copies stay identical.
   if (tied_.empty() || !(topo_.first() || topo_.last())) return;
@@ -326,9 +348,9 @@ void PipelineRunner::sum_tied_gradients() {
   }
 }
 
-void PipelineRunner::trace(StageActivity a, int micro, int chunk, int peer, double from_ms,
-                           double to_ms) {
-  if (!trace_log_.enabled()) return;
+void PipelineStep::trace(StageActivity a, int micro, int chunk, int peer, double from_ms,
+                         double to_ms) {
+  if (!s_.trace_log.enabled()) return;
   auto at = [&](double ms) {
     return origin_ + std::chrono::duration_cast<Clock::duration>(
                          std::chrono::duration<double, std::milli>(ms));
@@ -341,31 +363,22 @@ void PipelineRunner::trace(StageActivity a, int micro, int chunk, int peer, doub
   }
   span.args.emplace_back("chunk", chunk);
   if (peer >= 0) span.args.emplace_back("peer_stage", peer);
-  trace_log_.add(std::move(span));
+  s_.trace_log.add(std::move(span));
   auto on_first = [&](Clock::time_point t) {
     return origin_first_us_ + std::chrono::duration<double, std::micro>(t - origin_).count();
   };
   window_spans_.push_back({a, step_index_, micro, chunk, peer, on_first(t0), on_first(t1)});
 }
 
-void PipelineRunner::begin_profile(int step, StepRecord& rec) {
-  step_index_ = step;
-  if (!profiler_) return;
-  profiler_->begin_step(step);
-  rec.profiled = profiler_->in_window(step);
-}
-
-void PipelineRunner::end_profile(int step) {
-  if (!profiler_ || !profiler_->in_window(step)) return;
-  profiler_->end_step(step);
-  if (step != o_.profile_first + o_.profile_steps - 1) return;
+void PipelineStep::end_profile(int step) {
+  if (!s_.profiler || step != o_.profile_first + o_.profile_steps - 1) return;
   gather_pipeline_trace(
       ctx_.comm(), {ctx_.rank(), topo_.stage(), topo_.dp_index()}, window_spans_,
       (std::filesystem::path(o_.profile_dir) / "pipeline" / "pipeline.trace.json").string());
   window_spans_.clear();
 }
 
-void PipelineRunner::forward(const Action& a) {
+void PipelineStep::forward(const Action& a) {
   const Chunk& ch = chunks_[a.chunk];
   const int v = ch.virtual_stage;
   InFlight& f = in_flight_[a.chunk][a.micro];
@@ -373,14 +386,14 @@ void PipelineRunner::forward(const Action& a) {
   double host_waited = 0;  // the channels' own host-clock figure; the marks time the wait instead
   if (v == 0) {
     const size_t d0 = timeline_->mark();
-    Batch b = data_->next(a.micro);
+    Batch b = s_.data->next(a.micro);
     data_marks_.emplace_back(d0, timeline_->mark());
-    x = b.input.to(device_);
+    x = b.input.to(s_.device);
     if (o_.data != "synthetic")  // a copy: the loader may reuse its buffers
       channel_->send(b.target.to(torch::kCPU).clone(), P_ - 1, kTargetTag + a.micro);
   } else {
     const size_t r0 = timeline_->mark();
-    f.input = channel_->recv((v - 1) % P_, tag(v - 1, a.micro, false), device_, deadline_,
+    f.input = channel_->recv((v - 1) % P_, tag(v - 1, a.micro, false), s_.device, deadline_,
                              "activation of micro-batch " + std::to_string(a.micro), host_waited);
     marked_.push_back({StageActivity::kRecvWait, a.micro, v, (v - 1) % P_, r0, timeline_->mark()});
     f.input.requires_grad_(true);
@@ -388,19 +401,19 @@ void PipelineRunner::forward(const Action& a) {
   }
   if (v == K_ - 1 && targets_from_first_) {
     const size_t r0 = timeline_->mark();
-    target = channel_->recv(0, kTargetTag + a.micro, device_, deadline_,
+    target = channel_->recv(0, kTargetTag + a.micro, s_.device, deadline_,
                             "the targets of micro-batch " + std::to_string(a.micro), host_waited);
     marked_.push_back({StageActivity::kRecvWait, a.micro, v, 0, r0, timeline_->mark()});
   }
   const size_t c0 = timeline_->mark();
   {
-    AutocastGuard autocast(o_.precision, device_.type());
+    AutocastGuard autocast(o_.precision, s_.device.type());
     for (size_t i = ch.begin; i < ch.end; ++i) x = pieces_[i].forward(x);
     if (v == K_ - 1) {
-      if (!target.defined()) target = data_->next(a.micro).target.to(device_);
-      torch::Tensor loss = model_->loss(x, target);
+      if (!target.defined()) target = s_.data->next(a.micro).target.to(s_.device);
+      torch::Tensor loss = s_.model->loss(x, target);
       loss_sum_ += loss.detach().to(torch::kFloat);
-      x = scaler_->scale(loss / M_);  // fp16: every stage's gradients carry the scale
+      x = s_.scaler->scale(loss / M_);  // fp16: every stage's gradients carry the scale
     }
   }
   chunk_sleep(1);
@@ -414,7 +427,7 @@ void PipelineRunner::forward(const Action& a) {
   marked_.push_back({StageActivity::kForward, a.micro, a.chunk, -1, c0, c1});
 }
 
-void PipelineRunner::backward(const Action& a) {
+void PipelineStep::backward(const Action& a) {
   const Chunk& ch = chunks_[a.chunk];
   const int v = ch.virtual_stage;
   InFlight& f = in_flight_[a.chunk][a.micro];
@@ -422,7 +435,7 @@ void PipelineRunner::backward(const Action& a) {
   if (v < K_ - 1) {
     double host_waited = 0;
     const size_t r0 = timeline_->mark();
-    grad = channel_->recv((v + 1) % P_, tag(v, a.micro, true), device_, deadline_,
+    grad = channel_->recv((v + 1) % P_, tag(v, a.micro, true), s_.device, deadline_,
                           "gradient of micro-batch " + std::to_string(a.micro), host_waited);
     marked_.push_back({StageActivity::kRecvWait, a.micro, v, (v + 1) % P_, r0, timeline_->mark()});
   }
@@ -430,7 +443,7 @@ void PipelineRunner::backward(const Action& a) {
   // they fill (overlapped). Several chunks: their last backwards interleave with other chunks'
   // earlier ones, which GradSync's one accumulation switch cannot follow, so every backward only
   // accumulates and finish() reduces all buckets after the schedule.
-  if (sync_ && V_ == 1) sync_->prepare(a.micro == M_ - 1);
+  if (s_.sync && V_ == 1) s_.sync->prepare(a.micro == M_ - 1);
   const size_t c0 = timeline_->mark();
   if (v == K_ - 1)
     f.output.backward();
@@ -447,8 +460,8 @@ void PipelineRunner::backward(const Action& a) {
   marked_.push_back({StageActivity::kBackward, a.micro, a.chunk, -1, c0, c1});
 }
 
-void PipelineRunner::account_schedule(const std::vector<double>& ms, double origin_ms,
-                                      PipelineStepTimes& t, std::vector<PipelineEvent>& events) {
+void PipelineStep::account_schedule(const std::vector<double>& ms, double origin_ms,
+                                    PipelineStepTimes& t, std::vector<PipelineEvent>& events) {
   for (const MarkedSpan& m : marked_) {
     const double from = ms[m.from] - origin_ms, to = ms[m.to] - origin_ms, d = to - from;
     switch (m.activity) {
@@ -472,7 +485,8 @@ void PipelineRunner::account_schedule(const std::vector<double>& ms, double orig
   }
 }
 
-void PipelineRunner::step(StepRecord& rec) {
+void PipelineStep::run_step(int step, StepRecord& rec, const FaultInjector& faults) {
+  step_index_ = step;
   // host clock: the timeline's zero, before any work of the step (marks after it are device times)
   t_step_ = Clock::now();
   timeline_->begin(t_step_);
@@ -482,11 +496,10 @@ void PipelineRunner::step(StepRecord& rec) {
   // Gradients are zeroed in place rather than freed, so that after the first step the memory a
   // step allocates is its activations (peak_activation_bytes), not the gradients' first
   // allocation. The values are the same: 0 + g is g.
-  for (auto& p : params_)
+  for (auto& p : s_.params)
     if (p.grad().defined()) p.mutable_grad().detach_().zero_();
-  loss_sum_ = torch::zeros({}, torch::TensorOptions().device(device_));
-  rec.loss_scale = scaler_->current();
-  if (sync_) sync_->prepare(false);
+  loss_sum_ = torch::zeros({}, torch::TensorOptions().device(s_.device));
+  if (s_.sync) s_.sync->prepare(false);
   PipelineStepTimes t;
   std::vector<PipelineEvent> events;
   // The stages start the schedule together: the span below is then the pipeline's flush time.
@@ -505,9 +518,9 @@ void PipelineRunner::step(StepRecord& rec) {
   origin_first_us_ =
       std::chrono::duration<double, std::micro>(first_origin.time_since_epoch()).count();
   const double origin_ms = ms_between(t_step_, origin_);  // on the timeline
-  run_peak_bytes_ = std::max(run_peak_bytes_, TensorMemory::peak_bytes(ordinal_));
-  const int64_t base_bytes = TensorMemory::current_bytes(ordinal_);
-  TensorMemory::reset_peak(ordinal_);
+  run_peak_bytes_ = std::max(run_peak_bytes_, TensorMemory::peak_bytes(s_.ordinal));
+  const int64_t base_bytes = TensorMemory::current_bytes(s_.ordinal);
+  TensorMemory::reset_peak(s_.ordinal);
   for (const Action& a : actions_) {
     if (a.kind == ActionKind::kForward)
       forward(a);
@@ -524,13 +537,13 @@ void PipelineRunner::step(StepRecord& rec) {
   for (const auto& [from, to] : data_marks_) data_ms += between_ms(ms, from, to);
   // Tensors on this stage's device held above the step's start, at their peak: the counting
   // allocator's on the CPU, the CUDA caching allocator's on a GPU.
-  t.peak_activation_bytes = TensorMemory::peak_bytes(ordinal_) - base_bytes;
-  run_peak_bytes_ = std::max(run_peak_bytes_, TensorMemory::peak_bytes(ordinal_));
+  t.peak_activation_bytes = TensorMemory::peak_bytes(s_.ordinal) - base_bytes;
+  run_peak_bytes_ = std::max(run_peak_bytes_, TensorMemory::peak_bytes(s_.ordinal));
   double host_waited = 0;
   const size_t w0 = timeline_->mark();
   channel_->wait_sends(deadline_, host_waited);
   const size_t w1 = timeline_->mark();
-  if (sync_) sync_->finish(deadline_);
+  if (s_.sync) s_.sync->finish(deadline_);
   sum_tied_gradients();
   // fp16: this stage unscales its gradients and finds whether any is inf/NaN, agreed over its
   // data-parallel group as the data-parallel trainer does; the end-of-step exchange below takes
@@ -538,11 +551,11 @@ void PipelineRunner::step(StepRecord& rec) {
   // same scale.
   const size_t sc0 = timeline_->mark();
   std::vector<torch::Tensor> grads;
-  for (auto& p : params_)
+  for (auto& p : s_.params)
     if (p.grad().defined()) grads.push_back(p.grad());
-  faults_.after_reduction(step_index_, grads);
-  torch::Tensor found_inf = scaler_->unscale(grads);  // (1,) float, 0 when not fp16
-  if (scaler_->enabled() && topo_.dp_size() > 1) reducer_->allreduce_max(found_inf);
+  faults.after_reduction(step, grads);
+  torch::Tensor found_inf = s_.scaler->unscale(grads);  // (1,) float, 0 when not fp16
+  if (s_.scaler->enabled() && topo_.dp_size() > 1) s_.reducer->allreduce_max(found_inf);
   const size_t sc1 = timeline_->mark();
   // The span: from the common start to the last action's end on any stage of this pipeline; the
   // pipeline's loss, which its last stage computed; whether any stage found inf/NaN gradients.
@@ -557,11 +570,11 @@ void PipelineRunner::step(StepRecord& rec) {
                  });
   t.span_ms = end[0].item<double>();
   const size_t opt0 = timeline_->mark();
-  if (scaler_->enabled()) {
+  if (s_.scaler->enabled()) {
     rec.skipped = end[2].item<double>() != 0;
-    scaler_->update(torch::full_like(found_inf, rec.skipped ? 1.0 : 0.0));
+    s_.scaler->update(torch::full_like(found_inf, rec.skipped ? 1.0 : 0.0));
   }
-  if (!rec.skipped) optimizer_step(*optimizer_, params_, master_);
+  if (!rec.skipped) optimizer_step(*s_.optimizer, s_.params, s_.master);
   const size_t opt1 = timeline_->mark();
   ms = timeline_->read_ms();
   t.send_wait_ms += between_ms(ms, w0, w1);
@@ -583,101 +596,45 @@ void PipelineRunner::step(StepRecord& rec) {
   t.loss_scale = rec.loss_scale;
   t.found_inf = found_inf.item<float>() != 0;
   t.skipped = rec.skipped;
-  out_.pipeline.steps.push_back(t);
-  out_.pipeline.timeline = std::move(events);
+  stats_.steps.push_back(t);
+  stats_.timeline = std::move(events);
 }
 
-TrainOutcome PipelineRunner::finish() {
-  TrainOutcome& out = out_;
+void PipelineStep::finish(TrainOutcome& out) {
   double waited_ms = 0;  // the last step's answers from stage 0, taken by now or soon
   channel_->wait_sends(Deadline::after_s(o_.timeout_s), waited_ms);
-  out.batch = batch_;
-  out.parameters = models::parameter_count(*model_);
-  const models::FlopCount flops = model_->flops();
-  out.training_flops_per_sample = flops.training_flops;
-  out.tokens_per_sample = flops.tokens;
-  out.flops_formula = flops.formula;
-  out.alt_training_flops_per_sample = flops.alt_training_flops;
-  out.alt_flops_formula = flops.alt_formula;
-  out.device_name = describe_device(ordinal_);
-  out.gpu = device_properties(ordinal_);
-  out.device_index = ordinal_;
-  if (sync_) out.bucket_bytes = sync_->layout().bytes;
-  if (profiler_) out.profile = profiler_->summary();
+  if (s_.sync) out.bucket_bytes = s_.sync->layout().bytes;
   // --data: stage 0 loaded; the other stages' rows count nothing (the data reached them as
   // activations and targets).
-  out.data = data_ ? data_->summary()
-                   : DataSummary{"--data " + o_.data + " (via stage 0)", 0, 0, 0, 0, 0, 0, 0, 0};
-  out.memory_source = TensorMemory::source(ordinal_);
-  out.peak_memory_bytes = std::max(run_peak_bytes_, TensorMemory::peak_bytes(ordinal_));
+  out.data = s_.data ? s_.data->summary()
+                     : DataSummary{"--data " + o_.data + " (via stage 0)", 0, 0, 0, 0, 0, 0, 0, 0};
+  out.memory_source = TensorMemory::source(s_.ordinal);
+  out.peak_memory_bytes = std::max(run_peak_bytes_, TensorMemory::peak_bytes(s_.ordinal));
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   out.peak_rss_bytes = static_cast<int64_t>(u.ru_maxrss) * 1024;
   if (!o_.dump_path.empty() && topo_.dp_index() == 0) {
     // --debug-dump: each stage's first data-parallel rank writes its parameters and gradients.
     models::TensorMap dump;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      dump["param." + param_names_[i]] = params_[i].detach().to(torch::kCPU).contiguous();
-      if (params_[i].grad().defined())
-        dump["grad." + param_names_[i]] = params_[i].grad().to(torch::kCPU).contiguous();
-      if (!master_.empty()) dump["master." + param_names_[i]] = master_[i].detach().to(torch::kCPU);
+    for (size_t i = 0; i < s_.params.size(); ++i) {
+      dump["param." + param_names_[i]] = s_.params[i].detach().to(torch::kCPU).contiguous();
+      if (s_.params[i].grad().defined())
+        dump["grad." + param_names_[i]] = s_.params[i].grad().to(torch::kCPU).contiguous();
+      if (!s_.master.empty())
+        dump["master." + param_names_[i]] = s_.master[i].detach().to(torch::kCPU);
     }
     models::write_tensors(o_.dump_path + ".stage" + std::to_string(topo_.stage()), dump);
   }
-  return std::move(out);
+  monitor_.watch_pipeline(nullptr);
+  out.pipeline = std::move(stats_);
+  finished_ = true;
 }
 
 }  // namespace
 
-TrainOutcome run_pipeline(const Options& o, const MainArgs& a, int64_t batch, RunMonitor& monitor) {
-  PipelineRunner runner(o, a.ctx, batch, monitor);
-  monitor.begin_run(batch);
-  monitor.watch_pipeline(&runner.outcome().pipeline);
-  const PipelinePlace place =
-      pipeline_place(a.ctx.rank(), a.ctx.world_size(), o.pipeline.stages, o.pipeline.layout);
-  const int total = o.warmup_steps + o.steps;
-  // The watchdog names a missing rank by number: the stages of this rank's pipeline say which
-  // stage that is when the step timed out in a collective (the per-step exchange) rather than in
-  // a point-to-point wait, which names the stage itself.
-  std::string stages;
-  for (int st = 0; st < o.pipeline.stages; ++st)
-    stages += (st ? ", " : "") + std::string("stage ") + std::to_string(st) + " (rank " +
-              std::to_string(pipeline_rank(st, place.dp_index, a.ctx.world_size(),
-                                           o.pipeline.stages, o.pipeline.layout)) +
-              ")";
-  // --tensorboard: every rank's scalars, as the data-parallel trainer writes them (its pipeline's
-  // loss, its own step time and phases; samples/s of the whole job's global batch).
-  std::optional<TensorBoardObserver> tensorboard;
-  if (!o.tensorboard_dir.empty())
-    tensorboard.emplace(o.tensorboard_dir, a.ctx.rank(),
-                        static_cast<double>(batch) * (a.ctx.world_size() / o.pipeline.stages) *
-                            o.pipeline.micro_batches,
-                        false);
-  try {
-    for (int s = 0; s < total; ++s) {
-      // As MonitorObserver: the whole step armed, then every rank's record to rank 0 and the stop
-      // agreement; the watchdog's message says which stage this rank is.
-      StepRecord rec;
-      runner.begin_profile(s, rec);
-      auto armed =
-          monitor.arm("pipeline training step " + std::to_string(s) + " (stage " +
-                      std::to_string(place.stage) + " of " + std::to_string(o.pipeline.stages) +
-                      ", batch " + std::to_string(batch) + "; its pipeline: " + stages + ")");
-      runner.step(rec);
-      runner.outcome().steps.push_back(rec);
-      runner.end_profile(s);  // as the trainer's observers: before the exchange, still armed
-      runner.outcome().interrupted = monitor.exchange(rec);
-      armed.disarm();
-      monitor.record(rec);
-      if (tensorboard) tensorboard->end_step(s, rec, runner.outcome());
-      if (runner.outcome().interrupted) break;
-    }
-  } catch (...) {
-    monitor.keep_pipeline(runner.outcome().pipeline);  // the runner is about to go
-    throw;
-  }
-  monitor.watch_pipeline(nullptr);
-  return runner.finish();
+std::unique_ptr<StepStrategy> build_pipeline(TrainSetup& s, const RunContext& ctx,
+                                             RunMonitor& monitor) {
+  return std::make_unique<PipelineStep>(s, ctx, monitor);
 }
 
 }  // namespace dtune::train

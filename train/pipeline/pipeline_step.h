@@ -6,20 +6,26 @@
 // stage (grad_sync.h over the stage's group), the tied embedding's sum between the end stages, and
 // the optimizer. Micro-batch m of data-parallel index d holds the samples one process accumulating
 // D x M micro-steps sees at micro-step d x M + m, so the two train identically (the tests). Each
-// step is timed per stage and action (pipeline_stats.h); the run monitor arms and logs each step as
-// it does for data parallelism.
+// step is timed per stage and action (pipeline_stats.h). It is a mode of the one Trainer
+// (step_strategy.h): the run monitor, the profiler, TensorBoard and the results are the same as for
+// data parallelism.
 #pragma once
 
-#include <cstdint>
+#include <memory>
 
-#include "core/main_guard.h"
-#include "train/config.h"
-#include "train/outcome.h"
+#include "core/context.h"
+#include "train/setup.h"
+#include "train/step_strategy.h"
 
 namespace dtune::train {
 
 class RunMonitor;
 
-TrainOutcome run_pipeline(const Options& o, const MainArgs& a, int64_t batch, RunMonitor& monitor);
+// Builds this stage's parts into `s` (which holds the device and the whole model): the partition,
+// the stage's parameters, the channels between stages, the stage group's reducer and gradient
+// sync, the optimizer, the data source and the profiler, armed on `monitor`; returns the strategy
+// that runs the schedule.
+std::unique_ptr<StepStrategy> build_pipeline(TrainSetup& s, const RunContext& ctx,
+                                             RunMonitor& monitor);
 
 }  // namespace dtune::train
