@@ -29,6 +29,8 @@ enum class DeviceKind { kCpu, kCuda };
 enum class Schedule { kGpipe, k1f1b, kInterleaved };
 enum class PipelineLayout { kWithinNode, kAcrossNodes };
 enum class PartitionBy { kFlops, kMeasured };
+// --shard: ZeRO's stages of sharded data parallelism (train/zero.h); none is DDP.
+enum class ShardMode { kNone, kZero1, kZero2 };
 
 // An enum value's name on the command line (and in DTUNE_TRAIN_<NAME>) and in the results file.
 template <class E>
@@ -60,6 +62,8 @@ inline constexpr EnumName<PipelineLayout> kPipelineLayoutNames[] = {
     {PipelineLayout::kWithinNode, "within-node"}, {PipelineLayout::kAcrossNodes, "across-nodes"}};
 inline constexpr EnumName<PartitionBy> kPartitionNames[] = {{PartitionBy::kFlops, "flops"},
                                                             {PartitionBy::kMeasured, "measured"}};
+inline constexpr EnumName<ShardMode> kShardNames[] = {
+    {ShardMode::kNone, "none"}, {ShardMode::kZero1, "zero1"}, {ShardMode::kZero2, "zero2"}};
 
 // Every name in a table, in its order (the choices a flag accepts).
 template <class E, std::size_t N>
@@ -122,7 +126,8 @@ struct Options {
   double first_bucket_mb = 1;
   Overlap overlap = Overlap::kOn;
   Compression compression = Compression::kNone;
-  int local_sgd_every = 0;     // > 0: no per-step sync, average parameters every H steps
+  int local_sgd_every = 0;  // > 0: no per-step sync, average parameters every H steps
+  ShardMode shard = ShardMode::kNone;
   int check_every = 0;         // divergence guard period (0: only at the end)
   double memory_limit_mb = 0;  // CPU batch finder
   double peak_tflops = 0;      // override of the MFU peak
@@ -214,6 +219,7 @@ inline std::string to_string(Compression v) { return enum_name(kCompressionNames
 inline std::string to_string(DeviceKind v) { return enum_name(kDeviceNames, v); }
 inline std::string to_string(Schedule v) { return enum_name(kScheduleNames, v); }
 inline std::string to_string(PipelineLayout v) { return enum_name(kPipelineLayoutNames, v); }
+inline std::string to_string(ShardMode v) { return enum_name(kShardNames, v); }
 inline std::string to_string(PartitionBy v) { return enum_name(kPartitionNames, v); }
 
 }  // namespace dtune::train

@@ -7,13 +7,18 @@
 
 #include "core/nvtx.h"
 #include "train/run_monitor.h"
+#include "train/zero.h"
 
 namespace dtune::train {
 namespace {
 
 class DataParallelStep final : public StepStrategy {
  public:
-  DataParallelStep(TrainSetup& s, const RunContext& ctx) : s_(s), ctx_(ctx) {}
+  DataParallelStep(TrainSetup& s, const RunContext& ctx, std::unique_ptr<ZeroOptimizer> zero)
+      : s_(s), ctx_(ctx), zero_(std::move(zero)) {
+    if (zero_ && s_.o.shard == ShardMode::kZero2 && s_.sync)
+      for (size_t b = 0; b < s_.sync->buckets(); ++b) parts_.push_back(s_.sync->bucket(b).shard);
+  }
   std::string describe_step(int step) const override {
     return "training step " + std::to_string(step) + " (batch " + std::to_string(s_.batch) + ")";
   }
@@ -29,11 +34,20 @@ class DataParallelStep final : public StepStrategy {
       out.param_bytes = s_.grad_timer->param_bytes();
     }
     out.data = s_.data->summary();
+    if (zero_) {
+      out.optimizer_state_bytes = zero_->state_bytes();
+      out.gathered_bytes_per_step = zero_->gathered_bytes();
+    } else {
+      out.optimizer_state_bytes = s_.optimizer->state_bytes();
+      for (const auto& m : s_.master) out.optimizer_state_bytes += static_cast<int64_t>(m.nbytes());
+    }
   }
 
  private:
   TrainSetup& s_;
   const RunContext& ctx_;
+  std::unique_ptr<ZeroOptimizer> zero_;  // --shard: in place of s_.optimizer and s_.master
+  std::vector<torch::Tensor> parts_;     // zero2: the buckets' reduce-scattered shards
 };
 
 void DataParallelStep::run_step(int step, StepRecord& rec, const FaultInjector& faults) {
@@ -42,7 +56,10 @@ void DataParallelStep::run_step(int step, StepRecord& rec, const FaultInjector& 
   PhaseClock& clock = *s_.clock;
   LossScaler& scaler = *s_.scaler;
   clock.begin_step();
-  s_.optimizer->zero_grad();
+  if (zero_)
+    zero_->zero_grad();
+  else
+    s_.optimizer->zero_grad();
   for (auto& p : s_.params) p.mutable_grad() = torch::Tensor();  // (the model's, with bf16 weights)
   clock.mark(Phase::kOptimizer);  // freeing last step's gradients is optimizer bookkeeping
   torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().device(s_.device));
@@ -79,8 +96,14 @@ void DataParallelStep::run_step(int step, StepRecord& rec, const FaultInjector& 
   clock.mark(Phase::kComm);
   // Loss scaling: unscale, and skip the step on every rank if any gradient is inf/NaN.
   std::vector<torch::Tensor> grads;
-  for (auto& p : s_.params)
-    if (p.grad().defined()) grads.push_back(p.grad());
+  if (zero_) {
+    // This rank's shard of the averaged gradients, in fp32: what it unscales and steps.
+    grads.push_back(parts_.empty() ? zero_->collect_grads() : zero_->collect_grads(parts_));
+    clock.mark(Phase::kOptimizer);
+  } else {
+    for (auto& p : s_.params)
+      if (p.grad().defined()) grads.push_back(p.grad());
+  }
   faults.after_reduction(step, grads);
   if (scaler.enabled()) {
     torch::Tensor found_inf = scaler.unscale(grads);
@@ -91,9 +114,17 @@ void DataParallelStep::run_step(int step, StepRecord& rec, const FaultInjector& 
   clock.mark(Phase::kScaler);
   if (!rec.skipped) {
     NvtxRange range("optimizer");
-    optimizer_step(*s_.optimizer, s_.params, s_.master);
+    if (zero_)
+      zero_->step();
+    else
+      optimizer_step(*s_.optimizer, s_.params, s_.master);
   }
   clock.mark(Phase::kOptimizer);
+  if (zero_ && !rec.skipped) {
+    NvtxRange range("parameter all-gather");
+    zero_->gather();
+    clock.mark(Phase::kComm);  // exposed: nothing runs beside it
+  }
   // Local SGD: ranks step on their own gradients; every H steps, after the step, the
   // parameters are averaged (timed as communication).
   if (s_.local_sgd.averages_after(step))
@@ -128,8 +159,12 @@ std::unique_ptr<StepStrategy> build_data_parallel(TrainSetup& s, const RunContex
   }
   armed.disarm();
   // bf16 weights: the optimizer updates an fp32 master copy, which is cast back after each step.
-  if (o.weights_dtype == WeightsDtype::kBf16) s.master = make_master_copy(s.params);
-  s.optimizer = make_fused_optimizer(o.optimizer, s.master.empty() ? s.params : s.master, o.lr);
+  // --shard: each rank's fp32 master shard and its optimizer state instead (below).
+  const bool sharded = o.shard != ShardMode::kNone && !probe;
+  if (!sharded) {
+    if (o.weights_dtype == WeightsDtype::kBf16) s.master = make_master_copy(s.params);
+    s.optimizer = make_fused_optimizer(o.optimizer, s.master.empty() ? s.params : s.master, o.lr);
+  }
 
   if (ctx.world_size() > 1 && o.local_sgd_every == 0) {
     if (probe) {
@@ -138,9 +173,17 @@ std::unique_ptr<StepStrategy> build_data_parallel(TrainSetup& s, const RunContex
       s.bucket_footprint =
           torch::empty({bytes}, torch::TensorOptions().dtype(torch::kByte).device(s.device));
     } else {
-      s.sync.emplace(s.params, *s.reducer, ctx.world_size(), o);
+      s.sync.emplace(s.params, *s.reducer, ctx.world_size(), o, o.shard == ShardMode::kZero2);
     }
   }
+  std::unique_ptr<ZeroOptimizer> zero;
+  if (sharded)
+    zero = std::make_unique<ZeroOptimizer>(
+        s.params,
+        o.shard == ShardMode::kZero2 && s.sync
+            ? bucket_shards(*s.sync, s.sync->buckets(), s.params, ctx.world_size())
+            : flat_shards(s.params, ctx.world_size()),
+        o.shard == ShardMode::kZero1 || !s.sync, *s.reducer, ctx.rank(), o.optimizer, o.lr);
   // After GradSync, so that its hooks run first (the times include the copy into the bucket).
   if (!probe) s.grad_timer.emplace(s.params, s.device.is_cuda() ? s.ordinal : -1);
   s.scaler.emplace(o.precision == Precision::kFp16, s.device);
@@ -159,7 +202,7 @@ std::unique_ptr<StepStrategy> build_data_parallel(TrainSetup& s, const RunContex
             : o.profile_dir;
     s.profiler.emplace(o, ctx, s.device, s.trace_log, dir);
   }
-  return std::make_unique<DataParallelStep>(s, ctx);
+  return std::make_unique<DataParallelStep>(s, ctx, std::move(zero));
 }
 
 }  // namespace dtune::train

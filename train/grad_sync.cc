@@ -36,12 +36,13 @@ torch::ScalarType wire_dtype(Compression c, torch::ScalarType param) {
 }  // namespace
 
 GradSync::GradSync(std::vector<torch::Tensor> params, Reducer& reducer, int world_size,
-                   const Options& o)
+                   const Options& o, bool reduce_scatter)
     : params_(std::move(params)),
       reducer_(reducer),
       inv_world_(1.0 / world_size),
       scale_(static_cast<float>(inv_world_)),
-      overlap_(o.overlap) {
+      overlap_(o.overlap),
+      reduce_scatter_(reduce_scatter) {
   std::vector<int64_t> bytes;
   for (const auto& p : params_) bytes.push_back(p.numel() * static_cast<int64_t>(p.element_size()));
   layout_ = plan_buckets(bytes, static_cast<int64_t>(o.first_bucket_mb * (1 << 20)),
@@ -61,8 +62,10 @@ GradSync::GradSync(std::vector<torch::Tensor> params, Reducer& reducer, int worl
       elems += params_[i].numel();
     }
     const auto& p0 = params_[bucket.params[0]];
-    bucket.flat =
-        torch::zeros({elems}, p0.options().dtype(wire_dtype(o.compression, p0.scalar_type())));
+    const auto wire = p0.options().dtype(wire_dtype(o.compression, p0.scalar_type()));
+    if (reduce_scatter_) elems = (elems + world_size - 1) / world_size * world_size;
+    bucket.flat = torch::zeros({elems}, wire);  // the padding stays zero
+    if (reduce_scatter_) bucket.shard = torch::empty({elems / world_size}, wire);
     buckets_.push_back(std::move(bucket));
   }
   // The hook sees the gradient of this backward before autograd adds it to .grad.
@@ -149,7 +152,11 @@ void GradSync::launch_ready_locked() {
          buckets_[next_launch_].ready == buckets_[next_launch_].params.size()) {
     buckets_[next_launch_].launched = true;
     nvtx_mark("bucket reduction start");
-    reducer_.start(buckets_[next_launch_].flat);
+    Bucket& b = buckets_[next_launch_];
+    if (reduce_scatter_)
+      reducer_.start_reduce_scatter(b.flat, b.shard);
+    else
+      reducer_.start(b.flat);
     ++next_launch_;
   }
 }
@@ -162,6 +169,11 @@ void GradSync::finish(const Deadline& deadline) {
   launch_ready_locked();
   DTUNE_CHECK(next_launch_ == buckets_.size(), "gradient buckets left unlaunched");
   reducer_.wait_all(deadline);
+  if (reduce_scatter_) {
+    // This rank's parts are in the shards; the whole gradients are not needed any more.
+    for (auto& p : params_) p.mutable_grad() = torch::Tensor();
+    return;
+  }
   torch::NoGradGuard no_grad;
   for (Bucket& bucket : buckets_) {
     // One pass per bucket back into the gradients; a bucket with a non-contiguous gradient

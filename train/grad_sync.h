@@ -29,7 +29,20 @@ BucketLayout plan_buckets(const std::vector<int64_t>& param_bytes, int64_t first
 
 class GradSync {
  public:
-  GradSync(std::vector<torch::Tensor> params, Reducer& reducer, int world_size, const Options& o);
+  struct Bucket {
+    std::vector<size_t> params;
+    std::vector<int64_t> offsets;  // element offset of each parameter in `flat`
+    torch::Tensor flat;            // the bucket, in the communication dtype (reduce-scatter: padded
+                                   // with zeros to a multiple of the ranks)
+    torch::Tensor shard;           // reduce-scatter: this rank's part of the sum (flat / ranks)
+    size_t ready = 0;
+    bool launched = false;
+  };
+  // `reduce_scatter` (ZeRO-2, train/zero.h): each bucket is reduce-scattered instead of
+  // all-reduced; finish() leaves the average's parts in the buckets' `shard`s and drops the
+  // parameters' gradients instead of unpacking into them.
+  GradSync(std::vector<torch::Tensor> params, Reducer& reducer, int world_size, const Options& o,
+           bool reduce_scatter = false);
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
 
@@ -40,16 +53,10 @@ class GradSync {
   void finish(const Deadline& deadline);
 
   size_t buckets() const { return buckets_.size(); }
+  const Bucket& bucket(size_t b) const { return buckets_[b]; }
   const BucketLayout& layout() const { return layout_; }
 
  private:
-  struct Bucket {
-    std::vector<size_t> params;
-    std::vector<int64_t> offsets;  // element offset of each parameter in `flat`
-    torch::Tensor flat;            // the bucket, in the communication dtype
-    size_t ready = 0;
-    bool launched = false;
-  };
   void on_grad(size_t param, const torch::Tensor& grad);
   void copy_in(size_t param, const torch::Tensor& grad);  // grad (+ accumulated .grad) / world
   void pack_unfilled_locked();  // every parameter not yet in its bucket, a run per pass
@@ -64,6 +71,7 @@ class GradSync {
   double inv_world_;
   float scale_;  // inv_world_ as torch's mul computes with it (a float for float tensors)
   Overlap overlap_;
+  bool reduce_scatter_;
   bool sync_ = true;
   size_t next_launch_ = 0;
   std::mutex mutex_;

@@ -76,7 +76,20 @@ class MpiReducer final : public Reducer {
   void start(torch::Tensor flat) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      queue_.push_back({std::move(flat), next_bucket_++});
+      queue_.push_back({std::move(flat), torch::Tensor(), next_bucket_++});
+      ++started_;
+    }
+    cv_.notify_all();
+  }
+  void start_reduce_scatter(torch::Tensor flat, torch::Tensor shard) override {
+    DTUNE_CHECK(!hierarchical_, "MPI reducer: reduce-scatter is not hierarchical");
+    DTUNE_CHECK(flat.numel() == shard.numel() * ranks_,
+                "MPI reducer: reduce-scatter of " + std::to_string(flat.numel()) + " into " +
+                    std::to_string(shard.numel()) + " elements over " + std::to_string(ranks_) +
+                    " ranks");
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back({std::move(flat), std::move(shard), next_bucket_++});
       ++started_;
     }
     cv_.notify_all();
@@ -101,6 +114,16 @@ class MpiReducer final : public Reducer {
   }
   void allreduce_sum(torch::Tensor t) override { allreduce(t, ReduceKind::kSum, main_comm_.get()); }
   void allreduce_max(torch::Tensor t) override { allreduce(t, ReduceKind::kMax, main_comm_.get()); }
+  void allgather_in_place(torch::Tensor full) override {
+    Staged s(full);
+    DTUNE_CHECK(s.host.numel() % ranks_ == 0 && s.host.numel() / ranks_ <= INT_MAX,
+                "MPI reducer: allgather of " + std::to_string(s.host.numel()) + " elements over " +
+                    std::to_string(ranks_) + " ranks");
+    DTUNE_MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, s.host.data_ptr(),
+                                  static_cast<int>(s.host.numel() / ranks_), mpi_type(s.host),
+                                  main_comm_.get()));
+    s.finish(full);
+  }
 
  private:
   // A contiguous host view of `t` (a copy when `t` is on a device or strided).
@@ -171,6 +194,27 @@ class MpiReducer final : public Reducer {
     return true;
   }
 
+  // The communication thread: MPI_Ireduce_scatter_block out of place into `shard`, polled as the
+  // allreduce is.
+  bool thread_reduce_scatter(torch::Tensor& flat, torch::Tensor& shard) {
+    Staged in(flat), out(shard);
+    DTUNE_CHECK(out.host.numel() <= INT_MAX, "MPI reducer: shard larger than 2^31 elements");
+    MPI_Request req = MPI_REQUEST_NULL;
+    DTUNE_MPI_CHECK(MPI_Ireduce_scatter_block(
+        in.host.data_ptr(), out.host.data_ptr(), static_cast<int>(out.host.numel()),
+        mpi_type(in.host), mpi_op(in.host, ReduceKind::kSum), thread_comm_.get(), &req));
+    const bool done = poll_to_completion(
+        [&] {
+          int flag = 0;
+          DTUNE_MPI_CHECK(MPI_Test(&req, &flag, MPI_STATUS_IGNORE));
+          return flag != 0;
+        },
+        &abandon_);
+    if (!done) return false;
+    out.finish(shard);
+    return true;
+  }
+
   void loop() {
     std::unique_lock<std::mutex> lock(mutex_);
     while (true) {
@@ -182,12 +226,16 @@ class MpiReducer final : public Reducer {
       std::exception_ptr err;
       const auto t0 = Clock::now();
       try {
-        if (!thread_allreduce(q.flat)) return;  // abandoned: the reducer is being destroyed
+        // false: abandoned, the reducer is being destroyed
+        if (!(q.shard.defined() ? thread_reduce_scatter(q.flat, q.shard)
+                                : thread_allreduce(q.flat)))
+          return;
       } catch (...) {
         err = std::current_exception();
       }
       if (trace_ && trace_->enabled())
-        trace_->add({"MPI_Allreduce bucket " + std::to_string(q.bucket),
+        trace_->add({std::string(q.shard.defined() ? "MPI_Reduce_scatter_block" : "MPI_Allreduce") +
+                         " bucket " + std::to_string(q.bucket),
                      TraceTrack::kReductions,
                      t0,
                      Clock::now(),
@@ -212,7 +260,8 @@ class MpiReducer final : public Reducer {
   std::condition_variable cv_, done_cv_;
   struct Queued {
     torch::Tensor flat;
-    int64_t bucket;  // index within the step
+    torch::Tensor shard;  // defined: a reduce-scatter into it
+    int64_t bucket;       // index within the step
   };
   std::deque<Queued> queue_;
   int64_t started_ = 0, done_ = 0, next_bucket_ = 0;

@@ -68,6 +68,24 @@ class NcclReducer final : public Reducer {
     ++next_bucket_;
   }
 
+  void start_reduce_scatter(torch::Tensor flat, torch::Tensor shard) override {
+    DTUNE_CHECK(flat.is_cuda() && shard.is_cuda() && flat.is_contiguous() && shard.is_contiguous(),
+                "NCCL reducer: tensors must be contiguous on the GPU");
+    const cudaStream_t compute = c10::cuda::getCurrentCUDAStream(device_).stream();
+    ready_.record(compute);
+    DTUNE_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), ready_.get(), 0));
+    DTUNE_NCCL_SETTLE(
+        comm_,
+        ncclReduceScatter(flat.data_ptr(), shard.data_ptr(), static_cast<size_t>(shard.numel()),
+                          nccl_type(flat), ncclSum, comm_.get(), stream_.get()),
+        Deadline::after_s(timeout_s_).at());
+    const auto on = c10::cuda::getStreamFromExternal(stream_.get(), device_);
+    flat.record_stream(on);
+    shard.record_stream(on);
+    pending_ = true;
+    ++next_bucket_;
+  }
+
   void wait_all(const Deadline& deadline) override {
     if (!pending_) return;
     comm_.wait(stream_.get(), deadline.at(), "gradient reductions");
@@ -89,6 +107,21 @@ class NcclReducer final : public Reducer {
   }
   void allreduce_sum(torch::Tensor t) override { blocking(t, ncclSum); }
   void allreduce_max(torch::Tensor t) override { blocking(t, ncclMax); }
+  void allgather_in_place(torch::Tensor full) override {
+    DTUNE_CHECK(full.is_cuda() && full.is_contiguous(),
+                "NCCL reducer: tensors must be contiguous on the GPU");
+    const int64_t part = full.numel() / comm_.size();
+    const cudaStream_t s = c10::cuda::getCurrentCUDAStream(device_).stream();
+    const auto deadline = Deadline::after_s(timeout_s_).at();
+    // In place as NCCL defines it: the send buffer is this rank's part of the receive buffer.
+    DTUNE_NCCL_SETTLE(
+        comm_,
+        ncclAllGather(
+            static_cast<char*>(full.data_ptr()) + comm_.rank() * part * full.element_size(),
+            full.data_ptr(), static_cast<size_t>(part), nccl_type(full), comm_.get(), s),
+        deadline);
+    comm_.wait(s, deadline, "allgather");
+  }
 
  private:
   void allreduce_on(torch::Tensor& t, ncclRedOp_t op, cudaStream_t s) {

@@ -21,10 +21,17 @@ void Optimizer::zero_grad() {
 
 namespace {
 
+int64_t bytes_of(const std::vector<torch::Tensor>& ts) {
+  int64_t n = 0;
+  for (const auto& t : ts) n += static_cast<int64_t>(t.nbytes());
+  return n;
+}
+
 class FusedSgd final : public Optimizer {
  public:
   FusedSgd(std::vector<torch::Tensor> params, double lr) : Optimizer(std::move(params)), lr_(lr) {}
   std::string name() const override { return "sgd (fused, momentum 0.9)"; }
+  int64_t state_bytes() const override { return bytes_of(momentum_); }
   void step() override {
     torch::NoGradGuard no_grad;
     std::vector<torch::Tensor> p, g;
@@ -48,6 +55,9 @@ class FusedAdamW final : public Optimizer {
   FusedAdamW(std::vector<torch::Tensor> params, double lr)
       : Optimizer(std::move(params)), lr_(lr) {}
   std::string name() const override { return "adamw (fused)"; }
+  int64_t state_bytes() const override {
+    return bytes_of(exp_avg_) + bytes_of(exp_avg_sq_) + bytes_of(steps_);
+  }
   void step() override {
     torch::NoGradGuard no_grad;
     std::vector<torch::Tensor> p, g;

@@ -7,6 +7,7 @@
 
 #include <torch/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@ class Optimizer {
   virtual void step() = 0;
   // Drops the gradients (set to none), as zero_grad(set_to_none=True) does.
   void zero_grad();
+  // Bytes of state it holds between steps (momentum; AdamW's two moments and step counts): 0
+  // before the first step creates it.
+  virtual int64_t state_bytes() const = 0;
 
  protected:
   explicit Optimizer(std::vector<torch::Tensor> params) : params_(std::move(params)) {}

@@ -42,6 +42,10 @@ struct TrainOutcome {
   std::string alt_flops_formula;
   DeviceProperties gpu;  // what picks the MFU peak (empty on CPU)
   std::vector<int64_t> bucket_bytes;
+  // Resident between steps on this rank: the optimizer's state and the fp32 master copy (bf16
+  // weights) or, with --shard zero1, this rank's shard of both.
+  int64_t optimizer_state_bytes = 0;
+  int64_t gathered_bytes_per_step = 0;  // --shard zero1: the parameter all-gather, received
   std::vector<std::vector<double>> grad_ready_ms;  // (S, P): GradTimer's rows, warm-up first
   std::vector<int64_t> param_bytes;                // (P,) in model order
   std::vector<double> param_checksums;             // rank 0: every rank's, at the last check

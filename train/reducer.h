@@ -23,12 +23,19 @@ class Reducer {
   virtual ~Reducer() = default;
   virtual std::string name() const = 0;
   virtual void start(torch::Tensor flat) = 0;
+  // As start(), a sum over ranks of `flat` (numel a multiple of the ranks), of which this rank
+  // keeps only its part, into `shard` (numel / ranks elements: part r of rank r). ZeRO-2's
+  // gradient reduction; queued in order with start()'s.
+  virtual void start_reduce_scatter(torch::Tensor flat, torch::Tensor shard) = 0;
   // Throws TimeoutError when a reduction is not done by `deadline`.
   virtual void wait_all(const Deadline& deadline) = 0;
   // Blocking, on the caller's thread, with no reduction in flight.
   virtual void broadcast(torch::Tensor t, int root) = 0;
   virtual void allreduce_sum(torch::Tensor t) = 0;
   virtual void allreduce_max(torch::Tensor t) = 0;
+  // In place: part r of `full` (numel a multiple of the ranks) is rank r's, and after the call
+  // every rank holds every rank's part; blocking, no reduction in flight. ZeRO's parameter gather.
+  virtual void allgather_in_place(torch::Tensor full) = 0;
   // --profile-steps: gradient reductions are recorded here (only while the log is enabled).
   void set_trace(TraceLog* log) { trace_ = log; }
 

@@ -74,6 +74,7 @@ void parse_pipeline(const std::string& schedule, const std::string& layout,
   };
   refuse(o.local_sgd_every > 0, "--local-sgd");
   refuse(o.batch_auto, "--batch auto");
+  refuse(o.shard != ShardMode::kNone, "--shard " + to_string(o.shard));
 }
 
 }  // namespace
@@ -93,19 +94,21 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       "plan`\nchecks them for every point): --first-bucket-mb <= --bucket-mb; --batch-sweep needs "
       "--batch auto;\n--global-batch divides by ranks x --accum-steps, and not with --batch auto; "
       "--backend nccl and\n--precision tf32 need --device cuda; --weights-dtype bf16 not with "
-      "--precision fp16; --local-sgd\nnot with --accum-steps > 1; --batch auto on CPU needs "
+      "--precision fp16; --local-sgd\nnot with --accum-steps > 1; --shard not with --local-sgd or "
+      "--batch auto; --batch auto on CPU needs "
       "--memory-limit-mb; --cache-dir needs --data;\n--fast-decode needs --decode roi; "
       "--profile-steps within --warmup-steps + --steps; --reduce-algo\nhierarchical only with "
       "--backend mpi; --output or --no-output, not both; --pipeline-stages divides\nthe ranks; "
       "--virtual-stages > 1 needs --schedule\ninterleaved, which needs --micro-batches a "
       "multiple of --pipeline-stages; --micro-batches equals\n--accum-steps if both are given; "
-      "--pipeline-stages > 1 not with --local-sgd or --batch auto.");
+      "--pipeline-stages > 1 not with --local-sgd, --batch auto or --shard.");
   app.get_formatter()->column_width(34);
   auto env = [](const char* n) { return std::string("DTUNE_TRAIN_") + n; };
   std::string batch = "8", precision = to_string(o.precision), weights = to_string(o.weights_dtype),
               optimizer = to_string(o.optimizer), device = to_string(o.device),
               backend = to_string(o.backend), reduce_algo = to_string(o.reduce_algo),
-              overlap = to_string(o.overlap), compression = to_string(o.compression);
+              overlap = to_string(o.overlap), compression = to_string(o.compression),
+              shard = to_string(o.shard);
   auto& mo = o.model_options;
   app.add_option("--model", o.model, "model name (dtune-models list)")
       ->envname(env("MODEL"))
@@ -221,6 +224,15 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->envname(env("COMPRESSION"))
       ->capture_default_str()
       ->check(CLI::IsMember(enum_names(kCompressionNames)));
+  app.add_option("--shard", shard,
+                 "sharded data parallelism: none (DDP: every rank holds all optimizer state), "
+                 "zero1 (ZeRO stage 1: each rank keeps and steps 1/N of the optimizer state and "
+                 "the fp32 master, then the ranks all-gather the updated parameters) or zero2 "
+                 "(stage 2: gradient buckets reduce-scattered instead of all-reduced, so each "
+                 "rank receives only its part)")
+      ->envname(env("SHARD"))
+      ->capture_default_str()
+      ->check(CLI::IsMember(enum_names(kShardNames)));
   app.add_option("--local-sgd", o.local_sgd_every,
                  "no per-step gradient sync; average parameters after "
                  "every H-th optimizer step, warm-up included, and after the last one (0: off)")
@@ -452,6 +464,18 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
     throw UsageError("--reduce-algo hierarchical is for --backend mpi: drop one of them");
   o.overlap = enum_value(kOverlapNames, overlap);
   o.compression = enum_value(kCompressionNames, compression);
+  o.shard = enum_value(kShardNames, shard);
+  if (o.shard != ShardMode::kNone && o.local_sgd_every > 0)
+    throw UsageError(
+        "--shard " + shard +
+        " with --local-sgd: local SGD keeps every rank's own optimizer state; drop one");
+  if (o.shard == ShardMode::kZero2 && o.reduce_algo == ReduceAlgo::kHierarchical)
+    throw UsageError(
+        "--shard zero2 with --reduce-algo hierarchical: the hierarchical algorithm "
+        "all-reduces; drop one");
+  if (o.shard != ShardMode::kNone && o.batch_auto)
+    throw UsageError("--shard " + shard +
+                     " with --batch auto: the batch finder probes unsharded; give --batch");
   if (o.backend == SyncBackend::kNccl && o.device != DeviceKind::kCuda)
     throw UsageError("--backend nccl needs --device cuda (NCCL reduces GPU tensors)");
   if (o.precision == Precision::kTf32 && o.device != DeviceKind::kCuda)

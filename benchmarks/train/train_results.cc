@@ -24,6 +24,7 @@ namespace {
 // What every rank reported about itself, gathered to rank 0 (index = rank).
 struct RankRecords {
   std::vector<long long> peak_memory_bytes;
+  std::vector<long long> optimizer_state_bytes;
   std::vector<long long> device_index;
   std::vector<std::string> device_name;
 };
@@ -50,7 +51,7 @@ void print_training(const Options& o, const TrainOutcome& out, const TrainSummar
   std::fprintf(
       f,
       "#   precision %s, weights %s, optimizer %s, sync %s (overlap %s, buckets %zu, compression "
-      "%s%s), "
+      "%s%s%s), "
       "device %s, %d threads/rank\n",
       to_string(o.precision).c_str(),
       o.weights_dtype == WeightsDtype::kBf16 ? "bf16+fp32 master" : "fp32",
@@ -58,6 +59,7 @@ void print_training(const Options& o, const TrainOutcome& out, const TrainSummar
       out.bucket_bytes.size(), to_string(o.compression).c_str(),
       o.local_sgd_every > 0 ? (", local SGD every " + std::to_string(o.local_sgd_every)).c_str()
                             : "",
+      o.shard != ShardMode::kNone ? (", shard " + to_string(o.shard)).c_str() : "",
       out.device_name.c_str(), o.threads);
   std::fprintf(f, "# %-6s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n", "step", "total_ms",
                "data", "h2d", "forward", "backward", "comm_exp", "optimizer", "scaler", "loss");
@@ -177,6 +179,10 @@ void write_training(StepLog& log, const TrainOutcome& out, const TrainSummary& t
   if (!profiles.empty()) write_profile(id, profiles, t.profile_cost);
   std::vector<int64_t> peak_bytes(ranks.peak_memory_bytes.begin(), ranks.peak_memory_bytes.end());
   h5::write_dataset(id, "peak_memory_bytes", {R}, peak_bytes.data());
+  std::vector<int64_t> state_bytes(ranks.optimizer_state_bytes.begin(),
+                                   ranks.optimizer_state_bytes.end());
+  h5::write_dataset(id, "optimizer_state_bytes", {R}, state_bytes.data());
+  h5::write_attr(id, "gathered_bytes_per_step", out.gathered_bytes_per_step);
   std::vector<int64_t> buckets(out.bucket_bytes.begin(), out.bucket_bytes.end());
   h5::write_dataset(id, "bucket_bytes", {buckets.size()}, buckets.data());
   write_grad_ready(id, out);
@@ -199,6 +205,7 @@ double report_training(const Options& o, const RunContext& ctx, const TrainOutco
   {
     const auto armed = monitor.arm("gathering the run's results");
     ranks.peak_memory_bytes = gather_longs(ctx.comm(), {out.peak_memory_bytes});
+    ranks.optimizer_state_bytes = gather_longs(ctx.comm(), {out.optimizer_state_bytes});
     ranks.device_index = gather_longs(ctx.comm(), {out.device_index});
     ranks.device_name = gather_strings(ctx.comm(), out.device_name);
     const std::vector<double> data_all = gather_doubles(ctx.comm(), out.data.numbers());

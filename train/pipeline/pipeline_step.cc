@@ -604,6 +604,8 @@ void PipelineStep::finish(TrainOutcome& out) {
   double waited_ms = 0;  // the last step's answers from stage 0, taken by now or soon
   channel_->wait_sends(Deadline::after_s(o_.timeout_s), waited_ms);
   if (s_.sync) out.bucket_bytes = s_.sync->layout().bytes;
+  out.optimizer_state_bytes = s_.optimizer->state_bytes();
+  for (const auto& m : s_.master) out.optimizer_state_bytes += static_cast<int64_t>(m.nbytes());
   // --data: stage 0 loaded; the other stages' rows count nothing (the data reached them as
   // activations and targets).
   out.data = s_.data ? s_.data->summary()

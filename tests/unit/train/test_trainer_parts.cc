@@ -44,9 +44,11 @@ class ContiguousOnlyReducer final : public Reducer {
       : peer_(peer.begin(), peer.end()) {}
   std::string name() const override { return "contiguous-only"; }
   void start(torch::Tensor) override {}
+  void start_reduce_scatter(torch::Tensor, torch::Tensor) override {}
   void wait_all(const Deadline&) override {}
   void broadcast(torch::Tensor, int) override {}
   void allreduce_max(torch::Tensor) override {}
+  void allgather_in_place(torch::Tensor) override {}
   void allreduce_sum(torch::Tensor t) override {
     DTUNE_CHECK(t.is_contiguous(), "the reducer was handed a strided buffer");
     ASSERT_FALSE(peer_.empty());
