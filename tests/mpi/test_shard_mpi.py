@@ -1,0 +1,136 @@
+"""Sharded data parallelism (--shard zero1|zero2, train/zero.h) trains exactly as DDP does: after K
+steps the parameters equal DDP's on the same ranks (and one process's with N x b) for the GPT and
+the BatchNorm ResNet, with accumulation, bf16 weights under AdamW and fp16 loss scaling with a
+planted overflow (every rank skips the same step); each rank holds 1/N of DDP's optimizer state
+(plus at most one element of padding per shard), on 2 and 3 ranks; a rank stopped mid-run ends the
+job within --timeout, named; the flags it cannot go with are refused in one line."""
+
+import subprocess
+
+import h5py
+import pytest
+import torch
+
+from conftest import bin_dir, mpirun_prefix
+from pipeline_checks import max_rel, stop_rank_then_wait
+
+GPT = ["--model", "gpt2-tiny", "--context", "32", "--vocab", "256", "--lr", "0.01"]
+RESNET = ["--model", "resnet18", "--width", "8", "--image-size", "32", "--num-classes", "10", "--lr", "0.01"]
+# Small buckets, so that zero2 reduce-scatters many buckets (each padded to a multiple of the ranks)
+# and a shard is made of parts of all of them.
+BUCKETS = ["--bucket-mb", "0.05", "--first-bucket-mb", "0.01"]
+# Elementwise optimizers over the same averaged gradients: equal up to the vectorised kernels'
+# rounding (measured: bit-identical here).
+TOL = 1e-6
+
+
+def run(np_, args, timeout=600):
+    exe = bin_dir() / "dtune-train"
+    if not exe.exists():
+        pytest.fail(f"{exe} does not exist: build first (scripts/setup.sh)")
+    cmd = (mpirun_prefix(np_) if np_ > 1 else []) + [str(exe), "--threads", "1", *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def train(tmp_path, name, np_, args):
+    """(final parameters, the run's HDF5 group as a dict of what the tests read, stdout)."""
+    dump, out = tmp_path / f"{name}.pt", tmp_path / f"{name}.h5"
+    r = run(np_, [*args, "--warmup-steps", "0", "--debug-dump", dump, "--output", out])
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    with h5py.File(out) as f:
+        (g,) = f["runs"].values()
+        rec = {
+            "shard": g.attrs["shard"],
+            "state": list(g["optimizer_state_bytes"][()]),
+            "gathered": int(g.attrs["gathered_bytes_per_step"]),
+            "parameters": int(g.attrs["parameters"]),
+            "skipped": list(g["skipped"][()]),
+            "loss_scale": list(g["loss_scale"][()]),
+        }
+    params = {k: v for k, v in torch.load(dump, weights_only=False).items() if k.startswith("param.")}
+    return params, rec, r.stdout
+
+
+@pytest.mark.parametrize(
+    "model, extra",
+    [
+        (GPT, ["--accum-steps", "2"]),
+        (RESNET, []),
+        (GPT, ["--optimizer", "adamw", "--weights-dtype", "bf16"]),
+        (GPT, ["--precision", "fp16", "--accum-steps", "2", "--debug-plant-inf-step", "1"]),
+    ],
+    ids=["gpt-accum", "resnet", "gpt-adamw-bf16", "gpt-fp16-overflow"],
+)
+def test_zero1_and_zero2_train_as_ddp(tmp_path, model, extra):
+    args = [*model, *BUCKETS, "--batch", "2", "--steps", "3", *extra]
+    ddp, ddp_rec, _ = train(tmp_path, "ddp", 2, args)
+    for mode in ("zero1", "zero2"):
+        got, rec, out = train(tmp_path, mode, 2, [*args, "--shard", mode])
+        assert rec["shard"] == mode and f"shard {mode}" in out
+        assert max_rel(got, ddp) <= TOL, mode
+        # fp16: the planted overflow on rank 0 made every rank skip step 1 and halve the scale.
+        assert rec["skipped"] == ddp_rec["skipped"] and rec["loss_scale"] == ddp_rec["loss_scale"]
+    if "--debug-plant-inf-step" in extra:
+        assert ddp_rec["skipped"] == [0, 1, 0]
+
+
+def test_two_sharded_ranks_equal_one_process_with_double_batch(tmp_path):
+    args = [*GPT, *BUCKETS, "--steps", "3"]
+    one, _, _ = train(tmp_path, "one", 1, [*args, "--batch", "4"])
+    for mode in ("zero1", "zero2"):
+        two, _, _ = train(tmp_path, mode, 2, [*args, "--batch", "2", "--shard", mode])
+        assert max_rel(two, one) <= TOL, mode
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_each_rank_holds_one_nth_of_the_optimizer_state(tmp_path, ranks):
+    """SGD's momentum is 4 bytes per parameter element; AdamW's two moments 8 and, with bf16
+    weights, the fp32 master 4 more (and 4 bytes of step count per tensor for DDP, one for a
+    shard). A shard is ceil(P / N) elements (zero1) or the sum over buckets of ceil(bucket / N)
+    (zero2): at most one element of padding per shard and bucket."""
+    for opt, extra, per_elem in (("sgd", [], 4), ("adamw", ["--weights-dtype", "bf16"], 12)):
+        args = [*GPT, *BUCKETS, "--batch", "1", "--steps", "1", "--optimizer", opt, *extra]
+        _, ddp, _ = train(tmp_path, f"ddp-{opt}", ranks, args)
+        P = ddp["parameters"]
+        assert ddp["state"][0] >= per_elem * P and ddp["gathered"] == 0
+        for mode in ("zero1", "zero2"):
+            _, rec, _ = train(tmp_path, f"{mode}-{opt}", ranks, [*args, "--shard", mode])
+            assert len(set(rec["state"])) == 1, rec["state"]  # equal shards
+            steps = 4 if opt == "adamw" else 0  # AdamW's step count, one per shard
+            assert (rec["state"][0] - steps) % per_elem == 0, rec["state"]
+            shard = (rec["state"][0] - steps) // per_elem
+            pad = 1 if mode == "zero1" else 64  # zero2: one per bucket, fewer than 64 buckets here
+            assert P <= shard * ranks <= P + pad * ranks, (mode, opt, shard)
+            # The gather brings the other N - 1 shards, in the weights' dtype.
+            assert rec["gathered"] == (ranks - 1) * shard * (2 if extra else 4)
+
+
+def test_a_stopped_rank_ends_a_sharded_run_within_the_timeout(tmp_path):
+    exe = bin_dir() / "dtune-train"
+    cmd = mpirun_prefix(2) + [str(exe), "--threads", "1", *GPT, *BUCKETS, "--batch", "2", "--steps", "100000"]
+    cmd += ["--shard", "zero2", "--timeout", "3", "--output", str(tmp_path / "t.h5")]
+    rc, err, took, _ = stop_rank_then_wait(cmd, settle_s=8, timeout_s=120)
+    assert rc == 3, err
+    assert took < 3 + 30, f"ended {took:.0f} s after the stop"
+    assert "rank 1" in err, err
+    with h5py.File(tmp_path / "t.h5") as f:
+        (g,) = f["runs"].values()
+        assert g.attrs["status"] == "timeout" and g.attrs["shard"] == "zero2"
+
+
+@pytest.mark.parametrize(
+    "extra, names",
+    [
+        (["--shard", "zero1", "--local-sgd", "2"], ["--shard zero1", "--local-sgd"]),
+        (["--shard", "zero2", "--batch", "auto", "--memory-limit-mb", "500"], ["--shard zero2", "--batch auto"]),
+        (["--shard", "zero1", "--pipeline-stages", "2"], ["--pipeline-stages", "--shard zero1"]),
+        (["--shard", "zero2", "--reduce-algo", "hierarchical"], ["--shard zero2", "--reduce-algo hierarchical"]),
+        (["--shard", "zero9"], ["--shard"]),
+    ],
+)
+def test_what_sharding_cannot_go_with_is_refused_in_one_line(tmp_path, extra, names):
+    r = run(2, [*GPT, "--steps", "1", "--no-output", *extra], timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    line = next(x for x in r.stderr.splitlines() if x.startswith("dtune-train: error"))
+    for n in names:
+        assert n in line, line
