@@ -37,9 +37,17 @@ class DataParallelStep final : public StepStrategy {
     if (zero_) {
       out.optimizer_state_bytes = zero_->state_bytes();
       out.gathered_bytes_per_step = zero_->gathered_bytes();
+      out.param_bytes_resident = zero_->param_bytes();
     } else {
       out.optimizer_state_bytes = s_.optimizer->state_bytes();
       for (const auto& m : s_.master) out.optimizer_state_bytes += static_cast<int64_t>(m.nbytes());
+      for (const auto& p : s_.params) out.param_bytes_resident += static_cast<int64_t>(p.nbytes());
+    }
+    for (const auto& p : s_.params)
+      if (p.grad().defined()) out.grad_bytes_resident += static_cast<int64_t>(p.grad().nbytes());
+    if (s_.sync) {
+      out.grad_bytes_resident += s_.sync->resident_bytes();
+      out.reduce_scattered_bytes_per_step = s_.sync->shard_bytes();
     }
   }
 

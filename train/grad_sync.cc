@@ -39,6 +39,7 @@ GradSync::GradSync(std::vector<torch::Tensor> params, Reducer& reducer, int worl
                    const Options& o, bool reduce_scatter)
     : params_(std::move(params)),
       reducer_(reducer),
+      world_(world_size),
       inv_world_(1.0 / world_size),
       scale_(static_cast<float>(inv_world_)),
       overlap_(o.overlap),
@@ -77,6 +78,9 @@ void GradSync::prepare(bool sync) {
   std::lock_guard<std::mutex> lock(mutex_);
   sync_ = sync;
   next_launch_ = 0;
+  if (sync && reduce_scatter_)
+    for (auto& b : buckets_)
+      if (!b.flat.defined()) b.flat = torch::zeros({b.shard.numel() * world_}, b.shard.options());
   filled_.assign(params_.size(), false);
   for (auto& b : buckets_) {
     b.ready = 0;
@@ -172,6 +176,7 @@ void GradSync::finish(const Deadline& deadline) {
   if (reduce_scatter_) {
     // This rank's parts are in the shards; the whole gradients are not needed any more.
     for (auto& p : params_) p.mutable_grad() = torch::Tensor();
+    for (auto& b : buckets_) b.flat = torch::Tensor();
     return;
   }
   torch::NoGradGuard no_grad;
@@ -191,6 +196,21 @@ void GradSync::finish(const Deadline& deadline) {
           bucket.flat.narrow(0, bucket.offsets[slot], params_[i].numel()).view(params_[i].sizes()));
     }
   }
+}
+
+int64_t GradSync::resident_bytes() const {
+  int64_t n = 0;
+  for (const auto& b : buckets_)
+    for (const auto* t : {&b.flat, &b.shard})
+      if (t->defined()) n += static_cast<int64_t>(t->nbytes());
+  return n;
+}
+
+int64_t GradSync::shard_bytes() const {
+  int64_t n = 0;
+  for (const auto& b : buckets_)
+    if (b.shard.defined()) n += static_cast<int64_t>(b.shard.nbytes());
+  return n;
 }
 
 }  // namespace dtune::train

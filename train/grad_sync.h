@@ -40,7 +40,8 @@ class GradSync {
   };
   // `reduce_scatter` (ZeRO-2, train/zero.h): each bucket is reduce-scattered instead of
   // all-reduced; finish() leaves the average's parts in the buckets' `shard`s and drops the
-  // parameters' gradients instead of unpacking into them.
+  // parameters' gradients and the buckets' `flat`s (allocated again by the next prepare(true))
+  // instead of unpacking into them: between steps a rank holds only its parts.
   GradSync(std::vector<torch::Tensor> params, Reducer& reducer, int world_size, const Options& o,
            bool reduce_scatter = false);
   GradSync(const GradSync&) = delete;
@@ -55,6 +56,10 @@ class GradSync {
   size_t buckets() const { return buckets_.size(); }
   const Bucket& bucket(size_t b) const { return buckets_[b]; }
   const BucketLayout& layout() const { return layout_; }
+  // Bytes the buckets hold now (flats and shards).
+  int64_t resident_bytes() const;
+  // Reduce-scatter: the bytes of this rank's parts (what it receives per step).
+  int64_t shard_bytes() const;
 
  private:
   void on_grad(size_t param, const torch::Tensor& grad);
@@ -68,6 +73,7 @@ class GradSync {
   std::vector<Bucket> buckets_;
   BucketLayout layout_;
   Reducer& reducer_;
+  int world_;
   double inv_world_;
   float scale_;  // inv_world_ as torch's mul computes with it (a float for float tensors)
   Overlap overlap_;

@@ -45,7 +45,12 @@ struct TrainOutcome {
   // Resident between steps on this rank: the optimizer's state and the fp32 master copy (bf16
   // weights) or, with --shard zero1, this rank's shard of both.
   int64_t optimizer_state_bytes = 0;
-  int64_t gathered_bytes_per_step = 0;  // --shard zero1: the parameter all-gather, received
+  int64_t gathered_bytes_per_step = 0;          // --shard: the parameter all-gather, received
+  int64_t reduce_scattered_bytes_per_step = 0;  // --shard zero2: this rank's parts, received
+  // Resident after the last step: the parameters (zero1: their flat buffer, padding included),
+  // and the gradients with the buckets that carry them (parameters' .grad, bucket flats, shards).
+  int64_t param_bytes_resident = 0;
+  int64_t grad_bytes_resident = 0;
   std::vector<std::vector<double>> grad_ready_ms;  // (S, P): GradTimer's rows, warm-up first
   std::vector<int64_t> param_bytes;                // (P,) in model order
   std::vector<double> param_checksums;             // rank 0: every rank's, at the last check

@@ -158,4 +158,11 @@ int64_t ZeroOptimizer::gathered_bytes() const {
          static_cast<int64_t>(params_.front().element_size());
 }
 
+int64_t ZeroOptimizer::param_bytes() const {
+  if (flat_.defined()) return static_cast<int64_t>(flat_.nbytes());
+  int64_t n = 0;
+  for (const auto& p : params_) n += static_cast<int64_t>(p.nbytes());
+  return n;
+}
+
 }  // namespace dtune::train

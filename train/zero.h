@@ -74,6 +74,8 @@ class ZeroOptimizer {
   int64_t state_bytes() const;
   // Bytes this rank receives in one gather (N - 1 shards in the parameters' dtype).
   int64_t gathered_bytes() const;
+  // Bytes the parameters occupy on this rank (zero1: the flat buffer, padding included).
+  int64_t param_bytes() const;
 
  private:
   void materialize_master();  // a transient master: its values from the parameters

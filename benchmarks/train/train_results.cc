@@ -25,6 +25,8 @@ namespace {
 struct RankRecords {
   std::vector<long long> peak_memory_bytes;
   std::vector<long long> optimizer_state_bytes;
+  std::vector<long long> param_bytes_resident;
+  std::vector<long long> grad_bytes_resident;
   std::vector<long long> device_index;
   std::vector<std::string> device_name;
 };
@@ -182,7 +184,13 @@ void write_training(StepLog& log, const TrainOutcome& out, const TrainSummary& t
   std::vector<int64_t> state_bytes(ranks.optimizer_state_bytes.begin(),
                                    ranks.optimizer_state_bytes.end());
   h5::write_dataset(id, "optimizer_state_bytes", {R}, state_bytes.data());
+  for (const auto& [name, v] : {std::pair{"param_bytes_resident", &ranks.param_bytes_resident},
+                                std::pair{"grad_bytes_resident", &ranks.grad_bytes_resident}}) {
+    const std::vector<int64_t> bytes(v->begin(), v->end());
+    h5::write_dataset(id, name, {R}, bytes.data());
+  }
   h5::write_attr(id, "gathered_bytes_per_step", out.gathered_bytes_per_step);
+  h5::write_attr(id, "reduce_scattered_bytes_per_step", out.reduce_scattered_bytes_per_step);
   std::vector<int64_t> buckets(out.bucket_bytes.begin(), out.bucket_bytes.end());
   h5::write_dataset(id, "bucket_bytes", {buckets.size()}, buckets.data());
   write_grad_ready(id, out);
@@ -206,6 +214,8 @@ double report_training(const Options& o, const RunContext& ctx, const TrainOutco
     const auto armed = monitor.arm("gathering the run's results");
     ranks.peak_memory_bytes = gather_longs(ctx.comm(), {out.peak_memory_bytes});
     ranks.optimizer_state_bytes = gather_longs(ctx.comm(), {out.optimizer_state_bytes});
+    ranks.param_bytes_resident = gather_longs(ctx.comm(), {out.param_bytes_resident});
+    ranks.grad_bytes_resident = gather_longs(ctx.comm(), {out.grad_bytes_resident});
     ranks.device_index = gather_longs(ctx.comm(), {out.device_index});
     ranks.device_name = gather_strings(ctx.comm(), out.device_name);
     const std::vector<double> data_all = gather_doubles(ctx.comm(), out.data.numbers());

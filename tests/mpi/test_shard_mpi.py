@@ -2,7 +2,8 @@
 steps the parameters equal DDP's on the same ranks (and one process's with N x b) for the GPT and
 the BatchNorm ResNet, with accumulation, bf16 weights under AdamW and fp16 loss scaling with a
 planted overflow (every rank skips the same step); each rank holds 1/N of DDP's optimizer state
-(plus at most one element of padding per shard), on 2 and 3 ranks; a rank stopped mid-run ends the
+(plus at most one element of padding per shard), on 2 and 3 ranks, and with zero2 only its 1/N of
+the reduced gradients between steps; a rank stopped mid-run ends the
 job within --timeout, named; the flags it cannot go with are refused in one line."""
 
 import subprocess
@@ -43,6 +44,9 @@ def train(tmp_path, name, np_, args):
             "shard": g.attrs["shard"],
             "state": list(g["optimizer_state_bytes"][()]),
             "gathered": int(g.attrs["gathered_bytes_per_step"]),
+            "scattered": int(g.attrs["reduce_scattered_bytes_per_step"]),
+            "params_held": list(g["param_bytes_resident"][()]),
+            "grads_held": list(g["grad_bytes_resident"][()]),
             "parameters": int(g.attrs["parameters"]),
             "skipped": list(g["skipped"][()]),
             "loss_scale": list(g["loss_scale"][()]),
@@ -102,7 +106,15 @@ def test_each_rank_holds_one_nth_of_the_optimizer_state(tmp_path, ranks):
             pad = 1 if mode == "zero1" else 64  # zero2: one per bucket, fewer than 64 buckets here
             assert P <= shard * ranks <= P + pad * ranks, (mode, opt, shard)
             # The gather brings the other N - 1 shards, in the weights' dtype.
-            assert rec["gathered"] == (ranks - 1) * shard * (2 if extra else 4)
+            dtype_bytes = 2 if extra else 4
+            assert rec["gathered"] == (ranks - 1) * shard * dtype_bytes
+            # Between steps zero2 holds only its parts of the reduced gradients (the whole
+            # gradients and the buckets are gone); zero1 holds DDP's.
+            if mode == "zero2":
+                assert rec["grads_held"][0] == rec["scattered"] == shard * dtype_bytes
+            else:
+                assert rec["grads_held"] == ddp["grads_held"] and rec["scattered"] == 0
+            assert rec["params_held"][0] <= ddp["params_held"][0] + ranks * dtype_bytes
 
 
 def test_a_stopped_rank_ends_a_sharded_run_within_the_timeout(tmp_path):

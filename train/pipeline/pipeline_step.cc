@@ -606,6 +606,11 @@ void PipelineStep::finish(TrainOutcome& out) {
   if (s_.sync) out.bucket_bytes = s_.sync->layout().bytes;
   out.optimizer_state_bytes = s_.optimizer->state_bytes();
   for (const auto& m : s_.master) out.optimizer_state_bytes += static_cast<int64_t>(m.nbytes());
+  for (const auto& p : s_.params) {
+    out.param_bytes_resident += static_cast<int64_t>(p.nbytes());
+    if (p.grad().defined()) out.grad_bytes_resident += static_cast<int64_t>(p.grad().nbytes());
+  }
+  if (s_.sync) out.grad_bytes_resident += s_.sync->resident_bytes();
   // --data: stage 0 loaded; the other stages' rows count nothing (the data reached them as
   // activations and targets).
   out.data = s_.data ? s_.data->summary()
