@@ -30,7 +30,7 @@ enum class Schedule { kGpipe, k1f1b, kInterleaved };
 enum class PipelineLayout { kWithinNode, kAcrossNodes };
 enum class PartitionBy { kFlops, kMeasured };
 // --shard: ZeRO's stages of sharded data parallelism (train/zero.h); none is DDP.
-enum class ShardMode { kNone, kZero1, kZero2 };
+enum class ShardMode { kNone, kZero1, kZero2, kZero3 };
 
 // An enum value's name on the command line (and in DTUNE_TRAIN_<NAME>) and in the results file.
 template <class E>
@@ -62,8 +62,10 @@ inline constexpr EnumName<PipelineLayout> kPipelineLayoutNames[] = {
     {PipelineLayout::kWithinNode, "within-node"}, {PipelineLayout::kAcrossNodes, "across-nodes"}};
 inline constexpr EnumName<PartitionBy> kPartitionNames[] = {{PartitionBy::kFlops, "flops"},
                                                             {PartitionBy::kMeasured, "measured"}};
-inline constexpr EnumName<ShardMode> kShardNames[] = {
-    {ShardMode::kNone, "none"}, {ShardMode::kZero1, "zero1"}, {ShardMode::kZero2, "zero2"}};
+inline constexpr EnumName<ShardMode> kShardNames[] = {{ShardMode::kNone, "none"},
+                                                      {ShardMode::kZero1, "zero1"},
+                                                      {ShardMode::kZero2, "zero2"},
+                                                      {ShardMode::kZero3, "zero3"}};
 
 // Every name in a table, in its order (the choices a flag accepts).
 template <class E, std::size_t N>
@@ -128,10 +130,11 @@ struct Options {
   Compression compression = Compression::kNone;
   int local_sgd_every = 0;  // > 0: no per-step sync, average parameters every H steps
   ShardMode shard = ShardMode::kNone;
-  int check_every = 0;         // divergence guard period (0: only at the end)
-  double memory_limit_mb = 0;  // CPU batch finder
-  double peak_tflops = 0;      // override of the MFU peak
-  std::string peak_from;       // a dtune-probe gemm file for the MFU peak (train/measured_peak.h)
+  bool reshard_after_forward = true;  // zero3: free each unit after its forward
+  int check_every = 0;                // divergence guard period (0: only at the end)
+  double memory_limit_mb = 0;         // CPU batch finder
+  double peak_tflops = 0;             // override of the MFU peak
+  std::string peak_from;  // a dtune-probe gemm file for the MFU peak (train/measured_peak.h)
   double timeout_s = 300;
   bool timing = true;       // false: only each step's total (to measure the harness's own cost)
   int plant_inf_step = -1;  // test only: rank 0 plants an inf gradient at this step

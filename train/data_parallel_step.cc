@@ -8,15 +8,17 @@
 #include "core/nvtx.h"
 #include "train/run_monitor.h"
 #include "train/zero.h"
+#include "train/zero3.h"
 
 namespace dtune::train {
 namespace {
 
 class DataParallelStep final : public StepStrategy {
  public:
-  DataParallelStep(TrainSetup& s, const RunContext& ctx, std::unique_ptr<ZeroOptimizer> zero)
-      : s_(s), ctx_(ctx), zero_(std::move(zero)) {
-    if (zero_ && s_.o.shard == ShardMode::kZero2 && s_.sync)
+  DataParallelStep(TrainSetup& s, const RunContext& ctx, std::unique_ptr<ZeroOptimizer> zero,
+                   std::unique_ptr<Zero3Units> units)
+      : s_(s), ctx_(ctx), zero_(std::move(zero)), units_(std::move(units)) {
+    if (zero_ && s_.o.shard != ShardMode::kZero1 && s_.sync)  // zero2, zero3
       for (size_t b = 0; b < s_.sync->buckets(); ++b) parts_.push_back(s_.sync->bucket(b).shard);
   }
   std::string describe_step(int step) const override {
@@ -34,7 +36,14 @@ class DataParallelStep final : public StepStrategy {
       out.param_bytes = s_.grad_timer->param_bytes();
     }
     out.data = s_.data->summary();
-    if (zero_) {
+    if (units_) {
+      // Between steps no unit is gathered: the fp32 master shard (in optimizer_state_bytes) is
+      // the parameters' only copy. Per step each unit is gathered once (twice with reshard).
+      out.optimizer_state_bytes = zero_->state_bytes();
+      out.param_bytes_resident = units_->resident_bytes();
+      out.gathered_bytes_per_step = gathered_;
+      units_->gather_all();  // the final check and --debug-dump read the whole model
+    } else if (zero_) {
       out.optimizer_state_bytes = zero_->state_bytes();
       out.gathered_bytes_per_step = zero_->gathered_bytes();
       out.param_bytes_resident = zero_->param_bytes();
@@ -55,7 +64,9 @@ class DataParallelStep final : public StepStrategy {
   TrainSetup& s_;
   const RunContext& ctx_;
   std::unique_ptr<ZeroOptimizer> zero_;  // --shard: in place of s_.optimizer and s_.master
-  std::vector<torch::Tensor> parts_;     // zero2: the buckets' reduce-scattered shards
+  std::unique_ptr<Zero3Units> units_;    // zero3: the parameters' units, gathered when used
+  std::vector<torch::Tensor> parts_;     // zero2, zero3: the buckets' reduce-scattered shards
+  int64_t gathered_ = 0;                 // zero3: bytes received by the last step's gathers
 };
 
 void DataParallelStep::run_step(int step, StepRecord& rec, const FaultInjector& faults) {
@@ -64,6 +75,7 @@ void DataParallelStep::run_step(int step, StepRecord& rec, const FaultInjector& 
   PhaseClock& clock = *s_.clock;
   LossScaler& scaler = *s_.scaler;
   clock.begin_step();
+  if (units_) units_->take_gathered_bytes();
   if (zero_)
     zero_->zero_grad();
   else
@@ -84,7 +96,7 @@ void DataParallelStep::run_step(int step, StepRecord& rec, const FaultInjector& 
     {
       NvtxRange range("forward");
       AutocastGuard autocast(o.precision, s_.device.type());
-      loss = model.loss(model.forward(input), b.target);
+      loss = model.loss(units_ ? units_->forward(input) : model.forward(input), b.target);
     }
     loss_sum += loss.detach().to(torch::kFloat);
     clock.mark(Phase::kForward);
@@ -95,6 +107,7 @@ void DataParallelStep::run_step(int step, StepRecord& rec, const FaultInjector& 
       NvtxRange range("backward");
       objective.backward();
     }
+    if (units_) units_->release_all();
     clock.mark(Phase::kBackward);
   }
   if (s_.sync) {
@@ -128,7 +141,7 @@ void DataParallelStep::run_step(int step, StepRecord& rec, const FaultInjector& 
       optimizer_step(*s_.optimizer, s_.params, s_.master);
   }
   clock.mark(Phase::kOptimizer);
-  if (zero_ && !rec.skipped) {
+  if (zero_ && !units_ && !rec.skipped) {
     NvtxRange range("parameter all-gather");
     zero_->gather();
     clock.mark(Phase::kComm);  // exposed: nothing runs beside it
@@ -139,6 +152,7 @@ void DataParallelStep::run_step(int step, StepRecord& rec, const FaultInjector& 
     average_parameters(*s_.reducer, s_.world, s_.params, s_.master);
   if (o.local_sgd_every > 0) clock.mark(Phase::kComm);
   rec.phases = clock.end_step(rec.total_ms);
+  if (units_) gathered_ = units_->take_gathered_bytes();
   if (s_.grad_timer) s_.grad_timer->end_step();
   rec.loss = loss_sum.item<double>() / o.accum_steps;
 }
@@ -174,24 +188,34 @@ std::unique_ptr<StepStrategy> build_data_parallel(TrainSetup& s, const RunContex
     s.optimizer = make_fused_optimizer(o.optimizer, s.master.empty() ? s.params : s.master, o.lr);
   }
 
-  if (ctx.world_size() > 1 && o.local_sgd_every == 0) {
+  // ZeRO-3: the units, whose buckets GradSync reduce-scatters (on one rank too).
+  const bool zero3 = o.shard == ShardMode::kZero3 && !probe;
+  std::unique_ptr<Zero3Units> units;
+  if (zero3)
+    units = std::make_unique<Zero3Units>(model, s.params, ctx.world_size(), ctx.rank(), *s.reducer,
+                                         o.reshard_after_forward);
+  if ((ctx.world_size() > 1 || zero3) && o.local_sgd_every == 0) {
     if (probe) {
       int64_t bytes = 0;
       for (const auto& p : s.params) bytes += p.numel() * static_cast<int64_t>(p.element_size());
       s.bucket_footprint =
           torch::empty({bytes}, torch::TensorOptions().dtype(torch::kByte).device(s.device));
     } else {
-      s.sync.emplace(s.params, *s.reducer, ctx.world_size(), o, o.shard == ShardMode::kZero2);
+      s.sync.emplace(s.params, *s.reducer, ctx.world_size(), o,
+                     o.shard == ShardMode::kZero2 || o.shard == ShardMode::kZero3,
+                     units ? &units->layout() : nullptr);
     }
   }
   std::unique_ptr<ZeroOptimizer> zero;
   if (sharded)
     zero = std::make_unique<ZeroOptimizer>(
         s.params,
-        o.shard == ShardMode::kZero2 && s.sync
+        o.shard != ShardMode::kZero1 && s.sync  // zero2, zero3
             ? bucket_shards(*s.sync, s.sync->buckets(), s.params, ctx.world_size())
             : flat_shards(s.params, ctx.world_size()),
-        o.shard == ShardMode::kZero1 || !s.sync, *s.reducer, ctx.rank(), o.optimizer, o.lr);
+        o.shard == ShardMode::kZero1 || !s.sync, *s.reducer, ctx.rank(), o.optimizer, o.lr,
+        /*keep_master=*/zero3);
+  if (units) units->shard(*s.sync, *zero);
   // After GradSync, so that its hooks run first (the times include the copy into the bucket).
   if (!probe) s.grad_timer.emplace(s.params, s.device.is_cuda() ? s.ordinal : -1);
   s.scaler.emplace(o.precision == Precision::kFp16, s.device);
@@ -210,7 +234,7 @@ std::unique_ptr<StepStrategy> build_data_parallel(TrainSetup& s, const RunContex
             : o.profile_dir;
     s.profiler.emplace(o, ctx, s.device, s.trace_log, dir);
   }
-  return std::make_unique<DataParallelStep>(s, ctx, std::move(zero));
+  return std::make_unique<DataParallelStep>(s, ctx, std::move(zero), std::move(units));
 }
 
 }  // namespace dtune::train

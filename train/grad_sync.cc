@@ -36,7 +36,7 @@ torch::ScalarType wire_dtype(Compression c, torch::ScalarType param) {
 }  // namespace
 
 GradSync::GradSync(std::vector<torch::Tensor> params, Reducer& reducer, int world_size,
-                   const Options& o, bool reduce_scatter)
+                   const Options& o, bool reduce_scatter, const BucketLayout* layout)
     : params_(std::move(params)),
       reducer_(reducer),
       world_(world_size),
@@ -46,8 +46,9 @@ GradSync::GradSync(std::vector<torch::Tensor> params, Reducer& reducer, int worl
       reduce_scatter_(reduce_scatter) {
   std::vector<int64_t> bytes;
   for (const auto& p : params_) bytes.push_back(p.numel() * static_cast<int64_t>(p.element_size()));
-  layout_ = plan_buckets(bytes, static_cast<int64_t>(o.first_bucket_mb * (1 << 20)),
-                         static_cast<int64_t>(o.bucket_mb * (1 << 20)));
+  layout_ = layout ? *layout
+                   : plan_buckets(bytes, static_cast<int64_t>(o.first_bucket_mb * (1 << 20)),
+                                  static_cast<int64_t>(o.bucket_mb * (1 << 20)));
   where_.resize(params_.size());
   filled_.assign(params_.size(), false);
   for (size_t b = 0; b < layout_.params.size(); ++b) {

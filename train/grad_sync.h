@@ -42,8 +42,9 @@ class GradSync {
   // all-reduced; finish() leaves the average's parts in the buckets' `shard`s and drops the
   // parameters' gradients and the buckets' `flat`s (allocated again by the next prepare(true))
   // instead of unpacking into them: between steps a rank holds only its parts.
+  // `layout`: the buckets as given (ZeRO-3: one per unit) instead of plan_buckets' caps.
   GradSync(std::vector<torch::Tensor> params, Reducer& reducer, int world_size, const Options& o,
-           bool reduce_scatter = false);
+           bool reduce_scatter = false, const BucketLayout* layout = nullptr);
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
 

@@ -54,7 +54,8 @@ ShardLayout bucket_shards(const GradSync& sync, size_t buckets,
 }
 
 ZeroOptimizer::ZeroOptimizer(std::vector<torch::Tensor> params, ShardLayout layout, bool contiguous,
-                             Reducer& reducer, int rank, OptimizerKind kind, double lr)
+                             Reducer& reducer, int rank, OptimizerKind kind, double lr,
+                             bool keep_master)
     : params_(std::move(params)), layout_(std::move(layout)), reducer_(reducer), rank_(rank) {
   DTUNE_CHECK(!params_.empty(), "--shard: no parameters");
   for (const auto& p : params_)
@@ -80,7 +81,8 @@ ZeroOptimizer::ZeroOptimizer(std::vector<torch::Tensor> params, ShardLayout layo
     master_ = own_;
   } else {
     master_ = torch::zeros({layout_.shard}, fp32);
-    master_transient_ = fp32_weights;  // zero2: the parameters hold the values between steps
+    // zero2: the parameters hold the values between steps
+    master_transient_ = fp32_weights && !keep_master;
     master_kept_ = !master_transient_;
     if (master_kept_) {
       if (contiguous)

@@ -57,8 +57,11 @@ class ZeroOptimizer {
  public:
   // `contiguous`: the layout is flat_shards (zero1), and the parameters become views of one flat
   // buffer.
+  // `keep_master`: the fp32 master shard stays between steps even with fp32 weights (ZeRO-3, whose
+  // parameters are not resident).
   ZeroOptimizer(std::vector<torch::Tensor> params, ShardLayout layout, bool contiguous,
-                Reducer& reducer, int rank, OptimizerKind kind, double lr);
+                Reducer& reducer, int rank, OptimizerKind kind, double lr,
+                bool keep_master = false);
   // Drops the master shard's gradient (the parameters' are the caller's).
   void zero_grad() { optimizer_->zero_grad(); }
   // This rank's shard of the averaged gradients, in fp32, as the master's gradient: from the
@@ -76,6 +79,8 @@ class ZeroOptimizer {
   int64_t gathered_bytes() const;
   // Bytes the parameters occupy on this rank (zero1: the flat buffer, padding included).
   int64_t param_bytes() const;
+  // The fp32 master shard (ZeRO-3 gathers each unit's parameters from its part).
+  const torch::Tensor& master() const { return master_; }
 
  private:
   void materialize_master();  // a transient master: its values from the parameters

@@ -94,21 +94,23 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       "plan`\nchecks them for every point): --first-bucket-mb <= --bucket-mb; --batch-sweep needs "
       "--batch auto;\n--global-batch divides by ranks x --accum-steps, and not with --batch auto; "
       "--backend nccl and\n--precision tf32 need --device cuda; --weights-dtype bf16 not with "
-      "--precision fp16; --local-sgd\nnot with --accum-steps > 1; --shard not with --local-sgd or "
-      "--batch auto; --batch auto on CPU needs "
+      "--precision fp16; --local-sgd\nnot with --accum-steps > 1; --batch auto on CPU needs "
       "--memory-limit-mb; --cache-dir needs --data;\n--fast-decode needs --decode roi; "
       "--profile-steps within --warmup-steps + --steps; --reduce-algo\nhierarchical only with "
       "--backend mpi; --output or --no-output, not both; --pipeline-stages divides\nthe ranks; "
       "--virtual-stages > 1 needs --schedule\ninterleaved, which needs --micro-batches a "
       "multiple of --pipeline-stages; --micro-batches equals\n--accum-steps if both are given; "
-      "--pipeline-stages > 1 not with --local-sgd, --batch auto or --shard.");
+      "--pipeline-stages > 1 not with --local-sgd, --batch auto or --shard;\n--shard not with "
+      "--local-sgd or --batch auto; --shard zero2 or zero3 not with --reduce-algo\nhierarchical; "
+      "--shard zero3 not with --check-every, --channels-last, --debug-checksums or\n"
+      "--debug-perturb-rank; --reshard-after-forward needs --shard zero3.");
   app.get_formatter()->column_width(34);
   auto env = [](const char* n) { return std::string("DTUNE_TRAIN_") + n; };
   std::string batch = "8", precision = to_string(o.precision), weights = to_string(o.weights_dtype),
               optimizer = to_string(o.optimizer), device = to_string(o.device),
               backend = to_string(o.backend), reduce_algo = to_string(o.reduce_algo),
               overlap = to_string(o.overlap), compression = to_string(o.compression),
-              shard = to_string(o.shard);
+              shard = to_string(o.shard), reshard = "on";
   auto& mo = o.model_options;
   app.add_option("--model", o.model, "model name (dtune-models list)")
       ->envname(env("MODEL"))
@@ -224,15 +226,25 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->envname(env("COMPRESSION"))
       ->capture_default_str()
       ->check(CLI::IsMember(enum_names(kCompressionNames)));
-  app.add_option("--shard", shard,
-                 "sharded data parallelism: none (DDP: every rank holds all optimizer state), "
-                 "zero1 (ZeRO stage 1: each rank keeps and steps 1/N of the optimizer state and "
-                 "the fp32 master, then the ranks all-gather the updated parameters) or zero2 "
-                 "(stage 2: gradient buckets reduce-scattered instead of all-reduced, so each "
-                 "rank receives only its part)")
+  app.add_option(
+         "--shard", shard,
+         "sharded data parallelism: none (DDP: every rank holds all optimizer state), "
+         "zero1 (ZeRO stage 1: each rank keeps and steps 1/N of the optimizer state and "
+         "the fp32 master, then the ranks all-gather the updated parameters) or zero2 "
+         "(stage 2: gradient buckets reduce-scattered instead of all-reduced, so each "
+         "rank receives only its part) or zero3 (stage 3, FSDP-style: the parameters "
+         "sharded too, each unit (a transformer block, a ResNet block, the embedding, the "
+         "head) all-gathered before its forward and backward, its gradient reduce-scattered)")
       ->envname(env("SHARD"))
       ->capture_default_str()
       ->check(CLI::IsMember(enum_names(kShardNames)));
+  app.add_option("--reshard-after-forward", reshard,
+                 "--shard zero3: free each unit's gathered parameters after its forward and "
+                 "gather them again before its backward (on), or keep them until backward ends "
+                 "(off: one gather per unit and step, more memory)")
+      ->envname(env("RESHARD_AFTER_FORWARD"))
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--local-sgd", o.local_sgd_every,
                  "no per-step gradient sync; average parameters after "
                  "every H-th optimizer step, warm-up included, and after the last one (0: off)")
@@ -473,6 +485,21 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
     throw UsageError(
         "--shard zero2 with --reduce-algo hierarchical: the hierarchical algorithm "
         "all-reduces; drop one");
+  o.reshard_after_forward = reshard == "on";
+  if (o.shard == ShardMode::kZero3) {
+    auto refuse3 = [](bool bad, const std::string& flag, const std::string& why) {
+      if (bad) throw UsageError("--shard zero3 with " + flag + ": " + why + "; drop one");
+    };
+    refuse3(o.check_every > 0, "--check-every",
+            "the parameters are sharded between steps (the final check still runs)");
+    refuse3(o.channels_last, "--channels-last", "a unit's parameters are one flat buffer");
+    refuse3(!o.checksums_path.empty() || o.perturb_rank >= 0,
+            "--debug-checksums or --debug-perturb-rank",
+            "they read the parameters between steps, which are sharded");
+  }
+  if (app.count("--reshard-after-forward") > 0 && o.shard != ShardMode::kZero3)
+    throw UsageError("--reshard-after-forward with --shard " + shard +
+                     ": it is for --shard zero3; drop it");
   if (o.shard != ShardMode::kNone && o.batch_auto)
     throw UsageError("--shard " + shard +
                      " with --batch auto: the batch finder probes unsharded; give --batch");

@@ -1,4 +1,5 @@
-"""Sharded data parallelism (--shard zero1|zero2, train/zero.h) trains exactly as DDP does: after K
+"""Sharded data parallelism (--shard zero1|zero2|zero3, train/zero.h, train/zero3.h) trains exactly
+as DDP does: after K
 steps the parameters equal DDP's on the same ranks (and one process's with N x b) for the GPT and
 the BatchNorm ResNet, with accumulation, bf16 weights under AdamW and fp16 loss scaling with a
 planted overflow (every rank skips the same step); each rank holds 1/N of DDP's optimizer state
@@ -68,7 +69,7 @@ def train(tmp_path, name, np_, args):
 def test_zero1_and_zero2_train_as_ddp(tmp_path, model, extra):
     args = [*model, *BUCKETS, "--batch", "2", "--steps", "3", *extra]
     ddp, ddp_rec, _ = train(tmp_path, "ddp", 2, args)
-    for mode in ("zero1", "zero2"):
+    for mode in ("zero1", "zero2", "zero3"):
         got, rec, out = train(tmp_path, mode, 2, [*args, "--shard", mode])
         assert rec["shard"] == mode and f"shard {mode}" in out
         assert max_rel(got, ddp) <= TOL, mode
@@ -81,7 +82,7 @@ def test_zero1_and_zero2_train_as_ddp(tmp_path, model, extra):
 def test_two_sharded_ranks_equal_one_process_with_double_batch(tmp_path):
     args = [*GPT, *BUCKETS, "--steps", "3"]
     one, _, _ = train(tmp_path, "one", 1, [*args, "--batch", "4"])
-    for mode in ("zero1", "zero2"):
+    for mode in ("zero1", "zero2", "zero3"):
         two, _, _ = train(tmp_path, mode, 2, [*args, "--batch", "2", "--shard", mode])
         assert max_rel(two, one) <= TOL, mode
 
@@ -117,17 +118,39 @@ def test_each_rank_holds_one_nth_of_the_optimizer_state(tmp_path, ranks):
             assert rec["params_held"][0] <= ddp["params_held"][0] + ranks * dtype_bytes
 
 
+@pytest.mark.parametrize("model", [GPT, RESNET], ids=["gpt", "resnet"])
+def test_zero3_holds_a_shard_of_parameters_gradients_and_state(tmp_path, model):
+    """Between steps a zero3 rank holds no gathered unit (its fp32 master shard is the parameters'
+    only copy, counted with the optimizer state), 1/N of the reduced gradients and 1/N of the
+    state: parameters + gradients + state at most 0.55x DDP's on 2 ranks (0.375x exactly but for
+    padding: DDP 4 + 8 + 4 bytes per element, zero3 0 + 2 + 4). Both reshard settings train as DDP;
+    with resharding every unit is gathered again for backward, so at least twice the bytes."""
+    args = [*model, "--batch", "2", "--steps", "2"]
+    ddp_params, ddp, _ = train(tmp_path, "ddp", 2, args)
+    total = {}
+    for reshard in ("on", "off"):
+        got, rec, _ = train(tmp_path, reshard, 2, [*args, "--shard", "zero3", "--reshard-after-forward", reshard])
+        assert max_rel(got, ddp_params) <= TOL, reshard
+        assert rec["params_held"] == [0, 0]
+        held = rec["params_held"][0] + rec["grads_held"][0] + rec["state"][0]
+        ddp_held = ddp["params_held"][0] + ddp["grads_held"][0] + ddp["state"][0]
+        assert held <= 0.55 * ddp_held, (held, ddp_held)
+        total[reshard] = rec["gathered"]
+    P = ddp["parameters"]
+    assert total["off"] >= P * 4 // 2 and total["on"] >= 2 * total["off"]
+
+
 def test_a_stopped_rank_ends_a_sharded_run_within_the_timeout(tmp_path):
     exe = bin_dir() / "dtune-train"
     cmd = mpirun_prefix(2) + [str(exe), "--threads", "1", *GPT, *BUCKETS, "--batch", "2", "--steps", "100000"]
-    cmd += ["--shard", "zero2", "--timeout", "3", "--output", str(tmp_path / "t.h5")]
+    cmd += ["--shard", "zero3", "--timeout", "3", "--output", str(tmp_path / "t.h5")]
     rc, err, took, _ = stop_rank_then_wait(cmd, settle_s=8, timeout_s=120)
     assert rc == 3, err
     assert took < 3 + 30, f"ended {took:.0f} s after the stop"
     assert "rank 1" in err, err
     with h5py.File(tmp_path / "t.h5") as f:
         (g,) = f["runs"].values()
-        assert g.attrs["status"] == "timeout" and g.attrs["shard"] == "zero2"
+        assert g.attrs["status"] == "timeout" and g.attrs["shard"] == "zero3"
 
 
 @pytest.mark.parametrize(
@@ -137,6 +160,8 @@ def test_a_stopped_rank_ends_a_sharded_run_within_the_timeout(tmp_path):
         (["--shard", "zero2", "--batch", "auto", "--memory-limit-mb", "500"], ["--shard zero2", "--batch auto"]),
         (["--shard", "zero1", "--pipeline-stages", "2"], ["--pipeline-stages", "--shard zero1"]),
         (["--shard", "zero2", "--reduce-algo", "hierarchical"], ["--shard zero2", "--reduce-algo hierarchical"]),
+        (["--shard", "zero3", "--check-every", "1"], ["--shard zero3", "--check-every"]),
+        (["--shard", "zero1", "--reshard-after-forward", "off"], ["--reshard-after-forward", "--shard zero1"]),
         (["--shard", "zero9"], ["--shard"]),
     ],
 )

@@ -1,0 +1,151 @@
+// ZeRO-3's units.
+#include "train/zero3.h"
+
+#include <c10/core/StorageImpl.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "core/error.h"
+
+namespace dtune::train {
+namespace {
+
+// The buffer's memory goes (its views keep their sizes and offsets; nothing may read them).
+void free_storage(const torch::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  s->set_data_ptr_noswap(s->allocator()->allocate(0));
+  s->set_nbytes(0);
+}
+
+// Memory for the whole buffer again, under the same storage (so its views see it).
+void alloc_storage(const torch::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  const size_t nbytes = static_cast<size_t>(t.numel()) * t.element_size();
+  s->set_data_ptr_noswap(s->allocator()->allocate(nbytes));
+  s->set_nbytes(nbytes);
+}
+
+}  // namespace
+
+Zero3Units::Zero3Units(models::Model& model, const std::vector<torch::Tensor>& params, int world,
+                       int rank, Reducer& reducer, bool reshard_after_forward)
+    : params_(params),
+      pieces_(models::model_pieces(model)),
+      reducer_(reducer),
+      world_(world),
+      rank_(rank),
+      reshard_(reshard_after_forward) {
+  std::map<std::string, size_t> index;
+  size_t i = 0;
+  for (const auto& p : model.named_parameters()) index[p.key()] = i++;
+  DTUNE_CHECK(i == params_.size(), "--shard zero3: the model's parameters changed");
+  std::vector<int64_t> owner(params_.size(), -1);
+  units_.resize(pieces_.size());
+  uses_.resize(pieces_.size());
+  for (size_t u = 0; u < pieces_.size(); ++u)
+    for (const auto& name : pieces_[u].parameters) {
+      const size_t k = index.at(name);
+      if (owner[k] < 0) {
+        owner[k] = static_cast<int64_t>(u);
+        units_[u].params.push_back(k);
+      }
+      uses_[u].insert(static_cast<size_t>(owner[k]));
+    }
+  for (size_t k = 0; k < owner.size(); ++k)
+    DTUNE_CHECK(owner[k] >= 0, "--shard zero3: a parameter no piece of the model uses");
+  for (size_t u = units_.size(); u-- > 0;) {
+    Unit& unit = units_[u];
+    if (unit.params.empty()) continue;
+    std::sort(unit.params.rbegin(), unit.params.rend());  // as backward produces them
+    unit.bucket = static_cast<int64_t>(layout_.params.size());
+    layout_.params.push_back(unit.params);
+    int64_t bytes = 0;
+    for (size_t k : unit.params) bytes += params_[k].numel() * params_[k].element_size();
+    layout_.bytes.push_back(bytes);
+  }
+}
+
+void Zero3Units::shard(const GradSync& sync, const ZeroOptimizer& zero) {
+  zero_ = &zero;
+  std::vector<int64_t> master_offset(sync.buckets());
+  for (size_t b = 1; b < sync.buckets(); ++b)
+    master_offset[b] = master_offset[b - 1] + sync.bucket(b - 1).shard.numel();
+  torch::NoGradGuard no_grad;
+  for (Unit& unit : units_) {
+    if (unit.bucket < 0) continue;
+    const GradSync::Bucket& bucket = sync.bucket(static_cast<size_t>(unit.bucket));
+    unit.part = bucket.shard.numel();
+    unit.master_offset = master_offset[static_cast<size_t>(unit.bucket)];
+    unit.flat = torch::zeros({unit.part * world_}, params_.front().options());
+    for (size_t slot = 0; slot < bucket.params.size(); ++slot) {
+      torch::Tensor& p = params_[bucket.params[slot]];
+      DTUNE_CHECK(p.is_contiguous(), "--shard zero3: contiguous parameters (not channels-last)");
+      torch::Tensor view = unit.flat.narrow(0, bucket.offsets[slot], p.numel()).view(p.sizes());
+      view.copy_(p.detach());
+      p.set_data(view);
+    }
+    unit.gathered = true;
+  }
+  release_all();
+}
+
+void Zero3Units::gather(size_t u) {
+  Unit& unit = units_[u];
+  if (unit.bucket < 0 || unit.gathered) return;
+  torch::NoGradGuard no_grad;
+  alloc_storage(unit.flat);
+  // The padding of the last part is the master's padding: zeros.
+  unit.flat.narrow(0, rank_ * unit.part, unit.part)
+      .copy_(zero_->master().narrow(0, unit.master_offset, unit.part));
+  reducer_.allgather_in_place(unit.flat);
+  unit.gathered = true;
+  gathered_bytes_ += (world_ - 1) * unit.part * static_cast<int64_t>(unit.flat.element_size());
+}
+
+void Zero3Units::release(size_t u) {
+  Unit& unit = units_[u];
+  if (unit.bucket < 0 || !unit.gathered) return;
+  free_storage(unit.flat);
+  unit.gathered = false;
+}
+
+void Zero3Units::gather_for(size_t piece) {
+  for (size_t u : uses_[piece]) gather(u);
+}
+
+torch::Tensor Zero3Units::forward(const torch::Tensor& input) {
+  torch::Tensor x = input;
+  for (size_t i = 0; i < pieces_.size(); ++i) {
+    gather_for(i);
+    x = pieces_[i].forward(x);
+    if (!reshard_) continue;
+    for (size_t u : uses_[i]) release(u);
+    // Before this piece's backward (its output's gradient is complete): its units again.
+    if (x.requires_grad())
+      x.register_hook([this, i](const torch::Tensor& grad) {
+        gather_for(i);
+        return grad;
+      });
+  }
+  return x;
+}
+
+void Zero3Units::release_all() {
+  for (size_t u = 0; u < units_.size(); ++u) release(u);
+}
+
+void Zero3Units::gather_all() {
+  for (size_t u = 0; u < units_.size(); ++u) gather(u);
+}
+
+int64_t Zero3Units::resident_bytes() const {
+  int64_t n = 0;
+  for (const auto& unit : units_)
+    if (unit.gathered) n += static_cast<int64_t>(unit.flat.nbytes());
+  return n;
+}
+
+}  // namespace dtune::train
