@@ -63,6 +63,23 @@ CASES = [
         "--pipeline-stages 2 --data d --precision fp16 --reduce-algo hierarchical",
     ),
     ("dtune-train", 2, "--micro-batches 2 --accum-steps 3", "--micro-batches", "--micro-batches 3 --accum-steps 3"),
+    # Sharded data parallelism (--shard zero1|zero2): what dtune-train refuses with it.
+    ("dtune-train", 2, "--shard zero1 --local-sgd 2", "--local-sgd", "--shard none --local-sgd 2"),
+    (
+        "dtune-train",
+        2,
+        "--shard zero2 --batch auto --memory-limit-mb 99",
+        "--batch auto",
+        "--batch auto --memory-limit-mb 99",
+    ),
+    (
+        "dtune-train",
+        2,
+        "--shard zero2 --reduce-algo hierarchical",
+        "--reduce-algo",
+        "--shard zero1 --reduce-algo hierarchical",
+    ),
+    ("dtune-train", 2, "--pipeline-stages 2 --shard zero1", "--shard zero1", "--pipeline-stages 2 --shard none"),
     ("dtune-comm", 2, "-b 1M -e 8", "-b (1M)", "-b 8 -e 1M"),
     ("dtune-comm", 2, "--minbytes 64K --maxbytes 1K", "-b (64K)", "--minbytes 1K --maxbytes 64K"),
     ("dtune-comm", 2, "-r 2", "-r (2)", "-r 1"),
@@ -262,6 +279,46 @@ EXACT = [
         "--pipeline-stages 2 --batch auto --device cuda",
         ["--pipeline-stages 2 does not go with --batch auto"],
     ),
+    (
+        "dtune-train",
+        2,
+        "--shard zero1 --local-sgd 2",
+        ["--shard zero1 does not go with --local-sgd (local SGD keeps every rank's optimizer state)"],
+    ),
+    (
+        "dtune-train",
+        2,
+        "--shard zero2 --batch auto --device cuda",
+        ["--shard zero2 does not go with --batch auto (the batch finder probes unsharded)"],
+    ),
+    (
+        "dtune-train",
+        2,
+        "--shard zero2 --reduce-algo hierarchical",
+        ["--shard zero2 does not go with --reduce-algo hierarchical (it all-reduces)"],
+    ),
+    ("dtune-train", 2, "--pipeline-stages 2 --shard zero2", ["--pipeline-stages 2 does not go with --shard zero2"]),
+    # Every complaint of a point that breaks several: the local SGD one twice (with the pipeline too).
+    (
+        "dtune-train",
+        2,
+        "--pipeline-stages 2 --shard zero1 --local-sgd 1",
+        [
+            "--shard zero1 does not go with --local-sgd (local SGD keeps every rank's optimizer state)",
+            "--pipeline-stages 2 does not go with --local-sgd 1",
+            "--pipeline-stages 2 does not go with --shard zero1",
+        ],
+    ),
+    # DDP, given or by default, and zero1 with the hierarchical algorithm: accepted, as dtune-train does.
+    (
+        "dtune-train",
+        2,
+        "--shard none --local-sgd 2 --pipeline-stages 2 --data d",
+        ["--pipeline-stages 2 does not go with --local-sgd 2"],
+    ),
+    ("dtune-train", 2, "--shard zero1 --reduce-algo hierarchical --accum-steps 2", []),
+    # Not a mode: dtune-train's own parser refuses it (exit 2); the rules invent nothing.
+    ("dtune-train", 2, "--shard zero3 --local-sgd 2", []),
     (
         "dtune-train",
         2,
