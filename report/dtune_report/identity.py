@@ -171,9 +171,11 @@ IGNORED_ATTRS = {
     # The JPEG decoder's share of data_decode_ms and the coefficients it inverse-transformed.
     "data_jpeg_ms",
     "data_coef_bytes",
-    # What the parameter all-gather of --shard zero1|zero2 receives per step: it follows from the
-    # `shard` attribute (which counts) and the model.
+    # What the parameter all-gather of --shard zero1|zero2 receives per step, and what zero2's
+    # reduce-scatter leaves on a rank: they follow from the `shard` attribute (which counts), the
+    # model and the buckets.
     "gathered_bytes_per_step",
+    "reduce_scattered_bytes_per_step",
 }
 
 # Setting attributes added since files were first written, with the value a run written before

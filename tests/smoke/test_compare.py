@@ -402,16 +402,16 @@ def test_train_runs_differing_in_workers_compression_or_width_are_separate_rows(
 def test_runs_differing_in_shard_are_never_pooled_and_ddp_matches_older_files(tmp_path):
     """--shard zero1 and zero2 each keep their own row (the run's `shard` attribute decides, however
     the flag was given: on the command line or as DTUNE_TRAIN_SHARD); DDP pools whether a file
-    records shard none and gathers 0 bytes, with or without --shard none on its command line, or was
-    written before the attribute existed (no `shard`: a DDP run)."""
+    records shard none and gathers (or reduce-scatters) 0 bytes, with or without --shard none on its
+    command line, or was written before the attribute existed (no `shard`: a DDP run)."""
     d = tmp_path / "d"
     d.mkdir()
     train_file(d / "old.h5", [(STEPS, None, {})], CMD)
-    ddp = {"shard": "none", "gathered_bytes_per_step": 0}
+    ddp = {"shard": "none", "gathered_bytes_per_step": 0, "reduce_scattered_bytes_per_step": 0}
     train_file(d / "ddp.h5", [(STEPS, None, ddp)], CMD + " --shard none")
     zero1 = {"shard": "zero1", "gathered_bytes_per_step": 23379024}
     train_file(d / "zero1.h5", [(STEPS, None, zero1)], CMD + " --shard zero1")
-    zero2 = {"shard": "zero2", "gathered_bytes_per_step": 23379024}
+    zero2 = {"shard": "zero2", "gathered_bytes_per_step": 23379024, "reduce_scattered_bytes_per_step": 23379024}
     train_file(d / "zero2.h5", [(STEPS, None, zero2)], CMD, env={"DTUNE_TRAIN_SHARD": "zero2"})
     c = compare_results([d], [d])
     rows = {r.config.split()[-1]: (r.n_a, r.n_b) for r in c.rows}
