@@ -163,6 +163,33 @@ def test_shipped_sweeps_break_no_rule(name):
     assert plan(str(REPO / "sweeps" / name))
 
 
+def test_a_shard_axis_plans_and_its_points_with_local_sgd_are_refused_until_excluded(tmp_path):
+    # --shard is an axis like any flag of dtune-train; zero1 and zero2 with local SGD are refused
+    # at plan time (as dtune-train refuses them), and the exclusions the README gives repair it.
+    f = tmp_path / "shard.yaml"
+    axes = "axes: {--shard: [none, zero1, zero2], --local-sgd: [0, 4]}\n"
+    f.write_text("name: s\nbinary: dtune-train\nargs: [--model, gpt2-tiny]\n" + axes + "launch: {ranks: 2}\n")
+    with pytest.raises(SweepError) as e:
+        plan(str(f))
+    first, *points = str(e.value).splitlines()
+    assert "2 of 6 points" in first, first
+    assert sorted(p.split("  ", 2)[2] for p in points) == [
+        "--shard zero1 --local-sgd 4: --shard zero1 does not go with --local-sgd "
+        "(local SGD keeps every rank's optimizer state)",
+        "--shard zero2 --local-sgd 4: --shard zero2 does not go with --local-sgd "
+        "(local SGD keeps every rank's optimizer state)",
+    ], points
+    exclude = "exclude: [{--shard: zero1, --local-sgd: 4}, {--shard: zero2, --local-sgd: 4}]\n"
+    f.write_text(f.read_text() + exclude)
+    pts = plan(str(f), known_flags={"dtune-train": {"--shard", "--local-sgd"}})
+    assert [(p.values["--shard"], p.values["--local-sgd"]) for p in pts] == [
+        ("none", 0),
+        ("none", 4),
+        ("zero1", 0),
+        ("zero2", 0),
+    ]
+
+
 def test_the_sweeps_readme_example_plans(tmp_path):
     import re
 
