@@ -2,7 +2,8 @@
 applied to every planned point at `dtune sweep plan` time, so that a sweep that would fail a point
 on them stops before anything runs, naming the points and the rule. They mirror the binaries' own
 checks (benchmarks/train/options.cc, benchmarks/comm/options.cc), which also list them in
-`--help`; tests/sweeps/test_rules.py runs each rule's broken example through the real binary.
+`--help`; tests/smoke/test_new_user.py runs each rule's broken example (tests/sweeps/test_rules.py
+CASES) through the real binary.
 
     >>> check_point("dtune-train", ["--bucket-mb", "0.25"], ranks=2)
     ['--first-bucket-mb (default 1) must be at most --bucket-mb (0.25)']
