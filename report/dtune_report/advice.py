@@ -1,7 +1,8 @@
 """The advice, measured: one section per question a user tunes (data loading, batch size,
-communication, precision, parallelism), each present only when the results hold its data, each
-ending with sentences computed from the measurements by the rules written here (doc/metrics.md
-section 8 lists them). When the data does not support a rule, the section says nothing more.
+communication, precision, parallelism; sharding: shard_report.py), each present only when the
+results hold its data, each ending with sentences computed from the measurements by the rules
+written here (doc/metrics.md section 8 lists them). When the data does not support a rule, the
+section says nothing more.
 
 Inputs are the report's studies and findings (configs.py, verdicts.py) and the measured steps
 (loader.load_train less warm-up and profiled steps). Shares of the step are sums over measured
@@ -37,6 +38,7 @@ SECTION_FIELDS = {
     "batch-size": {"batch", "global_batch", "accum_steps"},
     "communication": {"bucket_mb", "first_bucket_mb", "overlap", "compression", "local_sgd_every"},
     "precision": {"precision", "tf32", "weights_dtype"},
+    "sharding": {"shard"},
 }
 SECTION_TITLES = {
     "data-loading": "Data loading",
@@ -44,6 +46,7 @@ SECTION_TITLES = {
     "communication": "Communication",
     "precision": "Precision",
     "parallelism": "Parallelism",
+    "sharding": "Sharding",
     "hardware": "Hardware",
     "machines": "Machines side by side",
 }

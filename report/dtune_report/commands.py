@@ -57,6 +57,7 @@ ATTR_FLAGS = [
     ("overlap", "--overlap", "on"),
     ("compression", "--compression", "none"),
     ("local_sgd_every", "--local-sgd", "0"),
+    ("shard", "--shard", "none"),
     ("workers", "--workers", "2"),
     ("prefetch", "--prefetch", "4"),
 ]

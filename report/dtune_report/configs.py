@@ -51,6 +51,7 @@ DEFAULTS = {
     "overlap": "on",
     "compression": "none",
     "local_sgd_every": "0",
+    "shard": "none",
     "accum_steps": "1",
     "channels_last": "0",
     "workers": "2",

@@ -85,6 +85,7 @@ IGNORED_FLAGS = {
         "--overlap",
         "--compression",
         "--local-sgd",
+        "--shard",
         "--data",
         "--workers",
         "--prefetch",
@@ -170,7 +171,17 @@ IGNORED_ATTRS = {
     # The JPEG decoder's share of data_decode_ms and the coefficients it inverse-transformed.
     "data_jpeg_ms",
     "data_coef_bytes",
+    # What the parameter all-gather of --shard zero1|zero2 receives per step, and what zero2's
+    # reduce-scatter leaves on a rank: they follow from the `shard` attribute (which counts), the
+    # model and the buckets.
+    "gathered_bytes_per_step",
+    "reduce_scattered_bytes_per_step",
 }
+
+# Setting attributes added since files were first written, with the value a run written before
+# them ran with: such a run matches one that records the default (dtune-train before --shard
+# existed ran DDP).
+ATTR_DEFAULTS = {"train": {"shard": "none"}}
 
 # Recorded environment variables that change between two launches of one configuration.
 IGNORED_ENV = [
@@ -279,6 +290,8 @@ def run_identity(run: dict, by_point: bool) -> dict:
     binary = BINARY.get(run["benchmark"], str(run["benchmark"]))
     attrs = run["attrs"]
     out = {k: str(v) for k, v in attrs.items() if k not in IGNORED_ATTRS}
+    for k, v in ATTR_DEFAULTS.get(run["benchmark"], {}).items():
+        out.setdefault(k, v)
     if "cache_dir" in out:  # a path: whether a cache was used counts, not where it was
         out["cache_dir"] = "yes" if attrs["cache_dir"] else "no"
     env = dict(run["env"] or {})

@@ -2,7 +2,9 @@
 the files (status ok, per-step sync: no local SGD) is predicted from the 1-rank profile in the files
 that matches it on every setting but the launch shape and the gradient synchronisation
 (model_inputs.SYNC_KEYS), with the link fits of the comm runs in the files, at the run's own shape
-(nodes from its recorded hosts), bucket sizes, overlap and compression.
+(nodes from its recorded hosts), bucket sizes, overlap, compression and shard mode (a --shard
+zero1|zero2 run against sharding.predict_sharded: its buckets reduce-scattered for zero2, the
+parameter all-gather after the step for both; the table's `shard` column).
 
 Where the files hold several matching profiles (model_check.sh measures one between every few
 multi-rank runs, since the machine drifts), a run is predicted from the one measured nearest in
@@ -40,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from .loader import load_runs, open_results
+from .model_assumptions import SHARD_ASSUMPTIONS
 from .model_inputs import (
     ModelInputError,
     load_link_fits,
@@ -52,7 +55,8 @@ from .model_inputs import (
     sync_free_identity,
     train_shape,
 )
-from .scaling_model import Prediction, comm_slowdown_factor, compute_factor, predict
+from .scaling_model import Prediction, comm_slowdown_factor, compute_factor
+from .sharding import MODES, Shard, predict_sharded
 from .units import fmt_sig
 
 PROFILE_CHOICES = ("nearest", "pooled")
@@ -82,6 +86,7 @@ class CheckRow:
     world_size: int = 0
     comm_slowdown: float = 1.0  # backward's compute slowdown while a reduction is in flight
     identity: tuple = ()  # the run's settings less the launch shape (for the scaling comparison)
+    shard: str = "none"  # dtune-train --shard: the mode predicted (sharding.MODES)
 
     @property
     def error(self) -> float:
@@ -150,6 +155,10 @@ def check(paths, profile: str = "nearest") -> tuple:
         if int(a.get("local_sgd_every", 0)) != 0:
             notes.append(f"{name}: local SGD, not modelled")
             continue
+        shard = Shard(str(a.get("shard", "none")))  # files from before --shard: DDP
+        if shard.mode not in MODES:
+            notes.append(f"{name}: --shard {shard.mode}, not modelled")
+            continue
         row = r._asdict()
         ident = sync_free_identity(row)
         match = [p for p in profiles if p.identity == ident]
@@ -177,13 +186,13 @@ def check(paths, profile: str = "nearest") -> tuple:
         preds = {}
         for choice in PROFILE_CHOICES:
             prof, used, note = _choose(match, when, choice)
-            pred = predict(prof, shape, bucket, link, busy_fits=busy, compute_scale=factor, **kw)
+            pred = predict_sharded(prof, shape, bucket, link, shard, busy_fits=busy, compute_scale=factor, **kw)
             preds[choice] = (pred, prof, used, note)
         pred, prof, used, note = preds[profile]
         other = preds["pooled" if profile == "nearest" else "nearest"][0]
         prof_forward = _profile_forward_ms(used)
         scaled = prof.scaled(forward_ms / prof_forward) if prof_forward > 0 else prof
-        fwd = predict(scaled, shape, bucket, link, busy_fits=busy, **kw)
+        fwd = predict_sharded(scaled, shape, bucket, link, shard, busy_fits=busy, **kw)
         rows.append(
             CheckRow(
                 r.file,
@@ -208,6 +217,7 @@ def check(paths, profile: str = "nearest") -> tuple:
                 world,
                 kw["comm_slowdown"],
                 tuple(sorted(ident.items())),
+                shard.mode,
             )
         )
     if not rows:
@@ -222,7 +232,8 @@ def format_check(rows: list, notes: list, profile: str = "nearest") -> str:
     """The check as a `#`-commented table: one line per run, then the median absolute errors, then
     the scaling comparison at equal global batch."""
     head = (
-        f"# {'file:run':<30} {'model':<14} {'nodes x R':>9} {'R/C':>7} {'T':>2} {'bucket':>6} {'cf':>5} {'cs':>4} "
+        f"# {'file:run':<30} {'model':<14} {'nodes x R':>9} {'R/C':>7} {'T':>2} {'bucket':>6} {'shard':>5} "
+        f"{'cf':>5} {'cs':>4} "
         f"{'links':>5} "
         f"{'profile':<22} {'meas_ms':>8} {'pred_ms':>8} {'err':>7} {'fwd_err':>7} {'exp_meas':>8} {'exp_pred':>8} "
         f"{'eff_meas':>8} {'eff_pred':>8}"
@@ -242,15 +253,17 @@ def format_check(rows: list, notes: list, profile: str = "nearest") -> str:
             if profile == "nearest"
             else "every matching 1-rank profile pooled (the median over all their steps)."
         ),
-        head,
     ]
+    if any(c.shard != "none" for c in rows):
+        lines += [f"#   sharded runs: {x}" for x in SHARD_ASSUMPTIONS[:2]]
+    lines.append(head)
 
     for c in rows:
         rc = f"{c.sharing}{c.sharing_by[0]}/{c.cores or '?'}"
         lines.append(
             f"  {(Path(c.file).name + ':' + c.run.split('-')[0])[-30:]:<30} {c.label[:14]:<14} "
             f"{f'{c.shape.nodes} x {c.shape.ranks_per_node}':>9} {rc:>7} {c.threads:>2} "
-            f"{fmt_sig(c.bucket_mb):>6} {c.predicted.compute_factor:5.2f} {c.comm_slowdown:4.2g} "
+            f"{fmt_sig(c.bucket_mb):>6} {c.shard:>5} {c.predicted.compute_factor:5.2f} {c.comm_slowdown:4.2g} "
             f"{'busy' if c.busy_fits else 'idle':>5} "
             f"{c.profile_note[-22:]:<22} {c.measured_ms:8.2f} {c.predicted.step_ms:8.2f} {100 * c.error:+6.1f}% "
             f"{100 * c.fwd_error:+6.1f}% {c.measured_exposed_ms:8.2f} "
@@ -277,11 +290,11 @@ def format_check(rows: list, notes: list, profile: str = "nearest") -> str:
 
 def scaling_pairs(rows: list) -> list:
     """[(rows of one configuration and world size, each on another launch shape)]: runs with the
-    same settings, bucket size, reduction algorithm and world size (so the same global batch) on
+    same settings, bucket size, reduction algorithm, shard mode and world size (so the same global batch) on
     different node counts, e.g. 2 nodes x 2 ranks and 1 node x 4 ranks; sorted by node count."""
     groups = {}
     for c in rows:
-        key = (c.identity, c.bucket_mb, c.world_size, c.shape.algorithm)
+        key = (c.identity, c.bucket_mb, c.world_size, c.shape.algorithm, c.shard)
         groups.setdefault(key, []).append(c)
     out = []
     for g in groups.values():

@@ -63,6 +63,7 @@ SYNC_KEYS = {
     "backend",
     "reduce_algo",
     "--reduce-algo",
+    "shard",  # dtune-train --shard (the flag itself is read from this attribute: identity.py)
     "OMPI_MCA_mpi_oversubscribe",
 }
 _WIRE = {"none": 1.0, "fp16": 0.5, "bf16": 0.5}

@@ -21,6 +21,7 @@ from . import figures as fg
 from . import machines as mc
 from . import pipeline as pl
 from . import sections as sc
+from . import shard_report as sh
 from . import tables as tb
 from .check import check_results, incomplete_files, sweep_failures
 from .compare import comm_iteration_samples
@@ -227,6 +228,7 @@ def build_report(paths, out_dir, baseline: str | None = None, alpha: float = 0.0
     advice = ad.data_section(ev) + ad.batch_section(ev)
     advice += _communication(comm, fits, figures, ev, comm_runs, tuner, ceiling, probes)
     advice += ad.precision_section(ev) + ad.parallel_section(ev)
+    advice += sh.shard_section(groups, paths, out)
     advice += _machine_blocks(load_provenances(paths), train, comm, paths, groups, alpha)
     model_blocks, _ = model_section(paths, out)
     advice += model_blocks

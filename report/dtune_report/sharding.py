@@ -158,10 +158,12 @@ def predict_sharded(
     busy_fits: dict | None = None,
     compute_scale: float = 1.0,
     comm_slowdown: float = 1.0,
+    overlap: bool = True,
 ) -> Prediction:
     """scaling_model.predict for a sharded mode (`none` is predict itself). zero1/zero2 add the
     exposed all-gather of every parameter, on idle cores, to each step; `buckets` counts zero3's
-    units. zero3 ignores busy_fits and comm_slowdown (idle fits, no polling slowdown: stated)."""
+    units. zero3 ignores busy_fits, comm_slowdown (idle fits, no polling slowdown: stated) and
+    overlap (--overlap off: buckets launched when backward ends, for the other modes)."""
     mode = MODES[shard.mode]
     if mode.gather_per_unit:
         return _zero3(profile, shape, bucket_mb, fits, shard, compute_scale)
@@ -174,6 +176,7 @@ def predict_sharded(
         busy_fits=busy_fits,
         compute_scale=compute_scale,
         comm_slowdown=comm_slowdown,
+        overlap=overlap,
         collective=mode.grad_collective,
     )
     if not mode.gather_after_step:

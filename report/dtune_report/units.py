@@ -66,6 +66,7 @@ _NAMES = {
     "batch": "batch per rank",
     "global_batch": "global batch",
     "local_sgd_every": "local SGD every",
+    "shard": "sharding",
     "accum_steps": "accumulation steps",
     "data_ms": "data wait",
     "h2d_ms": "host-to-device copy",

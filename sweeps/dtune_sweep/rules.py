@@ -2,7 +2,8 @@
 applied to every planned point at `dtune sweep plan` time, so that a sweep that would fail a point
 on them stops before anything runs, naming the points and the rule. They mirror the binaries' own
 checks (benchmarks/train/options.cc, benchmarks/comm/options.cc), which also list them in
-`--help`; tests/sweeps/test_rules.py runs each rule's broken example through the real binary.
+`--help`; tests/smoke/test_new_user.py runs each rule's broken example (tests/sweeps/test_rules.py
+CASES) through the real binary.
 
     >>> check_point("dtune-train", ["--bucket-mb", "0.25"], ranks=2)
     ['--first-bucket-mb (default 1) must be at most --bucket-mb (0.25)']
@@ -29,7 +30,9 @@ TRAIN_DEFAULTS = {
     "--pipeline-stages": "1",
     "--schedule": "1f1b",
     "--virtual-stages": "1",
+    "--shard": "none",
 }
+SHARD_MODES = ("zero1", "zero2")  # --shard values other than none (DDP)
 COMM_DEFAULTS = {"-b": "32M", "-e": "32M", "-r": "0"}
 COMM_ALIASES = {"--minbytes": "-b", "--maxbytes": "-e", "--root": "-r", "--backend": "--backend"}
 _SIZE = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -131,6 +134,13 @@ def _train(given: dict, ranks: int) -> list[str]:
     sgd, acc = _num(f["--local-sgd"]), _num(f["--accum-steps"])
     if sgd is not None and acc is not None and sgd > 0 and acc > 1:
         bad.append("--local-sgd does not go with --accum-steps > 1")
+    shard = f["--shard"] if f["--shard"] in SHARD_MODES else None  # another value: the binary says
+    if shard and (sgd or 0) > 0:
+        bad.append(f"--shard {shard} does not go with --local-sgd (local SGD keeps every rank's optimizer state)")
+    if shard and auto:
+        bad.append(f"--shard {shard} does not go with --batch auto (the batch finder probes unsharded)")
+    if shard == "zero2" and f.get("--reduce-algo") == "hierarchical":
+        bad.append("--shard zero2 does not go with --reduce-algo hierarchical (it all-reduces)")
     if auto and not cuda and "--memory-limit-mb" not in given:
         bad.append("--batch auto on CPU needs --memory-limit-mb")
     if "--cache-dir" in given and f["--data"] == "synthetic":
@@ -141,6 +151,7 @@ def _train(given: dict, ranks: int) -> list[str]:
         for flag, bad_value in (
             ("--local-sgd", (sgd or 0) > 0),
             ("--batch", auto),
+            ("--shard", shard is not None),
         ):
             if bad_value:
                 bad.append(
@@ -204,7 +215,8 @@ RULES_HELP = """cross-flag rules, checked for every point when the sweep is plan
     --profile-steps within --warmup-steps + --steps; --pipeline-stages divides ranks;
     --virtual-stages > 1 needs --schedule interleaved, which needs
     --micro-batches a multiple of --pipeline-stages; --micro-batches equals --accum-steps if both;
-    --pipeline-stages > 1 not with --local-sgd or --batch auto;
+    --shard not with --local-sgd or --batch auto; --shard zero2 not with --reduce-algo hierarchical;
+    --pipeline-stages > 1 not with --local-sgd, --batch auto or --shard;
     --reduce-algo hierarchical only with --backend mpi
   dtune-comm: -b <= -e; -r is a rank; --mpi-buffers device only with --backend mpi
   every binary: no --no-output (the runner writes each point's file)

@@ -399,6 +399,28 @@ def test_train_runs_differing_in_workers_compression_or_width_are_separate_rows(
     )
 
 
+def test_runs_differing_in_shard_are_never_pooled_and_ddp_matches_older_files(tmp_path):
+    """--shard zero1 and zero2 each keep their own row (the run's `shard` attribute decides, however
+    the flag was given: on the command line or as DTUNE_TRAIN_SHARD); DDP pools whether a file
+    records shard none and gathers (or reduce-scatters) 0 bytes, with or without --shard none on its
+    command line, or was written before the attribute existed (no `shard`: a DDP run)."""
+    d = tmp_path / "d"
+    d.mkdir()
+    train_file(d / "old.h5", [(STEPS, None, {})], CMD)
+    ddp = {"shard": "none", "gathered_bytes_per_step": 0, "reduce_scattered_bytes_per_step": 0}
+    train_file(d / "ddp.h5", [(STEPS, None, ddp)], CMD + " --shard none")
+    zero1 = {"shard": "zero1", "gathered_bytes_per_step": 23379024}
+    train_file(d / "zero1.h5", [(STEPS, None, zero1)], CMD + " --shard zero1")
+    zero2 = {"shard": "zero2", "gathered_bytes_per_step": 23379024, "reduce_scattered_bytes_per_step": 23379024}
+    train_file(d / "zero2.h5", [(STEPS, None, zero2)], CMD, env={"DTUNE_TRAIN_SHARD": "zero2"})
+    c = compare_results([d], [d])
+    rows = {r.config.split()[-1]: (r.n_a, r.n_b) for r in c.rows}
+    assert rows == {"shard=none": (22, 22), "shard=zero1": (11, 11), "shard=zero2": (11, 11)}, [
+        r.config for r in c.rows
+    ]
+    assert not c.only_a and not c.only_b
+
+
 # dtune-train's model shape flags (the `mo.` options of benchmarks/train/options.cc): recorded only
 # on the command line, never as run attributes, so each one alone must keep two runs apart.
 SHAPE_FLAGS = re.findall(r'add_option\("(--[a-z-]+)", mo\.', (REPO / "benchmarks/train/options.cc").read_text())
@@ -638,13 +660,18 @@ def test_identity_of_a_run_from_its_command_line_environment_and_attributes():
         "model": "m",
         "batch": "8",
         "cache_dir": "yes",  # whether a cache was used, not where
+        "shard": "none",  # a file from before --shard: DDP
         "np": "2",
         "--schedule": "gpipe",  # the command line wins over its environment fallback
         "--pipeline-stages": "2",
         "--virtual-stages": "2",  # DTUNE_TRAIN_VIRTUAL_STAGES, '_' read as '-'
         "NCCL_ALGO": "Ring",
     }
-    assert run_identity(_run(attrs={"cache_dir": ""}, world_size=4), by_point=False) == {"cache_dir": "no", "np": "4"}
+    assert run_identity(_run(attrs={"cache_dir": ""}, world_size=4), by_point=False) == {
+        "cache_dir": "no",
+        "shard": "none",
+        "np": "4",
+    }
     # dtune-comm: its prefix only, and --warmup-iters read as its underscore flag (ignored).
     comm = _run(
         benchmark="comm",
@@ -658,6 +685,7 @@ def test_identity_of_a_sweep_point_is_its_definition():
     point = {"args": ["--schedule", "gpipe"], "env": {"NCCL_PROTO": "LL"}, "ranks": 4, "nodes": 2, "ranks_per_node": 2}
     run = _run(command_line="/x/dtune-train --schedule 1f1b --other 1", env={"NCCL_ALGO": "Ring"}, point=point)
     assert run_identity(run, by_point=True) == {
+        "shard": "none",
         "np": "4",
         "nodes": "2",
         "ranks_per_node": "2",
@@ -665,7 +693,12 @@ def test_identity_of_a_sweep_point_is_its_definition():
         "NCCL_ALGO": "Ring",
         "NCCL_PROTO": "LL",
     }
-    assert run_identity(_run(point={}), by_point=True) == {"np": "None", "nodes": "None", "ranks_per_node": "None"}
+    assert run_identity(_run(point={}), by_point=True) == {
+        "shard": "none",
+        "np": "None",
+        "nodes": "None",
+        "ranks_per_node": "None",
+    }
 
 
 def test_a_short_flag_with_its_value_attached_reads_as_cli11_reads_it():
@@ -676,7 +709,7 @@ def test_a_short_flag_with_its_value_attached_reads_as_cli11_reads_it():
 def test_the_first_argument_of_a_command_line_counts():
     # Only the program name is dropped: a setting given first splits rows like any other.
     run = _run(command_line="/x/dtune-train --schedule gpipe --steps 4")
-    assert run_identity(run, by_point=False) == {"np": "2", "--schedule": "gpipe"}
+    assert run_identity(run, by_point=False) == {"shard": "none", "np": "2", "--schedule": "gpipe"}
     comm = _run(benchmark="comm", command_line="/x/dtune-comm --algorithm=ring -b 8")
     assert run_identity(comm, by_point=False) == {"np": "2", "--algorithm": "ring"}
 

@@ -16,6 +16,7 @@ import pytest
 from test_train_results import run
 
 from conftest import run_comm
+from dtune_report.model_check import check
 from dtune_report.model_inputs import load_link_fits, one_profile, trainer_placement
 from dtune_report.report import build_report
 from dtune_report.scaling_model import MIB, Shape, bucket_cost_s, caps_bytes, monotone, plan_buckets
@@ -171,6 +172,44 @@ def test_check_compares_each_multi_rank_run(files):
     r = dtune("model", "check", files["profile"], files["comm"], files["two"])
     assert r.returncode == 0, r.stderr
     assert "median |error| of the predicted step time over 1 runs" in r.stdout, r.stdout
+
+
+def test_check_predicts_a_sharded_run_with_its_shard_mode(files, tmp_path):
+    """A --shard zero1 or zero2 run is checked against the sharded prediction (sharding.py) from
+    the same 1-rank DDP profile: each run beside a copy of it relabelled shard none (the same
+    measurement, hosts and times), zero1's prediction is the DDP one plus the exposed all-gather of
+    every parameter byte, exactly; zero2's communication is half the allreduce's (reduce-scatter)
+    plus that all-gather. The printed table names each run's mode."""
+    bucket = ["--bucket-mb", "0.05", "--first-bucket-mb", "0.05"]
+    paths = [files["profile"], files["comm"]]
+    for mode in ("zero1", "zero2"):
+        out = tmp_path / f"{mode}.h5"
+        r = run(GPT + STEPS + bucket + ["--shard", mode, "--output", out], np_=2)
+        assert r.returncode == 0, r.stdout + r.stderr
+        ddp = tmp_path / f"{mode}-as-ddp.h5"
+        ddp.write_bytes(out.read_bytes())
+        with h5py.File(ddp, "a") as f:
+            (g,) = f["runs"].values()
+            assert g.attrs["shard"] == mode and g.attrs["gathered_bytes_per_step"] > 0
+            g.attrs["shard"] = "none"
+        paths += [out, ddp]
+    rows, _ = check(paths)
+    by = {(Path(c.file).stem, c.shard): c.predicted for c in rows}
+    assert set(by) == {("zero1", "zero1"), ("zero1-as-ddp", "none"), ("zero2", "zero2"), ("zero2-as-ddp", "none")}
+    param_bytes = one_profile([files["profile"]]).profile.param_bytes.sum()
+    link = load_link_fits([files["comm"]]).for_shape(Shape(1, 2))
+    gather_ms = bucket_cost_s(float(param_bytes), Shape(1, 2), link, "all_gather") * 1e3
+    assert gather_ms > 0
+    z1, d1 = by[("zero1", "zero1")], by[("zero1-as-ddp", "none")]
+    assert z1.step_ms == pytest.approx(d1.step_ms + gather_ms, rel=1e-12)
+    assert z1.exposed_ms == pytest.approx(d1.exposed_ms + gather_ms, rel=1e-12)
+    z2, d2 = by[("zero2", "zero2")], by[("zero2-as-ddp", "none")]
+    assert z2.comm_ms == pytest.approx(d2.comm_ms / 2 + gather_ms, rel=1e-12)
+    r = dtune("model", "check", *paths)
+    assert r.returncode == 0, r.stderr
+    table = [line for line in r.stdout.splitlines() if not line.startswith("#")]
+    assert sum(" zero1 " in line for line in table) == 1 and sum(" zero2 " in line for line in table) == 1, r.stdout
+    assert "#   sharded runs: zero1/zero2: after the optimizer step" in r.stdout, r.stdout
 
 
 def test_check_counts_ranks_per_machine_by_boot_id_and_per_host_in_older_files(files, tmp_path):

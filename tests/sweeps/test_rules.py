@@ -63,6 +63,23 @@ CASES = [
         "--pipeline-stages 2 --data d --precision fp16 --reduce-algo hierarchical",
     ),
     ("dtune-train", 2, "--micro-batches 2 --accum-steps 3", "--micro-batches", "--micro-batches 3 --accum-steps 3"),
+    # Sharded data parallelism (--shard zero1|zero2): what dtune-train refuses with it.
+    ("dtune-train", 2, "--shard zero1 --local-sgd 2", "--local-sgd", "--shard none --local-sgd 2"),
+    (
+        "dtune-train",
+        2,
+        "--shard zero2 --batch auto --memory-limit-mb 99",
+        "--batch auto",
+        "--batch auto --memory-limit-mb 99",
+    ),
+    (
+        "dtune-train",
+        2,
+        "--shard zero2 --reduce-algo hierarchical",
+        "--reduce-algo",
+        "--shard zero1 --reduce-algo hierarchical",
+    ),
+    ("dtune-train", 2, "--pipeline-stages 2 --shard zero1", "--shard zero1", "--pipeline-stages 2 --shard none"),
     ("dtune-comm", 2, "-b 1M -e 8", "-b (1M)", "-b 8 -e 1M"),
     ("dtune-comm", 2, "--minbytes 64K --maxbytes 1K", "-b (64K)", "--minbytes 1K --maxbytes 64K"),
     ("dtune-comm", 2, "-r 2", "-r (2)", "-r 1"),
@@ -144,6 +161,33 @@ def test_a_fixed_argument_can_break_a_rule_for_every_point(tmp_path):
 @pytest.mark.parametrize("name", ["quickstart.yaml", "bucket-size.yaml"])
 def test_shipped_sweeps_break_no_rule(name):
     assert plan(str(REPO / "sweeps" / name))
+
+
+def test_a_shard_axis_plans_and_its_points_with_local_sgd_are_refused_until_excluded(tmp_path):
+    # --shard is an axis like any flag of dtune-train; zero1 and zero2 with local SGD are refused
+    # at plan time (as dtune-train refuses them), and the exclusions the README gives repair it.
+    f = tmp_path / "shard.yaml"
+    axes = "axes: {--shard: [none, zero1, zero2], --local-sgd: [0, 4]}\n"
+    f.write_text("name: s\nbinary: dtune-train\nargs: [--model, gpt2-tiny]\n" + axes + "launch: {ranks: 2}\n")
+    with pytest.raises(SweepError) as e:
+        plan(str(f))
+    first, *points = str(e.value).splitlines()
+    assert "2 of 6 points" in first, first
+    assert sorted(p.split("  ", 2)[2] for p in points) == [
+        "--shard zero1 --local-sgd 4: --shard zero1 does not go with --local-sgd "
+        "(local SGD keeps every rank's optimizer state)",
+        "--shard zero2 --local-sgd 4: --shard zero2 does not go with --local-sgd "
+        "(local SGD keeps every rank's optimizer state)",
+    ], points
+    exclude = "exclude: [{--shard: zero1, --local-sgd: 4}, {--shard: zero2, --local-sgd: 4}]\n"
+    f.write_text(f.read_text() + exclude)
+    pts = plan(str(f), known_flags={"dtune-train": {"--shard", "--local-sgd"}})
+    assert [(p.values["--shard"], p.values["--local-sgd"]) for p in pts] == [
+        ("none", 0),
+        ("none", 4),
+        ("zero1", 0),
+        ("zero2", 0),
+    ]
 
 
 def test_the_sweeps_readme_example_plans(tmp_path):
@@ -262,6 +306,46 @@ EXACT = [
         "--pipeline-stages 2 --batch auto --device cuda",
         ["--pipeline-stages 2 does not go with --batch auto"],
     ),
+    (
+        "dtune-train",
+        2,
+        "--shard zero1 --local-sgd 2",
+        ["--shard zero1 does not go with --local-sgd (local SGD keeps every rank's optimizer state)"],
+    ),
+    (
+        "dtune-train",
+        2,
+        "--shard zero2 --batch auto --device cuda",
+        ["--shard zero2 does not go with --batch auto (the batch finder probes unsharded)"],
+    ),
+    (
+        "dtune-train",
+        2,
+        "--shard zero2 --reduce-algo hierarchical",
+        ["--shard zero2 does not go with --reduce-algo hierarchical (it all-reduces)"],
+    ),
+    ("dtune-train", 2, "--pipeline-stages 2 --shard zero2", ["--pipeline-stages 2 does not go with --shard zero2"]),
+    # Every complaint of a point that breaks several: the local SGD one twice (with the pipeline too).
+    (
+        "dtune-train",
+        2,
+        "--pipeline-stages 2 --shard zero1 --local-sgd 1",
+        [
+            "--shard zero1 does not go with --local-sgd (local SGD keeps every rank's optimizer state)",
+            "--pipeline-stages 2 does not go with --local-sgd 1",
+            "--pipeline-stages 2 does not go with --shard zero1",
+        ],
+    ),
+    # DDP, given or by default, and zero1 with the hierarchical algorithm: accepted, as dtune-train does.
+    (
+        "dtune-train",
+        2,
+        "--shard none --local-sgd 2 --pipeline-stages 2 --data d",
+        ["--pipeline-stages 2 does not go with --local-sgd 2"],
+    ),
+    ("dtune-train", 2, "--shard zero1 --reduce-algo hierarchical --accum-steps 2", []),
+    # Not a mode: dtune-train's own parser refuses it (exit 2); the rules invent nothing.
+    ("dtune-train", 2, "--shard zero3 --local-sgd 2", []),
     (
         "dtune-train",
         2,
