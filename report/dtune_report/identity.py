@@ -86,6 +86,7 @@ IGNORED_FLAGS = {
         "--compression",
         "--local-sgd",
         "--shard",
+        "--reshard-after-forward",  # recorded (reshard_after_forward) for --shard zero3 runs
         "--data",
         "--workers",
         "--prefetch",

@@ -32,7 +32,7 @@ TRAIN_DEFAULTS = {
     "--virtual-stages": "1",
     "--shard": "none",
 }
-SHARD_MODES = ("zero1", "zero2")  # --shard values other than none (DDP)
+SHARD_MODES = ("zero1", "zero2", "zero3")  # --shard values other than none (DDP)
 COMM_DEFAULTS = {"-b": "32M", "-e": "32M", "-r": "0"}
 COMM_ALIASES = {"--minbytes": "-b", "--maxbytes": "-e", "--root": "-r", "--backend": "--backend"}
 _SIZE = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -139,8 +139,15 @@ def _train(given: dict, ranks: int) -> list[str]:
         bad.append(f"--shard {shard} does not go with --local-sgd (local SGD keeps every rank's optimizer state)")
     if shard and auto:
         bad.append(f"--shard {shard} does not go with --batch auto (the batch finder probes unsharded)")
-    if shard == "zero2" and f.get("--reduce-algo") == "hierarchical":
-        bad.append("--shard zero2 does not go with --reduce-algo hierarchical (it all-reduces)")
+    if shard in ("zero2", "zero3") and f.get("--reduce-algo") == "hierarchical":
+        bad.append(f"--shard {shard} does not go with --reduce-algo hierarchical (it all-reduces)")
+    if shard == "zero3":
+        if (_num(f.get("--check-every", "0")) or 0) > 0:
+            bad.append("--shard zero3 does not go with --check-every (the parameters are sharded between steps)")
+        if "--channels-last" in given:
+            bad.append("--shard zero3 does not go with --channels-last (a unit's parameters are one flat buffer)")
+    if "--reshard-after-forward" in given and shard != "zero3":
+        bad.append(f"--reshard-after-forward needs --shard zero3 (not {f['--shard']})")
     if auto and not cuda and "--memory-limit-mb" not in given:
         bad.append("--batch auto on CPU needs --memory-limit-mb")
     if "--cache-dir" in given and f["--data"] == "synthetic":
@@ -215,7 +222,9 @@ RULES_HELP = """cross-flag rules, checked for every point when the sweep is plan
     --profile-steps within --warmup-steps + --steps; --pipeline-stages divides ranks;
     --virtual-stages > 1 needs --schedule interleaved, which needs
     --micro-batches a multiple of --pipeline-stages; --micro-batches equals --accum-steps if both;
-    --shard not with --local-sgd or --batch auto; --shard zero2 not with --reduce-algo hierarchical;
+    --shard not with --local-sgd or --batch auto; --shard zero2 or zero3 not with --reduce-algo
+    hierarchical; --shard zero3 not with --check-every or --channels-last;
+    --reshard-after-forward needs --shard zero3;
     --pipeline-stages > 1 not with --local-sgd, --batch auto or --shard;
     --reduce-algo hierarchical only with --backend mpi
   dtune-comm: -b <= -e; -r is a rank; --mpi-buffers device only with --backend mpi

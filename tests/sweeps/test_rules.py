@@ -344,8 +344,32 @@ EXACT = [
         ["--pipeline-stages 2 does not go with --local-sgd 2"],
     ),
     ("dtune-train", 2, "--shard zero1 --reduce-algo hierarchical --accum-steps 2", []),
+    (
+        "dtune-train",
+        2,
+        "--shard zero3 --local-sgd 2",
+        ["--shard zero3 does not go with --local-sgd (local SGD keeps every rank's optimizer state)"],
+    ),
+    (
+        "dtune-train",
+        2,
+        "--shard zero3 --reduce-algo hierarchical --check-every 2 --channels-last",
+        [
+            "--shard zero3 does not go with --reduce-algo hierarchical (it all-reduces)",
+            "--shard zero3 does not go with --check-every (the parameters are sharded between steps)",
+            "--shard zero3 does not go with --channels-last (a unit's parameters are one flat buffer)",
+        ],
+    ),
+    ("dtune-train", 2, "--shard zero3 --check-every 0 --reshard-after-forward off", []),
+    (
+        "dtune-train",
+        2,
+        "--shard zero2 --reshard-after-forward on",
+        ["--reshard-after-forward needs --shard zero3 (not zero2)"],
+    ),
+    ("dtune-train", 2, "--reshard-after-forward on", ["--reshard-after-forward needs --shard zero3 (not none)"]),
     # Not a mode: dtune-train's own parser refuses it (exit 2); the rules invent nothing.
-    ("dtune-train", 2, "--shard zero3 --local-sgd 2", []),
+    ("dtune-train", 2, "--shard zero9 --local-sgd 2", []),
     (
         "dtune-train",
         2,
