@@ -3,9 +3,9 @@
 #include "models/model_size.h"
 
 #include "core/error.h"
-#include "models/gpt.h"
-#include "models/registry.h"
-#include "models/resnet.h"
+#include "models/gpt_config.h"
+#include "models/model_names.h"
+#include "models/resnet_config.h"
 
 namespace dtune::models {
 namespace {
@@ -15,6 +15,13 @@ namespace {
 struct Conv {
   int64_t in, out, k, stride, pad;
 };
+// Parameters of the units so far: a new unit is what was added since.
+int64_t counted(const std::vector<ParamUnit>& units) {
+  int64_t n = 0;
+  for (const auto& u : units) n += u.parameters;
+  return n;
+}
+
 int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p) { return (in + 2 * p - k) / s + 1; }
 
 double add_conv(const Conv& c, int64_t& h, int64_t& w, int64_t& params) {
@@ -33,7 +40,8 @@ ModelSize resnet_size(const ResNetConfig& cfg) {
   const int64_t expansion = basic ? 1 : 4;
   double macs = add_conv({3, base, 7, 2, 3}, h, w, n);  // conv1
   n += 2 * base;                                        // bn1: weight and bias
-  h = out_size(h, 3, 2, 1);                             // max pool
+  s.units.push_back({"stem", n});
+  h = out_size(h, 3, 2, 1);  // max pool
   w = out_size(w, 3, 2, 1);
   int64_t inplanes = base;
   for (size_t stage = 0; stage < 4; ++stage) {
@@ -57,8 +65,10 @@ ModelSize resnet_size(const ResNetConfig& cfg) {
       }
       inplanes = outplanes;
     }
+    s.units.push_back({"layer" + std::to_string(stage + 1), n - counted(s.units)});
   }
   n += inplanes * cfg.num_classes + cfg.num_classes;  // fc
+  s.units.push_back({"fc", n - counted(s.units)});
   macs += static_cast<double>(inplanes * cfg.num_classes);
   s.flops.forward_macs = macs;
   s.flops.training_flops = 3.0 * 2.0 * macs;
@@ -74,6 +84,10 @@ ModelSize gpt_size(const GptConfig& cfg) {
   // wte V·C (the head is wte), wpe T·C; per block ln_1 2C, c_attn 3C²+3C, attn.c_proj C²+C,
   // ln_2 2C, c_fc 4C²+4C, mlp.c_proj 4C²+C (12C²+13C); ln_f 2C.
   s.parameters = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;
+  s.units.push_back({"embed", V * C + T * C});
+  for (int64_t i = 0; i < L; ++i)
+    s.units.push_back({"h." + std::to_string(i), 12 * C * C + 13 * C});
+  s.units.push_back({"ln_f", 2 * C});
   const double Ld = static_cast<double>(L), Cd = static_cast<double>(C);
   const double Td = static_cast<double>(T), N = static_cast<double>(s.parameters);
   const double matmul_macs = static_cast<double>(V * C) + Ld * 12 * Cd * Cd;
@@ -96,8 +110,7 @@ ModelSize model_size(const std::string& name, const ModelOptions& o) {
   } else if (name.rfind("gpt2-", 0) == 0) {
     return gpt_size(gpt_config(name, o));
   }
-  make_model(name, o);  // throws the registry's UsageError, listing the names
-  return {};
+  throw unknown_model(name);
 }
 
 }  // namespace dtune::models

@@ -3,18 +3,31 @@
 // d48 alone is 1.56 billion parameters, 6 GB). The same numbers the built models give
 // (parameter_count, Model::flops), which tests/unit/models checks exactly for every model small
 // enough to build in a unit test; the large GPTs are checked against their published counts.
+// Torch-free (dtune_model_size): binaries without LibTorch link it (dtune-comm --pattern fsdp).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
-#include "models/model.h"
+#include "models/model_options.h"
 
 namespace dtune::models {
+
+// One piece of the model as FSDP wraps it for ZeRO-3: fully_shard on every transformer block or
+// ResNet stage, and the rest in units of their own, as torchtitan wraps the embeddings and the
+// final norm with the head.
+struct ParamUnit {
+  std::string name;        // GPT: "embed" (wte, wpe), "h.0".."h.<L-1>", "ln_f" (the head is the
+                           // tied wte, counted in "embed"); ResNet: "stem" (conv1, bn1),
+                           // "layer1".."layer4", "fc"
+  int64_t parameters = 0;  // parameter elements of the unit
+};
 
 struct ModelSize {
   int64_t parameters = 0;  // distinct parameter elements (the tied GPT head counted once)
   FlopCount flops;
+  std::vector<ParamUnit> units;  // in forward order; their parameters sum to `parameters`
 };
 
 // Throws UsageError for an unknown name or bad options, as make_model does.

@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "models/model.h"
+#include "models/model_names.h"
 
 namespace dtune::models {
 
-const std::vector<std::string>& model_names();
 // Throws UsageError listing the names for an unknown one.
 std::shared_ptr<Model> make_model(const std::string& name, const ModelOptions& options);
 

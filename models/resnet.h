@@ -16,22 +16,9 @@
 
 #include "models/model.h"
 #include "models/pieces.h"
+#include "models/resnet_config.h"
 
 namespace dtune::models {
-
-enum class BlockKind { kBasic, kBottleneck };
-
-struct ResNetConfig {
-  BlockKind block = BlockKind::kBasic;
-  std::vector<int64_t> layers = {2, 2, 2, 2};
-  int64_t num_classes = 1000;
-  int64_t image_size = 224;
-  int64_t width = 64;
-  std::string name = "resnet18";
-};
-
-// resnet18/34/50/101/152 by depth; throws UsageError for another depth.
-ResNetConfig resnet_config(int depth, const ModelOptions& o);
 
 class ResNet : public Model {
  public:

@@ -14,6 +14,10 @@
 #include "benchmarks/comm/check.h"
 #include "benchmarks/comm/comm_results.h"
 #include "benchmarks/comm/cpu_load.h"
+#include "benchmarks/comm/fsdp_replay.h"
+#include "benchmarks/comm/fsdp_results.h"
+#include "benchmarks/comm/fsdp_summary.h"
+#include "benchmarks/comm/fsdp_table.h"
 #include "benchmarks/comm/nccl_tests_json.h"
 #include "benchmarks/comm/summary.h"
 #include "benchmarks/comm/table.h"
@@ -57,7 +61,11 @@ class Driver {
         arrival_(a.ctx),
         board_(a.ctx),
         watchdog_(a.watchdog),
-        printer_(o.format, stdout) {}
+        printer_(o.format, stdout) {
+    if (o.pattern == Pattern::kFsdp)
+      fsdp_ = make_fsdp_plan(o.model, o.shard_unit, o.dtypes.at(0), a.ctx.world_size(), o.reshard,
+                             o.fsdp_placement);
+  }
   Driver(const Driver&) = delete;
   Driver& operator=(const Driver&) = delete;
   ~Driver() {
@@ -138,6 +146,7 @@ class Driver {
   }
 
   int measure() {
+    if (fsdp_) return finish_run(measure_fsdp());
     bool stopped = false;
     for (Collective c : o_.collectives) {
       if (json_) json_->begin(c);
@@ -153,6 +162,29 @@ class Driver {
       if (json_) json_->finish();  // interrupted: what was measured of this collective
       if (stopped) break;
     }
+    return finish_run(stopped);
+  }
+
+  // --pattern fsdp: the step's plan (rank 0 prints it), replayed on every rank, gathered to rank 0,
+  // which prints and stores it. Returns true when the ranks agreed to stop (nothing is reported).
+  bool measure_fsdp() {
+    if (ctx_.is_root()) print_fsdp_plan(stdout, *fsdp_, backend_->name());
+    const auto mine =
+        replay_fsdp_step(*fsdp_, o_, {*backend_, ctx_, arrival_, board_, watchdog_, step_});
+    if (!mine) return true;
+    const size_t R = static_cast<size_t>(ctx_.world_size()), I = static_cast<size_t>(o_.iters);
+    const std::vector<double> all = gather_doubles(ctx_.comm(), pack_calls(*mine, I));
+    if (!ctx_.is_root()) return false;
+    const FsdpSummary summary =
+        summarize_fsdp(*fsdp_, unpack_calls(all, R, fsdp_->calls.size(), I), o_.time_mode);
+    print_fsdp_calls(stdout, summary);
+    for (const SizeSummary& z : summary.calls) totals_.add(z);
+    if (results_) write_fsdp_group(*results_, summary, o_, backend_->name());
+    return false;
+  }
+
+  // Rank 0: the footer and the results file's status; every rank: the exit status.
+  int finish_run(bool stopped) {
     const int code = stopped ? 130 : totals_.wrong > 0 ? 1 : 0;
     if (ctx_.is_root()) {
       printer_.footer(totals_, o_.check_iters > 0, results_ ? results_->path() : "");
@@ -206,15 +238,23 @@ class Driver {
                                         o_.overwrite ? Existing::kOverwrite : Existing::kNewName);
   }
 
+  // Buffers for the largest shape of the run: every size of every configuration, or every call
+  // of the FSDP step.
   void allocate() {
+    std::vector<OpShape> shapes;
+    if (fsdp_) {
+      for (const FsdpCall& c : fsdp_->calls) shapes.push_back(c.shape);
+    } else {
+      for (Collective c : o_.collectives)
+        for (Dtype d : o_.dtypes)
+          for (uint64_t b : o_.sizes())
+            shapes.push_back(make_shape(c, d, ReduceOp::kSum, o_.root, ctx_.world_size(), b));
+    }
     size_t send = 0, recv = 0;
-    for (Collective c : o_.collectives)
-      for (Dtype d : o_.dtypes)
-        for (uint64_t b : o_.sizes()) {
-          const OpShape s = make_shape(c, d, ReduceOp::kSum, o_.root, ctx_.world_size(), b);
-          send = std::max(send, s.send_count * dtype_size(d));
-          recv = std::max(recv, std::max(s.send_count, s.recv_count) * dtype_size(d));
-        }
+    for (const OpShape& s : shapes) {
+      send = std::max(send, s.send_count * dtype_size(s.dtype));
+      recv = std::max(recv, std::max(s.send_count, s.recv_count) * dtype_size(s.dtype));
+    }
     refuse_if_too_large(send, recv);
     backend_->allocate(send, recv);
   }
@@ -228,8 +268,12 @@ class Driver {
         o_.backend == BackendKind::kMpi && o_.mpi_buffers == MpiBuffers::kHost;
     const uint64_t per_rank = 2ull * (send + recv) / (host_buffers ? 1 : 2) +
                               (o_.check_iters > 0 ? std::max(send, recv) : 0);
-    refuse_unless_host_fits(per_rank, ctx_, "-e/--maxbytes " + format_size(o_.max_bytes),
-                            "lower -e/--maxbytes");
+    if (fsdp_)
+      refuse_unless_host_fits(per_rank, ctx_, "--model " + o_.model + "'s largest unit",
+                              "give a smaller --shard-unit");
+    else
+      refuse_unless_host_fits(per_rank, ctx_, "-e/--maxbytes " + format_size(o_.max_bytes),
+                              "lower -e/--maxbytes");
   }
 
   void upload_images(const OpShape& s, Placement p) {
@@ -351,6 +395,7 @@ class Driver {
   std::optional<ResultsFile> results_;
   std::optional<NcclTestsJson> json_;  // rank 0, with -J
   RunTotals totals_;                   // rank 0
+  std::optional<FsdpPlan> fsdp_;       // --pattern fsdp
 };
 
 }  // namespace

@@ -49,6 +49,47 @@ std::vector<T> parse_list(const std::string& text, const std::string& flag,
   return out;
 }
 
+// --pattern fsdp against the other flags: its sizes, collectives and op come from the model, so
+// the flags that set them are refused rather than ignored; its own flags need it.
+void check_pattern(const CLI::App& app, Options& o, const std::string& shard_unit, int world_size) {
+  const auto given = [&app](const char* flag) { return app.count(flag) > 0; };
+  if (o.pattern != Pattern::kFsdp) {
+    for (const char* flag : {"--model", "--shard-unit", "--reshard-after-forward", "--placement"})
+      if (given(flag))
+        throw UsageError(std::string(flag) + " is for --pattern fsdp: add --pattern fsdp or drop " +
+                         flag);
+    return;
+  }
+  if (o.model.empty())
+    throw UsageError("--pattern fsdp needs --model NAME (e.g. --model gpt2-tiny)");
+  for (const auto& [flag, name] :
+       {std::pair{"--minbytes", "-b/--minbytes"}, std::pair{"--maxbytes", "-e/--maxbytes"},
+        std::pair{"--stepbytes", "-i/--stepbytes"}, std::pair{"--stepfactor", "-f/--stepfactor"},
+        std::pair{"--collective", "--collective"}, std::pair{"--op", "-o/--op"},
+        std::pair{"--output_file", "-J/--output_file"},
+        std::pair{"--per_iter_timing", "-I/--per_iter_timing"}})
+    if (given(flag))
+      throw UsageError(std::string(name) +
+                       " does not apply to --pattern fsdp (its calls and sizes come from --model "
+                       "and --shard-unit): drop " +
+                       name);
+  if (o.algorithm == Algorithm::kHierarchical)
+    throw UsageError(
+        "--algorithm hierarchical is for allreduce, which --pattern fsdp does not call: drop "
+        "one of them");
+  if (o.format != Format::kTable)
+    throw UsageError("--format " + to_string(o.format) +
+                     ": --pattern fsdp prints a table only (its HDF5 file holds every value): "
+                     "drop --format");
+  if (o.dtypes.size() != 1 || (o.dtypes[0] != Dtype::kFloat32 && o.dtypes[0] != Dtype::kBfloat16))
+    throw UsageError(
+        "-d/--datatype: --pattern fsdp takes the weights' dtype, one of float32 and bfloat16");
+  o.shard_unit = parse_shard_unit(shard_unit);
+  // An unknown model, or a unit size that cuts it into nothing or too much, exits 2 here on every
+  // rank alike (the driver makes the same plan again).
+  make_fsdp_plan(o.model, o.shard_unit, o.dtypes[0], world_size, o.reshard, o.fsdp_placement);
+}
+
 }  // namespace
 
 int parse_options(int argc, char** argv, bool print, int world_size, Options& o) {
@@ -64,13 +105,21 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
       "Rules between flags (exit 2 naming both; `dtune sweep plan` checks them for every point):\n"
       "-b <= -e; -r is a rank (0..ranks-1); --mpi-buffers device, --algorithm hierarchical and\n"
       "--mpi-progress thread only with --backend mpi;\n"
-      "--output or --no-output, not both.");
+      "--output or --no-output, not both;\n"
+      "--pattern fsdp needs --model, takes one -d of float32 or bfloat16 and the table format, "
+      "and\n"
+      "refuses -b -e -i -f --collective -o -J -I and --algorithm hierarchical (its sizes and "
+      "calls\n"
+      "come from the model); --model, --shard-unit, --reshard-after-forward and --placement only\n"
+      "with --pattern fsdp.");
   app.get_formatter()->column_width(34);
   std::string min_b = "32M", max_b = "32M", step_b = "1M", coll = to_string(o.collectives[0]),
               dtype = to_string(o.dtypes[0]), op = to_string(o.ops[0]),
               backend = to_string(o.backend), mpi_buffers = to_string(o.mpi_buffers),
               format = to_string(o.format), algorithm = to_string(o.algorithm),
-              mpi_progress = to_string(o.mpi_progress), output;
+              mpi_progress = to_string(o.mpi_progress), output, pattern = to_string(o.pattern),
+              shard_unit = "block", reshard = to_string(o.reshard),
+              placement = to_string(o.fsdp_placement);
   int blocking = 0, average = 1, nthreads = 1, ngpus = 1, per_iter = 0;
   std::string json_path;
   bool no_output = false;
@@ -208,6 +257,34 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
       ->envname(env("TIMEOUT"))
       ->capture_default_str()
       ->check(kPositive);
+  app.add_option("--pattern", pattern,
+                 "sizes (each --collective over -b..-e) or fsdp (the collective calls of one "
+                 "ZeRO-3/FSDP training step of --model, each timed: doc/comm.md)")
+      ->envname(env("PATTERN"))
+      ->capture_default_str()
+      ->check(CLI::IsMember(names_of(pattern_names())));
+  app.add_option("--model", o.model,
+                 "--pattern fsdp: the model whose step is replayed (a dtune model name, e.g. "
+                 "gpt2-tiny, gpt2-d12, resnet50; sizes from its parameter count)")
+      ->envname(env("MODEL"));
+  app.add_option("--shard-unit", shard_unit,
+                 "--pattern fsdp: block (one unit per transformer block or ResNet stage, the "
+                 "embeddings, final norm, stem and head their own) or a size in MiB (the "
+                 "parameters in model order, cut every that many MiB)")
+      ->envname(env("SHARD_UNIT"))
+      ->capture_default_str();
+  app.add_option("--reshard-after-forward", reshard,
+                 "--pattern fsdp: on (free each unit's gathered parameters after its forward and "
+                 "gather them again in backward: 3 calls per unit) or off (2 calls per unit)")
+      ->envname(env("RESHARD_AFTER_FORWARD"))
+      ->capture_default_str()
+      ->check(CLI::IsMember(names_of(reshard_names())));
+  app.add_option("--placement", placement,
+                 "--pattern fsdp: fsdp2 (all-gather in place, reduce-scatter out of place, as "
+                 "PyTorch's fully_shard calls them), out-of-place or in-place (every call)")
+      ->envname(env("PLACEMENT"))
+      ->capture_default_str()
+      ->check(CLI::IsMember(names_of(fsdp_placement_names())));
   app.add_option("--debug-plant-wrong", o.plant_wrong_rank,
                  "test only: corrupt one input element on this rank (the check must catch it)")
       ->group("Testing");
@@ -282,6 +359,10 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
   if (o.sizes().size() > 4096)
     throw UsageError("-b/-e/-i give " + std::to_string(o.sizes().size()) +
                      " sizes; use -f for a multiplicative step or a larger -i");
+  o.pattern = find_named(pattern_names(), pattern)->value;
+  o.reshard = find_named(reshard_names(), reshard)->value;
+  o.fsdp_placement = find_named(fsdp_placement_names(), placement)->value;
+  check_pattern(app, o, shard_unit, world_size);
   o.command_line = join_command_line(argc, argv);
   o.args.assign(argv, argv + argc);
   return -1;

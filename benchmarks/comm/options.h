@@ -1,6 +1,7 @@
 // dtune-comm's options: nccl-tests' flags and semantics (-b -e -f -i -n -w -c -d -o -r -z -a -J -I,
 // and -t/-g accepted at 1) plus dtune's own (collectives, backend, output formats, HDF5 file,
-// timeout). Every option can also be set from an environment variable DTUNE_COMM_<NAME> (for
+// timeout), and --pattern fsdp: the collective calls of one FSDP training step (fsdp_plan.h).
+// Every option can also be set from an environment variable DTUNE_COMM_<NAME> (for
 // sweeps); the flag wins.
 #pragma once
 
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "benchmarks/comm/backend.h"
+#include "benchmarks/comm/fsdp_plan.h"
 #include "benchmarks/comm/mpi_buffers.h"
 #include "benchmarks/comm/types.h"
 
@@ -32,6 +34,13 @@ struct Options {
   Algorithm algorithm = Algorithm::kFlat;         // allreduce with the MPI backend
   MpiProgress mpi_progress = MpiProgress::kCall;  // --mpi-progress (MPI backend)
   Format format = Format::kTable;
+  Pattern pattern = Pattern::kSizes;  // --pattern
+  // --pattern fsdp: --model, --shard-unit, --reshard-after-forward, --placement (fsdp_plan.h);
+  // the dtype is -d's, one of float32 and bfloat16.
+  std::string model;
+  ShardUnit shard_unit;
+  Reshard reshard = Reshard::kOn;
+  FsdpPlacement fsdp_placement = FsdpPlacement::kFsdp2;
   std::string output;            // empty: no HDF5 file
   bool overwrite = false;        // --overwrite: replace an existing output file
   std::string json_path;         // -J: nccl-tests JSON file (empty: none)

@@ -32,15 +32,19 @@ void TablePrinter::banner(const Options& o, int nranks, int nnodes,
                build_info::dtune_version().c_str(),
                build_info::git_revision().substr(0, 12).c_str(),
                build_info::git_dirty() ? ", dirty" : "");
+  // --pattern fsdp takes its sizes from the model (its plan's lines follow): no -b/-e/-i/-f.
+  const std::string sizes =
+      o.pattern == Pattern::kFsdp
+          ? "pattern: fsdp"
+          : "minBytes " + std::to_string(o.min_bytes) + " maxBytes " + std::to_string(o.max_bytes) +
+                " step: " +
+                (o.step_factor > 1 ? std::to_string(o.step_factor) + "(factor)"
+                                   : std::to_string(o.step_bytes) + "(bytes)");
   std::fprintf(out_,
-               "#  nranks %d minBytes %llu maxBytes %llu step: %s warmup iters: %d iters: %d "
-               "validation: %d blocking: %d average: %s timeout: %gs\n",
-               nranks, static_cast<unsigned long long>(o.min_bytes),
-               static_cast<unsigned long long>(o.max_bytes),
-               o.step_factor > 1 ? (std::to_string(o.step_factor) + "(factor)").c_str()
-                                 : (std::to_string(o.step_bytes) + "(bytes)").c_str(),
-               o.warmup_iters, o.iters, o.check_iters, o.blocking == Blocking::kYes ? 1 : 0,
-               to_string(o.time_mode).c_str(), o.timeout_s);
+               "#  nranks %d %s warmup iters: %d iters: %d validation: %d blocking: %d average: "
+               "%s timeout: %gs\n",
+               nranks, sizes.c_str(), o.warmup_iters, o.iters, o.check_iters,
+               o.blocking == Blocking::kYes ? 1 : 0, to_string(o.time_mode).c_str(), o.timeout_s);
   std::fprintf(out_, "#  nnodes %d algorithm: %s mpi progress: %s load threads: %d gap: %dus\n",
                nnodes, to_string(o.algorithm).c_str(), to_string(o.mpi_progress).c_str(),
                o.load_threads, o.gap_us);

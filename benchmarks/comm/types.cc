@@ -74,6 +74,12 @@ const std::vector<EnumName<MpiProgress>>& mpi_progress_names() {
   return k;
 }
 
+const std::vector<EnumName<Pattern>>& pattern_names() {
+  static const std::vector<EnumName<Pattern>> k = {{Pattern::kSizes, "sizes"},
+                                                   {Pattern::kFsdp, "fsdp"}};
+  return k;
+}
+
 std::vector<Dtype> all_dtypes() { return values_of(dtype_table()); }
 std::vector<ReduceOp> all_ops() { return values_of(reduce_op_names()); }
 
@@ -86,6 +92,7 @@ std::string to_string(BackendKind b) { return name_of(backend_names(), b); }
 std::string to_string(Algorithm a) { return name_of(algorithm_names(), a); }
 std::string to_string(MpiBuffers b) { return name_of(mpi_buffers_names(), b); }
 std::string to_string(MpiProgress m) { return name_of(mpi_progress_names(), m); }
+std::string to_string(Pattern p) { return name_of(pattern_names(), p); }
 
 std::string nccl_tests_name(Dtype d) {
   for (const auto& r : dtype_table())

@@ -37,6 +37,9 @@ enum class Algorithm { kFlat, kHierarchical };
 // --mpi-progress: how the MPI backend waits for an operation: inside the library's blocking call,
 // or on a communication thread polling the nonblocking one (benchmarks/comm/progress_thread.h).
 enum class MpiProgress { kCall, kThread };
+// --pattern: what is measured: a sweep of sizes (-b..-e) of each collective, or the collective
+// calls of one FSDP training step for a model (fsdp_plan.h).
+enum class Pattern { kSizes, kFsdp };
 
 // One row per element type: its names and size.
 struct DtypeSpec {
@@ -57,6 +60,7 @@ const std::vector<EnumName<BackendKind>>& backend_names();
 const std::vector<EnumName<MpiBuffers>>& mpi_buffers_names();
 const std::vector<EnumName<Algorithm>>& algorithm_names();
 const std::vector<EnumName<MpiProgress>>& mpi_progress_names();
+const std::vector<EnumName<Pattern>>& pattern_names();
 
 std::vector<Collective> all_collectives();
 std::vector<Dtype> all_dtypes();
@@ -73,6 +77,7 @@ std::string to_string(BackendKind b);  // "mpi"
 std::string to_string(MpiBuffers b);   // "host"
 std::string to_string(Algorithm a);    // "flat"
 std::string to_string(MpiProgress m);  // "call"
+std::string to_string(Pattern p);      // "sizes"
 // Parsing accepts canonical names and aliases (float/float32, half/float16, double/float64,
 // int/int32, bcast/broadcast, ...), in any case; throws UsageError naming `flag` otherwise.
 Collective parse_collective(const std::string& s, const std::string& flag);

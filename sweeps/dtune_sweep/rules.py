@@ -185,6 +185,42 @@ def _comm(given: dict, ranks: int) -> list[str]:
         bad.append("--mpi-buffers device is for --backend mpi")
     if f.get("--algorithm") == "hierarchical" and f.get("--backend") == "nccl":
         bad.append("--algorithm hierarchical is for --backend mpi")
+    return bad + _comm_pattern(given, f)
+
+
+# --pattern fsdp takes its sizes and calls from --model: the flags that set them are refused.
+FSDP_ONLY = ("--model", "--shard-unit", "--reshard-after-forward", "--placement")
+NOT_WITH_FSDP = {
+    "-b": "-b/--minbytes",
+    "-e": "-e/--maxbytes",
+    "-i": "-i/--stepbytes",
+    "--stepbytes": "-i/--stepbytes",
+    "-f": "-f/--stepfactor",
+    "--stepfactor": "-f/--stepfactor",
+    "--collective": "--collective",
+    "-o": "-o/--op",
+    "--op": "-o/--op",
+    "-J": "-J/--output_file",
+    "--output_file": "-J/--output_file",
+    "-I": "-I/--per_iter_timing",
+    "--per_iter_timing": "-I/--per_iter_timing",
+}
+FSDP_DTYPES = ("float32", "float", "fp32", "bfloat16", "bf16")
+
+
+def _comm_pattern(given: dict, f: dict) -> list[str]:
+    if f.get("--pattern") != "fsdp":
+        return [f"{flag} is for --pattern fsdp" for flag in FSDP_ONLY if flag in given]
+    bad = [] if "--model" in given else ["--pattern fsdp needs --model"]
+    named = {COMM_ALIASES.get(k, k) for k in given}
+    bad += [f"{NOT_WITH_FSDP[k]} does not apply to --pattern fsdp" for k in NOT_WITH_FSDP if k in named]
+    if f.get("--algorithm") == "hierarchical":
+        bad.append("--algorithm hierarchical does not apply to --pattern fsdp (no allreduce)")
+    if f.get("--format", "table") != "table":
+        bad.append("--pattern fsdp prints a table only (no --format json or csv)")
+    dtype = str(f.get("-d", f.get("--datatype", "float32"))).lower()
+    if dtype not in FSDP_DTYPES:
+        bad.append(f"-d {dtype}: --pattern fsdp takes one of float32 and bfloat16")
     return bad
 
 
@@ -227,7 +263,10 @@ RULES_HELP = """cross-flag rules, checked for every point when the sweep is plan
     --reshard-after-forward needs --shard zero3;
     --pipeline-stages > 1 not with --local-sgd, --batch auto or --shard;
     --reduce-algo hierarchical only with --backend mpi
-  dtune-comm: -b <= -e; -r is a rank; --mpi-buffers device only with --backend mpi
+  dtune-comm: -b <= -e; -r is a rank; --mpi-buffers device only with --backend mpi;
+    --pattern fsdp needs --model, one -d of float32 or bfloat16 and the table format, and not
+    -b -e -i -f --collective -o -J -I or --algorithm hierarchical; --model, --shard-unit,
+    --reshard-after-forward and --placement only with --pattern fsdp
   every binary: no --no-output (the runner writes each point's file)
   launch: ranks >= nodes; ranks = nodes x ranks_per_node when ranks_per_node is set (ranks left
     out: nodes x ranks_per_node)"""

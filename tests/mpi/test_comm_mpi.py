@@ -1,7 +1,8 @@
 """dtune-comm under mpirun with 2 and 4 ranks (oversubscribed): every collective x dtype x op is
 exactly right, with the library's blocking calls and with the nonblocking ones polled by a
 communication thread (--mpi-progress thread), a planted wrong element is caught, and a rank that
-stops taking part makes the job end with a message naming it instead of hanging."""
+stops taking part makes the job end with a message naming it instead of hanging; --pattern fsdp
+replays FSDP's calls of a model's step in order, padded and exact, and stores them."""
 
 import os
 import time
@@ -211,3 +212,75 @@ def test_sigint_keeps_what_was_measured(tmp_path, np_):
     df = load_comm(out)
     assert df.size_bytes.nunique() == measured
     assert sorted(df["rank"].unique()) == list(range(np_))  # every rank's samples were kept
+
+
+# gpt2-tiny (L 2, C 128, T 128, V 1024) as FSDP wraps it: embed (wte, wpe), two blocks, ln_f.
+GPT2_TINY_UNITS = [1024 * 128 + 128 * 128, 12 * 128 * 128 + 13 * 128, 12 * 128 * 128 + 13 * 128, 2 * 128]
+
+
+def test_fsdp_step_of_gpt2_tiny_is_replayed_and_stored(tmp_path):
+    """--pattern fsdp on 2 ranks: the table has one exact row per call, and the HDF5 group holds
+    FSDP's calls in order (all-gathers 0..3 forward; backward, from unit 3 down, all-gather then
+    reduce-scatter) with the units' bytes, every rank's iterations and the step's totals."""
+    import h5py
+
+    out = tmp_path / "fsdp.h5"
+    args = ["--pattern", "fsdp", "--model", "gpt2-tiny", "--shard-unit", "block", "-n", "3", "-w", "1"]
+    r = run_comm(2, [*args, "--output", out])
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = data_rows(r.stdout)
+    assert len(rows) == 12
+    # call phase unit name collective placement size count type time algbw busbw #wrong
+    assert all(row[12] == "0" for row in rows)
+    assert "# Out of bounds values : 0 OK" in r.stdout
+    unit_bytes = [4 * n for n in GPT2_TINY_UNITS]  # float32; already multiples of 2 elements
+    order = [(0, "allgather"), (1, "allgather"), (2, "allgather"), (3, "allgather")]
+    for u in (3, 2, 1, 0):
+        order += [(u, "allgather"), (u, "reduce_scatter")]
+    with h5py.File(out) as f:
+        assert f.attrs["status"] == "complete"
+        (g,) = f["runs"].values()
+        a = g.attrs
+        assert a["benchmark"] == "comm-fsdp" and a["model"] == "gpt2-tiny" and a["shard_unit"] == "block"
+        assert a["model_parameters"] == sum(GPT2_TINY_UNITS) == 544256
+        assert a["reshard_after_forward"] == 1 and a["placement"] == "fsdp2" and a["status"] == "ok"
+        assert [n.decode() for n in g["unit_name"][()]] == ["embed", "h.0", "h.1", "ln_f"]
+        assert g["unit_bytes"][()].tolist() == unit_bytes
+        calls = list(zip(g["call_unit"][()].tolist(), [c.decode() for c in g["call_collective"][()]]))
+        assert calls == order
+        assert [p.decode() for p in g["call_phase"][()]] == ["forward"] * 4 + ["backward"] * 8
+        placements = [p.decode() for p in g["call_placement"][()]]
+        assert placements == ["in-place" if c == "allgather" else "out-of-place" for _, c in order]
+        sizes = g["size_bytes"][()].tolist()
+        assert sizes == [unit_bytes[u] for u, _ in order]
+        assert g["count"][()].tolist() == [b // 4 // 2 for b in sizes]
+        assert a["step_calls"] == 12 and a["step_bytes"] == sum(sizes)
+        times = g["time_us"][()]
+        assert times.shape == (12, 2, 3) and (times > 0).all()
+        assert (g["wrong"][()] == 0).all()
+        reported = g["time_us_reported"][()]
+        assert a["step_time_us"] == pytest.approx(reported.sum())
+        assert a["step_busbw_gbps"] == pytest.approx(a["step_algbw_gbps"] / 2)
+        assert g["busbw_gbps"][()] == pytest.approx(g["algbw_gbps"][()] / 2)
+
+
+def test_fsdp_size_units_are_padded_for_3_ranks_and_exact(tmp_path):
+    """bfloat16 units of 0.25 MiB (131,072 elements) on 3 ranks, reshard off: 5 units padded to a
+    multiple of 3 elements, 2 calls each, every result exact."""
+    import h5py
+
+    out = tmp_path / "fsdp3.h5"
+    args = ["--pattern", "fsdp", "--model", "gpt2-tiny", "--shard-unit", "0.25", "-d", "bf16"]
+    r = run_comm(3, [*args, "--reshard-after-forward", "off", "-n", "2", "-w", "0", "--output", out])
+    assert r.returncode == 0, r.stderr[-2000:]
+    params = [131072] * 4 + [544256 - 4 * 131072]
+    padded = [-(-p // 3) * 3 for p in params]
+    assert padded[0] == 131073
+    with h5py.File(out) as f:
+        (g,) = f["runs"].values()
+        assert g.attrs["dtype"] == "bfloat16" and g.attrs["reshard_after_forward"] == 0
+        assert g["unit_parameters"][()].tolist() == params
+        assert g["unit_padded"][()].tolist() == padded
+        assert g["call_unit"][()].tolist() == [0, 1, 2, 3, 4, 4, 3, 2, 1, 0]
+        assert g["size_bytes"][()].tolist() == [2 * padded[u] for u in g["call_unit"][()]]
+        assert (g["wrong"][()] == 0).all() and g.attrs["wrong"] == 0

@@ -22,6 +22,14 @@ CASES = [
     (["--mpi-buffers", "gpu"], "--mpi-buffers"),
     (["--backend", "nccl", "--mpi-buffers", "device"], "--mpi-buffers"),
     (["--no-output"], "--no-output"),  # together with --output
+    (["--pattern", "fsdp"], "--model"),
+    (["--pattern", "fsdp", "--model", "gpt3"], "--model gpt3"),
+    (["--pattern", "fsdp", "--model", "gpt2-tiny", "--shard-unit", "0"], "--shard-unit"),
+    (["--pattern", "fsdp", "--model", "gpt2-tiny", "--shard-unit", "-2"], "--shard-unit"),
+    (["--model", "gpt2-tiny"], "--pattern fsdp"),
+    (["--pattern", "fsdp", "--model", "gpt2-tiny", "-b", "8"], "-b/--minbytes"),
+    (["--pattern", "fsdp", "--model", "gpt2-tiny", "-d", "float16"], "-d/--datatype"),
+    (["--pattern", "fsdp", "--model", "gpt2-tiny", "--collective", "allreduce"], "--collective"),
 ]
 
 

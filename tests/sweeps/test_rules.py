@@ -85,6 +85,25 @@ CASES = [
     ("dtune-comm", 2, "-r 2", "-r (2)", "-r 1"),
     ("dtune-comm", 2, "--mpi-buffers device --backend nccl", "--mpi-buffers", "--backend nccl"),
     ("dtune-comm", 2, "--algorithm hierarchical --backend nccl", "--algorithm", "--algorithm hierarchical"),
+    # --pattern fsdp (the calls of one FSDP step of --model): what dtune-comm refuses with it.
+    ("dtune-comm", 2, "--pattern fsdp", "--model", "--pattern fsdp --model gpt2-tiny"),
+    ("dtune-comm", 2, "--model gpt2-tiny", "--pattern fsdp", "--pattern fsdp --model gpt2-tiny"),
+    ("dtune-comm", 2, "--pattern fsdp --model gpt2-tiny -b 8", "-b/--minbytes", "--pattern fsdp --model gpt2-tiny"),
+    (
+        "dtune-comm",
+        2,
+        "--pattern fsdp --model resnet50 --collective allreduce",
+        "--collective",
+        "--pattern fsdp --model resnet50",
+    ),
+    (
+        "dtune-comm",
+        2,
+        "--pattern fsdp --model gpt2-tiny -d float16",
+        "-d float16",
+        "--pattern fsdp --model gpt2-tiny -d bf16",
+    ),
+    ("dtune-comm", 2, "--pattern fsdp --model gpt2-tiny --format csv", "--format", "--format csv"),
 ]
 
 

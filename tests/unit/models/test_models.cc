@@ -1,12 +1,14 @@
 // The model registry: parameter counts against torchvision's model documentation (ResNets) and
 // llm.c (GPT-2 124M), FLOPs against torchvision's published GMACs, forward shapes of every
 // model small enough to build here, the arithmetic of model_size.h against the built models (and
-// the large GPTs against their published counts), channels_last against contiguous, and
-// deterministic initialisation for a seed.
+// the large GPTs against their published counts), its FSDP units against the built modules,
+// channels_last against contiguous, and deterministic initialisation for a seed.
 #include <gtest/gtest.h>
 #include <torch/nn/functional/activation.h>
 
 #include <cmath>
+#include <map>
+#include <string>
 
 #include "core/error.h"
 #include "models/gpt.h"
@@ -109,6 +111,47 @@ TEST(ModelSize, EqualsTheBuiltModels) {
       else
         EXPECT_DOUBLE_EQ(s.flops.alt_training_flops, f.alt_training_flops) << name;
     }
+  }
+}
+
+// The FSDP unit a built model's parameter belongs to, from its name (model_size.h ParamUnit):
+// transformer.wte.weight -> embed, transformer.h.3.attn.c_attn.weight -> h.3, layer2.0.conv1.weight
+// -> layer2, conv1.weight -> stem.
+std::string unit_of(const std::string& param) {
+  const auto part = [&](size_t i) {
+    size_t begin = 0;
+    for (size_t k = 0; k < i; ++k) begin = param.find('.', begin) + 1;
+    return param.substr(begin, param.find('.', begin) - begin);
+  };
+  if (part(0) == "transformer") {
+    const std::string module = part(1);
+    if (module == "wte" || module == "wpe") return "embed";
+    return module == "h" ? "h." + part(2) : module;
+  }
+  const std::string module = part(0);
+  return module == "conv1" || module == "bn1" ? "stem" : module;
+}
+
+// model_size's units are the built model's modules: each unit's count is the parameters whose
+// names fall in it, and the units come in forward order.
+TEST(ModelSize, UnitsAreTheBuiltModulesParameters) {
+  ModelOptions o;
+  o.num_classes = 10;
+  o.image_size = 64;
+  o.width = 16;
+  o.context = 64;
+  o.vocab = 256;
+  for (const auto& name : kSmallModels) {
+    const auto m = make_model(name, o);
+    std::map<std::string, int64_t> built;
+    for (const auto& p : m->named_parameters(/*recurse=*/true))
+      built[unit_of(p.key())] += p->numel();
+    const ModelSize s = model_size(name, o);
+    std::map<std::string, int64_t> counted;
+    for (const ParamUnit& u : s.units) counted[u.name] += u.parameters;
+    EXPECT_EQ(counted, built) << name;
+    EXPECT_EQ(s.units.front().name, name.rfind("gpt2-", 0) == 0 ? "embed" : "stem") << name;
+    EXPECT_EQ(s.units.back().name, name.rfind("gpt2-", 0) == 0 ? "ln_f" : "fc") << name;
   }
 }
 

@@ -1,0 +1,107 @@
+// The FSDP step's units and calls (fsdp_plan.h).
+#include "benchmarks/comm/fsdp_plan.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "core/error.h"
+
+namespace dtune::comm {
+
+const std::vector<EnumName<Reshard>>& reshard_names() {
+  static const std::vector<EnumName<Reshard>> k = {{Reshard::kOff, "off"}, {Reshard::kOn, "on"}};
+  return k;
+}
+const std::vector<EnumName<FsdpPlacement>>& fsdp_placement_names() {
+  static const std::vector<EnumName<FsdpPlacement>> k = {
+      {FsdpPlacement::kFsdp2, "fsdp2"},
+      {FsdpPlacement::kOutOfPlace, "out-of-place"},
+      {FsdpPlacement::kInPlace, "in-place"}};
+  return k;
+}
+const std::vector<EnumName<Phase>>& phase_names() {
+  static const std::vector<EnumName<Phase>> k = {{Phase::kForward, "forward"},
+                                                 {Phase::kBackward, "backward"}};
+  return k;
+}
+std::string to_string(Reshard r) { return name_of(reshard_names(), r); }
+std::string to_string(FsdpPlacement p) { return name_of(fsdp_placement_names(), p); }
+std::string to_string(Phase p) { return name_of(phase_names(), p); }
+
+ShardUnit parse_shard_unit(const std::string& text) {
+  if (text == "block") return {true, 0, text};
+  char* end = nullptr;
+  const double mib = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(mib) || mib <= 0)
+    throw UsageError("--shard-unit " + text +
+                     ": give block (one unit per transformer block or ResNet stage) or a size "
+                     "in MiB greater than 0 (e.g. 4 or 0.5)");
+  return {false, mib, text};
+}
+
+namespace {
+
+FsdpUnit padded_unit(std::string name, int64_t parameters, Dtype dtype, int nranks) {
+  const int64_t n = nranks;
+  const int64_t padded = (parameters + n - 1) / n * n;
+  return {std::move(name), parameters, padded, static_cast<size_t>(padded) * dtype_size(dtype)};
+}
+
+}  // namespace
+
+std::vector<FsdpUnit> shard_units(const std::vector<models::ParamUnit>& blocks,
+                                  const ShardUnit& unit, Dtype dtype, int nranks) {
+  std::vector<FsdpUnit> out;
+  if (unit.per_block) {
+    for (const auto& b : blocks) out.push_back(padded_unit(b.name, b.parameters, dtype, nranks));
+    return out;
+  }
+  // Size units cut the model's parameters, concatenated in model order, every `per_unit` elements.
+  const double bytes = unit.mib * 1048576.0;
+  const int64_t per_unit = static_cast<int64_t>(bytes / static_cast<double>(dtype_size(dtype)));
+  if (per_unit < 1)
+    throw UsageError("--shard-unit " + unit.text + ": smaller than one " + to_string(dtype) +
+                     " element; give a larger size");
+  int64_t total = 0;
+  for (const auto& b : blocks) total += b.parameters;
+  const int64_t count = (total + per_unit - 1) / per_unit;
+  if (count > static_cast<int64_t>(kMaxFsdpUnits))
+    throw UsageError("--shard-unit " + unit.text + " cuts the model into " + std::to_string(count) +
+                     " units (at most " + std::to_string(kMaxFsdpUnits) + "): give a larger size");
+  for (int64_t i = 0; i < count; ++i)
+    out.push_back(padded_unit("part." + std::to_string(i), std::min(per_unit, total - i * per_unit),
+                              dtype, nranks));
+  return out;
+}
+
+std::vector<FsdpCall> fsdp_step_calls(const std::vector<FsdpUnit>& units, Dtype dtype, int nranks,
+                                      Reshard reshard, FsdpPlacement placement) {
+  const auto where = [placement](Collective c) {
+    if (placement == FsdpPlacement::kOutOfPlace) return Placement::kOutOfPlace;
+    if (placement == FsdpPlacement::kInPlace) return Placement::kInPlace;
+    return c == Collective::kAllgather ? Placement::kInPlace : Placement::kOutOfPlace;
+  };
+  const auto call = [&](Phase phase, size_t u, Collective c) {
+    return FsdpCall{phase, u, where(c),
+                    make_shape(c, dtype, ReduceOp::kSum, 0, nranks, units[u].bytes)};
+  };
+  std::vector<FsdpCall> out;
+  for (size_t u = 0; u < units.size(); ++u)
+    out.push_back(call(Phase::kForward, u, Collective::kAllgather));
+  for (size_t u = units.size(); u-- > 0;) {
+    if (reshard == Reshard::kOn) out.push_back(call(Phase::kBackward, u, Collective::kAllgather));
+    out.push_back(call(Phase::kBackward, u, Collective::kReduceScatter));
+  }
+  return out;
+}
+
+FsdpPlan make_fsdp_plan(const std::string& model, const ShardUnit& unit, Dtype dtype, int nranks,
+                        Reshard reshard, FsdpPlacement placement) {
+  const models::ModelSize size = models::model_size(model, models::ModelOptions{});
+  FsdpPlan p{model, size.parameters, unit, dtype, reshard, placement, nranks, {}, {}};
+  p.units = shard_units(size.units, unit, dtype, nranks);
+  p.calls = fsdp_step_calls(p.units, dtype, nranks, reshard, placement);
+  return p;
+}
+
+}  // namespace dtune::comm
