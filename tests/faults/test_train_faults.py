@@ -46,8 +46,8 @@ def start_long_run(out, *extra):
             if "steps done, written" in line:
                 return p, int(line.split()[1])
     os.killpg(p.pid, signal.SIGKILL)
-    p.wait()
-    pytest.fail("no steps were reported as written within 60 s")
+    rest, err = p.communicate()
+    pytest.fail(f"no steps were reported as written within 60 s (exit {p.returncode}):\n{rest[-2000:]}\n{err[-3000:]}")
 
 
 def steps_in(path):
