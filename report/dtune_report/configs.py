@@ -52,6 +52,7 @@ DEFAULTS = {
     "compression": "none",
     "local_sgd_every": "0",
     "shard": "none",
+    "reshard_after_forward": "1",
     "accum_steps": "1",
     "channels_last": "0",
     "workers": "2",

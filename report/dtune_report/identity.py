@@ -181,8 +181,9 @@ IGNORED_ATTRS = {
 
 # Setting attributes added since files were first written, with the value a run written before
 # them ran with: such a run matches one that records the default (dtune-train before --shard
-# existed ran DDP).
-ATTR_DEFAULTS = {"train": {"shard": "none"}}
+# existed ran DDP). reshard_after_forward is written for --shard zero3 runs only: the others take
+# zero3's default (on), so that it tells configurations apart only where a zero3 run turned it off.
+ATTR_DEFAULTS = {"train": {"shard": "none", "reshard_after_forward": "1"}}
 
 # Recorded environment variables that change between two launches of one configuration.
 IGNORED_ENV = [

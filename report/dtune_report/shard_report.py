@@ -28,7 +28,7 @@ from .loader import decode_attr, expand_paths, open_results  # noqa: E402
 from .units import fmt_sig, setting_name, setting_text  # noqa: E402
 
 MIB = float(1 << 20)
-MODES = ("none", "zero1", "zero2")  # dtune-train --shard, in table order
+MODES = ("none", "zero1", "zero2", "zero3")  # dtune-train --shard, in table order
 COLOURS = {"none": "#4C72B0", "zero1": "#DD8452", "zero2": "#55A868"}
 # Fields that are the table's own columns or rows, not what tells two configurations apart.
 _NOT_SETTINGS = {"shard", "model", "np", "world_size", "machine"}
@@ -57,6 +57,11 @@ def load_shard_runs(paths) -> dict:
                     "gathered_bytes_per_step": float(a.get("gathered_bytes_per_step", 0)),
                     "optimizer_state_bytes": per_rank("optimizer_state_bytes", np.mean),
                     "peak_memory_bytes": per_rank("peak_memory_bytes", np.max),
+                    # Parameters + gradients + optimizer state held between steps (NaN before
+                    # the resident counts were recorded).
+                    "held_bytes": per_rank("param_bytes_resident", np.mean)
+                    + per_rank("grad_bytes_resident", np.mean)
+                    + per_rank("optimizer_state_bytes", np.mean),
                 }
     return out
 
@@ -83,7 +88,8 @@ def shard_tables(studies, runs: dict) -> list:
     median over measured steps, as the report's tables), step_time_p50_ms (the median over
     repeats), optimizer_state_mib (mean over ranks and repeats), peak_memory_mib (the largest
     rank's, the largest repeat), gathered_mib (per step), state_vs_ddp (the state over that of
-    the same configuration with --shard none; NaN without one). A `configuration` column names
+    the same configuration with --shard none; NaN without one), held_mib and held_vs_ddp (the
+    parameters, gradients and state a rank holds between steps, and over DDP's). A `configuration` column names
     the settings that tell configurations apart when there are several."""
     groups: dict = {}
     for s in studies:
@@ -96,12 +102,15 @@ def shard_tables(studies, runs: dict) -> list:
             continue
         varying = _varying(cs)
         state = {id(c): _mean(runs, c, "optimizer_state_bytes") for c in cs}
+        held = {id(c): _mean(runs, c, "held_bytes") for c in cs}
         ddp = {_rest(c): state[id(c)] for c in cs if c.fields.get("shard", "none") == "none"}
+        ddp_held = {_rest(c): held[id(c)] for c in cs if c.fields.get("shard", "none") == "none"}
         rank = {m: i for i, m in enumerate(MODES)}
         cs = sorted(cs, key=lambda c: (_label(c, varying), rank.get(c.fields.get("shard"), len(MODES))))
         rows = []
         for c in cs:
             base = ddp.get(_rest(c), float("nan"))
+            base_held = ddp_held.get(_rest(c), float("nan"))
             row = {"configuration": _label(c, varying)} if varying else {}
             row.update(
                 {
@@ -113,6 +122,8 @@ def shard_tables(studies, runs: dict) -> list:
                     "peak_memory_mib": max(runs[k]["peak_memory_bytes"] for k in c.runs) / MIB,
                     "gathered_mib": float(np.median([runs[k]["gathered_bytes_per_step"] for k in c.runs])) / MIB,
                     "state_vs_ddp": state[id(c)] / base if base > 0 else float("nan"),
+                    "held_mib": held[id(c)] / MIB,
+                    "held_vs_ddp": held[id(c)] / base_held if base_held > 0 else float("nan"),
                 }
             )
             rows.append(row)
@@ -131,10 +142,18 @@ def _shown(t: pd.DataFrame) -> pd.DataFrame:
     def sig(v):
         return fmt_sig(v) if v == v else "-"
 
-    for k in ("samples_per_s", "step_time_p50_ms", "optimizer_state_mib", "peak_memory_mib", "gathered_mib"):
+    for k in (
+        "samples_per_s",
+        "step_time_p50_ms",
+        "optimizer_state_mib",
+        "peak_memory_mib",
+        "gathered_mib",
+        "held_mib",
+    ):
         out[k] = [sig(v) for v in t[k]]
     out["runs"] = [str(v) for v in t["runs"]]
-    out["state_vs_ddp"] = [f"{fmt_sig(v)}x" if v == v else "-" for v in t["state_vs_ddp"]]
+    for k in ("state_vs_ddp", "held_vs_ddp"):
+        out[k] = [f"{fmt_sig(v)}x" if v == v else "-" for v in t[k]]
     return out.rename(
         columns={
             "samples_per_s": "samples/s",
@@ -143,6 +162,8 @@ def _shown(t: pd.DataFrame) -> pd.DataFrame:
             "peak_memory_mib": "peak memory (MiB)",
             "gathered_mib": "gathered per step (MiB)",
             "state_vs_ddp": "state vs DDP",
+            "held_mib": "params+grads+state (MiB)",
+            "held_vs_ddp": "held vs DDP",
         }
     )
 

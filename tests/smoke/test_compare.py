@@ -661,6 +661,7 @@ def test_identity_of_a_run_from_its_command_line_environment_and_attributes():
         "batch": "8",
         "cache_dir": "yes",  # whether a cache was used, not where
         "shard": "none",  # a file from before --shard: DDP
+        "reshard_after_forward": "1",  # written for zero3 runs only: the others take its default
         "np": "2",
         "--schedule": "gpipe",  # the command line wins over its environment fallback
         "--pipeline-stages": "2",
@@ -670,6 +671,7 @@ def test_identity_of_a_run_from_its_command_line_environment_and_attributes():
     assert run_identity(_run(attrs={"cache_dir": ""}, world_size=4), by_point=False) == {
         "cache_dir": "no",
         "shard": "none",
+        "reshard_after_forward": "1",
         "np": "4",
     }
     # dtune-comm: its prefix only, and --warmup-iters read as its underscore flag (ignored).
@@ -686,6 +688,7 @@ def test_identity_of_a_sweep_point_is_its_definition():
     run = _run(command_line="/x/dtune-train --schedule 1f1b --other 1", env={"NCCL_ALGO": "Ring"}, point=point)
     assert run_identity(run, by_point=True) == {
         "shard": "none",
+        "reshard_after_forward": "1",
         "np": "4",
         "nodes": "2",
         "ranks_per_node": "2",
@@ -695,6 +698,7 @@ def test_identity_of_a_sweep_point_is_its_definition():
     }
     assert run_identity(_run(point={}), by_point=True) == {
         "shard": "none",
+        "reshard_after_forward": "1",
         "np": "None",
         "nodes": "None",
         "ranks_per_node": "None",
@@ -709,7 +713,12 @@ def test_a_short_flag_with_its_value_attached_reads_as_cli11_reads_it():
 def test_the_first_argument_of_a_command_line_counts():
     # Only the program name is dropped: a setting given first splits rows like any other.
     run = _run(command_line="/x/dtune-train --schedule gpipe --steps 4")
-    assert run_identity(run, by_point=False) == {"shard": "none", "np": "2", "--schedule": "gpipe"}
+    assert run_identity(run, by_point=False) == {
+        "shard": "none",
+        "reshard_after_forward": "1",
+        "np": "2",
+        "--schedule": "gpipe",
+    }
     comm = _run(benchmark="comm", command_line="/x/dtune-comm --algorithm=ring -b 8")
     assert run_identity(comm, by_point=False) == {"np": "2", "--algorithm": "ring"}
 
