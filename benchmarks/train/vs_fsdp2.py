@@ -19,9 +19,10 @@ zero3's fp32 master shard is in optimizer_state_bytes, its gathered parameters a
 over ranks; ratio = zero3 / none.
 
 Run: DTUNE_BIN_DIR=build/bin .venv/bin/python benchmarks/train/vs_fsdp2.py [--repeats N] [--steps N]
-[--warmup N] [--models resnet18,gpt2-tiny] [--tables throughput,memory]. About 1 minute per repeat
-(both models, both sides), 6 minutes with --repeats 5, on a 2-core machine. Output: `#` header
-lines and rows (grep -v '^#'). Exit 0 whether or not a target is met; 2 if a launch fails."""
+[--warmup N] [--models resnet18,gpt2-tiny] [--tables throughput,memory] [--launches]. About 1
+minute per repeat (both models, both sides), 6 minutes with --repeats 5, on a 2-core machine.
+Output: `#` header lines and rows (grep -v '^#'; --launches adds one `#` line per launch). Exit 0
+whether or not a target is met; 2 if a launch fails."""
 
 import argparse
 import os
@@ -70,12 +71,24 @@ def verdict(ratio, target, other, more_is_better=True):
     return "ok" if (ratio >= target if more_is_better else ratio <= target) else "MISSED"
 
 
+def logged(a, side, run):
+    """run, with --launches: prints its (samples/s, median step ms, other cores) as a # line."""
+
+    def call():
+        sps, p50_ms, other = run()
+        if a.launches:
+            print(f"#   launch {side:<6} sps {sps:8.2f}  p50_ms {p50_ms:8.2f}  other_cores {other:5.2f}", flush=True)
+        return sps, p50_ms, other
+
+    return call
+
+
 def throughput_row(a, name, tmp, env):
     """Prints one row: dtune zero3 against FSDP2; -> other cores."""
     d_sps, p_sps, ratio, ratios, p50_ratio, other = vp.alternate_pairs(
         a.repeats,
-        lambda: vp.dtune_run(a, name, RANKS, tmp, env, extra=["--shard", "zero3"]),
-        lambda: vp.pytorch_run(a, name, RANKS, tmp, env, script=Path(__file__)),
+        logged(a, "dtune", lambda: vp.dtune_run(a, name, RANKS, tmp, env, extra=["--shard", "zero3"])),
+        logged(a, "fsdp2", lambda: vp.pytorch_run(a, name, RANKS, tmp, env, script=Path(__file__))),
     )
     steps = "{}+{}".format(*vp.steps_of(a, name)[::-1])  # warm-up + measured
     span = f"{min(ratios):.3f}-{max(ratios):.3f}"
@@ -149,6 +162,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=2, help="alternating pairs per model (default 2)")
     ap.add_argument("--models", default="resnet18,gpt2-tiny", help="comma-separated (default both)")
     ap.add_argument("--tables", default="throughput,memory", help="comma-separated (default both)")
+    ap.add_argument("--launches", action="store_true", help="also print each launch's result as a # line")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--model", choices=sorted(vp.MODELS), help=argparse.SUPPRESS)
     ap.add_argument("--batch", type=int, help=argparse.SUPPRESS)
