@@ -20,7 +20,7 @@ over ranks; ratio = zero3 / none.
 
 Run: DTUNE_BIN_DIR=build/bin .venv/bin/python benchmarks/train/vs_fsdp2.py [--repeats N] [--steps N]
 [--warmup N] [--models resnet18,gpt2-tiny] [--tables throughput,memory] [--launches]. About 1
-minute per repeat (both models, both sides), 6 minutes with --repeats 5, on a 2-core machine.
+minute per repeat (both models, both sides), 5 minutes with --repeats 5, on an idle 2-core machine.
 Output: `#` header lines and rows (grep -v '^#'; --launches adds one `#` line per launch). Exit 0
 whether or not a target is met; 2 if a launch fails."""
 
