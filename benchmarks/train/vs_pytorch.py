@@ -46,15 +46,12 @@ LR = 1e-3
 TIMEOUT_S = 300  # per launch; a hung launch is killed with all its processes
 
 
-def worker(a):
-    """The PyTorch side: one process of a plain loop, or one rank of DDP under torchrun."""
+def model_and_batch(a, rank):
+    """-> (model, x, y, loss_fn): a.model with the same initial weights on every rank, and rank's
+    fixed synthetic batch. vs_fsdp2.py builds its side from this too."""
     import torch
-    import torch.distributed as dist
     import torch.nn.functional as F
 
-    torch.set_num_threads(a.threads)
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
     torch.manual_seed(a.seed)  # equal initial weights on every rank (DDP broadcasts rank 0's anyway)
     gen = torch.Generator().manual_seed(a.seed * 1000003 + rank)  # a different fixed batch per rank
     if a.model == "resnet18":
@@ -70,9 +67,36 @@ def worker(a):
         seq = torch.randint(0, 1024, (a.batch, 129), generator=gen)  # (B, T + 1)
         x, y = seq[:, :-1].contiguous(), seq[:, 1:].contiguous()  # (B, T) each
         loss_fn = GPT.loss
+    return model, x, y, loss_fn
+
+
+def worker(a):
+    """The PyTorch side: one process of a plain loop, or one rank of DDP under torchrun."""
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(a.threads)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    model, x, y, loss_fn = model_and_batch(a, rank)
     if world > 1:
         dist.init_process_group("gloo")
         model = torch.nn.parallel.DistributedDataParallel(model)
+    train_and_record(a, model, x, y, loss_fn, world, rank)
+    # No teardown: with torch 2.11 and gloo, freeing DDP (its Reducer holds the last reference to
+    # the process group) can deadlock: ~ProcessGroupGloo, under the GIL, waits for a gloo thread
+    # that waits for the GIL to free a finished work's tensors. Seen once in ~10 runs.
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def train_and_record(a, model, x, y, loss_fn, world, rank):
+    """The timed loop, the same for every PyTorch side (plain, DDP, FSDP2): a.warmup + a.steps steps
+    of forward, loss, backward, SGD step, zero_grad; rank 0 writes a.result (JSON: samples_per_s,
+    step_time_p50_ms) from the slowest rank's time of each measured step."""
+    import torch
+    import torch.distributed as dist
+
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
     step_s = []
@@ -90,11 +114,6 @@ def worker(a):
         Path(a.result).write_text(json.dumps({
             "samples_per_s": a.steps * a.batch * world / slowest.sum().item(),
             "step_time_p50_ms": 1e3 * statistics.median(slowest.tolist())}))
-    # No teardown: with torch 2.11 and gloo, freeing DDP (its Reducer holds the last reference to
-    # the process group) can deadlock: ~ProcessGroupGloo, under the GIL, waits for a gloo thread
-    # that waits for the GIL to free a finished work's tensors. Seen once in ~10 runs.
-    sys.stdout.flush()
-    os._exit(0)
 
 
 def busy_core_s():
@@ -122,8 +141,9 @@ def launch(cmd, env):
     busy1, kids1, wall = busy_core_s(), resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic() - t0
     if proc.returncode != 0:
         # Torch's C++ backtraces ("frame #N: ...") would push the error message out of view.
-        lines = [l for l in output.splitlines() if not l.startswith("frame #")]
-        sys.stderr.write(f"vs_pytorch: failed ({proc.returncode}): {' '.join(cmd)}\n" + "\n".join(lines[-40:]) + "\n")
+        lines = [line for line in output.splitlines() if not line.startswith("frame #")]
+        sys.stderr.write(f"{Path(sys.argv[0]).stem}: failed ({proc.returncode}): {' '.join(cmd)}\n"
+                         + "\n".join(lines[-40:]) + "\n")
         sys.exit(2)
     if busy0 is None:
         return 0.0
@@ -142,29 +162,33 @@ def steps_of(a, name):
     return (a.steps or steps), (warmup if a.warmup is None else a.warmup)
 
 
-def dtune_run(a, name, ranks, tmp, env):
+def dtune_cmd(name, ranks, steps, warmup, out, extra=()):
+    """The dtune-train launch of one case (mpirun above 1 rank); extra: more dtune-train arguments."""
+    args, batch, _, _ = MODELS[name]
+    exe = Path(os.environ.get("DTUNE_BIN_DIR", REPO / "build" / "bin")) / "dtune-train"
+    cmd = [str(exe), *args, "--batch", str(batch), "--threads", str(THREADS[ranks]), "--optimizer", "sgd",
+           "--lr", str(LR), "--steps", str(steps), "--warmup-steps", str(warmup), "--output", str(out), *extra]
+    return (mpirun_prefix(ranks) if ranks > 1 else []) + cmd
+
+
+def dtune_run(a, name, ranks, tmp, env, extra=()):
     """-> (samples/s, median step ms, other cores)"""
     import h5py
 
-    args, batch, _, _ = MODELS[name]
-    steps, warmup = steps_of(a, name)
     out = tmp / f"dtune-{name}-{ranks}.h5"
     out.unlink(missing_ok=True)
-    exe = Path(os.environ.get("DTUNE_BIN_DIR", REPO / "build" / "bin")) / "dtune-train"
-    cmd = [str(exe), *args, "--batch", str(batch), "--threads", str(THREADS[ranks]), "--optimizer", "sgd",
-           "--lr", str(LR), "--steps", str(steps), "--warmup-steps", str(warmup), "--output", str(out)]
-    other = launch((mpirun_prefix(ranks) if ranks > 1 else []) + cmd, env)
+    other = launch(dtune_cmd(name, ranks, *steps_of(a, name), out, extra), env)
     with h5py.File(out) as f:
         (run,) = f["runs"].values()
         return float(run.attrs["samples_per_s"]), float(run.attrs["step_time_p50_ms"]), other
 
 
-def pytorch_run(a, name, ranks, tmp, env):
-    """-> (samples/s, median step ms, other cores)"""
+def pytorch_run(a, name, ranks, tmp, env, script=Path(__file__)):
+    """-> (samples/s, median step ms, other cores); script: whose --worker is the PyTorch side"""
     steps, warmup = steps_of(a, name)
     result = tmp / f"pytorch-{name}-{ranks}.json"
     result.unlink(missing_ok=True)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--model", name,
+    cmd = [sys.executable, str(script.resolve()), "--worker", "--model", name,
            "--batch", str(MODELS[name][1]), "--threads", str(THREADS[ranks]), "--steps", str(steps),
            "--warmup", str(warmup), "--result", str(result)]
     if ranks > 1:
@@ -174,19 +198,26 @@ def pytorch_run(a, name, ranks, tmp, env):
     return r["samples_per_s"], r["step_time_p50_ms"], other
 
 
+def alternate_pairs(repeats, ours, theirs):
+    """Runs ours() and theirs() (each -> (samples/s, median step ms, other cores)) repeats times,
+    alternating which goes first. -> (our median samples/s, theirs, the ratio of the medians, the
+    per-pair ratios, p50_ratio (their median step time over ours), the most other cores seen)."""
+    dt, pt = [], []
+    for r in range(repeats):
+        sides = [(ours, dt), (theirs, pt)]
+        for fn, into in sides if r % 2 == 0 else sides[::-1]:
+            into.append(fn())
+    d_sps, p_sps = statistics.median(d[0] for d in dt), statistics.median(p[0] for p in pt)
+    p50_ratio = statistics.median(p[1] for p in pt) / statistics.median(d[1] for d in dt)
+    ratios = [d[0] / p[0] for d, p in zip(dt, pt)]
+    return d_sps, p_sps, d_sps / p_sps, ratios, p50_ratio, max(x[2] for x in dt + pt)
+
+
 def compare(a, name, ranks, tmp):
     """Prints one table row."""
     env = dict(os.environ, OMP_NUM_THREADS=str(THREADS[ranks]))  # torchrun would set 1 on its own
-    dt, pt = [], []
-    for r in range(a.repeats):
-        sides = [(dtune_run, dt), (pytorch_run, pt)]
-        for fn, into in (sides if r % 2 == 0 else sides[::-1]):
-            into.append(fn(a, name, ranks, tmp, env))
-    ratios = [d[0] / p[0] for d, p in zip(dt, pt)]
-    d_sps, p_sps = statistics.median(d[0] for d in dt), statistics.median(p[0] for p in pt)
-    ratio = d_sps / p_sps
-    p50_ratio = statistics.median(p[1] for p in pt) / statistics.median(d[1] for d in dt)
-    other = max(x[2] for x in dt + pt)
+    d_sps, p_sps, ratio, ratios, p50_ratio, other = alternate_pairs(
+        a.repeats, lambda: dtune_run(a, name, ranks, tmp, env), lambda: pytorch_run(a, name, ranks, tmp, env))
     steps = "{}+{}".format(*steps_of(a, name)[::-1])  # warm-up + measured
     span = f"{min(ratios):.3f}-{max(ratios):.3f}"
     print(f"  {name:<10} {ranks:>5} {MODELS[name][1]:>5} {steps:>10} {d_sps:>10.2f} {p_sps:>11.2f} {ratio:>6.3f} "
