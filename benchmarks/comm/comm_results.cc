@@ -29,13 +29,7 @@ void write_attributes(hid_t id, const CommSummary& c, const Options& o,
   h5::write_attr(id, "dtype", to_string(c.dtype));
   h5::write_attr(id, "op", op_name);
   h5::write_attr(id, "root", is_rooted(c.collective) ? o.root : -1);
-  h5::write_attr(id, "iters", o.iters);
-  h5::write_attr(id, "warmup_iters", o.warmup_iters);
-  h5::write_attr(id, "check_iters", o.check_iters);
-  h5::write_attr(id, "blocking", o.blocking == Blocking::kYes ? 1 : 0);
-  h5::write_attr(id, "time_mode", to_string(o.time_mode));
-  h5::write_attr(id, "load_threads", o.load_threads);
-  h5::write_attr(id, "gap_us", o.gap_us);
+  write_timing_attrs(id, o);
   h5::write_attr(id, "busbw_factor", c.busbw_factor);
   h5::write_attr(id, "status", c.status);
   h5::write_attr(id, "fit_alpha_us", fit.ok ? fit.alpha_us : kNaN);
@@ -96,6 +90,16 @@ void write_reported(hid_t id, const CommSummary& c) {
 }
 
 }  // namespace
+
+void write_timing_attrs(hid_t id, const Options& o) {
+  h5::write_attr(id, "iters", o.iters);
+  h5::write_attr(id, "warmup_iters", o.warmup_iters);
+  h5::write_attr(id, "check_iters", o.check_iters);
+  h5::write_attr(id, "blocking", o.blocking == Blocking::kYes ? 1 : 0);
+  h5::write_attr(id, "time_mode", to_string(o.time_mode));
+  h5::write_attr(id, "load_threads", o.load_threads);
+  h5::write_attr(id, "gap_us", o.gap_us);
+}
 
 void write_comm_group(ResultsFile& file, const CommSummary& c, const Options& o,
                       const std::string& backend) {

@@ -14,5 +14,8 @@ namespace dtune::comm {
 // `o` gives the settings the group records (iterations, -c, -z, -a, root), `backend` its name.
 void write_comm_group(ResultsFile& file, const CommSummary& c, const Options& o,
                       const std::string& backend);
+// The timing settings every dtune-comm group records (iters, warmup_iters, check_iters, blocking,
+// time_mode, load_threads, gap_us): the collectives' groups and --pattern fsdp's alike.
+void write_timing_attrs(hid_t id, const Options& o);
 
 }  // namespace dtune::comm

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "benchmarks/comm/bandwidth.h"
+#include "benchmarks/comm/comm_results.h"
 #include "core/h5.h"
 
 namespace dtune::comm {
@@ -28,13 +29,7 @@ void write_attributes(hid_t id, const FsdpSummary& s, const Options& o,
   h5::write_attr(id, "op", to_string(ReduceOp::kSum));
   h5::write_attr(id, "backend", backend);
   h5::write_attr(id, "mpi_progress", backend == "mpi" ? to_string(o.mpi_progress) : "");
-  h5::write_attr(id, "iters", o.iters);
-  h5::write_attr(id, "warmup_iters", o.warmup_iters);
-  h5::write_attr(id, "check_iters", o.check_iters);
-  h5::write_attr(id, "blocking", o.blocking == Blocking::kYes ? 1 : 0);
-  h5::write_attr(id, "time_mode", to_string(o.time_mode));
-  h5::write_attr(id, "load_threads", o.load_threads);
-  h5::write_attr(id, "gap_us", o.gap_us);
+  write_timing_attrs(id, o);
   h5::write_attr(id, "busbw_factor", busbw_factor(Collective::kAllgather, p.nranks));
   h5::write_attr(id, "step_calls", static_cast<int64_t>(p.calls.size()));
   h5::write_attr(id, "step_bytes", static_cast<int64_t>(s.step_bytes));
