@@ -8,14 +8,12 @@ activation memory is below GPipe's; bad pipeline flags exit 2 with one line; a s
 the job within --timeout, named; --profile-steps writes one trace row per stage, --tensorboard
 every rank's scalars."""
 
-import subprocess
-
 import h5py
 import numpy as np
 import pytest
 import torch
 
-from conftest import bin_dir, mpirun_prefix
+from conftest import bin_dir, mpirun_prefix, run_train
 from pipeline_checks import assert_equal_params, merged_stage_dumps, stop_rank_then_wait
 
 TINY = ["--model", "gpt2-tiny", "--context", "32", "--vocab", "256", "--lr", "0.01"]  # 2 blocks
@@ -24,19 +22,11 @@ TINY8 = [*TINY, "--layers", "8"]  # 8 blocks: 4 stages x 2 virtual stages, one b
 RESNET = ["--model", "resnet18", "--width", "8", "--image-size", "32", "--num-classes", "10", "--lr", "0.01"]
 
 
-def run(np_, args, timeout=600):
-    exe = bin_dir() / "dtune-train"
-    if not exe.exists():
-        pytest.fail(f"{exe} does not exist: build first (scripts/setup.sh)")
-    cmd = (mpirun_prefix(np_) if np_ > 1 else []) + [str(exe), "--threads", "1", *map(str, args)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-
-
 def train(tmp_path, name, np_, args, stages=1):
     """Trains and returns the final parameters ("param.<name>"): one dump, or with stages > 1 every
     stage's merged (the copies of a tied parameter must agree)."""
     dump, out = tmp_path / f"{name}.pt", tmp_path / f"{name}.h5"
-    r = run(np_, [*args, "--warmup-steps", "0", "--debug-dump", dump, "--output", out])
+    r = run_train(np_, [*args, "--warmup-steps", "0", "--debug-dump", dump, "--output", out])
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     if stages == 1:
         return torch.load(dump, weights_only=False), out, r.stdout
@@ -109,7 +99,7 @@ ACTIVATIONS = [*D6, "--batch", "8"]
 def measured(tmp_path, name, stages, schedule, micro, model):
     out = tmp_path / f"{name}.h5"
     args = [*model, "--steps", "3", "--warmup-steps", "1", "--pipeline-stages", stages, "--micro-batches", micro]
-    r = run(stages, [*args, "--schedule", schedule, "--output", out])
+    r = run_train(stages, [*args, "--schedule", schedule, "--output", out])
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     with h5py.File(out) as f:
         (g,) = f["runs"].values()
@@ -162,7 +152,7 @@ def test_one_f_one_b_holds_fewer_activations_than_gpipe(tmp_path):
     ids=["p-does-not-divide", "too-few-blocks-interleaved", "more-stages-than-blocks", "m-below-p", "v-alone"],
 )
 def test_bad_pipeline_flags_exit_2_with_one_line(tmp_path, np_, args, message):
-    r = run(np_, [*args, "--steps", 1, "--no-output"], timeout=300)
+    r = run_train(np_, [*args, "--steps", 1, "--no-output"], timeout=300)
     assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
     assert message in r.stderr, r.stderr
     assert "Exception raised from" not in r.stderr and "frame #" not in r.stderr
@@ -211,7 +201,7 @@ def test_report_draws_the_timeline_and_compares_pp_with_dp(tmp_path):
     files = []
     for name, stages, micro in (("dp", 1, 2), ("pp", 2, 4)):
         out = tmp_path / f"{name}.h5"
-        r = run(2, [*common, "--pipeline-stages", stages, "--micro-batches", micro, "--output", out])
+        r = run_train(2, [*common, "--pipeline-stages", stages, "--micro-batches", micro, "--output", out])
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         files.append(out)
     made = build_report(files, tmp_path / "report")
@@ -237,7 +227,7 @@ def test_profile_trace_has_one_row_per_stage(tmp_path):
     traces, out = tmp_path / "traces", tmp_path / "p.h5"
     args = [*TINY, "--batch", "2", "--steps", "3", "--warmup-steps", "1", "--pipeline-stages", 2]
     args += ["--micro-batches", 4, "--schedule", "1f1b", "--profile-steps", "1:2", "--profile-dir", traces]
-    r = run(2, [*args, "--output", out])
+    r = run_train(2, [*args, "--output", out])
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     with h5py.File(out) as f:
         (g,) = f["runs"].values()
@@ -290,7 +280,7 @@ def test_tensorboard_has_every_stage_and_step(tmp_path):
 
     tb, out = tmp_path / "tb", tmp_path / "t.h5"
     args = [*TINY, "--batch", "2", "--steps", "3", "--warmup-steps", "1", "--pipeline-stages", 2]
-    r = run(2, [*args, "--micro-batches", 2, "--tensorboard", tb, "--output", out])
+    r = run_train(2, [*args, "--micro-batches", 2, "--tensorboard", tb, "--output", out])
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     with h5py.File(out) as f:
         (g,) = f["runs"].values()

@@ -7,13 +7,11 @@ planted overflow (every rank skips the same step); each rank holds 1/N of DDP's 
 the reduced gradients between steps; a rank stopped mid-run ends the
 job within --timeout, named; the flags it cannot go with are refused in one line."""
 
-import subprocess
-
 import h5py
 import pytest
 import torch
 
-from conftest import bin_dir, mpirun_prefix
+from conftest import bin_dir, mpirun_prefix, run_train
 from pipeline_checks import max_rel, stop_rank_then_wait
 
 GPT = ["--model", "gpt2-tiny", "--context", "32", "--vocab", "256", "--lr", "0.01"]
@@ -26,18 +24,10 @@ BUCKETS = ["--bucket-mb", "0.05", "--first-bucket-mb", "0.01"]
 TOL = 1e-6
 
 
-def run(np_, args, timeout=600):
-    exe = bin_dir() / "dtune-train"
-    if not exe.exists():
-        pytest.fail(f"{exe} does not exist: build first (scripts/setup.sh)")
-    cmd = (mpirun_prefix(np_) if np_ > 1 else []) + [str(exe), "--threads", "1", *map(str, args)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-
-
 def train(tmp_path, name, np_, args):
     """(final parameters, the run's HDF5 group as a dict of what the tests read, stdout)."""
     dump, out = tmp_path / f"{name}.pt", tmp_path / f"{name}.h5"
-    r = run(np_, [*args, "--warmup-steps", "0", "--debug-dump", dump, "--output", out])
+    r = run_train(np_, [*args, "--warmup-steps", "0", "--debug-dump", dump, "--output", out])
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     with h5py.File(out) as f:
         (g,) = f["runs"].values()
@@ -166,7 +156,7 @@ def test_a_stopped_rank_ends_a_sharded_run_within_the_timeout(tmp_path):
     ],
 )
 def test_what_sharding_cannot_go_with_is_refused_in_one_line(tmp_path, extra, names):
-    r = run(2, [*GPT, "--steps", "1", "--no-output", *extra], timeout=120)
+    r = run_train(2, [*GPT, "--steps", "1", "--no-output", *extra], timeout=120)
     assert r.returncode == 2, r.stdout + r.stderr
     line = next(x for x in r.stderr.splitlines() if x.startswith("dtune-train: error"))
     for n in names:
