@@ -32,6 +32,10 @@ if [[ $(id -u) -eq 0 ]]; then
   # Open MPI refuses to run as root unless told; CI runs as root.
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
+# numpy's OpenBLAS starts a thread per core at import, in each of the suite's hundreds of Python
+# processes (dtune commands, the synthetic trainer), and no test does linear algebra big enough to
+# use them: one thread took smoke.sweeps.tune from 134 to 115 CPU seconds.
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 cd "$repo/${DTUNE_BUILD_DIR:-build}"
 # JUnit with every test's time (ctest-junit.xml in the build directory, for CI dashboards), then
 # the fifteen slowest tests, whatever the outcome. Tests run side by side, 2 per core by default
