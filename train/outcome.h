@@ -51,6 +51,9 @@ struct TrainOutcome {
   // and the gradients with the buckets that carry them (parameters' .grad, bucket flats, shards).
   int64_t param_bytes_resident = 0;
   int64_t grad_bytes_resident = 0;
+  // The most parameter bytes held at once during the steps: zero3's gathered units at their peak
+  // (in forward or backward); every other mode holds its parameters throughout (= resident).
+  int64_t param_bytes_peak = 0;
   std::vector<std::vector<double>> grad_ready_ms;  // (S, P): GradTimer's rows, warm-up first
   std::vector<int64_t> param_bytes;                // (P,) in model order
   std::vector<double> param_checksums;             // rank 0: every rank's, at the last check

@@ -56,6 +56,15 @@ Zero3Units::Zero3Units(models::Model& model, const std::vector<torch::Tensor>& p
     }
   for (size_t k = 0; k < owner.size(); ++k)
     DTUNE_CHECK(owner[k] >= 0, "--shard zero3: a parameter no piece of the model uses");
+  // Backward runs the pieces last to first: a unit is done with after its first user's backward.
+  last_in_backward_.resize(pieces_.size());
+  std::vector<bool> placed(units_.size(), false);
+  for (size_t piece = 0; piece < pieces_.size(); ++piece)
+    for (size_t u : uses_[piece])
+      if (!placed[u]) {
+        placed[u] = true;
+        last_in_backward_[piece].push_back(u);
+      }
   for (size_t u = units_.size(); u-- > 0;) {
     Unit& unit = units_[u];
     if (unit.params.empty()) continue;
@@ -88,8 +97,10 @@ void Zero3Units::shard(const GradSync& sync, const ZeroOptimizer& zero) {
       p.set_data(view);
     }
     unit.gathered = true;
+    resident_ += static_cast<int64_t>(unit.flat.nbytes());
   }
   release_all();
+  peak_ = 0;
 }
 
 void Zero3Units::gather(size_t u) {
@@ -102,6 +113,8 @@ void Zero3Units::gather(size_t u) {
       .copy_(zero_->master().narrow(0, unit.master_offset, unit.part));
   reducer_.allgather_in_place(unit.flat);
   unit.gathered = true;
+  resident_ += static_cast<int64_t>(unit.flat.nbytes());
+  peak_ = std::max(peak_, resident_);
   gathered_bytes_ += (world_ - 1) * unit.part * static_cast<int64_t>(unit.flat.element_size());
 }
 
@@ -110,6 +123,7 @@ void Zero3Units::release(size_t u) {
   if (unit.bucket < 0 || !unit.gathered) return;
   free_storage(unit.flat);
   unit.gathered = false;
+  resident_ -= static_cast<int64_t>(unit.flat.nbytes());
 }
 
 void Zero3Units::gather_for(size_t piece) {
@@ -121,11 +135,15 @@ torch::Tensor Zero3Units::forward(const torch::Tensor& input) {
   for (size_t i = 0; i < pieces_.size(); ++i) {
     gather_for(i);
     x = pieces_[i].forward(x);
-    if (!reshard_) continue;
-    for (size_t u : uses_[i]) release(u);
-    // Before this piece's backward (its output's gradient is complete): its units again.
+    if (reshard_)
+      for (size_t u : uses_[i]) release(u);
+    // This gradient is complete when the next piece's backward has run (it is that backward's
+    // last product): the units no earlier piece uses go; then, before this piece's backward, its
+    // units again (with reshard; without, they are still there).
     if (x.requires_grad())
       x.register_hook([this, i](const torch::Tensor& grad) {
+        if (i + 1 < pieces_.size())
+          for (size_t u : last_in_backward_[i + 1]) release(u);
         gather_for(i);
         return grad;
       });
@@ -139,13 +157,6 @@ void Zero3Units::release_all() {
 
 void Zero3Units::gather_all() {
   for (size_t u = 0; u < units_.size(); ++u) gather(u);
-}
-
-int64_t Zero3Units::resident_bytes() const {
-  int64_t n = 0;
-  for (const auto& unit : units_)
-    if (unit.gathered) n += static_cast<int64_t>(unit.flat.nbytes());
-  return n;
 }
 
 }  // namespace dtune::train

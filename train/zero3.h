@@ -5,13 +5,16 @@
 // storage is allocated only while the unit is gathered: before a piece's forward the units it uses
 // are all-gathered from every rank's fp32 master shard (cast to the weights' dtype), and with
 // --reshard-after-forward on they are freed after it and gathered again before its backward (a
-// hook on the piece's output); after backward every unit is freed. Gradients are reduce-scattered
+// hook on the piece's output). In backward a unit is freed as soon as the backward of the first
+// piece that uses it has run (FSDP's post-backward reshard; a hook on that piece's input, whose
+// gradient is that backward's last product), so between pieces a rank holds the units of the
+// piece at hand plus those an earlier piece still needs (the tied embedding); after backward
+// every unit is freed. Gradients are reduce-scattered
 // per unit as they are ready (GradSync with one bucket per unit, in reverse unit order), so a
 // rank's shard is part r of every unit (zero.h, bucket_shards), and the optimizer steps it.
 // Writing the gathered values goes under autograd's version counters (the buffer's memory is
 // filled, not the tensors assigned), so backward reads the same values forward did.
-// Not yet: --shard-prefetch (units are gathered when needed), --shard-unit sizes in MiB, freeing a
-// unit right after its own backward (all are freed when backward ends).
+// Not yet: --shard-prefetch (units are gathered when needed), --shard-unit sizes in MiB.
 #pragma once
 
 #include <torch/types.h>
@@ -48,8 +51,9 @@ class Zero3Units {
   void release_all();
   // The whole model, gathered (the final check and --debug-dump read it).
   void gather_all();
-  // Bytes of unit buffers allocated now.
-  int64_t resident_bytes() const;
+  // Bytes of unit buffers allocated now, and the most allocated at once since shard().
+  int64_t resident_bytes() const { return resident_; }
+  int64_t peak_bytes() const { return peak_; }
   // Bytes this rank received in gathers since the last call.
   int64_t take_gathered_bytes() { return std::exchange(gathered_bytes_, 0); }
 
@@ -67,8 +71,9 @@ class Zero3Units {
 
   std::vector<torch::Tensor> params_;
   std::vector<models::Piece> pieces_;
-  std::vector<std::set<size_t>> uses_;  // per piece: the units it uses
-  std::vector<Unit> units_;             // one per piece
+  std::vector<std::set<size_t>> uses_;                 // per piece: the units it uses
+  std::vector<std::vector<size_t>> last_in_backward_;  // per piece: the units no earlier one uses
+  std::vector<Unit> units_;                            // one per piece
   BucketLayout layout_;
   Reducer& reducer_;
   const ZeroOptimizer* zero_ = nullptr;
@@ -76,6 +81,7 @@ class Zero3Units {
   int rank_;
   bool reshard_;
   int64_t gathered_bytes_ = 0;
+  int64_t resident_ = 0, peak_ = 0;
 };
 
 }  // namespace dtune::train

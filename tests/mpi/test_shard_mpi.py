@@ -37,6 +37,7 @@ def train(tmp_path, name, np_, args):
             "gathered": int(g.attrs["gathered_bytes_per_step"]),
             "scattered": int(g.attrs["reduce_scattered_bytes_per_step"]),
             "params_held": list(g["param_bytes_resident"][()]),
+            "params_peak": list(g["param_bytes_peak"][()]),
             "grads_held": list(g["grad_bytes_resident"][()]),
             "parameters": int(g.attrs["parameters"]),
             "skipped": list(g["skipped"][()]),
@@ -128,6 +129,32 @@ def test_zero3_holds_a_shard_of_parameters_gradients_and_state(tmp_path, model):
         total[reshard] = rec["gathered"]
     P = ddp["parameters"]
     assert total["off"] >= P * 4 // 2 and total["on"] >= 2 * total["off"]
+
+
+def test_zero3_frees_each_unit_after_the_backward_of_its_first_user(tmp_path):
+    """FSDP's post-backward reshard: with --reshard-after-forward on, a rank holds at most the units
+    of the piece at hand plus those an earlier piece still needs. For a 4-block GPT with its head
+    tied to the embedding that peak is the embedding and one block (backward keeps the embedding
+    from the head until the embedding's own backward), not the whole model that backward would
+    gather back piece by piece if units were freed only when it ends. Without resharding forward
+    leaves every unit gathered: the whole model, as DDP holds it. Both train as DDP."""
+    width, vocab, context, layers = 128, 256, 32, 4
+    args = [*GPT, "--layers", str(layers), "--batch", "2", "--steps", "2"]
+    ddp_params, ddp, _ = train(tmp_path, "ddp", 2, args)
+    P = ddp["parameters"]
+    assert ddp["params_peak"] == ddp["params_held"] == [4 * P] * 2
+    embedding, final_norm = (vocab + context) * width, 2 * width  # token + position; LayerNorm
+    block = (P - embedding - final_norm) // layers
+    assert embedding + layers * block + final_norm == P
+    peak = {}
+    for reshard in ("on", "off"):
+        got, rec, _ = train(tmp_path, reshard, 2, [*args, "--shard", "zero3", "--reshard-after-forward", reshard])
+        assert max_rel(got, ddp_params) <= TOL, reshard
+        assert rec["params_peak"][0] == rec["params_peak"][1], rec["params_peak"]
+        peak[reshard] = rec["params_peak"][0]
+    # Each unit's buffer is padded to a multiple of the ranks: at most 1 element per rank and unit.
+    assert 4 * (embedding + block) <= peak["on"] <= 4 * (embedding + block + 2 * 2), peak
+    assert 4 * P <= peak["off"] <= 4 * (P + 2 * (layers + 2)), peak
 
 
 def test_a_stopped_rank_ends_a_sharded_run_within_the_timeout(tmp_path):

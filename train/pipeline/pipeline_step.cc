@@ -610,6 +610,7 @@ void PipelineStep::finish(TrainOutcome& out) {
     out.param_bytes_resident += static_cast<int64_t>(p.nbytes());
     if (p.grad().defined()) out.grad_bytes_resident += static_cast<int64_t>(p.grad().nbytes());
   }
+  out.param_bytes_peak = out.param_bytes_resident;
   if (s_.sync) out.grad_bytes_resident += s_.sync->resident_bytes();
   // --data: stage 0 loaded; the other stages' rows count nothing (the data reached them as
   // activations and targets).
