@@ -24,6 +24,11 @@ struct Piece {
   std::function<torch::Tensor(const torch::Tensor&)> forward;
   std::vector<std::string> parameters;  // full names (model.named_parameters()) this piece uses
   double forward_macs = 0;              // per sample, counted as the model's flops() counts
+  // Its unit for sharded data parallelism (--shard zero3; dtune-comm --pattern fsdp's "block"
+  // units, models/model_size.h): a transformer block's is itself, a ResNet residual block's is
+  // its stage ("layer2"); empty: the piece's own name.
+  std::string unit;
+  const std::string& unit_name() const { return unit.empty() ? name : unit; }
 };
 
 // The pieces of `model`, in forward order (the whole forward is their composition). Throws

@@ -206,7 +206,7 @@ std::vector<Piece> ResNet::pieces() {
       const double macs = block->as<Block>()->macs(h, w);
       out.push_back({name, PieceKind::kBlock,
                      [block](const torch::Tensor& x) { return block->as<Block>()->forward(x); },
-                     names(name + "."), macs});
+                     names(name + "."), macs, "layer" + std::to_string(s + 1)});
     }
   out.push_back({"head", PieceKind::kLast,
                  [this](const torch::Tensor& x) {

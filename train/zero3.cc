@@ -42,29 +42,41 @@ Zero3Units::Zero3Units(models::Model& model, const std::vector<torch::Tensor>& p
   size_t i = 0;
   for (const auto& p : model.named_parameters()) index[p.key()] = i++;
   DTUNE_CHECK(i == params_.size(), "--shard zero3: the model's parameters changed");
+  // Consecutive pieces of one unit name (a ResNet stage's blocks) make one unit.
+  std::vector<size_t> unit_of(pieces_.size());
+  for (size_t piece = 0; piece < pieces_.size(); ++piece) {
+    const bool same = piece > 0 && pieces_[piece].unit_name() == pieces_[piece - 1].unit_name();
+    if (!same) units_.emplace_back();
+    unit_of[piece] = units_.size() - 1;
+  }
   std::vector<int64_t> owner(params_.size(), -1);
-  units_.resize(pieces_.size());
   uses_.resize(pieces_.size());
-  for (size_t u = 0; u < pieces_.size(); ++u)
-    for (const auto& name : pieces_[u].parameters) {
+  for (size_t piece = 0; piece < pieces_.size(); ++piece)
+    for (const auto& name : pieces_[piece].parameters) {
       const size_t k = index.at(name);
       if (owner[k] < 0) {
-        owner[k] = static_cast<int64_t>(u);
-        units_[u].params.push_back(k);
+        owner[k] = static_cast<int64_t>(unit_of[piece]);
+        units_[unit_of[piece]].params.push_back(k);
       }
-      uses_[u].insert(static_cast<size_t>(owner[k]));
+      uses_[piece].insert(static_cast<size_t>(owner[k]));
     }
   for (size_t k = 0; k < owner.size(); ++k)
     DTUNE_CHECK(owner[k] >= 0, "--shard zero3: a parameter no piece of the model uses");
-  // Backward runs the pieces last to first: a unit is done with after its first user's backward.
+  // Forward runs the pieces first to last and backward last to first: a unit is done with after
+  // its last user's forward, and after its first user's backward.
+  last_in_forward_.resize(pieces_.size());
   last_in_backward_.resize(pieces_.size());
-  std::vector<bool> placed(units_.size(), false);
+  std::vector<size_t> first_user(units_.size(), pieces_.size()), last_user(units_.size(), 0);
   for (size_t piece = 0; piece < pieces_.size(); ++piece)
-    for (size_t u : uses_[piece])
-      if (!placed[u]) {
-        placed[u] = true;
-        last_in_backward_[piece].push_back(u);
-      }
+    for (size_t u : uses_[piece]) {
+      first_user[u] = std::min(first_user[u], piece);
+      last_user[u] = piece;
+    }
+  for (size_t u = 0; u < units_.size(); ++u)
+    if (first_user[u] < pieces_.size()) {
+      last_in_backward_[first_user[u]].push_back(u);
+      last_in_forward_[last_user[u]].push_back(u);
+    }
   for (size_t u = units_.size(); u-- > 0;) {
     Unit& unit = units_[u];
     if (unit.params.empty()) continue;
@@ -136,7 +148,7 @@ torch::Tensor Zero3Units::forward(const torch::Tensor& input) {
     gather_for(i);
     x = pieces_[i].forward(x);
     if (reshard_)
-      for (size_t u : uses_[i]) release(u);
+      for (size_t u : last_in_forward_[i]) release(u);
     // This gradient is complete when the next piece's backward has run (it is that backward's
     // last product): the units no earlier piece uses go; then, before this piece's backward, its
     // units again (with reshard; without, they are still there).

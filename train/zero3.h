@@ -1,20 +1,22 @@
 // ZeRO stage 3 (P_os+g+p), FSDP-style, --shard zero3: the parameters themselves are sharded by
-// unit. A unit is one piece of the model's chain (models/pieces.h: the embedding, each transformer
-// block, the final norm and head; the ResNet's stem, each residual block, the pool and fc), owning
-// the parameters it is the first to use. Each unit's parameters are views of one flat buffer whose
-// storage is allocated only while the unit is gathered: before a piece's forward the units it uses
-// are all-gathered from every rank's fp32 master shard (cast to the weights' dtype), and with
-// --reshard-after-forward on they are freed after it and gathered again before its backward (a
-// hook on the piece's output). In backward a unit is freed as soon as the backward of the first
-// piece that uses it has run (FSDP's post-backward reshard; a hook on that piece's input, whose
-// gradient is that backward's last product), so between pieces a rank holds the units of the
-// piece at hand plus those an earlier piece still needs (the tied embedding); after backward
-// every unit is freed. Gradients are reduce-scattered
-// per unit as they are ready (GradSync with one bucket per unit, in reverse unit order), so a
-// rank's shard is part r of every unit (zero.h, bucket_shards), and the optimizer steps it.
-// Writing the gathered values goes under autograd's version counters (the buffer's memory is
-// filled, not the tensors assigned), so backward reads the same values forward did.
-// Not yet: --shard-prefetch (units are gathered when needed), --shard-unit sizes in MiB.
+// unit. A unit is the consecutive pieces of the model's chain with one unit name (models/pieces.h:
+// the embedding, each transformer block, the final norm and head; the ResNet's stem, each stage,
+// the pool and fc: dtune-comm --pattern fsdp's "block" units, models/model_size.h), owning the
+// parameters its pieces are the first to use (the GPT's tied head weight is the embedding's).
+// Each unit's parameters are views of one flat buffer whose storage is allocated only while the
+// unit is gathered: before a piece's forward the units it uses are all-gathered from every rank's
+// fp32 master shard (cast to the weights' dtype). With --reshard-after-forward on a unit is freed
+// after the forward of the last piece that uses it (the embedding stays gathered until the head
+// has used it, as FSDP2's root unit does) and gathered again before the backward of each piece
+// that uses it (a hook on the piece's output). In backward a unit is freed once the backward of
+// the first piece that uses it has run (FSDP's post-backward reshard: a hook on the output of the
+// piece before, whose gradient is that backward's last product), so a rank holds the units of the
+// piece at hand plus those an earlier piece still needs; after backward every unit is freed.
+// Gradients are reduce-scattered per unit as they are ready (GradSync with one bucket per unit,
+// in reverse unit order), so a rank's shard is part r of every unit (zero.h, bucket_shards), and
+// the optimizer steps it. Writing the gathered values goes under autograd's version counters (the
+// buffer's memory is filled, not the tensors assigned), so backward reads the same values forward
+// did. Not yet: --shard-prefetch (units are gathered when needed), --shard-unit sizes in MiB.
 #pragma once
 
 #include <torch/types.h>
@@ -72,8 +74,9 @@ class Zero3Units {
   std::vector<torch::Tensor> params_;
   std::vector<models::Piece> pieces_;
   std::vector<std::set<size_t>> uses_;                 // per piece: the units it uses
+  std::vector<std::vector<size_t>> last_in_forward_;   // per piece: the units no later one uses
   std::vector<std::vector<size_t>> last_in_backward_;  // per piece: the units no earlier one uses
-  std::vector<Unit> units_;                            // one per piece
+  std::vector<Unit> units_;  // in forward order: consecutive pieces of one unit name
   BucketLayout layout_;
   Reducer& reducer_;
   const ZeroOptimizer* zero_ = nullptr;

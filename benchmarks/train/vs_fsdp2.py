@@ -6,9 +6,10 @@ alternating pairs), and dtune's ZeRO-3 per-rank parameter+gradient+optimizer byt
 Throughput: dtune with mpirun and `--shard zero3` (reshard after forward on, its default); FSDP2 on
 gloo (CPU) with torchrun, fully_shard(reshard_after_forward=True) on each unit as dtune cuts them,
 then on the root, which keeps what is left: GPT: each transformer block, root = embeddings, final
-norm, tied head (dtune makes the embedding and norm+head two units, gathering the tied weight twice);
-ResNet-18: each residual block, root = stem and head (dtune: two units). True on the root too (FSDP2's
-default would keep the root gathered from forward to backward; dtune regathers every unit). Both sides
+norm, tied head (dtune makes the embedding and norm+head two units, and holds the embedding from
+its forward until the head has used it); ResNet-18: each stage (layer1..layer4), root = stem and head
+(dtune: two units). True on the root too (FSDP2's default would keep the root gathered from forward to
+backward; dtune regathers every unit). Both sides
 time steps alike (vs_pytorch.py's docstring): global samples over the sum of the slowest rank's
 measured step times; p50_ratio compares median step times; other_cores is the most CPU that other
 processes used during a launch, and above 0.2 (2 cores) a row reads `noisy`, not ok or MISSED.
@@ -44,7 +45,7 @@ def fsdp_units(model, name):
     """The submodules that get their own fully_shard before the root, in dtune's cut (see top)."""
     if name == "gpt2-tiny":
         return list(model.transformer.h)
-    return [block for layer in (model.layer1, model.layer2, model.layer3, model.layer4) for block in layer]
+    return [model.layer1, model.layer2, model.layer3, model.layer4]
 
 
 def worker(a):
