@@ -86,6 +86,65 @@ CASES = [
 ]
 
 
+# What each CASES file's one line says after the file name, word for word: the key path and what to
+# write instead (mutation testing found that checking the key alone let an emptied or misplaced
+# message pass). Checked in process, where scripts/mutation.sh's mutants are seen.
+MESSAGES = [
+    "axes: is a list; write a mapping, e.g. axes: {--batch: [8, 16]}",
+    "axes.--collective: empty list of values; give at least one value",
+    "axes.--collective: value None has the wrong type (null); use a number or a string, or a list of them",
+    "axes.--collective: value {'a': 1} has the wrong type (a mapping); use a number or a string, or a list of them",
+    "axes[None]: axis None must be a long flag such as --batch",
+    "axes[7]: axis 7 must be a long flag such as --batch",
+    "env: is a list; write a mapping, e.g. env: {NCCL_ALGO: [Ring, Tree]}",
+    "env[True]: environment axis True must be a variable starting with one of NCCL_, UCX_, OMP_, OMPI_, DTUNE_, CUDA_, MKL_",  # noqa: E501
+    "env.nccl_algo: environment axis 'nccl_algo' must be a variable starting with one of NCCL_, UCX_, OMP_, OMPI_, DTUNE_, CUDA_, MKL_",  # noqa: E501
+    "zip[0][1]: environment axis 1 must be a variable starting with one of NCCL_, UCX_, OMP_, OMPI_, DTUNE_, CUDA_, MKL_",  # noqa: E501
+    "zip: is a mapping; write a list of mappings, e.g. zip: [{--bucket-mb: [1, 25], --first-bucket-mb: [0.5, 1]}]",
+    "zip[0]: is empty; write a mapping of axes to equally long lists, e.g. {--bucket-mb: [1, 25], --first-bucket-mb: [0.5, 1]}",  # noqa: E501
+    "zip[0]: is a list; write a mapping of axes to equally long lists, e.g. {--bucket-mb: [1, 25], --first-bucket-mb: [0.5, 1]}",  # noqa: E501
+    "zip[0]: lists of different lengths [1, 2]; a zip varies its lists together, so give each the same number of values",  # noqa: E501
+    "zip[0].--op: --op is also an axis at axes.--op; vary it in one place",
+    "launch: is a list; write a mapping, e.g. launch: {ranks: [2, 4]}",
+    "launch.gpus: unknown key; launch takes ranks, nodes, ranks_per_node",
+    "launch.ranks: True is not an integer >= 1; write e.g. ranks: 2",
+    "launch.ranks: 'two' is not an integer >= 1; write e.g. ranks: 2",
+    "launch.ranks: empty list of values; give at least one value",
+    "topology: value {'nccl-shm': 1} has the wrong type (a mapping); use a number or a string, or a list of them",
+    "topology: topology 3 is not one of ['default', 'mpi-shm', 'mpi-tcp', 'nccl-p2p-nvl', 'nccl-shm', 'nccl-socket', 'socket', 'ucx-shm', 'ucx-tcp']",  # noqa: E501
+    "topology: topology 'nccl-p2p-nvl' sets NCCL_P2P_LEVEL, which an env or zip axis also sets (the preset would override it); drop one of the two",  # noqa: E501
+    "exclude: is a mapping; write a list of rules, e.g. exclude: [{--batch: 64, --precision: fp32}]",
+    "exclude[0].--op: is a list; an exclude rule names one value per axis (write one rule per value)",
+    "exclude[0].--opp: '--opp' is not an axis of this sweep, so the rule would never match; axes: --op, nodes, ranks, ranks_per_node, topology",  # noqa: E501
+    "exclude[0]: is empty; write a mapping of axis to value, e.g. {--batch: 64, --precision: fp32}",
+    "repeats: True is not an integer >= 1; write e.g. repeats: 2",
+    "repeats: [2] is not an integer >= 1; write e.g. repeats: 2",
+    "order: ['random'] is not as-written or random",
+    "seed: is a list; write one integer, e.g. seed: 7",
+    "seed: is float; write one integer, e.g. seed: 7",
+    "steps: 'ten' is not an integer >= 1; write e.g. steps: 2",
+    "steps: {'n': 10} is not an integer >= 1; write e.g. steps: 2",
+    "sweeps: is a mapping; write a non-empty list of sweeps (- binary: ...)",
+    "sweeps: is a list; write a non-empty list of sweeps (- binary: ...)",
+    "sweeps[1]: is int; each sweep is a mapping with 'binary:'",
+    "binary: beside 'sweeps:' the file takes no other key; move it into a sweep",
+    "sweeps[1].name: 'a' names sweeps[0] too; give each sweep its own name",
+    "sweeps[0].axes.--op: value ['sum'] has the wrong type (a list); use a number or a string, or a list of them",
+    "binary: binary ['dtune-comm'] is not one of ['dtune-comm', 'dtune-train', 'dtune-data']",
+    "binary: binary None is not one of ['dtune-comm', 'dtune-train', 'dtune-data']",
+    "args: is a mapping; write a list such as args: [-b, 8, -e, 1M]",
+    "args: value ['-b', 8] has the wrong type (a list); use a number or a string, or a list of them",
+    "name: is a list; write a name such as name: batch-sweep",
+    "colour: unknown key; a sweep takes args, axes, binary, constraints, env, exclude, launch, name, order, repeats, seed, steps, topology, zip",  # noqa: E501
+    "axes: given twice in one mapping (line 2 and line 3); keep one",
+    "(top level): the file holds null; write a mapping with 'binary:' (one sweep) or 'sweeps:' (a list of them)",
+    "(top level): the file holds a list; write a mapping with 'binary:' (one sweep) or 'sweeps:' (a list of them)",
+    "axes.--collective" + "[0]" * 30 + ": nested more than 32 levels deep (line 2); a sweep file needs at most a few",
+    "axes.--collective" + "[0]" * 30 + ": nested more than 32 levels deep (line 2); a sweep file needs at most a few",
+    "env.L5: expands to more than 100,000 values (line 8; aliases of aliases, an alias bomb?); write a smaller sweep",
+]
+
+
 def dtune(*args, timeout=120):
     return subprocess.run(DTUNE + [str(a) for a in args], capture_output=True, text=True, timeout=timeout)
 
@@ -103,6 +162,17 @@ def test_malformed_sweep_file(tmp_path, text, key):
     f = tmp_path / "s.yaml"
     f.write_text(text)
     one_error_line(dtune("sweep", "plan", f), f, key)
+
+
+@pytest.mark.parametrize(
+    "text,key,message", [(t, k, m) for (t, k), m in zip(CASES, MESSAGES, strict=True)], ids=range(len(CASES))
+)
+def test_each_malformed_file_gets_its_own_message(tmp_path, text, key, message):
+    f = tmp_path / "s.yaml"
+    f.write_text(text)
+    with pytest.raises(SweepError) as e:
+        plan(str(f))
+    assert message.startswith(key) and str(e.value) == f"{f}: {message}"
 
 
 def test_bytes_that_are_not_utf8(tmp_path):
