@@ -21,7 +21,8 @@
 # folder (mutmut's working copy) gets report/ and sweeps/ folders whose package links to the
 # mutated copy, so tests that put REPO/report or REPO/sweeps on sys.path import the mutants.
 # Results are cached there: a second run tests only mutants of changed functions and, again, the
-# mutants that survived before (the tests may have changed). One mutmut child, at nice 19.
+# mutants that survived before (the tests may have changed). One mutmut child, at nice 19
+# (DTUNE_MUTATION_CHILDREN=2 runs two, for a machine with nothing else to do).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 py=${DTUNE_PYTHON:-$repo/.venv/bin/python}
@@ -79,7 +80,7 @@ undetected() {
 # mutmut lists every mutant it was asked for by name: the killed ones are left out here (its
 # progress line ends in a carriage return, so split there too and pass it on as it comes).
 run() {
-  "${mutmut[@]}" run --max-children 1 "$@" | "$py" -c '
+  "${mutmut[@]}" run --max-children "${DTUNE_MUTATION_CHILDREN:-1}" "$@" | "$py" -c '
 import os, re, sys
 pending = b""
 while chunk := os.read(0, 4096):
