@@ -147,7 +147,8 @@ def load(path: str) -> list[dict]:
             k.fail(where, f"is {_type(s)}; each sweep is a mapping with 'binary:'")
         name = s.setdefault("name", f"sweep{i}")
         if not isinstance(name, (str, int)) or isinstance(name, bool) or str(name) == "":
-            k.fail(where + ["name"], f"is {_type(name)}; write a name such as name: batch-sweep")
+            what = "empty" if name == "" else _type(name)
+            k.fail(where + ["name"], f"is {what}; write a name such as name: batch-sweep")
         if str(name) in names:
             k.fail(
                 where + ["name"], f"{str(name)!r} names sweeps[{names[str(name)]}] too; give each sweep its own name"

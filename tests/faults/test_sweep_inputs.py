@@ -83,6 +83,25 @@ CASES = [
     (C + "axes: {--collective: " + "[" * 40 + "x" + "]" * 40 + "}\n", "axes.--collective[0]"),
     # 10 * 9**5 values at L5 passes 100,000.
     (bomb(7), "env.L5:"),
+    (C + "env: {NCCL_ALGO: [Ring]}\nzip: [{NCCL_ALGO: [Tree], --collective: [allreduce]}]\n", "env.NCCL_ALGO:"),
+    (C + "args: [--op, sum]\naxes: {--op: [max]}\n", "axes.--op:"),
+    (C + "args: [--op=sum]\naxes: {--op: [max]}\n", "axes.--op:"),
+    ("binary: dtune-train\nsteps: 5\naxes: {--steps: [3]}\n", "axes.--steps:"),
+    ("binary: dtune-data\nargs: [--samples, 8]\n", "args:"),
+    ("binary: dtune-data\n", "args:"),
+    ("binary: dtune-foo\n", "binary:"),
+    (C + "env: {NCCL_ALGO: []}\n", "env.NCCL_ALGO:"),
+    (C + "env: {NCCL_ALGO-X: [1]}\n", "env.NCCL_ALGO-X:"),
+    (C + "zip: [{--op: [sum, max], NCCL_ALGO: [[Ring], Tree]}]\n", "zip[0].NCCL_ALGO:"),
+    (C + "zip: [{--op: [[sum], max], NCCL_ALGO: [Ring, Tree]}]\n", "zip[0].--op:"),
+    (C + 'name: ""\n', "name:"),
+    (C + "constraints: {a: 1}\n", "constraints:"),
+    (C + "axes: {--op: [sum]}\nconstraints: ['--op <=']\n", "constraints[0]:"),
+    (C + "axes: {--op: [sum]}\nconstraints: ['--nope > 1']\n", "constraints:"),
+    (C + "axes: {--op: [sum, sum]}\n", "two points are identical"),
+    (C + "axes: {--op: [sum, max]}\nexclude: [{--op: sum}, {--op: max}]\n", "exclude:"),
+    (C + "axes: {--iters: [1, 2]}\nconstraints: ['--iters > 5']\n", "constraints:"),
+    (C + "exclude: [5]\n", "exclude[0]:"),
 ]
 
 
@@ -142,6 +161,25 @@ MESSAGES = [
     "axes.--collective" + "[0]" * 30 + ": nested more than 32 levels deep (line 2); a sweep file needs at most a few",
     "axes.--collective" + "[0]" * 30 + ": nested more than 32 levels deep (line 2); a sweep file needs at most a few",
     "env.L5: expands to more than 100,000 values (line 8; aliases of aliases, an alias bomb?); write a smaller sweep",
+    "env.NCCL_ALGO: NCCL_ALGO is also an axis at zip[0]; vary it in one place",
+    "axes.--op: --op is also a fixed argument (args: --op sum); give it in one place: drop it from args, or drop the axis",  # noqa: E501
+    "axes.--op: --op is also a fixed argument (args: --op=sum); give it in one place: drop it from args, or drop the axis",  # noqa: E501
+    "axes.--steps: --steps is also a fixed argument (steps: --steps 5); give it in one place: drop it from args, or drop the axis",  # noqa: E501
+    "args: a dtune-data sweep runs `dtune-data bench`: write args: [bench, DATASET, ...]",
+    "args: a dtune-data sweep runs `dtune-data bench`: write args: [bench, DATASET, ...]",
+    "binary: binary 'dtune-foo' is not one of ['dtune-comm', 'dtune-train', 'dtune-data']",
+    "env.NCCL_ALGO: empty list of values; give at least one value",
+    "env.NCCL_ALGO-X: environment axis 'NCCL_ALGO-X' must be a variable starting with one of NCCL_, UCX_, OMP_, OMPI_, DTUNE_, CUDA_, MKL_",  # noqa: E501
+    "zip[0].NCCL_ALGO: value ['Ring'] has the wrong type (a list); use a number or a string, or a list of them",
+    "zip[0].--op: value ['sum'] has the wrong type (a list); use a number or a string, or a list of them",
+    "name: is empty; write a name such as name: batch-sweep",
+    "constraints: is a mapping; write a list, e.g. constraints: ['--first-bucket-mb <= --bucket-mb']",
+    "constraints[0]: '--op <=': '' is not a flag (--batch), a variable (NCCL_ALGO), ranks, nodes, ranks_per_node, a number or a word",  # noqa: E501
+    "constraints: constraint '--nope > 1' names --nope, which is neither an axis nor a fixed argument of this sweep (nor a default dtune knows): the constraint could not be checked",  # noqa: E501
+    "two points are identical (the same arguments, environment and repeat)",
+    "exclude: no points left after the exclusions; remove a rule",
+    "constraints: no points left after the exclusions and constraints; remove a rule",
+    "exclude[0]: is int; write a mapping of axis to value, e.g. {--batch: 64, --precision: fp32}",
 ]
 
 
@@ -236,3 +274,63 @@ def test_max_points_admits_a_file_at_the_cap(tmp_path):
         plan(str(f), max_points=11)
     r = dtune("sweep", "plan", f, "--max-points", 0)
     assert r.returncode == 2 and "--max-points" in r.stderr, r.stderr
+
+
+def plan_text(tmp_path, text, **kw):
+    f = tmp_path / "s.yaml"
+    f.write_text(text)
+    return f, plan(str(f), **kw)
+
+
+def test_args_as_a_string_or_null_and_steps_beside_them(tmp_path):
+    """args: may be one string (split on spaces) or null (none); steps: adds the binary's step flag
+    after the fixed args, keeping them."""
+    _, listed = plan_text(tmp_path, C + "args: [-b, 8, -e, 1M]\nsteps: 3\n")
+    _, text = plan_text(tmp_path, C + "args: -b 8 -e 1M\nsteps: 3\n")
+    assert [p.args for p in listed] == [p.args for p in text] == [["-b", "8", "-e", "1M", "--iters", "3"]]
+    _, none = plan_text(tmp_path, C + "args:\n")
+    assert [p.args for p in none] == [[]]
+
+
+def test_a_constraint_may_name_a_fixed_argument(tmp_path):
+    text = C + "args: [--iters, 5]\naxes: {--warmup-iters: [1, 10]}\n"
+    _, pts = plan_text(tmp_path, text + "constraints: ['--warmup-iters <= --iters']\n")
+    assert [p.values["--warmup-iters"] for p in pts] == [1]
+
+
+def test_random_order_without_a_seed_is_seed_0(tmp_path):
+    axes = "axes: {--op: [sum, max, min, prod], --collective: [allreduce, reduce, broadcast]}\n"
+    _, unseeded = plan_text(tmp_path, C + axes + "order: random\n")
+    _, seed0 = plan_text(tmp_path, C + axes + "order: random\nseed: 0\n")
+    _, seed1 = plan_text(tmp_path, C + axes + "order: random\nseed: 1\n")
+    assert [p.id for p in unseeded] == [p.id for p in seed0] != [p.id for p in seed1]
+
+
+def test_max_points_names_the_largest_sweep_by_its_place_in_the_file(tmp_path):
+    text = "sweeps:\n  - {binary: dtune-comm, name: big, axes: {--op: [sum, max, min, prod]}}\n"
+    text += "  - {binary: dtune-comm, name: small, axes: {--op: [sum, max]}}\n"
+    f, _ = plan_text(tmp_path, text)
+    with pytest.raises(SweepError) as e:
+        plan(str(f), max_points=5)
+    assert str(e.value).startswith(f"{f}: sweeps[0]: the file plans 6 points (4 in sweep 'big',"), str(e.value)
+
+
+def test_known_flags_given_as_a_function_are_checked(tmp_path):
+    f, _ = plan_text(tmp_path, C + "axes: {--opp: [sum]}\n")
+    with pytest.raises(SweepError) as e:
+        plan(str(f), known_flags=lambda: {"dtune-comm": {"--op"}})
+    assert str(e.value) == f"{f}: axes.--opp: unknown axis '--opp' (not a flag of dtune-comm; see its --help)"
+
+
+def test_points_breaking_a_rule_are_listed_twenty_at_most_under_their_sweep(tmp_path):
+    buckets = ", ".join(str(b) for b in range(1, 22))
+    text = "sweeps:\n  - {binary: dtune-comm, name: ok}\n"
+    text += "  - {binary: dtune-train, name: b, args: [--first-bucket-mb, 100], "
+    text += f"axes: {{--bucket-mb: [{buckets}]}}}}\n"
+    f = tmp_path / "s.yaml"
+    f.write_text(text)
+    with pytest.raises(SweepError) as e:
+        plan(str(f))
+    lines = str(e.value).splitlines()
+    assert lines[0].startswith(f"{f}: sweeps[1]: 21 of 21 points of sweep 'b' break dtune-train's"), lines[0]
+    assert len(lines) == 1 + 20 + 1 and lines[-1] == "  ... 1 more", lines[-3:]
