@@ -102,6 +102,12 @@ CASES = [
     (C + "axes: {--op: [sum, max]}\nexclude: [{--op: sum}, {--op: max}]\n", "exclude:"),
     (C + "axes: {--iters: [1, 2]}\nconstraints: ['--iters > 5']\n", "constraints:"),
     (C + "exclude: [5]\n", "exclude[0]:"),
+    (
+        "sweeps:\n  - {binary: dtune-comm, env: {NCCL_ALGO: [Ring]}, zip: [{NCCL_ALGO: [Tree], --op: [sum]}]}\n",
+        "sweeps[0].env.NCCL_ALGO:",
+    ),
+    (C + "args: [--op=a=b]\naxes: {--op: [max]}\n", "axes.--op:"),
+    (C + "steps: 3\nargs: [--op, sum]\naxes: {--op: [max]}\n", "axes.--op:"),
 ]
 
 
@@ -180,6 +186,9 @@ MESSAGES = [
     "exclude: no points left after the exclusions; remove a rule",
     "constraints: no points left after the exclusions and constraints; remove a rule",
     "exclude[0]: is int; write a mapping of axis to value, e.g. {--batch: 64, --precision: fp32}",
+    "sweeps[0].env.NCCL_ALGO: NCCL_ALGO is also an axis at sweeps[0].zip[0]; vary it in one place",
+    "axes.--op: --op is also a fixed argument (args: --op=a=b); give it in one place: drop it from args, or drop the axis",  # noqa: E501
+    "axes.--op: --op is also a fixed argument (args: --op sum --iters 3); give it in one place: drop it from args, or drop the axis",  # noqa: E501
 ]
 
 
@@ -334,3 +343,11 @@ def test_points_breaking_a_rule_are_listed_twenty_at_most_under_their_sweep(tmp_
     lines = str(e.value).splitlines()
     assert lines[0].startswith(f"{f}: sweeps[1]: 21 of 21 points of sweep 'b' break dtune-train's"), lines[0]
     assert len(lines) == 1 + 20 + 1 and lines[-1] == "  ... 1 more", lines[-3:]
+
+
+def test_a_zip_sets_its_environment_variables_with_its_arguments(tmp_path):
+    _, pts = plan_text(tmp_path, C + "zip: [{--op: [sum, max], NCCL_ALGO: [Ring, Tree]}]\n")
+    assert [(p.args, p.env) for p in pts] == [
+        (["--op", "sum"], {"NCCL_ALGO": "Ring"}),
+        (["--op", "max"], {"NCCL_ALGO": "Tree"}),
+    ]
