@@ -418,6 +418,41 @@ EXACT = [
         ["--fast-decode needs --decode roi (it scales the region decode)"],
     ),
     ("dtune-train", 2, "--fast-decode", []),
+    # dtune-comm --pattern fsdp (benchmarks/comm/options.cc check_pattern) and --shard zero3.
+    ("dtune-comm", 2, "--pattern fsdp", ["--pattern fsdp needs --model"]),
+    ("dtune-comm", 2, "--pattern fsdp --model gpt2-tiny", []),
+    (
+        "dtune-comm",
+        2,
+        "--pattern fsdp --model gpt2-tiny --minbytes 8",
+        ["-b/--minbytes does not apply to --pattern fsdp"],
+    ),
+    (
+        "dtune-comm",
+        2,
+        "--pattern fsdp --model gpt2-tiny --algorithm hierarchical",
+        ["--algorithm hierarchical does not apply to --pattern fsdp (no allreduce)"],
+    ),
+    (
+        "dtune-comm",
+        2,
+        "--pattern fsdp --model gpt2-tiny --format json",
+        ["--pattern fsdp prints a table only (no --format json or csv)"],
+    ),
+    (
+        "dtune-comm",
+        2,
+        "--pattern fsdp --model gpt2-tiny --datatype float16",
+        ["-d float16: --pattern fsdp takes one of float32 and bfloat16"],
+    ),
+    ("dtune-comm", 2, "--pattern fsdp --model gpt2-tiny --datatype bfloat16", []),
+    (
+        "dtune-train",
+        2,
+        "--shard zero3 --check-every 1",
+        ["--shard zero3 does not go with --check-every (the parameters are sharded between steps)"],
+    ),
+    ("dtune-train", 2, "--shard zero3 --check-every 0", []),
 ]
 
 
