@@ -226,22 +226,22 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->envname(env("COMPRESSION"))
       ->capture_default_str()
       ->check(CLI::IsMember(enum_names(kCompressionNames)));
-  app.add_option(
-         "--shard", shard,
-         "sharded data parallelism: none (DDP: every rank holds all optimizer state), "
-         "zero1 (ZeRO stage 1: each rank keeps and steps 1/N of the optimizer state and "
-         "the fp32 master, then the ranks all-gather the updated parameters) or zero2 "
-         "(stage 2: gradient buckets reduce-scattered instead of all-reduced, so each "
-         "rank receives only its part) or zero3 (stage 3, FSDP-style: the parameters "
-         "sharded too, each unit (a transformer block, a ResNet block, the embedding, the "
-         "head) all-gathered before its forward and backward, its gradient reduce-scattered)")
+  app.add_option("--shard", shard,
+                 "sharded data parallelism: none (DDP: every rank holds all optimizer state), "
+                 "zero1 (ZeRO stage 1: each rank keeps and steps 1/N of the optimizer state and "
+                 "the fp32 master, then the ranks all-gather the updated parameters) or zero2 "
+                 "(stage 2: gradient buckets reduce-scattered instead of all-reduced, so each "
+                 "rank receives only its part) or zero3 (stage 3, FSDP-style: the parameters "
+                 "sharded too, each unit (a transformer block, a ResNet stage, the embedding, the "
+                 "head) all-gathered before its forward and backward and freed after its backward, "
+                 "its gradient reduce-scattered)")
       ->envname(env("SHARD"))
       ->capture_default_str()
       ->check(CLI::IsMember(enum_names(kShardNames)));
   app.add_option("--reshard-after-forward", reshard,
                  "--shard zero3: free each unit's gathered parameters after its forward and "
-                 "gather them again before its backward (on), or keep them until backward ends "
-                 "(off: one gather per unit and step, more memory)")
+                 "gather them again before its backward (on), or keep them from forward into "
+                 "backward (off: one gather per unit and step, more memory)")
       ->envname(env("RESHARD_AFTER_FORWARD"))
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
