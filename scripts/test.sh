@@ -41,7 +41,8 @@ cd "$repo/${DTUNE_BUILD_DIR:-build}"
 # the fifteen slowest tests, whatever the outcome. Tests run side by side, 2 per core by default
 # (DTUNE_TEST_JOBS): most of a test's time is process start-up and waiting on its ranks, and on
 # 2 cores -j4 took the suite from 1358 s to 660 s; the longest start first (tests/costs.cmake),
-# a test launching N ranks takes N slots (PROCESSORS), Slurm and cluster tests lock each other
+# an mpirun test (dtune_mpi_test) takes its N ranks' slots (PROCESSORS; the pytest-driven MPI
+# tests take one), Slurm and cluster tests lock each other
 # out (RESOURCE_LOCK) and cluster.nodes runs alone.
 jobs=${DTUNE_TEST_JOBS:-$((2 * $(nproc)))}
 rc=0
