@@ -41,20 +41,20 @@ class DataParallelStep final : public StepStrategy {
       // the parameters' only copy. Per step each unit is gathered once (twice with reshard).
       out.optimizer_state_bytes = zero_->state_bytes();
       out.param_bytes_resident = units_->resident_bytes();
-      out.param_bytes_peak = units_->peak_bytes();
+      out.param_bytes_peak = units_->peak_bytes();  // before gather_all raises it to the model
       out.gathered_bytes_per_step = gathered_;
       units_->gather_all();  // the final check and --debug-dump read the whole model
     } else if (zero_) {
       out.optimizer_state_bytes = zero_->state_bytes();
       out.gathered_bytes_per_step = zero_->gathered_bytes();
       out.param_bytes_resident = zero_->param_bytes();
-      out.param_bytes_peak = out.param_bytes_resident;
     } else {
       out.optimizer_state_bytes = s_.optimizer->state_bytes();
       for (const auto& m : s_.master) out.optimizer_state_bytes += static_cast<int64_t>(m.nbytes());
       for (const auto& p : s_.params) out.param_bytes_resident += static_cast<int64_t>(p.nbytes());
-      out.param_bytes_peak = out.param_bytes_resident;
     }
+    // Every mode but zero3 holds its parameters throughout the step.
+    if (!units_) out.param_bytes_peak = out.param_bytes_resident;
     for (const auto& p : s_.params)
       if (p.grad().defined()) out.grad_bytes_resident += static_cast<int64_t>(p.grad().nbytes());
     if (s_.sync) {
