@@ -57,9 +57,11 @@ class DataParallelStep final : public StepStrategy {
     if (!units_) out.param_bytes_peak = out.param_bytes_resident;
     for (const auto& p : s_.params)
       if (p.grad().defined()) out.grad_bytes_resident += static_cast<int64_t>(p.grad().nbytes());
+    out.grad_bytes_peak = out.grad_bytes_resident;
     if (s_.sync) {
       out.grad_bytes_resident += s_.sync->resident_bytes();
       out.reduce_scattered_bytes_per_step = s_.sync->shard_bytes();
+      out.grad_bytes_peak = s_.sync->take_peak_bytes();
     }
   }
 

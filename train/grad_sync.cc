@@ -1,6 +1,13 @@
 // Bucketed, overlapped gradient averaging.
 #include "train/grad_sync.h"
 
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
 #include "core/error.h"
 #include "core/nvtx.h"
 #include "train/fused_pack.h"
@@ -20,6 +27,13 @@ BucketLayout plan_buckets(const std::vector<int64_t>& param_bytes, int64_t first
   }
   return out;
 }
+
+struct GradSync::DropGrad final : torch::autograd::PostAccumulateGradHook {
+  DropGrad(GradSync& sync, size_t param) : sync_(sync), param_(param) {}
+  void operator()(const torch::autograd::Variable& /*tensor*/) override { sync_.drop_grad(param_); }
+  GradSync& sync_;
+  size_t param_;
+};
 
 namespace {
 torch::ScalarType wire_dtype(Compression c, torch::ScalarType param) {
@@ -65,23 +79,56 @@ GradSync::GradSync(std::vector<torch::Tensor> params, Reducer& reducer, int worl
     }
     const auto& p0 = params_[bucket.params[0]];
     const auto wire = p0.options().dtype(wire_dtype(o.compression, p0.scalar_type()));
-    if (reduce_scatter_) elems = (elems + world_size - 1) / world_size * world_size;
-    bucket.flat = torch::zeros({elems}, wire);  // the padding stays zero
-    if (reduce_scatter_) bucket.shard = torch::empty({elems / world_size}, wire);
+    if (reduce_scatter_) {  // the flat is allocated per step (flat_locked)
+      elems = (elems + world_size - 1) / world_size * world_size;
+      bucket.shard = torch::empty({elems / world_size}, wire);
+    } else {
+      bucket.flat = torch::zeros({elems}, wire);  // the padding stays zero
+    }
     buckets_.push_back(std::move(bucket));
   }
   // The hook sees the gradient of this backward before autograd adds it to .grad.
   for (size_t i = 0; i < params_.size(); ++i)
     params_[i].register_hook([this, i](const torch::Tensor& grad) { on_grad(i, grad); });
+  if (reduce_scatter_)
+    for (size_t i = 0; i < params_.size(); ++i)
+      torch::autograd::impl::set_post_acc_grad_hooks(params_[i],
+                                                     std::make_unique<DropGrad>(*this, i));
+}
+
+void GradSync::drop_grad(size_t i) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (sync_ && filled_[i]) params_[i].mutable_grad() = torch::Tensor();
+}
+
+torch::Tensor& GradSync::flat_locked(Bucket& bucket) {
+  if (!bucket.flat.defined())  // the padding stays zero
+    bucket.flat = torch::zeros({bucket.shard.numel() * world_}, bucket.shard.options());
+  return bucket.flat;
+}
+
+void GradSync::sample_locked() {
+  int64_t n = 0;
+  for (const auto& p : params_)
+    if (p.grad().defined()) n += static_cast<int64_t>(p.grad().nbytes());
+  for (const auto& b : buckets_)
+    for (const auto* t : {&b.flat, &b.shard})
+      if (t->defined()) n += static_cast<int64_t>(t->nbytes());
+  std::erase_if(in_flight_, [](const auto& f) { return f.first.expired(); });
+  for (const auto& f : in_flight_) n += f.second;
+  peak_ = std::max(peak_, n);
+}
+
+int64_t GradSync::take_peak_bytes() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  sample_locked();
+  return std::exchange(peak_, 0);
 }
 
 void GradSync::prepare(bool sync) {
   std::lock_guard<std::mutex> lock(mutex_);
   sync_ = sync;
   next_launch_ = 0;
-  if (sync && reduce_scatter_)
-    for (auto& b : buckets_)
-      if (!b.flat.defined()) b.flat = torch::zeros({b.shard.numel() * world_}, b.shard.options());
   filled_.assign(params_.size(), false);
   for (auto& b : buckets_) {
     b.ready = 0;
@@ -92,7 +139,8 @@ void GradSync::prepare(bool sync) {
 void GradSync::copy_in(size_t i, const torch::Tensor& grad) {
   const auto [b, slot] = where_[i];
   Bucket& bucket = buckets_[b];
-  torch::Tensor view = bucket.flat.narrow(0, bucket.offsets[slot], params_[i].numel());
+  torch::Tensor view = (reduce_scatter_ ? flat_locked(bucket) : bucket.flat)
+                           .narrow(0, bucket.offsets[slot], params_[i].numel());
   torch::NoGradGuard no_grad;
   const torch::Tensor& acc = params_[i].grad();
   torch::Tensor total = acc.defined() ? grad.detach() + acc : grad.detach();
@@ -115,6 +163,7 @@ void GradSync::pack_unfilled_locked() {
         ++slot;
         continue;
       }
+      if (reduce_scatter_) flat_locked(bucket);
       if (!params_[i].grad().defined()) {  // no gradient at all: contributes zeros
         bucket.flat.narrow(0, bucket.offsets[slot], params_[i].numel()).zero_();
         filled_[i] = true;
@@ -147,9 +196,11 @@ void GradSync::pack_unfilled_locked() {
 
 void GradSync::on_grad(size_t i, const torch::Tensor& grad) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!sync_ || overlap_ == Overlap::kOff || filled_[i]) return;
-  copy_in(i, grad);
-  launch_ready_locked();
+  if (sync_ && overlap_ != Overlap::kOff && !filled_[i]) {
+    copy_in(i, grad);
+    launch_ready_locked();
+  }
+  sample_locked();
 }
 
 void GradSync::launch_ready_locked() {
@@ -158,9 +209,12 @@ void GradSync::launch_ready_locked() {
     buckets_[next_launch_].launched = true;
     nvtx_mark("bucket reduction start");
     Bucket& b = buckets_[next_launch_];
-    if (reduce_scatter_)
-      reducer_.start_reduce_scatter(b.flat, b.shard);
-    else
+    if (reduce_scatter_) {
+      // The reducer holds the flat until its reduce-scatter is done; then it is freed.
+      in_flight_.emplace_back(b.flat.storage().getWeakStorageImpl(),
+                              static_cast<int64_t>(b.flat.nbytes()));
+      reducer_.start_reduce_scatter(std::exchange(b.flat, torch::Tensor()), b.shard);
+    } else
       reducer_.start(b.flat);
     ++next_launch_;
   }
@@ -173,6 +227,7 @@ void GradSync::finish(const Deadline& deadline) {
   pack_unfilled_locked();
   launch_ready_locked();
   DTUNE_CHECK(next_launch_ == buckets_.size(), "gradient buckets left unlaunched");
+  sample_locked();
   reducer_.wait_all(deadline);
   if (reduce_scatter_) {
     // This rank's parts are in the shards; the whole gradients are not needed any more.

@@ -9,9 +9,11 @@
 // Accumulation micro-steps skip all of this (no_sync) until the last one.
 #pragma once
 
+#include <c10/core/StorageImpl.h>
 #include <torch/nn/module.h>
 
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "train/config.h"
@@ -41,7 +43,11 @@ class GradSync {
   // `reduce_scatter` (ZeRO-2, train/zero.h): each bucket is reduce-scattered instead of
   // all-reduced; finish() leaves the average's parts in the buckets' `shard`s and drops the
   // parameters' gradients and the buckets' `flat`s (allocated again by the next prepare(true))
-  // instead of unpacking into them: between steps a rank holds only its parts.
+  // instead of unpacking into them: between steps a rank holds only its parts. During backward
+  // a bucket's flat is allocated when its first gradient arrives and let go of once its
+  // reduce-scatter is started (the reducer frees it when done), and a parameter's .grad is dropped
+  // right after autograd sets it (a post-accumulate hook; the gradient is in the flat already): a
+  // rank holds its parts plus the buckets not yet reduced, not the whole model's gradients.
   // `layout`: the buckets as given (ZeRO-3: one per unit) instead of plan_buckets' caps.
   GradSync(std::vector<torch::Tensor> params, Reducer& reducer, int world_size, const Options& o,
            bool reduce_scatter = false, const BucketLayout* layout = nullptr);
@@ -61,12 +67,20 @@ class GradSync {
   int64_t resident_bytes() const;
   // Reduce-scatter: the bytes of this rank's parts (what it receives per step).
   int64_t shard_bytes() const;
+  // The most gradient bytes held at once since the last call: the parameters' .grad, the
+  // buckets' flats and shards, and the flats of reductions still in flight, sampled after each
+  // gradient hook and when backward ends.
+  int64_t take_peak_bytes();
 
  private:
   void on_grad(size_t param, const torch::Tensor& grad);
   void copy_in(size_t param, const torch::Tensor& grad);  // grad (+ accumulated .grad) / world
   void pack_unfilled_locked();  // every parameter not yet in its bucket, a run per pass
   void launch_ready_locked();
+  torch::Tensor& flat_locked(Bucket& bucket);  // reduce-scatter: allocated on first use per step
+  void sample_locked();                        // the gradient bytes held now, into peak_
+  void drop_grad(size_t param);                // after autograd accumulated it (reduce-scatter)
+  struct DropGrad;                             // the post-accumulate hook calling it
 
   std::vector<torch::Tensor> params_;
   std::vector<std::pair<size_t, size_t>> where_;  // param -> (bucket, slot)
@@ -81,6 +95,9 @@ class GradSync {
   bool reduce_scatter_;
   bool sync_ = true;
   size_t next_launch_ = 0;
+  // Reduce-scatter: the flats handed to the reducer, freed when it lets go of them.
+  std::vector<std::pair<c10::weak_intrusive_ptr<c10::StorageImpl>, int64_t>> in_flight_;
+  int64_t peak_ = 0;
   std::mutex mutex_;
 };
 

@@ -54,6 +54,9 @@ struct TrainOutcome {
   // The most parameter bytes held at once during the steps: zero3's gathered units at their peak
   // (in forward or backward); every other mode holds its parameters throughout (= resident).
   int64_t param_bytes_peak = 0;
+  // The most gradient bytes held at once during the steps (GradSync::take_peak_bytes; one rank:
+  // the parameters' .grad, which stay).
+  int64_t grad_bytes_peak = 0;
   std::vector<std::vector<double>> grad_ready_ms;  // (S, P): GradTimer's rows, warm-up first
   std::vector<int64_t> param_bytes;                // (P,) in model order
   std::vector<double> param_checksums;             // rank 0: every rank's, at the last check

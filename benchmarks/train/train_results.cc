@@ -28,6 +28,7 @@ struct RankRecords {
   std::vector<long long> param_bytes_resident;
   std::vector<long long> grad_bytes_resident;
   std::vector<long long> param_bytes_peak;
+  std::vector<long long> grad_bytes_peak;
   std::vector<long long> device_index;
   std::vector<std::string> device_name;
 };
@@ -187,7 +188,8 @@ void write_training(StepLog& log, const TrainOutcome& out, const TrainSummary& t
   h5::write_dataset(id, "optimizer_state_bytes", {R}, state_bytes.data());
   for (const auto& [name, v] : {std::pair{"param_bytes_resident", &ranks.param_bytes_resident},
                                 std::pair{"grad_bytes_resident", &ranks.grad_bytes_resident},
-                                std::pair{"param_bytes_peak", &ranks.param_bytes_peak}}) {
+                                std::pair{"param_bytes_peak", &ranks.param_bytes_peak},
+                                std::pair{"grad_bytes_peak", &ranks.grad_bytes_peak}}) {
     const std::vector<int64_t> bytes(v->begin(), v->end());
     h5::write_dataset(id, name, {R}, bytes.data());
   }
@@ -219,6 +221,7 @@ double report_training(const Options& o, const RunContext& ctx, const TrainOutco
     ranks.param_bytes_resident = gather_longs(ctx.comm(), {out.param_bytes_resident});
     ranks.grad_bytes_resident = gather_longs(ctx.comm(), {out.grad_bytes_resident});
     ranks.param_bytes_peak = gather_longs(ctx.comm(), {out.param_bytes_peak});
+    ranks.grad_bytes_peak = gather_longs(ctx.comm(), {out.grad_bytes_peak});
     ranks.device_index = gather_longs(ctx.comm(), {out.device_index});
     ranks.device_name = gather_strings(ctx.comm(), out.device_name);
     const std::vector<double> data_all = gather_doubles(ctx.comm(), out.data.numbers());

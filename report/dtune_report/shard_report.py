@@ -29,7 +29,7 @@ from .units import fmt_sig, setting_name, setting_text  # noqa: E402
 
 MIB = float(1 << 20)
 MODES = ("none", "zero1", "zero2", "zero3")  # dtune-train --shard, in table order
-COLOURS = {"none": "#4C72B0", "zero1": "#DD8452", "zero2": "#55A868"}
+COLOURS = {"none": "#4C72B0", "zero1": "#DD8452", "zero2": "#55A868", "zero3": "#C44E52"}
 # Fields that are the table's own columns or rows, not what tells two configurations apart.
 _NOT_SETTINGS = {"shard", "model", "np", "world_size", "machine"}
 
@@ -62,6 +62,11 @@ def load_shard_runs(paths) -> dict:
                     "held_bytes": per_rank("param_bytes_resident", np.mean)
                     + per_rank("grad_bytes_resident", np.mean)
                     + per_rank("optimizer_state_bytes", np.mean),
+                    # ... and at their peaks during the steps (NaN before the peaks were recorded):
+                    # zero3's gathered units, the gradients not yet reduced.
+                    "working_bytes": per_rank("param_bytes_peak", np.max)
+                    + per_rank("grad_bytes_peak", np.max)
+                    + per_rank("optimizer_state_bytes", np.max),
                 }
     return out
 
@@ -89,7 +94,9 @@ def shard_tables(studies, runs: dict) -> list:
     repeats), optimizer_state_mib (mean over ranks and repeats), peak_memory_mib (the largest
     rank's, the largest repeat), gathered_mib (per step), state_vs_ddp (the state over that of
     the same configuration with --shard none; NaN without one), held_mib and held_vs_ddp (the
-    parameters, gradients and state a rank holds between steps, and over DDP's). A `configuration` column names
+    parameters, gradients and state a rank holds between steps, and over DDP's), working_mib and
+    working_vs_ddp (the same at their peaks during the steps, the largest rank's and repeat's: zero3's
+    gathered units and the gradients not yet reduced included). A `configuration` column names
     the settings that tell configurations apart when there are several."""
     groups: dict = {}
     for s in studies:
@@ -103,14 +110,17 @@ def shard_tables(studies, runs: dict) -> list:
         varying = _varying(cs)
         state = {id(c): _mean(runs, c, "optimizer_state_bytes") for c in cs}
         held = {id(c): _mean(runs, c, "held_bytes") for c in cs}
+        working = {id(c): max(runs[k]["working_bytes"] for k in c.runs) for c in cs}
         ddp = {_rest(c): state[id(c)] for c in cs if c.fields.get("shard", "none") == "none"}
         ddp_held = {_rest(c): held[id(c)] for c in cs if c.fields.get("shard", "none") == "none"}
+        ddp_working = {_rest(c): working[id(c)] for c in cs if c.fields.get("shard", "none") == "none"}
         rank = {m: i for i, m in enumerate(MODES)}
         cs = sorted(cs, key=lambda c: (_label(c, varying), rank.get(c.fields.get("shard"), len(MODES))))
         rows = []
         for c in cs:
             base = ddp.get(_rest(c), float("nan"))
             base_held = ddp_held.get(_rest(c), float("nan"))
+            base_working = ddp_working.get(_rest(c), float("nan"))
             row = {"configuration": _label(c, varying)} if varying else {}
             row.update(
                 {
@@ -124,6 +134,8 @@ def shard_tables(studies, runs: dict) -> list:
                     "state_vs_ddp": state[id(c)] / base if base > 0 else float("nan"),
                     "held_mib": held[id(c)] / MIB,
                     "held_vs_ddp": held[id(c)] / base_held if base_held > 0 else float("nan"),
+                    "working_mib": working[id(c)] / MIB,
+                    "working_vs_ddp": working[id(c)] / base_working if base_working > 0 else float("nan"),
                 }
             )
             rows.append(row)
@@ -149,10 +161,11 @@ def _shown(t: pd.DataFrame) -> pd.DataFrame:
         "peak_memory_mib",
         "gathered_mib",
         "held_mib",
+        "working_mib",
     ):
         out[k] = [sig(v) for v in t[k]]
     out["runs"] = [str(v) for v in t["runs"]]
-    for k in ("state_vs_ddp", "held_vs_ddp"):
+    for k in ("state_vs_ddp", "held_vs_ddp", "working_vs_ddp"):
         out[k] = [f"{fmt_sig(v)}x" if v == v else "-" for v in t[k]]
     return out.rename(
         columns={
@@ -164,6 +177,8 @@ def _shown(t: pd.DataFrame) -> pd.DataFrame:
             "state_vs_ddp": "state vs DDP",
             "held_mib": "params+grads+state (MiB)",
             "held_vs_ddp": "held vs DDP",
+            "working_mib": "at peak (MiB)",
+            "working_vs_ddp": "peak vs DDP",
         }
     )
 
@@ -211,8 +226,11 @@ def shard_section(studies, paths, out_dir) -> list:
                 "measured steps, the step time's p50 (slowest rank per step), the optimizer state and fp32 "
                 "master a rank keeps between steps (mean over ranks), the largest rank's peak memory, the bytes "
                 "rank 0 receives per step in the parameter all-gather, and the state over DDP's (--shard none) "
-                "of the same configuration otherwise. Read: zero1 and zero2 keep 1/N of the state; they pay "
-                "the all-gather each step.",
+                "of the same configuration otherwise; then parameters + gradients + state held between steps "
+                "and at their peaks during the steps (zero3's gathered units, gradients not yet reduced), each "
+                "against DDP's. Read: zero1 and zero2 keep 1/N of the state and zero2 1/N of the gradients; "
+                "zero3 also 1/N of the parameters between steps, and at its peak the units in use; each pays "
+                "the all-gathers per step.",
             ),
         ]
     png = memory_figure(tables, Path(out_dir) / "sharding_memory.png")

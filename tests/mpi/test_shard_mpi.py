@@ -41,6 +41,8 @@ def train(tmp_path, name, np_, args):
             "params_held": list(g["param_bytes_resident"][()]),
             "params_peak": list(g["param_bytes_peak"][()]),
             "grads_held": list(g["grad_bytes_resident"][()]),
+            "grads_peak": list(g["grad_bytes_peak"][()]),
+            "buckets": list(g["bucket_bytes"][()]),
             "parameters": int(g.attrs["parameters"]),
             "skipped": list(g["skipped"][()]),
             "loss_scale": list(g["loss_scale"][()]),
@@ -133,6 +135,29 @@ def test_zero3_holds_a_shard_of_parameters_gradients_and_state(tmp_path, model):
     # Each unit is gathered once in forward (the GPT's tied embedding held until the head has used
     # it, as FSDP2's root unit is) and, with resharding, once more in backward: exactly twice.
     assert total["off"] >= P * 4 // 2 and total["on"] == 2 * total["off"]
+
+
+@pytest.mark.parametrize("model", [GPT, RESNET], ids=["gpt", "resnet"])
+def test_sharded_gradients_are_freed_as_they_are_reduced(tmp_path, model):
+    """During backward DDP holds every gradient twice at its peak (the parameters' .grad and the
+    buckets carrying them: 8 bytes per element). zero2 and zero3 drop each .grad as soon as autograd
+    has set it (its value is in the bucket already), allocate a bucket when its first gradient
+    arrives and let it go when its reduce-scatter is done: at any moment a rank holds its parts (S
+    bytes, what it receives) plus the buckets not yet reduced, so its peak lies between S plus the
+    largest bucket and S plus all of them (N x S with their padding). How many are in flight at
+    once depends on the reducer's pace, so only these bounds are exact; holding every .grad as well
+    (4P bytes more) is outside them."""
+    ranks = 2
+    args = [*model, *BUCKETS, "--batch", "2", "--steps", "2"]
+    _, ddp, _ = train(tmp_path, "ddp", ranks, args)
+    P = ddp["parameters"]
+    assert ddp["grads_peak"] == [8 * P] * ranks, (ddp["grads_peak"], P)
+    for mode in ("zero2", "zero3"):
+        _, rec, _ = train(tmp_path, mode, ranks, [*args, "--shard", mode])
+        S = rec["scattered"]
+        assert P * 4 <= S * ranks <= P * 4 + 4 * ranks * len(rec["buckets"]), (mode, S)
+        for peak in rec["grads_peak"]:
+            assert S + max(rec["buckets"]) <= peak <= (ranks + 1) * S, (mode, peak, S, max(rec["buckets"]))
 
 
 def test_zero3_frees_each_unit_after_the_backward_of_its_first_user(tmp_path):

@@ -44,6 +44,7 @@ def recorded(path) -> dict:
             "state": g["optimizer_state_bytes"][()],
             "peak": g["peak_memory_bytes"][()],
             "held": g["param_bytes_resident"][()] + g["grad_bytes_resident"][()] + g["optimizer_state_bytes"][()],
+            "working": g["param_bytes_peak"][()] + g["grad_bytes_peak"][()] + g["optimizer_state_bytes"][()],
         }
 
 
@@ -70,10 +71,15 @@ def test_the_table_holds_each_modes_recorded_values_and_the_state_against_ddp(re
         assert row.peak_memory_mib == x["peak"].max() / MIB
         assert row.gathered_mib == x["gathered"] / MIB
         assert row.held_mib == pytest.approx(x["held"].mean() / MIB, rel=1e-12)
+        assert row.working_mib == x["working"].max() / MIB
     # What a rank holds between steps, against DDP: zero3 the least, within the 0.55x.
     held = dict(zip(t["shard"][:4], t.held_vs_ddp[:4]))
     assert held["none"] == 1.0 and held["zero3"] < held["zero2"] < held["zero1"] < 1.0
     assert held["zero3"] <= 0.55
+    # At their peaks during the steps: DDP holds every gradient twice (.grad and its bucket), the
+    # ZeRO stages less; zero1 exactly DDP's but for the state it halves.
+    working = dict(zip(t["shard"][:4], t.working_vs_ddp[:4]))
+    assert working["none"] == 1.0 and max(working["zero2"], working["zero3"]) < working["zero1"] < 1.0
     # Rank 0 receives the other rank's half of the fp32 parameters; DDP gathers nothing.
     assert files["none"]["gathered"] == 0
     for stem in ("zero1", "zero2"):

@@ -611,7 +611,11 @@ void PipelineStep::finish(TrainOutcome& out) {
     if (p.grad().defined()) out.grad_bytes_resident += static_cast<int64_t>(p.grad().nbytes());
   }
   out.param_bytes_peak = out.param_bytes_resident;
-  if (s_.sync) out.grad_bytes_resident += s_.sync->resident_bytes();
+  out.grad_bytes_peak = out.grad_bytes_resident;
+  if (s_.sync) {
+    out.grad_bytes_resident += s_.sync->resident_bytes();
+    out.grad_bytes_peak = s_.sync->take_peak_bytes();
+  }
   // --data: stage 0 loaded; the other stages' rows count nothing (the data reached them as
   // activations and targets).
   out.data = s_.data ? s_.data->summary()
