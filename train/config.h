@@ -131,6 +131,9 @@ struct Options {
   int local_sgd_every = 0;  // > 0: no per-step sync, average parameters every H steps
   ShardMode shard = ShardMode::kNone;
   bool reshard_after_forward = true;  // zero3: free each unit after its forward
+  std::string shard_unit = "block";   // zero3: --shard-unit as given, "block" or a size in MiB
+  double shard_unit_mib = 0;          // zero3: > 0: units of that many MiB; 0: by block
+  int shard_prefetch = 1;             // zero3: units gathered ahead of the one in use
   int check_every = 0;                // divergence guard period (0: only at the end)
   double memory_limit_mb = 0;         // CPU batch finder
   double peak_tflops = 0;             // override of the MFU peak

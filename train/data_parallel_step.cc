@@ -197,8 +197,10 @@ std::unique_ptr<StepStrategy> build_data_parallel(TrainSetup& s, const RunContex
   const bool zero3 = o.shard == ShardMode::kZero3 && !probe;
   std::unique_ptr<Zero3Units> units;
   if (zero3)
-    units = std::make_unique<Zero3Units>(model, s.params, ctx.world_size(), ctx.rank(), *s.reducer,
-                                         o.reshard_after_forward);
+    units =
+        std::make_unique<Zero3Units>(model, s.params, ctx.world_size(), ctx.rank(), *s.reducer,
+                                     Zero3Units::Options{o.reshard_after_forward, o.shard_unit_mib,
+                                                         o.shard_prefetch, o.timeout_s});
   if ((ctx.world_size() > 1 || zero3) && o.local_sgd_every == 0) {
     if (probe) {
       int64_t bytes = 0;
@@ -239,6 +241,7 @@ std::unique_ptr<StepStrategy> build_data_parallel(TrainSetup& s, const RunContex
             : o.profile_dir;
     s.profiler.emplace(o, ctx, s.device, s.trace_log, dir);
   }
+  if (units) units->set_clock(s.clock.get());  // waits for gathers: exposed communication
   return std::make_unique<DataParallelStep>(s, ctx, std::move(zero), std::move(units));
 }
 

@@ -1,9 +1,10 @@
-// MPI gradient reducer: a communication thread drains a FIFO of buffers with MPI_Iallreduce on its
-// own communicator (MPI_THREAD_MULTIPLE), polled with MPI_Test until done, so reductions progress
-// while the main thread computes the rest of backward (Open MPI does not progress nonblocking
-// collectives without calls into MPI, so a thread is what makes the overlap real). Polling rather
-// than a blocking MPI_Allreduce lets the thread give up a reduction that never completes (a rank
-// stopped) when the reducer is destroyed, so the thread is always joined, never detached.
+// MPI gradient reducer: a communication thread drains a FIFO of buffers with MPI_Iallreduce (and
+// ZeRO's MPI_Ireduce_scatter_block and prefetched MPI_Iallgather) on its own communicator
+// (MPI_THREAD_MULTIPLE), polled with MPI_Test until done, so reductions progress while the main
+// thread computes the rest of backward (Open MPI does not progress nonblocking collectives without
+// calls into MPI, so a thread is what makes the overlap real). Polling rather than a blocking
+// MPI_Allreduce lets the thread give up a reduction that never completes (a rank stopped) when the
+// reducer is destroyed, so the thread is always joined, never detached.
 #include <atomic>
 #include <climits>
 #include <condition_variable>
@@ -76,7 +77,7 @@ class MpiReducer final : public Reducer {
   void start(torch::Tensor flat) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      queue_.push_back({std::move(flat), torch::Tensor(), next_bucket_++});
+      queue_.push_back({Kind::kAllreduce, std::move(flat), torch::Tensor(), next_bucket_++});
       ++started_;
     }
     cv_.notify_all();
@@ -89,10 +90,30 @@ class MpiReducer final : public Reducer {
                     " ranks");
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      queue_.push_back({std::move(flat), std::move(shard), next_bucket_++});
+      queue_.push_back({Kind::kReduceScatter, std::move(flat), std::move(shard), next_bucket_++});
       ++started_;
     }
     cv_.notify_all();
+  }
+  int64_t start_allgather(torch::Tensor full) override {
+    DTUNE_CHECK(full.numel() % ranks_ == 0 && full.numel() / ranks_ <= INT_MAX,
+                "MPI reducer: allgather of " + std::to_string(full.numel()) + " elements over " +
+                    std::to_string(ranks_) + " ranks");
+    int64_t ticket = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back({Kind::kAllgather, std::move(full), torch::Tensor(), next_gather_++});
+      ticket = ++started_;
+    }
+    cv_.notify_all();
+    return ticket;
+  }
+  void wait_gathered(int64_t ticket, const Deadline& deadline) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!done_cv_.wait_until(lock, deadline.at(), [&] { return done_ >= ticket || error_; }))
+      throw TimeoutError("parameter all-gather " + std::to_string(ticket) +
+                         " did not finish in time (--timeout): a rank is not taking part");
+    if (error_) std::rethrow_exception(error_);
   }
 
   void wait_all(const Deadline& deadline) override {
@@ -103,7 +124,7 @@ class MpiReducer final : public Reducer {
                          " did not finish in time (--timeout): a rank is "
                          "not taking part");
     if (error_) std::rethrow_exception(error_);
-    next_bucket_ = 0;  // the next start() is the first bucket of the next step
+    next_bucket_ = next_gather_ = 0;  // the next start() is the first bucket of the next step
   }
 
   void broadcast(torch::Tensor t, int root) override {
@@ -215,6 +236,25 @@ class MpiReducer final : public Reducer {
     return true;
   }
 
+  // The communication thread: MPI_Iallgather in place, polled as the allreduce is.
+  bool thread_allgather(torch::Tensor& full) {
+    Staged s(full);
+    MPI_Request req = MPI_REQUEST_NULL;
+    DTUNE_MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, s.host.data_ptr(),
+                                   static_cast<int>(s.host.numel() / ranks_), mpi_type(s.host),
+                                   thread_comm_.get(), &req));
+    const bool done = poll_to_completion(
+        [&] {
+          int flag = 0;
+          DTUNE_MPI_CHECK(MPI_Test(&req, &flag, MPI_STATUS_IGNORE));
+          return flag != 0;
+        },
+        &abandon_);
+    if (!done) return false;
+    s.finish(full);
+    return true;
+  }
+
   void loop() {
     std::unique_lock<std::mutex> lock(mutex_);
     while (true) {
@@ -227,19 +267,23 @@ class MpiReducer final : public Reducer {
       const auto t0 = Clock::now();
       try {
         // false: abandoned, the reducer is being destroyed
-        if (!(q.shard.defined() ? thread_reduce_scatter(q.flat, q.shard)
-                                : thread_allreduce(q.flat)))
+        if (!(q.kind == Kind::kReduceScatter ? thread_reduce_scatter(q.flat, q.shard)
+              : q.kind == Kind::kAllgather   ? thread_allgather(q.flat)
+                                             : thread_allreduce(q.flat)))
           return;
       } catch (...) {
         err = std::current_exception();
       }
       if (trace_ && trace_->enabled())
-        trace_->add({std::string(q.shard.defined() ? "MPI_Reduce_scatter_block" : "MPI_Allreduce") +
-                         " bucket " + std::to_string(q.bucket),
+        trace_->add({std::string(q.kind == Kind::kReduceScatter ? "MPI_Reduce_scatter_block"
+                                 : q.kind == Kind::kAllgather   ? "MPI_Allgather"
+                                                                : "MPI_Allreduce") +
+                         (q.kind == Kind::kAllgather ? " gather " : " bucket ") +
+                         std::to_string(q.bucket),
                      TraceTrack::kReductions,
                      t0,
                      Clock::now(),
-                     {{"bucket", q.bucket},
+                     {{q.kind == Kind::kAllgather ? "gather" : "bucket", q.bucket},
                       {"bytes", q.flat.numel() * static_cast<int64_t>(q.flat.element_size())}}});
       lock.lock();
       if (err) error_ = err;
@@ -258,13 +302,15 @@ class MpiReducer final : public Reducer {
   std::vector<unsigned char> scratch_;  // the communication thread's receive buffer (out of place)
   std::mutex mutex_;
   std::condition_variable cv_, done_cv_;
+  enum class Kind { kAllreduce, kReduceScatter, kAllgather };
   struct Queued {
-    torch::Tensor flat;
-    torch::Tensor shard;  // defined: a reduce-scatter into it
-    int64_t bucket;       // index within the step
+    Kind kind;
+    torch::Tensor flat;   // the buffer reduced, or gathered in place
+    torch::Tensor shard;  // a reduce-scatter's output
+    int64_t bucket;       // index within the step (of the buckets, or of the gathers)
   };
   std::deque<Queued> queue_;
-  int64_t started_ = 0, done_ = 0, next_bucket_ = 0;
+  int64_t started_ = 0, done_ = 0, next_bucket_ = 0, next_gather_ = 0;
   bool stop_ = false;
   std::atomic<bool> abandon_{false};  // read by the communication thread without the mutex
   std::exception_ptr error_;

@@ -1,10 +1,13 @@
 // NCCL gradient reducer: reductions run on a dedicated communication stream. start() records an
 // event on the compute stream (LibTorch's current stream, where backward wrote the gradients), the
 // communication stream waits for it and runs ncclAllReduce, so reductions overlap the rest of
-// backward on the GPU. wait_all() polls for completion with a deadline, then makes the compute
-// stream wait for the communication stream.
+// backward on the GPU; ZeRO-3's prefetched unit gathers go on the same stream, each followed by an
+// event the compute stream waits for before the unit is used. wait_all() polls for completion with
+// a deadline, then makes the compute stream wait for the communication stream.
 #include <c10/cuda/CUDAStream.h>
 
+#include <deque>
+#include <utility>
 #include <vector>
 
 #include "core/cuda/cuda_error.h"
@@ -86,6 +89,36 @@ class NcclReducer final : public Reducer {
     ++next_bucket_;
   }
 
+  int64_t start_allgather(torch::Tensor full) override {
+    DTUNE_CHECK(full.is_cuda() && full.is_contiguous(),
+                "NCCL reducer: tensors must be contiguous on the GPU");
+    const int64_t part = full.numel() / comm_.size();
+    const cudaStream_t compute = c10::cuda::getCurrentCUDAStream(device_).stream();
+    ready_.record(compute);  // this rank's part is copied in on the compute stream
+    DTUNE_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), ready_.get(), 0));
+    DTUNE_NCCL_SETTLE(comm_,
+                      ncclAllGather(static_cast<char*>(full.data_ptr()) +
+                                        comm_.rank() * part * full.element_size(),
+                                    full.data_ptr(), static_cast<size_t>(part), nccl_type(full),
+                                    comm_.get(), stream_.get()),
+                      Deadline::after_s(timeout_s_).at());
+    full.record_stream(c10::cuda::getStreamFromExternal(stream_.get(), device_));
+    gathers_.push_back({++tickets_, CudaEvent::create(EventTiming::kDisabled)});
+    gathers_.back().second.record(stream_.get());
+    pending_ = true;
+    return tickets_;
+  }
+
+  void wait_gathered(int64_t ticket, const Deadline& /*deadline*/) override {
+    // Gathers complete in order on the one stream: waiting for `ticket` covers the older ones.
+    while (!gathers_.empty() && gathers_.front().first <= ticket) {
+      if (gathers_.front().first == ticket)
+        DTUNE_CUDA_CHECK(cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(device_).stream(),
+                                             gathers_.front().second.get(), 0));
+      gathers_.pop_front();
+    }
+  }
+
   void wait_all(const Deadline& deadline) override {
     if (!pending_) return;
     comm_.wait(stream_.get(), deadline.at(), "gradient reductions");
@@ -145,6 +178,9 @@ class NcclReducer final : public Reducer {
   CudaEvent ready_, done_;
   bool pending_ = false;
   int64_t next_bucket_ = 0;  // index within the step, for the trace
+  // start_allgather's tickets not yet waited for, each with the event recorded after its gather.
+  std::deque<std::pair<int64_t, CudaEvent>> gathers_;
+  int64_t tickets_ = 0;
 };
 
 }  // namespace

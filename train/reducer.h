@@ -36,6 +36,14 @@ class Reducer {
   // In place: part r of `full` (numel a multiple of the ranks) is rank r's, and after the call
   // every rank holds every rank's part; blocking, no reduction in flight. ZeRO's parameter gather.
   virtual void allgather_in_place(torch::Tensor full) = 0;
+  // The same gather, queued in order with start()'s and run beside the caller (MPI: on the
+  // communication thread; NCCL: on the communication stream, after what the compute stream has
+  // queued, such as the copy of this rank's part). Returns a ticket for wait_gathered. ZeRO-3's
+  // unit gathers, issued ahead of their use (--shard-prefetch).
+  virtual int64_t start_allgather(torch::Tensor full) = 0;
+  // Until gather `ticket` is done: MPI blocks the caller (TimeoutError past `deadline`); NCCL makes
+  // the compute stream wait for it (a gather that never ends is caught by the next wait_all).
+  virtual void wait_gathered(int64_t ticket, const Deadline& deadline) = 0;
   // --profile-steps: gradient reductions are recorded here (only while the log is enabled).
   void set_trace(TraceLog* log) { trace_ = log; }
 

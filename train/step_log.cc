@@ -29,8 +29,11 @@ void write_config(hid_t id, const Options& o, int64_t batch, size_t ranks) {
   h5::write_attr(id, "compression", to_string(o.compression));
   h5::write_attr(id, "local_sgd_every", o.local_sgd_every);
   h5::write_attr(id, "shard", to_string(o.shard));
-  if (o.shard == ShardMode::kZero3)
+  if (o.shard == ShardMode::kZero3) {
     h5::write_attr(id, "reshard_after_forward", static_cast<int64_t>(o.reshard_after_forward));
+    h5::write_attr(id, "shard_unit", o.shard_unit);
+    h5::write_attr(id, "shard_prefetch", static_cast<int64_t>(o.shard_prefetch));
+  }
   h5::write_attr(id, "channels_last", static_cast<int64_t>(o.channels_last));
   h5::write_attr(id, "threads", o.threads);
   h5::write_attr(id, "world_size", static_cast<int64_t>(ranks));

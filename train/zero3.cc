@@ -31,37 +31,63 @@ void alloc_storage(const torch::Tensor& t) {
 }  // namespace
 
 Zero3Units::Zero3Units(models::Model& model, const std::vector<torch::Tensor>& params, int world,
-                       int rank, Reducer& reducer, bool reshard_after_forward)
-    : params_(params),
+                       int rank, Reducer& reducer, const Options& o)
+    : o_(o),
+      params_(params),
       pieces_(models::model_pieces(model)),
       reducer_(reducer),
       world_(world),
-      rank_(rank),
-      reshard_(reshard_after_forward) {
+      rank_(rank) {
   std::map<std::string, size_t> index;
   size_t i = 0;
   for (const auto& p : model.named_parameters()) index[p.key()] = i++;
   DTUNE_CHECK(i == params_.size(), "--shard zero3: the model's parameters changed");
-  // Consecutive pieces of one unit name (a ResNet stage's blocks) make one unit.
-  std::vector<size_t> unit_of(pieces_.size());
-  for (size_t piece = 0; piece < pieces_.size(); ++piece) {
-    const bool same = piece > 0 && pieces_[piece].unit_name() == pieces_[piece - 1].unit_name();
-    if (!same) units_.emplace_back();
-    unit_of[piece] = units_.size() - 1;
-  }
   std::vector<int64_t> owner(params_.size(), -1);
+  if (o_.unit_mib > 0) {
+    // Units of a size: the parameters cut as buckets are (reverse model order), then put in
+    // forward order.
+    std::vector<int64_t> bytes;
+    for (const auto& p : params_)
+      bytes.push_back(p.numel() * static_cast<int64_t>(p.element_size()));
+    const auto cap = static_cast<int64_t>(o_.unit_mib * (1 << 20));
+    const BucketLayout cut = plan_buckets(bytes, cap, cap);
+    for (size_t b = cut.params.size(); b-- > 0;) {
+      units_.emplace_back();
+      for (size_t k : cut.params[b]) {
+        owner[k] = static_cast<int64_t>(units_.size() - 1);
+        units_.back().params.push_back(k);
+      }
+    }
+  } else {
+    // Consecutive pieces of one unit name (a ResNet stage's blocks) make one unit, which owns
+    // the parameters its pieces are the first to use.
+    std::vector<size_t> unit_of(pieces_.size());
+    for (size_t piece = 0; piece < pieces_.size(); ++piece) {
+      const bool same = piece > 0 && pieces_[piece].unit_name() == pieces_[piece - 1].unit_name();
+      if (!same) units_.emplace_back();
+      unit_of[piece] = units_.size() - 1;
+    }
+    for (size_t piece = 0; piece < pieces_.size(); ++piece)
+      for (const auto& name : pieces_[piece].parameters) {
+        const size_t k = index.at(name);
+        if (owner[k] < 0) {
+          owner[k] = static_cast<int64_t>(unit_of[piece]);
+          units_[unit_of[piece]].params.push_back(k);
+        }
+      }
+  }
   uses_.resize(pieces_.size());
   for (size_t piece = 0; piece < pieces_.size(); ++piece)
     for (const auto& name : pieces_[piece].parameters) {
       const size_t k = index.at(name);
-      if (owner[k] < 0) {
-        owner[k] = static_cast<int64_t>(unit_of[piece]);
-        units_[unit_of[piece]].params.push_back(k);
-      }
+      DTUNE_CHECK(owner[k] >= 0, "--shard zero3: a parameter in no unit");
       uses_[piece].insert(static_cast<size_t>(owner[k]));
     }
-  for (size_t k = 0; k < owner.size(); ++k)
-    DTUNE_CHECK(owner[k] >= 0, "--shard zero3: a parameter no piece of the model uses");
+  std::vector<bool> used(params_.size(), false);
+  for (const auto& piece : pieces_)
+    for (const auto& name : piece.parameters) used[index.at(name)] = true;
+  for (size_t k = 0; k < used.size(); ++k)
+    DTUNE_CHECK(used[k], "--shard zero3: a parameter no piece of the model uses");
   // Forward runs the pieces first to last and backward last to first: a unit is done with after
   // its last user's forward, and after its first user's backward.
   last_in_forward_.resize(pieces_.size());
@@ -87,6 +113,11 @@ Zero3Units::Zero3Units(models::Model& model, const std::vector<torch::Tensor>& p
     for (size_t k : unit.params) bytes += params_[k].numel() * params_[k].element_size();
     layout_.bytes.push_back(bytes);
   }
+}
+
+int64_t Zero3Units::unit_bytes(size_t u) const {
+  const Unit& unit = units_[u];
+  return unit.bucket < 0 ? 0 : layout_.bytes[static_cast<size_t>(unit.bucket)];
 }
 
 void Zero3Units::shard(const GradSync& sync, const ZeroOptimizer& zero) {
@@ -115,7 +146,7 @@ void Zero3Units::shard(const GradSync& sync, const ZeroOptimizer& zero) {
   peak_ = 0;
 }
 
-void Zero3Units::gather(size_t u) {
+void Zero3Units::issue(size_t u) {
   Unit& unit = units_[u];
   if (unit.bucket < 0 || unit.gathered) return;
   torch::NoGradGuard no_grad;
@@ -123,31 +154,51 @@ void Zero3Units::gather(size_t u) {
   // The padding of the last part is the master's padding: zeros.
   unit.flat.narrow(0, rank_ * unit.part, unit.part)
       .copy_(zero_->master().narrow(0, unit.master_offset, unit.part));
-  reducer_.allgather_in_place(unit.flat);
+  unit.ticket = reducer_.start_allgather(unit.flat);
   unit.gathered = true;
   resident_ += static_cast<int64_t>(unit.flat.nbytes());
   peak_ = std::max(peak_, resident_);
   gathered_bytes_ += (world_ - 1) * unit.part * static_cast<int64_t>(unit.flat.element_size());
 }
 
+void Zero3Units::ready(size_t u, const Phase* phase) {
+  Unit& unit = units_[u];
+  if (unit.ticket == 0) return;
+  if (clock_ && phase) clock_->mark(*phase);
+  reducer_.wait_gathered(unit.ticket, Deadline::after_s(o_.timeout_s));
+  if (clock_ && phase) clock_->mark(Phase::kComm);
+  unit.ticket = 0;
+}
+
 void Zero3Units::release(size_t u) {
   Unit& unit = units_[u];
   if (unit.bucket < 0 || !unit.gathered) return;
+  ready(u, nullptr);  // the reducer may still be writing into it
   free_storage(unit.flat);
   unit.gathered = false;
   resident_ -= static_cast<int64_t>(unit.flat.nbytes());
 }
 
-void Zero3Units::gather_for(size_t piece) {
-  for (size_t u : uses_[piece]) gather(u);
+void Zero3Units::use(size_t piece, Phase phase) {
+  const std::set<size_t>& mine = uses_[piece];
+  for (size_t u : mine) issue(u);
+  // Prefetch: in forward the units after this piece's, in backward those before.
+  const auto n = static_cast<size_t>(std::max(o_.prefetch, 0));
+  if (phase == Phase::kForward) {
+    for (size_t u = *mine.rbegin() + 1; u < units_.size() && u <= *mine.rbegin() + n; ++u) issue(u);
+  } else {
+    const size_t lo = *mine.begin();
+    for (size_t u = lo; u-- > 0 && u + n >= lo;) issue(u);
+  }
+  for (size_t u : mine) ready(u, &phase);
 }
 
 torch::Tensor Zero3Units::forward(const torch::Tensor& input) {
   torch::Tensor x = input;
   for (size_t i = 0; i < pieces_.size(); ++i) {
-    gather_for(i);
+    if (!uses_[i].empty()) use(i, Phase::kForward);
     x = pieces_[i].forward(x);
-    if (reshard_)
+    if (o_.reshard_after_forward)
       for (size_t u : last_in_forward_[i]) release(u);
     // This gradient is complete when the next piece's backward has run (it is that backward's
     // last product): the units no earlier piece uses go; then, before this piece's backward, its
@@ -156,7 +207,7 @@ torch::Tensor Zero3Units::forward(const torch::Tensor& input) {
       x.register_hook([this, i](const torch::Tensor& grad) {
         if (i + 1 < pieces_.size())
           for (size_t u : last_in_backward_[i + 1]) release(u);
-        gather_for(i);
+        if (!uses_[i].empty()) use(i, Phase::kBackward);
         return grad;
       });
   }
@@ -168,7 +219,8 @@ void Zero3Units::release_all() {
 }
 
 void Zero3Units::gather_all() {
-  for (size_t u = 0; u < units_.size(); ++u) gather(u);
+  for (size_t u = 0; u < units_.size(); ++u) issue(u);
+  for (size_t u = 0; u < units_.size(); ++u) ready(u, nullptr);
 }
 
 }  // namespace dtune::train

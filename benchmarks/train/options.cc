@@ -2,6 +2,7 @@
 #include "benchmarks/train/options.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <thread>
 
@@ -103,7 +104,8 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       "--pipeline-stages > 1 not with --local-sgd, --batch auto or --shard;\n--shard not with "
       "--local-sgd or --batch auto; --shard zero2 or zero3 not with --reduce-algo\nhierarchical; "
       "--shard zero3 not with --check-every, --channels-last, --debug-checksums or\n"
-      "--debug-perturb-rank; --reshard-after-forward needs --shard zero3.");
+      "--debug-perturb-rank; --reshard-after-forward, --shard-unit and --shard-prefetch "
+      "need\n--shard zero3.");
   app.get_formatter()->column_width(34);
   auto env = [](const char* n) { return std::string("DTUNE_TRAIN_") + n; };
   std::string batch = "8", precision = to_string(o.precision), weights = to_string(o.weights_dtype),
@@ -245,6 +247,20 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->envname(env("RESHARD_AFTER_FORWARD"))
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--shard-unit", o.shard_unit,
+                 "--shard zero3: block (one unit per transformer block or ResNet stage, the "
+                 "embedding, the final norm and head, the stem and fc each their own) or a size "
+                 "in MiB: the parameters cut as gradient buckets are, every unit at most that "
+                 "size (a larger parameter a unit of its own), as dtune model --shard-unit-mb")
+      ->envname(env("SHARD_UNIT"))
+      ->capture_default_str();
+  app.add_option("--shard-prefetch", o.shard_prefetch,
+                 "--shard zero3: units whose gather is issued ahead of the one in use (in "
+                 "forward the next N, in backward the previous N), overlapping the gathers "
+                 "with compute; 0: each unit gathered when needed")
+      ->envname(env("SHARD_PREFETCH"))
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   app.add_option("--local-sgd", o.local_sgd_every,
                  "no per-step gradient sync; average parameters after "
                  "every H-th optimizer step, warm-up included, and after the last one (0: off)")
@@ -497,9 +513,19 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
             "--debug-checksums or --debug-perturb-rank",
             "they read the parameters between steps, which are sharded");
   }
-  if (app.count("--reshard-after-forward") > 0 && o.shard != ShardMode::kZero3)
-    throw UsageError("--reshard-after-forward with --shard " + shard +
-                     ": it is for --shard zero3; drop it");
+  for (const char* flag : {"--reshard-after-forward", "--shard-unit", "--shard-prefetch"})
+    if (app.count(flag) > 0 && o.shard != ShardMode::kZero3)
+      throw UsageError(std::string(flag) + " with --shard " + shard +
+                       ": it is for --shard zero3; drop it");
+  if (o.shard_unit != "block") {
+    char* end = nullptr;
+    o.shard_unit_mib = std::strtod(o.shard_unit.c_str(), &end);
+    if (o.shard_unit.empty() || end != o.shard_unit.c_str() + o.shard_unit.size() ||
+        !std::isfinite(o.shard_unit_mib) || o.shard_unit_mib <= 0)
+      throw UsageError("--shard-unit " + o.shard_unit +
+                       ": give block (one unit per transformer block or ResNet stage) or a size "
+                       "in MiB greater than 0 (e.g. 4 or 0.5)");
+  }
   if (o.shard != ShardMode::kNone && o.batch_auto)
     throw UsageError("--shard " + shard +
                      " with --batch auto: the batch finder probes unsharded; give --batch");

@@ -53,6 +53,8 @@ DEFAULTS = {
     "local_sgd_every": "0",
     "shard": "none",
     "reshard_after_forward": "1",
+    "shard_unit": "block",
+    "shard_prefetch": "1",
     "accum_steps": "1",
     "channels_last": "0",
     "workers": "2",

@@ -87,6 +87,8 @@ IGNORED_FLAGS = {
         "--local-sgd",
         "--shard",
         "--reshard-after-forward",  # recorded (reshard_after_forward) for --shard zero3 runs
+        "--shard-unit",  # recorded (shard_unit) for --shard zero3 runs
+        "--shard-prefetch",  # recorded (shard_prefetch) for --shard zero3 runs
         "--data",
         "--workers",
         "--prefetch",
@@ -181,9 +183,11 @@ IGNORED_ATTRS = {
 
 # Setting attributes added since files were first written, with the value a run written before
 # them ran with: such a run matches one that records the default (dtune-train before --shard
-# existed ran DDP). reshard_after_forward is written for --shard zero3 runs only: the others take
-# zero3's default (on), so that it tells configurations apart only where a zero3 run turned it off.
-ATTR_DEFAULTS = {"train": {"shard": "none", "reshard_after_forward": "1"}}
+# existed ran DDP). reshard_after_forward, shard_unit and shard_prefetch are written for --shard
+# zero3 runs only: the others take zero3's defaults (on, block, 1), so that they tell
+# configurations apart only where a zero3 run changed them. (zero3 runs written before
+# --shard-prefetch gathered each unit when it was needed, prefetch 0: they read as 1.)
+ATTR_DEFAULTS = {"train": {"shard": "none", "reshard_after_forward": "1", "shard_unit": "block", "shard_prefetch": "1"}}
 
 # Recorded environment variables that change between two launches of one configuration.
 IGNORED_ENV = [

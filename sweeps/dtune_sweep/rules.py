@@ -146,8 +146,9 @@ def _train(given: dict, ranks: int) -> list[str]:
             bad.append("--shard zero3 does not go with --check-every (the parameters are sharded between steps)")
         if "--channels-last" in given:
             bad.append("--shard zero3 does not go with --channels-last (a unit's parameters are one flat buffer)")
-    if "--reshard-after-forward" in given and shard != "zero3":
-        bad.append(f"--reshard-after-forward needs --shard zero3 (not {f['--shard']})")
+    for flag in ("--reshard-after-forward", "--shard-unit", "--shard-prefetch"):
+        if flag in given and shard != "zero3":
+            bad.append(f"{flag} needs --shard zero3 (not {f['--shard']})")
     if auto and not cuda and "--memory-limit-mb" not in given:
         bad.append("--batch auto on CPU needs --memory-limit-mb")
     if "--cache-dir" in given and f["--data"] == "synthetic":
@@ -260,7 +261,7 @@ RULES_HELP = """cross-flag rules, checked for every point when the sweep is plan
     --micro-batches a multiple of --pipeline-stages; --micro-batches equals --accum-steps if both;
     --shard not with --local-sgd or --batch auto; --shard zero2 or zero3 not with --reduce-algo
     hierarchical; --shard zero3 not with --check-every or --channels-last;
-    --reshard-after-forward needs --shard zero3;
+    --reshard-after-forward, --shard-unit and --shard-prefetch need --shard zero3;
     --pipeline-stages > 1 not with --local-sgd, --batch auto or --shard;
     --reduce-algo hierarchical only with --backend mpi
   dtune-comm: -b <= -e; -r is a rank; --mpi-buffers device only with --backend mpi;

@@ -162,11 +162,13 @@ def test_sharded_gradients_are_freed_as_they_are_reduced(tmp_path, model):
 
 def test_zero3_frees_each_unit_after_the_backward_of_its_first_user(tmp_path):
     """FSDP's post-backward reshard: with --reshard-after-forward on, a rank holds at most the units
-    of the piece at hand plus those an earlier piece still needs. For a 4-block GPT with its head
-    tied to the embedding that peak is the embedding and one block (backward keeps the embedding
-    from the head until the embedding's own backward), not the whole model that backward would
-    gather back piece by piece if units were freed only when it ends. Without resharding forward
-    leaves every unit gathered: the whole model, as DDP holds it. Both train as DDP."""
+    of the piece at hand plus those an earlier piece still needs and the prefetched ones. For a
+    4-block GPT with its head tied to the embedding and --shard-prefetch 0 that peak is the
+    embedding and one block (backward keeps the embedding from the head until the embedding's own
+    backward), not the whole model that backward would gather back piece by piece if units were
+    freed only when it ends; each unit of prefetch adds one block (forward gathers the next blocks
+    while one computes, backward the previous ones). Without resharding forward leaves every unit
+    gathered: the whole model, as DDP holds it. All train as DDP and gather the same bytes."""
     width, vocab, context, layers = 128, 256, 32, 4
     args = [*GPT, "--layers", str(layers), "--batch", "2", "--steps", "2"]
     ddp_params, ddp, _ = train(tmp_path, "ddp", 2, args)
@@ -175,21 +177,28 @@ def test_zero3_frees_each_unit_after_the_backward_of_its_first_user(tmp_path):
     embedding, final_norm = (vocab + context) * width, 2 * width  # token + position; LayerNorm
     block = (P - embedding - final_norm) // layers
     assert embedding + layers * block + final_norm == P
-    peak = {}
-    for reshard in ("on", "off"):
-        got, rec, _ = train(tmp_path, reshard, 2, [*args, "--shard", "zero3", "--reshard-after-forward", reshard])
-        assert max_rel(got, ddp_params) <= TOL, reshard
+    peak, gathered = {}, set()
+    for reshard, prefetch in (("on", 0), ("on", 1), ("on", 2), ("off", 0)):
+        z3 = ["--shard", "zero3", "--reshard-after-forward", reshard, "--shard-prefetch", str(prefetch)]
+        got, rec, _ = train(tmp_path, f"{reshard}{prefetch}", 2, [*args, *z3])
+        assert max_rel(got, ddp_params) <= TOL, (reshard, prefetch)
         assert rec["params_peak"][0] == rec["params_peak"][1], rec["params_peak"]
-        peak[reshard] = rec["params_peak"][0]
+        peak[reshard, prefetch] = rec["params_peak"][0]
+        if reshard == "on":
+            gathered.add(rec["gathered"])
     # Each unit's buffer is padded to a multiple of the ranks: at most 1 element per rank and unit.
-    assert 4 * (embedding + block) <= peak["on"] <= 4 * (embedding + block + 2 * 2), peak
-    assert 4 * P <= peak["off"] <= 4 * (P + 2 * (layers + 2)), peak
+    for prefetch in (0, 1, 2):
+        held = embedding + (1 + prefetch) * block
+        assert 4 * held <= peak["on", prefetch] <= 4 * (held + 2 * (2 + prefetch)), (prefetch, peak)
+    assert 4 * P <= peak["off", 0] <= 4 * (P + 2 * (layers + 2)), peak
+    assert len(gathered) == 1, gathered  # prefetching moves the gathers, it adds none
 
 
 def test_zero3_units_of_the_resnet_are_its_stages(tmp_path):
     """A ResNet's units are its stages, as dtune-comm --pattern fsdp's "block" units and the issue
-    have them (not its residual blocks): with resharding a rank's peak is its largest stage,
-    layer4, exactly (its parameter count divides by the 2 ranks, so no padding)."""
+    have them (not its residual blocks): with resharding and no prefetch a rank's peak is its
+    largest stage, layer4, exactly (its parameter count divides by the 2 ranks, so no padding);
+    with one unit of prefetch, layer4 and the stage gathered beside it, layer3."""
     args = [*RESNET, "--batch", "2", "--steps", "2"]
     ddp_params, _, _ = train(tmp_path, "ddp", 2, args)
     stages = Counter()
@@ -197,9 +206,43 @@ def test_zero3_units_of_the_resnet_are_its_stages(tmp_path):
         if name.startswith("param.layer"):
             stages[name.split(".")[1]] += t.numel()
     assert sorted(stages) == ["layer1", "layer2", "layer3", "layer4"]
-    got, rec, _ = train(tmp_path, "on", 2, [*args, "--shard", "zero3", "--reshard-after-forward", "on"])
-    assert max_rel(got, ddp_params) <= TOL
-    assert rec["params_peak"] == [4 * stages["layer4"]] * 2, (rec["params_peak"], stages)
+    for prefetch, held in ((0, stages["layer4"]), (1, stages["layer4"] + stages["layer3"])):
+        z3 = ["--shard", "zero3", "--reshard-after-forward", "on", "--shard-prefetch", str(prefetch)]
+        got, rec, _ = train(tmp_path, f"p{prefetch}", 2, [*args, *z3])
+        assert max_rel(got, ddp_params) <= TOL
+        assert rec["params_peak"] == [4 * held] * 2, (prefetch, rec["params_peak"], stages)
+
+
+@pytest.mark.parametrize("model", [GPT, RESNET], ids=["gpt", "resnet"])
+def test_zero3_units_of_a_size_are_cut_as_the_scaling_model_cuts_them(tmp_path, model):
+    """--shard-unit MiB: the parameters cut as gradient buckets are, every unit at most that size
+    (a larger parameter a unit of its own): the units (one gradient bucket each, in backward order)
+    are exactly report/dtune_report/scaling_model.py plan_buckets of the run's own parameter sizes
+    with that cap, the one definition `dtune model --shard-unit-mb` plans with. They train as DDP,
+    with and without prefetch. The ResNet's small units hold less at the peak than its stages do;
+    the GPT's need not: the unit holding the tied embedding also holds the parameters cut with it
+    (block 0's first ones) from the head's backward to the embedding's."""
+    from dtune_report.scaling_model import caps_bytes, plan_buckets
+
+    args = [*model, "--batch", "2", "--steps", "2", "--shard", "zero3"]
+    ddp_params, _, _ = train(tmp_path, "ddp", 2, args[:-2])
+    _, blocks, _ = train(tmp_path, "block", 2, [*args, "--shard-prefetch", "0"])
+    mib = 0.25 if model is GPT else 0.05
+    for prefetch in (0, 1):
+        z3 = ["--shard-unit", str(mib), "--shard-prefetch", str(prefetch)]
+        got, rec, _ = train(tmp_path, f"mib{prefetch}", 2, [*args, *z3])
+        assert max_rel(got, ddp_params) <= TOL, prefetch
+        with h5py.File(tmp_path / f"mib{prefetch}.h5") as f:
+            (g,) = f["runs"].values()
+            param_bytes = list(g["param_bytes"][()])
+            assert g.attrs["shard_unit"] == str(mib) and g.attrs["shard_prefetch"] == prefetch
+        cap = caps_bytes(mib, mib)[1]
+        units = plan_buckets(param_bytes, cap, cap)
+        want = [sum(param_bytes[k] for k in u) for u in units]
+        assert rec["buckets"] == want, (rec["buckets"], want)
+        assert len(want) > 10 and all(b <= cap or len(u) == 1 for b, u in zip(want, units))
+        if prefetch == 0 and model is RESNET:
+            assert rec["params_peak"][0] < blocks["params_peak"][0], (rec["params_peak"], blocks["params_peak"])
 
 
 def test_a_stopped_rank_ends_a_sharded_run_within_the_timeout(tmp_path):
@@ -224,6 +267,11 @@ def test_a_stopped_rank_ends_a_sharded_run_within_the_timeout(tmp_path):
         (["--shard", "zero2", "--reduce-algo", "hierarchical"], ["--shard zero2", "--reduce-algo hierarchical"]),
         (["--shard", "zero3", "--check-every", "1"], ["--shard zero3", "--check-every"]),
         (["--shard", "zero1", "--reshard-after-forward", "off"], ["--reshard-after-forward", "--shard zero1"]),
+        (["--shard", "zero2", "--shard-unit", "4"], ["--shard-unit", "--shard zero2"]),
+        (["--shard-prefetch", "2"], ["--shard-prefetch", "--shard none"]),
+        (["--shard", "zero3", "--shard-unit", "0"], ["--shard-unit 0", "block", "MiB"]),
+        (["--shard", "zero3", "--shard-unit", "4MB"], ["--shard-unit 4MB", "block", "MiB"]),
+        (["--shard", "zero3", "--shard-prefetch", "-1"], ["--shard-prefetch"]),
         (["--shard", "zero9"], ["--shard"]),
     ],
 )

@@ -662,6 +662,8 @@ def test_identity_of_a_run_from_its_command_line_environment_and_attributes():
         "cache_dir": "yes",  # whether a cache was used, not where
         "shard": "none",  # a file from before --shard: DDP
         "reshard_after_forward": "1",  # written for zero3 runs only: the others take its default
+        "shard_unit": "block",  # likewise
+        "shard_prefetch": "1",
         "np": "2",
         "--schedule": "gpipe",  # the command line wins over its environment fallback
         "--pipeline-stages": "2",
@@ -672,6 +674,8 @@ def test_identity_of_a_run_from_its_command_line_environment_and_attributes():
         "cache_dir": "no",
         "shard": "none",
         "reshard_after_forward": "1",
+        "shard_unit": "block",
+        "shard_prefetch": "1",
         "np": "4",
     }
     # dtune-comm: its prefix only, and --warmup-iters read as its underscore flag (ignored).
@@ -689,6 +693,8 @@ def test_identity_of_a_sweep_point_is_its_definition():
     assert run_identity(run, by_point=True) == {
         "shard": "none",
         "reshard_after_forward": "1",
+        "shard_unit": "block",
+        "shard_prefetch": "1",
         "np": "4",
         "nodes": "2",
         "ranks_per_node": "2",
@@ -699,6 +705,8 @@ def test_identity_of_a_sweep_point_is_its_definition():
     assert run_identity(_run(point={}), by_point=True) == {
         "shard": "none",
         "reshard_after_forward": "1",
+        "shard_unit": "block",
+        "shard_prefetch": "1",
         "np": "None",
         "nodes": "None",
         "ranks_per_node": "None",
@@ -716,6 +724,8 @@ def test_the_first_argument_of_a_command_line_counts():
     assert run_identity(run, by_point=False) == {
         "shard": "none",
         "reshard_after_forward": "1",
+        "shard_unit": "block",
+        "shard_prefetch": "1",
         "np": "2",
         "--schedule": "gpipe",
     }

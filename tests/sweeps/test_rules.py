@@ -387,6 +387,13 @@ EXACT = [
         ["--reshard-after-forward needs --shard zero3 (not zero2)"],
     ),
     ("dtune-train", 2, "--reshard-after-forward on", ["--reshard-after-forward needs --shard zero3 (not none)"]),
+    ("dtune-train", 2, "--shard zero3 --shard-unit 4 --shard-prefetch 2", []),
+    (
+        "dtune-train",
+        2,
+        "--shard zero1 --shard-unit 4 --shard-prefetch 0",
+        ["--shard-unit needs --shard zero3 (not zero1)", "--shard-prefetch needs --shard zero3 (not zero1)"],
+    ),
     # Not a mode: dtune-train's own parser refuses it (exit 2); the rules invent nothing.
     ("dtune-train", 2, "--shard zero9 --local-sgd 2", []),
     (

@@ -49,6 +49,8 @@ class ContiguousOnlyReducer final : public Reducer {
   void broadcast(torch::Tensor, int) override {}
   void allreduce_max(torch::Tensor) override {}
   void allgather_in_place(torch::Tensor) override {}
+  int64_t start_allgather(torch::Tensor) override { return 0; }
+  void wait_gathered(int64_t, const Deadline&) override {}
   void allreduce_sum(torch::Tensor t) override {
     DTUNE_CHECK(t.is_contiguous(), "the reducer was handed a strided buffer");
     ASSERT_FALSE(peer_.empty());
