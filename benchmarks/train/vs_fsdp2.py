@@ -14,13 +14,17 @@ time steps alike (vs_pytorch.py's docstring): global samples over the sum of the
 measured step times; p50_ratio compares median step times; other_cores is the most CPU that other
 processes used during a launch, and above 0.2 (2 cores) a row reads `noisy`, not ok or MISSED.
 
-Memory: one short dtune-train run per model with --shard none (DDP) and one with zero3, on 2 ranks;
-per rank, param_bytes_resident + grad_bytes_resident + optimizer_state_bytes (results/SCHEMA.md;
-zero3's fp32 master shard is in optimizer_state_bytes, its gathered parameters are freed), the most
-over ranks; ratio = zero3 / none.
+Memory: one short dtune-train run per model with --shard none (DDP) and one with zero3 per --units
+value, on 2 ranks; per rank, what it holds between steps (param_bytes_resident + grad_bytes_resident +
+optimizer_state_bytes, results/SCHEMA.md; zero3's fp32 master shard is in optimizer_state_bytes, its
+gathered parameters are freed) and at the peaks during the steps (param_bytes_peak + grad_bytes_peak +
+optimizer_state_bytes: the gathered units, the gradients not yet reduced), the most over ranks; ratio =
+zero3 / none. The peak depends on the unit: a model whose largest unit (or piece) is a large share of
+it cannot hold 0.55x at its peak.
 
 Run: DTUNE_BIN_DIR=build/bin .venv/bin/python benchmarks/train/vs_fsdp2.py [--repeats N] [--steps N]
-[--warmup N] [--models resnet18,gpt2-tiny] [--tables throughput,memory] [--launches]. About 1
+[--warmup N] [--models resnet18,gpt2-tiny] [--tables throughput,memory] [--units block,4] [--prefetch N]
+[--launches]. About 1
 minute per repeat (both models, both sides), 5 minutes with --repeats 5, on an idle 2-core machine.
 Output: `#` header lines and rows (grep -v '^#'; --launches adds one `#` line per launch). Exit 0
 whether or not a target is met; 2 if a launch fails."""
@@ -38,7 +42,10 @@ TARGET_SPEEDUP = 1.10  # dtune zero3 samples/s over FSDP2's
 TARGET_MEMORY = 0.55  # dtune zero3 per-rank param+grad+optimizer bytes over --shard none's
 NOISY_CORES = 0.2  # other_cores above which a row's ratio is not judged (see vs_pytorch.py)
 MEMORY_STEPS = 2  # memory is the same after any step; 2 so that the optimizer state exists
-MEMORY_DATASETS = ("param_bytes_resident", "grad_bytes_resident", "optimizer_state_bytes")
+MEMORY_DATASETS = {  # per rank, between steps and at their peaks during the steps (results/SCHEMA.md)
+    "held": ("param_bytes_resident", "grad_bytes_resident", "optimizer_state_bytes"),
+    "peak": ("param_bytes_peak", "grad_bytes_peak", "optimizer_state_bytes"),
+}
 
 
 def fsdp_units(model, name):
@@ -101,28 +108,36 @@ def throughput_row(a, name, tmp, env):
     return other
 
 
-def resident_bytes(name, shard, tmp, env):
-    """-> ((param, grad, optimizer) bytes of the rank with the most in all, from a short dtune-train run."""
+def resident_bytes(name, flags, tmp, env):
+    """-> {"held": (param, grad, optimizer) bytes, "peak": the same}, each of the rank with the most in
+    all, from a short dtune-train run with `flags`."""
     import h5py
 
-    out = tmp / f"memory-{name}-{shard}.h5"
+    out = tmp / f"memory-{name}-{'-'.join(flags)}.h5"
     out.unlink(missing_ok=True)
-    vp.launch(vp.dtune_cmd(name, RANKS, MEMORY_STEPS, 0, out, ["--shard", shard]), env)
+    vp.launch(vp.dtune_cmd(name, RANKS, MEMORY_STEPS, 0, out, flags), env)
+    got = {}
     with h5py.File(out) as f:
         (run,) = f["runs"].values()
-        per_rank = list(zip(*(run[d][()].tolist() for d in MEMORY_DATASETS)))  # (R, 3)
-    return max(per_rank, key=sum)
+        for when, datasets in MEMORY_DATASETS.items():
+            per_rank = list(zip(*(run[d][()].tolist() for d in datasets)))  # (R, 3)
+            got[when] = max(per_rank, key=sum)
+    return got
 
 
-def memory_row(name, tmp, env):
-    ddp, zero3 = (resident_bytes(name, shard, tmp, env) for shard in ("none", "zero3"))
-    ratio = sum(zero3) / sum(ddp)
-    cells = " ".join(f"{v:>11}" for v in (*ddp, sum(ddp), *zero3, sum(zero3)))
-    print(
-        f"  {name:<10} {RANKS:>5} {cells} {ratio:>6.3f} {TARGET_MEMORY:>6.2f}  "
-        f"{verdict(ratio, TARGET_MEMORY, 0.0, more_is_better=False)}",
-        flush=True,
-    )
+def memory_rows(name, units, prefetch, tmp, env):
+    ddp = resident_bytes(name, ["--shard", "none"], tmp, env)
+    for unit in units:
+        z3 = ["--shard", "zero3", "--shard-unit", unit, "--shard-prefetch", str(prefetch)]
+        zero3 = resident_bytes(name, z3, tmp, env)
+        for when in MEMORY_DATASETS:
+            ratio = sum(zero3[when]) / sum(ddp[when])
+            cells = " ".join(f"{v:>11}" for v in (*ddp[when], sum(ddp[when]), *zero3[when], sum(zero3[when])))
+            print(
+                f"  {name:<10} {RANKS:>5} {unit:>6} {prefetch:>8} {when:>5} {cells} {ratio:>6.3f} "
+                f"{TARGET_MEMORY:>6.2f}  {verdict(ratio, TARGET_MEMORY, 0.0, more_is_better=False)}",
+                flush=True,
+            )
 
 
 def print_throughput(a, models, tmp, env):
@@ -142,18 +157,21 @@ def print_throughput(a, models, tmp, env):
     return max(throughput_row(a, name, tmp, env) for name in models)
 
 
-def print_memory(models, tmp, env):
+def print_memory(a, models, tmp, env):
     print(
-        f"# per-rank bytes after {MEMORY_STEPS} steps (param_bytes_resident, grad_bytes_resident, "
-        "optimizer_state_bytes; the rank with the most): dtune-train --shard none (DDP) vs --shard zero3"
+        f"# per-rank bytes of {MEMORY_STEPS} steps, the rank with the most: held between steps "
+        "(param_bytes_resident, grad_bytes_resident, optimizer_state_bytes) and at their peaks during the "
+        "steps (param_bytes_peak, grad_bytes_peak, optimizer_state_bytes); dtune-train --shard none (DDP) vs "
+        "--shard zero3 with --shard-unit and --shard-prefetch as given"
     )
     heads = [f"{s}_{k}" for s in ("ddp", "zero3") for k in ("param", "grad", "optim", "total")]
     print(
-        f"# {'model':<10} {'ranks':>5} {' '.join(f'{h:>11}' for h in heads)} {'ratio':>6} {'target':>6}  result",
+        f"# {'model':<10} {'ranks':>5} {'unit':>6} {'prefetch':>8} {'when':>5} {' '.join(f'{h:>11}' for h in heads)} "
+        f"{'ratio':>6} {'target':>6}  result",
         flush=True,
     )
     for name in models:
-        memory_row(name, tmp, env)
+        memory_rows(name, a.units.split(","), a.prefetch, tmp, env)
 
 
 def main():
@@ -164,6 +182,8 @@ def main():
     ap.add_argument("--models", default="resnet18,gpt2-tiny", help="comma-separated (default both)")
     ap.add_argument("--tables", default="throughput,memory", help="comma-separated (default both)")
     ap.add_argument("--launches", action="store_true", help="also print each launch's result as a # line")
+    ap.add_argument("--units", default="block", help="memory: dtune's --shard-unit values, comma-separated")
+    ap.add_argument("--prefetch", type=int, default=0, help="memory: dtune's --shard-prefetch (default 0)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--model", choices=sorted(vp.MODELS), help=argparse.SUPPRESS)
     ap.add_argument("--batch", type=int, help=argparse.SUPPRESS)
@@ -188,7 +208,7 @@ def main():
         if "throughput" in tables:
             other = print_throughput(a, models, Path(d), env)
         if "memory" in tables:
-            print_memory(models, Path(d), env)
+            print_memory(a, models, Path(d), env)
     if other > NOISY_CORES:
         print(
             f"# warning: other processes kept up to {other:.2f} cores busy during the throughput runs; "
