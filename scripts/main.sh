@@ -4,7 +4,8 @@
 # gemm, for MFU, in the precisions the quickstart sweep uses, at most --max-seconds per precision)
 # and memory bandwidth (dtune-probe memory, the report's busbw ceiling) and runs the main job, the
 # quickstart sweep (sweeps/quickstart.yaml: dtune-comm over sizes and MPI transports, dtune-train on
-# the tiny ResNet and GPT over batch, precision and bucket size, and the tiny ResNet on JPEG shards
+# the tiny ResNet and GPT over batch, precision and bucket size, the tiny GPT as DDP, ZeRO-3 and a
+# 2-stage pipeline at one global batch, and the tiny ResNet on JPEG shards
 # over loader workers, 2 ranks each), merges its points into one HDF5 file, prints a summary read
 # back from that file, and ends with the HTML report (what to change against the baseline, with
 # intervals, evidence and the commands that reproduce it) and where it is. Every step prints a line

@@ -20,6 +20,7 @@ class DataParallelStep final : public StepStrategy {
       : s_(s), ctx_(ctx), zero_(std::move(zero)), units_(std::move(units)) {
     if (zero_ && s_.o.shard != ShardMode::kZero1 && s_.sync)  // zero2, zero3
       for (size_t b = 0; b < s_.sync->buckets(); ++b) parts_.push_back(s_.sync->bucket(b).shard);
+    scatter_ = !parts_.empty();
   }
   std::string describe_step(int step) const override {
     return "training step " + std::to_string(step) + " (batch " + std::to_string(s_.batch) + ")";
@@ -72,6 +73,7 @@ class DataParallelStep final : public StepStrategy {
   std::unique_ptr<Zero3Units> units_;    // zero3: the parameters' units, gathered when used
   std::vector<torch::Tensor> parts_;     // zero2, zero3: the buckets' reduce-scattered shards
   int64_t gathered_ = 0;                 // zero3: bytes received by the last step's gathers
+  bool scatter_ = false;                 // zero2, zero3: gradients reduce-scattered
 };
 
 void DataParallelStep::run_step(int step, StepRecord& rec, const FaultInjector& faults) {
@@ -106,7 +108,9 @@ void DataParallelStep::run_step(int step, StepRecord& rec, const FaultInjector& 
     loss_sum += loss.detach().to(torch::kFloat);
     clock.mark(Phase::kForward);
     if (s_.grad_timer) s_.grad_timer->begin(m == o.accum_steps - 1);
-    if (s_.sync) s_.sync->prepare(m == o.accum_steps - 1);
+    // zero2 and zero3 reduce-scatter every micro-step, adding up the parts (GradSync::prepare).
+    const bool last = m == o.accum_steps - 1;
+    if (s_.sync) s_.sync->prepare(last || scatter_, scatter_ && m > 0);
     torch::Tensor objective = scaler.scale(loss / o.accum_steps);
     {
       NvtxRange range("backward");
@@ -114,10 +118,11 @@ void DataParallelStep::run_step(int step, StepRecord& rec, const FaultInjector& 
     }
     if (units_) units_->release_all();
     clock.mark(Phase::kBackward);
-  }
-  if (s_.sync) {
-    NvtxRange range("exposed communication");
-    s_.sync->finish(Deadline::after_s(o.timeout_s));
+    if (s_.sync && (last || scatter_)) {
+      NvtxRange range("exposed communication");
+      s_.sync->finish(Deadline::after_s(o.timeout_s));
+      clock.mark(Phase::kComm);
+    }
   }
   clock.mark(Phase::kComm);
   // Loss scaling: unscale, and skip the step on every rank if any gradient is inf/NaN.

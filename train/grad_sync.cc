@@ -112,7 +112,7 @@ void GradSync::sample_locked() {
   for (const auto& p : params_)
     if (p.grad().defined()) n += static_cast<int64_t>(p.grad().nbytes());
   for (const auto& b : buckets_)
-    for (const auto* t : {&b.flat, &b.shard})
+    for (const auto* t : {&b.flat, &b.shard, &b.incoming})
       if (t->defined()) n += static_cast<int64_t>(t->nbytes());
   std::erase_if(in_flight_, [](const auto& f) { return f.first.expired(); });
   for (const auto& f : in_flight_) n += f.second;
@@ -125,9 +125,12 @@ int64_t GradSync::take_peak_bytes() {
   return std::exchange(peak_, 0);
 }
 
-void GradSync::prepare(bool sync) {
+void GradSync::prepare(bool sync, bool accumulate) {
   std::lock_guard<std::mutex> lock(mutex_);
+  DTUNE_CHECK(!accumulate || (sync && reduce_scatter_),
+              "GradSync: accumulating parts is for reduce-scatter micro-steps");
   sync_ = sync;
+  accumulate_ = accumulate;
   next_launch_ = 0;
   filled_.assign(params_.size(), false);
   for (auto& b : buckets_) {
@@ -213,7 +216,9 @@ void GradSync::launch_ready_locked() {
       // The reducer holds the flat until its reduce-scatter is done; then it is freed.
       in_flight_.emplace_back(b.flat.storage().getWeakStorageImpl(),
                               static_cast<int64_t>(b.flat.nbytes()));
-      reducer_.start_reduce_scatter(std::exchange(b.flat, torch::Tensor()), b.shard);
+      if (accumulate_) b.incoming = torch::empty_like(b.shard);
+      reducer_.start_reduce_scatter(std::exchange(b.flat, torch::Tensor()),
+                                    accumulate_ ? b.incoming : b.shard);
     } else
       reducer_.start(b.flat);
     ++next_launch_;
@@ -230,7 +235,11 @@ void GradSync::finish(const Deadline& deadline) {
   sample_locked();
   reducer_.wait_all(deadline);
   if (reduce_scatter_) {
-    // This rank's parts are in the shards; the whole gradients are not needed any more.
+    // This rank's parts are in the shards (this micro-step's added to the earlier ones'); the
+    // whole gradients are not needed any more.
+    torch::NoGradGuard no_grad;
+    for (auto& b : buckets_)
+      if (b.incoming.defined()) b.shard.add_(std::exchange(b.incoming, torch::Tensor()));
     for (auto& p : params_) p.mutable_grad() = torch::Tensor();
     for (auto& b : buckets_) b.flat = torch::Tensor();
     return;

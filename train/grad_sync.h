@@ -37,6 +37,7 @@ class GradSync {
     torch::Tensor flat;            // the bucket, in the communication dtype (reduce-scatter: padded
                                    // with zeros to a multiple of the ranks)
     torch::Tensor shard;           // reduce-scatter: this rank's part of the sum (flat / ranks)
+    torch::Tensor incoming;        // reduce-scatter while accumulating: this micro-step's part
     size_t ready = 0;
     bool launched = false;
   };
@@ -54,8 +55,11 @@ class GradSync {
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
 
-  // Call before each micro-step's backward: `sync` is false for accumulation micro-steps.
-  void prepare(bool sync);
+  // Call before each micro-step's backward: `sync` is false for accumulation micro-steps. With
+  // reduce-scatter every micro-step syncs (as FSDP2 and DeepSpeed's ZeRO-2/3 reduce-scatter each
+  // micro-batch, so that no rank holds the whole gradients across micro-steps): `accumulate` on
+  // the micro-steps after the first, whose parts finish() adds to the parts already reduced.
+  void prepare(bool sync, bool accumulate = false);
   // After backward: launches what the hooks did not (overlap off; unused parameters), waits for
   // every reduction, and leaves the average over ranks in each parameter's .grad.
   void finish(const Deadline& deadline);
@@ -94,6 +98,7 @@ class GradSync {
   Overlap overlap_;
   bool reduce_scatter_;
   bool sync_ = true;
+  bool accumulate_ = false;
   size_t next_launch_ = 0;
   // Reduce-scatter: the flats handed to the reducer, freed when it lets go of them.
   std::vector<std::pair<c10::weak_intrusive_ptr<c10::StorageImpl>, int64_t>> in_flight_;

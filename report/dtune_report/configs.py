@@ -137,8 +137,9 @@ def _axes(configs: list) -> list:
                 break
         else:
             axes.append([k])
-    # The field a user sets first: flags and attributes the user names (batch before global_batch).
-    order = ["batch", "precision", "bucket_mb", "workers"]
+    # The field a user sets first: flags and attributes the user names (batch before global_batch,
+    # the pipeline's stages before its micro-batches).
+    order = ["batch", "pipeline_stages", "shard", "precision", "bucket_mb", "workers"]
     for ax in axes:
         ax.sort(key=lambda k: (order.index(k) if k in order else len(order), k))
     return axes
