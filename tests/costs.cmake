@@ -38,7 +38,7 @@ set(_dtune_test_costs
   faults.secrets 15
   smoke.report_verdicts 14
   faults.model_inputs 13
-  smoke.sweeps.tune_real 12
+  smoke.sweeps.tune_real 30
   faults.sweep_inputs 11
   faults.results 11
   smoke.train_profile 11
