@@ -38,11 +38,15 @@ if(NOT DTUNE_PYTHON)
   find_package(Python3 REQUIRED COMPONENTS Interpreter)
   set(DTUNE_PYTHON ${Python3_EXECUTABLE})
 endif()
+# PROCESSORS N: the ctest slots it takes (a test timing ranks that must not wait for cores).
 function(dtune_pytest name file)
-  cmake_parse_arguments(T "" "" "LABELS;ARGS" ${ARGN})
+  cmake_parse_arguments(T "" "PROCESSORS" "LABELS;ARGS" ${ARGN})
   add_test(NAME ${name}
            COMMAND ${DTUNE_PYTHON} -m pytest -q -rs -p no:cacheprovider --rootdir=${PROJECT_SOURCE_DIR}/tests ${T_ARGS} ${file})
   set_tests_properties(${name} PROPERTIES LABELS "${T_LABELS}" TIMEOUT 900 SKIP_RETURN_CODE 77
     ENVIRONMENT "DTUNE_BIN_DIR=${CMAKE_RUNTIME_OUTPUT_DIRECTORY};PYTHONPATH=${PROJECT_SOURCE_DIR}/report:${PROJECT_SOURCE_DIR}/tests:${PROJECT_SOURCE_DIR}/tests/models;DTUNE_MPIRUN=${MPIEXEC_EXECUTABLE}")
+  if(T_PROCESSORS)
+    set_tests_properties(${name} PROPERTIES PROCESSORS ${T_PROCESSORS})
+  endif()
   dtune_test_cost(${name})
 endfunction()

@@ -42,7 +42,7 @@ cd "$repo/${DTUNE_BUILD_DIR:-build}"
 # (DTUNE_TEST_JOBS): most of a test's time is process start-up and waiting on its ranks, and on
 # 2 cores -j4 took the suite from 1358 s to 660 s; the longest start first (tests/costs.cmake),
 # an mpirun test (dtune_mpi_test) takes its N ranks' slots (PROCESSORS; the pytest-driven MPI
-# tests take one), Slurm and cluster tests lock each other
+# tests take one, but mpi.pipeline_bubble, which times its 4 ranks, takes 4), Slurm and cluster tests lock each other
 # out (RESOURCE_LOCK) and cluster.nodes runs alone.
 jobs=${DTUNE_TEST_JOBS:-$((2 * $(nproc)))}
 rc=0
