@@ -38,8 +38,10 @@ ModelSize resnet_size(const ResNetConfig& cfg) {
   const int64_t base = cfg.width;
   const bool basic = cfg.block == BlockKind::kBasic;
   const int64_t expansion = basic ? 1 : 4;
+  std::vector<int64_t>& pe = s.param_elems;             // in the order resnet.cc registers them
   double macs = add_conv({3, base, 7, 2, 3}, h, w, n);  // conv1
   n += 2 * base;                                        // bn1: weight and bias
+  pe = {3 * base * 49, base, base};
   s.units.push_back({"stem", n});
   h = out_size(h, 3, 2, 1);  // max pool
   w = out_size(w, 3, 2, 1);
@@ -48,7 +50,8 @@ ModelSize resnet_size(const ResNetConfig& cfg) {
     const int64_t planes = base << stage;
     for (int64_t b = 0; b < cfg.layers[stage]; ++b) {
       const int64_t stride = (stage > 0 && b == 0) ? 2 : 1, outplanes = planes * expansion;
-      if (stride != 1 || inplanes != outplanes) {  // downsample: 1x1 conv + BN, at the input size
+      const bool down = stride != 1 || inplanes != outplanes;
+      if (down) {  // downsample: 1x1 conv + BN, at the input size
         int64_t dh = h, dw = w;
         macs += add_conv({inplanes, outplanes, 1, stride, 0}, dh, dw, n);
         n += 2 * outplanes;
@@ -57,17 +60,24 @@ ModelSize resnet_size(const ResNetConfig& cfg) {
         macs += add_conv({inplanes, planes, 3, stride, 1}, h, w, n);
         macs += add_conv({planes, planes, 3, 1, 1}, h, w, n);
         n += 4 * planes;
+        pe.insert(pe.end(),
+                  {inplanes * planes * 9, planes, planes, planes * planes * 9, planes, planes});
       } else {
         macs += add_conv({inplanes, planes, 1, 1, 0}, h, w, n);
         macs += add_conv({planes, planes, 3, stride, 1}, h, w, n);
         macs += add_conv({planes, outplanes, 1, 1, 0}, h, w, n);
         n += 4 * planes + 2 * outplanes;
+        pe.insert(pe.end(), {inplanes * planes, planes, planes, planes * planes * 9, planes, planes,
+                             planes * outplanes, outplanes, outplanes});
       }
+      // The block registers its shortcut after its own layers.
+      if (down) pe.insert(pe.end(), {inplanes * outplanes, outplanes, outplanes});
       inplanes = outplanes;
     }
     s.units.push_back({"layer" + std::to_string(stage + 1), n - counted(s.units)});
   }
   n += inplanes * cfg.num_classes + cfg.num_classes;  // fc
+  pe.insert(pe.end(), {inplanes * cfg.num_classes, cfg.num_classes});
   s.units.push_back({"fc", n - counted(s.units)});
   macs += static_cast<double>(inplanes * cfg.num_classes);
   s.flops.forward_macs = macs;
@@ -88,6 +98,11 @@ ModelSize gpt_size(const GptConfig& cfg) {
   for (int64_t i = 0; i < L; ++i)
     s.units.push_back({"h." + std::to_string(i), 12 * C * C + 13 * C});
   s.units.push_back({"ln_f", 2 * C});
+  s.param_elems = {V * C, T * C};
+  for (int64_t i = 0; i < L; ++i)  // ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj
+    s.param_elems.insert(s.param_elems.end(),
+                         {C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C});
+  s.param_elems.insert(s.param_elems.end(), {C, C});
   const double Ld = static_cast<double>(L), Cd = static_cast<double>(C);
   const double Td = static_cast<double>(T), N = static_cast<double>(s.parameters);
   const double matmul_macs = static_cast<double>(V * C) + Ld * 12 * Cd * Cd;

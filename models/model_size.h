@@ -28,6 +28,9 @@ struct ModelSize {
   int64_t parameters = 0;  // distinct parameter elements (the tied GPT head counted once)
   FlopCount flops;
   std::vector<ParamUnit> units;  // in forward order; their parameters sum to `parameters`
+  // Each parameter's elements in model order (the built model's named_parameters(); the tied GPT
+  // head is wte, not listed again): what size-capped units and buckets are cut from.
+  std::vector<int64_t> param_elems;
 };
 
 // Throws UsageError for an unknown name or bad options, as make_model does.

@@ -16,18 +16,14 @@
 #include <utility>
 #include <vector>
 
+#include "models/bucket_plan.h"
 #include "train/config.h"
 #include "train/reducer.h"
 
 namespace dtune::train {
 
-struct BucketLayout {
-  std::vector<std::vector<size_t>> params;  // per bucket: parameter indices, in order of arrival
-  std::vector<int64_t> bytes;               // per bucket, in the parameters' dtype
-};
-// Reverse parameter order; the first bucket capped at first_cap, later ones at cap (a parameter
-// larger than the cap gets a bucket of its own). Pure function, unit-tested.
-BucketLayout plan_buckets(const std::vector<int64_t>& param_bytes, int64_t first_cap, int64_t cap);
+using models::BucketLayout;  // models/bucket_plan.h
+using models::plan_buckets;
 
 class GradSync {
  public:

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "models/bucket_plan.h"
 
 namespace dtune::comm {
 
@@ -49,28 +50,31 @@ FsdpUnit padded_unit(std::string name, int64_t parameters, Dtype dtype, int nran
 
 }  // namespace
 
-std::vector<FsdpUnit> shard_units(const std::vector<models::ParamUnit>& blocks,
-                                  const ShardUnit& unit, Dtype dtype, int nranks) {
+std::vector<FsdpUnit> shard_units(const models::ModelSize& size, const ShardUnit& unit, Dtype dtype,
+                                  int nranks) {
   std::vector<FsdpUnit> out;
   if (unit.per_block) {
-    for (const auto& b : blocks) out.push_back(padded_unit(b.name, b.parameters, dtype, nranks));
+    for (const auto& b : size.units)
+      out.push_back(padded_unit(b.name, b.parameters, dtype, nranks));
     return out;
   }
-  // Size units cut the model's parameters, concatenated in model order, every `per_unit` elements.
-  const double bytes = unit.mib * 1048576.0;
-  const int64_t per_unit = static_cast<int64_t>(bytes / static_cast<double>(dtype_size(dtype)));
-  if (per_unit < 1)
+  // Size units: whole parameters, cut as buckets are (reverse order, each at most the cap), then
+  // put in forward order.
+  const auto elem = static_cast<int64_t>(dtype_size(dtype));
+  const auto cap = static_cast<int64_t>(unit.mib * 1048576.0);
+  if (cap < elem)
     throw UsageError("--shard-unit " + unit.text + ": smaller than one " + to_string(dtype) +
                      " element; give a larger size");
-  int64_t total = 0;
-  for (const auto& b : blocks) total += b.parameters;
-  const int64_t count = (total + per_unit - 1) / per_unit;
-  if (count > static_cast<int64_t>(kMaxFsdpUnits))
-    throw UsageError("--shard-unit " + unit.text + " cuts the model into " + std::to_string(count) +
-                     " units (at most " + std::to_string(kMaxFsdpUnits) + "): give a larger size");
-  for (int64_t i = 0; i < count; ++i)
-    out.push_back(padded_unit("part." + std::to_string(i), std::min(per_unit, total - i * per_unit),
-                              dtype, nranks));
+  std::vector<int64_t> bytes;
+  for (int64_t n : size.param_elems) bytes.push_back(n * elem);
+  const models::BucketLayout cut = models::plan_buckets(bytes, cap, cap);
+  if (cut.params.size() > kMaxFsdpUnits)
+    throw UsageError("--shard-unit " + unit.text + " cuts the model into " +
+                     std::to_string(cut.params.size()) + " units (at most " +
+                     std::to_string(kMaxFsdpUnits) + "): give a larger size");
+  for (size_t b = cut.params.size(); b-- > 0;)
+    out.push_back(
+        padded_unit("part." + std::to_string(out.size()), cut.bytes[b] / elem, dtype, nranks));
   return out;
 }
 
@@ -99,7 +103,7 @@ FsdpPlan make_fsdp_plan(const std::string& model, const ShardUnit& unit, Dtype d
                         Reshard reshard, FsdpPlacement placement) {
   const models::ModelSize size = models::model_size(model, models::ModelOptions{});
   FsdpPlan p{model, size.parameters, unit, dtype, reshard, placement, nranks, {}, {}};
-  p.units = shard_units(size.units, unit, dtype, nranks);
+  p.units = shard_units(size, unit, dtype, nranks);
   p.calls = fsdp_step_calls(p.units, dtype, nranks, reshard, placement);
   return p;
 }

@@ -34,8 +34,10 @@ std::string to_string(FsdpPlacement p);
 std::string to_string(Phase p);
 
 // --shard-unit: `block` (model_size.h's units: a transformer block or ResNet stage each, the
-// embeddings, final norm and head, or the stem and head, on their own), or a size in MiB: the
-// model's parameters in model order, cut every that many MiB (in the weights' dtype).
+// embeddings, final norm and head, or the stem and head, on their own), or a size in MiB: whole
+// parameters grouped as gradient buckets are (models/bucket_plan.h, every unit capped at that
+// many MiB in the weights' dtype, a larger parameter a unit of its own), as dtune-train
+// --shard-unit and dtune model --shard-unit-mb cut them.
 struct ShardUnit {
   bool per_block = true;
   double mib = 0;    // > 0 when !per_block
@@ -81,11 +83,11 @@ struct FsdpPlan {
 // At most this many units: a step of a million calls is a typo in --shard-unit.
 inline constexpr size_t kMaxFsdpUnits = 10000;
 
-// The units of a model whose blocks are `blocks` (model_size's units, in model order), padded for
-// `nranks`. Throws UsageError when a size unit is smaller than one element or gives more than
-// kMaxFsdpUnits units.
-std::vector<FsdpUnit> shard_units(const std::vector<models::ParamUnit>& blocks,
-                                  const ShardUnit& unit, Dtype dtype, int nranks);
+// The units of a model of `size` (model_size.h: its blocks, in model order, and its parameters'
+// sizes), padded for `nranks`. Throws UsageError when a size unit is smaller than one element or
+// gives more than kMaxFsdpUnits units.
+std::vector<FsdpUnit> shard_units(const models::ModelSize& size, const ShardUnit& unit, Dtype dtype,
+                                  int nranks);
 // The calls of one step over `units`: with reshard on, all-gather 0..U-1, then for u = U-1..0
 // all-gather u and reduce-scatter u (3U calls); with reshard off the backward all-gathers are not
 // made (2U calls). Reductions sum (FSDP2's default divides by the ranks around the sum).

@@ -269,8 +269,9 @@ int parse_options(int argc, char** argv, bool print, int world_size, Options& o)
       ->envname(env("MODEL"));
   app.add_option("--shard-unit", shard_unit,
                  "--pattern fsdp: block (one unit per transformer block or ResNet stage, the "
-                 "embeddings, final norm, stem and head their own) or a size in MiB (the "
-                 "parameters in model order, cut every that many MiB)")
+                 "embeddings, final norm, stem and head their own) or a size in MiB (whole "
+                 "parameters grouped as gradient buckets are, each unit at most that size, as "
+                 "dtune-train --shard-unit)")
       ->envname(env("SHARD_UNIT"))
       ->capture_default_str();
   app.add_option("--reshard-after-forward", reshard,

@@ -265,22 +265,31 @@ def test_fsdp_step_of_gpt2_tiny_is_replayed_and_stored(tmp_path):
 
 
 def test_fsdp_size_units_are_padded_for_3_ranks_and_exact(tmp_path):
-    """bfloat16 units of 0.25 MiB (131,072 elements) on 3 ranks, reshard off: 5 units padded to a
+    """bfloat16 units of at most 0.25 MiB (131,072 elements) on 3 ranks, reshard off: whole
+    parameters grouped as gradient buckets are (report/dtune_report/scaling_model.py plan_buckets
+    of gpt2-tiny's parameter sizes, which dtune-train --shard-unit cuts alike), 6 units padded to a
     multiple of 3 elements, 2 calls each, every result exact."""
     import h5py
+
+    from dtune_report.scaling_model import plan_buckets
 
     out = tmp_path / "fsdp3.h5"
     args = ["--pattern", "fsdp", "--model", "gpt2-tiny", "--shard-unit", "0.25", "-d", "bf16"]
     r = run_comm(3, [*args, "--reshard-after-forward", "off", "-n", "2", "-w", "0", "--output", out])
     assert r.returncode == 0, r.stderr[-2000:]
-    params = [131072] * 4 + [544256 - 4 * 131072]
+    C, V, T = 128, 1024, 128  # gpt2-tiny: width, vocabulary, context; 2 blocks
+    block = [C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C]
+    elems = [V * C, T * C, *block, *block, C, C]  # model order
+    cap = 131072 * 2
+    params = [sum(elems[k] for k in u) for u in reversed(plan_buckets([2 * n for n in elems], cap, cap))]
+    assert params == [131072, 65792, 82688, 115584, 82688, 66432] and sum(params) == 544256
     padded = [-(-p // 3) * 3 for p in params]
-    assert padded[0] == 131073
+    assert padded[1] == 65793
     with h5py.File(out) as f:
         (g,) = f["runs"].values()
         assert g.attrs["dtype"] == "bfloat16" and g.attrs["reshard_after_forward"] == 0
         assert g["unit_parameters"][()].tolist() == params
         assert g["unit_padded"][()].tolist() == padded
-        assert g["call_unit"][()].tolist() == [0, 1, 2, 3, 4, 4, 3, 2, 1, 0]
+        assert g["call_unit"][()].tolist() == [0, 1, 2, 3, 4, 5, 5, 4, 3, 2, 1, 0]
         assert g["size_bytes"][()].tolist() == [2 * padded[u] for u in g["call_unit"][()]]
         assert (g["wrong"][()] == 0).all() and g.attrs["wrong"] == 0

@@ -27,7 +27,7 @@ std::vector<std::string> sequence(const std::vector<FsdpCall>& calls) {
 }
 
 // Two units of 5 and 7 parameters: padded to 6 and 8 for 2 ranks, 6 and 9 for 3.
-const std::vector<models::ParamUnit> kTwoUnits = {{"a", 5}, {"b", 7}};
+const models::ModelSize kTwoUnits = {12, {}, {{"a", 5}, {"b", 7}}, {5, 7}};
 
 TEST(FsdpPlan, ReshardOnGathersAgainInBackward) {
   const auto units = shard_units(kTwoUnits, parse_shard_unit("block"), Dtype::kFloat32, 2);
@@ -119,23 +119,31 @@ TEST(FsdpPlan, GptTinyBlocks) {
   EXPECT_EQ(p.calls.size(), 12u);
 }
 
-// 0.5 MiB of float32 is 131,072 elements: gpt2-tiny's 544,256 make 4 full units and one of 19,968;
-// in bfloat16, 262,144 elements: 2 full units and one of 19,968.
-TEST(FsdpPlan, SizeUnitsCutTheModelInOrder) {
-  const auto blocks = models::model_size("gpt2-tiny", {}).units;
-  const auto f32 = shard_units(blocks, parse_shard_unit("0.5"), Dtype::kFloat32, 3);
-  ASSERT_EQ(f32.size(), 5u);
+// Size units are whole parameters grouped as gradient buckets are (models/bucket_plan.h), in
+// reverse parameter order, then listed in forward order: 0.5 MiB of float32 is 131,072 elements,
+// and gpt2-tiny's (wte 1024x128, wpe 128x128, 2 blocks of 12 parameters, ln_f) make these units,
+// as report/dtune_report/scaling_model.py plan_buckets cuts them (computed there); in bfloat16
+// the cap holds twice the elements. The wte (131,072 elements) fills a unit of its own.
+TEST(FsdpPlan, SizeUnitsAreCutAsBucketsAre) {
+  const models::ModelSize size = models::model_size("gpt2-tiny", {});
+  const auto f32 = shard_units(size, parse_shard_unit("0.5"), Dtype::kFloat32, 3);
+  const std::vector<int64_t> want32 = {131072, 65792, 82688, 115584, 82688, 66432};
+  ASSERT_EQ(f32.size(), want32.size());
   int64_t sum = 0;
-  for (const auto& u : f32) sum += u.parameters;
+  for (size_t u = 0; u < f32.size(); ++u) {
+    EXPECT_EQ(f32[u].parameters, want32[u]) << u;
+    EXPECT_EQ(f32[u].name, "part." + std::to_string(u));
+    EXPECT_EQ(f32[u].padded % 3, 0);
+    EXPECT_LT(f32[u].padded - f32[u].parameters, 3);
+    sum += f32[u].parameters;
+  }
   EXPECT_EQ(sum, 544256);
-  EXPECT_EQ(f32[0].parameters, 131072);
-  EXPECT_EQ(f32[0].padded, 131073);  // a multiple of 3
-  EXPECT_EQ(f32[4].parameters, 19968);
-  EXPECT_EQ(f32[4].name, "part.4");
-  const auto bf16 = shard_units(blocks, parse_shard_unit("0.5"), Dtype::kBfloat16, 2);
-  ASSERT_EQ(bf16.size(), 3u);
-  EXPECT_EQ(bf16[0].bytes, 262144u * 2);
-  EXPECT_EQ(bf16[2].parameters, 19968);
+  EXPECT_EQ(f32[1].padded, 65793);  // a multiple of 3
+  const auto bf16 = shard_units(size, parse_shard_unit("0.5"), Dtype::kBfloat16, 2);
+  const std::vector<int64_t> want16 = {131072, 214528, 198656};
+  ASSERT_EQ(bf16.size(), want16.size());
+  for (size_t u = 0; u < bf16.size(); ++u) EXPECT_EQ(bf16[u].parameters, want16[u]) << u;
+  EXPECT_EQ(bf16[1].bytes, 214528u * 2);
 }
 
 TEST(FsdpPlan, RefusesBadUnits) {
@@ -143,10 +151,13 @@ TEST(FsdpPlan, RefusesBadUnits) {
     EXPECT_THROW(parse_shard_unit(bad), UsageError) << bad;
   EXPECT_TRUE(parse_shard_unit("block").per_block);
   EXPECT_DOUBLE_EQ(parse_shard_unit("0.25").mib, 0.25);
-  const auto blocks = models::model_size("gpt2-tiny", {}).units;
-  // Less than one element; more than kMaxFsdpUnits units.
-  EXPECT_THROW(shard_units(blocks, parse_shard_unit("1e-7"), Dtype::kFloat32, 2), UsageError);
-  EXPECT_THROW(shard_units(blocks, parse_shard_unit("0.0001"), Dtype::kFloat32, 2), UsageError);
+  const models::ModelSize size = models::model_size("gpt2-tiny", {});
+  // Less than one element; more than kMaxFsdpUnits units (gpt2-tiny has 28 parameters: a cap
+  // below the smallest makes each its own unit, so only a larger model could exceed it).
+  EXPECT_THROW(shard_units(size, parse_shard_unit("1e-7"), Dtype::kFloat32, 2), UsageError);
+  models::ModelSize many = size;
+  many.param_elems.assign(kMaxFsdpUnits + 1, 1);
+  EXPECT_THROW(shard_units(many, parse_shard_unit("0.000004"), Dtype::kFloat32, 2), UsageError);
   EXPECT_THROW(make_fsdp_plan("gpt3", parse_shard_unit("block"), Dtype::kFloat32, 2, Reshard::kOn,
                               FsdpPlacement::kFsdp2),
                UsageError);

@@ -101,6 +101,10 @@ TEST(ModelSize, EqualsTheBuiltModels) {
       const ModelSize s = model_size(name, o);
       const FlopCount f = m->flops();
       EXPECT_EQ(s.parameters, parameter_count(*m)) << name;
+      // Parameter by parameter, in the built model's order (size-capped units are cut from these).
+      std::vector<int64_t> built;
+      for (const auto& p : m->parameters()) built.push_back(p.numel());
+      EXPECT_EQ(s.param_elems, built) << name;
       EXPECT_DOUBLE_EQ(s.flops.forward_macs, f.forward_macs) << name;
       EXPECT_DOUBLE_EQ(s.flops.training_flops, f.training_flops) << name;
       EXPECT_DOUBLE_EQ(s.flops.tokens, f.tokens) << name;
