@@ -8,7 +8,7 @@ set(_dtune_test_costs
   smoke.new_user 90
   smoke.sweeps.tune 75
   mpi.train 71
-  mpi.shard 65
+  mpi.shard 200
   smoke.doc_pages 69
   smoke.sweeps 54
   slurm.nodes 51
