@@ -7,8 +7,9 @@ Rung by rung: the schedule's steps double up to the sweep's own (halving.schedul
 (fewer, longer rungs when start-up dominates: one rung at full length, a race of blocks, when it is
 above half a full-length run's steps). A lower rung runs the sweep's `repeats:` blocks (default 1);
 the top rung at least max(repeats, 3) and, under a budget, more while the budget pays and no
-candidate dominates (at most MAX_TOP_BLOCKS); a budget too small for that gives it fewer, down to
-one. After a rung the candidates are promoted by their probability of being the
+candidate dominates (at most MAX_TOP_BLOCKS), each of those only for the candidates that can still
+be the best (a race: P(best) at least alpha / candidates); a budget too small for that gives it
+fewer, down to one. After a rung the candidates are promoted by their probability of being the
 best (paired.p_best, from the measured noise), most probable first: every one whose probability is
 at least alpha / (candidates), at least two, at most what the budget pays for and twice the next
 rung's planned size. A candidate whose probability is 1 - alpha/2 or more, in a rung of at least
@@ -104,6 +105,7 @@ class Rung:
         self.n_inc = 0
         self.status: dict = {}  # key -> status of a candidate that did not measure
         self.blocks = 0
+        self.raced: list[int] = []  # candidates left out of the later blocks (race)
 
     def run_blocks(self, n: int) -> None:
         """Runs n more blocks (after the rung's opening incumbent run, the first time) in one call
@@ -132,6 +134,12 @@ class Rung:
             if key is not None and key in self.others and not self.sw.measure(p, key).ok:
                 self.status[key] = self.sw.measure(p, key).status
                 self.others.remove(key)
+
+    def race(self, keys: list[int]) -> None:
+        """The blocks from now run only `keys` (and the incumbent); the others keep the blocks they
+        ran (their figures stand, with the fewer blocks' wider intervals)."""
+        self.raced = sorted(set(self.raced) | (set(self.others) - set(keys)))
+        self.others = [k for k in self.others if k in keys]
 
     def incumbent_ok(self) -> bool:
         """Whether the rung's opening incumbent run measured (a figure of 0, as busbw with 1 rank,
@@ -194,6 +202,7 @@ class Rung:
             "noise": {"sigma_log": ev["sigma"], "floor_one_block": floor, "incumbent_repeats": len(ev["inc_y"])},
             "order": [p.id for _, _, p in self.seq],
             "candidates": cands,
+            "raced_out": [self.sw.cands[k].id for k in self.raced],
         }
 
 
@@ -256,8 +265,17 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
         while top and rung.others and rung.blocks < MAX_TOP_BLOCKS and sw.share is not None:
             if max(ev["p_best"].values()) >= 1 - sw.alpha / 2:
                 break
-            if paired.runs_per_block(len(rung.others) + 1) * sw.per_run(sk) > sw.left() + 1e-9:
+            # A race: the blocks the budget adds go to the candidates that can still be the best
+            # (P(best) at least alpha / candidates, as promotion keeps them), so each costs fewer
+            # runs and the contenders get more of them; the incumbent stays, every figure is read
+            # against it.
+            p_min = sw.alpha / max(len(ev["means"]), 1)
+            racing = [k for k in rung.others if ev["p_best"].get(k, 0.0) >= p_min]
+            if not racing:
                 break
+            if paired.runs_per_block(len(racing) + 1) * sw.per_run(sk) > sw.left() + 1e-9:
+                break
+            rung.race(racing)
             rung.run_blocks(1)
             ev = rung.evaluate()
         sw.inc_y_before = ev["inc_y"] + sw.inc_y_before

@@ -247,6 +247,25 @@ def test_slow_periods_never_make_a_wrong_winner_significant(tmp_path, fake, seed
         assert "--x 3 --z 0" in tied or rec["margin"]["lo"] <= 1, rec["tied"]
 
 
+def test_the_top_rung_races_the_blocks_the_budget_adds(tmp_path, fake):
+    # A budget of runs beyond the top rung's 3 blocks buys more blocks, each for the candidates that
+    # can still be the best: --x 0 (45% slower) leaves the race after its 3 blocks with P(best) 0,
+    # and the near-tied --x 2, 3, 4 (5% apart) run every block (the drift is seeded on the launch
+    # clock, so a budget of runs makes the tune deterministic).
+    f = write(tmp_path, DRIFT.format(seed=2).replace("--x: [1, 3, 4], --z: [0, 1]", "--x: [0, 2, 3, 4], --z: [0]"))
+    out = tmp_path / "out"
+    r = dtune("tune", f, "--out", out, "--budget", "60", "--seed", "2", "--no-report", env=fake)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = record(out)
+    top = rec["rungs"][-1]
+    assert top["blocks"] > 3 and sum(launches(out).values()) == rec["spent_runs"] <= 60
+    by_x = {c["values"]["--x"]: c for c in top["candidates"]}
+    assert top["raced_out"] == [by_x[0]["candidate_id"]], top["raced_out"]
+    assert by_x[0]["runs"] == 3 and by_x[0]["p_best"] < 0.05 / 4
+    for x in (2, 3, 4):
+        assert by_x[x]["runs"] >= top["blocks"], (x, by_x[x]["runs"])
+
+
 def test_rungs_run_in_the_recorded_interleaved_order_and_repeats_are_blocks(tmp_path, fake):
     f = write(tmp_path, DRIFT.format(seed=4) + "repeats: 2\n")
     out = tmp_path / "out"
