@@ -362,13 +362,14 @@ def pick(sw: Sweep, rung: Rung, ev: dict, rec: dict) -> None:
 
 def schedule_for(sw: Sweep, n: int, min_steps: int, rec: dict) -> int:
     """The least steps of a rung: --min-steps, raised to the steps whose time equals the measured
-    start-up of a run, under a time budget (the currency in which start-up costs; probed with two
-    runs of --min-steps, the cheapest: they are the first candidates' runs of a first rung at
-    --min-steps, and spent apart otherwise)."""
+    start-up of a run, under a time budget (the currency in which start-up costs; probed with one
+    run of --min-steps, the cheapest, which gives both: its time and its recorded step times. It is
+    the first candidate's run of a first rung at --min-steps, and spent apart otherwise: a second
+    probe run, as there was until 2026-12, cost a small sweep a fifth of its share)."""
     if sw.share is None or sw.share[0] != "seconds":
         return min_steps
     s0 = min(min_steps, sw.s_max)
-    probe = [sw.point(k, s0, 0) for k in range(min(2, n))]
+    probe = [sw.point(0, s0, 0)]
     sw.say(f"# tune: {sw.name}: probing the cost of a run with {len(probe)} run(s) of {s0} steps")
     sw.run(probe)
     from .tune import step_seconds

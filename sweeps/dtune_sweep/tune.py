@@ -15,8 +15,8 @@ anything is written there (a second tune, or `sweep run`, is refused and changes
 
 The budget is runs (`--budget 40`) or run time (`--budget 60s`, `10m`, `1h`: the seconds the runs
 took, as their state records say). It is shared among the sweeps by their candidate counts (a
-sweep's unspent share passes to the next). With a time budget the first rung's first two runs are
-a probe: their time and step times give the cost of a run of s steps, a + b s, from which the
+sweep's unspent share passes to the next). With a time budget the sweep's first run is a probe
+(one run of --min-steps): its time and step times give the cost of a run of s steps, a + b s, from which the
 schedule is sized. A budget too small for the full schedule draws fewer candidates into the first
 rung (the first ones of the shuffled order); one that cannot pay for a rung of two is refused.
 
