@@ -215,6 +215,18 @@ class MpiReducer final : public Reducer {
     return true;
   }
 
+  // The communication thread: a nonblocking collective polled to completion as the allreduce is;
+  // false when abandoned.
+  bool poll_request(MPI_Request& req) {
+    return poll_to_completion(
+        [&] {
+          int flag = 0;
+          DTUNE_MPI_CHECK(MPI_Test(&req, &flag, MPI_STATUS_IGNORE));
+          return flag != 0;
+        },
+        &abandon_);
+  }
+
   // The communication thread: MPI_Ireduce_scatter_block out of place into `shard`, polled as the
   // allreduce is.
   bool thread_reduce_scatter(torch::Tensor& flat, torch::Tensor& shard) {
@@ -224,14 +236,7 @@ class MpiReducer final : public Reducer {
     DTUNE_MPI_CHECK(MPI_Ireduce_scatter_block(
         in.host.data_ptr(), out.host.data_ptr(), static_cast<int>(out.host.numel()),
         mpi_type(in.host), mpi_op(in.host, ReduceKind::kSum), thread_comm_.get(), &req));
-    const bool done = poll_to_completion(
-        [&] {
-          int flag = 0;
-          DTUNE_MPI_CHECK(MPI_Test(&req, &flag, MPI_STATUS_IGNORE));
-          return flag != 0;
-        },
-        &abandon_);
-    if (!done) return false;
+    if (!poll_request(req)) return false;
     out.finish(shard);
     return true;
   }
@@ -243,14 +248,7 @@ class MpiReducer final : public Reducer {
     DTUNE_MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, s.host.data_ptr(),
                                    static_cast<int>(s.host.numel() / ranks_), mpi_type(s.host),
                                    thread_comm_.get(), &req));
-    const bool done = poll_to_completion(
-        [&] {
-          int flag = 0;
-          DTUNE_MPI_CHECK(MPI_Test(&req, &flag, MPI_STATUS_IGNORE));
-          return flag != 0;
-        },
-        &abandon_);
-    if (!done) return false;
+    if (!poll_request(req)) return false;
     s.finish(full);
     return true;
   }
