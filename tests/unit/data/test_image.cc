@@ -202,6 +202,33 @@ TEST(Transform, FlipMirrorsColumns) {
         ASSERT_EQ(flipped[(c * 64 + y) * 80 + x], plain[(c * 64 + y) * 80 + 79 - x]);
 }
 
+// Every level of every channel through the normalising step (the identity resize hands the
+// source pixels straight to it), at widths that exercise the 8-pixel vector loop and its scalar
+// tail, flipped and not: each float equals ToTensor + Normalize's float32 arithmetic exactly.
+TEST(Transform, NormalisationIsExactForEveryLevelWidthAndFlip) {
+  for (int width : {1, 7, 8, 9, 23, 259}) {
+    const int height = 3;
+    RgbImage src{width, height, std::vector<uint8_t>(static_cast<size_t>(width) * height * 3)};
+    for (int y = 0; y < height; ++y)
+      for (int x = 0; x < width; ++x)
+        for (int c = 0; c < 3; ++c)
+          src.pixels[(y * width + x) * 3 + c] =
+              static_cast<uint8_t>((x * 7 + y * 31 + c * 101) % 256);
+    for (bool flip : {false, true}) {
+      std::vector<float> out(3 * height * width);
+      crop_resize_normalize(src, CropBox{0, 0, height, width}, height, width, flip, out.data());
+      for (int c = 0; c < 3; ++c)
+        for (int y = 0; y < height; ++y)
+          for (int x = 0; x < width; ++x) {
+            const int from = flip ? width - 1 - x : x;
+            ASSERT_EQ(out[(c * height + y) * width + x],
+                      normalised(src.pixels[(y * width + from) * 3 + c], c))
+                << "width " << width << " flip " << flip << " channel " << c << " x " << x;
+          }
+    }
+  }
+}
+
 TEST(Transform, NormalisationValues) {
   const RgbImage black = constant_image(4, 4, 0, 0, 0), white = constant_image(4, 4, 255, 255, 255);
   std::vector<float> out(3 * 4 * 4);
