@@ -80,12 +80,18 @@ std::pair<int, int> JpegCodec::dimensions(const void* data, size_t size) {
 }
 
 RgbImage JpegCodec::decode(const void* data, size_t size) {
+  RgbImage img;
+  decode_into(img, data, size);
+  return img;
+}
+
+void JpegCodec::decode_into(RgbImage& img, const void* data, size_t size) {
   const auto [width, height] = dimensions(data, size);
   const int subsamp = last_subsamp_;
-  RgbImage img;
   img.width = width;
   img.height = height;
-  img.pixels.resize(static_cast<size_t>(width) * height * 3);
+  const size_t bytes = static_cast<size_t>(width) * height * 3;
+  if (img.pixels.size() < bytes) img.pixels.resize(bytes);
   const int rc = tjDecompress2(
       static_cast<tjhandle>(decoder_), static_cast<const unsigned char*>(data),
       static_cast<unsigned long>(size), img.pixels.data(), width, width * 3, height, TJPF_RGB, 0);
@@ -98,7 +104,6 @@ RgbImage JpegCodec::decode(const void* data, size_t size) {
     renew(decoder_, [] { return static_cast<void*>(tjInitDecompress()); });
   }
   last_coef_bytes_ = coef_bytes(width, height, subsamp);
-  return img;
 }
 
 std::string JpegCodec::encode(const RgbImage& img, int quality) {

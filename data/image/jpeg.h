@@ -11,7 +11,9 @@ namespace dtune::data {
 
 struct RgbImage {
   int width = 0, height = 0;
-  std::vector<uint8_t> pixels;  // (height, width, 3)
+  // (height, width, 3). A buffer reused by decode_into may hold more bytes than that: only the
+  // first width * height * 3 are the image's.
+  std::vector<uint8_t> pixels;
 };
 
 // A buffer that is not a decodable JPEG (truncated, corrupt, not a JPEG at all). Loaders count and
@@ -34,6 +36,9 @@ class JpegCodec {
   // BadImage, "Unsupported color conversion request": TurboJPEG leaves that to a colour manager).
   // Throws BadImage.
   RgbImage decode(const void* data, size_t size);
+  // The same into `img`, reusing its buffer: grown when too small, never shrunk or cleared, so a
+  // thread that decodes image after image allocates (and zero-fills) only while sizes grow.
+  void decode_into(RgbImage& img, const void* data, size_t size);
   // Width and height from the header alone. Throws BadImage.
   std::pair<int, int> dimensions(const void* data, size_t size);
   // Baseline JPEG at `quality` (1-100), 4:2:0 chroma subsampling, as most cameras and datasets.

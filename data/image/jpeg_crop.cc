@@ -13,6 +13,8 @@
 #include <csetjmp>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 
@@ -44,15 +46,6 @@ void on_message(j_common_ptr c, int level) {
   c->err->format_message(c, text);
   if (std::strstr(text, "extraneous bytes before marker") == nullptr)
     std::memcpy(e->warning, text, sizeof text);
-}
-
-// Whether the bytes after the first scan's header hold an end-of-image marker: inside
-// entropy-coded data an 0xFF is always followed by 0x00 or a restart marker, so FF D9 there is
-// the EOI (an EXIF thumbnail's EOI lies before the scan and is not searched).
-bool has_eoi(const unsigned char* from, const unsigned char* end) {
-  for (const unsigned char* p = end - 1; p > from; --p)
-    if (*p == 0xD9 && p[-1] == 0xFF) return true;
-  return false;
 }
 
 // Runs libjpeg calls with error_exit's jump landing here: false when they failed. The calls run
@@ -87,6 +80,12 @@ struct JpegCropDecoder::State {
   Errors err;
 };
 
+bool has_eoi(const unsigned char* from, const unsigned char* end) {
+  for (const unsigned char* p = end - 1; p > from; --p)
+    if (*p == 0xD9 && p[-1] == 0xFF) return true;
+  return false;
+}
+
 int fast_scale_denom(int box_w, int box_h, int out_w, int out_h) {
   if (out_w <= 0 || out_h <= 0) return 1;
   for (int d : {8, 4, 2})
@@ -107,11 +106,23 @@ void JpegCropDecoder::renew() {
 
 CroppedImage JpegCropDecoder::decode(const void* data, size_t size, const ChooseBox& choose,
                                      int out_w, int out_h, bool fast, int margin) {
+  CroppedImage out;
+  decode_into(out, data, size, choose, out_w, out_h, fast, margin);
+  return out;
+}
+
+void JpegCropDecoder::decode_into(CroppedImage& out, const void* data, size_t size,
+                                  const ChooseBox& choose, int out_w, int out_h, bool fast,
+                                  int margin) {
   if (data == nullptr || size == 0) throw BadImage("JPEG: empty buffer");
   jpeg_decompress_struct& cinfo = state_->cinfo;
   Errors& err = state_->err;
   err.message[0] = err.warning[0] = '\0';
-  CroppedImage out;
+  {
+    std::vector<uint8_t> pixels = std::move(out.image.pixels);
+    out = CroppedImage{};
+    out.image.pixels = std::move(pixels);
+  }
   // Only libjpeg's own calls run guarded: the caller's `choose` (which may throw) runs between.
   CropBox box;
   const auto* bytes = static_cast<const unsigned char*>(data);
@@ -170,12 +181,18 @@ CroppedImage JpegCropDecoder::decode(const void* data, size_t size, const Choose
     const int w = static_cast<int>(cinfo.output_width);
     out.image.width = w;
     out.image.height = y1 - y0;
-    out.image.pixels.resize(static_cast<size_t>(w) * (y1 - y0) * 3);
+    const size_t bytes = static_cast<size_t>(w) * (y1 - y0) * 3;
+    if (out.image.pixels.size() < bytes) out.image.pixels.resize(bytes);
     if (y0 > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(y0));
+    // Up to an iMCU row's worth of rows per call (libjpeg returns at most what one row group
+    // holds; fewer calls through its layers than one row at a time).
+    JSAMPROW rows[16];
     while (static_cast<int>(cinfo.output_scanline) < y1) {
-      JSAMPROW row = out.image.pixels.data() +
-                     static_cast<size_t>(static_cast<int>(cinfo.output_scanline) - y0) * w * 3;
-      jpeg_read_scanlines(&cinfo, &row, 1);
+      const int at = static_cast<int>(cinfo.output_scanline);
+      const int n = std::min(16, y1 - at);
+      for (int i = 0; i < n; ++i)
+        rows[i] = out.image.pixels.data() + static_cast<size_t>(at - y0 + i) * w * 3;
+      jpeg_read_scanlines(&cinfo, rows, static_cast<JDIMENSION>(n));
     }
     // The coefficients that went through the inverse DCT: per component, the blocks of the
     // decoded columns (iMCU-aligned) and of the iMCU rows up to the last row read (skipped iMCU
@@ -204,7 +221,6 @@ CroppedImage JpegCropDecoder::decode(const void* data, size_t size, const Choose
   out.box.top = st - y0;
   out.box.width = std::min(sr, static_cast<int>(xoff + xw)) - sl;
   out.box.height = std::min(sb, y1) - st;
-  return out;
 }
 
 }  // namespace dtune::data

@@ -63,6 +63,10 @@ class JpegCropDecoder {
   // (tests/unit/data/test_image_damage.cc) is refused.
   CroppedImage decode(const void* data, size_t size, const ChooseBox& choose, int out_w = 0,
                       int out_h = 0, bool fast = false, int margin = kRoiMargin);
+  // The same into `out`, reusing its pixel buffer as JpegCodec::decode_into does (grown, never
+  // shrunk or cleared; it may hold more than the region's bytes).
+  void decode_into(CroppedImage& out, const void* data, size_t size, const ChooseBox& choose,
+                   int out_w = 0, int out_h = 0, bool fast = false, int margin = kRoiMargin);
   // How many times the decompressor was replaced after a failure (for tests).
   int64_t renewals() const { return renewals_; }
 
@@ -72,6 +76,11 @@ class JpegCropDecoder {
   State* state_ = nullptr;
   int64_t renewals_ = 0;
 };
+
+// Whether [from, end) holds an end-of-image marker (FF D9). Searched from the first scan's header
+// on, it is the EOI: inside entropy-coded data an 0xFF is always followed by 0x00 or a restart
+// marker, and an EXIF thumbnail's EOI lies before the scan.
+bool has_eoi(const unsigned char* from, const unsigned char* end);
 
 // The DCT scale denominator `fast` decoding uses for a box of box_w x box_h resized to
 // out_w x out_h: the largest of 8, 4, 2 with box / d >= out on both sides, else 1.

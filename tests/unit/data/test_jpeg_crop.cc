@@ -154,6 +154,7 @@ TEST(JpegCrop, EqualsFullDecodeInsideTheBoxForEveryKindAndEdge) {
   JpegCropDecoder roi;
   // 333 x 217: neither side a multiple of 16, so the last iMCU row and column are partial.
   const RgbImage src = synthetic_image(333, 217, 3, 10, 42);
+  CroppedImage reused;
   for (const Kind& k : kinds()) {
     const std::string jpeg = encode(src, k);
     const RgbImage full = full_codec.decode(jpeg.data(), jpeg.size());
@@ -166,6 +167,19 @@ TEST(JpegCrop, EqualsFullDecodeInsideTheBoxForEveryKindAndEdge) {
                                 << b.height << "x" << b.width << ": largest difference "
                                 << d.largest;
       EXPECT_LE(c.coef_bytes, c.full_coef_bytes) << k.name;
+      // Into a buffer reused from every earlier (larger and smaller) region: the same region,
+      // box and counts; the bytes past the region are the buffer's and are not part of it.
+      roi.decode_into(reused, jpeg.data(), jpeg.size(), fixed(b));
+      const size_t bytes = c.image.pixels.size();
+      ASSERT_GE(reused.image.pixels.size(), bytes);
+      EXPECT_TRUE(
+          reused.image.width == c.image.width && reused.image.height == c.image.height &&
+          std::equal(c.image.pixels.begin(), c.image.pixels.end(), reused.image.pixels.begin()))
+          << k.name << ": box top " << b.top << " left " << b.left;
+      EXPECT_TRUE(reused.box.top == c.box.top && reused.box.left == c.box.left &&
+                  reused.box.width == c.box.width && reused.box.height == c.box.height &&
+                  reused.coef_bytes == c.coef_bytes && reused.full_coef_bytes == c.full_coef_bytes)
+          << k.name;
     }
   }
   EXPECT_EQ(roi.renewals(), 0);
