@@ -4,12 +4,13 @@ worker counts, in one run: decode photo-sized JPEGs from WebDataset shards, Rand
 RandomHorizontalFlip, ToTensor + Normalize, batches of 32. dtune runs three ways: --decode full
 (the whole image, then the crop: the loader before region decoding), --decode roi (the default:
 only the rows and iMCU columns around the crop box, the same tensors) and roi with --fast-decode
-(DCT-scaled where the box is at least twice 224: other pixels). Reports images/s of the second
-epoch (page cache warm for all) for each worker count; each repeat runs the four loaders once, in
-an order rotated per repeat, and the ratios are medians of the per-repeat ratios (paired).
+(DCT-scaled where the box is at least twice 224: other pixels). Reports images/s of the epochs
+after the first (page cache warm for all; --epochs 4 times three, which a shared machine's noise
+needs: one epoch is about a second) for each worker count; each repeat runs the four loaders once,
+in an order rotated per repeat, and the ratios are medians of the per-repeat ratios (paired).
 
   .venv/bin/python benchmarks/data/vs_pytorch_loader.py [--workers 1 2] [--samples 768] [--repeats 3]
-      [--before-bin OTHER_BUILD/bin]
+      [--epochs 2] [--before-bin OTHER_BUILD/bin]
 
 --before-bin adds a fifth loader: dtune-data bench of another build with its default flags (e.g. a
 build of the commit before a loader change), and the ratio of each dtune way to it.
@@ -30,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("DTUNE_BIN_DIR", REPO / "build" / "bin"))
 
 
-def dtune_rate(ds, workers, batch, *extra, epochs=2, bin_dir=BIN):
+def dtune_rate(ds, workers, batch, *extra, epochs, bin_dir=BIN):
     r = subprocess.run(
         [
             str(bin_dir / "dtune-data"),
@@ -52,10 +53,12 @@ def dtune_rate(ds, workers, batch, *extra, epochs=2, bin_dir=BIN):
         check=True,
     )
     rows = [line.split() for line in r.stdout.splitlines() if line.strip() and not line.startswith("#")]
-    return float(rows[-1][3])
+    # epochs after the first (page cache warm): delivered samples over the sum of their times
+    later = rows[1:]
+    return sum(float(x[2]) for x in later) / sum(float(x[2]) / float(x[3]) for x in later)
 
 
-def torch_rate(ds, workers, batch, epochs=2):
+def torch_rate(ds, workers, batch, epochs):
     import torch
     from PIL import Image
     from torch.utils.data import DataLoader, Dataset
@@ -87,13 +90,14 @@ def torch_rate(ds, workers, batch, epochs=2):
     loader = DataLoader(
         Shards(), batch_size=batch, shuffle=True, num_workers=workers, drop_last=True, persistent_workers=False
     )
-    rate = 0.0
-    for _ in range(epochs):
+    samples, seconds = 0, 0.0
+    for epoch in range(epochs):
         t0, n = time.perf_counter(), 0
         for x, _y in loader:
             n += x.shape[0]
-        rate = n / (time.perf_counter() - t0)
-    return rate
+        if epoch > 0:  # as dtune's: the epochs after the first, page cache warm
+            samples, seconds = samples + n, seconds + time.perf_counter() - t0
+    return samples / seconds
 
 
 def main():
@@ -102,6 +106,7 @@ def main():
     ap.add_argument("--samples", type=int, default=768)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=2, help="epochs per run; all but the first are timed")
     ap.add_argument("--dir", help="reuse or create the dataset here")
     ap.add_argument("--before-bin", type=Path, help="another build's bin directory (its dtune-data as 'before')")
     args = ap.parse_args()
@@ -134,17 +139,19 @@ def main():
     size_mb = sum(p.stat().st_size for p in ds.glob("*.tar")) / 1e6
     print(
         f"# {args.samples} JPEGs (500x375 +-20%, {size_mb:.1f} MB in shards), 224x224 random-resized-crop + "
-        f"flip + normalise, batch {args.batch}; images/s of epoch 2, medians of {args.repeats} repeats, "
+        f"flip + normalise, batch {args.batch}; images/s of epochs 2-{max(2, args.epochs)}, "
+        f"medians of {args.repeats} repeats, "
         f"the four loaders alternating; load {os.getloadavg()[0]:.2f} at the start"
     )
+    e = max(2, args.epochs)
     loaders = {
-        "full": lambda w: dtune_rate(ds, w, args.batch, "--decode", "full"),
-        "roi": lambda w: dtune_rate(ds, w, args.batch, "--decode", "roi"),
-        "roi+fast": lambda w: dtune_rate(ds, w, args.batch, "--decode", "roi", "--fast-decode"),
-        "pytorch": lambda w: torch_rate(ds, w, args.batch),
+        "full": lambda w: dtune_rate(ds, w, args.batch, "--decode", "full", epochs=e),
+        "roi": lambda w: dtune_rate(ds, w, args.batch, "--decode", "roi", epochs=e),
+        "roi+fast": lambda w: dtune_rate(ds, w, args.batch, "--decode", "roi", "--fast-decode", epochs=e),
+        "pytorch": lambda w: torch_rate(ds, w, args.batch, epochs=e),
     }
     if args.before_bin:
-        loaders["before"] = lambda w: dtune_rate(ds, w, args.batch, bin_dir=args.before_bin)
+        loaders["before"] = lambda w: dtune_rate(ds, w, args.batch, epochs=e, bin_dir=args.before_bin)
     names = list(loaders)
     before = [f"{'roi/before':>10}", f"{'full/before':>11}"] if args.before_bin else []
     print(
