@@ -125,7 +125,9 @@ std::unique_ptr<DataSource> make_loader_source(const Options& o, const models::M
   lo.rank = rank;
   lo.world = world;
   lo.strict = o.strict;
-  lo.decode = o.decode == "full" ? data::DecodeMode::kFull : data::DecodeMode::kRoi;
+  lo.decode = data::parse_decode_mode(o.decode);
+  // nvJPEG decodes on the rank's own GPU (on a CPU run it is refused when the loader is built).
+  lo.decode_device = device.is_cuda() && device.has_index() ? device.index() : 0;
   lo.fast_decode = o.fast_decode;
   lo.pin_memory = device.is_cuda();
   if (x.dim() == 4) {

@@ -158,9 +158,11 @@ int main(int argc, char** argv) {
     bench
         ->add_option("--decode", decode,
                      "JPEG decoding: roi decodes only the rows and iMCU columns around the crop "
-                     "box (the same tensors as full), full decodes the whole image then crops.")
+                     "box (the same tensors as full), full decodes the whole image then crops, "
+                     "nvjpeg decodes on CUDA device 0 with nvJPEG (close to, not equal to, "
+                     "libjpeg's pixels; refused without a GPU).")
         ->capture_default_str()
-        ->check(CLI::IsMember({"roi", "full"}));
+        ->check(CLI::IsMember({"roi", "full", "nvjpeg"}));
     bench->add_flag("--fast-decode", b.loader.fast_decode,
                     "Scale by 1/2, 1/4 or 1/8 in the inverse DCT where the crop box is at least "
                     "twice the output on both sides, as Pillow's draft mode (changes the pixels; "
@@ -227,9 +229,9 @@ int main(int argc, char** argv) {
       b.cache.capacity_bytes = static_cast<int64_t>(cache_mb * (1 << 20));
       b.cache.block_bytes = static_cast<int64_t>(cache_block_mb * (1 << 20));
       b.loader.augment = !no_augment;
-      b.loader.decode = decode == "full" ? dd::DecodeMode::kFull : dd::DecodeMode::kRoi;
-      if (b.loader.fast_decode && b.loader.decode == dd::DecodeMode::kFull)
-        throw dtune::UsageError("--fast-decode scales the region decode: drop --decode full");
+      b.loader.decode = dd::parse_decode_mode(decode);
+      if (b.loader.fast_decode && b.loader.decode != dd::DecodeMode::kRoi)
+        throw dtune::UsageError("--fast-decode scales the region decode: drop --decode " + decode);
       if (no_output && !b.output.empty())
         throw dtune::UsageError("--no-output and --output both given: keep one");
       const char* dir = std::getenv("DTUNE_RESULTS_DIR");

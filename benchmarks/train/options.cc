@@ -324,10 +324,12 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->envname(env("STRICT"));
   app.add_option("--decode", o.decode,
                  "JPEG decoding of --data images: roi decodes only the rows and iMCU columns "
-                 "around the crop box (the same tensors as full), full the whole image")
+                 "around the crop box (the same tensors as full), full the whole image, nvjpeg "
+                 "the whole image on the rank's GPU with nvJPEG (close to libjpeg's pixels, not "
+                 "equal; refused without a GPU)")
       ->envname(env("DECODE"))
       ->capture_default_str()
-      ->check(CLI::IsMember({"roi", "full"}));
+      ->check(CLI::IsMember({"roi", "full", "nvjpeg"}));
   app.add_flag("--fast-decode", o.fast_decode,
                "scale by 1/2, 1/4 or 1/8 in the inverse DCT where the crop box is at least twice "
                "the model's input on both sides, as Pillow's draft mode (changes the pixels; "
@@ -554,8 +556,9 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   if (!o.cache_dir.empty() && o.data == "synthetic")
     throw UsageError(
         "--cache-dir with --data synthetic: the cache holds a dataset's blocks; give --data");
-  if (o.fast_decode && o.decode == "full")
-    throw UsageError("--fast-decode with --decode full: it scales the region decode; drop one");
+  if (o.fast_decode && o.decode != "roi")
+    throw UsageError("--fast-decode with --decode " + o.decode +
+                     ": it scales the region decode; drop one");
   o.model_options.seed = o.seed;
   const char* dir = std::getenv("DTUNE_RESULTS_DIR");
   if (no_output && !o.output.empty())

@@ -34,6 +34,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -42,8 +43,14 @@
 
 namespace dtune::data {
 
-enum class DecodeMode { kFull, kRoi };
-inline const char* to_string(DecodeMode m) { return m == DecodeMode::kFull ? "full" : "roi"; }
+// kNvjpeg: nvJPEG on a CUDA GPU, the box copied back (data/image/nvjpeg_decoder.h); refused at
+// construction where it cannot run.
+enum class DecodeMode { kFull, kRoi, kNvjpeg };
+inline const char* to_string(DecodeMode m) {
+  return m == DecodeMode::kFull ? "full" : m == DecodeMode::kRoi ? "roi" : "nvjpeg";
+}
+// "roi", "full" or "nvjpeg" (the --decode values); throws UsageError for any other.
+DecodeMode parse_decode_mode(const std::string& name);
 
 struct LoaderOptions {
   int64_t batch = 32;
@@ -56,6 +63,7 @@ struct LoaderOptions {
   int image_size = 224;   // images: output side
   bool augment = true;    // images: random-resized crop + flip (else resize 256/224 + center crop)
   DecodeMode decode = DecodeMode::kRoi;  // images: whole, or the region around the crop box
+  int decode_device = 0;                 // kNvjpeg: the CUDA device that decodes
   bool fast_decode = false;  // images (kRoi): scale 1/2-1/8 in the DCT where the box allows
   int context = 0;           // tokens: T
   bool pin_memory = false;

@@ -153,7 +153,7 @@ def _train(given: dict, ranks: int) -> list[str]:
         bad.append("--batch auto on CPU needs --memory-limit-mb")
     if "--cache-dir" in given and f["--data"] == "synthetic":
         bad.append("--cache-dir needs --data (a dataset, not synthetic)")
-    if "--fast-decode" in given and f.get("--decode") == "full":
+    if "--fast-decode" in given and f.get("--decode", "roi") != "roi":
         bad.append("--fast-decode needs --decode roi (it scales the region decode)")
     if stages is not None and stages > 1:  # what a pipeline does not support (yet): dtune-train refuses it
         for flag, bad_value in (

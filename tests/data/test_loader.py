@@ -198,6 +198,27 @@ def test_fast_decode_with_whole_image_decode_is_refused(images, tmp_path):
         assert r.returncode == 2 and "--fast-decode" in r.stderr and "--decode full" in r.stderr, r.stderr
 
 
+def test_nvjpeg_decode_is_refused_cleanly_without_a_gpu(images, tmp_path):
+    # On a machine with a CUDA device this is the GPU tests' business (tests/gpu/test_nvjpeg.cc).
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is visible: --decode nvjpeg runs here")
+    for binary, args in (
+        ("dtune-data", ["bench", images, "--no-output"]),
+        (
+            "dtune-train",
+            ["--model", "resnet18", "--width", 8, "--image-size", 32, "--num-classes", 3]
+            + ["--batch", 2, "--data", images, "--no-output", "--steps", 1],
+        ),
+    ):
+        r = tool([binary, *args, "--decode", "nvjpeg"])
+        assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
+        lines = [line for line in r.stderr.splitlines() if "--decode nvjpeg" in line]
+        assert lines and "no CUDA device" in lines[0] and "--decode roi" in lines[0], r.stderr
+        assert "Traceback" not in r.stderr and "terminate called" not in r.stderr, r.stderr
+
+
 def test_token_windows_once_per_epoch(tmp_path):
     text = tmp_path / "t.txt"
     text.write_text("the quick brown fox jumps over the lazy dog. " * 40)  # 1800 bytes

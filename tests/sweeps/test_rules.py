@@ -424,6 +424,12 @@ EXACT = [
         "--decode full --fast-decode",
         ["--fast-decode needs --decode roi (it scales the region decode)"],
     ),
+    (
+        "dtune-train",
+        2,
+        "--decode nvjpeg --fast-decode",
+        ["--fast-decode needs --decode roi (it scales the region decode)"],
+    ),
     ("dtune-train", 2, "--fast-decode", []),
     # dtune-comm --pattern fsdp (benchmarks/comm/options.cc check_pattern) and --shard zero3.
     ("dtune-comm", 2, "--pattern fsdp", ["--pattern fsdp needs --model"]),
