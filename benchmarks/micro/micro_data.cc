@@ -135,6 +135,29 @@ BENCHMARK(BM_DecodeCrop)
     ->ArgsProduct({{500, 1024}, {10, 25, 50, 100}, {kFull, kRoi, kFast}})
     ->ArgNames({"side", "area%", "mode"});
 
+// The floor under any exact region decode: a 16x16 box in the bottom-right corner makes the decoder
+// entropy-decode every row (Huffman decoding is sequential; libjpeg-turbo skips rows above a box by
+// decoding their coefficients without the inverse DCT), and inverse-transform almost nothing. Its
+// time over a full decode's (BM_DecodeCrop area% 100 mode 0) is entropy decoding's share, the part
+// a region decode cannot save above the box's last row.
+void BM_EntropyFloor(benchmark::State& state) {
+  const int side = static_cast<int>(state.range(0));
+  const std::string jpg = jpeg_of_side(side);
+  dd::JpegCodec codec;
+  dd::JpegCropDecoder roi;
+  const auto [w, h] = codec.dimensions(jpg.data(), jpg.size());
+  const dd::CropBox box{h - 16, w - 16, 16, 16};
+  dd::CroppedImage c;
+  for (auto _ : state) {
+    roi.decode_into(c, jpg.data(), jpg.size(), [box](int, int) { return box; });
+    benchmark::DoNotOptimize(c.image.pixels.data());
+  }
+  state.counters["coef_share"] =
+      c.full_coef_bytes > 0 ? static_cast<double>(c.coef_bytes) / c.full_coef_bytes : 0.0;
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_EntropyFloor)->Arg(500)->Arg(1024)->ArgNames({"side"});
+
 // The loader's per-image path: RandomResizedCrop's box from the header's size, decode (whole, or
 // the region), crop + resize to 224 + flip + normalise, for a stream of seeds.
 void BM_LoaderImage224(benchmark::State& state) {
@@ -147,14 +170,15 @@ void BM_LoaderImage224(benchmark::State& state) {
   std::uniform_real_distribution<double> u(0.0, 1.0);
   auto draw = [&] { return u(rng); };
   std::vector<float> out(3 * 224 * 224);
+  dd::CroppedImage c;  // reused, as the loader's worker reuses its buffer
   for (auto _ : state) {
     if (mode == kFull) {
-      const dd::RgbImage img = codec.decode(jpg.data(), jpg.size());
-      const dd::CropBox box = dd::random_resized_crop_box(img.width, img.height, draw);
-      dd::crop_resize_normalize(img, box, 224, 224, draw() < 0.5, out.data());
+      codec.decode_into(c.image, jpg.data(), jpg.size());
+      const dd::CropBox box = dd::random_resized_crop_box(c.image.width, c.image.height, draw);
+      dd::crop_resize_normalize(c.image, box, 224, 224, draw() < 0.5, out.data());
     } else {
-      const dd::CroppedImage c = roi.decode(
-          jpg.data(), jpg.size(),
+      roi.decode_into(
+          c, jpg.data(), jpg.size(),
           [&](int w, int h) { return dd::random_resized_crop_box(w, h, draw); }, 224, 224,
           mode == kFast);
       dd::crop_resize_normalize(c.image, c.box, 224, 224, draw() < 0.5, out.data());
