@@ -155,8 +155,9 @@ template <int K>
 // kernel.
 template <int K>
 [[gnu::target("avx2")]] void horizontal_row_avx2(const uint8_t* row, const uint8_t* end,
-                                                 const AxisFilter& f, int out_w, uint8_t* out) {
-  int xx = 0;
+                                                 const AxisFilter& f, int xx_begin, int out_w,
+                                                 uint8_t* out) {
+  int xx = xx_begin;
   for (; xx + 1 < out_w; xx += 2) {
     const uint8_t* p0 = row + static_cast<size_t>(f.first[xx]) * 3;
     const uint8_t* p1 = row + static_cast<size_t>(f.first[xx + 1]) * 3;
@@ -190,6 +191,52 @@ template <int K>
   if (xx < out_w) horizontal_row_sse41<K>(row, end, f, xx, out_w, out);
 }
 
+// K <= 5 (the common 3- and 5-tap windows: downscales up to 2x): one 16-byte load per output pixel
+// covers its whole window (3K <= 15 bytes), the pair's two loads share a register (one per
+// 128-bit lane), and each tap's R, G, B come out zero-extended to int32 with one in-lane pshufb
+// instead of two 4-byte loads, an unpack and a widen. The same integer sums, so the same bytes.
+// Pairs whose 16-byte loads would pass `end` go to horizontal_row_avx2 from there on.
+template <int K>
+[[gnu::target("avx2")]] void horizontal_row_avx2_window(const uint8_t* row, const uint8_t* end,
+                                                        const AxisFilter& f, int out_w,
+                                                        uint8_t* out) {
+  static_assert(K <= 5, "the window must fit in 16 bytes");
+  int xx = 0;
+  for (; xx + 1 < out_w; xx += 2) {
+    const uint8_t* p0 = row + static_cast<size_t>(f.first[xx]) * 3;
+    const uint8_t* p1 = row + static_cast<size_t>(f.first[xx + 1]) * 3;
+    if (p0 + 16 > end || p1 + 16 > end) break;
+    const __m256i window = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1)), 1);
+    const int32_t* w = &f.pairs[static_cast<size_t>(xx / 2) * K * 8];
+    __m256i acc = _mm256_set1_epi32(kHalf);
+    for (int x = 0; x < K; ++x) {
+      const char b = static_cast<char>(3 * x);
+      const __m256i take = _mm256_setr_epi8(b, -1, -1, -1, static_cast<char>(b + 1), -1, -1, -1,
+                                            static_cast<char>(b + 2), -1, -1, -1, -1, -1, -1, -1, b,
+                                            -1, -1, -1, static_cast<char>(b + 1), -1, -1, -1,
+                                            static_cast<char>(b + 2), -1, -1, -1, -1, -1, -1, -1);
+      const __m256i v = _mm256_shuffle_epi8(window, take);
+      const __m256i k = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 8 * x));
+      acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(v, k));
+    }
+    acc = _mm256_srai_epi32(acc, kPrecisionBits);
+    const __m128i words =
+        _mm_packus_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    const __m128i rgb =
+        _mm_shuffle_epi8(_mm_packus_epi16(words, words),
+                         _mm_setr_epi8(0, 1, 2, 4, 5, 6, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+    if (3 * xx + 8 <= 3 * out_w) {
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 3 * xx), rgb);
+    } else {
+      const uint64_t v = static_cast<uint64_t>(_mm_cvtsi128_si64(rgb));
+      std::memcpy(out + 3 * xx, &v, 6);
+    }
+  }
+  if (xx < out_w) horizontal_row_avx2<K>(row, end, f, xx, out_w, out);
+}
+
 // Dispatches on the kernel size (scale <= 1 gives 3 taps, <= 2 five, <= 3 seven: RandomResizedCrop
 // to 224 from ImageNet-sized images is almost always 3, 5 or 7) and on SSE4.1. `end` is the end of
 // the buffer that `row` lies in.
@@ -200,15 +247,15 @@ void horizontal_row(const uint8_t* row, const uint8_t* end, const AxisFilter& f,
   if (!f.pairs.empty()) {
     switch (k) {
       case 3:
-        return horizontal_row_avx2<3>(row, end, f, out_w, out);
+        return horizontal_row_avx2_window<3>(row, end, f, out_w, out);
       case 5:
-        return horizontal_row_avx2<5>(row, end, f, out_w, out);
+        return horizontal_row_avx2_window<5>(row, end, f, out_w, out);
       case 7:
-        return horizontal_row_avx2<7>(row, end, f, out_w, out);
+        return horizontal_row_avx2<7>(row, end, f, 0, out_w, out);
       case 9:
-        return horizontal_row_avx2<9>(row, end, f, out_w, out);
+        return horizontal_row_avx2<9>(row, end, f, 0, out_w, out);
       case 11:
-        return horizontal_row_avx2<11>(row, end, f, out_w, out);
+        return horizontal_row_avx2<11>(row, end, f, 0, out_w, out);
       default:
         break;
     }
@@ -422,14 +469,20 @@ void crop_resize_normalize(const RgbImage& src, const CropBox& box, int out_h, i
   AxisFilter fh = need_horizontal ? bilinear_axis(box.width, out_w) : AxisFilter{};
   static const bool avx2 = __builtin_cpu_supports("avx2");
   if (avx2 && fh.fixed && fh.ksize <= 11 && fh.ksize % 2 == 1) make_pairs(fh, out_w);
-  std::vector<uint8_t> line(static_cast<size_t>(out_w) * 3);
-  std::vector<uint8_t> tmp;
+  // Scratch kept per thread and only grown: a loader worker resamples image after image, and a
+  // fresh ~200 KB intermediate per image was allocated, cleared and often page-faulted in.
+  thread_local std::vector<uint8_t> line, tmp;
+  thread_local std::vector<int32_t> acc;
+  const auto grow = [](auto& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+  };
+  grow(line, static_cast<size_t>(out_w) * 3);
 
   if (vertical_first) {
     // (out_h, box.width, 3) after the vertical pass, then each row resampled horizontally.
     const int n = box.width * 3;
-    std::vector<int32_t> acc(n);
-    tmp.resize(static_cast<size_t>(out_h) * n);
+    grow(acc, static_cast<size_t>(n));
+    grow(tmp, static_cast<size_t>(out_h) * n);
     for (int yy = 0; yy < out_h; ++yy)
       vertical_row(crop, src_stride, 0, n, fv, yy, acc.data(),
                    tmp.data() + static_cast<size_t>(yy) * n);
@@ -448,7 +501,7 @@ void crop_resize_normalize(const RgbImage& src, const CropBox& box, int out_h, i
   size_t rows_stride = src_stride;
   if (need_horizontal) {
     rows_stride = static_cast<size_t>(out_w) * 3;
-    tmp.resize(static_cast<size_t>(row_last - row_first) * rows_stride);
+    grow(tmp, static_cast<size_t>(row_last - row_first) * rows_stride);
     for (int y = row_first; y < row_last; ++y)
       horizontal_row(crop + y * src_stride, src.pixels.data() + src.pixels.size(), fh, out_w,
                      tmp.data() + (y - row_first) * rows_stride);
@@ -460,7 +513,7 @@ void crop_resize_normalize(const RgbImage& src, const CropBox& box, int out_h, i
     return;
   }
   const int n = out_w * 3;
-  std::vector<int32_t> acc(n);
+  grow(acc, static_cast<size_t>(n));
   for (int yy = 0; yy < out_h; ++yy) {
     vertical_row(rows, rows_stride, row_first, n, fv, yy, acc.data(), line.data());
     emit_row(line.data(), out_w, yy, flip, nz, plane, out);
