@@ -149,6 +149,24 @@ template <int K>
   horizontal_row_scalar<K>(row, f, xx, out_w, out);
 }
 
+// The pair of output pixels xx, xx + 1 from their sums (lanes 0-2 and 4-6): clip8 per lane
+// (shift, saturating packs), then bytes R0 G0 B0 x R1 G1 B1 x to R0 G0 B0 R1 G1 B1: 8 bytes stored
+// where the next pair's store overwrites the last two (6 at the row's end).
+[[gnu::target("avx2")]] inline void store_pair(__m256i acc, int xx, int out_w, uint8_t* out) {
+  acc = _mm256_srai_epi32(acc, kPrecisionBits);
+  const __m128i words =
+      _mm_packus_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+  const __m128i rgb =
+      _mm_shuffle_epi8(_mm_packus_epi16(words, words),
+                       _mm_setr_epi8(0, 1, 2, 4, 5, 6, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+  if (3 * xx + 8 <= 3 * out_w) {
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 3 * xx), rgb);
+  } else {
+    const uint64_t v = static_cast<uint64_t>(_mm_cvtsi128_si64(rgb));
+    std::memcpy(out + 3 * xx, &v, 6);
+  }
+}
+
 // Two output pixels per AVX2 register: lanes 0-3 the first pixel's R, G, B (and a discarded
 // fourth byte), lanes 4-7 the second's; the same integer sums as the scalar loop, so the same
 // bytes. Pairs whose second 4-byte load would pass `end` and an odd last pixel go to the SSE4.1
@@ -173,20 +191,7 @@ template <int K>
       const __m256i k = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 8 * x));
       acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(v, k));
     }
-    acc = _mm256_srai_epi32(acc, kPrecisionBits);
-    const __m128i words =
-        _mm_packus_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-    // Bytes R0 G0 B0 x R1 G1 B1 x to R0 G0 B0 R1 G1 B1: 8 bytes stored where the next pair's
-    // store overwrites the last two (6 at the row's end).
-    const __m128i rgb =
-        _mm_shuffle_epi8(_mm_packus_epi16(words, words),
-                         _mm_setr_epi8(0, 1, 2, 4, 5, 6, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
-    if (3 * xx + 8 <= 3 * out_w) {
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 3 * xx), rgb);
-    } else {
-      const uint64_t v = static_cast<uint64_t>(_mm_cvtsi128_si64(rgb));
-      std::memcpy(out + 3 * xx, &v, 6);
-    }
+    store_pair(acc, xx, out_w, out);
   }
   if (xx < out_w) horizontal_row_sse41<K>(row, end, f, xx, out_w, out);
 }
@@ -221,18 +226,7 @@ template <int K>
       const __m256i k = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 8 * x));
       acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(v, k));
     }
-    acc = _mm256_srai_epi32(acc, kPrecisionBits);
-    const __m128i words =
-        _mm_packus_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-    const __m128i rgb =
-        _mm_shuffle_epi8(_mm_packus_epi16(words, words),
-                         _mm_setr_epi8(0, 1, 2, 4, 5, 6, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
-    if (3 * xx + 8 <= 3 * out_w) {
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 3 * xx), rgb);
-    } else {
-      const uint64_t v = static_cast<uint64_t>(_mm_cvtsi128_si64(rgb));
-      std::memcpy(out + 3 * xx, &v, 6);
-    }
+    store_pair(acc, xx, out_w, out);
   }
   if (xx < out_w) horizontal_row_avx2<K>(row, end, f, xx, out_w, out);
 }

@@ -4,7 +4,6 @@
 // visibly and a second one checks that asking for the backend fails with a clear message instead.
 // The communicators' configuration (blocking, as nccl-tests') is checked on any machine.
 // MPI is initialised in this file's main; run with one rank or under mpirun.
-#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -14,20 +13,14 @@
 #include "benchmarks/comm/backend.h"
 #include "core/context.h"
 #include "core/cuda/nccl_comm.h"
+#include "core/device_info.h"
 #include "core/error.h"
 #include "core/mpi_session.h"
 
 namespace dtune::comm {
 namespace {
 
-int visible_gpus() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
+int visible_gpus() { return query_device_summary().device_count; }
 
 // Small integers, so every sum over ranks is exact in float32 and any order of addition agrees.
 float input_value(size_t i, int rank) {

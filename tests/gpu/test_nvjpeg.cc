@@ -3,7 +3,6 @@
 // its own; the test prints by how much), a crop box is exactly the box of the whole image's nvJPEG
 // decode, and a damaged file is a BadImage that leaves the decoder usable. Without a GPU: building
 // a decoder is refused with the reason and the flag to use instead.
-#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device_info.h"
 #include "core/error.h"
 #include "data/image/jpeg.h"
 #include "data/image/nvjpeg_decoder.h"
@@ -20,14 +20,7 @@
 namespace dtune::data {
 namespace {
 
-int visible_gpus() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
+int visible_gpus() { return query_device_summary().device_count; }
 
 ChooseBox fixed(const CropBox& b) {
   return [b](int, int) { return b; };
