@@ -1,7 +1,23 @@
 """How well `dtune tune` finds a space's best point, and at what cost, against the whole grid.
 
+    benchmarks/tune/tune_vs_grid.py SPACE.yaml --live [--rounds 5] [--seeds 5] [--budget-frac 0.3]
+        [--methods halving,optuna] [--out DIR]
     benchmarks/tune/tune_vs_grid.py SPACE.yaml [--out DIR] [--seeds 5] [--repeats 3] [--budget-frac 0.3]
 
+--live (the issue-37 protocol, nothing replayed):
+1. The ground truth: the whole grid `--rounds` times, interleaved (every round runs every point of
+   every sweep once at full length, in an order shuffled per round), so slow and fast periods of the
+   machine fall on every candidate. A run's figure is the median of its per-step objective (as the
+   tuner reads it); within a sweep each round's log figures are read against that round's mean, and
+   a candidate's figure is the geometric mean over the rounds with a 95% t-interval over them (the
+   grid's own intervals, printed). The grid's best is the best mean.
+2. Every method and seed tunes live in a fresh directory (`dtune tune --budget`, that fraction of one
+   round's run time: what one `dtune sweep run` of the file spends).
+3. Prints, per method and sweep: how often the pick lies within the grid best's 95% interval (its
+   figure no worse than the interval's worse end) and within 3% of it, and the cost in run time and
+   steps against one round of the grid.
+
+Without --live (replay, the issue-14 protocol):
 1. Measures, through the sweep runner (resumable: rerun after an interruption), every candidate of
    every sweep of SPACE at each rung length halving would use, and the full length `--repeats`
    times: the full-length repeats are the ground truth (pooled samples per candidate), the rest lets
@@ -19,6 +35,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import random
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -107,6 +126,135 @@ def run_method(space, out, method, seed, budget, min_steps):
     return json.loads((out / "tune.json").read_text())["sweeps"], launched
 
 
+def live_truth(space: Path, out: Path, rounds: int):
+    """The grid `rounds` times, interleaved; returns ({sweep: truth}, one round's seconds, its steps)."""
+    from scipy.stats import t as student_t
+
+    pts = [with_steps(p, steps_of(p)) for p in plan(str(space), runner.known_flags) if p.repeat == 0]
+    order = []
+    for r in range(rounds):
+        this = [replace(p, repeat=r) for p in pts]
+        random.Random(f"round-{r}").shuffle(this)
+        order += this
+    print(f"# ground truth: {len(pts)} points x {rounds} rounds, interleaved, into {out}", flush=True)
+    if runner.run_points(order, out) == 130:
+        sys.exit(130)
+    done = runner.State(out).outcomes()
+    secs = {r["id"]: float(r.get("seconds") or 0) for r in runner.State(out).records() if r["event"] == "finished"}
+    by_sweep: dict = {}
+    for p in pts:
+        by_sweep.setdefault(p.sweep, []).append(p)
+    truth, round_s = {}, []
+    for r in range(rounds):
+        round_s.append(sum(secs.get(replace(p, repeat=r).id, 0.0) for p in pts))
+    for name, cands in by_sweep.items():
+        obj = DEFAULT[cands[0].binary]
+        higher = OBJECTIVES[obj][2]
+        logf = np.full((rounds, len(cands)), np.nan)
+        for r in range(rounds):
+            for j, c in enumerate(cands):
+                q = replace(c, repeat=r)
+                if done.get(q.id) == "ok":
+                    x = samples(out / "points" / f"{q.id}.h5", obj)
+                    if len(x):
+                        logf[r, j] = math.log(float(np.median(x)))
+        full = logf[np.all(np.isfinite(logf), axis=1)]  # rounds where every candidate ran
+        rec = {"objective": obj, "higher": higher, "rounds": len(full), "cands": {}}
+        if len(full) < 2:
+            rec["best"] = None
+            truth[name] = rec
+            continue
+        level = full.mean(axis=1, keepdims=True)
+        y = full - level
+        tq = float(student_t.ppf(0.975, len(full) - 1))
+        for j, c in enumerate(cands):
+            m, se = float(y[:, j].mean()), float(y[:, j].std(ddof=1) / math.sqrt(len(full)))
+            rec["cands"][_key(c)] = {"y": m, "se": se, "lo": m - tq * se, "hi": m + tq * se}
+        sign = 1.0 if higher else -1.0
+        best = max(rec["cands"], key=lambda k: sign * rec["cands"][k]["y"])
+        rec["best"], rec["level"] = best, float(level.mean())
+        truth[name] = rec
+    steps = sum(steps_of(p) for p in pts)
+    return truth, float(round_s[0]), steps, round_s
+
+
+def judge(rec: dict, values: dict | None, within: float) -> tuple[bool, bool, float]:
+    """(in the best's 95% interval, within `within` of the best, ratio pick / best) of a pick."""
+    if not values or rec.get("best") is None or _key(values) not in rec["cands"]:
+        return False, False, float("nan")
+    b, c = rec["cands"][rec["best"]], rec["cands"][_key(values)]
+    ratio = math.exp(c["y"] - b["y"])
+    if rec["higher"]:
+        return c["y"] >= b["lo"], ratio >= 1 - within, ratio
+    return c["y"] <= b["hi"], ratio <= 1 + within, ratio
+
+
+def live(a, space: Path, out: Path) -> int:
+    truth, grid_s, grid_steps, round_s = live_truth(space, out / "grid", a.rounds)
+    print(
+        f"# grid: one round {grid_s:.0f} s of run time, {grid_steps} steps "
+        f"(rounds: {', '.join(f'{x:.0f}' for x in round_s)} s)"
+    )
+    for name, rec in truth.items():
+        print(f"#   {name} ({rec['objective']}, {rec['rounds']} complete rounds):")
+        if rec.get("best") is None:
+            print("#     fewer than 2 complete rounds: no ground truth")
+            continue
+        vals = {k: json.loads(k) for k in rec["cands"]}
+        varied = [n for n in next(iter(vals.values())) if len({json.dumps(v.get(n)) for v in vals.values()}) > 1]
+        f = math.exp(rec["level"])
+        for k, c in sorted(rec["cands"].items(), key=lambda kv: -kv[1]["y"] * (1 if rec["higher"] else -1)):
+            label = " ".join(f"{n}={vals[k][n]}" for n in varied) or k
+            mark = "  <- best" if k == rec["best"] else ""
+            print(
+                f"#     {label:<44} {f * math.exp(c['y']):10.4g} [{f * math.exp(c['lo']):.4g}, "
+                f"{f * math.exp(c['hi']):.4g}]{mark}"
+            )
+    budget = f"{a.budget_frac * grid_s:.0f}s"
+    methods = [m.strip() for m in a.methods.split(",") if m.strip()]
+    rows = []
+    for method in methods:
+        for seed in range(1, a.seeds + 1):
+            d = out / f"{method}-seed{seed}"
+            shutil.rmtree(d, ignore_errors=True)
+            got = run_method(space, d, method, seed, budget, a.min_steps)
+            if got is None:
+                print(f"# {method} seed {seed}: the tune failed", flush=True)
+                continue
+            recs, _ = got
+            spent_s = sum(r["spent_seconds"] for r in recs)
+            spent_steps = sum(r.get("spent_steps", 0) for r in recs)
+            for r in recs:
+                w = r.get("winner") or {}
+                inside, near, ratio = judge(truth[r["sweep"]], w.get("values"), a.within)
+                sig = bool((r.get("margin") or {}).get("significant"))
+                rows.append(
+                    (method, r["sweep"], seed, inside, near, ratio, sig, spent_s / grid_s, spent_steps / grid_steps)
+                )
+            picks = ", ".join(f"{r['sweep']}: {(r.get('winner') or {}).get('label')}" for r in recs)
+            print(f"# {method} seed {seed}: {spent_s:.0f} s, {spent_steps} steps; {picks}", flush=True)
+    print(f"\n# budget {budget} ({a.budget_frac:.0%} of one round's run time)")
+    print(f"{'method':<8} {'sweep':<16} {'in CI':>6} {'<=3%':>6} {'wrong sig':>9}  picks (ratio to best)")
+    for method in methods:
+        mine = [x for x in rows if x[0] == method]
+        for name in truth:
+            xs = [x for x in mine if x[1] == name]
+            if not xs:
+                continue
+            wrong = sum(x[6] and not x[3] for x in xs)
+            picks = " ".join(f"{x[5]:.3f}" for x in xs)
+            inside, near = f"{sum(x[3] for x in xs)}/{len(xs)}", f"{sum(x[4] for x in xs)}/{len(xs)}"
+            print(f"{method:<8} {name:<16} {inside:>6} {near:>6} {wrong:>9}  {picks}")
+        per_seed = {x[2]: (x[7], x[8]) for x in mine}
+        if per_seed:
+            cs = np.mean([v[0] for v in per_seed.values()])
+            cst = np.mean([v[1] for v in per_seed.values()])
+            hits = sum(x[3] for x in mine)
+            cost = f"cost {cs:.2f} of one round's run time, {cst:.2f} of its steps"
+            print(f"{method:<8} {'(all)':<16} {f'{hits}/{len(mine)}':>6} {cost}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("space")
@@ -116,8 +264,13 @@ def main() -> int:
     ap.add_argument("--budget-frac", type=float, default=0.3)
     ap.add_argument("--min-steps", type=int, default=4)
     ap.add_argument("--within", type=float, default=0.03)
+    ap.add_argument("--live", action="store_true", help="interleaved ground truth and live tunes (issue 37)")
+    ap.add_argument("--rounds", type=int, default=5, help="--live: rounds of the whole grid")
+    ap.add_argument("--methods", default="halving,optuna", help="--live: methods, comma-separated")
     a = ap.parse_args()
     space = Path(a.space)
+    if a.live:
+        return live(a, space, Path(a.out or f"results/bench-tune/{space.stem}-live"))
     out = Path(a.out or f"results/bench-tune/{space.stem}")
     sweeps, truth_pts = collect(space, out, a.repeats, a.min_steps)
     truth = ground_truth(sweeps, truth_pts, out)
