@@ -1,6 +1,7 @@
 """`dtune tune` against a known optimum on a drifting machine, run live (nothing replayed).
 
     benchmarks/tune/synthetic_live.py [--seeds 10] [--budget-frac 0.3] [--space 48|quickstart] [--out DIR]
+    benchmarks/tune/synthetic_live.py --grid-only [--seeds 10] [--space 48|quickstart]
 
 The synthetic trainer (tests/sweeps/fake_train.py, installed as dtune-train) with its seeded drift
 (--drift SEED: 5-20% step noise, slow periods of x1.3-1.8 on the launch clock) and steps long
@@ -12,6 +13,9 @@ drift seed 1): its run time and steps are the cost a tune is measured against. T
 seed and --seed seed. Prints one row per seed and a
 total: the pick, its true ratio to the optimum, whether it is within 3%, whether the tune called its
 margin significant (and whether that was wrong), and the cost in run time and steps.
+
+--grid-only: the yardstick a tune's hit rate is read against: the whole grid once per drift seed
+(cost 1.00), each sweep's best figure named, as `dtune sweep run` and a report would.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "tests" / "sweeps")]
@@ -68,13 +74,49 @@ def setup(d: Path, space: str, seed: int) -> tuple[Path, dict]:
     return f, {**os.environ, **fake}
 
 
-def grid(space: str, out: Path) -> tuple[float, int]:
-    """The whole grid once (drift seed 1): its run time and steps."""
-    f, env = setup(out / "grid", space, 1)
-    g = run(["sweep", "run", f, "--out", out / "grid" / "runs"], env)
+def grid(space: str, out: Path, seed: int = 1, name: str = "grid") -> tuple[float, int]:
+    """The whole grid once (drift seed `seed`): its run time and steps."""
+    f, env = setup(out / name, space, seed)
+    g = run(["sweep", "run", f, "--out", out / name / "runs"], env)
     if g.returncode != 0:
         raise SystemExit(g.stdout + g.stderr)
-    return grid_cost(out / "grid" / "runs")
+    return grid_cost(out / name / "runs")
+
+
+def grid_picks(d: Path) -> list[dict]:
+    """What the grid itself names per sweep: the point with the best figure (the median of its
+    samples/s, as `dtune report` ranks a sweep's runs), one run of each at full length."""
+    sys.path[:0] = [str(REPO / "sweeps"), str(REPO / "report")]
+    from dtune_sweep.objective import samples
+
+    man = json.loads((d / "manifest.json").read_text())
+    best: dict = {}
+    for p in man:
+        x = samples(d / "points" / f"{p['id']}.h5", "samples_per_s")
+        if not len(x):
+            continue
+        f = float(np.median(x))
+        if p["sweep"] not in best or f > best[p["sweep"]][0]:
+            best[p["sweep"]] = (f, p["values"])
+    return [{"sweep": k, "values": v[1], "ratio": true_ratio(v[1])} for k, v in best.items()]
+
+
+def grid_baseline(space: str, seeds: int, out: Path) -> int:
+    """The grid's own hit rate at its full cost: the whole grid once per drift seed, its best named."""
+    rows = []
+    for seed in range(1, seeds + 1):
+        grid(space, out, seed, f"grid-seed{seed}")
+        for r in grid_picks(out / f"grid-seed{seed}" / "runs"):
+            label = " ".join(f"{k} {v}" for k, v in r["values"].items() if k.startswith("--"))
+            print(f"{seed:>4} {r['sweep']:<6} {label:<22} {r['ratio']:6.3f} {int(r['ratio'] <= 1.03):>4}", flush=True)
+            rows.append(r)
+    by = {}
+    for r in rows:
+        by.setdefault(r["sweep"], []).append(r["ratio"] <= 1.03)
+    per = ", ".join(f"{k} {sum(v)}" for k, v in by.items())
+    hits = [h for v in by.values() for h in v]
+    print(f"# the grid itself (cost 1.00), space {space}: within 3% of the optimum {sum(hits)}/{len(hits)} ({per})")
+    return 0
 
 
 def one_seed(space: str, seed: int, grid_s: float, grid_steps: int, frac: float, out: Path, method: str) -> list:
@@ -118,8 +160,11 @@ def main() -> int:
     ap.add_argument("--space", choices=list(SPACES), default="48")
     ap.add_argument("--method", choices=["halving", "optuna"], default="halving")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--grid-only", action="store_true", help="the grid's own picks, one whole grid per seed")
     a = ap.parse_args()
     out = Path(a.out or f"results/bench-tune/live-{a.space}")
+    if a.grid_only:
+        return grid_baseline(a.space, a.seeds, out)
     grid_s, grid_steps = grid(a.space, out)
     print(f"# grid: {grid_s:.1f} s of run time, {grid_steps} steps; budget {a.budget_frac:.0%} of the run time")
     print(
