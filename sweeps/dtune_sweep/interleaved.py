@@ -405,8 +405,15 @@ def tune_sweep(name, cands, runs, objective, share, seed, alpha, min_steps, say,
         plan, top_blocks = _draw(sw, n, least, repeats)
         if plan is None:
             plan, top_blocks = [(min(2, n), max(min(least, sw.s_max), 1))], 1
-            rec["short"] = "the budget pays for less than the smallest schedule (two candidates in one block)"
-            say(f"# tune: {name}: {rec['short']}: running what it pays for")
+            need = plan_cost(plan, rung_blocks(plan, repeats, 1), sw.per_run)
+            u = "s" if share[0] == "seconds" else "runs"
+            rec["short"] = (
+                f"the sweep's share ({max(sw.left(), 0):.1f} {u} left of {share[1]:.1f}) pays for less than "
+                f"the smallest schedule (two candidates in one block: about {need:.1f} {u}"
+                + (" at the probed cost)" if u == "s" else ")")
+            )
+            rec["over_share"] = max(need - sw.left(), 0.0)
+            say(f"# tune: {name}: {rec['short']}: running it anyway, over the share")
     n0 = plan[0][0]
     blocks = rung_blocks(plan, repeats, top_blocks)
     rec["schedule"] = [{"candidates": c, "steps": s, "blocks": b} for (c, s), b in zip(plan, blocks)]

@@ -96,6 +96,20 @@ def test_a_budget_of_runs_is_kept(tmp_path, fake):
     assert len(rec["rungs"][0]["candidates"]) == 8 and rec["spent_runs"] == 10
 
 
+def test_a_share_below_the_smallest_schedule_is_overrun_and_says_by_how_much(tmp_path, fake):
+    f = write(tmp_path, SPACE.format(xs="2, 3"))
+    out = tmp_path / "out"
+    r = dtune("tune", f, "--out", out, "--budget", "2", "--seed", "1", "--no-report", env=fake)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = record(out)
+    # Two runs pay for no block: the smallest schedule (two candidates, one block) is the incumbent,
+    # the other, the incumbent again. It runs, and the tune says it is over the share, and by what.
+    assert rec["spent_runs"] == sum(launches(out).values()) == 3
+    assert rec["over_share"] == 1
+    assert "left of 2.0) pays for less than the smallest schedule" in rec["short"] and "about 3.0 runs" in rec["short"]
+    assert "running it anyway, over the share" in r.stdout
+
+
 def test_near_ties_are_promoted_together(tmp_path, fake):
     # --y changes nothing: the six --x 3 candidates measure identical samples, the six --x 0 ones
     # are 45% slower. The nominal cut (5 of 12) falls inside the tie: all six go up, no --x 0.
