@@ -15,7 +15,8 @@
    round's run time: what one `dtune sweep run` of the file spends).
 3. Prints, per method and sweep: how often the pick lies within the grid best's 95% interval (its
    figure no worse than the interval's worse end) and within 3% of it, and the cost in run time and
-   steps against one round of the grid.
+   steps against one round of the grid; first, as the yardstick, the same for each round alone (one
+   plain grid, cost 1: the candidate with the round's best figure).
 
 Without --live (replay, the issue-14 protocol):
 1. Measures, through the sweep runner (resumable: rerun after an interruption), every candidate of
@@ -173,6 +174,8 @@ def live_truth(space: Path, out: Path, rounds: int):
         sign = 1.0 if higher else -1.0
         best = max(rec["cands"], key=lambda k: sign * rec["cands"][k]["y"])
         rec["best"], rec["level"] = best, float(level.mean())
+        # each round is one plain grid (`dtune sweep run`, cost 1): the candidate it names
+        rec["round_picks"] = [_key(cands[int(np.argmax(sign * row))]) for row in full]
         truth[name] = rec
     steps = sum(steps_of(p) for p in pts)
     return truth, float(round_s[0]), steps, round_s
@@ -213,6 +216,10 @@ def live(a, space: Path, out: Path) -> int:
     budget = f"{a.budget_frac * grid_s:.0f}s"
     methods = [m.strip() for m in a.methods.split(",") if m.strip()]
     rows = []
+    for name, rec in truth.items():  # the yardstick: one plain grid per round, judged as a tune is
+        for r, k in enumerate(rec.get("round_picks", [])):
+            inside, near, ratio = judge(rec, json.loads(k), a.within)
+            rows.append(("grid", name, r, inside, near, ratio, False, 1.0, 1.0))
     for method in methods:
         for seed in range(1, a.seeds + 1):
             d = out / f"{method}-seed{seed}"
@@ -235,7 +242,7 @@ def live(a, space: Path, out: Path) -> int:
             print(f"# {method} seed {seed}: {spent_s:.0f} s, {spent_steps} steps; {picks}", flush=True)
     print(f"\n# budget {budget} ({a.budget_frac:.0%} of one round's run time)")
     print(f"{'method':<8} {'sweep':<16} {'in CI':>6} {'<=3%':>6} {'wrong sig':>9}  picks (ratio to best)")
-    for method in methods:
+    for method in ["grid", *methods]:
         mine = [x for x in rows if x[0] == method]
         for name in truth:
             xs = [x for x in mine if x[1] == name]
