@@ -118,11 +118,7 @@ void JpegCropDecoder::decode_into(CroppedImage& out, const void* data, size_t si
   jpeg_decompress_struct& cinfo = state_->cinfo;
   Errors& err = state_->err;
   err.message[0] = err.warning[0] = '\0';
-  {
-    std::vector<uint8_t> pixels = std::move(out.image.pixels);
-    out = CroppedImage{};
-    out.image.pixels = std::move(pixels);
-  }
+  out.reset_keeping_pixels();
   // Only libjpeg's own calls run guarded: the caller's `choose` (which may throw) runs between.
   CropBox box;
   const auto* bytes = static_cast<const unsigned char*>(data);

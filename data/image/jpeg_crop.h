@@ -22,6 +22,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <utility>
+#include <vector>
 
 #include "data/image/jpeg.h"
 #include "data/image/transform.h"
@@ -39,6 +41,14 @@ struct CroppedImage {
   int scale_denom = 1;     // 1: exact; 2, 4 or 8: scaled in the inverse DCT (fast)
   int64_t coef_bytes = 0;  // DCT coefficients inverse-transformed, as bytes (64 JCOEF per block)
   int64_t full_coef_bytes = 0;  // what a full decode inverse-transforms
+
+  // Every field as a new CroppedImage's, but the pixel buffer is kept (its size and capacity) so
+  // that a decoder reusing `out` across images does not allocate for each.
+  void reset_keeping_pixels() {
+    std::vector<uint8_t> pixels = std::move(image.pixels);
+    *this = CroppedImage{};
+    image.pixels = std::move(pixels);
+  }
 };
 
 // Given the source's width and height, the box to keep (in source pixels).

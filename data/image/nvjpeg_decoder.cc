@@ -235,11 +235,7 @@ void NvjpegDecoder::decode_into(CroppedImage& out, const void* data, size_t size
     throw Error("nvjpegDecode: " + status_name(st));
   }
 
-  {
-    std::vector<uint8_t> pixels = std::move(out.image.pixels);
-    out = CroppedImage{};
-    out.image.pixels = std::move(pixels);
-  }
+  out.reset_keeping_pixels();
   const size_t row = static_cast<size_t>(box.width) * 3;
   if (out.image.pixels.size() < row * box.height) out.image.pixels.resize(row * box.height);
   DTUNE_CUDA_CHECK(cudaMemcpy2DAsync(out.image.pixels.data(), row,
