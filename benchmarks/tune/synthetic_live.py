@@ -40,6 +40,13 @@ STEPS = 64
 SPACES = {
     "48": "name: s48\nbinary: dtune-train\nargs: {args}\nsteps: {steps}\n"
     "axes: {{--x: [0, 1, 2, 3, 4, 5], --z: [0, 1], --y: [a, b, c, d]}}\n",
+    # Candidates of very different cost, as the quickstart's train-resnet on a CPU (bf16 12 times
+    # dearer a step than fp32): a tune must price each candidate by its own runs.
+    "mixed": "sweeps:\n"
+    "  - {{name: m4, binary: dtune-train, args: {args}, steps: {steps},\n"
+    "      axes: {{--x: [2, 3], --precision: [fp32, bf16]}}}}\n"
+    "  - {{name: m6, binary: dtune-train, args: {args}, steps: {steps},\n"
+    "      axes: {{--x: [1, 2, 3], --precision: [fp32, bf16]}}}}\n",
     "quickstart": "sweeps:\n"
     "  - {{name: q4, binary: dtune-train, args: {args}, steps: {steps}, axes: {{--x: [2, 3], --z: [0, 1]}}}}\n"
     "  - {{name: q3, binary: dtune-train, args: {args}, steps: {steps}, axes: {{--x: [1, 3, 5]}}}}\n"
@@ -51,7 +58,8 @@ SPACES = {
 def true_ratio(values: dict) -> float:
     """The step time of a configuration over the optimum's (fake_train.py's formula)."""
     x, z = float(values.get("--x", 3)), int(values.get("--z", 0))
-    return (1 + 0.05 * (x - 3) ** 2) * (1 + 0.1 * (z == 1))
+    slow = 12 if values.get("--precision") == "bf16" else 1
+    return (1 + 0.05 * (x - 3) ** 2) * (1 + 0.1 * (z == 1)) * slow
 
 
 def run(cmd, env) -> subprocess.CompletedProcess:
@@ -181,12 +189,16 @@ def main() -> int:
                 flush=True,
             )
     hits = sum(r["hit"] for r in rows)
+    by: dict = {}
+    for r in rows:
+        by.setdefault(r["sweep"], []).append(r["hit"])
     wrong = sum(r["wrong_significant"] for r in rows)
     per_seed = {r["seed"]: (r["cost_s"], r["cost_steps"]) for r in rows}
     cs = sum(c for c, _ in per_seed.values()) / len(per_seed)
     cst = sum(c for _, c in per_seed.values()) / len(per_seed)
     print(
-        f"# {a.method}, space {a.space}: within 3% of the optimum {hits}/{len(rows)}, "
+        f"# {a.method}, space {a.space}: within 3% of the optimum {hits}/{len(rows)} "
+        f"({', '.join(f'{k} {sum(v)}' for k, v in by.items())}), "
         f"wrong winner called significant {wrong}, "
         f"mean cost {cs:.2f} of the grid's run time, {cst:.2f} of its steps"
     )

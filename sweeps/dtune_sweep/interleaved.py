@@ -25,19 +25,30 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 
 from . import paired
+from .cost import CostModel
 from .halving import Measured, no_pick, rank, schedule
 from .objective import OBJECTIVES
 
 MAX_TOP_BLOCKS = 12
+REOPEN_BASE = 1000  # repeats of a re-opened rung's runs start here (beyond any rung's own)
 MIN_TOP_BLOCKS = 3
 
 
 def plan_cost(plan, blocks: list[int], per_run) -> float:
+    """A schedule's cost with every candidate priced alike (per_run(steps))."""
     return sum(paired.rung_runs(n, b) * per_run(s) for (n, s), b in zip(plan, blocks))
+
+
+def rung_cost(sw: "Sweep", inc: int, others: list[int], steps: int, blocks: int, opening: bool) -> float:
+    """`blocks` blocks of `others` against the incumbent `inc` (and its opening run), each run
+    priced for its own candidate (cost.CostModel)."""
+    n_inc = (1 if opening else 0) + blocks * max(1, math.ceil(len(others) / paired.REF_EVERY))
+    return n_inc * sw.per_run(steps, inc) + blocks * sum(sw.per_run(steps, c) for c in others)
 
 
 def rung_blocks(plan, repeats: int, top_blocks: int | None = None) -> list[int]:
@@ -61,17 +72,37 @@ class Sweep:
         self.used: list[str] = []
         self.measured: dict = {}  # point id -> Measured
         self.inc_y_before: list = []  # the incumbent's y values of earlier rungs (pooled noise)
-        self.per_run = lambda s: 1.0  # noqa: E731
+        self.model = CostModel()  # under a time budget: what a run of each candidate costs
+        self.key_of: dict = {}  # point id -> the candidate it ran
 
     def point(self, key: int, steps: int, repeat: int):
         from .tune import with_steps
 
         return replace(with_steps(self.cands[key], steps), repeat=repeat)
 
-    def run(self, pts) -> None:
+    def per_run(self, steps: int, key: int | None = None) -> float:
+        """What a run of candidate `key` (None: one not run yet) for `steps` steps costs in the
+        budget's unit: 1 run, or its seconds by the cost model (1 until the probe has run)."""
+        if self.share is None or self.share[0] != "seconds" or not self.model.known():
+            return 1.0
+        return self.model.run_s(key, steps)
+
+    def run(self, pts, keys: list[int]) -> None:
+        """Runs the points (pts[i] a run of candidate keys[i]); under a time budget each one that
+        measured teaches the cost model its start-up and its candidate's step time."""
         if self.runs.run(pts) == 130:
             raise KeyboardInterrupt
         self.used += [p.id for p in pts]
+        self.key_of.update((p.id, key) for p, key in zip(pts, keys))
+        if self.share is None or self.share[0] != "seconds":
+            return
+        from .tune import steps_of
+
+        secs = self.runs.seconds_by_id({p.id for p in pts} - self.model.seen())
+        for p, key in zip(pts, keys):
+            if p.id in secs:
+                b = self.runs.step_seconds(p) if self.measure(p, key).ok else None
+                self.model.observe(p.id, key, secs[p.id], steps_of(p), b)
 
     def measure(self, p, key: int) -> Measured:
         if p.id not in self.measured:
@@ -98,8 +129,9 @@ def _log_figure(m: Measured) -> tuple[float, float]:
 class Rung:
     """One rung's runs in the order they ran and what they say."""
 
-    def __init__(self, sw: Sweep, k: int, steps: int, alive: list[int], inc: int):
+    def __init__(self, sw: Sweep, k: int, steps: int, alive: list[int], inc: int, base: int = 0):
         self.sw, self.k, self.steps, self.inc = sw, k, steps, inc
+        self.base = base  # added to every run's repeat: a rung re-opened at the same steps runs afresh
         self.others = [i for i in alive if i != inc]
         self.seq: list = []  # (key or None, block, point)
         self.n_inc = 0
@@ -107,33 +139,63 @@ class Rung:
         self.blocks = 0
         self.raced: list[int] = []  # candidates left out of the later blocks (race)
 
-    def run_blocks(self, n: int) -> None:
-        """Runs n more blocks (after the rung's opening incumbent run, the first time) in one call
-        to the runner (one job array per call under --slurm); a candidate that did not measure is
-        dropped from the blocks after it (a failed run is never repeated by a later call)."""
-        pts, seq = [], []
-        if not self.seq:
-            p = self.sw.point(self.inc, self.steps, 0)
-            self.n_inc = 1
-            pts.append(p)
-            seq.append((None, -1, p))
-        for _ in range(n):
-            b = self.blocks
-            for key in paired.block_order(self.others, self.sw.seed, self.k, b):
-                if key is None:
-                    p = self.sw.point(self.inc, self.steps, self.n_inc)
-                    self.n_inc += 1
-                else:
-                    p = self.sw.point(key, self.steps, b)
-                pts.append(p)
-                seq.append((key, b, p))
-            self.blocks += 1
-        self.sw.run(pts)
+    def _entry(self, key: int | None, b: int) -> tuple:
+        if key is None:
+            self.n_inc += 1
+            return (None, b, self.sw.point(self.inc, self.steps, self.base + self.n_inc - 1))
+        return (key, b, self.sw.point(key, self.steps, self.base + b))
+
+    def _run(self, seq: list) -> None:
+        """Runs these entries in one call to the runner (one job array per call under --slurm); a
+        candidate that did not measure is dropped from the blocks after it (a failed run is never
+        repeated by a later call)."""
+        self.sw.run([p for _, _, p in seq], [self.inc if key is None else key for key, _, _ in seq])
         self.seq += seq
         for key, _, p in seq:
             if key is not None and key in self.others and not self.sw.measure(p, key).ok:
                 self.status[key] = self.sw.measure(p, key).status
                 self.others.remove(key)
+
+    def run_blocks(self, n: int) -> None:
+        """Runs n more blocks (after the rung's opening incumbent run, the first time) in one call."""
+        seq = [self._entry(None, -1)] if not self.seq else []
+        for _ in range(n):
+            seq += [
+                self._entry(key, self.blocks)
+                for key in paired.block_order(self.others, self.sw.seed, self.k, self.blocks)
+            ]
+            self.blocks += 1
+        self._run(seq)
+
+    def run_block_priced(self, paid) -> list[int]:
+        """Runs one block (after the opening run, the first time) a segment at a time: REF_EVERY
+        candidates of the block's order, then an incumbent run. After each segment paid(rest) says
+        how many of the rest, in order, the budget still pays for at the prices the runs so far
+        taught (cost.CostModel); the others are left out of the rung. Returns those left out."""
+        order = [k for k in paired.block_order(self.others, self.sw.seed, self.k, self.blocks) if k is not None]
+        b, left_out = self.blocks, []
+        self.blocks += 1
+        first = [self._entry(None, -1)] if not self.seq else []
+        while order:
+            seg, order = order[: paired.REF_EVERY], order[paired.REF_EVERY :]
+            self._run(first + [self._entry(key, b) for key in seg] + [self._entry(None, b)])
+            first = []
+            if order:
+                m = paid(order)
+                order, left_out = order[:m], left_out + order[m:]
+        self.others = [k for k in self.others if k not in left_out]
+        return left_out
+
+    def add(self, keys: list[int], n: int) -> None:
+        """Runs n blocks of `keys`, candidates drawn late into this rung, against its incumbent;
+        they then stay in its later blocks."""
+        before, self.others = self.others, list(keys)
+        self.run_blocks(n)
+        self.others = before + self.others
+
+    def fewest_blocks(self, ev: dict) -> int:
+        """The fewest blocks any candidate but the incumbent measured in (a late draw's have fewer)."""
+        return min((len(v) for k, v in ev["ys"].items() if k != self.inc), default=0)
 
     def race(self, keys: list[int]) -> None:
         """The blocks from now run only `keys` (and the incumbent); the others keep the blocks they
@@ -206,14 +268,17 @@ class Rung:
         }
 
 
-def promote(rung: Rung, ev: dict, k_next: int, cap: int | None, alpha: float) -> tuple[list[int], dict]:
-    """(kept keys, most probable first; {key: why}) after a rung (see the module's docstring)."""
+def promote(rung: Rung, ev: dict, cap_of, alpha: float) -> tuple[list[int], dict]:
+    """(kept keys, most probable first; {key: why}) after a rung (see the module's docstring);
+    cap_of(keep): (how many of them the budget pays for, None without a budget; the next rung's
+    planned candidates)."""
     order = rung.ranked(ev)
     pb = ev["p_best"]
     why = {k: f"did not measure ({s})" for k, s in rung.status.items()}
     p_min = alpha / max(len(order), 1)
     keep = [k for k in order if pb[k] >= p_min]
     keep = keep if len(keep) >= 2 else order[: min(2, len(order))]
+    cap, k_next = cap_of(keep)
     limit = 2 * k_next if cap is None else min(cap, 2 * k_next)
     for key in order:
         why[key] = f"P(best) {pb[key]:.3f}" + (" (the incumbent)" if key == rung.inc else "")
@@ -228,16 +293,48 @@ def promote(rung: Rung, ev: dict, k_next: int, cap: int | None, alpha: float) ->
     return keep[: max(limit, 0)], why
 
 
-def _cap(sw: Sweep, plan, blocks, k: int, n_keep: int) -> int | None:
-    """How many candidates the budget pays for in rung k + 1 (the later rungs at their plan)."""
+def _cap(sw: Sweep, plan, blocks, k: int, keep: list[int], rec: dict) -> tuple[int | None, int]:
+    """(how many of `keep`, most probable first, the budget pays for in rung k + 1, the later
+    rungs at their plan's counts of the most probable of them, each run priced for its candidate;
+    the candidates rung k + 1 plans). When that is fewer than two, the rest of the schedule is
+    re-planned, in place, to the first that pays for two: fewer blocks at the top rung (down to
+    one), then the top rung alone (the rungs between left out) with the most blocks
+    (MIN_TOP_BLOCKS down to one) at the most steps (the top rung's, halved down to rung k's)."""
     if sw.share is None:
-        return None
-    rest = plan_cost(plan[k + 2 :], blocks[k + 2 :], sw.per_run)
-    room = sw.left() - rest
-    n = n_keep
-    while n > 0 and paired.rung_runs(n, blocks[k + 1]) * sw.per_run(plan[k + 1][1]) > room + 1e-9:
-        n -= 1
-    return n
+        return None, plan[k + 1][0]
+
+    def fit(tail, tail_blocks) -> int:
+        def cost(n: int) -> float:
+            total = 0.0
+            for j, ((c, s), b) in enumerate(zip(tail, tail_blocks)):
+                keys = keep[: n if j == 0 else min(n, c)]
+                total += rung_cost(sw, keys[0], keys[1:], s, b, True) if keys else 0.0
+            return total
+
+        n = len(keep)
+        while n > 0 and cost(n) > sw.left() + 1e-9:
+            n -= 1
+        return n
+
+    n = fit(plan[k + 1 :], blocks[k + 1 :])
+    if n >= 2 or sw.share[0] != "seconds":
+        return n, plan[k + 1][0]
+    options = [(plan[k + 1 :], blocks[k + 1 : -1] + [b]) for b in range(blocks[-1] - 1, 0, -1)]
+    steps = [plan[-1][1]]
+    while steps[-1] // 2 >= plan[k][1]:
+        steps.append(steps[-1] // 2)
+    options += [([(2, s)], [b]) for b in range(MIN_TOP_BLOCKS, 0, -1) for s in steps]
+    for tail, tail_blocks in options:
+        n = fit(tail, tail_blocks)
+        if n >= 2:
+            plan[k + 1 :], blocks[k + 1 :] = tail, tail_blocks
+            rec.setdefault("replanned", []).append(
+                f"after rung {k}: the rest of the schedule at the prices the runs taught: "
+                + ", ".join(f"{c} x {s} steps x {b} block(s)" for (c, s), b in zip(tail, tail_blocks))
+            )
+            sw.say(f"# tune: {sw.name}: {rec['replanned'][-1]}")
+            return n, plan[k + 1][0]
+    return n, plan[k + 1][0]
 
 
 def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
@@ -248,13 +345,13 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
         top = k == len(plan) - 1
         rung, failed = None, []
         while alive:  # an incumbent whose run did not measure is dropped; the next one opens
-            rung = Rung(sw, k, sk, alive, alive[0])
+            rung = Rung(sw, k, sk, alive, alive[0], REOPEN_BASE * sum(s == sk for _, s in plan[:k]))
             # An incumbent never measured before (the first rung's) runs alone first, so that one
             # that fails costs one run, not one per block.
             rung.run_blocks(0 if k == 0 else blocks[k])
             if rung.incumbent_ok():
                 if k == 0:
-                    rung.run_blocks(blocks[k])
+                    first_rung(sw, rung, plan, blocks, n0, rec)
                 break
             failed.append((alive[0], rung.seq[0][2]))
             alive = [i for i in alive[1:] if i not in rung.status]
@@ -262,6 +359,7 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
         if rung is None:
             return last
         ev = rung.evaluate()
+        reopen = None
         while top and rung.others and rung.blocks < MAX_TOP_BLOCKS and sw.share is not None:
             if max(ev["p_best"].values()) >= 1 - sw.alpha / 2:
                 break
@@ -270,10 +368,15 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
             # runs and the contenders get more of them; the incumbent stays, every figure is read
             # against it.
             p_min = sw.alpha / max(len(ev["means"]), 1)
-            racing = [k for k in rung.others if ev["p_best"].get(k, 0.0) >= p_min]
+            racing = sorted(
+                (c for c in rung.others if ev["p_best"].get(c, 0.0) >= p_min), key=lambda c: -ev["p_best"][c]
+            )
             if not racing:
                 break
-            if paired.runs_per_block(len(racing) + 1) * sw.per_run(sk) > sw.left() + 1e-9:
+            reopen = _reopen(sw, rung, ev, racing, p_min)
+            if reopen:
+                break
+            if rung_cost(sw, rung.inc, racing, sk, 1, False) > sw.left() + 1e-9:
                 break
             rung.race(racing)
             rung.run_blocks(1)
@@ -281,6 +384,10 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
         sw.inc_y_before = ev["inc_y"] + sw.inc_y_before
         r = rung.record(ev)
         r["planned"] = nk
+        if reopen:
+            plan.append((len(reopen[0]), reopen[1]))
+            blocks.append(1)
+            top = False
         for key, p in failed:
             from .tune import _record
 
@@ -292,13 +399,26 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
         sw.say(f"# tune: rung {k} ({sk} steps, {rung.blocks} block(s)): {len(ev['means'])} candidates measured")
         if top:
             break
+        if reopen:
+            keys, s_new = reopen
+            why = {c: f"P(best) {ev['p_best'][c]:.3f}: races on" for c in keys}
+            r["reopened"] = (
+                f"the incumbent (P(best) {ev['p_best'][rung.inc]:.3g}) cannot be the best and a run of it costs "
+                f"{sw.per_run(sk, rung.inc):.3g} s against {sw.per_run(sk, keys[0]):.3g} s of the most probable: "
+                f"the race goes on as a new rung of {len(keys)} at {s_new} steps, opened by the most probable"
+            )
+            rec.setdefault("reopened", []).append(r["reopened"])
+            _mark(r, keys, why, sw)
+            sw.say(f"# tune: rung {k}: {r['reopened']}")
+            alive = keys
+            continue
         order = rung.ranked(ev)
         lead = ev["p_best"][order[0]] if order else 0.0
-        if len(order) >= 2 and rung.blocks >= paired.MIN_BLOCKS_SIGNIFICANT and lead >= 1 - sw.alpha / 2:
+        if len(order) >= 2 and rung.fewest_blocks(ev) >= paired.MIN_BLOCKS_SIGNIFICANT and lead >= 1 - sw.alpha / 2:
             rec["stopped"] = f"after rung {k}: one candidate dominates (P(best) {lead:.3f})"
             _mark(r, order[:1], {order[0]: f"P(best) {lead:.3f}: dominates"}, sw)
             break
-        keep, why = promote(rung, ev, plan[k + 1][0], _cap(sw, plan, blocks, k, len(order)), sw.alpha)
+        keep, why = promote(rung, ev, partial(_cap, sw, plan, blocks, k, rec=rec), sw.alpha)
         _mark(r, keep, why, sw)
         sw.say(f"# tune: rung {k}: {len(keep)} promoted")
         if len(keep) < 2:
@@ -306,6 +426,93 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
             break
         alive = keep
     return last
+
+
+def _reopen(sw: Sweep, rung: Rung, ev: dict, racing: list[int], p_min: float) -> tuple | None:
+    """(the racing candidates, most probable first; the new rung's steps) when the race should go
+    on as a new rung opened by the most probable of them: the incumbent cannot be the best (P(best)
+    below p_min) and a run of it costs more than twice the most probable's (a bf16 run on a CPU, a
+    batch many times larger). The new rung runs the most steps (the sweep's, halved down to this
+    rung's) at which the budget pays for its opening run and the most blocks (MIN_TOP_BLOCKS down
+    to one), as the first draw chose. None: the race goes on in this rung."""
+    if len(racing) < 2 or ev["p_best"].get(rung.inc, 0.0) >= p_min or sw.share is None or sw.share[0] != "seconds":
+        return None
+    if sw.per_run(rung.steps, rung.inc) <= 2 * sw.per_run(rung.steps, racing[0]):
+        return None
+    steps = [sw.s_max]
+    while steps[-1] // 2 >= rung.steps:
+        steps.append(steps[-1] // 2)
+    steps = sorted(set(steps + [rung.steps]), reverse=True)
+    for nb in range(MIN_TOP_BLOCKS, 0, -1):
+        for s in steps:
+            if rung_cost(sw, racing[0], racing[1:], s, nb, True) <= sw.left() + 1e-9:
+                return racing, s
+    return None
+
+
+def first_rung(sw: Sweep, rung: Rung, plan, blocks: list[int], n0: int, rec: dict) -> None:
+    """The first rung's blocks after its opening run. Under a time budget its first block runs a
+    segment at a time, each repricing the candidates (the probe priced them all as itself): the
+    candidates the budget no longer pays for, with the rest of the schedule at the median
+    candidate's price, are left out; when none was, the candidates the first draw left out join
+    late (late_draw)."""
+    if sw.share is None or sw.share[0] != "seconds":
+        rung.run_blocks(blocks[0])
+        return
+    rest = plan_cost(plan[1:], blocks[1:], sw.per_run)
+
+    def paid(order: list[int]) -> int:
+        kept = [c for c in rung.others if c not in order]
+        for m in range(len(order), -1, -1):
+            now = sum(sw.per_run(rung.steps, c) for c in order[:m])
+            now += math.ceil(m / paired.REF_EVERY) * sw.per_run(rung.steps, rung.inc)
+            later = rung_cost(sw, rung.inc, kept + order[:m], rung.steps, blocks[0] - 1, False) if blocks[0] > 1 else 0
+            if now + later + rest <= sw.left() + 1e-9:
+                return m
+        return 0
+
+    left_out = rung.run_block_priced(paid)
+    if blocks[0] > 1:
+        rung.run_blocks(blocks[0] - 1)
+    if left_out:
+        rec["left_out"] = {
+            "candidates": len(left_out),
+            "why": (
+                f"the first rung's runs repriced the candidates (start-up {sw.model.startup():.3g} s, steps "
+                f"{sw.model.step_s(None):.3g} s at the median candidate): the budget did not pay for "
+                f"{len(left_out)} of those drawn"
+            ),
+        }
+        sw.say(f"# tune: {sw.name}: {rec['left_out']['why']}: left out of rung 0")
+        return
+    late_draw(sw, rung, plan, blocks, n0, rec)
+
+
+def late_draw(sw: Sweep, rung: Rung, plan, blocks: list[int], n0: int, rec: dict) -> None:
+    """Under a time budget that drew fewer than every candidate: once the first rung's runs have
+    repriced the candidates (cost.CostModel: the probe may have been the dearest of them), the
+    candidates left out join the first rung, with as many of its blocks as the budget pays for
+    after the rest of the schedule (most candidates first, then most blocks)."""
+    undrawn = list(range(n0, len(sw.cands)))
+    if not undrawn or sw.share is None or sw.share[0] != "seconds":
+        return
+    rest = plan_cost(plan[1:], blocks[1:], sw.per_run)
+    room = sw.left() - rest
+    for m in range(len(undrawn), 0, -1):
+        for nb in range(blocks[0], 0, -1):
+            if rung_cost(sw, rung.inc, undrawn[:m], rung.steps, nb, False) <= room + 1e-9:
+                rec["late_draw"] = {
+                    "candidates": m,
+                    "blocks": nb,
+                    "why": (
+                        f"the first rung's runs repriced the candidates (start-up {sw.model.startup():.3g} s, "
+                        f"steps {sw.model.step_s(None):.3g} s at the median candidate): the budget pays for "
+                        f"{m} of the {len(undrawn)} left out"
+                    ),
+                }
+                sw.say(f"# tune: {sw.name}: {rec['late_draw']['why']}: drawn into rung 0 with {nb} block(s)")
+                rung.add(undrawn[:m], nb)
+                return
 
 
 def _mark(r: dict, keep: list, why: dict, sw: Sweep) -> None:
@@ -333,7 +540,7 @@ def pick(sw: Sweep, rung: Rung, ev: dict, rec: dict) -> None:
     rec["winner"] = dict(recs[wp.id]) | {"label": _label(_axis_values(wp)), "p_best": ev["p_best"][w]}
     sides = lambda a, b: 1 if rung.inc in (a, b) else 2  # noqa: E731
     tied, per_block = [], paired.rung_runs(len(order), 1) - 1
-    cost = sw.per_run(rung.steps)
+    cost = rung_cost(sw, rung.inc, [k for k in order if k != rung.inc], rung.steps, 1, False)
     for other in order[1:]:
         v = paired.verdict(ev["ys"][w], ev["ys"][other], ev["sigma"], sides(w, other), sw.alpha, sw.higher)
         v["label"] = _label(_axis_values(sw.cands[other]))
@@ -341,7 +548,7 @@ def pick(sw: Sweep, rung: Rung, ev: dict, rec: dict) -> None:
         if v.get("blocks_to_separate"):
             more = max(v["blocks_to_separate"] - v["blocks"], 0)
             v["more_runs"] = more * per_block
-            v["more_seconds"] = more * per_block * cost if sw.share is None or sw.share[0] == "seconds" else None
+            v["more_seconds"] = more * cost if sw.share is not None and sw.share[0] == "seconds" else None
         if other == order[1]:
             rec["runner_up"] = dict(recs[sw.cands[other].id]) | {"label": v["label"]}
             rec["margin"] = v
@@ -369,20 +576,10 @@ def schedule_for(sw: Sweep, n: int, min_steps: int, rec: dict) -> int:
     if sw.share is None or sw.share[0] != "seconds":
         return min_steps
     s0 = min(min_steps, sw.s_max)
-    probe = [sw.point(0, s0, 0)]
-    sw.say(f"# tune: {sw.name}: probing the cost of a run with {len(probe)} run(s) of {s0} steps")
-    sw.run(probe)
-    from .tune import step_seconds
-
-    a_b = []
-    for key, p in enumerate(probe):
-        t = sw.runs.seconds([p.id])
-        f = sw.runs.directory / "points" / f"{p.id}.h5"
-        b = step_seconds(f, sw.cands[0].binary) if sw.measure(p, key).ok and f.exists() else 0.0
-        a_b.append((max(t - b * s0, 0.0), b))
-    a = float(np.mean([x for x, _ in a_b]))
-    b = float(np.mean([y for _, y in a_b]))
-    sw.per_run = lambda s: a + b * s  # noqa: E731
+    probe = sw.point(0, s0, 0)
+    sw.say(f"# tune: {sw.name}: probing the cost of a run with 1 run of {s0} steps")
+    sw.run([probe], [0])
+    a, b = sw.model.startup(), sw.model.step_s(0)
     rec["cost_model"] = {"startup_s": a, "step_s": b}
     if b <= 0:
         return min_steps
@@ -471,4 +668,7 @@ def _spent(sw: Sweep, rec: dict) -> None:
     rec["points"] = ids
     cm = rec.get("cost_model")
     if cm:
-        rec["spent_split"] = {"startup_s": cm["startup_s"] * len(ids), "steps_s": cm["step_s"] * rec["spent_steps"]}
+        cm["learnt"] = sw.model.summary(lambda k: sw.cands[k].id)
+        steps_of_run = {i: by_id[i].values.get("steps", 0) for i in ids if i in by_id}
+        split_steps = sum(sw.model.step_s(sw.key_of.get(i)) * n for i, n in steps_of_run.items())
+        rec["spent_split"] = {"startup_s": sw.model.startup() * len(ids), "steps_s": split_steps}

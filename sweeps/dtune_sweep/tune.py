@@ -184,12 +184,20 @@ class Runs:
 
     def seconds(self, ids) -> float:
         """Run time the state logs record for these points (every finished attempt)."""
-        ids = set(ids)
-        return sum(
-            float(r.get("seconds") or 0)
-            for r in runner.State(self.directory).records()
-            if r["event"] == "finished" and r["id"] in ids
-        )
+        return sum(self.seconds_by_id(ids).values())
+
+    def seconds_by_id(self, ids) -> dict:
+        """{id: run time the state logs record for it (every finished attempt)} for these points."""
+        ids, out = set(ids), {}
+        for r in runner.State(self.directory).records():
+            if r["event"] == "finished" and r["id"] in ids:
+                out[r["id"]] = out.get(r["id"], 0.0) + float(r.get("seconds") or 0)
+        return out
+
+    def step_seconds(self, p: Point) -> float | None:
+        """Seconds one measured step of this finished run took (step_seconds); None: no file."""
+        f = self.directory / "points" / f"{p.id}.h5"
+        return step_seconds(f, p.binary) if f.exists() else None
 
     def measure(self, p: Point, key: int, objective: str) -> Measured:
         status = self.outcomes().get(p.id, "pending")

@@ -3,8 +3,10 @@ directory, DTUNE_BIN_DIR): it sleeps briefly per step and writes a results file 
 (the datasets and attributes the report's loader reads), with a known optimum and seeded noise.
 
 Step time (ms) = 10 x (1 + 0.05 (x - 3)^2) x (1 + 0.1 [z == 1]) x noise, so --x 3 --z 0 is the
-optimum; --y has no effect at all, and the noise is seeded by (--x, --z, --noise-seed, step) only, so
-candidates differing in --y measure exactly the same samples (an exact tie). The noise is lognormal
+optimum (--precision bf16 multiplies it by 12, as LibTorch's emulated bf16 on a CPU without bf16
+units: a candidate far dearer to run than the others); --y has no effect at all, and the noise is
+seeded by (--x, --z, --noise-seed, step) only, so candidates differing in --y measure exactly the
+same samples (an exact tie). The noise is lognormal
 with sigma --noise (default 0.01). --x 6 fails (exit 1), --x 7 runs out of memory (exit 4, status
 oom). Every launch appends its arguments to launches.log in the sweep directory (two levels above
 --output), so the tests can count how often each point ran.
@@ -28,13 +30,15 @@ import h5py
 import numpy as np
 
 FLAGS = ["--x", "--y", "--z", "--steps", "--warmup-steps", "--noise", "--noise-seed", "--sleep-ms", "--batch"]
-FLAGS += ["--drift", "--startup-ms", "--slow-period-ms"]
+FLAGS += ["--drift", "--startup-ms", "--slow-period-ms", "--precision"]
+BF16_SLOWDOWN = 12
 
 
 def nominal_ms(o: dict) -> float:
     """A launch's duration on the launch clock (its options): start-up plus steps x --sleep-ms."""
     steps = int(o.get("--steps", 10)) + int(o.get("--warmup-steps", 1))
-    return float(o.get("--startup-ms", 0)) + steps * float(o.get("--sleep-ms", 2))
+    slow = BF16_SLOWDOWN if o.get("--precision") == "bf16" else 1
+    return float(o.get("--startup-ms", 0)) + steps * float(o.get("--sleep-ms", 2)) * slow
 
 
 def _opts(argv: list) -> dict:
@@ -76,6 +80,8 @@ def main(argv):
         print("dtune-train: error: the fake fails at --x 6", file=sys.stderr)
         return 1
     base = 10 * (1 + 0.05 * (x - 3) ** 2) * (1 + 0.1 * (z == 1))
+    precision = opts.get("--precision", "fp32")
+    base *= BF16_SLOWDOWN if precision == "bf16" else 1
     drift = int(opts.get("--drift", 0))
     if drift:
         clock_ms = sum(nominal_ms(_opts(a)) for a in before)
@@ -92,7 +98,7 @@ def main(argv):
     with h5py.File(out, "w") as f:
         f.attrs.update(schema="dtune-results", schema_version=1, tool="fake dtune-train")
         g = f.create_group("runs").create_group("0000-train")
-        g.attrs.update(benchmark="train", model="fake", precision="fp32", batch=batch, world_size=1)
+        g.attrs.update(benchmark="train", model="fake", precision=precision, batch=batch, world_size=1)
         g.attrs.update(warmup_steps=warm, steps=steps, global_batch=batch, accum_steps=1, device="cpu")
         g.attrs.update(backend="mpi", overlap="on", bucket_mb=25.0, first_bucket_mb=1.0, compression="none")
         g.attrs.update(weights_dtype="fp32", tf32=0, threads=1, data="synthetic", workers=2, prefetch=4)

@@ -3,6 +3,7 @@ constraints: block's grammar and checks, and paired measurement under seeded noi
 interleaving order, the paired figure against a drift, the noise floor, the verdict, P(best))."""
 
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -192,3 +193,123 @@ def test_p_best_ranks_by_the_measured_noise_and_counts_exact_ties_as_best():
     assert paired.p_best({0: 0.1, 1: 0.1, 2: 0.0}, {0: 0.0, 1: 0.0, 2: 0.0}, higher=True) == {0: 1.0, 1: 1.0, 2: 0.0}
     lower = paired.p_best({0: 0.0, 1: 0.10}, {0: 0.01, 1: 0.01}, higher=False, seed=1)
     assert lower[0] > 0.999
+
+
+# The cost model (cost.py) and what it decides under a time budget, on a priced machine: every
+# run's time and step times follow a + b_c steps exactly, so the decisions are the arithmetic's.
+from dtune_sweep import interleaved, runner  # noqa: E402
+from dtune_sweep.cost import CostModel  # noqa: E402
+
+STARTUP_S, FP32_STEP_S = 0.3, 0.04
+
+
+def test_the_cost_model_prices_each_candidate_by_its_own_runs_and_the_rest_at_the_median():
+    m = CostModel()
+    assert not m.known() and m.run_s(None, 10) == 0.0
+    m.observe("a", 0, seconds=0.3 + 4 * 0.48, steps=4, step_s=0.48)  # a bf16 probe
+    assert m.startup() == pytest.approx(0.3) and m.step_s(5) == pytest.approx(0.48)  # all priced as it
+    m.observe("b", 1, seconds=0.3 + 4 * 0.04, steps=4, step_s=0.04)
+    m.observe("c", 2, seconds=0.3 + 4 * 0.042, steps=4, step_s=0.042)
+    m.observe("d", 1, seconds=0.3 + 32 * 0.04, steps=32, step_s=0.04)
+    assert m.step_s(0) == pytest.approx(0.48) and m.step_s(1) == pytest.approx(0.04)
+    assert m.step_s(None) == pytest.approx(0.042)  # the median candidate's, each candidate once
+    assert m.run_s(1, 64) == pytest.approx(0.3 + 64 * 0.04)
+    m.observe("e", 3, seconds=5.0, steps=4, step_s=None)  # failed: nothing about steps
+    assert m.startup() == pytest.approx(0.3) and 3 not in m.measured_keys()
+    bare = CostModel()
+    bare.observe("f", 0, seconds=1.5, steps=4, step_s=None)
+    assert bare.known() and bare.run_s(None, 100) == pytest.approx(1.5)  # all start-up until a run measures
+
+
+def step_s(values: dict) -> float:
+    """fake_train.py's step: --x 3 the optimum, 2 and 4 5% slower, 1 20%; bf16 12 times fp32."""
+    x = float(values["--x"])
+    return FP32_STEP_S * (1 + 0.05 * (x - 3) ** 2) * (12 if values["--precision"] == "bf16" else 1)
+
+
+class PricedRuns:
+    """tune.Runs' interface over a machine without drift: a run of s steps takes STARTUP_S + s
+    step_s(candidate), its samples/s are batch / step with seeded noise per step (sd `noise`)."""
+
+    def __init__(self, directory: Path, noise: float):
+        self.directory, self.planned, self.hosts, self.done = directory, {}, runner.MpirunHosts(), []
+        self.noise = noise
+
+    def run(self, points) -> int:
+        for p in points:
+            self.planned[p.id] = p
+            if p.id not in self.done:
+                self.done.append(p.id)
+        return 0
+
+    def seconds_by_id(self, ids) -> dict:
+        return {i: STARTUP_S + self.planned[i].values["steps"] * step_s(self.planned[i].values) for i in ids}
+
+    def seconds(self, ids) -> float:
+        return sum(self.seconds_by_id(ids).values())
+
+    def step_seconds(self, p) -> float:
+        return step_s(p.values)
+
+    def measure(self, p, key, objective):
+        rng = np.random.default_rng(zlib.crc32(p.id.encode()))
+        return Measured(key, "ok", 8 / step_s(p.values) * np.exp(rng.normal(0, self.noise, p.values["steps"])))
+
+
+def priced_tune(tmp_path, seed: int, budget_s: float, noise: float = 0.01):
+    f = tmp_path / "mixed.yaml"
+    f.write_text(
+        "name: m6\nbinary: dtune-train\nargs: [--steps, '64']\naxes: {--x: [1, 2, 3], --precision: [fp32, bf16]}\n"
+    )
+    runs = PricedRuns(tmp_path, noise)
+    rec = interleaved.tune_sweep(
+        "m6", plan(str(f)), runs, "samples_per_s", ("seconds", budget_s), seed, 0.05, 4, lambda s: None
+    )
+    return rec, runs
+
+
+def measured(rung: dict) -> set:
+    return {f"{c['values']['--precision']} x{c['values']['--x']}" for c in rung["candidates"]}
+
+
+def test_a_dear_probe_does_not_keep_cheap_candidates_out_of_the_draw(tmp_path):
+    # Seed 8 puts bf16 --x 3 first: the probe prices every candidate as bf16 (12 times fp32), so
+    # the first draw takes 4 of the 6. The first rung's runs reprice them, and the two left out
+    # join it late, within the budget.
+    rec, _ = priced_tune(tmp_path, seed=8, budget_s=15.0)
+    assert rec["cost_model"]["step_s"] == pytest.approx(12 * FP32_STEP_S)
+    assert rec["schedule"][0]["candidates"] == 4 and rec["late_draw"]["candidates"] == 2
+    assert len(measured(rec["rungs"][0])) == 6
+    assert rec["winner"]["values"]["--x"] == 3 and rec["winner"]["values"]["--precision"] == "fp32"
+    assert rec["spent_seconds"] <= 15.0
+    learnt = rec["cost_model"]["learnt"]["step_s_by_candidate"]
+    assert sorted(round(v / FP32_STEP_S, 2) for v in learnt.values()) == [1.0, 1.05, 1.2, 12.0, 12.6, 14.4]
+
+
+def test_a_cheap_probe_leaves_out_what_the_first_rung_cannot_pay_and_replans_the_rest(tmp_path):
+    # Seed 1's probe is fp32, so the draw prices the bf16 candidates at a twelfth of their cost.
+    # The first rung's block runs a segment at a time: after the first, repriced, the budget pays
+    # for fewer of the rest, and the rungs after it are re-planned to what is left. The tune keeps
+    # to its budget (it ran 17.1 s of 15 before).
+    rec, _ = priced_tune(tmp_path, seed=1, budget_s=15.0)
+    assert rec["cost_model"]["step_s"] < 2 * FP32_STEP_S
+    assert rec["left_out"]["candidates"] == 1 and len(measured(rec["rungs"][0])) == 5
+    assert rec["replanned"] == [
+        "after rung 0: the rest of the schedule at the prices the runs taught: 2 x 16 steps x 1 block(s)"
+    ]
+    assert [(r["steps"], r["blocks"]) for r in rec["rungs"]] == [(8, 1), (16, 1)]
+    assert rec["spent_seconds"] <= 15.0
+    assert rec["winner"]["values"]["--x"] == 3 and rec["winner"]["values"]["--precision"] == "fp32"
+
+
+def test_a_hopeless_dear_incumbent_hands_the_race_to_a_new_rung(tmp_path):
+    # One rung at 4 steps for all six, opened by the bf16 probe; under noise (30% a step) no one
+    # dominates after a block, and racing on would run the bf16 incumbent in every block. The race
+    # goes on as a new rung opened by the most probable, at the most steps the budget pays for.
+    rec, _ = priced_tune(tmp_path, seed=8, budget_s=30.0, noise=0.3)
+    first, last = rec["rungs"]
+    assert first["steps"] == 4 and len(measured(first)) == 6 and "cannot be the best" in rec["reopened"][0]
+    assert last["steps"] == 32 and all(c.startswith("fp32") for c in measured(last))
+    assert next(c for c in last["candidates"] if c["incumbent"])["values"]["--precision"] == "fp32"
+    assert rec["spent_seconds"] <= 30.0
+    assert rec["winner"]["values"]["--x"] == 3 and rec["winner"]["values"]["--precision"] == "fp32"
