@@ -18,6 +18,15 @@ one or two blocks estimates its own noise from two or three incumbent runs), dom
 stops there. The pick is the best paired estimate of the last rung; every candidate whose paired interval
 against it contains 1 (within the floor, paired.verdict) is named as tied with it, with the blocks
 that would separate them at the difference measured.
+
+Under a time budget every run is priced for its own candidate (cost.CostModel: the shared start-up
+plus the candidate's measured step time; one not run yet at the median candidate's), learnt from
+every run made. The first rung's first block runs a segment at a time (REF_EVERY candidates, then
+an incumbent run), and after each the rest of it is cut to what the budget still pays for; when
+nothing was cut, the candidates the first draw left out join it late (late_draw). After a rung,
+promotion counts what the next rungs cost at those prices, and a rest that no longer pays for two
+candidates is re-planned (_cap). A top rung whose incumbent cannot be the best and costs more than
+twice the most probable candidate hands its race to a new rung opened by that candidate (_reopen).
 """
 
 from __future__ import annotations
@@ -459,9 +468,9 @@ def first_rung(sw: Sweep, rung: Rung, plan, blocks: list[int], n0: int, rec: dic
     if sw.share is None or sw.share[0] != "seconds":
         rung.run_blocks(blocks[0])
         return
-    rest = plan_cost(plan[1:], blocks[1:], sw.per_run)
 
     def paid(order: list[int]) -> int:
+        rest = plan_cost(plan[1:], blocks[1:], sw.per_run)  # at the median candidate's price, as now known
         kept = [c for c in rung.others if c not in order]
         for m in range(len(order), -1, -1):
             now = sum(sw.per_run(rung.steps, c) for c in order[:m])
