@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parents[1] / "report")]
+sys.path[:0] = [str(HERE), str(HERE.parents[1] / "report"), str(HERE.parents[1] / "sweeps")]
 
 from synthetic_live import SPACES, STEPS, grid, true_ratio  # noqa: E402
 
@@ -34,18 +34,19 @@ SLEEP_MS, WARMUP = 40, 1  # synthetic_live.ARGS
 
 
 def sweeps_of(space: str) -> dict:
-    """{sweep: [candidate values]} of a synthetic space (its YAML as synthetic_live writes it)."""
-    import yaml
+    """{sweep: [candidate values]}: the planner's points (repeat 0) of a synthetic space's YAML, as
+    synthetic_live writes it."""
+    import tempfile
 
-    doc = yaml.safe_load(SPACES[space].format(args="[]", steps=STEPS))
-    out = {}
-    for sw in doc.get("sweeps", [doc]):
-        axes = sw["axes"]
-        names = list(axes)
-        combos = [{}]
-        for n in names:
-            combos = [c | {n: v} for c in combos for v in axes[n]]
-        out[sw["name"]] = combos
+    from dtune_sweep.spec import plan
+
+    out: dict = {}
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "space.yaml"
+        f.write_text(SPACES[space].format(args="[]", steps=STEPS))
+        for p in plan(str(f)):
+            if p.repeat == 0:
+                out.setdefault(p.sweep, []).append(p.values)
     return out
 
 

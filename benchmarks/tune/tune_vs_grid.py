@@ -84,15 +84,24 @@ def _key(p) -> str:
     return json.dumps({str(k): v for k, v in values.items() if k != "steps"}, sort_keys=True)
 
 
+def read_state(out: Path) -> tuple[dict, dict]:
+    """({point id: its latest status}, {point id: seconds of its finished runs}) from one read of
+    the state log (runner.State.outcomes' rule: a start without an outcome reads as interrupted)."""
+    done, secs = {}, {}
+    for r in runner.State(out).records():
+        done[r["id"]] = "interrupted" if r["event"] in ("started", "launched") else str(r.get("status"))
+        if r["event"] == "finished":
+            secs[r["id"]] = float(r.get("seconds") or 0)
+    return done, secs
+
+
 def ground_truth(sweeps, truth_pts, out: Path):
-    done = runner.State(out).outcomes()
+    done, secs = read_state(out)
     rec = {}
     for name, cands in sweeps.items():
         obj = DEFAULT[cands[0].binary]
         higher = OBJECTIVES[obj][2]
         med, grid_s = {}, 0.0
-        state = runner.State(out).records()
-        secs = {r["id"]: float(r.get("seconds") or 0) for r in state if r["event"] == "finished"}
         for c in cands:
             full = with_steps(c, steps_of(c))
             reps = truth_pts[(name, full.id)]
@@ -140,8 +149,7 @@ def live_truth(space: Path, out: Path, rounds: int):
     print(f"# ground truth: {len(pts)} points x {rounds} rounds, interleaved, into {out}", flush=True)
     if runner.run_points(order, out) == 130:
         sys.exit(130)
-    done = runner.State(out).outcomes()
-    secs = {r["id"]: float(r.get("seconds") or 0) for r in runner.State(out).records() if r["event"] == "finished"}
+    done, secs = read_state(out)
     by_sweep: dict = {}
     for p in pts:
         by_sweep.setdefault(p.sweep, []).append(p)
@@ -222,7 +230,7 @@ def live(a, space: Path, out: Path) -> int:
             rows.append(("grid", name, r, inside, near, ratio, False, 1.0, 1.0))
     for method in methods:
         for seed in range(1, a.seeds + 1):
-            d = out / f"{method}-seed{seed}"
+            d = out / f"{method}-budget{a.budget_frac:g}-seed{seed}"  # each budget's tunes kept apart
             shutil.rmtree(d, ignore_errors=True)
             got = run_method(space, d, method, seed, budget, a.min_steps)
             if got is None:
