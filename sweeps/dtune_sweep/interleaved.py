@@ -7,26 +7,29 @@ Rung by rung: the schedule's steps double up to the sweep's own (halving.schedul
 (fewer, longer rungs when start-up dominates: one rung at full length, a race of blocks, when it is
 above half a full-length run's steps). A lower rung runs the sweep's `repeats:` blocks (default 1);
 the top rung at least max(repeats, 3) and, under a budget, more while the budget pays and no
-candidate dominates (at most MAX_TOP_BLOCKS), each of those only for the candidates that can still
-be the best (a race: P(best) at least alpha / candidates); a budget too small for that gives it
-fewer, down to one. After a rung the candidates are promoted by their probability of being the
-best (paired.p_best, from the measured noise), most probable first: every one whose probability is
-at least alpha / (candidates), at least two, at most what the budget pays for and twice the next
-rung's planned size. A candidate whose probability is 1 - alpha/2 or more, in a rung of at least
-paired.MIN_BLOCKS_SIGNIFICANT blocks (the fewest that can call a difference significant: a rung of
-one or two blocks estimates its own noise from two or three incumbent runs), dominates: the tune
-stops there. The pick is the best paired estimate of the last rung; every candidate whose paired interval
-against it contains 1 (within the floor, paired.verdict) is named as tied with it, with the blocks
-that would separate them at the difference measured.
+candidate dominates (P(best) 1 - alpha/2 over at least 3 blocks; at most MAX_TOP_BLOCKS), each of
+those only for the candidates that can still be the best (a race: P(best) at least alpha /
+candidates; when the budget no longer pays for a block of all of them, the most probable it pays
+for); a budget too small for that gives it fewer, down to one. After a rung the candidates are
+promoted by their probability of being the best (paired.p_best, from the measured noise), most
+probable first: every one whose probability is at least alpha / (candidates), at least two, at most
+what the budget pays for and twice the next rung's planned size. A candidate whose probability is
+1 - alpha/2 or more, in a rung of at least paired.MIN_BLOCKS_SIGNIFICANT blocks (the fewest that can
+call a difference significant: a rung of one or two blocks estimates its own noise from two or three
+incumbent runs), dominates: the tune stops there. The pick is the best paired estimate of the last
+rung; every candidate whose paired interval against it contains 1 (within the floor, paired.verdict)
+is named as tied with it, with the blocks that would separate them at the difference measured.
 
 Under a time budget every run is priced for its own candidate (cost.CostModel: the shared start-up
 plus the candidate's measured step time; one not run yet at the median candidate's), learnt from
-every run made. The first rung's first block runs a segment at a time (REF_EVERY candidates, then
-an incumbent run), and after each the rest of it is cut to what the budget still pays for; when
-nothing was cut, the candidates the first draw left out join it late (late_draw). After a rung,
-promotion counts what the next rungs cost at those prices, and a rest that no longer pays for two
-candidates is re-planned (_cap). A top rung whose incumbent cannot be the best and costs more than
-twice the most probable candidate hands its race to a new rung opened by that candidate (_reopen).
+every run made. The first rung's first block runs a segment at a time (REF_EVERY candidates, then an
+incumbent run), and after each the rest of it is cut to what the budget still pays for, leaving the
+least rest a pick needs (screening every drawn candidate comes first: the later rungs re-plan to
+what is left); its later blocks run one at a time while the budget pays for them; when nothing was
+cut, the candidates the first draw left out join it late (late_draw). After a rung, promotion counts
+what the next rungs cost at those prices, and a rest that no longer pays for two candidates is
+re-planned (_cap). A top rung whose incumbent cannot be the best and costs more than twice the most
+probable candidate hands its race to a new rung opened by that candidate (_reopen).
 """
 
 from __future__ import annotations
@@ -306,9 +309,11 @@ def _cap(sw: Sweep, plan, blocks, k: int, keep: list[int], rec: dict) -> tuple[i
     """(how many of `keep`, most probable first, the budget pays for in rung k + 1, the later
     rungs at their plan's counts of the most probable of them, each run priced for its candidate;
     the candidates rung k + 1 plans). When that is fewer than two, the rest of the schedule is
-    re-planned, in place, to the first that pays for two: fewer blocks at the top rung (down to
-    one), then the top rung alone (the rungs between left out) with the most blocks
-    (MIN_TOP_BLOCKS down to one) at the most steps (the top rung's, halved down to rung k's)."""
+    re-planned, in place, to the first that pays for two, most top-rung blocks first (its own or
+    MIN_TOP_BLOCKS, down to one: a slow period of the machine falls on a whole run, so blocks
+    separate candidates that steps cannot), then the most steps at the top (its own, halved down
+    to rung k's; the rungs planned at or above them left out, the first of those lending the top
+    rung its candidates)."""
     if sw.share is None:
         return None, plan[k + 1][0]
 
@@ -328,11 +333,14 @@ def _cap(sw: Sweep, plan, blocks, k: int, keep: list[int], rec: dict) -> tuple[i
     n = fit(plan[k + 1 :], blocks[k + 1 :])
     if n >= 2 or sw.share[0] != "seconds":
         return n, plan[k + 1][0]
-    options = [(plan[k + 1 :], blocks[k + 1 : -1] + [b]) for b in range(blocks[-1] - 1, 0, -1)]
     steps = [plan[-1][1]]
     while steps[-1] // 2 >= plan[k][1]:
         steps.append(steps[-1] // 2)
-    options += [([(2, s)], [b]) for b in range(MIN_TOP_BLOCKS, 0, -1) for s in steps]
+    options = []
+    for b in range(max(blocks[-1], MIN_TOP_BLOCKS), 0, -1):
+        for s in steps:
+            i = next(j for j in range(k + 1, len(plan)) if plan[j][1] >= s)
+            options.append((plan[k + 1 : i] + [(plan[i][0], s)], blocks[k + 1 : i] + [b]))
     for tail, tail_blocks in options:
         n = fit(tail, tail_blocks)
         if n >= 2:
@@ -370,12 +378,17 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
         ev = rung.evaluate()
         reopen = None
         while top and rung.others and rung.blocks < MAX_TOP_BLOCKS and sw.share is not None:
-            if max(ev["p_best"].values()) >= 1 - sw.alpha / 2:
+            # One candidate dominates: P(best) 1 - alpha/2, read from the top rung's fewest blocks
+            # at least (one block's noise is two incumbent runs', blind to a slow period that fell
+            # on a candidate's run alone).
+            lead = max(ev["p_best"], key=ev["p_best"].get)
+            if ev["p_best"][lead] >= 1 - sw.alpha / 2 and len(ev["ys"][lead]) >= MIN_TOP_BLOCKS:
                 break
             # A race: the blocks the budget adds go to the candidates that can still be the best
             # (P(best) at least alpha / candidates, as promotion keeps them), so each costs fewer
             # runs and the contenders get more of them; the incumbent stays, every figure is read
-            # against it.
+            # against it. A block of all of them that the budget no longer pays for races the most
+            # probable of them that it does.
             p_min = sw.alpha / max(len(ev["means"]), 1)
             racing = sorted(
                 (c for c in rung.others if ev["p_best"].get(c, 0.0) >= p_min), key=lambda c: -ev["p_best"][c]
@@ -385,7 +398,9 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
             reopen = _reopen(sw, rung, ev, racing, p_min)
             if reopen:
                 break
-            if rung_cost(sw, rung.inc, racing, sk, 1, False) > sw.left() + 1e-9:
+            while racing and rung_cost(sw, rung.inc, racing, sk, 1, False) > sw.left() + 1e-9:
+                racing.pop()
+            if not racing:
                 break
             rung.race(racing)
             rung.run_blocks(1)
@@ -462,27 +477,38 @@ def _reopen(sw: Sweep, rung: Rung, ev: dict, racing: list[int], p_min: float) ->
 def first_rung(sw: Sweep, rung: Rung, plan, blocks: list[int], n0: int, rec: dict) -> None:
     """The first rung's blocks after its opening run. Under a time budget its first block runs a
     segment at a time, each repricing the candidates (the probe priced them all as itself): the
-    candidates the budget no longer pays for, with the rest of the schedule at the median
-    candidate's price, are left out; when none was, the candidates the first draw left out join
-    late (late_draw)."""
+    candidates the budget no longer pays for, with the least rest a pick needs (a block of two at
+    this rung's steps), are left out; its later blocks run one at a time, each only while the
+    budget still pays for it and the rest (a slow period can make every run dearer than the probe
+    said); when none was left out, the candidates the first draw left out join late (late_draw)."""
     if sw.share is None or sw.share[0] != "seconds":
         rung.run_blocks(blocks[0])
         return
 
     def paid(order: list[int]) -> int:
-        rest = plan_cost(plan[1:], blocks[1:], sw.per_run)  # at the median candidate's price, as now known
-        kept = [c for c in rung.others if c not in order]
+        # Every drawn candidate screened comes first: the later blocks and rungs re-plan to what is
+        # left (_cap), so the rest of this block is cut only to leave the least rest a pick needs,
+        # a block of two at this rung's steps (priced at the median candidate).
+        least_rest = paired.rung_runs(2, 1) * sw.per_run(rung.steps) if len(plan) > 1 else 0.0
         for m in range(len(order), -1, -1):
             now = sum(sw.per_run(rung.steps, c) for c in order[:m])
             now += math.ceil(m / paired.REF_EVERY) * sw.per_run(rung.steps, rung.inc)
-            later = rung_cost(sw, rung.inc, kept + order[:m], rung.steps, blocks[0] - 1, False) if blocks[0] > 1 else 0
-            if now + later + rest <= sw.left() + 1e-9:
+            if now + least_rest <= sw.left() + 1e-9:
                 return m
         return 0
 
     left_out = rung.run_block_priced(paid)
-    if blocks[0] > 1:
-        rung.run_blocks(blocks[0] - 1)
+    for b in range(1, blocks[0]):  # a block at a time, each only while the budget pays for it
+        rest = plan_cost(plan[1:], blocks[1:], sw.per_run)
+        if rung_cost(sw, rung.inc, rung.others, rung.steps, 1, False) + rest > sw.left() + 1e-9:
+            rec["first_rung_blocks"] = {
+                "planned": blocks[0],
+                "ran": b,
+                "why": f"its runs cost more than the draw priced: the budget paid for {b} of its {blocks[0]} blocks",
+            }
+            sw.say(f"# tune: {sw.name}: rung 0: {rec['first_rung_blocks']['why']}")
+            break
+        rung.run_blocks(1)
     if left_out:
         rec["left_out"] = {
             "candidates": len(left_out),

@@ -302,6 +302,56 @@ def test_a_cheap_probe_leaves_out_what_the_first_rung_cannot_pay_and_replans_the
     assert rec["winner"]["values"]["--x"] == 3 and rec["winner"]["values"]["--precision"] == "fp32"
 
 
+def test_the_first_rungs_later_blocks_run_only_while_the_budget_pays(tmp_path):
+    # Seed 7, 10 s: the fp32 probe plans all six at 8 steps in two blocks; the first block's first
+    # segment brings in the bf16 runs and overruns the budget (the probe's prices). Its second
+    # block, planned at those prices, no longer runs (it ran, and spent 30.4 s of 10, before).
+    rec, _ = priced_tune(tmp_path, seed=7, budget_s=10.0)
+    assert rec["schedule"][0] == {"candidates": 6, "steps": 8, "blocks": 2}
+    assert rec["first_rung_blocks"]["planned"] == 2 and rec["first_rung_blocks"]["ran"] == 1
+    assert [(r["steps"], r["blocks"]) for r in rec["rungs"]] == [(8, 1)]
+    assert rec["spent_seconds"] < 16.0
+
+
+def test_a_replanned_rest_keeps_the_top_rungs_blocks_before_its_steps(tmp_path):
+    # With a little more budget than the test above, the first rung screens all six and the rest no
+    # longer pays as planned (3 x 16 steps, then 2 x 32 steps x 3 blocks). A slow period of the
+    # machine falls on a whole run, so only blocks separate the candidates from it: the re-plan
+    # keeps MIN_TOP_BLOCKS at fewer steps rather than one block at more (3 x 16 x 1 and 2 x 32 x 1
+    # before).
+    rec, _ = priced_tune(tmp_path, seed=1, budget_s=22.0)
+    assert rec["replanned"] == [
+        "after rung 0: the rest of the schedule at the prices the runs taught: 3 x 8 steps x 3 block(s)"
+    ]
+    assert rec["rungs"][-1]["steps"] == 8 and rec["rungs"][-1]["blocks"] >= interleaved.MIN_TOP_BLOCKS
+    assert rec["spent_seconds"] <= 22.0
+    assert rec["winner"]["values"]["--x"] == 3 and rec["winner"]["values"]["--precision"] == "fp32"
+
+
+def test_a_race_the_budget_cannot_pay_for_whole_races_the_most_probable(tmp_path):
+    # Seed 5 (a bf16 probe, 30% noise a step): the top rung at 8 steps races on while no one
+    # dominates. When a block of every contender no longer fits, the most probable of them race
+    # on: the tune stops only when not even one of them can run against the incumbent (it left
+    # 1.8 s, two such blocks, unspent before).
+    rec, _ = priced_tune(tmp_path, seed=5, budget_s=22.0, noise=0.3)
+    last = rec["rungs"][-1]
+    assert last["steps"] == 8 and last["raced_out"]
+    assert 22.0 - rec["spent_seconds"] < 2 * (STARTUP_S + 8 * FP32_STEP_S)
+    assert rec["spent_seconds"] <= 22.0
+
+
+def test_a_race_does_not_stop_on_one_blocks_dominance(tmp_path):
+    # Seed 8, 8 s: one rung at 4 steps, one block of it first. After one block a candidate looks
+    # dominant (its noise read from two incumbent runs, blind to a slow period on one run); the
+    # race goes on until the leader has MIN_TOP_BLOCKS blocks or the budget pays for no block of
+    # even one contender (it stopped after the one block with 3.1 s left before).
+    rec, _ = priced_tune(tmp_path, seed=8, budget_s=8.0)
+    (rung,) = rec["rungs"]
+    one_block = 2 * (STARTUP_S + 4 * FP32_STEP_S)  # an incumbent and a contender, fp32 at 4 steps
+    assert rung["blocks"] >= interleaved.MIN_TOP_BLOCKS or 8.0 - rec["spent_seconds"] < one_block
+    assert rung["blocks"] >= 2 and rec["spent_seconds"] <= 8.0
+
+
 def test_a_hopeless_dear_incumbent_hands_the_race_to_a_new_rung(tmp_path):
     # One rung at 4 steps for all six, opened by the bf16 probe; under noise (30% a step) no one
     # dominates after a block, and racing on would run the bf16 incumbent in every block. The race
