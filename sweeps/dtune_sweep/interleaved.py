@@ -378,9 +378,9 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
         ev = rung.evaluate()
         reopen = None
         while top and rung.others and rung.blocks < MAX_TOP_BLOCKS and sw.share is not None:
-            # One candidate dominates: P(best) 1 - alpha/2, read from the top rung's fewest blocks
-            # at least (one block's noise is two incumbent runs', blind to a slow period that fell
-            # on a candidate's run alone).
+            # One candidate dominates: P(best) 1 - alpha/2 over at least MIN_TOP_BLOCKS of its blocks
+            # (one block's noise is two incumbent runs', blind to a slow period that fell on a
+            # candidate's run alone).
             lead = max(ev["p_best"], key=ev["p_best"].get)
             if ev["p_best"][lead] >= 1 - sw.alpha / 2 and len(ev["ys"][lead]) >= MIN_TOP_BLOCKS:
                 break
