@@ -314,8 +314,8 @@ def test_the_first_rungs_later_blocks_run_only_while_the_budget_pays(tmp_path):
 
 
 def test_a_replanned_rest_keeps_the_top_rungs_blocks_before_its_steps(tmp_path):
-    # With a little more budget than the test above, the first rung screens all six and the rest no
-    # longer pays as planned (3 x 16 steps, then 2 x 32 steps x 3 blocks). A slow period of the
+    # Seed 1 again with more budget than the cheap-probe test's 15 s: the first rung screens all six
+    # and the rest no longer pays as planned (3 x 16 steps, then 2 x 32 steps x 3 blocks). A slow period of the
     # machine falls on a whole run, so only blocks separate the candidates from it: the re-plan
     # keeps MIN_TOP_BLOCKS at fewer steps rather than one block at more (3 x 16 x 1 and 2 x 32 x 1
     # before).
