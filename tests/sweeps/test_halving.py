@@ -231,9 +231,9 @@ class PricedRuns:
     """tune.Runs' interface over a machine without drift: a run of s steps takes STARTUP_S + s
     step_s(candidate), its samples/s are batch / step with seeded noise per step (sd `noise`)."""
 
-    def __init__(self, directory: Path, noise: float):
+    def __init__(self, directory: Path, noise: float, startup: float = STARTUP_S):
         self.directory, self.planned, self.hosts, self.done = directory, {}, runner.MpirunHosts(), []
-        self.noise = noise
+        self.noise, self.startup = noise, startup
 
     def run(self, points) -> int:
         for p in points:
@@ -243,7 +243,7 @@ class PricedRuns:
         return 0
 
     def seconds_by_id(self, ids) -> dict:
-        return {i: STARTUP_S + self.planned[i].values["steps"] * step_s(self.planned[i].values) for i in ids}
+        return {i: self.startup + self.planned[i].values["steps"] * step_s(self.planned[i].values) for i in ids}
 
     def seconds(self, ids) -> float:
         return sum(self.seconds_by_id(ids).values())
@@ -256,12 +256,12 @@ class PricedRuns:
         return Measured(key, "ok", 8 / step_s(p.values) * np.exp(rng.normal(0, self.noise, p.values["steps"])))
 
 
-def priced_tune(tmp_path, seed: int, budget_s: float, noise: float = 0.01):
+def priced_tune(tmp_path, seed: int, budget_s: float, noise: float = 0.01, startup: float = STARTUP_S):
     f = tmp_path / "mixed.yaml"
     f.write_text(
         "name: m6\nbinary: dtune-train\nargs: [--steps, '64']\naxes: {--x: [1, 2, 3], --precision: [fp32, bf16]}\n"
     )
-    runs = PricedRuns(tmp_path, noise)
+    runs = PricedRuns(tmp_path, noise, startup)
     rec = interleaved.tune_sweep(
         "m6", plan(str(f)), runs, "samples_per_s", ("seconds", budget_s), seed, 0.05, 4, lambda s: None
     )
@@ -270,6 +270,26 @@ def priced_tune(tmp_path, seed: int, budget_s: float, noise: float = 0.01):
 
 def measured(rung: dict) -> set:
     return {f"{c['values']['--precision']} x{c['values']['--x']}" for c in rung["candidates"]}
+
+
+def test_the_least_steps_are_the_rungs_nearest_the_start_up_on_the_log_scale():
+    # The rungs' steps double (64, 32, 16, 8, 4, ...; 100, 50, 25, 12, 6, 3, 1), so the start-up's
+    # steps pick the nearest of them by ratio: a probe that measured a start-up of 4.4 steps and
+    # one of 3.9 (the same machine, 10% apart) start the same rungs.
+    f = interleaved.nearest_rung_steps
+    assert [f(64, e) for e in (0.5, 2.9, 3.9, 4.4, 5.6, 5.7, 11, 12)] == [1, 4, 4, 4, 4, 8, 8, 16]
+    assert [f(100, e) for e in (3.9, 4.4, 8, 9, 20)] == [3, 6, 6, 12, 25]
+
+
+def test_a_start_up_just_above_a_rungs_steps_keeps_that_rung(tmp_path):
+    # A start-up of 0.21 s against fp32 steps of 0.040-0.048 s: 4.4 to 5.3 steps' worth. The
+    # first rung runs 4 steps, the nearest rung's, not 8 (the least steps were ceil(5.3) = 6 and
+    # the first rung 8 before, so a probe run a few percent slower halved the rungs).
+    rec, _ = priced_tune(tmp_path, seed=1, budget_s=15.0, startup=0.21)
+    assert rec["cost_model"]["startup_steps"] >= 5 and rec["cost_model"]["least_steps"] == 4
+    assert rec["schedule"][0]["steps"] == 4 and len(rec["schedule"]) >= 2
+    assert rec["spent_seconds"] <= 15.0
+    assert rec["winner"]["values"]["--x"] == 3 and rec["winner"]["values"]["--precision"] == "fp32"
 
 
 def test_a_dear_probe_does_not_keep_cheap_candidates_out_of_the_draw(tmp_path):
