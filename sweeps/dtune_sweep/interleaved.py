@@ -28,9 +28,11 @@ incumbent run), and after each the rest of it is cut to what the budget still pa
 least rest a pick needs (screening every drawn candidate comes first: the later rungs re-plan to
 what is left); its later blocks run one at a time while the budget pays for them; when nothing was
 cut, the candidates the first draw left out join it late (late_draw). After a rung, promotion counts
-what the next rungs cost at those prices, and a rest that no longer pays for two candidates is
-re-planned (_cap). A top rung whose incumbent cannot be the best and costs more than twice the most
-probable candidate hands its race to a new rung opened by that candidate (_reopen).
+what the next rungs cost at those prices: a top rung that would double the steps at the cost of
+contenders runs at the rung's steps when that pays for more of them, and a rest that no longer pays
+for two candidates is re-planned (_cap). A top rung whose incumbent cannot be the best and costs
+more than twice the most probable candidate hands its race to a new rung opened by that candidate
+(_reopen).
 """
 
 from __future__ import annotations
@@ -309,7 +311,12 @@ def promote(rung: Rung, ev: dict, cap_of, alpha: float) -> tuple[list[int], dict
 def _cap(sw: Sweep, plan, blocks, k: int, keep: list[int], rec: dict) -> tuple[int | None, int]:
     """(how many of `keep`, most probable first, the budget pays for in rung k + 1, the later
     rungs at their plan's counts of the most probable of them, each run priced for its candidate;
-    the candidates rung k + 1 plans). When that is fewer than two, the rest of the schedule is
+    the candidates rung k + 1 plans). When rung k + 1 is the top and doubles the steps, and that
+    pays for fewer of `keep` than it takes (twice its plan) where the top at rung k's steps pays for
+    more, the top runs at rung k's steps (the 48-point synthetic space: 9/10 against 7/10, run at
+    the same time, 2026-12-05: a top of two, cut by one block's ranking, was a coin flip between
+    the optimum and a 5% neighbour). Otherwise, when the budget pays for fewer than two, the rest
+    of the schedule is
     re-planned, in place, to the first that pays for two, most top-rung blocks first (its own or
     MIN_TOP_BLOCKS, down to one: a slow period of the machine falls on a whole run, so blocks
     separate candidates that steps cannot), then the most steps at the top (its own, halved down
@@ -332,6 +339,20 @@ def _cap(sw: Sweep, plan, blocks, k: int, keep: list[int], rec: dict) -> tuple[i
         return n
 
     n = fit(plan[k + 1 :], blocks[k + 1 :])
+    if sw.share[0] == "seconds" and k + 2 == len(plan) and plan[k + 1][1] > plan[k][1]:
+        # The top rung would double the steps at the cost of contenders (fewer of them than it
+        # takes, twice its plan): a slow period falls on a whole run, whatever its steps, so the
+        # contenders race on at this rung's steps instead when that pays for more of them.
+        tail, s_top = [(plan[k + 1][0], plan[k][1])], plan[k + 1][1]
+        n_same = fit(tail, blocks[k + 1 :]) if n < min(len(keep), 2 * plan[k + 1][0]) else 0
+        if n_same > max(n, 1):
+            plan[k + 1 :] = tail
+            rec.setdefault("replanned", []).append(
+                f"after rung {k}: the top rung at {plan[k][1]} steps, where the budget pays for {n_same} "
+                f"contenders (for {n} at {s_top} steps)"
+            )
+            sw.say(f"# tune: {sw.name}: {rec['replanned'][-1]}")
+            return n_same, plan[k + 1][0]
     if n >= 2 or sw.share[0] != "seconds":
         return n, plan[k + 1][0]
     steps = [plan[-1][1]]

@@ -348,6 +348,20 @@ def test_a_replanned_rest_keeps_the_top_rungs_blocks_before_its_steps(tmp_path):
     assert rec["winner"]["values"]["--x"] == 3 and rec["winner"]["values"]["--precision"] == "fp32"
 
 
+def test_a_top_rung_that_would_cut_contenders_to_double_steps_races_them_at_the_same_steps(tmp_path):
+    # Seed 3, 36 s, 10% noise a step: three contenders leave the 16-step rung, and at the prices the
+    # runs taught the planned top rung (32 steps, 3 blocks) pays for two of them. A slow period
+    # falls on a whole run, whatever its steps, so the three race on at 16 steps, where the budget
+    # pays for all of them (2 x 32 steps before: one contender cut by one block's ranking).
+    rec, _ = priced_tune(tmp_path, seed=3, budget_s=36.0, noise=0.1)
+    assert rec["replanned"] == [
+        "after rung 1: the top rung at 16 steps, where the budget pays for 3 contenders (for 2 at 32 steps)"
+    ]
+    assert [(len(r["candidates"]), r["steps"]) for r in rec["rungs"]] == [(6, 8), (3, 16), (3, 16)]
+    assert rec["rungs"][-1]["blocks"] >= interleaved.MIN_TOP_BLOCKS and rec["spent_seconds"] <= 36.0
+    assert rec["winner"]["values"]["--x"] == 3 and rec["winner"]["values"]["--precision"] == "fp32"
+
+
 def test_a_race_the_budget_cannot_pay_for_whole_races_the_most_probable(tmp_path):
     # Seed 5 (a bf16 probe, 30% noise a step): the top rung at 8 steps races on while no one
     # dominates. When a block of every contender no longer fits, the most probable of them race
