@@ -56,8 +56,29 @@ from dtune_sweep.spec import plan  # noqa: E402
 from dtune_sweep.tune import steps_of, with_steps  # noqa: E402
 
 
+def check_data(pts) -> None:
+    """Exits 2, naming the command that makes it, when a point reads a local --data directory that
+    is not there (every run of it would fail, and the ground truth would lack its sweep)."""
+    missing = sorted(
+        {
+            str(p.args[i + 1])
+            for p in pts
+            for i, a in enumerate(p.args[:-1])
+            if str(a) == "--data" and "://" not in str(p.args[i + 1]) and not Path(str(p.args[i + 1])).exists()
+        }
+    )
+    if missing:
+        print(
+            f"tune_vs_grid: --data {', '.join(missing)}: not there; make it first (bash scripts/main.sh does, or "
+            "the dtune-data command in the space file's header)",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+
+
 def collect(space: Path, out: Path, repeats: int, min_steps: int):
     pts = [p for p in plan(str(space), runner.known_flags) if p.repeat == 0]
+    check_data(pts)
     sweeps: dict = {}
     for p in pts:
         sweeps.setdefault(p.sweep, []).append(p)
@@ -141,6 +162,7 @@ def live_truth(space: Path, out: Path, rounds: int):
     from scipy.stats import t as student_t
 
     pts = [with_steps(p, steps_of(p)) for p in plan(str(space), runner.known_flags) if p.repeat == 0]
+    check_data(pts)
     order = []
     for r in range(rounds):
         this = [replace(p, repeat=r) for p in pts]
