@@ -347,11 +347,12 @@ def _cap(sw: Sweep, plan, blocks, k: int, keep: list[int], rec: dict) -> tuple[i
         n_same = fit(tail, blocks[k + 1 :]) if n < min(len(keep), 2 * plan[k + 1][0]) else 0
         if n_same > max(n, 1):
             plan[k + 1 :] = tail
-            rec.setdefault("replanned", []).append(
+            _replanned(
+                sw,
+                rec,
                 f"after rung {k}: the top rung at {plan[k][1]} steps, where the budget pays for {n_same} "
-                f"contenders (for {n} at {s_top} steps)"
+                f"contenders (for {n} at {s_top} steps)",
             )
-            sw.say(f"# tune: {sw.name}: {rec['replanned'][-1]}")
             return n_same, plan[k + 1][0]
     if n >= 2 or sw.share[0] != "seconds":
         return n, plan[k + 1][0]
@@ -367,13 +368,19 @@ def _cap(sw: Sweep, plan, blocks, k: int, keep: list[int], rec: dict) -> tuple[i
         n = fit(tail, tail_blocks)
         if n >= 2:
             plan[k + 1 :], blocks[k + 1 :] = tail, tail_blocks
-            rec.setdefault("replanned", []).append(
+            _replanned(
+                sw,
+                rec,
                 f"after rung {k}: the rest of the schedule at the prices the runs taught: "
-                + ", ".join(f"{c} x {s} steps x {b} block(s)" for (c, s), b in zip(tail, tail_blocks))
+                + ", ".join(f"{c} x {s} steps x {b} block(s)" for (c, s), b in zip(tail, tail_blocks)),
             )
-            sw.say(f"# tune: {sw.name}: {rec['replanned'][-1]}")
             return n, plan[k + 1][0]
     return n, plan[k + 1][0]
+
+
+def _replanned(sw: Sweep, rec: dict, why: str) -> None:
+    rec.setdefault("replanned", []).append(why)
+    sw.say(f"# tune: {sw.name}: {why}")
 
 
 def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
@@ -656,13 +663,7 @@ def nearest_rung_steps(s_max: int, even: float) -> int:
     (0.31 s against 0.28 s, 4.4 steps against 4.0) dropped the 4-step rung and a rung with it."""
     if even <= 0:
         return 1
-    best, j = s_max, 0
-    while s_max >> (j + 1) >= 1:
-        j += 1
-        s = s_max >> j
-        if abs(math.log(s / even)) < abs(math.log(best / even)):
-            best = s
-    return best
+    return min((s_max >> j for j in range(s_max.bit_length())), key=lambda s: abs(math.log(s / even)))
 
 
 def tune_sweep(name, cands, runs, objective, share, seed, alpha, min_steps, say, repeats: int = 1) -> dict:
