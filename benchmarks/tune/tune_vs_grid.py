@@ -1,7 +1,7 @@
 """How well `dtune tune` finds a space's best point, and at what cost, against the whole grid.
 
     benchmarks/tune/tune_vs_grid.py SPACE.yaml --live [--rounds 5] [--seeds 5] [--budget-frac 0.3]
-        [--methods halving,optuna] [--out DIR]
+        [--methods halving,optuna] [--steps-scale K] [--out DIR]
     benchmarks/tune/tune_vs_grid.py SPACE.yaml [--out DIR] [--seeds 5] [--repeats 3] [--budget-frac 0.3]
 
 --live (the issue-37 protocol, nothing replayed):
@@ -17,6 +17,11 @@
    figure no worse than the interval's worse end) and within 3% of it, and the cost in run time and
    steps against one round of the grid; first, as the yardstick, the same for each round alone (one
    plain grid, cost 1: the candidate with the round's best figure).
+--steps-scale K runs a copy of SPACE (written into the --out directory) with every sweep's steps
+times K: on a machine where a run's start-up dominates (the quickstart's 10 steps: ~0.9 s of ~1.2 s
+on the 2-core machine), a 30% budget pays for fewer runs than a sweep has candidates, and no tuner
+can pick among candidates it cannot run; K = 40 makes step time dominate, the case the 30% target
+is set for.
 
 Without --live (replay, the issue-14 protocol):
 1. Measures, through the sweep runner (resumable: rerun after an interruption), every candidate of
@@ -53,7 +58,7 @@ from dtune_sweep import runner  # noqa: E402
 from dtune_sweep.halving import schedule  # noqa: E402
 from dtune_sweep.objective import DEFAULT, OBJECTIVES, samples  # noqa: E402
 from dtune_sweep.spec import plan  # noqa: E402
-from dtune_sweep.tune import steps_of, with_steps  # noqa: E402
+from dtune_sweep.tune import DEFAULT_STEPS, STEPS_FLAGS, steps_of, with_steps  # noqa: E402
 
 
 def check_data(pts) -> None:
@@ -74,6 +79,37 @@ def check_data(pts) -> None:
             file=sys.stderr,
         )
         sys.exit(2)
+
+
+def scaled_space(space: Path, k: int, out: Path) -> Path:
+    """A copy of SPACE (written into OUT) with every sweep's steps (dtune-train --steps, dtune-comm
+    --iters or -n, the binary's default where a sweep sets none) times k: the same points with step
+    time k times the share of a run, so that a tune's budget is spent where it decides rather than on
+    start-ups. The sweep that sets its steps on an axis is refused (exit 2): its points differ in steps."""
+    import yaml
+
+    doc = yaml.safe_load(space.read_text())
+    for sw in doc.get("sweeps", []):
+        flags = STEPS_FLAGS.get(sw.get("binary"))
+        if flags is None:
+            continue
+        if any(f in (sw.get("axes") or {}) for f in flags) or any(f in z for z in sw.get("zip") or [] for f in flags):
+            print(f"tune_vs_grid: --steps-scale: sweep '{sw.get('name')}' varies {flags[0]}", file=sys.stderr)
+            sys.exit(2)
+        args = [str(a) for a in sw.get("args") or []]
+        at = [i for i in range(len(args) - 1) if args[i] in flags]
+        for i in at:
+            args[i + 1] = str(int(args[i + 1]) * k)
+        if not at:
+            args += [flags[0], str(DEFAULT_STEPS[sw["binary"]] * k)]
+        sw["args"] = args
+    out.mkdir(parents=True, exist_ok=True)
+    dst = out / f"{space.stem}-steps-x{k}.yaml"
+    dst.write_text(
+        f"# {space} with every sweep's steps times {k} (tune_vs_grid.py --steps-scale {k})\n"
+        + yaml.safe_dump(doc, sort_keys=False)
+    )
+    return dst
 
 
 def collect(space: Path, out: Path, repeats: int, min_steps: int):
@@ -304,10 +340,23 @@ def main() -> int:
     ap.add_argument("--live", action="store_true", help="interleaved ground truth and live tunes (issue 37)")
     ap.add_argument("--rounds", type=int, default=5, help="--live: rounds of the whole grid")
     ap.add_argument("--methods", default="halving,optuna", help="--live: methods, comma-separated")
+    ap.add_argument(
+        "--steps-scale",
+        type=int,
+        default=1,
+        help="--live: every sweep's steps times this (where start-up dominates a run: step time made to dominate)",
+    )
     a = ap.parse_args()
     space = Path(a.space)
+    if a.steps_scale < 1:
+        ap.error("--steps-scale must be at least 1")
     if a.live:
-        return live(a, space, Path(a.out or f"results/bench-tune/{space.stem}-live"))
+        out = Path(a.out or f"results/bench-tune/{space.stem}-live")
+        if a.steps_scale > 1:
+            space = scaled_space(space, a.steps_scale, out)
+        return live(a, space, out)
+    if a.steps_scale > 1:
+        ap.error("--steps-scale is for --live")
     out = Path(a.out or f"results/bench-tune/{space.stem}")
     sweeps, truth_pts = collect(space, out, a.repeats, a.min_steps)
     truth = ground_truth(sweeps, truth_pts, out)
