@@ -186,7 +186,9 @@ def run_method(space, out, method, seed, budget, min_steps):
     if budget is not None:
         args += ["--budget", budget]
     r = subprocess.run(args, capture_output=True, text=True)
-    if r.returncode != 0:
+    # 1: a sweep without a pick (its runs failed, or its share paid for no trial): a miss, judged
+    # with the others
+    if r.returncode not in (0, 1) or not (out / "tune.json").exists():
         print(r.stdout[-2000:], r.stderr[-2000:], file=sys.stderr)
         return None
     launched = sum("ok" in x and x.startswith("[") for x in r.stdout.splitlines())

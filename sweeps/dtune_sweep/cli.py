@@ -602,14 +602,16 @@ candidates go up by their probability of being the best (at least alpha / candid
 is named with every candidate tied with it and the blocks that would separate them; significant
 needs the paired interval clear of 1 and the Wilcoxon signed-rank p < alpha (6 blocks or more).
 optuna: TPE sampler with a Hyperband pruner over the same steps (study in
-<out>/optuna-<sweep>.journal), fed the same paired figures (a reference run either side).
+<out>/optuna-<sweep>.journal), fed the same paired figures (a reference run either side); under a
+time budget its runs are priced as halving's, so no trial starts that the share cannot pay for.
 
 Output: per sweep the best configuration with its interval, its margin over the runner-up, the
 candidates tied with it, the noise floor, the cost (run time, steps, start-up), the flags, the
 command, an export block (DTUNE_TRAIN_*/DTUNE_COMM_* and the environment), for an NCCL
 space an nccl_tuner.conf; <out>/tune.json, <out>/merged.h5 and <out>/report/report.html with the
 section "How the budget was spent". Exit status: 0 done, 1 a sweep without a pick (no candidate
-measured, or all measured the same, e.g. busbw 0 with 1 rank), 2 bad input (an unknown objective,
+measured, all measured the same, e.g. busbw 0 with 1 rank, or an optuna share that paid for no
+trial), 2 bad input (an unknown objective,
 a budget that cannot run one rung, constraints that leave no point, a bad --timeout or --out),
 130 interrupted.
 Sweep files: sweeps/README.md ("Tuning")."""

@@ -13,7 +13,16 @@ JournalFileStorage), and is resumed by the same command (study name: sweep, seed
 A trial whose next, longer run the budget cannot pay for stops there (as pruned); the trials stop
 when not even a shortest run fits, when every candidate has been measured at full length, or after
 20 x candidates suggestions. Under a budget that reaches no full-length run, the best at the
-greatest length measured is the pick (said so in the output).
+greatest length measured is the pick (said so in the output). Under a time budget a run is priced
+as halving prices it (cost.CostModel: the start-up shared by the sweep's runs plus the candidate's
+own step time, learnt from every run made; a candidate not run yet at the median one's), and the
+first run, the reference's that opens the first length's chain, is the probe that prices the rest:
+until 2026-12-05 a run was priced as the mean run so far scaled by its steps, which is 0 before
+the first run and leaves the start-up out, so a first trial of three runs was launched whatever
+the share (on the quickstart with 40 times its steps, 24 s of a 5 s share) and the sweeps after it
+inherited a share below 0. A share that pays for no trial (a run between two of the reference) at
+the shortest length gives no pick and says so (`short`), as does a share the sweeps before it
+spent (0 or less: nothing is run).
 
 Optuna is fed the paired figures halving reads (paired.py): at each length the runs form a chain
 I c I c' I ... of the reference configuration (the first candidate) and the trials' runs, and a
@@ -31,6 +40,7 @@ from dataclasses import replace
 import numpy as np
 
 from . import paired
+from .cost import CostModel
 from .halving import Measured, no_pick, rank, schedule
 from .objective import OBJECTIVES
 from .tune import _axis_values, _label, _record, recommendation, steps_of, with_steps
@@ -90,14 +100,27 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
                     runs.planned[p.id] = p
                     results[(i, steps)] = runs.measure(p, i, objective)
 
+    timed = share is not None and share[0] == "seconds"
+    model = CostModel()  # under a time budget: what a run of each candidate costs
+
     def spent():
         return len(set(used)) if share is None or share[0] == "runs" else runs.seconds(set(used))
 
-    def per_run(steps):
-        if share is None or share[0] == "runs":
+    def learn(p, key):
+        """Teaches the cost model a finished run (its time, and its steps' when it measured)."""
+        if not timed or p.id in model.seen():
+            return
+        secs = runs.seconds_by_id({p.id})
+        if p.id in secs:
+            b = runs.step_seconds(p) if runs.measure(p, key, objective).ok else None
+            model.observe(p.id, key, secs[p.id], steps_of(p), b)
+
+    def per_run(steps, key=None):
+        """A run's cost in the budget's unit: 1 run, or its seconds by the cost model (None before
+        any run: the first is the probe)."""
+        if not timed:
             return 1.0
-        done = [pid for pid in set(used)]
-        return runs.seconds(done) / len(done) * steps / s_max if done else 0.0
+        return model.run_s(key, steps) if model.known() else None
 
     chain: dict = {}  # steps -> [(candidate index or None for the reference, point)] in run order
     read: dict = {}  # point id -> Measured (a finished run's file is read once)
@@ -112,21 +135,33 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
                 runs.planned[p.id] = p
                 chain.setdefault(steps, []).append((None if kind == "ref" else i, p))
 
+    for entries in chain.values():  # a resumed study's runs price the rest
+        for k, p in entries:
+            learn(p, 0 if k is None else k)
+
     def run_one(p, key, kind, steps, log):
         if runs.run([p]) == 130:
             raise KeyboardInterrupt
         used.append(p.id)
+        learn(p, 0 if kind == "ref" else key)  # the reference is the first candidate's configuration
         chain.setdefault(steps, []).append((None if kind == "ref" else key, p))
         log.append([steps, kind, key, p.id])
 
     def measure(i, steps, log):
         p = with_steps(cands[i], steps)
         if (i, steps) not in results:
-            runs_needed = 2 if chain.get(steps) and chain[steps][-1][0] is None else 3
-            if p.id not in used and share is not None and spent() + runs_needed * per_run(steps) > share[1] + 1e-9:
-                return None  # the budget pays for no more
+            opening = not (chain.get(steps) and chain[steps][-1][0] is None)  # a reference run first
             refs = sum(1 for k, _ in chain.get(steps, []) if k is None)
-            if runs_needed == 3:
+            if p.id not in used and share is not None:
+                if share[1] - spent() <= 1e-9:
+                    return None  # nothing left: not even the probe runs
+                if opening and per_run(steps) is None:  # the probe: the run that opens the chain
+                    run_one(ref_point(steps, refs), refs, "ref", steps, log)
+                    refs, opening = refs + 1, False
+                cost = per_run(steps, i) + per_run(steps, 0) * (2 if opening else 1)
+                if spent() + cost > share[1] + 1e-9:
+                    return None  # the budget pays for no more
+            if opening:
                 run_one(ref_point(steps, refs), refs, "ref", steps, log)
                 refs += 1
             run_one(p, i, "cand", steps, log)
@@ -191,6 +226,21 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
         trial.set_user_attr("chain", log)
         study.tell(trial, value if state == optuna.trial.TrialState.COMPLETE else None, state=state)
     rec["trials"] = len(study.trials)
+    if share is not None and not results:
+        u = "s" if timed else "runs"
+        if share[1] <= 1e-9:
+            rec["no_trial"] = (
+                f"nothing was left of the budget for this sweep (its share: {share[1]:.1f} {u}): the sweeps "
+                f"before it spent it; give a larger --budget"
+            )
+        else:
+            need = per_run(levels[0], None) + 2 * per_run(levels[0], 0) if model.known() or not timed else None
+            rec["no_trial"] = (
+                f"the sweep's share ({share[1]:.1f} {u}) pays for no trial at {levels[0]} steps"
+                + (f" (a run between two of the reference: about {need:.1f} {u})" if need is not None else "")
+                + "; give a larger --budget, or use --method halving, which shortens its runs to fit"
+            )
+        say(f"# tune: {name}: {rec['no_trial']}")
     rec["rungs"] = []
     for k, steps in enumerate(levels):
         here = [(i, m) for (i, s), m in sorted(results.items()) if s == steps]

@@ -303,7 +303,8 @@ def print_summary(rec: dict, say) -> None:
     )
     w = rec.get("winner")
     if not w:
-        say(f"  {rec.get('no_pick') or 'no candidate measured: every run failed (see the logs in points/)'}")
+        failed = "no candidate measured: every run failed (see the logs in points/)"
+        say(f"  {rec.get('no_pick') or rec.get('no_trial') or failed}")
         return
     say(f"  best: {w['label']}: {w['median']:.4g} {unit} [{w['lo']:.4g}, {w['hi']:.4g}]")
     if w.get("note"):

@@ -235,6 +235,31 @@ def test_optuna_finds_the_optimum_within_the_budget_and_resumes_its_study(tmp_pa
     assert launches(out) == before
 
 
+TWO_SLOW = """
+sweeps:
+  - {name: slow, binary: dtune-train, args: [--warmup-steps, 1, --sleep-ms, 300], steps: 16, axes: {--x: [2, 3]}}
+  - {name: after, binary: dtune-train, args: [--warmup-steps, 1, --sleep-ms, 1], steps: 16, axes: {--x: [2, 3]}}
+"""
+
+
+def test_optuna_prices_its_runs_and_says_what_a_time_share_cannot_pay_for(tmp_path, fake):
+    # Each sweep gets 2 s of "4s". A run of 'slow' takes at least 16 x 0.3 s: the first, the probe
+    # (the reference's run that opens the chain), shows that a trial (a run between two of the
+    # reference) does not fit, so no other run starts; 'after' is left nothing. Until 2026-12-05 a
+    # run was priced 0 before the first, so 'slow' ran a whole trial (3 runs, 15 s) and 'after',
+    # its share below 0, said "every run failed".
+    f = write(tmp_path, TWO_SLOW)
+    out = tmp_path / "out"
+    r = dtune("tune", f, "--out", out, "--method", "optuna", "--budget", "4s", "--seed", "1", "--no-report", env=fake)
+    assert r.returncode == 1, r.stdout + r.stderr
+    slow, after = json.loads((out / "tune.json").read_text())["sweeps"]
+    assert sum(launches(out).values()) == 1 and slow["spent_runs"] == 1 and after["spent_runs"] == 0
+    assert slow["winner"] is None and "pays for no trial at 16 steps" in slow["no_trial"], slow
+    assert after["winner"] is None and "the sweeps before it spent it" in after["no_trial"], after
+    assert "every run failed" not in r.stdout
+    assert slow["no_trial"] in r.stdout and after["no_trial"] in r.stdout
+
+
 DRIFT = """
 name: drift
 binary: dtune-train
