@@ -13,16 +13,20 @@ JournalFileStorage), and is resumed by the same command (study name: sweep, seed
 A trial whose next, longer run the budget cannot pay for stops there (as pruned); the trials stop
 when not even a shortest run fits, when every candidate has been measured at full length, or after
 20 x candidates suggestions. Under a budget that reaches no full-length run, the best at the
-greatest length measured is the pick (said so in the output). Under a time budget a run is priced
-as halving prices it (cost.CostModel: the start-up shared by the sweep's runs plus the candidate's
-own step time, learnt from every run made; a candidate not run yet at the median one's), and the
-first run, the reference's that opens the first length's chain, is the probe that prices the rest:
-until 2026-12-05 a run was priced as the mean run so far scaled by its steps, which is 0 before
-the first run and leaves the start-up out, so a first trial of three runs was launched whatever
-the share (on the quickstart with 40 times its steps, 24 s of a 5 s share) and the sweeps after it
-inherited a share below 0. A share that pays for no trial (a run between two of the reference) at
-the shortest length gives no pick and says so (`short`), as does a share the sweeps before it
-spent (0 or less: nothing is run).
+greatest length measured is the pick (said so in the output).
+
+Under a time budget, as halving: a run is priced by cost.CostModel (the start-up shared by the
+sweep's runs plus the candidate's own step time, learnt from every run made; a candidate not run
+yet at the median one's), first from one probe run of the reference at --min-steps (it opens the
+first length's chain when that is --min-steps); the lengths are sized from it (_timed_levels: the
+shortest the rung steps nearest those that take as long as the start-up, the longest the sweep's
+halved until Hyperband's brackets fit the share), and no trial starts that the share cannot pay
+for. Until 2026-12-05 a run was priced as the mean run so far scaled by its steps (0 before the
+first run, and no start-up) over lengths fixed by --min-steps: on the quickstart with 40 times its
+steps a first trial cost 24 s of a 5 s share, and the last sweep inherited a share below 0. A
+share that pays for no trial (a run between two of the reference) at the shortest length gives no
+pick and says so (`no_trial`), as does a share the sweeps before it spent (nothing is run); a
+winner that was the only candidate measured says that (`alone`).
 
 Optuna is fed the paired figures halving reads (paired.py): at each length the runs form a chain
 I c I c' I ... of the reference configuration (the first candidate) and the trials' runs, and a
@@ -68,26 +72,91 @@ def _study(directory, name, seed, pruner_name, s0, s_max, higher):
     )
 
 
+def _timed_levels(n, s_max, min_steps, pruner, share_s, runs, ref_point, learn, model, say, name):
+    """(the lengths a trial runs, the cost model's record) under a time budget, as halving sizes its
+    rungs (interleaved.schedule_for and _draw): one probe run of the reference at --min-steps prices
+    a run (start-up + steps); the shortest length is the rung steps nearest those that take as long
+    as the start-up, and the longest the sweep's steps, halved down to that, until Hyperband's
+    brackets (the halving schedule over those lengths, each length's trials between runs of the
+    reference) fit the share. Until 2026-12-05 the lengths were --min-steps doubled up to the
+    sweep's steps whatever the budget: where a run is mostly start-up a first trial cost more than
+    a sweep's share, and optuna ran over it."""
+    from .interleaved import nearest_rung_steps
+
+    s0 = min(min_steps, s_max)
+    probe = ref_point(s0, 0)
+    say(f"# tune: {name}: probing the cost of a run with 1 run of {s0} steps")
+    if runs.run([probe]) == 130:
+        raise KeyboardInterrupt
+    learn(probe, 0)
+    a, b = model.startup(), model.step_s(0)
+    rec = {"startup_s": a, "step_s": b}
+    if b <= 0:
+        return ([s for _, s in schedule(n, n, s_max, min_steps)] if pruner == "hyperband" else [s_max]), rec
+    even = a / b
+    least = max(min_steps, nearest_rung_steps(s_max, even) if even <= s_max / 2 else s_max)
+    left = share_s - model.run_s(0, s0)
+    tops = [s_max]
+    while tops[-1] // 2 >= least:
+        tops.append(tops[-1] // 2)
+    for top in tops:
+        plan = schedule(n, n, top, least) if pruner == "hyperband" else [(n, top)]
+        if sum((2 * c + 1) * model.run_s(None, s) for c, s in plan) <= left + 1e-9:
+            break
+    rec.update(least_steps=least, top_steps=top)
+    return [s for _, s in plan], rec
+
+
 def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_steps, say, pruner="hyperband") -> dict:
     import optuna
 
     binary = cands[0].binary
     unit, higher = OBJECTIVES[objective][1], OBJECTIVES[objective][2]
     n, s_max = len(cands), steps_of(cands[0])
-    levels = [s for _, s in schedule(n, n, s_max, min_steps)] if pruner == "hyperband" else [s_max]
+    timed = share is not None and share[0] == "seconds"
+    model = CostModel()  # under a time budget: what a run of each candidate costs
+    used: list = []
+
+    def learn(p, key):
+        """Teaches the cost model a finished run (its time, and its steps' when it measured)."""
+        if not timed or p.id in model.seen():
+            return
+        secs = runs.seconds_by_id({p.id})
+        if p.id in secs:
+            b = runs.step_seconds(p) if runs.measure(p, key, objective).ok else None
+            model.observe(p.id, key, secs[p.id], steps_of(p), b)
+
+    def per_run(steps, key=None):
+        """A run's cost in the budget's unit: 1 run, or its seconds by the cost model."""
+        return model.run_s(key, steps) if timed else 1.0
+
+    def ref_point(steps, j):
+        return replace(with_steps(cands[0], steps), repeat=1000 + j)
+
+    cost_model = None
+    if timed and share[1] > 1e-9:
+        levels, cost_model = _timed_levels(
+            n, s_max, min_steps, pruner, share[1], runs, ref_point, learn, model, say, name
+        )
+        used.append(ref_point(min(min_steps, s_max), 0).id)
+    else:
+        levels = [s for _, s in schedule(n, n, s_max, min_steps)] if pruner == "hyperband" else [s_max]
+    top = levels[-1]
     axes = {}
     for c in cands:
         for k, v in _axis_values(c).items():
             axes.setdefault(k, []).append(json.dumps(v))
     axes = {k: sorted(set(v)) for k, v in axes.items() if len(set(v)) > 1}
     by_params = {tuple(json.dumps(_axis_values(c)[k]) for k in axes): c for c in cands}
-    study = _study(runs.directory, name, seed, pruner, levels[0], s_max, higher)
+    study = _study(runs.directory, name, seed, pruner, levels[0], top, higher)
     rec = {"sweep": name, "binary": binary, "objective": objective, "unit": unit, "higher": higher}
     rec.update(method=f"optuna (TPE, {pruner} pruner)", seed=seed, alpha=alpha, candidates=n, steps=s_max)
     rec["schedule"] = [{"candidates": None, "steps": s} for s in levels]
     rec["budget"] = {"kind": share[0], "share": share[1]} if share else None
+    if cost_model:
+        rec["cost_model"] = cost_model
     say(f"# tune: {name} ({binary}, {objective}): optuna over {n} candidates, steps {', '.join(map(str, levels))}")
-    used = [pid for t in study.trials for pid in t.user_attrs.get("points", [])]
+    used += [pid for t in study.trials for pid in t.user_attrs.get("points", [])]
     used += [c[3] for t in study.trials for c in t.user_attrs.get("chain", []) if c[1] == "ref"]
     results: dict = {}  # (candidate index, steps) -> Measured
     index = {id(c): i for i, c in enumerate(cands)}
@@ -100,33 +169,11 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
                     runs.planned[p.id] = p
                     results[(i, steps)] = runs.measure(p, i, objective)
 
-    timed = share is not None and share[0] == "seconds"
-    model = CostModel()  # under a time budget: what a run of each candidate costs
-
     def spent():
         return len(set(used)) if share is None or share[0] == "runs" else runs.seconds(set(used))
 
-    def learn(p, key):
-        """Teaches the cost model a finished run (its time, and its steps' when it measured)."""
-        if not timed or p.id in model.seen():
-            return
-        secs = runs.seconds_by_id({p.id})
-        if p.id in secs:
-            b = runs.step_seconds(p) if runs.measure(p, key, objective).ok else None
-            model.observe(p.id, key, secs[p.id], steps_of(p), b)
-
-    def per_run(steps, key=None):
-        """A run's cost in the budget's unit: 1 run, or its seconds by the cost model (None before
-        any run: the first is the probe)."""
-        if not timed:
-            return 1.0
-        return model.run_s(key, steps) if model.known() else None
-
     chain: dict = {}  # steps -> [(candidate index or None for the reference, point)] in run order
     read: dict = {}  # point id -> Measured (a finished run's file is read once)
-
-    def ref_point(steps, j):
-        return replace(with_steps(cands[0], steps), repeat=1000 + j)
 
     for t in study.trials:  # a resumed study: its chains, read back in the order they ran
         for steps, kind, i, pid in t.user_attrs.get("chain", []):
@@ -154,8 +201,8 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
             refs = sum(1 for k, _ in chain.get(steps, []) if k is None)
             if p.id not in used and share is not None:
                 if share[1] - spent() <= 1e-9:
-                    return None  # nothing left: not even the probe runs
-                if opening and per_run(steps) is None:  # the probe: the run that opens the chain
+                    return None  # nothing left
+                if opening and ref_point(steps, refs).id in used:  # the probe opens the chain
                     run_one(ref_point(steps, refs), refs, "ref", steps, log)
                     refs, opening = refs + 1, False
                 cost = per_run(steps, i) + per_run(steps, 0) * (2 if opening else 1)
@@ -188,7 +235,7 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
         ys, _ = figures(steps)
         return float(np.exp(ys[i][0])) if i in ys else None
 
-    full = {i for (i, s), m in results.items() if s == s_max and m.ok}
+    full = {i for (i, s), m in results.items() if s == top and m.ok}
     stop = False
     for _ in range(20 * n):
         if stop or len(full) == n:
@@ -217,7 +264,7 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
                 state = optuna.trial.TrialState.FAIL
                 break
             trial.report(value, steps)
-            if steps != s_max and trial.should_prune():
+            if steps != top and trial.should_prune():
                 state = optuna.trial.TrialState.PRUNED
                 break
         if state == optuna.trial.TrialState.COMPLETE and value is not None and math.isfinite(value):
@@ -234,10 +281,10 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
                 f"before it spent it; give a larger --budget"
             )
         else:
-            need = per_run(levels[0], None) + 2 * per_run(levels[0], 0) if model.known() or not timed else None
+            need = per_run(levels[0], None) + 2 * per_run(levels[0], 0)
             rec["no_trial"] = (
                 f"the sweep's share ({share[1]:.1f} {u}) pays for no trial at {levels[0]} steps"
-                + (f" (a run between two of the reference: about {need:.1f} {u})" if need is not None else "")
+                + f" (a run between two of the reference: about {need:.1f} {u})"
                 + "; give a larger --budget, or use --method halving, which shortens its runs to fit"
             )
         say(f"# tune: {name}: {rec['no_trial']}")
@@ -260,6 +307,8 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
     measured_levels = [s for s in levels if any(m.ok for (_, s2), m in results.items() if s2 == s)]
     top_steps = measured_levels[-1] if measured_levels else s_max
     top = [m for (i, s), m in results.items() if s == top_steps]
+    if cost_model:
+        cost_model["learnt"] = model.summary(lambda k: cands[k].id)
     rec["spent"] = spent()
     rec["spent_runs"] = len(set(used))
     rec["spent_seconds"] = runs.seconds(set(used))
@@ -280,6 +329,11 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
     if top_steps != s_max:
         rec["winner"]["note"] = (
             f"measured at {top_steps} steps: the budget stopped every trial before the sweep's {s_max} steps"
+        )
+    if len(ranked) == 1 and n > 1:
+        rec["winner"]["alone"] = (
+            f"the only candidate of {n} measured at {top_steps} steps: the budget paid for no other trial there, "
+            f"so nothing was compared"
         )
     if len(ranked) > 1:
         r: Measured = ranked[1]

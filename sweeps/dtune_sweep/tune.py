@@ -309,6 +309,8 @@ def print_summary(rec: dict, say) -> None:
     say(f"  best: {w['label']}: {w['median']:.4g} {unit} [{w['lo']:.4g}, {w['hi']:.4g}]")
     if w.get("note"):
         say(f"  ({w['note']}; a larger --budget measures it at full length)")
+    if w.get("alone"):
+        say(f"  ({w['alone']}; a larger --budget, or --method halving, compares them)")
     if rec.get("runner_up"):
         m, r = rec["margin"], rec["runner_up"]
         sig = "significant" if m["significant"] else "not significant (a tie within the noise)"

@@ -5,6 +5,7 @@ and resumes after a kill -9 of the tuner without repeating a finished run, decid
 uninterrupted tune does. Bad input exits 2 with one message before anything runs."""
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -243,14 +244,15 @@ sweeps:
 
 
 def test_optuna_prices_its_runs_and_says_what_a_time_share_cannot_pay_for(tmp_path, fake):
-    # Each sweep gets 2 s of "4s". A run of 'slow' takes at least 16 x 0.3 s: the first, the probe
-    # (the reference's run that opens the chain), shows that a trial (a run between two of the
-    # reference) does not fit, so no other run starts; 'after' is left nothing. Until 2026-12-05 a
-    # run was priced 0 before the first, so 'slow' ran a whole trial (3 runs, 15 s) and 'after',
-    # its share below 0, said "every run failed".
+    # Each sweep gets 2 s of "4s". A run of 'slow' takes at least 16 x 0.3 s (--min-steps 16): the
+    # first, the probe (the reference's run that opens the chain), shows that a trial (a run
+    # between two of the reference) does not fit, so no other run starts; 'after' is left nothing.
+    # Until 2026-12-05 a run was priced 0 before the first, so 'slow' ran a whole trial (3 runs,
+    # 15 s) and 'after', its share below 0, said "every run failed".
     f = write(tmp_path, TWO_SLOW)
     out = tmp_path / "out"
-    r = dtune("tune", f, "--out", out, "--method", "optuna", "--budget", "4s", "--seed", "1", "--no-report", env=fake)
+    args = ["--method", "optuna", "--budget", "4s", "--min-steps", "16", "--seed", "1", "--no-report"]
+    r = dtune("tune", f, "--out", out, *args, env=fake)
     assert r.returncode == 1, r.stdout + r.stderr
     slow, after = json.loads((out / "tune.json").read_text())["sweeps"]
     assert sum(launches(out).values()) == 1 and slow["spent_runs"] == 1 and after["spent_runs"] == 0
@@ -258,6 +260,28 @@ def test_optuna_prices_its_runs_and_says_what_a_time_share_cannot_pay_for(tmp_pa
     assert after["winner"] is None and "the sweeps before it spent it" in after["no_trial"], after
     assert "every run failed" not in r.stdout
     assert slow["no_trial"] in r.stdout and after["no_trial"] in r.stdout
+
+
+def test_optuna_sizes_its_lengths_to_a_time_share_as_halving_does(tmp_path, fake):
+    # 8 s for 4 candidates of 32 steps of 40 ms (--drift: the step times recorded are the ones
+    # slept): no bracket reaching 32 steps fits (its 3 runs at 32 steps alone take 4 s, its 9 runs
+    # at 8 steps 3 s more), so the probe's prices shorten the lengths: the shortest is the rung
+    # steps nearest the start-up's, the longest the sweep's halved until the brackets fit. Until
+    # 2026-12-05 they were --min-steps doubled to 32, whatever the budget.
+    space = "name: fake\nbinary: dtune-train\nargs: [--warmup-steps, 1, --sleep-ms, 40, --drift, 1]\nsteps: 32\n"
+    f = write(tmp_path, space + "axes: {--x: [2, 3], --z: [0, 1]}\n")
+    out = tmp_path / "out"
+    r = dtune("tune", f, "--out", out, "--method", "optuna", "--budget", "8s", "--seed", "2", "--no-report", env=fake)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = record(out)
+    cm, levels = rec["cost_model"], [x["steps"] for x in rec["schedule"]]
+    even = cm["startup_s"] / cm["step_s"]
+    rungs = [32, 16, 8, 4]
+    assert cm["least_steps"] == max(4, min(rungs, key=lambda x: abs(math.log(x / even)))), cm
+    assert levels[0] == cm["least_steps"] and levels[-1] == cm["top_steps"] < 32, (levels, cm)
+    steps = Counter(int(a[a.index("--steps") + 1]) for a in map(json.loads, launches(out).elements()))
+    assert set(steps) <= set(levels) | {4}, steps  # every run at a length of the schedule, or the probe
+    assert "measured at" in rec["winner"]["note"]
 
 
 DRIFT = """
