@@ -141,14 +141,14 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
         used.append(ref_point(min(min_steps, s_max), 0).id)
     else:
         levels = [s for _, s in schedule(n, n, s_max, min_steps)] if pruner == "hyperband" else [s_max]
-    top = levels[-1]
+    longest = levels[-1]
     axes = {}
     for c in cands:
         for k, v in _axis_values(c).items():
             axes.setdefault(k, []).append(json.dumps(v))
     axes = {k: sorted(set(v)) for k, v in axes.items() if len(set(v)) > 1}
     by_params = {tuple(json.dumps(_axis_values(c)[k]) for k in axes): c for c in cands}
-    study = _study(runs.directory, name, seed, pruner, levels[0], top, higher)
+    study = _study(runs.directory, name, seed, pruner, levels[0], longest, higher)
     rec = {"sweep": name, "binary": binary, "objective": objective, "unit": unit, "higher": higher}
     rec.update(method=f"optuna (TPE, {pruner} pruner)", seed=seed, alpha=alpha, candidates=n, steps=s_max)
     rec["schedule"] = [{"candidates": None, "steps": s} for s in levels]
@@ -235,7 +235,7 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
         ys, _ = figures(steps)
         return float(np.exp(ys[i][0])) if i in ys else None
 
-    full = {i for (i, s), m in results.items() if s == top and m.ok}
+    full = {i for (i, s), m in results.items() if s == longest and m.ok}
     stop = False
     for _ in range(20 * n):
         if stop or len(full) == n:
@@ -264,7 +264,7 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
                 state = optuna.trial.TrialState.FAIL
                 break
             trial.report(value, steps)
-            if steps != top and trial.should_prune():
+            if steps != longest and trial.should_prune():
                 state = optuna.trial.TrialState.PRUNED
                 break
         if state == optuna.trial.TrialState.COMPLETE and value is not None and math.isfinite(value):
@@ -273,7 +273,7 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
         trial.set_user_attr("chain", log)
         study.tell(trial, value if state == optuna.trial.TrialState.COMPLETE else None, state=state)
     rec["trials"] = len(study.trials)
-    if share is not None and not results:
+    if share is not None and not results and stop:  # stopped by the budget before any run measured
         u = "s" if timed else "runs"
         if share[1] <= 1e-9:
             rec["no_trial"] = (
