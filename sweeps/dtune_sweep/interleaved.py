@@ -356,9 +356,7 @@ def _cap(sw: Sweep, plan, blocks, k: int, keep: list[int], rec: dict) -> tuple[i
             return n_same, plan[k + 1][0]
     if n >= 2 or sw.share[0] != "seconds":
         return n, plan[k + 1][0]
-    steps = [plan[-1][1]]
-    while steps[-1] // 2 >= plan[k][1]:
-        steps.append(steps[-1] // 2)
+    steps = halvings(plan[-1][1], plan[k][1])
     options = []
     for b in range(max(blocks[-1], MIN_TOP_BLOCKS), 0, -1):
         for s in steps:
@@ -492,10 +490,7 @@ def _reopen(sw: Sweep, rung: Rung, ev: dict, racing: list[int], p_min: float) ->
         return None
     if sw.per_run(rung.steps, rung.inc) <= 2 * sw.per_run(rung.steps, racing[0]):
         return None
-    steps = [sw.s_max]
-    while steps[-1] // 2 >= rung.steps:
-        steps.append(steps[-1] // 2)
-    steps = sorted(set(steps + [rung.steps]), reverse=True)
+    steps = sorted(set(halvings(sw.s_max, rung.steps) + [rung.steps]), reverse=True)
     for nb in range(MIN_TOP_BLOCKS, 0, -1):
         for s in steps:
             if rung_cost(sw, racing[0], racing[1:], s, nb, True) <= sw.left() + 1e-9:
@@ -649,10 +644,25 @@ def schedule_for(sw: Sweep, n: int, min_steps: int, rec: dict) -> int:
     rec["cost_model"] = {"startup_s": a, "step_s": b}
     if b <= 0:
         return min_steps
-    even = a / b  # the steps that take as long as the start-up
-    least = max(min_steps, nearest_rung_steps(sw.s_max, even) if even <= sw.s_max / 2 else sw.s_max)
-    rec["cost_model"].update(startup_steps=math.ceil(even), least_steps=least)
+    least = least_steps(sw.s_max, min_steps, a, b)
+    rec["cost_model"].update(startup_steps=math.ceil(a / b), least_steps=least)
     return least
+
+
+def least_steps(s_max: int, min_steps: int, startup_s: float, step_s: float) -> int:
+    """The shortest rung's steps under a time budget (schedule_for; optuna's shortest length): the
+    rung steps nearest those that take as long as the start-up (startup_s / step_s, step_s > 0), at
+    least min_steps; the sweep's steps when that is more than half of them."""
+    even = startup_s / step_s
+    return max(min_steps, nearest_rung_steps(s_max, even) if even <= s_max / 2 else s_max)
+
+
+def halvings(steps: int, least: int) -> list[int]:
+    """steps, halved (rounded down) while the half is at least `least`: the tops a schedule tries."""
+    out = [steps]
+    while out[-1] // 2 >= least:
+        out.append(out[-1] // 2)
+    return out
 
 
 def nearest_rung_steps(s_max: int, even: float) -> int:
@@ -713,10 +723,7 @@ def _draw(sw: Sweep, n: int, least: int, repeats: int) -> tuple:
     least steps), so that the optimum is not left out of the draw; fewer blocks at the top rung
     (down to one); every candidate in one rung of one block (a race at the most steps it pays
     for); fewer candidates. (None, None): not even two candidates in one block."""
-    tops = [sw.s_max]
-    if sw.share[0] == "seconds":
-        while tops[-1] // 2 >= least:
-            tops.append(tops[-1] // 2)
+    tops = halvings(sw.s_max, least) if sw.share[0] == "seconds" else [sw.s_max]
     first = max(repeats, MIN_TOP_BLOCKS)
     for m in range(n, min(2, n) - 1, -1):
         for top_blocks in range(first, 0, -1):

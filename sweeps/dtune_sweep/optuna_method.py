@@ -81,7 +81,7 @@ def _timed_levels(n, s_max, min_steps, pruner, share_s, runs, ref_point, learn, 
     reference) fit the share. Until 2026-12-05 the lengths were --min-steps doubled up to the
     sweep's steps whatever the budget: where a run is mostly start-up a first trial cost more than
     a sweep's share, and optuna ran over it."""
-    from .interleaved import nearest_rung_steps
+    from .interleaved import halvings, least_steps
 
     s0 = min(min_steps, s_max)
     probe = ref_point(s0, 0)
@@ -93,13 +93,9 @@ def _timed_levels(n, s_max, min_steps, pruner, share_s, runs, ref_point, learn, 
     rec = {"startup_s": a, "step_s": b}
     if b <= 0:
         return ([s for _, s in schedule(n, n, s_max, min_steps)] if pruner == "hyperband" else [s_max]), rec
-    even = a / b
-    least = max(min_steps, nearest_rung_steps(s_max, even) if even <= s_max / 2 else s_max)
+    least = least_steps(s_max, min_steps, a, b)
     left = share_s - model.run_s(0, s0)
-    tops = [s_max]
-    while tops[-1] // 2 >= least:
-        tops.append(tops[-1] // 2)
-    for top in tops:
+    for top in halvings(s_max, least):
         plan = schedule(n, n, top, least) if pruner == "hyperband" else [(n, top)]
         if sum((2 * c + 1) * model.run_s(None, s) for c, s in plan) <= left + 1e-9:
             break
