@@ -72,6 +72,12 @@ def _study(directory, name, seed, pruner_name, s0, s_max, higher):
     )
 
 
+def _levels(n, s_max, least, pruner) -> list[int]:
+    """The lengths a trial runs: Hyperband's, the halving schedule's steps from `least` up to s_max;
+    without pruning, s_max alone."""
+    return [s for _, s in schedule(n, n, s_max, least)] if pruner == "hyperband" else [s_max]
+
+
 def _timed_levels(n, s_max, min_steps, pruner, share_s, runs, ref_point, learn, model, say, name):
     """(the lengths a trial runs, the cost model's record) under a time budget, as halving sizes its
     rungs (interleaved.schedule_for and _draw): one probe run of the reference at --min-steps prices
@@ -92,7 +98,7 @@ def _timed_levels(n, s_max, min_steps, pruner, share_s, runs, ref_point, learn, 
     a, b = model.startup(), model.step_s(0)
     rec = {"startup_s": a, "step_s": b}
     if b <= 0:
-        return ([s for _, s in schedule(n, n, s_max, min_steps)] if pruner == "hyperband" else [s_max]), rec
+        return _levels(n, s_max, min_steps, pruner), rec
     least = least_steps(s_max, min_steps, a, b)
     left = share_s - model.run_s(0, s0)
     for top in halvings(s_max, least):
@@ -136,7 +142,7 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
         )
         used.append(ref_point(min(min_steps, s_max), 0).id)
     else:
-        levels = [s for _, s in schedule(n, n, s_max, min_steps)] if pruner == "hyperband" else [s_max]
+        levels = _levels(n, s_max, min_steps, pruner)
     longest = levels[-1]
     axes = {}
     for c in cands:
