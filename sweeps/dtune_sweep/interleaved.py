@@ -109,15 +109,10 @@ class Sweep:
             raise KeyboardInterrupt
         self.used += [p.id for p in pts]
         self.key_of.update((p.id, key) for p, key in zip(pts, keys))
-        if self.share is None or self.share[0] != "seconds":
-            return
-        from .tune import steps_of
+        if self.share is not None and self.share[0] == "seconds":
+            from .tune import teach
 
-        secs = self.runs.seconds_by_id({p.id for p in pts} - self.model.seen())
-        for p, key in zip(pts, keys):
-            if p.id in secs:
-                b = self.runs.step_seconds(p) if self.measure(p, key).ok else None
-                self.model.observe(p.id, key, secs[p.id], steps_of(p), b)
+            teach(self.model, self.runs, pts, keys, lambda p, key: self.measure(p, key).ok)
 
     def measure(self, p, key: int) -> Measured:
         if p.id not in self.measured:

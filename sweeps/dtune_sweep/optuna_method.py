@@ -47,7 +47,7 @@ from . import paired
 from .cost import CostModel
 from .halving import Measured, no_pick, rank, schedule
 from .objective import OBJECTIVES
-from .tune import _axis_values, _label, _record, recommendation, steps_of, with_steps
+from .tune import _axis_values, _label, _record, recommendation, steps_of, teach, with_steps
 
 
 def _study(directory, name, seed, pruner_name, s0, s_max, higher):
@@ -121,12 +121,8 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
 
     def learn(p, key):
         """Teaches the cost model a finished run (its time, and its steps' when it measured)."""
-        if not timed or p.id in model.seen():
-            return
-        secs = runs.seconds_by_id({p.id})
-        if p.id in secs:
-            b = runs.step_seconds(p) if runs.measure(p, key, objective).ok else None
-            model.observe(p.id, key, secs[p.id], steps_of(p), b)
+        if timed:
+            teach(model, runs, [p], [key], lambda q, k: runs.measure(q, k, objective).ok)
 
     def per_run(steps, key=None):
         """A run's cost in the budget's unit: 1 run, or its seconds by the cost model."""

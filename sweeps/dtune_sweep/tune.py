@@ -93,6 +93,17 @@ def with_steps(p: Point, steps: int) -> Point:
     return replace(p, args=args, values={**p.values, "steps": steps})
 
 
+def teach(model, runs, pts, keys, ok) -> None:
+    """Teaches a cost model the finished runs it has not seen (pts[i] a run of candidate keys[i],
+    read through `runs`, a Runs): each one's run time, and its steps' time when ok(p, key) says it
+    measured. Halving's Sweep.run and Optuna's trials both learn through it."""
+    secs = runs.seconds_by_id({p.id for p in pts} - model.seen())
+    for p, key in zip(pts, keys):
+        if p.id in secs:
+            b = runs.step_seconds(p) if ok(p, key) else None
+            model.observe(p.id, key, secs[p.id], steps_of(p), b)
+
+
 class Runs:
     """Runs points through the sweep runners in one directory and reads their outcomes."""
 
