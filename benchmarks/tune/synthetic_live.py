@@ -1,7 +1,8 @@
 """`dtune tune` against a known optimum on a drifting machine, run live (nothing replayed).
 
-    benchmarks/tune/synthetic_live.py [--seeds 10] [--budget-frac 0.3] [--space 48|quickstart] [--out DIR]
-    benchmarks/tune/synthetic_live.py --grid-only [--seeds 10] [--space 48|quickstart]
+    benchmarks/tune/synthetic_live.py [--seeds 10] [--first-seed 1] [--budget-frac 0.3] [--space 48|quickstart]
+                                      [--out DIR]
+    benchmarks/tune/synthetic_live.py --grid-only [--seeds 10] [--first-seed 1] [--space 48|quickstart]
 
 The synthetic trainer (tests/sweeps/fake_train.py, installed as dtune-train) with its seeded drift
 (--drift SEED: 5-20% step noise, slow periods of x1.3-1.8 on the launch clock) and steps long
@@ -16,6 +17,9 @@ margin significant (and whether that was wrong), and the cost in run time and st
 
 --grid-only: the yardstick a tune's hit rate is read against: the whole grid once per drift seed
 (cost 1.00), each sweep's best figure named, as `dtune sweep run` and a report would.
+
+--first-seed F: seeds F..F+SEEDS-1, to split the seeds over processes run side by side (the tune
+mode with an --out each: each process runs its own grid).
 """
 
 from __future__ import annotations
@@ -109,10 +113,10 @@ def grid_picks(d: Path) -> list[dict]:
     return [{"sweep": k, "values": v[1], "ratio": true_ratio(v[1])} for k, v in best.items()]
 
 
-def grid_baseline(space: str, seeds: int, out: Path) -> int:
+def grid_baseline(space: str, seeds: range, out: Path) -> int:
     """The grid's own hit rate at its full cost: the whole grid once per drift seed, its best named."""
     rows = []
-    for seed in range(1, seeds + 1):
+    for seed in seeds:
         grid(space, out, seed, f"grid-seed{seed}")
         for r in grid_picks(out / f"grid-seed{seed}" / "runs"):
             label = " ".join(f"{k} {v}" for k, v in r["values"].items() if k.startswith("--"))
@@ -164,6 +168,7 @@ def one_seed(space: str, seed: int, grid_s: float, grid_steps: int, frac: float,
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--first-seed", type=int, default=1, help="seeds FIRST..FIRST+SEEDS-1 (to split them)")
     ap.add_argument("--budget-frac", type=float, default=0.3)
     ap.add_argument("--space", choices=list(SPACES), default="48")
     ap.add_argument("--method", choices=["halving", "optuna"], default="halving")
@@ -171,8 +176,9 @@ def main() -> int:
     ap.add_argument("--grid-only", action="store_true", help="the grid's own picks, one whole grid per seed")
     a = ap.parse_args()
     out = Path(a.out or f"results/bench-tune/live-{a.space}")
+    seeds = range(a.first_seed, a.first_seed + a.seeds)
     if a.grid_only:
-        return grid_baseline(a.space, a.seeds, out)
+        return grid_baseline(a.space, seeds, out)
     grid_s, grid_steps = grid(a.space, out)
     print(f"# grid: {grid_s:.1f} s of run time, {grid_steps} steps; budget {a.budget_frac:.0%} of the run time")
     print(
@@ -180,7 +186,7 @@ def main() -> int:
         f"{'cost_s':>7} {'cost_steps':>10}"
     )
     rows = []
-    for seed in range(1, a.seeds + 1):
+    for seed in seeds:
         for r in one_seed(a.space, seed, grid_s, grid_steps, a.budget_frac, out, a.method):
             rows.append(r)
             print(
