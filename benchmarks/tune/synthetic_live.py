@@ -18,6 +18,9 @@ margin significant (and whether that was wrong), and the cost in run time and st
 --grid-only: the yardstick a tune's hit rate is read against: the whole grid once per drift seed
 (cost 1.00), each sweep's best figure named, as `dtune sweep run` and a report would.
 
+--startup-ms MS: every run sleeps MS more before its steps (fake_train.py --startup-ms), to put the
+tune where start-up weighs more (this machine's own start-up, 0.25-0.7 s a run, varies by the hour).
+
 --first-seed F: seeds F..F+SEEDS-1, to split the seeds over processes run side by side (the tune
 mode with an --out each: each process runs its own grid).
 """
@@ -39,7 +42,8 @@ sys.path[:0] = [str(REPO / "tests" / "sweeps")]
 
 from fake_train_bin import install_fake_train  # noqa: E402
 
-ARGS = "[--warmup-steps, 1, --sleep-ms, 40, --drift, {seed}, --slow-period-ms, 4000]"
+ARGS = "[--warmup-steps, 1, --sleep-ms, 40, --drift, {seed}, --slow-period-ms, 4000{extra}]"
+STARTUP_MS = 0  # --startup-ms: a start-up added to every run
 STEPS = 64
 SPACES = {
     "48": "name: s48\nbinary: dtune-train\nargs: {args}\nsteps: {steps}\n"
@@ -82,7 +86,8 @@ def setup(d: Path, space: str, seed: int) -> tuple[Path, dict]:
     d.mkdir(parents=True)
     fake = {"DTUNE_BIN_DIR": str(install_fake_train(d)), "DTUNE_MPIRUN": str(REPO / "tests/sweeps/fake_mpirun.sh")}
     f = d / "space.yaml"
-    f.write_text(SPACES[space].format(args=ARGS.format(seed=seed), steps=STEPS))
+    extra = f", --startup-ms, {STARTUP_MS:g}" if STARTUP_MS else ""
+    f.write_text(SPACES[space].format(args=ARGS.format(seed=seed, extra=extra), steps=STEPS))
     return f, {**os.environ, **fake}
 
 
@@ -173,8 +178,11 @@ def main() -> int:
     ap.add_argument("--space", choices=list(SPACES), default="48")
     ap.add_argument("--method", choices=["halving", "optuna"], default="halving")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--startup-ms", type=float, default=0, help="a start-up every run sleeps (fake_train.py)")
     ap.add_argument("--grid-only", action="store_true", help="the grid's own picks, one whole grid per seed")
     a = ap.parse_args()
+    global STARTUP_MS
+    STARTUP_MS = a.startup_ms
     out = Path(a.out or f"results/bench-tune/live-{a.space}")
     seeds = range(a.first_seed, a.first_seed + a.seeds)
     if a.grid_only:
