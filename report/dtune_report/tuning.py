@@ -37,6 +37,8 @@ def _paired(c: dict) -> str:
     if c.get("ratio") is None:
         return "—"
     p = f", P(best) {c['p_best']:.2f}" if c.get("p_best") is not None else ""
+    if c.get("model_ratio") is not None:
+        p = f"; axes model x{c['model_ratio']:.3f} [{c['model_lo']:.3f}, {c['model_hi']:.3f}]{p}"
     return f"x{c['ratio']:.3f} [{c['ratio_lo']:.3f}, {c['ratio_hi']:.3f}]{p}"
 
 
@@ -94,7 +96,9 @@ def sweep_blocks(doc: dict, rec: dict) -> list:
                 pd.DataFrame(rows),
                 "Every candidate, rung by rung: the median over its measured steps with a 95% bootstrap interval, "
                 "and its figure paired with the incumbent runs beside it (the machine's drift between runs "
-                "cancels), with its probability of being the best; candidates go up by that probability. "
+                "cancels), with its probability of being the best; candidates go up by that probability. In a "
+                "rung of more candidates than its axes have values, the axes model's estimate stands beside it "
+                "(each candidate borrows the runs of those that share its axis values) and its probability decides. "
                 "Tunes before paired rungs leave the paired column empty.",
             )
         )
@@ -104,6 +108,11 @@ def sweep_blocks(doc: dict, rec: dict) -> list:
         return blocks
     note = f" ({w['note']})." if w.get("note") else "."
     line = [("b", "Best: "), ("code", w["label"]), f": {_value(w)} {unit}{note}"]
+    est = rec.get("estimates")
+    if est:
+        line.append(f" Picked by the axes model: {est['why']}")
+        alone = est.get("paired_best")
+        line += ["; its own runs alone rank ", ("code", alone), " first."] if alone else ["."]
     if rec.get("runner_up"):
         m, r = rec["margin"], rec["runner_up"]
         verdict = "significant" if m["significant"] else "not significant: a tie within the noise"

@@ -21,6 +21,14 @@ estimate of the last rung; every candidate whose paired interval against it cont
 floor, paired.verdict) is named as tied with it, with the blocks that would separate them at the
 difference measured.
 
+In a rung of more candidates than its axes have values (by axes.MIN_DOF or more) the axes model
+(axes.py) reads the paired figures: each candidate's estimate is shrunk toward what its axis values
+predict, by as much as the axes explain the differences, so that a candidate measured in one block
+borrows the runs of every candidate that shares a value with it; its probability of being the best
+ranks the promotion and, in a last rung, names the pick (a candidate that the paired figures alone
+say can be the best is kept too, after those, while the budget pays). The paired figures stay in
+the record beside it, and every verdict (tied, significant) is still paired.
+
 Under a time budget every run is priced for its own candidate (cost.CostModel: the shared start-up
 plus the candidate's measured step time; one not run yet at the median candidate's), learnt from
 every run made. The first rung's first block runs a segment at a time (REF_EVERY candidates, then an
@@ -44,7 +52,7 @@ from functools import partial
 
 import numpy as np
 
-from . import paired
+from . import axes, paired
 from .cost import CostModel
 from .halving import Measured, no_pick, rank, schedule
 from .objective import OBJECTIVES
@@ -234,12 +242,35 @@ class Rung:
         pool = inc_y if len(inc_y) >= 3 else inc_y + self.sw.inc_y_before
         sig = paired.sigma_y(pool, within)
         ys = {k: v for k, v in ys.items() if k not in self.status}
+        rep = axes.replicate_var([list(v.values()) for v in ys.values()])
         means = {k: float(np.mean(list(v.values()))) for k, v in ys.items()}
         sds = {k: sig / math.sqrt(len(v)) for k, v in ys.items()}
         ys[self.inc] = {b: 0.0 for _, b, _ in self.seq if b >= 0}
         means[self.inc], sds[self.inc] = 0.0, sig / math.sqrt(max(self.n_inc, 1))
-        pb = paired.p_best(means, sds, self.sw.higher, seed=self.sw.seed * 1000 + self.k)
-        return {"ys": ys, "inc_y": inc_y, "sigma": sig, "means": means, "sds": sds, "p_best": pb}
+        seed = self.sw.seed * 1000 + self.k
+        pb = paired.p_best(means, sds, self.sw.higher, seed=seed)
+        ev = {"ys": ys, "inc_y": inc_y, "sigma": sig, "means": means, "sds": sds, "p_best": pb}
+        keys = list(means)
+        # The noise of one figure: the candidates' own repeats where they have them, else the incumbent's.
+        var1 = rep if rep is not None else sig**2
+        nb = {k: len(ys[k]) if k != self.inc else max(self.n_inc, 1) for k in keys}
+        f = axes.fit([self.sw.cands[k].values for k in keys], [means[k] for k in keys], [var1 / nb[k] for k in keys])
+        if f is None:
+            return ev
+        # The axes model applies: its estimates decide; the paired ones stay beside them.
+        ev["paired"] = {"means": means, "sds": sds, "p_best": pb}
+        ev["means"] = dict(zip(keys, map(float, f["mean"])))
+        ev["sds"] = dict(zip(keys, map(float, f["sd"])))
+        ev["p_best"] = dict(zip(keys, map(float, axes.p_best(f, self.sw.higher, seed=seed))))
+        ev["axes"] = {
+            "tau_log": f["tau"],
+            "noise_log": math.sqrt(var1),
+            "noise_from": "candidates' repeats" if rep is not None else "incumbent's repeats",
+            "dof": f["dof"],
+            "columns": len(f["beta"]),
+            "special": [self.sw.cands[k].id for k, p in zip(keys, f["special"]) if p >= 0.5],
+        }
+        return ev
 
     def ranked(self, ev: dict) -> list[int]:
         """Candidates by probability of being the best, then paired estimate, then order."""
@@ -260,11 +291,20 @@ class Rung:
             r.update(candidate_id=self.sw.cands[key].id, runs=len(runs), incumbent=key == self.inc)
             r["run_medians"] = [m.median for m in ok]
             if key in ev["means"]:
-                m, s = ev["means"][key], ev["sds"][key]
+                own = ev.get("paired", ev)
+                m, s = own["means"][key], own["sds"][key]
                 r.update(
                     ratio=math.exp(m), ratio_lo=math.exp(m - paired.Z95 * s), ratio_hi=math.exp(m + paired.Z95 * s)
                 )
                 r["p_best"] = ev["p_best"][key]
+                if "paired" in ev:  # the axes model's estimate, which decided, beside the paired one
+                    m, s = ev["means"][key], ev["sds"][key]
+                    r.update(
+                        model_ratio=math.exp(m),
+                        model_lo=math.exp(m - paired.Z95 * s),
+                        model_hi=math.exp(m + paired.Z95 * s),
+                        p_best_paired=own["p_best"][key],
+                    )
             cands.append(r)
         floor = math.exp(paired.Z95 * ev["sigma"]) - 1
         return {
@@ -275,7 +315,7 @@ class Rung:
             "order": [p.id for _, _, p in self.seq],
             "candidates": cands,
             "raced_out": [self.sw.cands[k].id for k in self.raced],
-        }
+        } | ({"axes_model": ev["axes"]} if "axes" in ev else {})
 
 
 def promote(rung: Rung, ev: dict, cap_of, alpha: float) -> tuple[list[int], dict]:
@@ -286,12 +326,16 @@ def promote(rung: Rung, ev: dict, cap_of, alpha: float) -> tuple[list[int], dict
     pb = ev["p_best"]
     why = {k: f"did not measure ({s})" for k, s in rung.status.items()}
     p_min = alpha / max(len(order), 1)
-    keep = [k for k in order if pb[k] >= p_min]
+    # Under the axes model a candidate that its own runs say can be the best stays too (an
+    # interaction the model smooths away), after those the model ranks, while the budget pays.
+    own = ev.get("paired", ev)["p_best"]
+    keep = [k for k in order if max(pb[k], own[k]) >= p_min]
     keep = keep if len(keep) >= 2 else order[: min(2, len(order))]
     cap, k_next = cap_of(keep)
     limit = 2 * k_next if cap is None else min(cap, 2 * k_next)
     for key in order:
-        why[key] = f"P(best) {pb[key]:.3f}" + (" (the incumbent)" if key == rung.inc else "")
+        why[key] = f"P(best) {pb[key]:.3f}" + (f" (paired {own[key]:.3f})" if own is not pb else "")
+        why[key] += " (the incumbent)" if key == rung.inc else ""
         if key not in keep:
             why[key] += f": below {p_min:.3g}, dropped"
         elif keep.index(key) >= limit:
@@ -592,6 +636,18 @@ def pick(sw: Sweep, rung: Rung, ev: dict, rec: dict) -> None:
     w = order[0]
     wp = sw.cands[w]
     rec["winner"] = dict(recs[wp.id]) | {"label": _label(_axis_values(wp)), "p_best": ev["p_best"][w]}
+    if "axes" in ev:
+        own = ev["paired"]["means"]
+        best_own = max(own, key=lambda k: (sign * own[k], k == w))
+        rec["estimates"] = ev["axes"] | {
+            "by": "axes model",
+            "why": (
+                f"{len(order)} candidates in a rung of {rung.blocks} block(s): each estimate borrows the runs of "
+                f"the candidates that share its axis values (what the axes do not explain: sd "
+                f"{ev['axes']['tau_log']:.3f} on the log scale)"
+            ),
+            "paired_best": None if best_own == w else _label(_axis_values(sw.cands[best_own])),
+        }
     sides = lambda a, b: 1 if rung.inc in (a, b) else 2  # noqa: E731
     tied, per_block = [], paired.rung_runs(len(order), 1) - 1
     cost = rung_cost(sw, rung.inc, [k for k in order if k != rung.inc], rung.steps, 1, False)

@@ -320,6 +320,10 @@ def print_summary(rec: dict, say) -> None:
     say(f"  best: {w['label']}: {w['median']:.4g} {unit} [{w['lo']:.4g}, {w['hi']:.4g}]")
     if w.get("note"):
         say(f"  ({w['note']}; a larger --budget measures it at full length)")
+    est = rec.get("estimates")
+    if est:
+        alt = f"; its own runs alone rank {est['paired_best']} first" if est.get("paired_best") else ""
+        say(f"  (picked by the axes model: {est['why']}{alt})")
     if w.get("alone"):
         say(f"  ({w['alone']}; a larger --budget, or --method halving, compares them)")
     if rec.get("runner_up"):
