@@ -273,7 +273,8 @@ class Rung:
         return ev
 
     def ranked(self, ev: dict) -> list[int]:
-        """Candidates by probability of being the best, then paired estimate, then order."""
+        """Candidates by probability of being the best, then estimate (the axes model's where it
+        applies, else the paired one), then order."""
         sign = 1 if self.sw.higher else -1
         return sorted(ev["means"], key=lambda k: (-round(ev["p_best"][k], 12), -sign * ev["means"][k], k))
 
