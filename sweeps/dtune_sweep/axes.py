@@ -128,17 +128,24 @@ def fit(values: list[dict], y: np.ndarray, v: np.ndarray) -> dict | None:
     }
 
 
-def p_best(f: dict, higher: bool, seed: int = 0, draws: int = 4000) -> np.ndarray:
-    """Each candidate's probability of being the best under the fit (a seeded Monte Carlo of its
-    posterior: beta, then each theta_c given beta)."""
+def draws(f: dict, seed: int = 0, n: int = 4000) -> np.ndarray:
+    """n seeded draws (rows) of every candidate's theta from the fit's posterior: beta, then each
+    candidate ordinary or an interaction of its own (by its posterior probability), then theta
+    given those. Their mean and spread are the fit's `mean` and `sd`."""
     rng = np.random.default_rng(seed)
     x, y, v = f["x"], f["y"], f["v"]
     chol = np.linalg.cholesky(f["cov"] + 1e-15 * np.eye(len(f["beta"])))
-    beta = f["beta"][None, :] + rng.standard_normal((draws, len(f["beta"]))) @ chol.T
+    beta = f["beta"][None, :] + rng.standard_normal((n, len(f["beta"]))) @ chol.T
     pred = beta @ x.T
     b = np.where(rng.random(pred.shape) < f["special"][None, :], f["b"][1][None, :], f["b"][0][None, :])
     theta = pred + (1 - b) * (y[None, :] - pred)
-    theta += rng.standard_normal(theta.shape) * np.sqrt((1 - b) * v[None, :])
+    return theta + rng.standard_normal(theta.shape) * np.sqrt((1 - b) * v[None, :])
+
+
+def p_best(f: dict, higher: bool, seed: int = 0, n: int = 4000) -> np.ndarray:
+    """Each candidate's probability of being the best under the fit (over `draws`; the candidates
+    that share axis values are correlated, and the draws keep that)."""
+    theta = draws(f, seed, n)
     theta = theta if higher else -theta
     best = theta.max(axis=1, keepdims=True)
     return (theta >= best - 1e-12).mean(axis=0)
