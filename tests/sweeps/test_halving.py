@@ -284,6 +284,7 @@ def test_the_axes_models_intervals_cover_the_truth_and_its_draws_are_its_posteri
     assert kept == pytest.approx(1 - 0.01 / (0.01 + f["tau"] ** 2 + axes.SPECIAL_SD**2), abs=0.02)
     # Seeded, and lower-is-better reads the figures the other way round.
     assert np.array_equal(axes.p_best(f, True, seed=4), axes.p_best(f, True, seed=4))
+    assert not np.array_equal(axes.p_best(f, True, seed=4), axes.p_best(f, True, seed=5))
     neg = axes.fit(FACTORIAL, -odd, np.full(48, 0.01))
     assert np.argmax(axes.p_best(neg, higher=False, seed=1)) == 5 == np.argmax(axes.p_best(f, True, seed=1))
 
