@@ -28,9 +28,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "sweeps"), str(REPO / "tests" / "sweeps")]
 
-from test_halving import FACTORIAL, additive_log, drifted_rung  # noqa: E402
-
-from dtune_sweep import axes, paired  # noqa: E402
+from test_halving import additive_log, factorial_rung  # noqa: E402
 
 
 def odd_best(v: dict) -> float:
@@ -41,16 +39,7 @@ def rate(truth, sigma: float, blocks: int, seeds: int, tau: float = 0.0) -> tupl
     own = model = 0
     taus = []
     for seed in range(seeds):
-        vals = [FACTORIAL[i] for i in np.random.default_rng(seed).permutation(len(FACTORIAL))]
-        inter = np.random.default_rng([seed, 1]).normal(0, tau, len(vals))
-        true_log = {k: truth(v) + inter[k] for k, v in enumerate(vals)}
-        ys, inc = paired.normalise(drifted_rung(true_log, blocks, seed, sigma))
-        var1 = axes.replicate_var([list(v.values()) for v in ys.values()]) or paired.sigma_y(inc, 0.0) ** 2
-        keys = [0] + sorted(ys)
-        means = np.array([0.0] + [np.mean(list(ys[k].values())) for k in keys[1:]])
-        v = np.array([var1 / len(inc)] + [var1 / len(ys[k]) for k in keys[1:]])
-        f = axes.fit([vals[k] for k in keys], means, v)
-        true = np.array([true_log[k] for k in keys])
+        _, true, means, f = factorial_rung(seed, blocks, sigma, truth, tau)
         near = true >= true.max() - math.log(1.03)
         own += near[int(np.argmax(means))]
         model += near[int(np.argmax(f["mean"]))]
