@@ -366,7 +366,7 @@ class PricedRuns:
         return 0
 
     def seconds_by_id(self, ids) -> dict:
-        return {i: self.startup + self.planned[i].values["steps"] * step_s(self.planned[i].values) for i in ids}
+        return {i: self.startup + self.planned[i].values["steps"] * self.step_seconds(self.planned[i]) for i in ids}
 
     def seconds(self, ids) -> float:
         return sum(self.seconds_by_id(ids).values())
@@ -532,9 +532,6 @@ class FactorialRuns(PricedRuns):
 
     def step_seconds(self, p) -> float:
         return FP32_STEP_S * np.exp(-additive_log(p.values))
-
-    def seconds_by_id(self, ids) -> dict:
-        return {i: self.startup + self.planned[i].values["steps"] * self.step_seconds(self.planned[i]) for i in ids}
 
     def measure(self, p, key, objective):
         rng = np.random.default_rng(zlib.crc32(p.id.encode()))
