@@ -263,12 +263,15 @@ def test_optuna_prices_its_runs_and_says_what_a_time_share_cannot_pay_for(tmp_pa
 
 
 def test_optuna_sizes_its_lengths_to_a_time_share_as_halving_does(tmp_path, fake):
-    # 8 s for 4 candidates of 32 steps of 40 ms (--drift: the step times recorded are the ones
-    # slept): no bracket reaching 32 steps fits (its 3 runs at 32 steps alone take 4 s, its 9 runs
-    # at 8 steps 3 s more), so the probe's prices shorten the lengths: the shortest is the rung
-    # steps nearest the start-up's, the longest the sweep's halved until the brackets fit. Until
-    # 2026-12-05 they were --min-steps doubled to 32, whatever the budget.
-    space = "name: fake\nbinary: dtune-train\nargs: [--warmup-steps, 1, --sleep-ms, 40, --drift, 1]\nsteps: 32\n"
+    # 8 s for 4 candidates of 128 steps of 20 ms (--drift: the step times recorded are the ones
+    # slept): no bracket reaching 128 steps fits (its 3 runs at 128 steps take 8.3 s with their
+    # start-ups), so the probe's prices shorten the lengths: the shortest is the rung steps nearest
+    # the start-up's, the longest the sweep's halved until the brackets fit. Until 2026-12-05 they
+    # were --min-steps doubled to the sweep's steps, whatever the budget. The start-up is 8-16 steps
+    # here (0.17-0.28 s, quiet or under 6 busy loops), far below the 64 above which the shortest
+    # length is the sweep's own. With 32 steps of 40 ms that bound was 16, and a start-up of 0.71 s
+    # in CI (16.8 steps) crossed it: the test failed there (2026-12-06).
+    space = "name: fake\nbinary: dtune-train\nargs: [--warmup-steps, 1, --sleep-ms, 20, --drift, 1]\nsteps: 128\n"
     f = write(tmp_path, space + "axes: {--x: [2, 3], --z: [0, 1]}\n")
     out = tmp_path / "out"
     r = dtune("tune", f, "--out", out, "--method", "optuna", "--budget", "8s", "--seed", "2", "--no-report", env=fake)
@@ -276,9 +279,10 @@ def test_optuna_sizes_its_lengths_to_a_time_share_as_halving_does(tmp_path, fake
     rec = record(out)
     cm, levels = rec["cost_model"], [x["steps"] for x in rec["schedule"]]
     even = cm["startup_s"] / cm["step_s"]
-    rungs = [32, 16, 8, 4]
+    assert even <= 64, cm  # the start-up this test is about: below half the sweep's steps
+    rungs = [128, 64, 32, 16, 8, 4]
     assert cm["least_steps"] == max(4, min(rungs, key=lambda x: abs(math.log(x / even)))), cm
-    assert levels[0] == cm["least_steps"] and levels[-1] == cm["top_steps"] < 32, (levels, cm)
+    assert levels[0] == cm["least_steps"] and levels[-1] == cm["top_steps"] < 128, (levels, cm)
     steps = Counter(int(a[a.index("--steps") + 1]) for a in map(json.loads, launches(out).elements()))
     assert set(steps) <= set(levels) | {4}, steps  # every run at a length of the schedule, or the probe
     assert "measured at" in rec["winner"]["note"]
