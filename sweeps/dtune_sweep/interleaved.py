@@ -243,7 +243,10 @@ class Rung:
         sig = paired.sigma_y(pool, within)
         ys = {k: v for k, v in ys.items() if k not in self.status}
         rep = axes.replicate_var([list(v.values()) for v in ys.values()])
-        means = {k: float(np.mean(list(v.values()))) for k, v in ys.items()}
+        # Each candidate's mean weighs its blocks by how well their level is known (paired.gaps).
+        gap, s = paired.gaps(rows), paired.robust_sd(ys, pool)
+        s = max(sig if s is None else s, math.sqrt(1.5 * within))
+        means = {k: paired.level_weighted_mean(v, gap.get(k, {}), s) for k, v in ys.items()}
         sds = {k: sig / math.sqrt(len(v)) for k, v in ys.items()}
         ys[self.inc] = {b: 0.0 for _, b, _ in self.seq if b >= 0}
         means[self.inc], sds[self.inc] = 0.0, sig / math.sqrt(max(self.n_inc, 1))

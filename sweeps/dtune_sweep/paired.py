@@ -59,30 +59,67 @@ def rung_runs(n_candidates: int, blocks: int) -> int:
     return 1 + blocks * runs_per_block(n_candidates)
 
 
-def normalise(seq: list) -> tuple[dict, list]:
+def readings(seq: list) -> list[tuple]:
     """seq: the rung's runs in the order they ran, (key or None for the incumbent, block, log figure
-    or nan). Returns ({key: {block: y}}, [y of each incumbent run against its neighbours])."""
+    or nan). Returns (key, block, y, gap) for every run that measured and has an incumbent run
+    beside it: y its log figure less the local level (the mean of the nearest incumbent runs before
+    and after it), gap half the difference of those two (0 with one): how far the level can be off
+    when a slow period's edge falls between them (the run was at one side's level or the other's)."""
     refs = [i for i, (k, _, v) in enumerate(seq) if k is None and math.isfinite(v)]
-
-    def level(i: int) -> float | None:
-        before = [j for j in refs if j < i]
-        after = [j for j in refs if j > i]
-        near = ([seq[before[-1]][2]] if before else []) + ([seq[after[0]][2]] if after else [])
-        return float(np.mean(near)) if near else None
-
-    ys: dict = {}
-    inc = []
+    out = []
     for i, (k, b, v) in enumerate(seq):
         if not math.isfinite(v):
             continue
-        lv = level(i)
-        if lv is None:
-            continue
+        before = [j for j in refs if j < i]
+        after = [j for j in refs if j > i]
+        near = ([seq[before[-1]][2]] if before else []) + ([seq[after[0]][2]] if after else [])
+        if near:
+            out.append((k, b, v - float(np.mean(near)), abs(near[0] - near[-1]) / 2))
+    return out
+
+
+def normalise(seq: list) -> tuple[dict, list]:
+    """seq as readings'. Returns ({key: {block: y}}, [y of each incumbent run against its neighbours])."""
+    ys: dict = {}
+    inc = []
+    for k, b, y, _ in readings(seq):
         if k is None:
-            inc.append(v - lv)
+            inc.append(y)
         else:
-            ys.setdefault(k, {})[b] = v - lv
+            ys.setdefault(k, {})[b] = y
     return ys, inc
+
+
+def gaps(seq: list) -> dict:
+    """{key: {block: gap}} of readings(seq), the candidates' (not the incumbent's)."""
+    out: dict = {}
+    for k, b, _, g in readings(seq):
+        if k is not None:
+            out.setdefault(k, {})[b] = g
+    return out
+
+
+def robust_sd(ys: dict, inc_y: list) -> float | None:
+    """The noise of one y, read robustly: 1.4826 x the median absolute deviation of the incumbent's
+    y values (about 0) and of the candidates' repeats about their own means (scaled by
+    sqrt(n / (n - 1)), n of them); a y that a slow period moved is an outlier here, not noise. None
+    with fewer than 3 deviations."""
+    dev = [abs(y) for y in inc_y]
+    for v in ys.values():
+        if len(v) >= 2:
+            x = np.array(list(v.values()))
+            dev += list(np.abs(x - x.mean()) * math.sqrt(len(x) / (len(x) - 1)))
+    return 1.4826 * float(np.median(dev)) if len(dev) >= 3 else None
+
+
+def level_weighted_mean(y: dict, gap: dict, sd: float) -> float:
+    """A candidate's mean y over its blocks, each weighted by 1 / (sd^2 + gap^2): a block whose
+    incumbent neighbours disagree (a slow period's edge between them) counts for less, as its level
+    is known only to within the gap. On a drifting machine (tests/sweeps/test_halving.py) the plain
+    mean barely gains from blocks, one such block moving it by a slow period's share."""
+    sd = max(sd, 1e-6)
+    w = np.array([1.0 / (sd**2 + gap.get(b, 0.0) ** 2) for b in y])
+    return float(np.dot(w, list(y.values())) / w.sum())
 
 
 def sigma_y(inc_y: list, within_var: float) -> float:
