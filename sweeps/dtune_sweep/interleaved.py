@@ -256,8 +256,12 @@ class Rung:
         keys = list(means)
         # The noise of one figure: the candidates' own repeats where they have them, else the incumbent's.
         var1 = rep if rep is not None else sig**2
-        nb = {k: len(ys[k]) if k != self.inc else max(self.n_inc, 1) for k in keys}
-        f = axes.fit([self.sw.cands[k].values for k in keys], [means[k] for k in keys], [var1 / nb[k] for k in keys])
+        # A candidate's figure is as good as its blocks' levels are known (paired.gaps): 1 / sum of
+        # 1 / (var1 + gap^2) over its blocks; the incumbent's var1 over its runs.
+        g2 = lambda k, b: gap.get(k, {}).get(b, 0.0) ** 2  # noqa: E731
+        var = {k: 1.0 / sum(1.0 / max(var1 + g2(k, b), 1e-12) for b in ys[k]) for k in keys if k != self.inc}
+        var[self.inc] = var1 / max(self.n_inc, 1)
+        f = axes.fit([self.sw.cands[k].values for k in keys], [means[k] for k in keys], [var[k] for k in keys])
         if f is None:
             return ev
         # The axes model applies: its estimates decide; the paired ones stay beside them.

@@ -20,6 +20,13 @@ y = 0 against itself). The incumbent's own runs, each read against its neighbour
 are repeats of one configuration: their spread is the noise of one y (sigma_y, never below what one
 run's steps can resolve), and the floor of a comparison over B blocks is 1.96 sigma_y sqrt(k / B)
 (k = 2 sides, 1 against the incumbent): a smaller difference is called a tie.
+
+A slow period's edge that falls between a run's two incumbent neighbours is the drift pairing does
+not cancel: the run was at one side's level or the other's, and its y is off by half the slow-down
+(6-15 times a 5% difference). Its level is known to within half the neighbours' gap, so a
+candidate's mean over its blocks weighs each by 1 / (sd^2 + gap^2) (level_weighted_mean; sd the
+noise of one y read robustly, robust_sd, where such a y is an outlier, not noise). The verdict
+between two candidates stays the plain paired mean with the conservative floor above.
 """
 
 from __future__ import annotations
