@@ -231,8 +231,8 @@ def test_the_robust_noise_reads_a_slow_period_as_an_outlier_not_as_noise():
 def test_on_a_drifting_machine_the_level_weighted_mean_finds_the_best_more_often_than_the_plain_one(blocks):
     # A top rung: the optimum and three candidates 5% slower, the incumbent any of them, run noise
     # 3% (16 steps of 5-20%), slow periods of x1.3-1.8 over 3-8 runs. A y read across a slow
-    # period's edge is off by half of it, 6-15 times the difference sought: the plain mean of 5 or
-    # 8 blocks finds the optimum no more often than of 5. Seeded: plain 288 and 285 of 400,
+    # period's edge is off by half of it, 6-15 times the difference sought: the plain mean of 8
+    # blocks finds the optimum no more often than of 5. Seeded: plain 288 and 285 of 400,
     # level-weighted 330 and 358.
     hits = {"plain": 0, "weighted": 0}
     for seed in range(400):
