@@ -258,8 +258,7 @@ class Rung:
         var1 = rep if rep is not None else sig**2
         # A candidate's figure is as good as its blocks' levels are known (paired.gaps): 1 / sum of
         # 1 / (var1 + gap^2) over its blocks; the incumbent's var1 over its runs.
-        g2 = lambda k, b: gap.get(k, {}).get(b, 0.0) ** 2  # noqa: E731
-        var = {k: 1.0 / sum(1.0 / max(var1 + g2(k, b), 1e-12) for b in ys[k]) for k in keys if k != self.inc}
+        var = {k: 1.0 / paired.level_weights(ys[k], gap.get(k, {}), var1).sum() for k in keys if k != self.inc}
         var[self.inc] = var1 / max(self.n_inc, 1)
         f = axes.fit([self.sw.cands[k].values for k in keys], [means[k] for k in keys], [var[k] for k in keys])
         if f is None:

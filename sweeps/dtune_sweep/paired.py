@@ -119,13 +119,20 @@ def robust_sd(ys: dict, inc_y: list) -> float | None:
     return 1.4826 * float(np.median(dev)) if len(dev) >= 3 else None
 
 
+def level_weights(blocks, gap: dict, var: float) -> np.ndarray:
+    """Each block's weight 1 / (var + gap^2) (var at least 1e-12): the inverse of a y's variance
+    when its level is known only to within the gap. 1 / their sum is the variance of the weighted
+    mean."""
+    var = max(var, 1e-12)
+    return np.array([1.0 / (var + gap.get(b, 0.0) ** 2) for b in blocks])
+
+
 def level_weighted_mean(y: dict, gap: dict, sd: float) -> float:
-    """A candidate's mean y over its blocks, each weighted by 1 / (sd^2 + gap^2): a block whose
+    """A candidate's mean y over its blocks, each weighted by level_weights (var sd^2): a block whose
     incumbent neighbours disagree (a slow period's edge between them) counts for less, as its level
     is known only to within the gap. On a drifting machine (tests/sweeps/test_halving.py) the plain
     mean barely gains from blocks, one such block moving it by a slow period's share."""
-    sd = max(sd, 1e-6)
-    w = np.array([1.0 / (sd**2 + gap.get(b, 0.0) ** 2) for b in y])
+    w = level_weights(y, gap, sd**2)
     return float(np.dot(w, list(y.values())) / w.sum())
 
 
