@@ -37,6 +37,8 @@ def _paired(c: dict) -> str:
     if c.get("ratio") is None:
         return "—"
     p = f", P(best) {c['p_best']:.2f}" if c.get("p_best") is not None else ""
+    if c.get("combined_ratio") is not None:
+        p = f"; with the earlier rungs x{c['combined_ratio']:.3f} [{c['combined_lo']:.3f}, {c['combined_hi']:.3f}]{p}"
     if c.get("model_ratio") is not None:
         p = f"; axes model x{c['model_ratio']:.3f} [{c['model_lo']:.3f}, {c['model_hi']:.3f}]{p}"
     return f"x{c['ratio']:.3f} [{c['ratio_lo']:.3f}, {c['ratio_hi']:.3f}]{p}"
@@ -99,6 +101,8 @@ def sweep_blocks(doc: dict, rec: dict) -> list:
                 "cancels), with its probability of being the best; candidates go up by that probability. In a "
                 "rung of more candidates than its axes have values, the axes model's estimate stands beside it "
                 "(each candidate borrows the runs of those that share its axis values) and its probability decides. "
+                "Below the top rung that figure is combined with what the earlier rungs said of the candidate, "
+                "and the combination decides; the top rung's pick reads its own runs. "
                 "Tunes before paired rungs leave the paired column empty.",
             )
         )
@@ -110,7 +114,7 @@ def sweep_blocks(doc: dict, rec: dict) -> list:
     line = [("b", "Best: "), ("code", w["label"]), f": {_value(w)} {unit}{note}"]
     est = rec.get("estimates")
     if est:
-        line.append(f" Picked by the axes model: {est['why']}")
+        line.append(f" Picked by the {est.get('by', 'axes model')}: {est['why']}")
         alone = est.get("paired_best")
         line += ["; its own runs alone rank ", ("code", alone), " first."] if alone else ["."]
     if rec.get("runner_up"):

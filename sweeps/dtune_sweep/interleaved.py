@@ -52,7 +52,7 @@ from functools import partial
 
 import numpy as np
 
-from . import axes, paired
+from . import axes, earlier, paired
 from .cost import CostModel
 from .halving import Measured, no_pick, rank, schedule
 from .objective import OBJECTIVES
@@ -97,6 +97,7 @@ class Sweep:
         self.inc_y_before: list = []  # the incumbent's y values of earlier rungs (pooled noise)
         self.model = CostModel()  # under a time budget: what a run of each candidate costs
         self.key_of: dict = {}  # point id -> the candidate it ran
+        self.carried: tuple = ({}, 0)  # the last rung below the top's figures (earlier.carried), its steps
 
     def point(self, key: int, steps: int, repeat: int):
         from .tune import with_steps
@@ -268,6 +269,7 @@ class Rung:
         ev["means"] = dict(zip(keys, map(float, f["mean"])))
         ev["sds"] = dict(zip(keys, map(float, f["sd"])))
         ev["p_best"] = dict(zip(keys, map(float, axes.p_best(f, self.sw.higher, seed=seed))))
+        ev["model"] = {"means": ev["means"], "sds": ev["sds"], "p_best": ev["p_best"]}
         ev["axes"] = {
             "tau_log": f["tau"],
             "noise_log": math.sqrt(var1),
@@ -304,14 +306,15 @@ class Rung:
                     ratio=math.exp(m), ratio_lo=math.exp(m - paired.Z95 * s), ratio_hi=math.exp(m + paired.Z95 * s)
                 )
                 r["p_best"] = ev["p_best"][key]
-                if "paired" in ev:  # the axes model's estimate, which decided, beside the paired one
-                    m, s = ev["means"][key], ev["sds"][key]
-                    r.update(
-                        model_ratio=math.exp(m),
-                        model_lo=math.exp(m - paired.Z95 * s),
-                        model_hi=math.exp(m + paired.Z95 * s),
-                        p_best_paired=own["p_best"][key],
-                    )
+                if "paired" in ev:
+                    r["p_best_paired"] = own["p_best"][key]
+                # the axes model's estimate and the one combined with the earlier rungs' (which
+                # decided where there is one) beside the paired one
+                for name, fig in (("model", ev.get("model")), ("combined", ev if "earlier" in ev else None)):
+                    if fig is not None:
+                        m, s = fig["means"][key], fig["sds"][key]
+                        r[f"{name}_ratio"] = math.exp(m)
+                        r[f"{name}_lo"], r[f"{name}_hi"] = math.exp(m - paired.Z95 * s), math.exp(m + paired.Z95 * s)
             cands.append(r)
         floor = math.exp(paired.Z95 * ev["sigma"]) - 1
         return {
@@ -322,7 +325,9 @@ class Rung:
             "order": [p.id for _, _, p in self.seq],
             "candidates": cands,
             "raced_out": [self.sw.cands[k].id for k in self.raced],
-        } | ({"axes_model": ev["axes"]} if "axes" in ev else {})
+        } | ({"axes_model": ev["axes"]} if "axes" in ev else {}) | (
+            {"earlier_rungs": ev["earlier"]} if "earlier" in ev else {}
+        )
 
 
 def promote(rung: Rung, ev: dict, cap_of, alpha: float) -> tuple[list[int], dict]:
@@ -448,7 +453,8 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
             rung = None
         if rung is None:
             return last
-        ev = rung.evaluate()
+        judge = partial(_judge, sw, rung, top and not earlier.TOP)
+        ev = judge()
         reopen = None
         while top and rung.others and rung.blocks < MAX_TOP_BLOCKS and sw.share is not None:
             # One candidate dominates: P(best) 1 - alpha/2 over at least MIN_TOP_BLOCKS of its blocks
@@ -477,8 +483,9 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
                 break
             rung.race(racing)
             rung.run_blocks(1)
-            ev = rung.evaluate()
+            ev = judge()
         sw.inc_y_before = ev["inc_y"] + sw.inc_y_before
+        sw.carried = (earlier.carried(ev), sk)
         r = rung.record(ev)
         r["planned"] = nk
         if reopen:
@@ -523,6 +530,16 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
             break
         alive = keep
     return last
+
+
+def _judge(sw: Sweep, rung: Rung, own_runs_only: bool) -> dict:
+    """The rung's evaluation; below the top (own_runs_only False) its deciding figures combined with
+    those carried from the rung before (earlier.py): promotion reads every rung's runs, the top
+    rung's pick its own, at the most steps."""
+    ev = rung.evaluate()
+    if own_runs_only:
+        return ev
+    return earlier.combine(*sw.carried, ev, rung.inc, sw.higher, seed=sw.seed * 1000 + rung.k + 500)
 
 
 def _reopen(sw: Sweep, rung: Rung, ev: dict, racing: list[int], p_min: float) -> tuple | None:
@@ -643,16 +660,24 @@ def pick(sw: Sweep, rung: Rung, ev: dict, rec: dict) -> None:
     w = order[0]
     wp = sw.cands[w]
     rec["winner"] = dict(recs[wp.id]) | {"label": _label(_axis_values(wp)), "p_best": ev["p_best"][w]}
-    if "axes" in ev:
+    if "paired" in ev:  # the axes model or the earlier rungs decided (a tune that stopped below the top)
         own = ev["paired"]["means"]
         best_own = max(own, key=lambda k: (sign * own[k], k == w))
-        rec["estimates"] = ev["axes"] | {
-            "by": "axes model",
-            "why": (
+        why = []
+        if "axes" in ev:
+            why.append(
                 f"{len(order)} candidates in a rung of {rung.blocks} block(s): each estimate borrows the runs of "
                 f"the candidates that share its axis values (what the axes do not explain: sd "
                 f"{ev['axes']['tau_log']:.3f} on the log scale)"
-            ),
+            )
+        if "earlier" in ev:
+            why.append(
+                f"each estimate combined with the earlier rungs' (from {ev['earlier']['from_steps']} steps, "
+                f"allowed to be off by sd {ev['earlier']['delta_log']:.2f} on the log scale)"
+            )
+        rec["estimates"] = ev.get("axes", {}) | {
+            "by": " and ".join(b for b, on in (("axes model", "axes" in ev), ("earlier rungs", "earlier" in ev)) if on),
+            "why": "; ".join(why),
             "paired_best": None if best_own == w else _label(_axis_values(sw.cands[best_own])),
         }
     sides = lambda a, b: 1 if rung.inc in (a, b) else 2  # noqa: E731
