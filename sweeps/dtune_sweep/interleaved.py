@@ -317,16 +317,18 @@ class Rung:
                         r[f"{name}_lo"], r[f"{name}_hi"] = math.exp(m - paired.Z95 * s), math.exp(m + paired.Z95 * s)
             cands.append(r)
         floor = math.exp(paired.Z95 * ev["sigma"]) - 1
-        return {
-            "steps": self.steps,
-            "blocks": self.blocks,
-            "incumbent": self.sw.cands[self.inc].id,
-            "noise": {"sigma_log": ev["sigma"], "floor_one_block": floor, "incumbent_repeats": len(ev["inc_y"])},
-            "order": [p.id for _, _, p in self.seq],
-            "candidates": cands,
-            "raced_out": [self.sw.cands[k].id for k in self.raced],
-        } | ({"axes_model": ev["axes"]} if "axes" in ev else {}) | (
-            {"earlier_rungs": ev["earlier"]} if "earlier" in ev else {}
+        return (
+            {
+                "steps": self.steps,
+                "blocks": self.blocks,
+                "incumbent": self.sw.cands[self.inc].id,
+                "noise": {"sigma_log": ev["sigma"], "floor_one_block": floor, "incumbent_repeats": len(ev["inc_y"])},
+                "order": [p.id for _, _, p in self.seq],
+                "candidates": cands,
+                "raced_out": [self.sw.cands[k].id for k in self.raced],
+            }
+            | ({"axes_model": ev["axes"]} if "axes" in ev else {})
+            | ({"earlier_rungs": ev["earlier"]} if "earlier" in ev else {})
         )
 
 
