@@ -21,6 +21,11 @@ estimate of the last rung; every candidate whose paired interval against it cont
 floor, paired.verdict) is named as tied with it, with the blocks that would separate them at the
 difference measured.
 
+Below the top rung the deciding figures (the paired ones, or the axes model's) are combined with
+those carried from the rung before (earlier.py: by precision, with sd 0.1 allowed for the change of
+steps), so that a rung of one block does not promote by one run's noise; the top rung's pick reads
+its own runs.
+
 In a rung of more candidates than its axes have values (by axes.MIN_DOF or more) the axes model
 (axes.py) reads the paired figures: each candidate's estimate is shrunk toward what its axis values
 predict, by as much as the axes explain the differences, so that a candidate measured in one block
