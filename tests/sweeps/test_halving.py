@@ -701,9 +701,10 @@ def test_on_a_drifting_machine_reading_the_level_gaps_makes_a_tune_find_the_opti
     # noise a run) with a budget whose top rung races 11 blocks or so. A y read across a slow
     # period's edge is off by half of it; weighing each block by how well its level is known
     # (paired.gaps, in the paired means and the axes model's variances) finds the optimum (any --y)
-    # more often than with every gap read as 0. Seeded: 58 / 60 against 51 / 60, discordant 7 to 0
-    # (95 / 100 against 80 / 100 over 100 seeds, discordant 16 to 1; with no budget, 3 top blocks,
-    # 43 / 60 against 44 / 60: the gain grows with the blocks).
+    # more often than with every gap read as 0. Seeded: 57 / 60 against 51 / 60, discordant 7 to 1
+    # (93 / 100 against 80 / 100 over 100 seeds, discordant 15 to 2; with no budget, 3 top blocks,
+    # 56 / 60 against 48 / 60). Before promotion read the earlier rungs (earlier.py): 58 / 60
+    # against 51 / 60, 7 to 0, and with no budget 43 against 44.
     def hits() -> list:
         out = []
         for seed in range(60):
