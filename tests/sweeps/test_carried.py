@@ -159,3 +159,31 @@ def test_on_a_live_like_machine_promotion_with_the_earlier_rungs_finds_the_optim
     only_carried = sum(a and not b for a, b in zip(carried, alone))
     only_alone = sum(b and not a for a, b in zip(carried, alone))
     assert sum(carried) >= sum(alone) + 5 and only_carried >= 4 * max(only_alone, 1), (only_carried, only_alone)
+
+
+def test_a_tune_that_stops_below_the_top_picks_by_the_combined_figures_and_says_so(tmp_path, monkeypatch):
+    # The rung after the first promotes one candidate (as when the budget pays for no two): the
+    # tune stops there, and its pick is that rung's best combined figure, named as such.
+    real = interleaved.promote
+
+    def promote_one(rung, ev, cap_of, alpha):
+        keep, why = real(rung, ev, cap_of, alpha)
+        return (keep[:1] if rung.k == 1 else keep), why
+
+    monkeypatch.setattr(interleaved, "promote", promote_one)
+    rec = launch_clock_tune(tmp_path, seed=3, budget_s=0.3 * grid_seconds(tmp_path))
+    assert len(rec["rungs"]) == 2 and rec["stopped"].startswith("after rung 1")
+    last = rec["rungs"][1]["candidates"]
+    assert rec["winner"]["candidate_id"] == max(last, key=lambda c: c["combined_ratio"])["candidate_id"]
+    est = rec["estimates"]
+    assert est["by"] == "earlier rungs" and "combined with the earlier rungs' (from 8 steps" in est["why"]
+    own = max(last, key=lambda c: c["ratio"])
+    assert est["paired_best"] == (None if own["candidate_id"] == rec["winner"]["candidate_id"] else own_label(own))
+    from dtune_report.tuning import sweep_blocks
+
+    blocks = sweep_blocks({"budget": {"text": "64s"}}, rec)
+    assert any("Picked by the earlier rungs: " in str(b[1]) for b in blocks if b[0] == "p")
+
+
+def own_label(c: dict) -> str:
+    return " ".join(f"{k} {c['values'][k]}" for k in ("--x", "--z", "--y"))
