@@ -17,9 +17,10 @@ the axes model's where it applied) is carried to the next rung, read against tha
 DELTA_LOG is what a rung of other steps may be off by (a warm-up or a loader's queue that a short
 run sees and a long one does not): the premise of halving is that short runs rank roughly, not
 exactly. It trades the gain for the price below: 0.03 found the optimum 277 and 154 times in the
-table's two rows, 0.1 271 and 169, 0.2 258 and 183 (`--delta`). The combined figure, chained rung to rung, ranks the promotion (and names the pick of a
-tune that stops below the top). The top rung's pick reads its own runs alone, at the most steps:
-a short rung's bias toward a candidate would otherwise decide it. On that model
+table's two rows, 0.1 271 and 169, 0.2 258 and 183 (`--delta`). The combined figure, chained rung
+to rung, ranks the promotion (and names the pick of a tune that stops below the top). The top
+rung's pick reads its own runs alone, at the most steps: a short rung's bias toward a candidate
+would otherwise decide it. On that model
 (benchmarks/tune/carried_rungs.py: 300 seeded tunes, budget 0.3 of the grid), the optimum picked:
 
     the earlier rungs' figures               not carried   below the top (this)   into the top too
