@@ -102,7 +102,7 @@ class Sweep:
         self.inc_y_before: list = []  # the incumbent's y values of earlier rungs (pooled noise)
         self.model = CostModel()  # under a time budget: what a run of each candidate costs
         self.key_of: dict = {}  # point id -> the candidate it ran
-        self.carried: tuple = ({}, 0)  # the last rung below the top's figures (earlier.carried), its steps
+        self.carried: tuple = ({}, 0)  # the last rung's deciding figures (earlier.carried), its steps
 
     def point(self, key: int, steps: int, repeat: int):
         from .tune import with_steps
