@@ -12,7 +12,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "sweeps"), str(REPO / "report"), str(Path(__file__).resolve().parent)]
 from fake_train import slow_factor  # noqa: E402
-from test_halving import PricedRuns  # noqa: E402
+from test_halving import PricedRuns, own_label  # noqa: E402
 
 from dtune_sweep import earlier, interleaved, paired  # noqa: E402
 from dtune_sweep.halving import Measured  # noqa: E402
@@ -183,7 +183,3 @@ def test_a_tune_that_stops_below_the_top_picks_by_the_combined_figures_and_says_
 
     blocks = sweep_blocks({"budget": {"text": "64s"}}, rec)
     assert any("Picked by the earlier rungs: " in str(b[1]) for b in blocks if b[0] == "p")
-
-
-def own_label(c: dict) -> str:
-    return " ".join(f"{k} {c['values'][k]}" for k in ("--x", "--z", "--y"))
