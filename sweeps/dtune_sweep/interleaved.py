@@ -146,8 +146,7 @@ def _log_figure(m: Measured) -> tuple[float, float]:
     """(log of the run's figure, the variance of that log from its steps); nan when none."""
     if not m.ok or not np.all(m.samples > 0):
         return float("nan"), 0.0
-    logs = np.log(m.samples)
-    return float(np.median(logs)), paired.within_run_var(logs)
+    return paired.run_figure(np.log(m.samples))
 
 
 class Rung:

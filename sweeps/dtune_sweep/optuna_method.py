@@ -222,9 +222,10 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
                 read[p.id] = runs.measure(p, 0 if k is None else k, objective)
             m = read[p.id]
             ok = m.ok and np.all(m.samples > 0)
-            seq.append((k, b, float(np.median(np.log(m.samples))) if ok else float("nan")))
+            lf, wv = paired.run_figure(np.log(m.samples)) if ok else (float("nan"), 0.0)
+            seq.append((k, b, lf))
             if ok:
-                within.append(paired.within_run_var(np.log(m.samples)))
+                within.append(wv)
         ys, inc = paired.normalise(seq)
         figures.within = float(np.mean(within)) if within else 0.0
         return {k: {0: float(np.mean(list(v.values())))} for k, v in ys.items()}, inc

@@ -27,10 +27,11 @@ SPACE48 = (
 
 
 class LaunchClockRuns(PricedRuns):
-    """benchmarks/tune/synthetic_live.py --space 48 without running anything: fake_train.py's
+    """benchmarks/tune/synthetic_live.py's spaces without running anything: fake_train.py's
     --drift machine (each run's step noise sd drawn from U(0.05, 0.20), slow periods of x1.3-1.8
     that last Exp(4 s) on the launch clock, a third of them slow), 40 ms steps and a start-up of
-    `startup` s. `bias`: --x 4 runs faster by bias x 8 / steps (a short run's bias, gone at length)."""
+    `startup` s (--x 3 and --z 0 where a sweep has no such axis). `bias`: --x 4 runs faster by
+    bias x 8 / steps (a short run's bias, gone at length)."""
 
     def __init__(self, directory: Path, drift: int, startup: float = 0.23, bias: float = 0.0):
         super().__init__(directory, noise=0.0, startup=startup)
@@ -42,13 +43,13 @@ class LaunchClockRuns(PricedRuns):
             if p.id in self.step_times:
                 continue
             self.done.append(p.id)
-            v, steps = p.values, p.values["steps"]
-            rng = np.random.default_rng([self.drift, len(self.done), int(v["--x"] * 1000), int(v["--z"])])
+            steps, x, z = p.values["steps"], float(p.values.get("--x", 3)), int(p.values.get("--z", 0))
+            rng = np.random.default_rng([self.drift, len(self.done), int(x * 1000), z])
             sigma = rng.uniform(0.05, 0.20)
             slow = slow_factor(self.drift, self.clock_s * 1000, 4000.0)
-            base = (1 + 0.05 * (v["--x"] - 3) ** 2) * (1 + 0.1 * (v["--z"] == 1))
+            base = (1 + 0.05 * (x - 3) ** 2) * (1 + 0.1 * (z == 1))
             t = SLEEP_S * base * slow * np.exp(rng.normal(0, sigma, steps + 1))  # a warm-up step first
-            if v["--x"] == 4:
+            if x == 4:
                 t /= 1 + self.bias * 8 / steps
             self.clock_s += (steps + 1) * SLEEP_S
             self.step_times[p.id] = t
