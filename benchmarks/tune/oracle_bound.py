@@ -7,9 +7,10 @@ rival. It spends a sweep's whole share of the budget (what `dtune tune` gives th
 times its candidates over the file's) on those two alone, one run each (the fewest start-ups), as
 many steps as the share pays for, and no drift reaches it (no slow period, a perfect pairing). It
 picks by the mean of the runs' log step times (the best estimate under fake_train.py's lognormal
-noise) or by their median (the figure `dtune tune` reads). Its hit rate (the pick is the optimum)
-bounds what any real tuner can reach at that budget: a real one must also find the rival among the
-other candidates, pay for more start-ups, and read through the drift.
+noise), by their median (the figure `dtune tune` read until 2026-12-06) or by their 20% trimmed
+mean (the one it reads now). Its hit rate (the pick is the optimum) bounds what any real tuner can
+reach at that budget: a real one must also find the rival among the other candidates, pay for more
+start-ups, and read through the drift.
 
 The grid's cost and the start-up are measured: the whole grid once, as synthetic_live.py runs it
 (fake_train.py, drift seed 1), start-up = a run's seconds less its recorded step times. The noise is
@@ -66,16 +67,21 @@ def startup_s(runs: Path) -> float:
     return float(np.median(fixed))
 
 
-def hit_rate(steps: int, rival: float, draws: int, seed: int) -> tuple[float, float]:
-    """(mean-of-logs, median-of-logs) probability that one run of the optimum and one of a rival
-    `rival` times slower, `steps` steps each, order them right."""
+def hit_rate(steps: int, rival: float, draws: int, seed: int) -> tuple[float, float, float]:
+    """(mean-of-logs, median-of-logs, trimmed-mean) probability that one run of the optimum and one
+    of a rival `rival` times slower, `steps` steps each, order them right (trimmed: paired.run_figure,
+    the figure `dtune tune` reads since 2026-12-06)."""
+    from dtune_sweep.paired import run_figure
+
     rng = np.random.default_rng(seed)
     s = rng.uniform(0.05, 0.20, (draws, 2))
     x = rng.standard_normal((draws, 2, steps)) * s[:, :, None]
     x[:, 1, :] += np.log(rival)
     mean_ok = float(np.mean(x[:, 0].mean(axis=1) < x[:, 1].mean(axis=1)))
     med_ok = float(np.mean(np.median(x[:, 0], axis=1) < np.median(x[:, 1], axis=1)))
-    return mean_ok, med_ok
+    trim = np.array([[run_figure(r)[0] for r in pair] for pair in x])
+    trim_ok = float(np.mean(trim[:, 0] < trim[:, 1]))
+    return mean_ok, med_ok, trim_ok
 
 
 def main() -> int:
@@ -91,7 +97,9 @@ def main() -> int:
     sweeps = sweeps_of(a.space)
     n_all = sum(map(len, sweeps.values()))
     print(f"# grid: {grid_s:.1f} s of run time over {n_all} candidates; start-up {s0:.2f} s a run (measured)")
-    print(f"{'budget':>6} {'sweep':<6} {'share s':>7} {'rival':>6} {'steps':>5} {'mean':>6} {'median':>6}")
+    print(
+        f"{'budget':>6} {'sweep':<6} {'share s':>7} {'rival':>6} {'steps':>5} {'mean':>6} {'median':>6} {'trimmed':>7}"
+    )
     for frac in a.budget_frac:
         for name, cands in sweeps.items():
             ratios = sorted(true_ratio(c) for c in cands)
@@ -106,8 +114,11 @@ def main() -> int:
             if steps < 2:
                 print(f"{frac:6.0%} {name:<6} {share:7.2f} {rival:6.3f} {steps:>5}: the share pays for no run")
                 continue
-            mean_ok, med_ok = hit_rate(steps, rival, a.draws, seed=int(frac * 1000) + len(name))
-            print(f"{frac:6.0%} {name:<6} {share:7.2f} {rival:6.3f} {steps:>5} {mean_ok:6.3f} {med_ok:6.3f}")
+            mean_ok, med_ok, trim_ok = hit_rate(steps, rival, a.draws, seed=int(frac * 1000) + len(name))
+            print(
+                f"{frac:6.0%} {name:<6} {share:7.2f} {rival:6.3f} {steps:>5} "
+                f"{mean_ok:6.3f} {med_ok:6.3f} {trim_ok:7.3f}"
+            )
     return 0
 
 

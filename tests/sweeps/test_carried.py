@@ -108,6 +108,10 @@ def test_a_rungs_figures_combine_with_the_carried_ones_by_precision_against_its_
     # Nothing to read against (the incumbent not carried), or nothing carried: ev as it was.
     assert earlier.combine({1: (0.3, 0.0009)}, 8, ev, 0, True, seed=1) is ev
     assert earlier.combine({}, 0, ev, 0, True, seed=1) is ev
+    # A figure of sd 0 (copies that measured the very same samples) is exact: nothing to combine.
+    exact = {**ev, "sds": {**ev["sds"], 1: 0.0}}
+    out = earlier.combine(prior, 8, exact, 0, True, seed=1)
+    assert out["means"][1] == 0.05 and out["sds"][1] == 0.0 and out["earlier"]["candidates"] == 1
     carried = earlier.carried(out)
     assert carried[1] == (out["means"][1], out["sds"][1] ** 2) and set(carried) == set(ev["means"])
 

@@ -107,6 +107,8 @@ def test_interleaving_runs_every_candidate_once_per_block_between_incumbent_runs
     assert blocks[0] == paired.block_order(others, seed=7, rung=0, block=0)  # reproducible
     assert blocks[0] != paired.block_order(others, seed=8, rung=0, block=0)
     assert paired.rung_runs(10, 4) == 1 + 4 * len(blocks[0]) and paired.runs_per_block(2) == 2
+    # a block of the incumbent alone (a sweep of one candidate) is its one run
+    assert [paired.runs_per_block(n) for n in (1, 5, 6, 9)] == [1, 5, 7, 10]
 
 
 def drifted_rung(true_log: dict, blocks: int, seed: int, sigma: float = 0.0):
@@ -281,6 +283,10 @@ def test_p_best_ranks_by_the_measured_noise_and_counts_exact_ties_as_best():
     assert paired.p_best({0: 0.1, 1: 0.1, 2: 0.0}, {0: 0.0, 1: 0.0, 2: 0.0}, higher=True) == {0: 1.0, 1: 1.0, 2: 0.0}
     lower = paired.p_best({0: 0.0, 1: 0.10}, {0: 0.01, 1: 0.01}, higher=False, seed=1)
     assert lower[0] > 0.999
+    # Lower is better: the mirror of higher is better, draw for draw.
+    means, sds = {0: 0.0, 1: -0.02, 2: 0.03}, {0: 0.02, 1: 0.01, 2: 0.05}
+    mirror = paired.p_best({k: -v for k, v in means.items()}, sds, higher=True, seed=3)
+    assert paired.p_best(means, sds, higher=False, seed=3) == mirror and 0.2 < mirror[1] < 0.8
 
 
 # The axes model (axes.py): a factorial sweep's candidates borrow each other's runs.
