@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "sweeps"), str(REPO / "report"), str(Path(__file__).resolve().parent)]
@@ -108,12 +109,12 @@ def test_a_rungs_figures_combine_with_the_carried_ones_by_precision_against_its_
     # Nothing to read against (the incumbent not carried), or nothing carried: ev as it was.
     assert earlier.combine({1: (0.3, 0.0009)}, 8, ev, 0, True, seed=1) is ev
     assert earlier.combine({}, 0, ev, 0, True, seed=1) is ev
-    # A figure of sd 0 (copies that measured the very same samples) is exact: nothing to combine.
-    exact = {**ev, "sds": {**ev["sds"], 1: 0.0}}
-    out = earlier.combine(prior, 8, exact, 0, True, seed=1)
-    assert out["means"][1] == 0.05 and out["sds"][1] == 0.0 and out["earlier"]["candidates"] == 1
-    carried = earlier.carried(out)
+    carried = earlier.carried(out)  # the variance, sd^2, of each deciding figure
     assert carried[1] == (out["means"][1], out["sds"][1] ** 2) and set(carried) == set(ev["means"])
+    assert carried[2] == (out["means"][2], pytest.approx(1 / (1 / (0.01 + d2) + 1 / 0.04)))
+    # A figure of sd 0 (copies that measured the very same samples) is exact: nothing to combine.
+    exact = earlier.combine(prior, 8, {**ev, "sds": {**ev["sds"], 1: 0.0}}, 0, True, seed=1)
+    assert exact["means"][1] == 0.05 and exact["sds"][1] == 0.0 and exact["earlier"]["candidates"] == 1
 
 
 def test_a_tune_records_the_combination_below_the_top_and_picks_the_top_by_its_own_runs(tmp_path):

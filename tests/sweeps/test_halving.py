@@ -164,6 +164,8 @@ def test_a_runs_figure_is_its_trimmed_mean_with_a_calibrated_variance_and_a_stra
     assert var == pytest.approx(np.var(w, ddof=1) / ((1 - 2 / 8) ** 2 * 8))
     assert paired.run_figure(np.log([2.0, 3, 4, 5]))[0] == pytest.approx(np.mean(np.log([2.0, 3, 4, 5])))
     assert paired.run_figure([np.log(2.0)]) == (pytest.approx(np.log(2.0)), 0.0)
+    two = np.log([2.0, 3.0])  # from two steps on, the steps' spread: var(ddof 1) / n
+    assert paired.run_figure(two) == (pytest.approx(two.mean()), pytest.approx(np.var(two, ddof=1) / 2))
     f, var = paired.run_figure([np.nan, np.inf])
     assert math.isnan(f) and var == 0.0
     # Seeded normal log steps (fake_train.py's noise): the variance it states is the spread of its
@@ -194,6 +196,22 @@ def test_the_paired_verdict_calls_no_difference_below_the_floor_and_none_before_
     assert small["blocks_to_separate"] == int(np.ceil(2 * (1.96 * 0.08 / 0.02) ** 2))
     # Lower is better: the pick's smaller figure is the better one.
     assert paired.verdict(other, pick, sig=0.01, sides=2, alpha=0.05, higher=False)["significant"]
+    # The blocks' own spread, when above the floor, sets the interval: var(d, ddof 1) / n, from 2
+    # blocks on; one block has only the floor, sides sig^2.
+    for d in ([0.1, -0.05, 0.2, 0.0, 0.15, 0.05], [0.1, 0.3]):
+        v = paired.verdict(dict(enumerate(d)), {b: 0.0 for b in range(6)}, sig=0.001, sides=2, alpha=0.05, higher=True)
+        se = np.sqrt(np.var(d, ddof=1) / len(d))
+        assert (v["lo"], v["hi"]) == (
+            pytest.approx(np.exp(np.mean(d) - paired.Z95 * se)),
+            pytest.approx(np.exp(np.mean(d) + paired.Z95 * se)),
+        )
+    one = paired.verdict({0: 0.1}, {0: 0.0}, sig=0.05, sides=2, alpha=0.05, higher=True)
+    assert one["lo"] == pytest.approx(np.exp(0.1 - paired.Z95 * 0.05 * np.sqrt(2))) and one["blocks"] == 1
+    # Identical figures in every block: ratio 1, p 1, a tie; no block in common: nothing to say.
+    same = paired.verdict(other, other, sig=0.01, sides=2, alpha=0.05, higher=True)
+    assert same["ratio"] == 1.0 and same["p"] == 1.0 and not same["significant"] and same["blocks_to_separate"] is None
+    none = paired.verdict({0: 0.1}, {1: 0.0}, sig=0.01, sides=2, alpha=0.05, higher=True)
+    assert none == {"ratio": None, "lo": None, "hi": None, "p": None, "blocks": 0, "significant": False}
 
 
 def test_seeded_noise_never_makes_a_wrong_pick_significant():
