@@ -7,10 +7,11 @@
 --live (the issue-37 protocol, nothing replayed):
 1. The ground truth: the whole grid `--rounds` times, interleaved (every round runs every point of
    every sweep once at full length, in an order shuffled per round), so slow and fast periods of the
-   machine fall on every candidate. A run's figure is the median of its per-step objective (as the
-   tuner reads it); within a sweep each round's log figures are read against that round's mean, and
-   a candidate's figure is the geometric mean over the rounds with a 95% t-interval over them (the
-   grid's own intervals, printed). The grid's best is the best mean.
+   machine fall on every candidate. A run's figure is the 20% trimmed mean of its per-step
+   objective's logs (paired.run_figure, as the tuner reads it; the median until 2026-12-06);
+   within a sweep each round's log figures are read against that round's mean, and a candidate's
+   figure is the geometric mean over the rounds with a 95% t-interval over them (the grid's own
+   intervals, printed). The grid's best is the best mean.
 2. Every method and seed tunes live in a fresh directory (`dtune tune --budget`, that fraction of one
    round's run time: what one `dtune sweep run` of the file spends).
 3. Prints, per method and sweep: how often the pick lies within the grid best's 95% interval (its
@@ -57,6 +58,7 @@ sys.path[:0] = [str(REPO / "sweeps"), str(REPO / "report")]
 from dtune_sweep import runner  # noqa: E402
 from dtune_sweep.halving import schedule  # noqa: E402
 from dtune_sweep.objective import DEFAULT, OBJECTIVES, samples  # noqa: E402
+from dtune_sweep.paired import run_figure  # noqa: E402
 from dtune_sweep.spec import plan  # noqa: E402
 from dtune_sweep.tune import DEFAULT_STEPS, STEPS_FLAGS, steps_of, with_steps  # noqa: E402
 
@@ -226,7 +228,7 @@ def live_truth(space: Path, out: Path, rounds: int):
                 if done.get(q.id) == "ok":
                     x = samples(out / "points" / f"{q.id}.h5", obj)
                     if len(x):
-                        logf[r, j] = math.log(float(np.median(x)))
+                        logf[r, j] = run_figure(np.log(x))[0] if np.all(x > 0) else np.nan  # as the tuner
         full = logf[np.all(np.isfinite(logf), axis=1)]  # rounds where every candidate ran
         rec = {"objective": obj, "higher": higher, "rounds": len(full), "cands": {}}
         if len(full) < 2:

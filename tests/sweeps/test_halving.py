@@ -196,6 +196,7 @@ def test_the_paired_verdict_calls_no_difference_below_the_floor_and_none_before_
     assert small["blocks_to_separate"] == int(np.ceil(2 * (1.96 * 0.08 / 0.02) ** 2))
     # Lower is better: the pick's smaller figure is the better one.
     assert paired.verdict(other, pick, sig=0.01, sides=2, alpha=0.05, higher=False)["significant"]
+    assert not paired.verdict(pick, other, sig=0.01, sides=2, alpha=0.05, higher=False)["significant"]
     # The blocks' own spread, when above the floor, sets the interval: var(d, ddof 1) / n, from 2
     # blocks on; one block has only the floor, sides sig^2.
     for d in ([0.1, -0.05, 0.2, 0.0, 0.15, 0.05], [0.1, 0.3]):
@@ -205,6 +206,7 @@ def test_the_paired_verdict_calls_no_difference_below_the_floor_and_none_before_
             pytest.approx(np.exp(np.mean(d) - paired.Z95 * se)),
             pytest.approx(np.exp(np.mean(d) + paired.Z95 * se)),
         )
+        assert v["floor"] == pytest.approx(np.exp(paired.Z95 * se) - 1)
     one = paired.verdict({0: 0.1}, {0: 0.0}, sig=0.05, sides=2, alpha=0.05, higher=True)
     assert one["lo"] == pytest.approx(np.exp(0.1 - paired.Z95 * 0.05 * np.sqrt(2))) and one["blocks"] == 1
     # Identical figures in every block: ratio 1, p 1, a tie; no block in common: nothing to say.
