@@ -261,6 +261,10 @@ def test_a_runs_level_is_known_to_within_half_the_gap_between_its_incumbent_neig
     assert m == pytest.approx(0.3 * (1 / 0.05) / (1 / 0.05 + 1 / 0.01))
     assert paired.level_weighted_mean({0: 0.3, 1: 0.0}, {}, sd=0.1) == pytest.approx(0.15)
     assert paired.level_weighted_mean({0: 0.3, 1: 0.0}, {0: 0.0, 1: 0.2}, sd=0.0) == pytest.approx(0.3)
+    # The weights are inverse variances: 1 / their sum is the variance of the weighted mean, the
+    # rung's sd of a candidate (0.05 and 0.01 here: 1 / (20 + 100)).
+    w = paired.level_weights({0: 0.3, 1: 0.0}, {0: 0.2}, 0.01)
+    assert w == pytest.approx([1 / 0.05, 1 / 0.01]) and 1 / w.sum() == pytest.approx(1 / 120)
 
 
 def test_the_robust_noise_reads_a_slow_period_as_an_outlier_not_as_noise():
