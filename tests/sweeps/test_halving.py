@@ -212,6 +212,8 @@ def test_the_paired_verdict_calls_no_difference_below_the_floor_and_none_before_
     # Identical figures in every block: ratio 1, p 1, a tie; no block in common: nothing to say.
     same = paired.verdict(other, other, sig=0.01, sides=2, alpha=0.05, higher=True)
     assert same["ratio"] == 1.0 and same["p"] == 1.0 and not same["significant"] and same["blocks_to_separate"] is None
+    alone = paired.verdict({0: 0.1}, {0: 0.1}, sig=0.01, sides=2, alpha=0.05, higher=True)
+    assert alone["p"] == 1.0 and alone["blocks"] == 1  # one block, no difference: no signed-rank test
     none = paired.verdict({0: 0.1}, {1: 0.0}, sig=0.01, sides=2, alpha=0.05, higher=True)
     assert none == {"ratio": None, "lo": None, "hi": None, "p": None, "blocks": 0, "significant": False}
 
@@ -256,6 +258,9 @@ def test_a_runs_level_is_known_to_within_half_the_gap_between_its_incumbent_neig
         pytest.approx([-0.4, 0.2, 0.0]),
     )
     assert paired.gaps(seq) == {1: {0: pytest.approx(0.2)}, 2: {0: 0.0}, 3: {0: 0.0}}
+    # A run that did not measure (nan) is left out; the runs after it are still read.
+    failed = seq[:3] + [(2, 0, float("nan"))] + seq[4:]
+    assert [k for k, *_ in paired.readings(failed)] == [None, 1, None, 3, None]
     # A block read across an edge counts for less: weights 1 / (sd^2 + gap^2).
     m = paired.level_weighted_mean({0: 0.3, 1: 0.0}, {0: 0.2, 1: 0.0}, sd=0.1)
     assert m == pytest.approx(0.3 * (1 / 0.05) / (1 / 0.05 + 1 / 0.01))
