@@ -60,6 +60,11 @@ def median_figure(log_steps) -> tuple[float, float]:
     return float(np.median(x)), float(var)
 
 
+def discordant(hits: list, first: list) -> tuple[int, int]:
+    """(won alone, lost alone) of an arm's hits against the first arm's, seed by seed."""
+    return sum(h and not f for h, f in zip(hits, first)), sum(f and not h for h, f in zip(hits, first))
+
+
 def arm(name: str) -> None:
     paired.run_figure = median_figure if name == "median" else RUN_FIGURE
 
@@ -136,8 +141,7 @@ def main() -> int:
         res = [one(s, budget, a.startup) for s in seeds]
         hits = [h[n] == "hit" for h, _ in res for n in SWEEPS]
         first = first or hits
-        alone = sum(h and not f for h, f in zip(hits, first))
-        first_alone = sum(f and not h for h, f in zip(hits, first))
+        alone, first_alone = discordant(hits, first)
         per = " ".join(f"{sum(h[n] == 'hit' for h, _ in res):4}" for n in SWEEPS)
         cost = [c for _, c in res]
         print(
@@ -171,8 +175,7 @@ def space48(a) -> int:
             hits.append(w["--x"] == 3 and w["--z"] == 0)
             cost.append(rec["spent_seconds"] / budget)
         first = first or hits
-        alone = sum(h and not f for h, f in zip(hits, first))
-        first_alone = sum(f and not h for h, f in zip(hits, first))
+        alone, first_alone = discordant(hits, first)
         print(
             f"{name:<8} {sum(hits)}/{len(hits)} won alone {alone}, lost alone {first_alone}; cost/budget "
             f"{np.mean(cost):.3f} (max {max(cost):.3f})",
