@@ -243,13 +243,13 @@ class Rung:
     def evaluate(self) -> dict:
         """{"ys", "inc_y", "sigma", "means", "sds", "p_best"} for the candidates that measured."""
         rows, within = self.figures()
-        ys, inc_y = paired.normalise(rows)
+        ys, inc_y = paired.normalise(rows, within)
         pool = inc_y if len(inc_y) >= 3 else inc_y + self.sw.inc_y_before
         sig = paired.sigma_y(pool, within)
         ys = {k: v for k, v in ys.items() if k not in self.status}
         rep = axes.replicate_var([list(v.values()) for v in ys.values()])
         # Each candidate's mean weighs its blocks by how well their level is known (paired.gaps).
-        gap, s = paired.gaps(rows), paired.robust_sd(ys, pool)
+        gap, s = paired.gaps(rows, within), paired.robust_sd(ys, pool)
         s = max(sig if s is None else s, math.sqrt(1.5 * within))
         means = {k: paired.level_weighted_mean(v, gap.get(k, {}), s) for k, v in ys.items()}
         sds = {k: sig / math.sqrt(len(v)) for k, v in ys.items()}

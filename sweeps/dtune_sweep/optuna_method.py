@@ -226,8 +226,8 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
             seq.append((k, b, lf))
             if ok:
                 within.append(wv)
-        ys, inc = paired.normalise(seq)
         figures.within = float(np.mean(within)) if within else 0.0
+        ys, inc = paired.normalise(seq, figures.within)  # the level read from every run, as halving's
         return {k: {0: float(np.mean(list(v.values())))} for k, v in ys.items()}, inc
 
     def paired_value(i, steps):

@@ -28,6 +28,10 @@ not cancel: the run was at one side's level or the other's, and its y is off by 
 candidate's mean over its blocks weighs each by 1 / (sd^2 + gap^2) (level_weighted_mean; sd the
 noise of one y read robustly, robust_sd, where such a y is an outlier, not noise). The verdict
 between two candidates stays the plain paired mean with the conservative floor above.
+
+A tune reads the level from every run of the rung instead (readings with `within`, levels.py): each
+run's residual from its candidate's estimate tells the level, and the rung's runs are split into
+stretches of one level, so an edge between two incumbent runs is placed at the run where it fell.
 """
 
 from __future__ import annotations
@@ -68,12 +72,20 @@ def rung_runs(n_candidates: int, blocks: int) -> int:
     return 1 + blocks * runs_per_block(n_candidates)
 
 
-def readings(seq: list) -> list[tuple]:
+def readings(seq: list, within: float | None = None) -> list[tuple]:
     """seq: the rung's runs in the order they ran, (key or None for the incumbent, block, log figure
-    or nan). Returns (key, block, y, gap) for every run that measured and has an incumbent run
+    or nan). With `within` (the mean variance of a run's figure from its steps) the level is read
+    from every run (levels.read: stretches of one level through the rung's runs), else from the
+    incumbent runs alone, as follows. Returns (key, block, y, gap) for every run that measured and has an incumbent run
     beside it: y its log figure less the local level (the mean of the nearest incumbent runs before
     and after it), gap half the difference of those two (0 with one): how far the level can be off
     when a slow period's edge falls between them (the run was at one side's level or the other's)."""
+    if within is not None:
+        from . import levels
+
+        got = levels.read(seq, within)
+        if got is not None:
+            return got
     refs = [i for i, (k, _, v) in enumerate(seq) if k is None and math.isfinite(v)]
     out = []
     for i, (k, b, v) in enumerate(seq):
@@ -87,11 +99,12 @@ def readings(seq: list) -> list[tuple]:
     return out
 
 
-def normalise(seq: list) -> tuple[dict, list]:
-    """seq as readings'. Returns ({key: {block: y}}, [y of each incumbent run against its neighbours])."""
+def normalise(seq: list, within: float | None = None) -> tuple[dict, list]:
+    """seq and within as readings'. Returns ({key: {block: y}}, [y of each incumbent run against
+    its neighbours])."""
     ys: dict = {}
     inc = []
-    for k, b, y, _ in readings(seq):
+    for k, b, y, _ in readings(seq, within):
         if k is None:
             inc.append(y)
         else:
@@ -99,10 +112,10 @@ def normalise(seq: list) -> tuple[dict, list]:
     return ys, inc
 
 
-def gaps(seq: list) -> dict:
-    """{key: {block: gap}} of readings(seq), the candidates' (not the incumbent's)."""
+def gaps(seq: list, within: float | None = None) -> dict:
+    """{key: {block: gap}} of readings(seq, within), the candidates' (not the incumbent's)."""
     out: dict = {}
-    for k, b, _, g in readings(seq):
+    for k, b, _, g in readings(seq, within):
         if k is not None:
             out.setdefault(k, {})[b] = g
     return out
