@@ -1,6 +1,7 @@
 """`dtune tune --method halving`: successive halving over steps whose rungs are measured paired and
 interleaved (paired.py): blocks of the surviving candidates in a shuffled order, the incumbent run
-between them, every figure read against the incumbent runs beside it.
+between them, every figure read against the incumbent runs beside it or, where the candidates
+repeat, against the level of its stretch of runs (levels.py).
 
 Rung by rung: the schedule's steps double up to the sweep's own (halving.schedule), from at least
 --min-steps and, under a time budget, the rung steps nearest (by ratio) those whose time equals a
