@@ -1,0 +1,98 @@
+"""One rung of q4 on the drifting machine, read against the incumbent runs or from every run.
+
+    benchmarks/tune/level_reading.py [--seeds 1000] [--blocks 2] [--steps 8]
+
+The rung: four candidates (the optimum, 5%, 10% and 15.5% slower) in a seeded order, the first the
+incumbent, `--blocks` blocks in paired.block_order, each run of `--steps` steps on fake_train.py's
+--drift machine as tests/sweeps/test_carried.py models it (step noise sd U(0.05, 0.20) a run, slow
+periods of x1.3-1.8 lasting Exp(4 s) on the launch clock, a third of them slow, 40 ms steps). Each
+run is read by paired.run_figure; each candidate's mean is level-weighted as a tune weighs it.
+Prints how often the optimum has the best mean read against the incumbent runs alone
+(paired.readings), from every run (levels.py), and with the level known exactly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO / "sweeps"), str(REPO / "tests" / "sweeps")]
+
+from fake_train import slow_factor  # noqa: E402
+
+from dtune_sweep import paired  # noqa: E402
+
+SLEEP_S = 0.040
+TRUTH = {0: 1.0, 1: 1.05, 2: 1.10, 3: 1.155}  # time factors: 0 the optimum
+
+
+def rung(seed: int, blocks: int, steps: int):
+    """(incumbent, [(key or None, block, log figure, its variance, candidate, log slow-down)])."""
+    keys = list(TRUTH)
+    np.random.default_rng([seed, 99]).shuffle(keys)
+    inc = keys[0]
+    seq = [(None, -1)]
+    for b in range(blocks):
+        seq += [(k, b) for k in paired.block_order(keys[1:], seed, 0, b)]
+    clock, out = 0.0, []
+    for i, (k, b) in enumerate(seq):
+        c = inc if k is None else k
+        rng = np.random.default_rng([seed, i, c])
+        sigma = rng.uniform(0.05, 0.20)
+        slow = slow_factor(seed, clock * 1000, 4000.0)
+        t = SLEEP_S * TRUTH[c] * slow * np.exp(rng.normal(0, sigma, steps + 1))
+        clock += (steps + 1) * SLEEP_S
+        lf, wv = paired.run_figure(np.log(steps / t[1:]))
+        out.append((k, b, lf, wv, c, math.log(slow)))
+    return inc, out
+
+
+def means(inc, out, within):
+    rows = [(k, b, lf) for k, b, lf, *_ in out]
+    w = float(np.mean([x[3] for x in out]))
+    ys, inc_y = paired.normalise(rows, w if within else None)
+    gap = paired.gaps(rows, w if within else None)
+    sig = paired.sigma_y(inc_y, w)
+    s = paired.robust_sd(ys, inc_y)
+    s = max(sig if s is None else s, math.sqrt(1.5 * w))
+    est = {inc: 0.0} | {k: paired.level_weighted_mean(v, gap.get(k, {}), s) for k, v in ys.items()}
+    return {(inc if k is None else k): v for k, v in est.items()}
+
+
+def exact(inc, out):
+    by = {}
+    for _k, _b, lf, _wv, c, slow in out:
+        by.setdefault(c, []).append(lf + slow)
+    m = {c: float(np.mean(v)) for c, v in by.items()}
+    return {c: v - m[inc] for c, v in m.items()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=1000)
+    ap.add_argument("--blocks", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=8)
+    a = ap.parse_args()
+    hits = {"incumbent runs": 0, "every run": 0, "level known": 0}
+    for seed in range(1, a.seeds + 1):
+        inc, out = rung(seed, a.blocks, a.steps)
+        for name, est in (
+            ("incumbent runs", means(inc, out, False)),
+            ("every run", means(inc, out, True)),
+            ("level known", exact(inc, out)),
+        ):
+            hits[name] += max(est, key=est.get) == 0
+    print(
+        f"# {a.seeds} rungs of {a.blocks} block(s) x {a.steps} steps: the optimum picked "
+        + ", ".join(f"{k} {v / a.seeds:.3f}" for k, v in hits.items())
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
