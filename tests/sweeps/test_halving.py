@@ -323,6 +323,14 @@ def test_the_level_read_from_every_run_places_a_slow_periods_edge_where_it_fell(
     assert paired.readings(seq[:4], 1e-4) == paired.readings(seq[:4])
 
 
+def one_ahead_rung(seed: int, blocks: int) -> tuple[dict, list]:
+    """(true log figures, the rung as drifted_rung runs it) of the optimum and three candidates 5%
+    slower in a seeded order (the incumbent, key 0, any of them), run noise 3%."""
+    perm = np.random.default_rng([seed, 99]).permutation(4)
+    true_log = {k: [0.0, -np.log(1.05), -np.log(1.05), -np.log(1.05)][perm[k]] for k in range(4)}
+    return true_log, drifted_rung(true_log, blocks, seed, sigma=0.03)
+
+
 @pytest.mark.parametrize("blocks", [3, 5])
 def test_on_a_drifting_machine_the_level_read_from_every_run_finds_the_best_more_often(blocks):
     # The rung of the test below (the optimum and three 5% slower, run noise 3%), each candidate's
@@ -330,9 +338,7 @@ def test_on_a_drifting_machine_the_level_read_from_every_run_finds_the_best_more
     # run (levels.py). Seeded: 305 and 330 of 400 against 367 and 391.
     hits = {"incumbent": 0, "every run": 0}
     for seed in range(400):
-        perm = np.random.default_rng([seed, 99]).permutation(4)
-        true_log = {k: [0.0, -np.log(1.05), -np.log(1.05), -np.log(1.05)][perm[k]] for k in range(4)}
-        seq = drifted_rung(true_log, blocks, seed, sigma=0.03)
+        true_log, seq = one_ahead_rung(seed, blocks)
         for how, within in (("incumbent", None), ("every run", 0.03**2 / 1.5)):
             ys, inc = paired.normalise(seq, within)
             gap, sd = paired.gaps(seq, within), max(paired.robust_sd(ys, inc) or 0.0, 0.03)
@@ -361,9 +367,7 @@ def test_on_a_drifting_machine_the_level_weighted_mean_finds_the_best_more_often
     # level-weighted 330 and 358.
     hits = {"plain": 0, "weighted": 0}
     for seed in range(400):
-        perm = np.random.default_rng([seed, 99]).permutation(4)
-        true_log = {k: [0.0, -np.log(1.05), -np.log(1.05), -np.log(1.05)][perm[k]] for k in range(4)}
-        seq = drifted_rung(true_log, blocks, seed, sigma=0.03)
+        true_log, seq = one_ahead_rung(seed, blocks)
         ys, inc = paired.normalise(seq)
         gap, sd = paired.gaps(seq), paired.robust_sd(ys, inc)
         for how in hits:
