@@ -20,18 +20,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory per test, removed afterwards.
+// A fresh directory per test, removed afterwards. The storage's root is one level inside it, so
+// that what a key escaping the root would write (its parent's "x") is ours to check, whatever the
+// machine's temporary directory already holds.
 class LocalStorageTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    root_ = fs::temp_directory_path() /
-            ("dtune_storage_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(root_);
+    outer_ = fs::temp_directory_path() /
+             ("dtune_storage_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    root_ = outer_ / "root";
+    fs::remove_all(outer_);
     fs::create_directories(root_);
     st_ = open_local_storage(root_.string());
   }
-  void TearDown() override { fs::remove_all(root_); }
+  void TearDown() override { fs::remove_all(outer_); }
 
   static std::string pattern(size_t n) {
     std::string s(n, '\0');
@@ -39,7 +42,7 @@ class LocalStorageTest : public ::testing::Test {
     return s;
   }
 
-  fs::path root_;
+  fs::path outer_, root_;
   std::unique_ptr<Storage> st_;
 };
 
