@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Mutation testing of the Python code that decides what users change (mutmut 3, configured in
 # pyproject.toml [tool.mutmut]): report/dtune_report/{compare,identity,verdicts,tables}.py and
-# sweeps/dtune_sweep/{halving,paired,earlier,axes,rules,spec,runner}.py against the fast tests that
+# sweeps/dtune_sweep/{halving,paired,earlier,levels,axes,rules,spec,runner}.py against the fast tests that
 # call them. NOT part of the test command (scripts/test.sh): run it after changing these modules, then kill each new
 # survivor with a test or list it, with the reason it cannot change behaviour, in
 # tests/mutation/survivors.txt. Prints a table per module and exits 1 when a mutant survives that
 # the baseline does not list.
 #
 #   scripts/mutation.sh [--update-baseline] [--fresh | --table | --survivors] [MODULE...]
-#     MODULE            compare identity verdicts tables halving paired earlier axes rules spec runner
+#     MODULE            compare identity verdicts tables halving paired earlier levels axes rules spec runner
 #                       (default: all)
 #     --update-baseline rewrite the baseline's entries for these modules as the survivors now
 #                       (reasons kept; a new entry says TODO until someone writes its reason)
@@ -29,7 +29,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 py=${DTUNE_PYTHON:-$repo/.venv/bin/python}
 stage=$repo/build-mutation
 baseline=$repo/tests/mutation/survivors.txt
-all_modules=(compare identity verdicts tables halving paired earlier axes rules spec runner)
+all_modules=(compare identity verdicts tables halving paired earlier levels axes rules spec runner)
 
 usage() { sed -n '10,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 update=0

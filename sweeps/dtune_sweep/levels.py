@@ -81,19 +81,18 @@ def read(seq: list, within: float) -> list[tuple] | None:
     from .paired import readings
 
     runs = [(k, b, v) for k, b, v in seq if math.isfinite(v)]
-    first = readings(seq)
+    first = readings(seq)  # empty when no incumbent run measured
     repeats = Counter(k for k, _, _ in runs if k is not None)
-    if not any(k is None for k, *_ in runs) or not first or np.median(list(repeats.values()) or [0]) < MIN_REPEATS:
+    if not first or not repeats or np.median(list(repeats.values())) < MIN_REPEATS:
         return None
-    theta: dict = {None: 0.0}
+    start: dict = {}
     for k, _, y, _ in first:
-        if k is not None:
-            theta.setdefault(k, []).append(y)
-    theta = {k: (float(np.median(v)) if k is not None else 0.0) for k, v in theta.items()}
+        start.setdefault(k, []).append(y)
+    theta = {k: float(np.median(v)) for k, v in start.items()} | {None: 0.0}
     lf = np.array([v for _, _, v in runs])
     keys = [k for k, _, _ in runs]
-    n = len(runs)
-    pen = PENALTY * math.log(max(n, 2))
+    n = len(runs)  # at least 3: the gate asks for two runs of a candidate, and an incumbent run
+    pen = PENALTY * math.log(n)
     for _ in range(ITERATIONS):
         r = lf - np.array([theta.get(k, 0.0) for k in keys])
         var = noise_var(r, within)

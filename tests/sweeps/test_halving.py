@@ -280,6 +280,7 @@ def test_partition_splits_the_residuals_where_the_level_moves_and_only_there():
     # A shift of one noise sd is not worth a stretch; a constant is one stretch.
     assert levels.partition(np.r_[np.zeros(6), np.full(6, 0.01)], 0.01**2, 2 * np.log(12)) == [(0, 12)]
     assert levels.partition(np.zeros(4), 0.0, 1.0) == [(0, 4)]
+    assert levels.partition([0.5, 0, 0, 0, 0], 0.01**2, 2 * np.log(5)) == [(0, 1), (1, 5)]  # a first run alone
     # The exact optimum: one more stretch is taken when it saves more than its penalty.
     step = np.r_[np.zeros(3), np.full(3, 0.1)]
     saved = 6 * 0.05**2 / 0.01**2  # the sum of squares about one mean, over var
@@ -290,6 +291,9 @@ def test_partition_splits_the_residuals_where_the_level_moves_and_only_there():
     assert levels.noise_var([0.0, 0.0, 0.0, 0.0], 0.001) == pytest.approx(0.0015)
     noisy = [0.0, 0.1, 0.0, 0.1, 0.6, 0.7]
     assert levels.noise_var(noisy, 0.0) == pytest.approx((1.4826 * 0.1) ** 2 / 2)
+    # From 3 differences on; fewer say nothing.
+    assert levels.noise_var([0.0, 0.1, 0.0, 0.1], 0.0) == pytest.approx((1.4826 * 0.1) ** 2 / 2)
+    assert levels.noise_var([0.0, 0.3, 0.0], 0.001) == pytest.approx(0.0015)
 
 
 def test_the_level_read_from_every_run_places_a_slow_periods_edge_where_it_fell():
@@ -319,8 +323,14 @@ def test_the_level_read_from_every_run_places_a_slow_periods_edge_where_it_fell(
     assert ys[2] == {0: pytest.approx(0.2), 2: pytest.approx(0.2)} and len(ys[1]) == 3
     assert paired.normalise(seq)[0][2][1] == pytest.approx(0.7)
     # A rung whose median candidate ran once (one block): its candidates' runs only echo the level
-    # they are read against, so it is read against the incumbent runs alone.
+    # they are read against, so it is read against the incumbent runs alone; twice (two blocks),
+    # from every run.
     assert paired.readings(seq[:4], 1e-4) == paired.readings(seq[:4])
+    two = drifted_rung(true_log, blocks=2, seed=3)
+    ys, inc = paired.normalise(two, 0.0)
+    assert np.mean([np.isclose(y, true_log[k]) for k in ys for y in ys[k].values()]) == 0.75
+    ys, inc = paired.normalise(two)
+    assert not any(np.isclose(y, true_log[k]) for k in ys for y in ys[k].values())
 
 
 def one_ahead_rung(seed: int, blocks: int) -> tuple[dict, list]:
