@@ -72,9 +72,10 @@ def noise_var(r, within: float) -> float:
 def read(seq: list, within: float) -> list[tuple] | None:
     """seq: a rung's runs in the order they ran, (key or None for the incumbent, block, log figure or
     nan); within: the mean variance of a run's figure from its steps. Returns (key, block, y, gap)
-    for every run that measured, y its log figure less the level of its stretch (the incumbent's y
-    values centred on 0), gap the sd of that level (sqrt(var / others in the stretch); a run alone,
-    half the difference of its neighbours' residuals, as paired.readings). None when no incumbent
+    for every run read (that measured and is not left out, _kept), y its log figure less the level
+    of its stretch (the incumbent's y values centred on 0), gap the sd of that level (sqrt(var /
+    others in the stretch); a run alone, half the difference of its neighbours' residuals, as
+    paired.readings). None when no incumbent
     run measured (nothing to read the candidates against), or the median candidate ran fewer than
     MIN_REPEATS times: a candidate's one run only echoes the level it was read against (a rung of
     the 48-point synthetic space in one block found the optimum far less often read this way)."""
@@ -94,35 +95,27 @@ def read(seq: list, within: float) -> list[tuple] | None:
     n = len(runs)  # at least 3: the gate asks for two runs of a candidate, and an incumbent run
     pen = PENALTY * math.log(n)
     for _ in range(ITERATIONS):
-        r = lf - np.array([theta.get(k, 0.0) for k in keys])
+        r = lf - np.array([theta[k] for k in keys])
         var = noise_var(r, within)
-        level, gap, alone = np.full(n, np.nan), np.zeros(n), np.zeros(n, bool)
+        level, gap, alone = np.empty(n), np.zeros(n), [False] * n
         for i, j in partition(r, var, pen):
             for t in range(i, j):
                 if j - i >= 2:
                     level[t] = (r[i:j].sum() - r[t]) / (j - i - 1)
                     gap[t] = math.sqrt(var / (j - i - 1))
-                else:
+                else:  # alone: read against the residuals beside it (n >= 3: there is one)
                     near = [r[u] for u in (t - 1, t + 1) if 0 <= u < n]
-                    level[t] = float(np.mean(near)) if near else np.nan
-                    gap[t] = abs(near[0] - near[-1]) / 2 if near else 0.0
-                    alone[t] = True
+                    level[t], gap[t], alone[t] = float(np.mean(near)), abs(near[0] - near[-1]) / 2, True
         y = lf - level
-        use = _kept(keys, y, alone)
-        inc = [y[t] for t in use if keys[t] is None]
-        if not inc:
-            return None
-        base = float(np.mean(inc))
+        use = _kept(keys, alone)  # every candidate and the incumbent keep a run at least
+        base = float(np.mean([y[t] for t in use if keys[t] is None]))
         for k in set(keys):
-            v = [y[t] for t in use if keys[t] == k]
-            theta[k] = float(np.mean(v)) - base if v else theta.get(k, 0.0)
-        theta[None] = 0.0
+            theta[k] = float(np.mean([y[t] for t in use if keys[t] == k])) - base  # the incumbent's: 0
     return [(keys[t], runs[t][1], float(y[t] - base), float(gap[t])) for t in use]
 
 
-def _kept(keys: list, y, alone) -> list[int]:
+def _kept(keys: list, alone: list) -> list[int]:
     """The runs read: a run alone in its stretch (a short slow period, or a figure its candidate's
     estimate does not explain) is left out, unless its candidate has no other reading."""
-    fin = [t for t in range(len(keys)) if math.isfinite(y[t])]
-    shared = {keys[t] for t in fin if not alone[t]}
-    return [t for t in fin if not alone[t] or keys[t] not in shared]
+    shared = {k for k, a in zip(keys, alone) if not a}
+    return [t for t, (k, a) in enumerate(zip(keys, alone)) if not a or k not in shared]

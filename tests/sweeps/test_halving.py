@@ -322,6 +322,11 @@ def test_the_level_read_from_every_run_places_a_slow_periods_edge_where_it_fell(
     ys, inc = paired.normalise(seq, 1e-4)
     assert ys[2] == {0: pytest.approx(0.2), 2: pytest.approx(0.2)} and len(ys[1]) == 3
     assert paired.normalise(seq)[0][2][1] == pytest.approx(0.7)
+    # ...unless it is its candidate's only reading: c2 measured in block 1 alone, read against the
+    # runs beside it.
+    only = [x if x[0] != 2 or x[1] == 1 else (2, x[1], float("nan")) for x in seq]
+    ys, _ = paired.normalise(only, 1e-4)
+    assert ys[2] == {1: pytest.approx(0.7)} and len(ys[1]) == 3
     # A rung whose median candidate ran once (one block): its candidates' runs only echo the level
     # they are read against, so it is read against the incumbent runs alone; twice (two blocks),
     # from every run.
