@@ -314,6 +314,12 @@ def test_the_level_read_from_every_run_places_a_slow_periods_edge_where_it_fell(
     assert ys[2][0] == pytest.approx(0.1, abs=1e-9) and ys[3][0] == pytest.approx(0.05, abs=1e-9)
     # No incumbent run measured: nothing to read against, as without `within`.
     assert paired.readings([(None, 0, float("nan")), (1, 0, 0.3)], 0.01) == []
+    nan = float("nan")
+    blind = [(None, -1, nan)] + [(k, b, v) for b in (0, 1) for k, v in ((1, 0.3), (2, 0.2), (None, nan))]
+    assert paired.readings(blind, 0.01) == []
+    # No candidate measured: the incumbent's runs are read against each other, as without `within`.
+    alone_inc = [(None, -1, 0.0), (1, 0, float("nan")), (None, 0, 0.1), (None, 1, 0.0)]
+    assert paired.readings(alone_inc, 0.01) == paired.readings(alone_inc)
     # A run alone in its stretch (c2's second, 0.5 above its others on a steady machine) is left
     # out; its candidate's other blocks stand. Read against the incumbent runs, it counts in full.
     seq = [(None, -1, 0.0)]
