@@ -328,6 +328,11 @@ def test_the_level_read_from_every_run_places_a_slow_periods_edge_where_it_fell(
     ys, inc = paired.normalise(seq, 1e-4)
     assert ys[2] == {0: pytest.approx(0.2), 2: pytest.approx(0.2)} and len(ys[1]) == 3
     assert paired.normalise(seq)[0][2][1] == pytest.approx(0.7)
+    # A run's level is the mean of the other runs of its stretch: its sd, the gap, is that of a mean
+    # of m - 1 residuals, sqrt(var / (m - 1)); var here 1.5 x within (the residuals agree). The
+    # stretches: the 5 runs before the one alone, the 4 after it.
+    gaps = [g for *_, g in paired.readings(seq, 1e-4)]
+    assert gaps == pytest.approx([np.sqrt(1.5e-4 / 4)] * 5 + [np.sqrt(1.5e-4 / 3)] * 4)
     # ...unless it is its candidate's only reading: c2 measured in block 1 alone, read against the
     # runs beside it.
     only = [x if x[0] != 2 or x[1] == 1 else (2, x[1], float("nan")) for x in seq]
