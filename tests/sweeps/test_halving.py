@@ -338,6 +338,15 @@ def test_the_level_read_from_every_run_places_a_slow_periods_edge_where_it_fell(
     only = [x if x[0] != 2 or x[1] == 1 else (2, x[1], float("nan")) for x in seq]
     ys, _ = paired.normalise(only, 1e-4)
     assert ys[2] == {1: pytest.approx(0.7)} and len(ys[1]) == 3
+    # Such a run between two levels (a slow period of 0.3 starts with the incumbent run after it)
+    # is read against the mean of its neighbours' residuals, give or take half their difference.
+    edge = [(k, b, v + (0.3 if i >= 6 else 0.0)) for i, (k, b, v) in enumerate(only)]
+    c2 = [(y, g) for k, _, y, g in paired.readings(edge, 1e-4) if k == 2]
+    assert c2 == [(pytest.approx(0.55), pytest.approx(0.15))]
+    # The incumbent's y values are centred on 0 (the candidates' read against it).
+    noisy = drifted_rung({0: 0.0, 1: np.log(1.10), 2: np.log(0.95), 3: 0.0}, blocks=3, seed=5, sigma=0.03)
+    _, inc = paired.normalise(noisy, 0.03**2 / 1.5)
+    assert len(inc) == 4 and abs(np.mean(inc)) < 1e-12
     # A rung whose median candidate ran once (one block): its candidates' runs only echo the level
     # they are read against, so it is read against the incumbent runs alone; twice (two blocks),
     # from every run.
