@@ -3,6 +3,7 @@ benchmarks/tune/synthetic_live.py --space quickstart, in-process.
 
     benchmarks/tune/small_sweeps.py [--seeds 300] [--first-seed 1] [--startup 0.23] [--budget-frac 0.3]
                                     [--arms median trimmed] [--space quickstart|48]
+                                    [--alone q4|q3|q2|q3b --scale 1.5]
 
 The model is tests/sweeps/test_carried.py's LaunchClockRuns (fake_train.py's --drift machine: step
 noise sd U(0.05, 0.20) a run, slow periods of x1.3-1.8 lasting Exp(4 s) on the launch clock, 40 ms
@@ -18,7 +19,8 @@ their 20% trimmed mean (paired.run_figure, now). Prints per arm the optimum's hi
 total, the tunes it won and lost alone against the first arm, where the misses were lost (the
 optimum missing from the top rung, or lost in it), and the cost as a fraction of the budget. About
 1 minute an arm per 300 seeds. --space 48 runs the 48-point space instead (test_carried.py's tune,
-any --y of the optimum a hit).
+any --y of the optimum a hit). --alone tunes one sweep by itself (its own launch clock) with
+--scale times its share of the budget, to show what more budget buys it.
 """
 
 from __future__ import annotations
@@ -125,9 +127,13 @@ def main() -> int:
     ap.add_argument("--budget-frac", type=float, default=0.3)
     ap.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
     ap.add_argument("--space", choices=("quickstart", "48"), default="quickstart")
+    ap.add_argument("--alone", choices=SWEEPS)
+    ap.add_argument("--scale", type=float, default=1.0)
     a = ap.parse_args()
     if a.space == "48":
         return space48(a)
+    if a.alone:
+        return one_sweep(a)
     grid = grid_seconds(a.startup)
     budget = a.budget_frac * grid
     seeds = range(a.first_seed, a.first_seed + a.seeds)
@@ -152,6 +158,26 @@ def main() -> int:
         for n in SWEEPS:
             lost = collections.Counter(h[n] for h, _ in res if h[n] != "hit")
             print(f"#   {n:<4} missed: " + ", ".join(f"{k} {v}" for k, v in sorted(lost.items())))
+    arm("trimmed")
+    return 0
+
+
+def one_sweep(a) -> int:
+    """One sweep tuned by itself with --scale times its share, per arm: where its seeds ended."""
+    budget = a.budget_frac * grid_seconds(a.startup)
+    seeds = range(a.first_seed, a.first_seed + a.seeds)
+    for name in a.arms:
+        arm(name)
+        ends = collections.Counter()
+        for seed in seeds:
+            with tempfile.TemporaryDirectory() as d:
+                pts = points(Path(d))[a.alone]
+                runs = LaunchClockRuns(Path(d), seed, a.startup)
+                share = ("seconds", a.scale * budget * len(pts) / sum(map(len, points(Path(d)).values())))
+                rec = interleaved.tune_sweep(a.alone, pts, runs, "samples_per_s", share, seed, 0.05, 4, lambda s: None)
+                ends[where(rec)] += 1
+        got = ", ".join(f"{k} {v}" for k, v in sorted(ends.items()))
+        print(f"{name:<8} {a.alone} alone at {a.scale:g} x its share: {got}", flush=True)
     arm("trimmed")
     return 0
 
