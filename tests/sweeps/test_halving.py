@@ -339,8 +339,9 @@ def test_the_level_read_from_every_run_places_a_slow_periods_edge_where_it_fell(
     ys, _ = paired.normalise(only, 1e-4)
     assert ys[2] == {1: pytest.approx(0.7)} and len(ys[1]) == 3
     # Such a run between two levels (a slow period of 0.3 starts with the incumbent run after it)
-    # is read against the mean of its neighbours' residuals, give or take half their difference.
-    edge = [(k, b, v + (0.3 if i >= 6 else 0.0)) for i, (k, b, v) in enumerate(only)]
+    # is read against the mean of its neighbours' residuals, give or take half their difference
+    # (the machine 0.1 above its level before, 0.4 after).
+    edge = [(k, b, v + 0.1 + (0.3 if i >= 6 else 0.0)) for i, (k, b, v) in enumerate(only)]
     c2 = [(y, g) for k, _, y, g in paired.readings(edge, 1e-4) if k == 2]
     assert c2 == [(pytest.approx(0.55), pytest.approx(0.15))]
     # The incumbent's y values are centred on 0 (the candidates' read against it).
