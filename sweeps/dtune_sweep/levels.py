@@ -75,10 +75,10 @@ def read(seq: list, within: float) -> list[tuple] | None:
     for every run read (that measured and is not left out, _kept), y its log figure less the level
     of its stretch (the incumbent's y values centred on 0), gap the sd of that level (sqrt(var /
     others in the stretch); a run alone, half the difference of its neighbours' residuals, as
-    paired.readings). None when no incumbent
-    run measured (nothing to read the candidates against), or the median candidate ran fewer than
-    MIN_REPEATS times: a candidate's one run only echoes the level it was read against (a rung of
-    the 48-point synthetic space in one block found the optimum far less often read this way)."""
+    paired.readings). None when no incumbent run measured (nothing to read the candidates
+    against), or the median candidate ran fewer than MIN_REPEATS times: a candidate's one run only
+    echoes the level it was read against (a rung of the 48-point synthetic space in one block found
+    the optimum far less often read this way)."""
     from .paired import readings
 
     runs = [(k, b, v) for k, b, v in seq if math.isfinite(v)]
