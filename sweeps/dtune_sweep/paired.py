@@ -75,11 +75,12 @@ def rung_runs(n_candidates: int, blocks: int) -> int:
 def readings(seq: list, within: float | None = None) -> list[tuple]:
     """seq: the rung's runs in the order they ran, (key or None for the incumbent, block, log figure
     or nan). With `within` (the mean variance of a run's figure from its steps) the level is read
-    from every run (levels.read: stretches of one level through the rung's runs), else from the
-    incumbent runs alone, as follows. Returns (key, block, y, gap) for every run that measured and has an incumbent run
-    beside it: y its log figure less the local level (the mean of the nearest incumbent runs before
-    and after it), gap half the difference of those two (0 with one): how far the level can be off
-    when a slow period's edge falls between them (the run was at one side's level or the other's)."""
+    from every run (levels.read: stretches of one level through the rung's runs; a run alone in its
+    stretch left out), else from the incumbent runs alone, as follows. Returns (key, block, y, gap)
+    for every run that measured and has an incumbent run beside it: y its log figure less the local
+    level (the mean of the nearest incumbent runs before and after it), gap half the difference of
+    those two (0 with one): how far the level can be off when a slow period's edge falls between
+    them (the run was at one side's level or the other's)."""
     if within is not None:
         from . import levels
 
