@@ -66,12 +66,8 @@ def rung(seed: int, blocks: int, steps: int, truth: dict = TRUTH):
 def means(inc, out, within):
     rows = [(k, b, lf) for k, b, lf, *_ in out]
     w = float(np.mean([x[3] for x in out]))
-    ys, inc_y = paired.normalise(rows, w if within else None)
-    gap = paired.gaps(rows, w if within else None)
-    sig = paired.sigma_y(inc_y, w)
-    s = paired.robust_sd(ys, inc_y)
-    s = max(sig if s is None else s, math.sqrt(1.5 * w))
-    est = {inc: 0.0} | {k: paired.level_weighted_mean(v, gap.get(k, {}), s) for k, v in ys.items()}
+    ys, inc_y, gap = paired.read(rows, w if within else None)
+    est = {inc: 0.0} | paired.level_means(ys, gap, inc_y, w)
     return {(inc if k is None else k): v for k, v in est.items()}
 
 

@@ -244,15 +244,13 @@ class Rung:
     def evaluate(self) -> dict:
         """{"ys", "inc_y", "sigma", "means", "sds", "p_best"} for the candidates that measured."""
         rows, within = self.figures()
-        ys, inc_y = paired.normalise(rows, within)
+        ys, inc_y, gap = paired.read(rows, within)
         pool = inc_y if len(inc_y) >= 3 else inc_y + self.sw.inc_y_before
         sig = paired.sigma_y(pool, within)
         ys = {k: v for k, v in ys.items() if k not in self.status}
         rep = axes.replicate_var([list(v.values()) for v in ys.values()])
-        # Each candidate's mean weighs its blocks by how well their level is known (paired.gaps).
-        gap, s = paired.gaps(rows, within), paired.robust_sd(ys, pool)
-        s = max(sig if s is None else s, math.sqrt(1.5 * within))
-        means = {k: paired.level_weighted_mean(v, gap.get(k, {}), s) for k, v in ys.items()}
+        # Each candidate's mean weighs its blocks by how well their level is known (their gaps).
+        means = paired.level_means(ys, gap, pool, within)
         sds = {k: sig / math.sqrt(len(v)) for k, v in ys.items()}
         ys[self.inc] = {b: 0.0 for _, b, _ in self.seq if b >= 0}
         means[self.inc], sds[self.inc] = 0.0, sig / math.sqrt(max(self.n_inc, 1))
@@ -262,7 +260,7 @@ class Rung:
         keys = list(means)
         # The noise of one figure: the candidates' own repeats where they have them, else the incumbent's.
         var1 = rep if rep is not None else sig**2
-        # A candidate's figure is as good as its blocks' levels are known (paired.gaps): 1 / sum of
+        # A candidate's figure is as good as its blocks' levels are known (their gaps): 1 / sum of
         # 1 / (var1 + gap^2) over its blocks; the incumbent's var1 over its runs.
         var = {k: 1.0 / paired.level_weights(ys[k], gap.get(k, {}), var1).sum() for k in keys if k != self.inc}
         var[self.inc] = var1 / max(self.n_inc, 1)

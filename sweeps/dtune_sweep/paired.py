@@ -100,26 +100,31 @@ def readings(seq: list, within: float | None = None) -> list[tuple]:
     return out
 
 
-def normalise(seq: list, within: float | None = None) -> tuple[dict, list]:
-    """seq and within as readings'. Returns ({key: {block: y}}, [y of each incumbent run against
-    its neighbours])."""
+def read(seq: list, within: float | None = None) -> tuple[dict, list, dict]:
+    """readings(seq, within), read once and split: ({key: {block: y}} of the candidates, [y of each
+    incumbent run against its neighbours], {key: {block: gap}} of the candidates)."""
     ys: dict = {}
     inc = []
-    for k, b, y, _ in readings(seq, within):
+    gap: dict = {}
+    for k, b, y, g in readings(seq, within):
         if k is None:
             inc.append(y)
         else:
             ys.setdefault(k, {})[b] = y
+            gap.setdefault(k, {})[b] = g
+    return ys, inc, gap
+
+
+def normalise(seq: list, within: float | None = None) -> tuple[dict, list]:
+    """seq and within as readings'. Returns read's first two: ({key: {block: y}}, [y of each
+    incumbent run against its neighbours])."""
+    ys, inc, _ = read(seq, within)
     return ys, inc
 
 
 def gaps(seq: list, within: float | None = None) -> dict:
     """{key: {block: gap}} of readings(seq, within), the candidates' (not the incumbent's)."""
-    out: dict = {}
-    for k, b, _, g in readings(seq, within):
-        if k is not None:
-            out.setdefault(k, {})[b] = g
-    return out
+    return read(seq, within)[2]
 
 
 def robust_sd(ys: dict, inc_y: list) -> float | None:
@@ -158,6 +163,16 @@ def sigma_y(inc_y: list, within_var: float) -> float:
     (a run and half of each of its two neighbours)."""
     measured = float(np.sqrt(np.mean(np.square(inc_y)))) if len(inc_y) else 0.0
     return max(measured, math.sqrt(1.5 * max(within_var, 0.0)))
+
+
+def level_means(ys: dict, gap: dict, pool: list, within: float) -> dict:
+    """{key: each candidate's level-weighted mean y} (level_weighted_mean) as a rung reads it: the
+    weights' noise is robust_sd of the candidates' ys and the incumbent's y values `pool`, at least
+    sqrt(1.5 x within) (what a run's steps resolve, sigma_y's floor), and that floor alone where
+    robust_sd has fewer than 3 deviations (then no candidate has two blocks beside an incumbent y:
+    the weights do not matter, or the pool is empty and sigma_y would give the floor too)."""
+    s = max(robust_sd(ys, pool) or 0.0, math.sqrt(1.5 * max(within, 0.0)))
+    return {k: level_weighted_mean(v, gap.get(k, {}), s) for k, v in ys.items()}
 
 
 def run_figure(log_steps) -> tuple[float, float]:

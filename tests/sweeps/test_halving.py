@@ -258,6 +258,7 @@ def test_a_runs_level_is_known_to_within_half_the_gap_between_its_incumbent_neig
         pytest.approx([-0.4, 0.2, 0.0]),
     )
     assert paired.gaps(seq) == {1: {0: pytest.approx(0.2)}, 2: {0: 0.0}, 3: {0: 0.0}}
+    assert paired.read(seq) == paired.normalise(seq) + (paired.gaps(seq),)  # read once, split
     # A run that did not measure (nan) is left out; the runs after it are still read.
     failed = seq[:3] + [(2, 0, float("nan"))] + seq[4:]
     assert [k for k, *_ in paired.readings(failed)] == [None, 1, None, 3, None]
@@ -270,6 +271,22 @@ def test_a_runs_level_is_known_to_within_half_the_gap_between_its_incumbent_neig
     # rung's sd of a candidate (0.05 and 0.01 here: 1 / (20 + 100)).
     w = paired.level_weights({0: 0.3, 1: 0.0}, {0: 0.2}, 0.01)
     assert w == pytest.approx([1 / 0.05, 1 / 0.01]) and 1 / w.sum() == pytest.approx(1 / 120)
+
+
+def test_a_rungs_level_weighted_means_use_the_robust_noise_at_least_what_the_steps_resolve():
+    # c1's block 0 was read across an edge (gap 0.2), block 1 between two that agree.
+    ys, gap = {1: {0: 0.3, 1: 0.0}, 2: {0: 0.05}}, {1: {0: 0.2, 1: 0.0}, 2: {0: 0.0}}
+    # The robust noise decides: deviations 0.01, 0.01, 0 and c1's two of 0.15 x sqrt(2); median 0.01.
+    got = paired.level_means(ys, gap, [0.01, -0.01, 0.0], 1e-6)
+    sd = 1.4826 * 0.01
+    assert got == {1: pytest.approx(0.3 / (sd**2 + 0.04) / (1 / (sd**2 + 0.04) + 1 / sd**2)), 2: pytest.approx(0.05)}
+    # A robust noise below what the steps resolve (the incumbent's ys all 0: median deviation 0),
+    # or none at all (fewer than 3 deviations), gives way to sqrt(1.5 x within).
+    floor = np.sqrt(1.5 * 0.01)
+    expect = 0.3 / (floor**2 + 0.04) / (1 / (floor**2 + 0.04) + 1 / floor**2)
+    assert paired.level_means(ys, gap, [0.0, 0.0, 0.0], 0.01)[1] == pytest.approx(expect)
+    assert paired.level_means(ys, gap, [], 0.01)[1] == pytest.approx(expect)
+    assert paired.level_means({1: {0: 0.3}}, {1: {0: 0.2}}, [0.1], 0.0) == {1: pytest.approx(0.3)}
 
 
 def test_partition_splits_the_residuals_where_the_level_moves_and_only_there():
@@ -870,7 +887,7 @@ def test_on_a_drifting_machine_reading_the_level_gaps_makes_a_tune_find_the_opti
     # 60 seeded tunes of the 48-point space on a drifting machine (slow periods over 3-8 runs, 4%
     # noise a run) with a budget whose top rung races 11 blocks or so. A y read across a slow
     # period's edge is off by half of it; weighing each block by how well its level is known
-    # (paired.gaps, in the paired means and the axes model's variances) and reading the level from
+    # (paired.read's gaps, in the paired means and the axes model's variances) and reading the level from
     # every run where candidates repeat (levels.py) find the optimum (any --y) more often than
     # reading every run against its incumbent neighbours with every gap read as 0. Seeded: 56 / 60
     # against 49 / 60, discordant 9 to 2. (The gaps alone, before levels.py: 57 / 60 against 51 /
@@ -883,7 +900,8 @@ def test_on_a_drifting_machine_reading_the_level_gaps_makes_a_tune_find_the_opti
         return out
 
     with_gaps = hits()
-    monkeypatch.setattr(paired, "gaps", lambda seq, within=None: {})
+    read = paired.read
+    monkeypatch.setattr(paired, "read", lambda seq, within=None: read(seq, within)[:2] + ({},))  # every gap 0
     monkeypatch.setattr(levels, "read", lambda seq, within: None)
     without = hits()
     only_with = sum(a and not b for a, b in zip(with_gaps, without))
