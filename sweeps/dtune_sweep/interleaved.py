@@ -143,13 +143,6 @@ class Sweep:
         return math.inf if self.share is None else self.share[1] - self.spent()
 
 
-def _log_figure(m: Measured) -> tuple[float, float]:
-    """(log of the run's figure, the variance of that log from its steps); nan when none."""
-    if not m.ok or not np.all(m.samples > 0):
-        return float("nan"), 0.0
-    return paired.run_figure(np.log(m.samples))
-
-
 class Rung:
     """One rung's runs in the order they ran and what they say."""
 
@@ -233,13 +226,9 @@ class Rung:
         return self.sw.measure(self.seq[0][2], self.inc).ok
 
     def figures(self):
-        rows, within = [], []
-        for key, b, p in self.seq:
-            lf, wv = _log_figure(self.sw.measure(p, self.inc if key is None else key))
-            rows.append((key, b, lf))
-            if math.isfinite(lf):
-                within.append(wv)
-        return rows, (float(np.mean(within)) if within else 0.0)
+        """paired.figure_rows of the rung's runs: (seq, within) for paired.read."""
+        measured = ((key, b, self.sw.measure(p, self.inc if key is None else key)) for key, b, p in self.seq)
+        return paired.figure_rows(measured)
 
     def evaluate(self) -> dict:
         """{"ys", "inc_y", "sigma", "means", "sds", "p_best"} for the candidates that measured."""

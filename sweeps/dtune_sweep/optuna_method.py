@@ -216,17 +216,10 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
 
     def figures(steps):
         """({candidate: {0: paired log figure}}, the reference's own y values) at one length."""
-        seq, within = [], []
-        for b, (k, p) in enumerate(chain.get(steps, [])):
+        for k, p in chain.get(steps, []):
             if p.id not in read:
                 read[p.id] = runs.measure(p, 0 if k is None else k, objective)
-            m = read[p.id]
-            ok = m.ok and np.all(m.samples > 0)
-            lf, wv = paired.run_figure(np.log(m.samples)) if ok else (float("nan"), 0.0)
-            seq.append((k, b, lf))
-            if ok:
-                within.append(wv)
-        figures.within = float(np.mean(within)) if within else 0.0
+        seq, figures.within = paired.figure_rows((k, b, read[p.id]) for b, (k, p) in enumerate(chain.get(steps, [])))
         ys, inc = paired.normalise(seq, figures.within)  # the level read from every run, as halving's
         return {k: {0: float(np.mean(list(v.values())))} for k, v in ys.items()}, inc
 

@@ -196,6 +196,22 @@ def run_figure(log_steps) -> tuple[float, float]:
     return mean, float(np.var(w, ddof=1) / ((1 - 2 * g / n) ** 2 * n))
 
 
+def figure_rows(runs) -> tuple[list, float]:
+    """runs: a rung's runs in the order they ran, (key or None, block, halving.Measured). Returns
+    ([(key, block, log figure)], the mean variance of those figures from their steps, 0 with none):
+    a run's figure by run_figure of its log samples, nan for one that did not measure or measured
+    a figure of 0 or less (seq for readings and its `within`, as both methods read a rung)."""
+    rows, within = [], []
+    for k, b, m in runs:
+        lf, wv = float("nan"), 0.0
+        if m.ok and np.all(m.samples > 0):
+            lf, wv = run_figure(np.log(m.samples))
+        rows.append((k, b, lf))
+        if math.isfinite(lf):
+            within.append(wv)
+    return rows, (float(np.mean(within)) if within else 0.0)
+
+
 def p_best(means: dict, sds: dict, higher: bool, seed: int = 0, draws: int = 4000) -> dict:
     """{key: probability that it is the best} with each candidate's mean y normal with its sd (a
     seeded Monte Carlo). Exact ties (sd 0) all count as the best."""

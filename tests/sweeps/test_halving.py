@@ -180,6 +180,25 @@ def test_a_runs_figure_is_its_trimmed_mean_with_a_calibrated_variance_and_a_stra
         assert spread < np.median(runs, axis=1).var() * 0.85, n
 
 
+def test_a_rungs_rows_are_its_runs_figures_in_order_with_the_mean_variance_of_those_that_measured():
+    # Both methods read a rung through these rows: a run that failed, or measured a figure of 0 (busbw
+    # with 1 rank), is a nan row that readings skips and that adds nothing to `within`.
+    a, b = np.array([10.0, 12, 11, 9]), np.array([20.0, 21])
+    runs = [
+        (None, -1, Measured(0, "ok", a)),
+        (1, 0, Measured(1, "failed")),
+        (2, 0, Measured(2, "ok", np.array([5.0, 0.0]))),
+        (None, 0, Measured(0, "ok", b)),
+    ]
+    rows, within = paired.figure_rows(iter(runs))
+    fa, fb = paired.run_figure(np.log(a)), paired.run_figure(np.log(b))
+    assert [(k, blk) for k, blk, _ in rows] == [(None, -1), (1, 0), (2, 0), (None, 0)]
+    assert rows[0][2] == pytest.approx(fa[0]) and rows[3][2] == pytest.approx(fb[0])
+    assert math.isnan(rows[1][2]) and math.isnan(rows[2][2])
+    assert within == pytest.approx((fa[1] + fb[1]) / 2)
+    assert paired.figure_rows([(None, -1, Measured(0, "oom"))])[1] == 0.0
+
+
 def test_the_paired_verdict_calls_no_difference_below_the_floor_and_none_before_six_blocks():
     # The pick 10% better in every block, with no noise: significant from 6 blocks on, not at 5
     # (the signed-rank test cannot reach p < 0.05 below 6 pairs), and the blocks needed are said.
