@@ -101,8 +101,8 @@ def readings(seq: list, within: float | None = None) -> list[tuple]:
 
 
 def read(seq: list, within: float | None = None) -> tuple[dict, list, dict]:
-    """readings(seq, within), read once and split: ({key: {block: y}} of the candidates, [y of each
-    incumbent run against its neighbours], {key: {block: gap}} of the candidates)."""
+    """readings(seq, within), split: ({key: {block: y}} of the candidates, [y of each incumbent run
+    against its neighbours], {key: {block: gap}} of the candidates)."""
     ys: dict = {}
     inc = []
     gap: dict = {}
@@ -120,11 +120,6 @@ def normalise(seq: list, within: float | None = None) -> tuple[dict, list]:
     incumbent run against its neighbours])."""
     ys, inc, _ = read(seq, within)
     return ys, inc
-
-
-def gaps(seq: list, within: float | None = None) -> dict:
-    """{key: {block: gap}} of readings(seq, within), the candidates' (not the incumbent's)."""
-    return read(seq, within)[2]
 
 
 def robust_sd(ys: dict, inc_y: list) -> float | None:
@@ -166,11 +161,12 @@ def sigma_y(inc_y: list, within_var: float) -> float:
 
 
 def level_means(ys: dict, gap: dict, pool: list, within: float) -> dict:
-    """{key: each candidate's level-weighted mean y} (level_weighted_mean) as a rung reads it: the
-    weights' noise is robust_sd of the candidates' ys and the incumbent's y values `pool`, at least
-    sqrt(1.5 x within) (what a run's steps resolve, sigma_y's floor), and that floor alone where
-    robust_sd has fewer than 3 deviations (then no candidate has two blocks beside an incumbent y:
-    the weights do not matter, or the pool is empty and sigma_y would give the floor too)."""
+    """{key: each candidate's level-weighted mean y} (level_weighted_mean; a candidate missing from
+    `gap` has every gap 0) as a rung reads it: the weights' noise is robust_sd of the candidates'
+    ys and the incumbent's y values `pool`, at least sqrt(1.5 x within) (what a run's steps
+    resolve, sigma_y's floor), and that floor alone where robust_sd has fewer than 3 deviations
+    (then no candidate has two blocks beside an incumbent y: the weights do not matter, or the pool
+    is empty and sigma_y would give the floor too)."""
     s = max(robust_sd(ys, pool) or 0.0, math.sqrt(1.5 * max(within, 0.0)))
     return {k: level_weighted_mean(v, gap.get(k, {}), s) for k, v in ys.items()}
 
@@ -203,12 +199,12 @@ def figure_rows(runs) -> tuple[list, float]:
     a figure of 0 or less (seq for readings and its `within`, as both methods read a rung)."""
     rows, within = [], []
     for k, b, m in runs:
-        lf, wv = float("nan"), 0.0
+        lf = float("nan")
         if m.ok and np.all(m.samples > 0):
             lf, wv = run_figure(np.log(m.samples))
+            if math.isfinite(lf):
+                within.append(wv)
         rows.append((k, b, lf))
-        if math.isfinite(lf):
-            within.append(wv)
     return rows, (float(np.mean(within)) if within else 0.0)
 
 

@@ -183,7 +183,7 @@ def test_a_runs_figure_is_its_trimmed_mean_with_a_calibrated_variance_and_a_stra
 def test_a_rungs_rows_are_its_runs_figures_in_order_with_the_mean_variance_of_those_that_measured():
     # Both methods read a rung through these rows: a run that failed, or measured a figure of 0 (busbw
     # with 1 rank), is a nan row that readings skips and that adds nothing to `within`.
-    a, b = np.array([10.0, 12, 11, 9]), np.array([20.0, 21])
+    a, b = np.array([10.0, 12, 11, 9]), np.array([0.5, 0.25])  # any figure above 0 is read
     runs = [
         (None, -1, Measured(0, "ok", a)),
         (1, 0, Measured(1, "failed")),
@@ -245,11 +245,11 @@ def test_seeded_noise_never_makes_a_wrong_pick_significant():
     wrong_significant = 0
     for seed in range(200):
         seq = drifted_rung(true_log, blocks=6, seed=seed, sigma=0.10)
-        ys, inc = paired.normalise(seq)
+        ys, inc, gap = paired.read(seq)
         ys[0] = {b: 0.0 for b in range(6)}
         sig = paired.sigma_y(inc, 0.0)
         means = {k: np.mean(list(v.values())) for k, v in ys.items()}
-        gap, sd = paired.gaps(seq), paired.robust_sd(ys, inc)
+        sd = paired.robust_sd(ys, inc)
         weighted = {k: paired.level_weighted_mean(v, gap.get(k, {}), sd) for k, v in ys.items()}
         for est in (means, weighted):  # the pick by the plain mean, and as the tune picks
             w = max(est, key=est.get)
@@ -276,8 +276,7 @@ def test_a_runs_level_is_known_to_within_half_the_gap_between_its_incumbent_neig
         {1: {0: pytest.approx(0.1)}, 2: {0: pytest.approx(0.1)}, 3: {0: pytest.approx(0.05)}},
         pytest.approx([-0.4, 0.2, 0.0]),
     )
-    assert paired.gaps(seq) == {1: {0: pytest.approx(0.2)}, 2: {0: 0.0}, 3: {0: 0.0}}
-    assert paired.read(seq) == paired.normalise(seq) + (paired.gaps(seq),)  # read once, split
+    assert paired.read(seq)[2] == {1: {0: pytest.approx(0.2)}, 2: {0: 0.0}, 3: {0: 0.0}}
     # A run that did not measure (nan) is left out; the runs after it are still read.
     failed = seq[:3] + [(2, 0, float("nan"))] + seq[4:]
     assert [k for k, *_ in paired.readings(failed)] == [None, 1, None, 3, None]
@@ -294,7 +293,7 @@ def test_a_runs_level_is_known_to_within_half_the_gap_between_its_incumbent_neig
 
 def test_a_rungs_level_weighted_means_use_the_robust_noise_at_least_what_the_steps_resolve():
     # c1's block 0 was read across an edge (gap 0.2), block 1 between two that agree.
-    ys, gap = {1: {0: 0.3, 1: 0.0}, 2: {0: 0.05}}, {1: {0: 0.2, 1: 0.0}, 2: {0: 0.0}}
+    ys, gap = {1: {0: 0.3, 1: 0.0}, 2: {0: 0.05}}, {1: {0: 0.2, 1: 0.0}}  # c2's gaps: none, each 0
     # The robust noise decides: deviations 0.01, 0.01, 0 and c1's two of 0.15 x sqrt(2); median 0.01.
     got = paired.level_means(ys, gap, [0.01, -0.01, 0.0], 1e-6)
     sd = 1.4826 * 0.01
@@ -412,8 +411,8 @@ def test_on_a_drifting_machine_the_level_read_from_every_run_finds_the_best_more
     for seed in range(400):
         true_log, seq = one_ahead_rung(seed, blocks)
         for how, within in (("incumbent", None), ("every run", 0.03**2 / 1.5)):
-            ys, inc = paired.normalise(seq, within)
-            gap, sd = paired.gaps(seq, within), max(paired.robust_sd(ys, inc) or 0.0, 0.03)
+            ys, inc, gap = paired.read(seq, within)
+            sd = max(paired.robust_sd(ys, inc) or 0.0, 0.03)
             est = {0: 0.0} | {k: paired.level_weighted_mean(v, gap[k], sd) for k, v in ys.items()}
             hits[how] += true_log[max(est, key=est.get)] == 0.0
     assert hits["every run"] >= hits["incumbent"] + 40, hits
@@ -440,8 +439,8 @@ def test_on_a_drifting_machine_the_level_weighted_mean_finds_the_best_more_often
     hits = {"plain": 0, "weighted": 0}
     for seed in range(400):
         true_log, seq = one_ahead_rung(seed, blocks)
-        ys, inc = paired.normalise(seq)
-        gap, sd = paired.gaps(seq), paired.robust_sd(ys, inc)
+        ys, inc, gap = paired.read(seq)
+        sd = paired.robust_sd(ys, inc)
         for how in hits:
             est = {0: 0.0} | {
                 k: np.mean(list(v.values())) if how == "plain" else paired.level_weighted_mean(v, gap[k], sd)
