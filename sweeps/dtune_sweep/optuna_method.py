@@ -216,10 +216,14 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
 
     def figures(steps):
         """({candidate: {0: paired log figure}}, the reference's own y values) at one length."""
-        for k, p in chain.get(steps, []):
+
+        def measured(k, p):
             if p.id not in read:
                 read[p.id] = runs.measure(p, 0 if k is None else k, objective)
-        seq, figures.within = paired.figure_rows((k, b, read[p.id]) for b, (k, p) in enumerate(chain.get(steps, [])))
+            return read[p.id]
+
+        runs_at = chain.get(steps, [])
+        seq, figures.within = paired.figure_rows((k, b, measured(k, p)) for b, (k, p) in enumerate(runs_at))
         ys, inc = paired.normalise(seq, figures.within)  # the level read from every run, as halving's
         return {k: {0: float(np.mean(list(v.values())))} for k, v in ys.items()}, inc
 
