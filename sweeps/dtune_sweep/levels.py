@@ -82,9 +82,11 @@ def read(seq: list, within: float) -> list[tuple] | None:
     from .paired import readings
 
     runs = [(k, b, v) for k, b, v in seq if math.isfinite(v)]
-    first = readings(seq)  # empty when no incumbent run measured
     repeats = Counter(k for k, _, _ in runs if k is not None)
-    if not first or not repeats or np.median(list(repeats.values())) < MIN_REPEATS:
+    if not repeats or np.median(list(repeats.values())) < MIN_REPEATS:
+        return None  # the gate first: the caller then reads the incumbent runs, once
+    first = readings(seq)
+    if not first:  # no incumbent run measured
         return None
     start: dict = {}
     for k, _, y, _ in first:
