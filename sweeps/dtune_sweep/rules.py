@@ -11,6 +11,8 @@ CASES) through the real binary.
 
 from __future__ import annotations
 
+import math
+import re
 from fractions import Fraction
 
 # Defaults the rules need (as the binaries' --help shows them).
@@ -33,6 +35,19 @@ TRAIN_DEFAULTS = {
     "--shard": "none",
 }
 SHARD_MODES = ("zero1", "zero2", "zero3")  # --shard values other than none (DDP)
+# The values the sharding flags take, as the binaries parse them (a value outside them fails the
+# point at launch, exit 2): --shard and --reshard-after-forward are CLI11 IsMember choices
+# (train/config.h kShardNames; on, off); --shard-prefetch a CLI11 integer (strtoll, base 0) in
+# CLI::Range(0, 64) (benchmarks/train/options.cc); --shard-unit `block` or a strtod size in MiB in
+# (0, 1 PiB] (models/shard_unit.cc, parse_shard_unit, which dtune-comm --pattern fsdp shares).
+SHARD_NAMES = ("none", *SHARD_MODES)
+RESHARD_NAMES = ("on", "off")
+SHARD_PREFETCH_MAX = 64
+MAX_SHARD_UNIT_MIB = float(1 << 30)  # models/shard_unit.h kMaxShardUnitMib: 1 PiB
+_C_INTEGER = re.compile(r"[ \t\n\v\f\r]*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
+_C_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_C_HEX = re.compile(r"[+-]?0[xX]([0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)([pP][+-]?[0-9]+)?")
+_C_SPECIAL = re.compile(r"[+-]?(inf|infinity|nan(\([0-9a-zA-Z_]*\))?)", re.IGNORECASE)
 COMM_DEFAULTS = {"-b": "32M", "-e": "32M", "-r": "0"}
 COMM_ALIASES = {"--minbytes": "-b", "--maxbytes": "-e", "--root": "-r", "--backend": "--backend"}
 _SIZE = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -79,6 +94,64 @@ def _size(v) -> int | None:
     unit = s[-1:] if s[-1:] in ("K", "M", "G") else ""
     n = _num(s[: len(s) - len(unit)])
     return None if n is None else int(n * _SIZE[unit])
+
+
+def c_integer(text: str) -> int | None:
+    """The integer C's strtoll(text, &end, 0) reads when it reads all of `text` (CLI11's integer
+    options): decimal, 0x hex or 0 octal, after white space; None otherwise."""
+    m = _C_INTEGER.fullmatch(text)
+    if m is None:
+        return None
+    digits = m.group(2)
+    base = 16 if digits[:2] in ("0x", "0X") else 8 if digits.startswith("0") and len(digits) > 1 else 10
+    return int(m.group(1) + (digits[2:] if base == 16 else digits), base)
+
+
+def c_double(text: str) -> float | None:
+    """The number C's strtod reads when it reads all of `text` (decimal or hex, inf and nan
+    included, after white space); None otherwise."""
+    s = text.lstrip(" \t\n\v\f\r")
+    if _C_HEX.fullmatch(s):
+        sign = -1.0 if s.startswith("-") else 1.0
+        return sign * float.fromhex(s.lstrip("+-"))
+    if _C_DECIMAL.fullmatch(s) or _C_SPECIAL.fullmatch(s):
+        return float(s.split("(")[0])
+    return None
+
+
+def _as_given(flag: str, value) -> str:
+    return flag if value is True else f"{flag} {value}"  # True: the flag without a value
+
+
+def shard_unit_error(value) -> str | None:
+    """Why the binaries refuse this --shard-unit (models/shard_unit.cc's message), or None."""
+    mib = None if value is True else c_double(str(value))
+    if value == "block" or (mib is not None and math.isfinite(mib) and 0 < mib <= MAX_SHARD_UNIT_MIB):
+        return None
+    return (
+        f"{_as_given('--shard-unit', value)}: give block (one unit per transformer block or ResNet stage) "
+        f"or a size in MiB greater than 0 and at most {MAX_SHARD_UNIT_MIB:.0f} (1 PiB), e.g. 4 or 0.5"
+    )
+
+
+def _shard_values(given: dict, choices: tuple) -> list[str]:
+    """The sharding flags' values the binary's parser refuses: `choices` are (flag, names) pairs
+    (--shard, --reshard-after-forward), then --shard-unit and --shard-prefetch."""
+    bad = [
+        f"{_as_given(flag, given[flag])}: give one of {', '.join(names)}"
+        for flag, names in choices
+        if flag in given and given[flag] not in names
+    ]
+    why = shard_unit_error(given["--shard-unit"]) if "--shard-unit" in given else None
+    bad += [why] if why else []
+    if "--shard-prefetch" in given:
+        v = given["--shard-prefetch"]
+        n = None if v is True else c_integer(str(v))
+        if n is None or not 0 <= n <= SHARD_PREFETCH_MAX:
+            bad.append(
+                f"{_as_given('--shard-prefetch', v)}: give a whole number of units from 0 to {SHARD_PREFETCH_MAX}"
+            )
+    return bad
 
 
 def _shown(flags: dict, given: dict, name: str) -> str:
@@ -134,7 +207,8 @@ def _train(given: dict, ranks: int) -> list[str]:
     sgd, acc = _num(f["--local-sgd"]), _num(f["--accum-steps"])
     if sgd is not None and acc is not None and sgd > 0 and acc > 1:
         bad.append("--local-sgd does not go with --accum-steps > 1")
-    shard = f["--shard"] if f["--shard"] in SHARD_MODES else None  # another value: the binary says
+    bad += _shard_values(given, (("--shard", SHARD_NAMES), ("--reshard-after-forward", RESHARD_NAMES)))
+    shard = f["--shard"] if f["--shard"] in SHARD_MODES else None
     if shard and (sgd or 0) > 0:
         bad.append(f"--shard {shard} does not go with --local-sgd (local SGD keeps every rank's optimizer state)")
     if shard and auto:
@@ -147,7 +221,7 @@ def _train(given: dict, ranks: int) -> list[str]:
         if "--channels-last" in given:
             bad.append("--shard zero3 does not go with --channels-last (a unit's parameters are one flat buffer)")
     for flag in ("--reshard-after-forward", "--shard-unit", "--shard-prefetch"):
-        if flag in given and shard != "zero3":
+        if flag in given and shard != "zero3" and f["--shard"] in SHARD_NAMES:  # a bad --shard: said above
             bad.append(f"{flag} needs --shard zero3 (not {f['--shard']})")
     if auto and not cuda and "--memory-limit-mb" not in given:
         bad.append("--batch auto on CPU needs --memory-limit-mb")
@@ -213,6 +287,8 @@ def _comm_pattern(given: dict, f: dict) -> list[str]:
     if f.get("--pattern") != "fsdp":
         return [f"{flag} is for --pattern fsdp" for flag in FSDP_ONLY if flag in given]
     bad = [] if "--model" in given else ["--pattern fsdp needs --model"]
+    fsdp_flags = {k: v for k, v in given.items() if k in ("--shard-unit", "--reshard-after-forward")}
+    bad += _shard_values(fsdp_flags, (("--reshard-after-forward", RESHARD_NAMES),))
     named = {COMM_ALIASES.get(k, k) for k in given}
     bad += [f"{NOT_WITH_FSDP[k]} does not apply to --pattern fsdp" for k in NOT_WITH_FSDP if k in named]
     if f.get("--algorithm") == "hierarchical":
@@ -262,12 +338,14 @@ RULES_HELP = """cross-flag rules, checked for every point when the sweep is plan
     --shard not with --local-sgd or --batch auto; --shard zero2 or zero3 not with --reduce-algo
     hierarchical; --shard zero3 not with --check-every or --channels-last;
     --reshard-after-forward, --shard-unit and --shard-prefetch need --shard zero3;
+    --shard is none, zero1, zero2 or zero3; --reshard-after-forward on or off; --shard-unit
+    block or a size in MiB (a number, no unit) in (0, 1073741824]; --shard-prefetch 0 to 64;
     --pipeline-stages > 1 not with --local-sgd, --batch auto or --shard;
     --reduce-algo hierarchical only with --backend mpi
   dtune-comm: -b <= -e; -r is a rank; --mpi-buffers device only with --backend mpi;
     --pattern fsdp needs --model, one -d of float32 or bfloat16 and the table format, and not
     -b -e -i -f --collective -o -J -I or --algorithm hierarchical; --model, --shard-unit,
-    --reshard-after-forward and --placement only with --pattern fsdp
+    --reshard-after-forward and --placement only with --pattern fsdp (their values as dtune-train's)
   every binary: no --no-output (the runner writes each point's file)
   launch: ranks >= nodes; ranks = nodes x ranks_per_node when ranks_per_node is set (ranks left
     out: nodes x ranks_per_node)"""

@@ -4,6 +4,8 @@ rule is refused by `plan` before any point runs, the message naming every such p
 values) and the rule; the shipped sweep files break none. That the binaries refuse the same
 examples is checked against the built binaries in tests/smoke/test_new_user.py."""
 
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -80,6 +82,37 @@ CASES = [
         "--shard zero1 --reduce-algo hierarchical",
     ),
     ("dtune-train", 2, "--pipeline-stages 2 --shard zero1", "--shard zero1", "--pipeline-stages 2 --shard none"),
+    (
+        "dtune-train",
+        2,
+        "--shard zero3 --reduce-algo hierarchical",
+        "--reduce-algo",
+        "--shard zero1 --reduce-algo hierarchical",
+    ),
+    # The sharding flags' values, as dtune-train's parser takes them (rules.SHARD_NAMES and the rest).
+    ("dtune-train", 2, "--shard zero9", "--shard zero9: give one of none, zero1, zero2, zero3", "--shard zero3"),
+    (
+        "dtune-train",
+        2,
+        "--shard zero3 --shard-unit 4MB",
+        "--shard-unit 4MB: give block",
+        "--shard zero3 --shard-unit 4",
+    ),
+    ("dtune-train", 2, "--shard zero3 --shard-unit 9e12", "--shard-unit 9e12", "--shard zero3 --shard-unit 9e5"),
+    (
+        "dtune-train",
+        2,
+        "--shard zero3 --shard-prefetch 65",
+        "--shard-prefetch 65: give",
+        "--shard zero3 --shard-prefetch 64",
+    ),
+    (
+        "dtune-train",
+        2,
+        "--shard zero3 --reshard-after-forward yes",
+        "--reshard-after-forward yes: give one of on, off",
+        "--shard zero3 --reshard-after-forward off",
+    ),
     ("dtune-comm", 2, "-b 1M -e 8", "-b (1M)", "-b 8 -e 1M"),
     ("dtune-comm", 2, "--minbytes 64K --maxbytes 1K", "-b (64K)", "--minbytes 1K --maxbytes 64K"),
     ("dtune-comm", 2, "-r 2", "-r (2)", "-r 1"),
@@ -104,6 +137,20 @@ CASES = [
         "--pattern fsdp --model gpt2-tiny -d bf16",
     ),
     ("dtune-comm", 2, "--pattern fsdp --model gpt2-tiny --format csv", "--format", "--format csv"),
+    (
+        "dtune-comm",
+        2,
+        "--pattern fsdp --model gpt2-tiny --shard-unit 4MB",
+        "--shard-unit 4MB",
+        "--pattern fsdp --model gpt2-tiny --shard-unit 4",
+    ),
+    (
+        "dtune-comm",
+        2,
+        "--pattern fsdp --model gpt2-tiny --reshard-after-forward 1",
+        "--reshard-after-forward 1",
+        "--pattern fsdp --model gpt2-tiny --reshard-after-forward on",
+    ),
 ]
 
 
@@ -394,8 +441,13 @@ EXACT = [
         "--shard zero1 --shard-unit 4 --shard-prefetch 0",
         ["--shard-unit needs --shard zero3 (not zero1)", "--shard-prefetch needs --shard zero3 (not zero1)"],
     ),
-    # Not a mode: dtune-train's own parser refuses it (exit 2); the rules invent nothing.
-    ("dtune-train", 2, "--shard zero9 --local-sgd 2", []),
+    # Not a mode: refused as dtune-train's parser refuses it, and no cross-flag rule read on top of it.
+    (
+        "dtune-train",
+        2,
+        "--shard zero9 --local-sgd 2 --shard-unit 4",
+        ["--shard zero9: give one of none, zero1, zero2, zero3"],
+    ),
     (
         "dtune-train",
         2,
@@ -494,6 +546,74 @@ def test_the_micro_batches_count_in_the_global_batch_rule():
 def test_sizes_read_as_dtune_comm_reads_them(lo, hi, ok):
     bad = check_point("dtune-comm", ["-b", lo, "-e", hi], 2)
     assert bad == ([] if ok else [f"-b ({lo}) must be at most -e ({hi})"])
+
+
+@pytest.mark.parametrize(
+    "flag,value,ok",
+    [
+        # --shard-unit: block, or what C's strtod reads whole, in (0, 1 PiB] (models/shard_unit.cc)
+        ("--shard-unit", "block", True),
+        ("--shard-unit", "0.5", True),
+        ("--shard-unit", "1e3", True),
+        ("--shard-unit", "0x10", True),
+        ("--shard-unit", " 4", True),  # strtod skips leading white space
+        ("--shard-unit", "1073741824", True),
+        ("--shard-unit", "1073741825", False),
+        ("--shard-unit", "9e12", False),  # the size cap's overflow (issue 60, 15)
+        ("--shard-unit", "4MB", False),
+        ("--shard-unit", "4M", False),
+        ("--shard-unit", "4 ", False),
+        ("--shard-unit", "0", False),
+        ("--shard-unit", "-1", False),
+        ("--shard-unit", "inf", False),
+        ("--shard-unit", "nan", False),
+        ("--shard-unit", "1_000", False),  # Python's float() reads it; strtod does not
+        ("--shard-unit", "Block", False),
+        # --shard-prefetch: what strtoll(base 0) reads whole, in CLI::Range(0, 64)
+        ("--shard-prefetch", "0", True),
+        ("--shard-prefetch", "64", True),
+        ("--shard-prefetch", "0x40", True),
+        ("--shard-prefetch", "0100", True),  # octal 64
+        ("--shard-prefetch", "0101", False),  # octal 65
+        ("--shard-prefetch", "65", False),
+        ("--shard-prefetch", "-1", False),
+        ("--shard-prefetch", "1.5", False),
+        ("--shard-prefetch", "two", False),
+        ("--shard", "none", True),
+        ("--shard", "ZERO3", False),
+        ("--shard", "zero4", False),
+    ],
+)
+def test_sharding_values_read_as_dtune_train_reads_them(flag, value, ok):
+    args = ["--shard", value] if flag == "--shard" else ["--shard", "zero3", flag, value]
+    bad = check_point("dtune-train", args, 2)
+    assert bad == [] if ok else len(bad) == 1 and bad[0].startswith(f"{flag} {value}: give "), bad
+
+
+def test_plan_refuses_bad_sharding_values_naming_each_point_and_value(tmp_path):
+    """`dtune sweep plan` exits 2 on values dtune-train would refuse only at launch."""
+
+    def plan_cli(text):
+        f = tmp_path / "s.yaml"
+        f.write_text(text)
+        cmd = [str(REPO / "scripts" / "dtune"), "sweep", "plan", str(f)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2, r.stdout + r.stderr
+        return r.stderr.splitlines()
+
+    lines = plan_cli(
+        "binary: dtune-train\nargs: [--shard, zero3]\naxes: {--shard-unit: [block, 4MB], --shard-prefetch: [1, 65]}\n"
+    )
+    assert "3 of 4 points" in lines[0] and len(lines) == 4, lines
+    assert sum("--shard-unit 4MB: give block" in ln for ln in lines) == 2, lines
+    assert sum("--shard-prefetch 65: give a whole number of units from 0 to 64" in ln for ln in lines) == 2, lines
+    for ln in lines[1:]:
+        assert re.match(r"  [0-9a-f]{12}  --shard-unit \S+ --shard-prefetch \S+: ", ln), ln
+    lines = plan_cli("binary: dtune-train\naxes: {--shard: [zero3, zero9]}\n")
+    assert "1 of 2 points" in lines[0] and len(lines) == 2, lines
+    assert re.fullmatch(
+        r"  [0-9a-f]{12}  --shard zero9: --shard zero9: give one of none, zero1, zero2, zero3", lines[1]
+    )
 
 
 @pytest.mark.parametrize(
