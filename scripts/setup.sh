@@ -49,6 +49,7 @@ python_bin=${DTUNE_BOOTSTRAP_PYTHON:-python3}
 req_hash=$(sha256sum requirements.txt | cut -c1-12)
 venv_root=${DTUNE_VENV_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/dtune}
 venv="$venv_root/venv-$req_hash"
+fresh=0
 if [[ ! -f "$venv/.dtune-complete" ]]; then
   log "creating Python environment $venv (torch and friends; a few minutes the first time)"
   rm -rf "$venv"
@@ -59,14 +60,37 @@ if [[ ! -f "$venv/.dtune-complete" ]]; then
   # some packages declare as hard requirements, like HTA's notebook stack).
   "$venv/bin/python" -m pip install --quiet --no-deps -r requirements.txt
   touch "$venv/.dtune-complete"
-  # Environments of older requirements files are ~5 GB each: keep only this one.
-  for old in "$venv_root"/venv-*; do
-    [[ "$old" != "$venv" && -d "$old" ]] && rm -rf "$old"
-  done
+  fresh=1
 else
   log "Python environment: $venv"
 fi
 ln -sfn "$venv" .venv
+# Every checkout that links an environment is listed in it (.dtune-checkouts), so that an older
+# environment is removed only when no checkout links to it any more and no process has a file of
+# it mapped (a clone that still runs on it, or a job started before its clone moved on). One whose
+# checkouts were never listed (made by an older setup.sh) may be in use: it is left, and named.
+grep -qxF "$repo" "$venv/.dtune-checkouts" 2>/dev/null || printf '%s\n' "$repo" >>"$venv/.dtune-checkouts"
+env_in_use() {  # env_in_use DIR: 0 if a listed checkout links to DIR or a process maps a file of it
+  local dir=$1 c real
+  real=$(readlink -f "$dir")
+  while IFS= read -r c; do
+    [[ -n "$c" && "$(readlink -f "$c/.venv" 2>/dev/null)" == "$real" ]] && return 0
+  done <"$dir/.dtune-checkouts"
+  grep -qsF "$real/" /proc/[0-9]*/maps 2>/dev/null
+}
+if ((fresh)); then  # environments of older requirements files are ~5 GB each
+  for old in "$venv_root"/venv-*; do
+    [[ "$old" == "$venv" || ! -d "$old" ]] && continue
+    if [[ ! -f "$old/.dtune-checkouts" ]]; then
+      log "kept $old: made by an older setup.sh, which did not list its checkouts (remove it by hand when no clone uses it)"
+    elif env_in_use "$old"; then
+      log "kept $old: a checkout links to it or a process uses it"
+    else
+      log "removed $old: no checkout links to it and no process uses it"
+      rm -rf "$old"
+    fi
+  done
+fi
 
 # --- 3. Configure and build ----------------------------------------------------------------------
 build_dir=${DTUNE_BUILD_DIR:-build}
