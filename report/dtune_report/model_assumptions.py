@@ -80,8 +80,9 @@ SHARD_ASSUMPTIONS = [
     "none/zero1/zero2 only)",
     "state memory per rank: parameters P and gradients G in the weights' dtype, optimizer state O = the "
     "fp32 master copy (bf16 weights) + sgd's momentum (4 B per parameter, dtune's sgd has momentum 0.9) or "
-    "adamw's two moments (8 B); zero2 adds one gradient bucket, zero3 the 1 + prefetch gathered units; "
-    "activations and workspace left out",
+    "adamw's two moments (8 B); zero2 adds one gradient bucket, zero3 its gathered units at their peak as "
+    "dtune-train holds them (each piece's units, the prefetched ones, the tied embedding until the head; "
+    "reshard after forward off: every unit); activations and workspace left out",
 ]
 
 

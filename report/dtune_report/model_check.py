@@ -4,7 +4,8 @@ that matches it on every setting but the launch shape and the gradient synchroni
 (model_inputs.SYNC_KEYS), with the link fits of the comm runs in the files, at the run's own shape
 (nodes from its recorded hosts), bucket sizes, overlap, compression and shard mode (a --shard
 zero1|zero2 run against sharding.predict_sharded: its buckets reduce-scattered for zero2, the
-parameter all-gather after the step for both; the table's `shard` column).
+parameter all-gather after the step for both; a zero3 run with its own units, prefetch and
+resharding, model_inputs.run_shard; the table's `shard` column).
 
 Where the files hold several matching profiles (model_check.sh measures one between every few
 multi-rank runs, since the machine drifts), a run is predicted from the one measured nearest in
@@ -52,11 +53,13 @@ from .model_inputs import (
     pooled_profile,
     ranks_per_machine,
     run_midpoint,
+    run_shard,
+    shard_label,
     sync_free_identity,
     train_shape,
 )
 from .scaling_model import Prediction, comm_slowdown_factor, compute_factor
-from .sharding import MODES, Shard, predict_sharded
+from .sharding import predict_sharded
 from .units import fmt_sig
 
 PROFILE_CHOICES = ("nearest", "pooled")
@@ -87,6 +90,7 @@ class CheckRow:
     comm_slowdown: float = 1.0  # backward's compute slowdown while a reduction is in flight
     identity: tuple = ()  # the run's settings less the launch shape (for the scaling comparison)
     shard: str = "none"  # dtune-train --shard: the mode predicted (sharding.MODES)
+    shard_setting: str = ""  # the shard column: the mode with zero3's unit, prefetch, resharding
 
     @property
     def error(self) -> float:
@@ -155,9 +159,10 @@ def check(paths, profile: str = "nearest") -> tuple:
         if int(a.get("local_sgd_every", 0)) != 0:
             notes.append(f"{name}: local SGD, not modelled")
             continue
-        shard = Shard(str(a.get("shard", "none")))  # files from before --shard: DDP
-        if shard.mode not in MODES:
-            notes.append(f"{name}: --shard {shard.mode}, not modelled")
+        try:
+            shard = run_shard(r.file, r.run, a)  # the run's own mode, zero3 units, prefetch, resharding
+        except ModelInputError as e:
+            notes.append(f"{name}: {e}")
             continue
         row = r._asdict()
         ident = sync_free_identity(row)
@@ -218,6 +223,7 @@ def check(paths, profile: str = "nearest") -> tuple:
                 kw["comm_slowdown"],
                 tuple(sorted(ident.items())),
                 shard.mode,
+                shard_label(shard, a),
             )
         )
     if not rows:
@@ -231,8 +237,9 @@ def check(paths, profile: str = "nearest") -> tuple:
 def format_check(rows: list, notes: list, profile: str = "nearest") -> str:
     """The check as a `#`-commented table: one line per run, then the median absolute errors, then
     the scaling comparison at equal global batch."""
+    sw = max([5, *(len(c.shard_setting or c.shard) for c in rows)])  # zero3:UNIT,pN,on|off
     head = (
-        f"# {'file:run':<30} {'model':<14} {'nodes x R':>9} {'R/C':>7} {'T':>2} {'bucket':>6} {'shard':>5} "
+        f"# {'file:run':<30} {'model':<14} {'nodes x R':>9} {'R/C':>7} {'T':>2} {'bucket':>6} {'shard':>{sw}} "
         f"{'cf':>5} {'cs':>4} "
         f"{'links':>5} "
         f"{'profile':<22} {'meas_ms':>8} {'pred_ms':>8} {'err':>7} {'fwd_err':>7} {'exp_meas':>8} {'exp_pred':>8} "
@@ -256,6 +263,12 @@ def format_check(rows: list, notes: list, profile: str = "nearest") -> str:
     ]
     if any(c.shard != "none" for c in rows):
         lines += [f"#   sharded runs: {x}" for x in SHARD_ASSUMPTIONS[:2]]
+    if any(c.shard == "zero3" for c in rows):
+        lines += [
+            f"#   sharded runs: {SHARD_ASSUMPTIONS[2]}",
+            "#   shard zero3:UNIT,pN,on|off: each run modelled with its own --shard-unit (block: the units it",
+            "#   recorded, bucket_bytes), --shard-prefetch N and --reshard-after-forward",
+        ]
     lines.append(head)
 
     for c in rows:
@@ -263,7 +276,8 @@ def format_check(rows: list, notes: list, profile: str = "nearest") -> str:
         lines.append(
             f"  {(Path(c.file).name + ':' + c.run.split('-')[0])[-30:]:<30} {c.label[:14]:<14} "
             f"{f'{c.shape.nodes} x {c.shape.ranks_per_node}':>9} {rc:>7} {c.threads:>2} "
-            f"{fmt_sig(c.bucket_mb):>6} {c.shard:>5} {c.predicted.compute_factor:5.2f} {c.comm_slowdown:4.2g} "
+            f"{fmt_sig(c.bucket_mb):>6} {c.shard_setting or c.shard:>{sw}} "
+            f"{c.predicted.compute_factor:5.2f} {c.comm_slowdown:4.2g} "
             f"{'busy' if c.busy_fits else 'idle':>5} "
             f"{c.profile_note[-22:]:<22} {c.measured_ms:8.2f} {c.predicted.step_ms:8.2f} {100 * c.error:+6.1f}% "
             f"{100 * c.fwd_error:+6.1f}% {c.measured_exposed_ms:8.2f} "
@@ -290,11 +304,12 @@ def format_check(rows: list, notes: list, profile: str = "nearest") -> str:
 
 def scaling_pairs(rows: list) -> list:
     """[(rows of one configuration and world size, each on another launch shape)]: runs with the
-    same settings, bucket size, reduction algorithm, shard mode and world size (so the same global batch) on
+    same settings, bucket size, reduction algorithm, shard mode (zero3's units, prefetch and resharding
+    included) and world size (so the same global batch) on
     different node counts, e.g. 2 nodes x 2 ranks and 1 node x 4 ranks; sorted by node count."""
     groups = {}
     for c in rows:
-        key = (c.identity, c.bucket_mb, c.world_size, c.shape.algorithm, c.shard)
+        key = (c.identity, c.bucket_mb, c.world_size, c.shape.algorithm, c.shard, c.shard_setting)
         groups.setdefault(key, []).append(c)
     out = []
     for g in groups.values():

@@ -80,18 +80,36 @@ def _shard_lines(shard, optimizer: str, weights: str) -> list:
     return lines + [f"assumed: {t}" for t in SHARD_ASSUMPTIONS]
 
 
-def _memory_table(p, shapes, buckets, shard, optimizer: str, weights: str, first_mb: float) -> list:
-    """Per rank count and bucket size, every mode's parameter + gradient + optimizer state per rank."""
+def _held(mode: str, p, ranks: int, optimizer: str, weights: str, bucket_mb: float, first_mb: float, shard):
+    """sharding.state_memory of `mode` with the shard's zero3 settings and the model's pieces."""
+    from .model_pieces import model_pieces
     from .sharding import state_memory
 
+    pieces = model_pieces(p.meta.get("model"), len(p.param_bytes))
+    z3 = (shard.unit_mb, shard.prefetch, shard.reshard_after_forward, pieces)
+    return state_memory(mode, p.param_bytes, ranks, optimizer, weights, bucket_mb, first_mb, *z3)
+
+
+def _pieces_line(p) -> str:
+    """What zero3's gathered peak is replayed over: the model's pieces, or a unit per piece."""
+    from .model_pieces import model_pieces
+
+    model = p.meta.get("model")
+    if model_pieces(model, len(p.param_bytes)) is not None:
+        return f"zero3 gathered peak: replayed over {model}'s pieces (each gathers every unit owning a parameter of it)"
+    return (
+        f"zero3 gathered peak: {model}'s pieces unknown for its {len(p.param_bytes)} parameters: each unit taken as a "
+        "piece of its own (low where a piece spans several units)"
+    )
+
+
+def _memory_table(p, shapes, buckets, shard, optimizer: str, weights: str, first_mb: float) -> list:
+    """Per rank count and bucket size, every mode's parameter + gradient + optimizer state per rank."""
     lines = ["# state per rank (MiB: parameters + gradients + optimizer state + gathered in flight)"]
     lines.append(f"# {'ranks':>5} {'bucket_mb':>9} " + " ".join(f"{m:>10}" for m in SHARD_MODES))
     for ranks in sorted({s.ranks for s in shapes}):
         for b in buckets:
-            mem = [
-                state_memory(m, p.param_bytes, ranks, optimizer, weights, b, first_mb, shard.unit_mb, shard.prefetch)
-                for m in SHARD_MODES
-            ]
+            mem = [_held(m, p, ranks, optimizer, weights, b, first_mb, shard) for m in SHARD_MODES]
             lines.append(f"# {ranks:5d} {b:9g} " + " ".join(f"{x.total / MIB:10.3f}" for x in mem))
     return lines
 
@@ -102,7 +120,7 @@ def cmd_predict(a) -> int:
 
     from .model_inputs import load_link_fits, one_profile
     from .scaling_model import Shape, comm_slowdown_factor, compute_factor, predict, ranks_sharing_machine
-    from .sharding import predict_sharded, state_memory
+    from .sharding import predict_sharded
 
     defaults(a)
     m = a.nodes_per_machine
@@ -160,6 +178,8 @@ def cmd_predict(a) -> int:
     first = p.first_bucket_mb if a.first_bucket_mb is None else a.first_bucket_mb
     if sharded:
         print("\n".join(f"#   {x}" for x in _shard_lines(shard, optimizer, weights)))
+        if shard.mode == "zero3":
+            print(f"#   {_pieces_line(p)}")
     print(
         f"# {'nodes':>5} {'R':>3} {'ranks':>5} {'K':>3} {'algorithm':>12} {'bucket_mb':>9} {'buckets':>7} {'cf':>5} "
         f"{'step_ms':>9} {'exposed_ms':>10} {'comm_ms':>9} {'efficiency':>10}"
@@ -172,9 +192,7 @@ def cmd_predict(a) -> int:
         for b in a.bucket_mb:
             if sharded:
                 r = predict_sharded(p, s, b, link[s], shard, a.first_bucket_mb, busy[s], cf, cs)
-                held = state_memory(
-                    shard.mode, p.param_bytes, s.ranks, optimizer, weights, b, first, shard.unit_mb, shard.prefetch
-                )
+                held = _held(shard.mode, p, s.ranks, optimizer, weights, b, first, shard)
                 mem = f" {held.total / MIB:10.3f}"
             else:
                 r = predict(p, s, b, link[s], a.first_bucket_mb, busy_fits=busy[s], compute_scale=cf, comm_slowdown=cs)

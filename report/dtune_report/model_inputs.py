@@ -42,6 +42,7 @@ import numpy as np
 from .identity import run_identity
 from .loader import decode_attr, load_comm, load_runs, open_results, read_topology
 from .scaling_model import LinkFit, Profile, Shape, monotone
+from .sharding import MODES, Shard, units_from_bytes
 
 
 class ModelInputError(ValueError):
@@ -64,6 +65,11 @@ SYNC_KEYS = {
     "reduce_algo",
     "--reduce-algo",
     "shard",  # dtune-train --shard (the flag itself is read from this attribute: identity.py)
+    # zero3's units, prefetch and resharding (run_shard reads them): how parameters are gathered,
+    # which a 1-rank DDP profile does not depend on.
+    "shard_unit",
+    "shard_prefetch",
+    "reshard_after_forward",
     "OMPI_MCA_mpi_oversubscribe",
 }
 _WIRE = {"none": 1.0, "fp16": 0.5, "bf16": 0.5}
@@ -420,3 +426,44 @@ def train_shape(run: dict) -> Shape:
     a = run["attrs"]
     algo = str(a.get("reduce_algo", "flat"))
     return shape_of(list(run["hosts"] or []), int(a.get("world_size", 1)), algo)
+
+
+def run_shard(file: str, run: str, attrs: dict) -> Shard:
+    """The sharding a train run ran with, from its results (results/SCHEMA.md): `shard` (none in
+    files from before it) and, for zero3, `shard_unit` (block, or a size in MiB), `shard_prefetch`
+    and `reshard_after_forward` (zero3 runs written before them: block units, prefetch 0, reshard
+    on). Block units are the run's own: its bucket_bytes (one per unit, backward order) cut from its
+    param_bytes (sharding.units_from_bytes). ModelInputError for what cannot be modelled."""
+    mode = str(attrs.get("shard", "none"))
+    if mode not in MODES:
+        raise ModelInputError(f"--shard {mode}, not modelled")
+    if mode != "zero3":
+        return Shard(mode)
+    prefetch = int(attrs.get("shard_prefetch", 0))
+    reshard = int(attrs.get("reshard_after_forward", 1)) != 0
+    unit = str(attrs.get("shard_unit", "block"))
+    if unit != "block":
+        try:
+            mib = float(unit)
+        except ValueError:
+            mib = float("nan")
+        if not np.isfinite(mib) or mib <= 0:
+            raise ModelInputError(f"--shard-unit {unit!r}: neither block nor a size in MiB, not modelled")
+        return Shard(mode, mib, prefetch, reshard)
+    with open_results(Path(file)) as f:
+        g = f["runs"][run]
+        if "param_bytes" not in g or "bucket_bytes" not in g:
+            raise ModelInputError("--shard-unit block: no param_bytes and bucket_bytes to read its units from")
+        units = units_from_bytes(g["param_bytes"][()], g["bucket_bytes"][()])
+    if units is None:
+        raise ModelInputError("--shard-unit block: its units (bucket_bytes) are not runs of whole parameters")
+    return Shard(mode, None, prefetch, reshard, tuple(tuple(u) for u in units))
+
+
+def shard_label(shard: Shard, attrs: dict) -> str:
+    """The shard column: the mode; for zero3 `zero3:UNIT,pN,on|off` (unit as given, prefetch,
+    reshard after forward)."""
+    if shard.mode != "zero3":
+        return shard.mode
+    unit = "block" if shard.units is not None else str(attrs.get("shard_unit"))
+    return f"zero3:{unit},p{shard.prefetch},{'on' if shard.reshard_after_forward else 'off'}"

@@ -70,6 +70,9 @@ class Shard:
     unit_mb: float | None = None  # zero3 unit cap in MiB; None: the bucket size
     prefetch: int = 1
     reshard_after_forward: bool = True
+    # zero3 units given outright ([parameter indices] per unit, backward order), in place of
+    # unit_mb's: a run's `--shard-unit block` units (units_from_bytes of its bucket_bytes).
+    units: tuple | None = None
 
 
 def units_of(param_bytes, unit_mb: float) -> list:
@@ -78,6 +81,31 @@ def units_of(param_bytes, unit_mb: float) -> list:
     unit of its own. Forward runs them last to first."""
     cap = caps_bytes(unit_mb, unit_mb)[1]
     return plan_buckets(param_bytes, cap, cap)
+
+
+def units_from_bytes(param_bytes, unit_bytes) -> list | None:
+    """The units a run recorded (its bucket_bytes: each unit's bytes in backward order) as runs of
+    whole parameters in reverse parameter order, as units_of gives them; None when the bytes do not
+    cut the parameters so (a unit of parameters that are not consecutive)."""
+    units, k = [], len(param_bytes) - 1
+    for want in unit_bytes:
+        unit, got = [], 0
+        while k >= 0 and got < int(want):
+            unit.append(k)
+            got += int(param_bytes[k])
+            k -= 1
+        if got != int(want) or not unit:
+            return None
+        units.append(unit)
+    return units if k < 0 else None
+
+
+def zero3_units(param_bytes, shard: Shard, bucket_mb: float) -> list:
+    """The units zero3 runs with: the shard's own, or units_of its unit size (the bucket size when
+    none is given)."""
+    if shard.units is not None:
+        return [list(u) for u in shard.units]
+    return units_of(param_bytes, shard.unit_mb or bucket_mb)
 
 
 def gathered_phase(compute_ms, gather_ms, prefetch: int, after_ms=None) -> tuple:
@@ -117,7 +145,7 @@ def _zero3(profile: Profile, shape: Shape, bucket_mb: float, fits: dict, shard: 
     """zero3's Prediction: per step forward's and backward's gathered phases, the step the profile's
     plus what each phase ran past its compute. A profile without forward times (forward_ms None)
     is taken as a forward of 0 ms: every forward gather exposed, an upper bound."""
-    units = units_of(profile.param_bytes, shard.unit_mb or bucket_mb)
+    units = zero3_units(profile.param_bytes, shard, bucket_mb)
     unit_bytes = np.array([profile.param_bytes[u].sum() for u in units], dtype=float)  # (U,) backward order
     ag_ms = np.array([bucket_cost_s(n, shape, fits, "all_gather") * 1e3 for n in unit_bytes])
     rs_ms = np.array([bucket_cost_s(n * profile.wire_factor, shape, fits, "reduce_scatter") * 1e3 for n in unit_bytes])
@@ -208,6 +236,67 @@ class StateMemory:
         return self.params + self.grads + self.optim + self.in_flight
 
 
+def gathered_peak(unit_bytes, uses: list, prefetch: int, reshard_after_forward: bool) -> float:
+    """The most unit bytes gathered at once in a step, replaying train/zero3.cc (Zero3Units::forward,
+    use, release) event by event: `unit_bytes` (U,) each unit's gathered buffer in forward order,
+    `uses` per piece (forward order) the set of units it uses. A unit's buffer is allocated when its
+    gather is issued and counted from then. Forward, piece i: its units are issued, and the N =
+    `prefetch` units after the last of them; after its forward, with reshard on, the units no later
+    piece uses are freed. Backward, piece i (last to first): the units whose first user is piece
+    i+1 are freed (its backward is done), then piece i's units are issued (gathered again with
+    reshard on; still there without) and the N units before the first of them. So reshard off
+    holds every unit at the end of forward; reshard on holds the units of the piece at hand, those
+    an earlier piece gathered that a later one still needs (the tied embedding until the head) and
+    at most N prefetched, never more than all the units."""
+    n = len(uses)
+    first_user, last_user = {}, {}
+    for i, mine in enumerate(uses):
+        for u in mine:
+            first_user.setdefault(u, i)
+            last_user[u] = i
+    gathered, held = set(), [0.0, 0.0]  # the units gathered; [bytes now, the most at once]
+
+    def issue(u: int) -> None:
+        if u not in gathered:
+            gathered.add(u)
+            held[0] += unit_bytes[u]
+            held[1] = max(held[1], held[0])
+
+    def release(done: set) -> None:
+        for u in done & gathered:
+            gathered.discard(u)
+            held[0] -= unit_bytes[u]
+
+    def use(i: int, forward: bool) -> None:
+        lo, hi = min(uses[i]), max(uses[i])
+        ahead = range(hi + 1, min(len(unit_bytes), hi + 1 + prefetch)) if forward else range(max(0, lo - prefetch), lo)
+        for u in [*sorted(uses[i]), *ahead]:
+            issue(u)
+
+    for i in range(n):
+        if uses[i]:
+            use(i, True)
+        if reshard_after_forward:
+            release({u for u, last in last_user.items() if last == i})
+    for i in range(n - 1, -1, -1):
+        release({u for u, first in first_user.items() if first == i + 1})
+        if uses[i]:
+            use(i, False)
+    return float(held[1])
+
+
+def piece_uses(units: list, n_params: int, pieces) -> list:
+    """Per piece (forward order) the set of units (forward order) it uses: every unit that owns one
+    of its parameters (train/zero3.cc uses_). `units` in backward order (units_of); `pieces`
+    (model_pieces.Pieces) None: each unit taken as a piece of its own."""
+    if pieces is None:
+        return [{u} for u in range(len(units))]
+    owner = np.empty(n_params, dtype=int)
+    for u, params in enumerate(reversed(units)):
+        owner[list(params)] = u
+    return [{int(owner[k]) for k in params} for params in pieces.uses]
+
+
 def state_memory(
     mode: str,
     param_bytes,
@@ -218,22 +307,33 @@ def state_memory(
     first_bucket_mb: float,
     unit_mb: float | None = None,
     prefetch: int = 1,
+    reshard_after_forward: bool = True,
+    pieces=None,
+    units: list | None = None,
 ) -> StateMemory:
     """Per-rank state of `mode` over `ranks` ranks: P parameter bytes (the profile's param_bytes,
     in the weights' dtype), G = P gradients, O = Ψ·(master + optimizer state) with Ψ = P / (2 for
     bf16 weights, else 4) parameters. DDP P + G + O; zero1 P + G + O/N; zero2 P + G/N + O/N + the
-    largest gradient bucket; zero3 P/N + G/N + O/N + (1 + prefetch) x the largest unit gathered."""
+    largest gradient bucket; zero3 P/N + G/N + O/N + gathered_peak of its units (units_of
+    `unit_mb`, default the bucket size, or `units` given; each padded to a multiple of N elements as
+    train/grad_sync.cc pads them) over the model's `pieces` (model_pieces.py; None: a unit per
+    piece)."""
     m = MODES[mode]
     sizes = np.asarray(param_bytes, dtype=float)
     P = float(sizes.sum())
-    n_params = P / (2 if weights_dtype == "bf16" else 4)
+    elem = 2 if weights_dtype == "bf16" else 4
+    n_params = P / elem
     optim = n_params * ((MASTER_BYTES if weights_dtype == "bf16" else 0) + OPTIMIZER_STATE_BYTES[optimizer])
     in_flight = 0.0
     if mode == "zero2":
         first = min(first_bucket_mb, bucket_mb)
         in_flight = max(sizes[b].sum() for b in plan_buckets(sizes, *caps_bytes(bucket_mb, first)))
     elif mode == "zero3":
-        in_flight = (1 + prefetch) * max(sizes[u].sum() for u in units_of(sizes, unit_mb or bucket_mb))
+        cut = units if units is not None else units_of(sizes, unit_mb or bucket_mb)
+        elems = [int(sizes[u].sum()) // elem for u in reversed(cut)]  # forward order
+        padded = [-(-e // ranks) * ranks * elem for e in elems]
+        uses = piece_uses(cut, len(sizes), pieces)
+        in_flight = gathered_peak(padded, uses, max(prefetch, 0), reshard_after_forward)
 
     def part(name, x):
         return x / ranks if name in m.sharded else x

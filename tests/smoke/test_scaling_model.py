@@ -3,9 +3,12 @@ hand, exactly; the ring fit recovers the constants it was made from; the project
 bucket size and where scaling breaks. No binaries: pure arithmetic on fixed inputs."""
 
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
+from train_fixture import train_file
 
 from dtune_report.clusters import CLUSTERS
 from dtune_report.model_check import CheckRow, format_scaling, scaling_pairs
@@ -18,6 +21,7 @@ from dtune_report.model_inputs import (
     ranks_per_machine,
     run_midpoint,
 )
+from dtune_report.model_pieces import block_units, model_pieces
 from dtune_report.projection import project
 from dtune_report.scaling_model import (
     MIB,
@@ -34,7 +38,7 @@ from dtune_report.scaling_model import (
     replay,
     replay_step,
 )
-from dtune_report.sharding import SHARD_MODES, Shard, gathered_phase, predict_sharded, state_memory
+from dtune_report.sharding import SHARD_MODES, Shard, gathered_phase, predict_sharded, state_memory, units_of
 
 # Four parameters in model order, 2, 1, 1 and 1 MiB. Backward produces them last first.
 PARAM_BYTES = np.array([2, 1, 1, 1]) * MIB
@@ -425,15 +429,123 @@ def test_zero3_sends_one_and_a_half_ddp_and_its_backward_is_the_ddp_replay():
 
 def test_state_memory_per_rank_as_the_zero_paper_counts_it():
     # bf16 weights, AdamW (16 B per parameter: 2 + 2 + 12), Ψ = 5 MiB / 2 parameters, N = 4:
-    # DDP 16Ψ, zero1 4Ψ + 12Ψ/N, zero2 2Ψ + 14Ψ/N (+ the largest bucket, 2 MiB), zero3 16Ψ/N (+ 1 +
-    # prefetch units of at most 2 MiB, planned with cap 2 MiB).
+    # DDP 16Ψ, zero1 4Ψ + 12Ψ/N, zero2 2Ψ + 14Ψ/N (+ the largest bucket, 2 MiB), zero3 16Ψ/N (+ the
+    # units gathered at once: with prefetch 2 all three 2 MiB-capped units, the whole 5 MiB, never
+    # 1 + prefetch times the largest, 6 MiB).
     psi, n = 5 * MIB / 2, 4
     mem = {m: state_memory(m, PARAM_BYTES, n, "adamw", "bf16", 2.0, 1.0, 2.0, 2) for m in SHARD_MODES}
     assert mem["none"].total == 16 * psi and mem["zero1"].total == 4 * psi + 12 * psi / n
     assert (mem["zero2"].total, mem["zero2"].in_flight) == (2 * psi + 14 * psi / n + 2 * MIB, 2 * MIB)
-    assert (mem["zero3"].total, mem["zero3"].in_flight) == (16 * psi / n + 3 * 2 * MIB, 3 * 2 * MIB)
+    assert (mem["zero3"].total, mem["zero3"].in_flight) == (16 * psi / n + 5 * MIB, 5 * MIB)
     # fp32 weights, SGD (momentum: 4 B): 12 B per parameter. 100 parameters of 1 MiB in 1 MiB units at
     # N = 2: zero3 holds half of everything plus two units, at most 0.55 of DDP.
     sizes = np.full(100, MIB)
     ddp, z3 = (state_memory(m, sizes, 2, "sgd", "fp32", 25.0, 1.0, 1.0, 1).total for m in ("none", "zero3"))
     assert ddp == 3 * 100 * MIB and z3 <= 0.55 * ddp
+
+
+# A GPT's parameters in model order (models/gpt.cc): wte 400 B, wpe 80 B, 3 blocks of 12 parameters
+# of 20 B each (240 B), the final LayerNorm's two of 4 B. fp32 weights: 4 B per element.
+TINY_GPT = np.array([400, 80, *[20] * 36, 4, 4])
+
+
+def test_the_pieces_are_the_trainers():
+    # GPT: embed (wte, wpe), each block its 12, head the final norm and the tied wte.
+    gpt = model_pieces("gpt2-tiny", len(TINY_GPT))
+    assert gpt.uses[0] == (0, 1) and gpt.uses[1] == tuple(range(2, 14)) and gpt.uses[-1] == (38, 39, 0)
+    assert gpt.unit == ("embed", "h.0", "h.1", "h.2", "head")
+    # Block units own what their pieces use first (wte is the embedding's): backward order.
+    assert block_units(gpt) == [[39, 38], *[list(range(13 + 12 * i, 1 + 12 * i, -1)) for i in (2, 1, 0)], [1, 0]]
+    # torchvision's counts: ResNet-18 has 62 parameter tensors, ResNet-50 161; blocks by stage.
+    r18, r50 = model_pieces("resnet18", 62), model_pieces("resnet50", 161)
+    assert r18.unit == ("stem", *["layer1"] * 2, *["layer2"] * 2, *["layer3"] * 2, *["layer4"] * 2, "head")
+    assert [len(u) for u in r18.uses] == [3, 6, 6, 9, 6, 9, 6, 9, 6, 2]
+    assert [len(u) for u in r50.uses[:5]] == [3, 12, 9, 9, 12] and len(block_units(r50)) == 6
+    assert model_pieces("gpt2-tiny", 41) is None and model_pieces("resnet18", 61) is None
+    assert model_pieces("x", 9) is None
+
+
+def test_zero3_state_memory_replays_which_units_the_trainer_holds_by_hand():
+    """The zero3 gathered peak as train/zero3.cc holds units (doc/model.md), on TINY_GPT over 2 ranks
+    (no padding: every unit's elements are even). Block units: embed 480 B, h.i 240 B, head 8 B."""
+    gpt = model_pieces("gpt2-tiny", len(TINY_GPT))
+    blocks = block_units(gpt)
+
+    def peak(n=2, prefetch=1, reshard=True, unit_mb=None, units=blocks, pieces=gpt):
+        z3 = (unit_mb, prefetch, reshard, pieces, units)
+        return state_memory("zero3", TINY_GPT, n, "sgd", "fp32", 25.0, 1.0, *z3).in_flight
+
+    # Reshard off: nothing is freed in forward, so the end of forward holds every unit, 1208 B,
+    # whatever the prefetch (1 + prefetch units of the largest: 480 or 960).
+    assert [peak(prefetch=k, reshard=False) for k in (0, 1, 2)] == [1208] * 3
+    # Reshard on, prefetch 0: the embedding (the head uses wte) and the block at hand, 720 (the
+    # largest unit alone: 480). Prefetch 2: at h.0, embed + h.0 + h.1 + h.2 = 1200 (3 x 480 = 1440).
+    assert peak(prefetch=0) == 720 and peak(prefetch=2) == 1200
+    # Prefetch past the units holds every unit once: 1208, not 1025 x 480.
+    assert peak(prefetch=1024) == 1208 == peak(prefetch=1024, reshard=False)
+    # Padding: over 3 ranks the head's 2 elements are 3, 12 B: 480 + 720 + 12.
+    assert peak(n=3, reshard=False) == 1212
+    # Units of 120 B (whole parameters, reverse order, each at most the cap, as the trainer cuts
+    # them): wte 400 | wpe + h.0's first 100 | h.0 p1-p6 120 | h.0 p7-p11 + h.1 p0 120 | ... | h.2
+    # p7-p11 + the final norm 108. A block uses three units; forward at h.1 holds wte and all
+    # three, 400 + 3 x 120 = 760: more than the block units' 720, not the largest unit's 400.
+    assert [int(TINY_GPT[u].sum()) for u in units_of(TINY_GPT, 120 / MIB)] == [108, *[120] * 5, 100, 400]
+    assert peak(prefetch=0, unit_mb=120 / MIB, units=None) == 760
+    # Without the model's pieces each unit is taken as a piece of its own: 400.
+    assert peak(prefetch=0, unit_mb=120 / MIB, units=None, pieces=None) == 400
+
+
+def _train_file(path, hosts, ready=None, units=None, **attrs):
+    """A synthetic dtune-train results file (train_fixture) of one run over `hosts`, 3 steps (1 of
+    warm-up) of 40 ms, its parameters PARAM_BYTES; `ready`: the profile's gradient times (S, P);
+    `units`: the bytes of its zero3 units (bucket_bytes, backward order)."""
+    runs = [([40.0, 40.0, 40.0], None, {"rank_factors": (1.0,) * len(hosts), "model": "gpt2-tiny", **attrs})]
+    train_file(path, runs, "dtune-train --model gpt2-tiny", hosts=hosts)
+    with h5py.File(path, "a") as f:
+        (g,) = f["runs"].values()
+        g["param_bytes"] = PARAM_BYTES
+        if ready is not None:
+            g["grad_ready_ms"] = ready
+        if units is not None:
+            del g["bucket_bytes"]
+            g["bucket_bytes"] = np.asarray(units, np.int64) * MIB
+
+
+def test_check_models_each_zero3_run_with_its_own_units_prefetch_and_resharding(tmp_path, monkeypatch):
+    """`dtune model check` predicts a zero3 run with the --shard-unit, --shard-prefetch and
+    --reshard-after-forward it recorded (block units: the units it recorded in bucket_bytes; a run
+    from before those attributes: block units, prefetch 0), from the 1-rank DDP profile, which
+    none of them changes; the table names each run's settings."""
+    from dtune_report import model_check
+    from dtune_report.model_inputs import LinkFits, load_profiles
+
+    _train_file(tmp_path / "profile.h5", ("h0",), ready=np.vstack([READY[:1], READY]))
+    two = ("h0", "h0")
+    z3 = {"shard": "zero3", "bucket_mb": 25.0}
+    runs = {
+        "mib": dict(shard_unit="1", shard_prefetch=0, reshard_after_forward=0),
+        "block": dict(shard_unit="block", shard_prefetch=2, reshard_after_forward=1, units=[3, 2]),
+        "older": dict(units=[1, 2, 2]),  # written before shard_unit and shard_prefetch: block, 0
+    }
+    for name, attrs in runs.items():
+        _train_file(tmp_path / f"{name}.h5", two, **z3, **attrs)
+    fits = LinkFits(by_ranks={("intra", 2, 0): INTRA})
+    monkeypatch.setattr(model_check, "load_link_fits", lambda paths: fits)
+    rows, notes = model_check.check(sorted(tmp_path.glob("*.h5")))
+    assert not notes, notes
+    prof = load_profiles([tmp_path / "profile.h5"])[0].profile
+    want = {
+        "mib": (Shard("zero3", 1.0, 0, False), "zero3:1,p0,off"),
+        "block": (Shard("zero3", None, 2, True, ((3, 2, 1), (0,))), "zero3:block,p2,on"),
+        "older": (Shard("zero3", None, 0, True, ((3,), (2, 1), (0,))), "zero3:block,p0,on"),
+    }
+    got = {Path(c.file).stem: c for c in rows}
+    assert set(got) == set(want)
+    default = predict_sharded(prof, Shape(1, 2), 25.0, {"intra": INTRA}, Shard("zero3"))
+    for name, (shard, label) in want.items():
+        expected = predict_sharded(prof, Shape(1, 2), 25.0, {"intra": INTRA}, shard)
+        assert got[name].predicted == expected and got[name].shard_setting == label, name
+        # Units of the bucket size, prefetch 1 and reshard on (what every run was modelled with) differ.
+        assert expected.step_ms != default.step_ms, name
+    table = model_check.format_check(rows, notes)
+    assert all(f" {label} " in table for _, label in want.values()), table
