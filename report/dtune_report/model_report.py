@@ -68,7 +68,7 @@ def _check_table(rows) -> pd.DataFrame:
         [
             {
                 "run": f"{r.label}, {r.shape.nodes} x {r.shape.ranks_per_node}, {fmt_sig(r.bucket_mb)} MiB"
-                + (f", {r.shard}" if r.shard != "none" else ""),
+                + (f", {r.shard_setting or r.shard}" if r.shard != "none" else ""),
                 "measured (ms)": fmt_sig(r.measured_ms),
                 "predicted (ms)": fmt_sig(r.predicted.step_ms),
                 "error": fmt_pct(1 + r.error),
