@@ -9,7 +9,8 @@
     dtune model predict|check|project FILES...     the scaling model (report/dtune_report/scaling_model.py)
 
 One function per subcommand (`cmd_*`, registered with `set_defaults(func=...)`), each returning the
-exit status: 0 done, 1 a failed point or a regression, 2 a usage error (one line on stderr).
+exit status: 0 done, 1 a failed point, a regression or a full disk, 2 a usage error (one line on
+stderr).
 Installed by `pip install .` as the `dtune` entry point; `scripts/dtune` runs this module in place.
 """
 
@@ -22,7 +23,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import presets, runner, slurm
+from . import disk, presets, runner, slurm
 from .rules import RULES_HELP
 from .spec import DEFAULT_MAX_POINTS, SweepError, plan
 
@@ -590,7 +591,8 @@ Each sweep of the file is tuned on its own (--sweep NAME picks some): its points
 zips, excludes and the constraints: block) are the candidates. Every run is a sweep point whose
 steps (dtune-train --steps, dtune-comm --iters) its rung sets, run by the sweep runner: the state
 log, resume (rerun the same command after a kill -9: finished runs are kept) and merge are the
-sweep's. Failed runs are recorded and never retried; a run --timeout killed is retried by a tune
+sweep's. Failed runs are recorded and never retried (a full disk is no failure of the run: the tune
+stops, exit 1, and the rerun runs it again); a run --timeout killed is retried by a tune
 that gives it more time (no --timeout, or a larger one).
 
 halving: the first rung runs every drawn candidate for a few steps; steps double up to the sweep's
@@ -611,7 +613,7 @@ command, an export block (DTUNE_TRAIN_*/DTUNE_COMM_* and the environment), for a
 space an nccl_tuner.conf; <out>/tune.json, <out>/merged.h5 and <out>/report/report.html with the
 section "How the budget was spent". Exit status: 0 done, 1 a sweep without a pick (no candidate
 measured, all measured the same, e.g. busbw 0 with 1 rank, or an optuna share that paid for no
-trial), 2 bad input (an unknown objective,
+trial; or a full disk: no space left on device), 2 bad input (an unknown objective,
 a budget that cannot run one rung, constraints that leave no point, a bad --timeout or --out),
 130 interrupted.
 Sweep files: sweeps/README.md ("Tuning")."""
@@ -696,7 +698,7 @@ def build_parser() -> argparse.ArgumentParser:
         + "\n\nthe benchmarks themselves (build/bin/, each with --help; launch with mpirun -np N):\n"
         + "\n".join(f"  {b:<{width + 6}}  {t}" for b, t in BINARIES)
         + "\n\n`dtune COMMAND --help` shows a command's arguments. Exit status: 0 done, 1 a failed "
-        "point or a regression, 2 a usage error (README, 'Exit codes').",
+        "point, a regression or a full disk, 2 a usage error (README, 'Exit codes').",
     )
     sub = ap.add_subparsers(dest="group", required=True)
     sw = sub.add_parser("sweep", help="plan, run, inspect and merge sweeps").add_subparsers(dest="cmd", required=True)
@@ -747,10 +749,19 @@ def main(argv=None) -> int:
         return a.func(a)
     except SweepError as e:  # a bad sweep file, or a sweep directory another runner holds
         return _usage(str(e))
+    except disk.NoSpace as e:  # the runner's own writes, or a point that failed for lack of space
+        print(f"dtune: error: {e}", file=sys.stderr)
+        return 1
     except BrokenPipeError:
         # The reader went away (`dtune compare ... | head`): not an error; stop writing quietly.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:  # a full disk met by a write outside the runner (tune.json, slurm scripts)
+        if not disk.is_no_space(e):
+            raise
+        said = disk.NoSpace(e.filename) if e.filename else f"no space left on device: {str(e).splitlines()[0]}"
+        print(f"dtune: error: {said}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

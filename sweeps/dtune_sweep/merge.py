@@ -1,7 +1,8 @@
 """One HDF5 file from a sweep's per-point files: every run group copied under /runs with the
 point's id and definition as attributes, and each point's provenance kept under
 /points/<id>/provenance (results/SCHEMA.md). Only points whose latest outcome in the state logs is
-ok or oom are taken: a file left by a failed, timed-out or interrupted launch is not a result."""
+ok or oom are taken: a file left by a failed, timed-out or interrupted launch is not a result. On a
+full disk the partial merged file is removed and disk.NoSpace raised (exit 1, one line)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import h5py
 
 from dtune_report.redact import recordable_point
 
-from . import point_copy
+from . import disk, point_copy
 from .runner import COMPLETE, State
 from .spec import SweepError
 
@@ -34,9 +35,22 @@ def _manifest(directory: Path) -> dict:
 
 def merge(directory: Path, output: Path) -> int:
     manifest = _manifest(directory)
+    tmp = output.with_name(output.name + ".partial")
+    try:
+        n = _copy(directory, manifest, tmp)
+        tmp.rename(output)
+    except OSError as e:
+        if not disk.is_no_space(e):
+            raise
+        tmp.unlink(missing_ok=True)  # its space back: the point files and the state log are intact
+        raise disk.NoSpace(output) from None
+    return n
+
+
+def _copy(directory: Path, manifest: dict, tmp: Path) -> int:
+    """Copies every complete point's file into `tmp`; the number of runs copied."""
     outcomes = State(directory).outcomes()
     n = 0
-    tmp = output.with_name(output.name + ".partial")
     with h5py.File(tmp, "w") as out:
         runs, points = point_copy.start(out, "dtune sweep merge")
         for pid, point in manifest.items():
@@ -51,5 +65,4 @@ def merge(directory: Path, output: Path) -> int:
             with f:
                 # A manifest from before secrets were redacted in it still has them: not copied.
                 n = point_copy.add(f, pid, recordable_point(point), runs, points, n)
-    tmp.rename(output)
     return n

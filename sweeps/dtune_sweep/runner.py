@@ -5,7 +5,9 @@ marks it interrupted; after a kill -9 of the runner, the point that was running 
 record and no outcome, and is marked interrupted and rerun by the next run. Its process group (its
 own session, recorded in a `launched` record) may outlive the runner: the next run ends it before
 anything else, so no two launches of a point ever write at once. One runner per state log: an
-flock on `<state log>.lock` holding the runner's pid and host."""
+flock on `<state log>.lock` holding the runner's pid and host. A full disk stops the run with one
+line (disk.NoSpace, exit 1): a point that failed for lack of space is recorded interrupted, not
+failed, so the rerun that resumes runs it again."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from pathlib import Path
 
 from dtune_report.redact import recordable_argv
 
+from . import disk
 from .spec import Point, SweepError
 
 COMPLETE = ("ok", "oom")  # outcomes a resume keeps; failed, timeout and interrupted run again
@@ -194,22 +197,30 @@ def allocation_shortfall(p: Point) -> str:
 def _launch(p: Point, cmd: list, log: Path, launcher: str, state: "State", current: dict, timeout_s) -> tuple:
     """Runs the point's command in a session of its own, its output in `log`; (exit status,
     status), exit status None on a timeout."""
-    with open(log, "w") as lf:
+    with disk.writing(log):
+        lf = open(log, "w")
+    with lf:
         env = {**os.environ, **p.env} if launcher == "srun" else None
         proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, start_new_session=True, env=env)
         current["proc"] = proc
         # Its own session: its group id is its pid. Recorded so that a runner started after a
         # kill -9 of this one can end it before relaunching the point.
-        state.append(
-            {
-                "event": "launched",
-                "id": p.id,
-                "time": time.time(),
-                "pgid": proc.pid,
-                "host": socket.gethostname(),
-                "binary": p.binary,
-            }
-        )
+        try:
+            state.append(
+                {
+                    "event": "launched",
+                    "id": p.id,
+                    "time": time.time(),
+                    "pgid": proc.pid,
+                    "host": socket.gethostname(),
+                    "binary": p.binary,
+                }
+            )
+        except disk.NoSpace:  # unrecorded, the launch must not outlive the runner
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            current["proc"] = None
+            raise
         try:
             rc = proc.wait(timeout=timeout_s)
             status = EXIT_STATUS.get(rc, "failed")
@@ -251,10 +262,8 @@ class State:
         return out
 
     def append(self, record: dict) -> None:
-        with open(self.path, "a") as f:
-            f.write(json.dumps(record) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        """One record, whole or not at all (disk.append_line); disk.NoSpace on a full disk."""
+        disk.append_line(self.path, json.dumps(record))
 
     def outcomes(self) -> dict:
         """Point id -> its latest status; a start without an outcome reads as interrupted."""
@@ -341,6 +350,8 @@ def make_out_dir(directory: Path, flag: str = "--out") -> Path:
         probe.touch()
         probe.unlink()
     except OSError as e:
+        if disk.is_no_space(e):
+            raise disk.NoSpace(directory) from None
         raise SweepError(
             f"{flag} {directory}: cannot write there ({e.strerror or e}): give a directory you can write"
         ) from None
@@ -385,7 +396,12 @@ class RunnerLock:
                 f"wait for it, or stop it and rerun to resume"
             ) from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        try:
+            with disk.writing(self.path):
+                os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        except disk.NoSpace:
+            os.close(fd)
+            raise
         self.fd = fd
         return self
 
@@ -410,9 +426,7 @@ def run_points(
     state = State(directory, state_name)
     with contextlib.nullcontext() if lock_held else RunnerLock(state.path):
         if write_manifest:
-            tmp = directory / "manifest.json.partial"
-            tmp.write_text(json.dumps([p.to_json() for p in points], indent=1))
-            tmp.replace(directory / "manifest.json")
+            disk.write_atomic(directory / "manifest.json", json.dumps([p.to_json() for p in points], indent=1))
         end_orphans(state)
         return _run_locked(points, directory, state, timeout_s, launcher, hosts)
 
@@ -451,14 +465,19 @@ def _run_locked(
             t0 = time.monotonic()
             short = allocation_shortfall(p) if launcher == "srun" else ""
             if short:  # srun would wait for the missing nodes forever: the point fails now
-                log.write_text(f"dtune sweep: error: {short}\n")
+                with disk.writing(log):
+                    log.write_text(f"dtune sweep: error: {short}\n")
                 rc, status = None, "failed"
             else:
                 rc, status = _launch(p, cmd, log, launcher, state, current, timeout_s)
             if stop["signal"]:
                 status = "interrupted"
+            # A point the full disk failed is no failure of its own: recorded interrupted (with
+            # why), so that the rerun that resumes runs it again, and the run stops here.
+            no_space = disk.point_no_space(log) if status == "failed" and not short else ""
+            status = "interrupted" if no_space else status
             failures += status not in COMPLETE
-            why = ""
+            why = f"no space left on device: {no_space}" if no_space else ""
             if status not in COMPLETE and status != "interrupted":
                 why = first_error(log) or "(the log is empty)"
             state.append(
@@ -483,6 +502,8 @@ def _run_locked(
             )
             if why:
                 print(f"    {why}\n    log: {log}", flush=True)
+            if no_space:
+                raise disk.NoSpace(out.parent, f"point {p.id} failed for lack of space ({no_space})")
     finally:
         for s, h in old.items():
             signal.signal(s, h)

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from .disk import NoSpace
 from .runner import MpirunHosts, run_points
 from .spec import Point
 
@@ -34,7 +35,11 @@ def main(argv: list[str]) -> int:
         print(f"dtune: error: {why}", file=sys.stderr)
         return 2
     state = f"state-{shape}-{task}.jsonl"
-    return run_points(points, directory, launcher=launcher, state_name=state, write_manifest=False, hosts=hosts)
+    try:
+        return run_points(points, directory, launcher=launcher, state_name=state, write_manifest=False, hosts=hosts)
+    except NoSpace as e:  # the points it did not finish stay to run: `dtune sweep slurm` again resumes
+        print(f"dtune: error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -3,12 +3,15 @@ description (read from the parsers themselves, so a new subcommand cannot be lef
 entry point pyproject.toml declares for `pip install .` maps to the same packages and runs the same
 command as scripts/dtune."""
 
+import errno
 import os
 import re
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -64,3 +67,30 @@ def test_pyproject_entry_point_runs_the_dtune_command(tmp_path):
     in_place = dtune(*args)
     assert installed.returncode == in_place.returncode == 0, installed.stderr + in_place.stderr
     assert installed.stdout == in_place.stdout and "points" in installed.stdout
+
+
+def test_a_full_disk_met_by_any_write_is_one_line_and_exit_1(monkeypatch, capsys):
+    # Writes outside the runner's own (tune.json, the Slurm scripts) meet a full disk as a raw
+    # OSError: the command says it in one line, as the runner's disk.NoSpace does, not a traceback.
+    sys.path[:0] = [str(REPO / "sweeps"), str(REPO / "report")]
+    from dtune_sweep import cli
+
+    def full(*args, **kw):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/nonexistent/out/tune.json")
+
+    monkeypatch.setattr(cli, "plan", full)
+    assert cli.main(["sweep", "plan", "s.yaml"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1, err
+    assert re.fullmatch(
+        r"dtune: error: no space left on device: cannot write /nonexistent/out/tune\.json \(.* free there\): "
+        r"free some space, then rerun the same command to resume",
+        err[0],
+    ), err
+
+    def denied(*args, **kw):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), "/nonexistent/out/tune.json")
+
+    monkeypatch.setattr(cli, "plan", denied)
+    with pytest.raises(PermissionError):  # another OSError is not taken for a full disk
+        cli.main(["sweep", "plan", "s.yaml"])

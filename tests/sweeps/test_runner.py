@@ -1,9 +1,10 @@
 """The sweep runner's decisions without launching anything (sweeps/dtune_sweep/runner.py): the
 reason a failed point shows (first_error), the mpirun and srun command lines and placement options,
-the state log read back (resume, interruptions, orphans), which points are unfinished and the
-counts, and the refusals before anything runs (--timeout, --out, --hostfile, points over several
-nodes outside Slurm, a Slurm allocation that lost a node)."""
+the state log read back (resume, interruptions, orphans) and written whole on a full disk (disk.py),
+which points are unfinished and the counts, and the refusals before anything runs (--timeout, --out,
+--hostfile, points over several nodes outside Slurm, a Slurm allocation that lost a node)."""
 
+import errno
 import json
 import math
 import os
@@ -15,6 +16,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "sweeps"), str(REPO / "report")]
+from dtune_sweep import disk  # noqa: E402
 from dtune_sweep.runner import (  # noqa: E402
     MpirunHosts,
     State,
@@ -203,6 +205,78 @@ def test_state_records_by_time_from_every_log_and_bad_lines_skipped(tmp_path):
     State(tmp_path, "state-9.jsonl").append({"id": "c", "event": "finished", "status": "failed", "time": 4})
     assert state.outcomes()["c"] == "failed"
     assert State(tmp_path / "none").records() == []
+
+
+def test_a_state_record_is_whole_or_absent_when_the_disk_fills_mid_write(tmp_path, monkeypatch):
+    # write(2) on a disk that fills part-way through takes part of the record (a short count), or
+    # none of it (ENOSPC): either way the log is left as it was, and the error is disk.NoSpace.
+    state = State(tmp_path)
+    state.append({"id": "a", "event": "started", "time": 1})
+    before = state.path.read_bytes()
+    real_write = os.write
+
+    def half(fd, data):
+        return real_write(fd, data[: len(data) // 2])
+
+    def none(fd, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    for fake in (half, none):
+        monkeypatch.setattr(os, "write", fake)
+        with pytest.raises(disk.NoSpace, match=r"^no space left on device: cannot write \S*state\.jsonl \("):
+            state.append({"id": "a", "event": "finished", "status": "ok", "time": 2, "command": "x" * 9000})
+        monkeypatch.setattr(os, "write", real_write)
+        assert state.path.read_bytes() == before
+    state.append({"id": "a", "event": "finished", "status": "ok", "time": 2})
+    assert [json.loads(line)["event"] for line in state.path.read_text().splitlines()] == ["started", "finished"]
+
+
+def test_a_record_after_a_torn_last_line_is_kept(tmp_path):
+    # A kill -9 or a power cut can tear the last line; the next record starts on a line of its own
+    # (glued to the torn one, it would be lost with it, and a finished point rerun).
+    write_log(tmp_path / "state.jsonl", [{"id": "a", "event": "started", "time": 1}], torn='{"id": "a", "event": "fin')
+    State(tmp_path).append({"id": "a", "event": "finished", "status": "ok", "time": 2})
+    assert State(tmp_path).outcomes() == {"a": "ok"}
+    lines = (tmp_path / "state.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and json.loads(lines[2])["status"] == "ok", lines
+
+
+@pytest.mark.parametrize(
+    "log,why",
+    [
+        (
+            "HDF5-DIAG: Error detected\n  file write failed: errno = 28, error message = 'No space left on device'\n",
+            "file write failed: errno = 28, error message = 'No space left on device'",
+        ),
+        (
+            "dtune-train: error: --output 'p.h5': cannot write there (No space left on device); choose a writable "
+            "location\n",
+            "dtune-train: error: --output 'p.h5': cannot write there (No space left on device); choose a writable "
+            "location",
+        ),
+        ("rank 0\nOSError: [Errno 122] Disk quota exceeded\n", "OSError: [Errno 122] Disk quota exceeded"),
+        ("dtune-train: error: --batch 0: must be at least 1\n", ""),
+        ("", ""),  # an empty log on a disk with room: a failure of the point's own
+    ],
+)
+def test_a_point_that_failed_for_lack_of_space_is_told_apart(tmp_path, log, why):
+    (tmp_path / "p.log").write_text(log)
+    assert disk.point_no_space(tmp_path / "p.log") == why
+
+
+def test_a_failed_point_on_a_full_disk_failed_for_lack_of_space_whatever_its_log_says(tmp_path, monkeypatch):
+    # Its error line may not have fitted: the log is empty, or ends before it.
+    (tmp_path / "p.log").write_text("starting\n")
+    monkeypatch.setattr(disk, "free_bytes", lambda path: 4096)
+    assert disk.point_no_space(tmp_path / "p.log") == "its log names no error, and its disk has under 64.0 KiB free"
+
+
+def test_no_space_is_said_by_errno_or_by_hdf5s_text():
+    assert disk.is_no_space(OSError(errno.ENOSPC, "No space left on device"))
+    assert disk.is_no_space(OSError(errno.EDQUOT, "Disk quota exceeded"))
+    assert disk.is_no_space(OSError("Can't write data (file write failed: errno = 28, error message = '...')"))
+    assert not disk.is_no_space(OSError(errno.EACCES, "Permission denied"))
+    assert not disk.is_no_space(ValueError("No space left on device"))
 
 
 def test_orphans_are_this_hosts_launches_without_an_outcome(tmp_path):

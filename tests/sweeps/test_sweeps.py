@@ -1,6 +1,8 @@
 """Sweeps: planning (product, zips, exclusions, stable ids), bad sweep files rejected with exit 2
-before anything launches, and a local sweep killed with kill -9 mid-way then resumed: every point
-ran to completion exactly once and the merged HDF5 file holds all of them."""
+before anything launches, a local sweep killed with kill -9 mid-way then resumed: every point
+ran to completion exactly once and the merged HDF5 file holds all of them; and a sweep or a tune
+on a disk that fills up (a small tmpfs): one line, exit 1, and the point the full disk failed run
+again by the rerun."""
 
 import json
 import os
@@ -201,6 +203,101 @@ def test_a_resume_reruns_failed_points_but_never_an_out_of_memory_one(tmp_path):
     launched = Counter(a[a.index("--x") + 1] for a in argvs)
     assert launched == {"7": 1, "6": 2, "3": 1}, launched
     assert "ok 1, oom 1, failed 1" in dtune("sweep", "status", f, "--out", out, env=env).stdout
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 2 MiB file system of its own (a tmpfs: root mounts one, as the tests and CI run) to fill."""
+    d = tmp_path / "disk"
+    d.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(d)], capture_output=True, text=True)
+    if r.returncode != 0:  # not root, or no mount in this container: test_runner.py's injected ENOSPC still runs
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip() or r.returncode}")
+    yield d
+    subprocess.run(["umount", "-l", str(d)], check=False)
+
+
+# dtune-train for a full disk: with FAKE_FILL_KB it writes that much output first, which the disk
+# cannot hold (exit 1; the .partial kept, so the log is empty, or removed, so the log says why), else
+# it is fake_train.py. Every launch is counted in FAKE_LAUNCHES (off the small disk).
+FILLING_TRAIN = """
+import os, sys
+args = sys.argv[1:]
+if "--help" not in args:
+    with open(os.environ["FAKE_LAUNCHES"], "a") as f:
+        f.write(args[args.index("--x") + 1] + "\\n")
+if "--help" in args or "FAKE_FILL_KB" not in os.environ:
+    os.execv(sys.executable, [sys.executable, os.environ["FAKE_TRAIN"], *args])
+partial = args[args.index("--output") + 1] + ".partial"
+try:
+    with open(partial, "wb") as f:
+        f.write(bytes(int(os.environ["FAKE_FILL_KB"]) << 10))
+except OSError as e:
+    if os.environ["FAKE_ON_FULL"] == "remove":
+        os.unlink(partial)
+    print(f"dtune-train: error: cannot write {partial}: {e.strerror}", file=sys.stderr)
+    sys.exit(1)
+"""
+
+
+def filling_train(tmp_path: Path, leftover: str) -> dict:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "filling_train.py").write_text(FILLING_TRAIN)
+    exe = bindir / "dtune-train"
+    exe.write_text(f'#!/bin/sh\nexec {sys.executable} {bindir / "filling_train.py"} "$@"\n')
+    exe.chmod(0o755)
+    return {
+        **os.environ,
+        "DTUNE_BIN_DIR": str(bindir),
+        "DTUNE_MPIRUN": str(HERE / "fake_mpirun.sh"),
+        "FAKE_TRAIN": str(HERE / "fake_train.py"),
+        "FAKE_LAUNCHES": str(tmp_path / "launches.txt"),
+        "FAKE_FILL_KB": "4096",
+        "FAKE_ON_FULL": leftover,
+    }
+
+
+@pytest.mark.parametrize("command", ["sweep", "tune"])
+@pytest.mark.parametrize("leftover", ["kept", "removed"])
+def test_a_full_disk_is_one_line_and_its_point_runs_again_on_resume(tmp_path, small_disk, command, leftover):
+    # The first point's output fills the disk. The run stops there: one line naming the disk and
+    # what met it, exit 1, every state line whole, and the point not recorded as a failure of its
+    # own, so that the rerun (room made) runs it again; `tune` shares the runner's bookkeeping, and
+    # a failed run is one it never retries.
+    env = filling_train(tmp_path, leftover)
+    f = write(tmp_path, "binary: dtune-train\nargs: [--warmup-steps, 1, --sleep-ms, 1]\naxes: {--x: [2, 3, 4]}\n")
+    out = small_disk / "out"
+    cmd = ["sweep", "run", f] if command == "sweep" else ["tune", f, "--no-report"]
+    r = dtune(*cmd, "--out", out, env=env)
+    assert r.returncode == 1, r.stdout + r.stderr
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dtune: error: no space left on device: "), r.stderr
+    assert f" in {out / 'points'} (" in err[0] or f"cannot write {out}" in err[0], err
+    assert err[0].endswith("free there): free some space, then rerun the same command to resume"), err
+    records = [json.loads(line) for line in (out / "state.jsonl").read_text().splitlines()]
+    assert not [rec for rec in records if rec.get("status") == "failed"], records
+    first = (tmp_path / "launches.txt").read_text().split()
+    assert len(first) == 1, first  # nothing launched after the full disk
+    for partial in (out / "points").glob("*.partial"):  # room made: what filled the disk removed
+        partial.unlink()
+    del env["FAKE_FILL_KB"]
+    r = dtune(*cmd, "--out", out, env=env)
+    assert r.returncode == 0 and "not retried" not in r.stdout, r.stdout + r.stderr
+    launches = Counter((tmp_path / "launches.txt").read_text().split())
+    assert launches[first[0]] >= 2, launches  # the point the full disk failed, run again
+    records = [json.loads(line) for line in (out / "state.jsonl").read_text().splitlines()]
+    assert not [rec for rec in records if rec.get("status") == "failed"], records
+    if command == "sweep":  # the merged file on a full disk: one line, and no partial file left
+        with open(small_disk / "filler", "wb") as filler, pytest.raises(OSError):
+            while True:
+                filler.write(bytes(64 << 10))
+                filler.flush()
+        r = dtune("sweep", "merge", f, "--out", out, env=env)
+        assert r.returncode == 1 and r.stderr.startswith(
+            f"dtune: error: no space left on device: cannot write {out}/merged.h5 ("
+        ), r.stderr
+        assert len(r.stderr.splitlines()) == 1 and not list(out.glob("merged.h5*")), r.stderr
 
 
 def test_shell_metacharacters_reach_the_program_verbatim(tmp_path):
