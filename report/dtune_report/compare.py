@@ -9,13 +9,18 @@ configurations are never pooled. Samples, one per event: dtune-comm, each timed 
 of its slowest rank (the iteration is over when the last rank finishes); dtune-train, each
 measured step's total of its slowest rank, leaving out warm-up steps and steps inside a
 --profile-steps window. Repeated runs of one configuration pool their samples.
+
+Only valid measurements are compared: a run whose status is not "ok" (failed, diverged, timed
+out, interrupted, out of memory, wrong elements, still running) gives no samples and is named
+under the table, and a non-finite sample (NaN, inf) is left out; a configuration left with no
+sample on a side is named, never given a p-value. The gate (`gate_failures`) fails on those too.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -41,6 +46,7 @@ class Row:
     significant: bool
     n_a: int = 0
     n_b: int = 0
+    short: bool = False  # a side ran too short to trust (configs.Config.short): never significant
 
 
 @functools.lru_cache(maxsize=None)
@@ -66,10 +72,11 @@ def mann_whitney_p(a, b) -> float:
     """Two-sided Mann-Whitney U test as benchstat runs it (go-moremath stats.MannWhitneyUTest):
     the exact U distribution for samples of up to 50 without ties, else the normal approximation
     with tie and continuity corrections (benchstat also goes exact for ties up to 25; that case
-    takes the approximation here, as scipy's mannwhitneyu does). All values equal: p = 1."""
+    takes the approximation here, as scipy's mannwhitneyu does). All values equal: p = 1. NaN
+    when a side is empty or holds a non-finite value (no rank order to test)."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     n1, n2 = len(a), len(b)
-    if n1 == 0 or n2 == 0:
+    if n1 == 0 or n2 == 0 or not (np.isfinite(a).all() and np.isfinite(b).all()):
         return float("nan")
     both = np.concatenate([a, b])
     values, inverse, counts = np.unique(both, return_inverse=True, return_counts=True)
@@ -117,16 +124,27 @@ def bootstrap_median_ci(x, resamples: int = 2000, seed: int = 0) -> tuple[float,
 
 
 def compare_samples(groups_a: dict, groups_b: dict, unit: str, alpha: float = 0.05, label=str) -> list[Row]:
-    """Groups map a configuration key (sortable) to its samples; `label` names a key. A row is
+    """Groups map a configuration key (sortable) to its samples; `label` names a key. Non-finite
+    samples are left out (n counts the rest); a side left empty gives NaN figures. A row is
     significant exactly when the U test's p < alpha."""
     rows = []
     for key in sorted(set(groups_a) & set(groups_b)):
-        a, b = np.asarray(groups_a[key], float), np.asarray(groups_b[key], float)
+        a, b = finite(groups_a[key]), finite(groups_b[key])
+        if len(a) == 0 or len(b) == 0:
+            nan = float("nan")
+            rows.append(Row(label(key), unit, nan, nan, nan, nan, nan, nan, False, len(a), len(b)))
+            continue
         ma, mb = float(np.median(a)), float(np.median(b))
         lo, hi = bootstrap_ratio_ci(a, b)
         p = mann_whitney_p(a, b)
         rows.append(Row(label(key), unit, ma, mb, mb / ma, lo, hi, p, bool(p < alpha), len(a), len(b)))
     return rows
+
+
+def finite(x) -> np.ndarray:
+    """The finite values of x, as float."""
+    x = np.asarray(x, float)
+    return x[np.isfinite(x)]
 
 
 def _identities(runs: pd.DataFrame, by_point: bool) -> dict:
@@ -148,11 +166,13 @@ def comm_iteration_samples(paths) -> pd.DataFrame:
 
 
 def _comm_samples(paths, ident: dict) -> dict:
-    """{(identity, placement, size): per-iteration slowest-rank times}."""
+    """{(identity, placement, size): per-iteration slowest-rank times} of the runs in `ident`."""
     out = {}
     for (f, run, placement, size), g in comm_iteration_samples(paths).groupby(
         ["file", "run", "placement", "size_bytes"]
     ):
+        if (f, run) not in ident:
+            continue
         fields = {**ident[(f, run)], "placement": placement, "size": str(size)}
         out.setdefault(("comm", _key(fields)), []).extend(g["time_us"].tolist())
     return out
@@ -169,9 +189,12 @@ def train_step_samples(paths) -> pd.DataFrame:
 
 
 def _train_samples(paths, ident: dict) -> dict:
-    """{identity: per-step slowest-rank totals} over measured steps outside a profiling window."""
+    """{identity: per-step slowest-rank totals} over measured steps outside a profiling window, of
+    the runs in `ident`."""
     out = {}
     for (f, run), g in train_step_samples(paths).groupby(["file", "run"]):
+        if (f, run) not in ident:
+            continue
         out.setdefault(("train", _key(ident[(f, run)])), []).extend(g.total_ms.tolist())
     return out
 
@@ -227,34 +250,99 @@ def _labeller(keys) -> tuple:
 
 
 @dataclass
+class NotOk:
+    """A run that did not end "ok": no samples taken from it."""
+
+    side: str  # "A" or "B"
+    file: str
+    run: str
+    status: str
+    message: str
+    identity: tuple  # its identity key (_key), to tell whether the other side failed alike
+
+    def __str__(self) -> str:
+        why = f": {' '.join(self.message.split())[:200]}" if self.message else ""
+        return f"{self.side}: {self.file} {self.run}: status {self.status}{why}"
+
+
+@dataclass
 class Comparison:
     rows: list
     only_a: list  # labels of configurations in A alone
     only_b: list
     alpha: float
+    not_ok: list = field(default_factory=list)  # NotOk: runs left out
+    no_samples: list = field(default_factory=list)  # "label: no finite sample in B", left out
+    non_finite: list = field(default_factory=list)  # "label: k of n samples in A not finite", left out
+
+
+# Run kinds whose samples compare.py reads.
+_SAMPLED = ("comm", "train")
+
+
+def _status(attrs: dict) -> str:
+    """A run's status; a run written before groups carried one ran to its end: "ok"."""
+    s = attrs.get("status")
+    return "ok" if s is None else str(s)
+
+
+def _split_ok(runs: pd.DataFrame, ident: dict, side: str) -> tuple:
+    """(identities of the ok runs, [NotOk]) among the compared benchmarks' runs."""
+    ok, bad = {}, []
+    for r in runs.itertuples(index=False):
+        if r.benchmark not in _SAMPLED:
+            continue
+        k = (r.file, r.run)
+        status = _status(r.attrs)
+        if status == "ok":
+            ok[k] = ident[k]
+        else:
+            message = str(r.attrs.get("message", "") or "")
+            bad.append(NotOk(side, r.file, r.run, status, message, (r.benchmark, _key(ident[k]))))
+    return ok, bad
+
+
+def _finite_groups(groups: dict, side: str, label) -> tuple:
+    """(groups with their non-finite samples left out, notes naming what was left out)."""
+    out, notes = {}, []
+    for k, v in groups.items():
+        x = finite(v)
+        if len(x) < len(v):
+            notes.append(f"{label(k)}: {len(v) - len(x)} of {len(v)} samples in {side} not finite")
+        out[k] = x
+    return out, notes
 
 
 def compare_results(a, b, alpha: float = 0.05) -> Comparison:
     runs_a, runs_b = load_runs(a), load_runs(b)
     by_point = len(runs_a) > 0 and len(runs_b) > 0 and runs_a.point.notna().all() and runs_b.point.notna().all()
-    ia, ib = _identities(runs_a, by_point), _identities(runs_b, by_point)
+    ia, bad_a = _split_ok(runs_a, _identities(runs_a, by_point), "A")
+    ib, bad_b = _split_ok(runs_b, _identities(runs_b, by_point), "B")
     ga = {**_comm_samples(a, ia), **_train_samples(a, ia)}
     gb = {**_comm_samples(b, ib), **_train_samples(b, ib)}
     label, sort_key = _labeller(set(ga) | set(gb))
-    rows = []
+    ga, notes_a = _finite_groups(ga, "A", label)
+    gb, notes_b = _finite_groups(gb, "B", label)
+    rows, empty = [], []
     for key in sorted(set(ga) & set(gb), key=sort_key):
+        sides = [s for s, g in (("A", ga), ("B", gb)) if len(g[key]) == 0]
+        if sides:
+            empty.append(f"{label(key)}: no finite sample in {' and '.join(sides)}")
+            continue
         rows += compare_samples({key: ga[key]}, {key: gb[key]}, _UNIT[key[0]], alpha, label)
     only = lambda g, h: [label(k) for k in sorted(set(g) - set(h), key=sort_key)]  # noqa: E731
-    return Comparison(rows, only(ga, gb), only(gb, ga), alpha)
+    return Comparison(rows, only(ga, gb), only(gb, ga), alpha, bad_a + bad_b, empty, notes_a + notes_b)
 
 
 def geomean_ratio(rows: list[Row]) -> float:
     return float(np.exp(np.mean([np.log(r.ratio) for r in rows]))) if rows else float("nan")
 
 
-def format_table(rows: list[Row], only_a=(), only_b=(), alpha: float = 0.05) -> str:
+def format_table(rows: list[Row], only_a=(), only_b=(), alpha: float = 0.05, left_out=()) -> str:
     """The table, then `#` lines (so `grep -v '^#'` leaves the table): configurations on one side
-    only, and rows with too few samples to ever reach p < alpha (benchstat's warning)."""
+    only, what was left out as no valid measurement (`left_out`: lines), and rows with too few
+    samples to ever reach p < alpha (benchstat's warning). A p-value that is not finite prints
+    as `-`."""
     width = max([len(r.config) for r in rows] + [len("geomean")])
     lines = [
         f"{'config':<{width}}  {'A median':>12}  {'B median':>12}  {'delta':>8}  "
@@ -264,7 +352,7 @@ def format_table(rows: list[Row], only_a=(), only_b=(), alpha: float = 0.05) -> 
         delta = f"{(r.ratio - 1) * 100:+.1f}%" if r.significant else "~"
         lines.append(
             f"{r.config:<{width}}  {r.median_a:10.3f}{r.unit:>2}  {r.median_b:10.3f}{r.unit:>2}  "
-            f"{delta:>8}  {r.p_value:6.3f}  {f'{r.n_a}+{r.n_b}':>9}  "
+            f"{delta:>8}  {_p_text(r.p_value):>6}  {f'{r.n_a}+{r.n_b}':>9}  "
             f"[{r.ci_low:6.3f}, {r.ci_high:6.3f}]"
         )
     g = geomean_ratio(rows)
@@ -273,6 +361,9 @@ def format_table(rows: list[Row], only_a=(), only_b=(), alpha: float = 0.05) -> 
         if labels:
             lines.append(f"# only in {side} ({len(labels)}, not compared):")
             lines += [f"#   {lab}" for lab in labels]
+    if left_out:
+        lines.append(f"# left out, no valid measurement ({len(left_out)}):")
+        lines += [f"#   {line}" for line in left_out]
     need = samples_needed(alpha)
     few = [r for r in rows if not r.significant and r.n_a < need and r.n_b < need]
     if few:
@@ -281,6 +372,46 @@ def format_table(rows: list[Row], only_a=(), only_b=(), alpha: float = 0.05) -> 
     return "\n".join(lines)
 
 
+def _p_text(p: float) -> str:
+    return f"{p:6.3f}" if np.isfinite(p) else "-"
+
+
+def left_out_lines(c: Comparison) -> list[str]:
+    """What compare_results left out as no valid measurement, one line each."""
+    return [str(r) for r in c.not_ok] + c.no_samples + c.non_finite
+
+
 def regressions(rows: list[Row], pct: float) -> list[Row]:
     """Significant slowdowns (time up) by more than `pct` percent."""
     return [r for r in rows if r.significant and (r.ratio - 1) * 100 > pct]
+
+
+def nothing_compared(c: Comparison) -> str:
+    """Why no row was compared, in one line."""
+    why = f"no configuration appears in both A and B ({len(c.only_a)} in A alone, {len(c.only_b)} in B alone"
+    bad = c.not_ok[:3]
+    if bad:
+        more = f" and {len(c.not_ok) - 3} more" if len(c.not_ok) > 3 else ""
+        return why + f"; left out as not ok: {'; '.join(map(str, bad))}{more})"
+    if c.no_samples:
+        return why + f"; {'; '.join(c.no_samples[:3])})"
+    return why + ": runs match only when every setting agrees)"
+
+
+def gate_failures(c: Comparison, pct: float) -> list[str]:
+    """Why `--fail-on-regression PCT` fails, one line each; [] when it passes. It fails on a
+    significant slowdown beyond PCT, and whenever it had no valid measurement to judge: a run of
+    either side that did not end ok (B out of memory counts only where A's same configuration did
+    not run out of memory too), a configuration in both with no finite sample on a side, or no
+    configuration compared at all."""
+    out = [f"regression: {r.config}: {(r.ratio - 1) * 100:+.1f}% (> {pct:g}%)" for r in regressions(c.rows, pct)]
+    oom_a = {r.identity for r in c.not_ok if r.side == "A" and r.status == "oom"}
+    for r in c.not_ok:
+        if r.status == "oom" and (r.side == "A" or r.identity in oom_a):
+            continue  # the same out-of-memory point on both sides, or one that fits in B now
+        out.append(f"not ok, nothing valid to compare: {r}")
+    out += [f"nothing valid to compare: {line}" for line in c.no_samples]
+    out += [f"nothing valid to compare: {r.config}: no finite sample" for r in c.rows if not (r.n_a and r.n_b)]
+    if not c.rows:
+        out.append(nothing_compared(c))
+    return out

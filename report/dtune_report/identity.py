@@ -7,9 +7,15 @@ files") gives the arguments, adds its exported variables and its launch shape (r
 per node); its sweep name and repeat number do not count, so repeats pool and a renamed sweep
 still matches.
 
-Left out, each list below says why: what differs between two runs of one configuration (sample
-counts, output paths, seeds, the launcher's job bookkeeping) and what is a result, not a setting.
-Anything not listed counts, so a flag or variable added later splits rows rather than pooling.
+Attributes: a run group records its settings beside its results (MFU and whether its peak held,
+summaries, counters, status). Of dtune-comm's and dtune-train's groups only the settings count
+(SETTING_ATTRS, the writers' configuration), so a result never splits a configuration, however it
+came out and whatever is added later; a test checks that every attribute the writers write is
+either a setting or in IGNORED_ATTRS. Other benchmarks' groups count every attribute but those.
+Flags and environment variables: left out, each list below says why: what differs between two
+runs of one configuration (sample counts, output paths, seeds, the launcher's job bookkeeping) and
+flags recorded as attributes (matched on the attribute). Any other flag or variable counts, so one
+added later splits rows rather than pooling.
 """
 
 from __future__ import annotations
@@ -85,6 +91,7 @@ IGNORED_FLAGS = {
         "--overlap",
         "--compression",
         "--local-sgd",
+        "--reduce-algo",
         "--shard",
         "--reshard-after-forward",  # recorded (reshard_after_forward) for --shard zero3 runs
         "--shard-unit",  # recorded (shard_unit) for --shard zero3 runs
@@ -92,7 +99,15 @@ IGNORED_FLAGS = {
         "--data",
         "--workers",
         "--prefetch",
+        "--decode",
+        "--fast-decode",
         "--cache-dir",
+        "--pipeline-stages",
+        "--micro-batches",
+        "--schedule",
+        "--virtual-stages",
+        "--pipeline-layout",
+        "--partition",
         # Sample counts.
         "--steps",
         "--warmup-steps",
@@ -115,8 +130,69 @@ IGNORED_FLAGS = {
     },
 }
 
+# The attributes that are settings, by benchmark: what the run was told to do, as the writers
+# record it (dtune-comm: benchmarks/comm/comm_results.cc write_attributes and write_timing_attrs;
+# dtune-train: train/step_log.cc write_config, before the first step). Only these count.
+SETTING_ATTRS = {
+    "comm": {
+        "benchmark",
+        "collective",
+        "backend",
+        "algorithm",
+        "mpi_progress",
+        "dtype",
+        "op",
+        "root",
+        "blocking",
+        "load_threads",
+        "gap_us",
+    },
+    "train": {
+        "benchmark",
+        "model",
+        "batch",
+        "batch_auto",
+        "accum_steps",
+        "global_batch",
+        "precision",
+        "tf32",
+        "weights_dtype",
+        "optimizer",
+        "lr",
+        "device",
+        "backend",
+        "reduce_algo",
+        "overlap",
+        "bucket_mb",
+        "first_bucket_mb",
+        "compression",
+        "local_sgd_every",
+        "shard",
+        "reshard_after_forward",
+        "shard_unit",
+        "shard_prefetch",
+        "channels_last",
+        "threads",
+        "world_size",
+        "data",
+        "workers",
+        "prefetch",
+        "decode",
+        "fast_decode",
+        "cache_dir",
+        "pipeline_stages",
+        "micro_batches",
+        "schedule",
+        "virtual_stages",
+        "pipeline_layout",
+        "partition",
+    },
+}
+
 # Run attributes that are results, sample counts or derived text, not settings
-# (results/SCHEMA.md): comm fits and status, train summaries and data/cache counters.
+# (results/SCHEMA.md): comm fits and status, train summaries and data/cache counters. For the
+# benchmarks of SETTING_ATTRS this is the record of what was classified as not a setting; for the
+# others, what is left out.
 IGNORED_ATTRS = {
     "status",
     "iters",
@@ -179,6 +255,12 @@ IGNORED_ATTRS = {
     # model and the buckets.
     "gathered_bytes_per_step",
     "reduce_scattered_bytes_per_step",
+    # The model's size (it follows from --model and the shape flags, which count), whether MFU's
+    # peak held and the peaks rejected (results: issue 60 found them splitting configurations),
+    # and how many steps were written so far.
+    "parameters",
+    "mfu_valid",
+    "mfu_rejected_peaks",
 }
 
 # Setting attributes added since files were first written, with the value a run written before
@@ -295,7 +377,9 @@ def run_identity(run: dict, by_point: bool) -> dict:
     by its sweep point (both sides of a comparison come from merged sweep files)."""
     binary = BINARY.get(run["benchmark"], str(run["benchmark"]))
     attrs = run["attrs"]
-    out = {k: str(v) for k, v in attrs.items() if k not in IGNORED_ATTRS}
+    settings = SETTING_ATTRS.get(run["benchmark"])
+    counts = (lambda k: k in settings) if settings is not None else (lambda k: k not in IGNORED_ATTRS)
+    out = {k: str(v) for k, v in attrs.items() if counts(k)}
     for k, v in ATTR_DEFAULTS.get(run["benchmark"], {}).items():
         out.setdefault(k, v)
     if "cache_dir" in out:  # a path: whether a cache was used counts, not where it was

@@ -234,9 +234,9 @@ def cmd_report(a) -> int:
 
 
 def cmd_compare(a) -> int:
-    """Print the A/B table; 1 with --fail-on-regression exceeded."""
+    """Print the A/B table; 1 when the --fail-on-regression gate fails (compare.gate_failures)."""
     from dtune_report.check import check_results, incomplete_files, machine_warnings
-    from dtune_report.compare import compare_results, format_table, regressions
+    from dtune_report.compare import compare_results, format_table, gate_failures, left_out_lines, nothing_compared
 
     if not 0 < a.alpha < 1:
         return _usage(f"--alpha {a.alpha}: must be between 0 and 1")
@@ -254,20 +254,16 @@ def cmd_compare(a) -> int:
             warnings += machine_warnings(a.a, a.b)
     except (OSError, ValueError, KeyError) as e:
         return _error(e)
-    if not c.rows:
-        return _usage(
-            f"no configuration appears in both A and B ({len(c.only_a)} in A alone, "
-            f"{len(c.only_b)} in B alone: runs match only when every setting agrees)"
-        )
+    gate = None if a.fail_on_regression is None else gate_failures(c, a.fail_on_regression)
+    if not c.rows and not gate:
+        return _usage(nothing_compared(c))
     for line in warnings:
         print(f"# warning: {line}")
-    print(format_table(c.rows, c.only_a, c.only_b, c.alpha))
-    if a.fail_on_regression is not None:
-        bad = regressions(c.rows, a.fail_on_regression)
-        for r in bad:
-            print(f"# regression: {r.config}: {(r.ratio - 1) * 100:+.1f}% (> {a.fail_on_regression}%)", file=sys.stderr)
-        return 1 if bad else 0
-    return 0
+    if c.rows:
+        print(format_table(c.rows, c.only_a, c.only_b, c.alpha, left_out_lines(c)))
+    for line in gate or []:
+        print(f"# {line}", file=sys.stderr)
+    return 1 if gate else 0
 
 
 def cmd_tune(a) -> int:
@@ -710,7 +706,8 @@ def build_parser() -> argparse.ArgumentParser:
         "setting: attributes, flags, environment, ranks; sweep runs on their point), with "
         "medians, the change, the Mann-Whitney U p-value (significant when p < alpha; `~` "
         "otherwise) and a 95% bootstrap interval of B/A. Samples: per iteration the slowest "
-        "rank's time (comm), per measured unprofiled step the slowest rank's total (train). "
+        "rank's time (comm), per measured unprofiled step the slowest rank's total (train); runs "
+        "that did not end ok and non-finite times are left out and named. "
         "Two Google Benchmark JSON files (dtune-micro --benchmark_format=json "
         "--benchmark_repetitions=N) compare benchmark by benchmark, a sample per repetition. "
         "The statistics: doc/metrics.md.",
@@ -723,7 +720,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--fail-on-regression",
         type=float,
         metavar="PCT",
-        help="exit 1 when a significant (p < alpha) slowdown exceeds PCT percent",
+        help="exit 1 when a significant (p < alpha) slowdown exceeds PCT percent, or when there is nothing "
+        "valid to judge: a run of A or B not ok (failed, diverged, timed out, ...), no finite step time",
     )
     _add_tune_command(sub)
     add_model_parser(sub)

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from scipy import stats
 from test_tuner_conf import write_results as write_comm_results
-from train_fixture import train_file
+from train_fixture import config_attrs, train_file
 
 from conftest import bin_dir, mpirun_prefix
 from dtune_report.compare import (
@@ -37,7 +37,7 @@ from dtune_report.compare import (
     samples_needed,
     train_step_samples,
 )
-from dtune_report.identity import parse_flags, run_identity, settings_env
+from dtune_report.identity import IGNORED_ATTRS, SETTING_ATTRS, parse_flags, run_identity, settings_env
 
 REPO = Path(__file__).resolve().parents[2]
 DTUNE = [str(REPO / "scripts" / "dtune")]
@@ -491,6 +491,122 @@ def test_real_train_runs_of_different_lengths_match(tmp_path):
     assert "steps_written" not in rows[0] and "only in" not in r.stdout, r.stdout
 
 
+# What is a setting: only settings define a configuration, never a result (issue 60).
+
+# The writers of comm and train run groups' attributes (their configuration, results and status).
+WRITERS = {
+    "comm": ["benchmarks/comm/comm_results.cc"],
+    "train": ["train/step_log.cc", "benchmarks/train/train_results.cc"],
+}
+
+
+def written_attrs(benchmark: str) -> set:
+    """Every attribute name the binary's writers give a run group, with dtune sweep merge's
+    (sweeps/dtune_sweep/point_copy.py) and, for train, the data summary's (train/config.h)."""
+    names = {"point", "point_id"}
+    for path in WRITERS[benchmark]:
+        names |= set(re.findall(r'write_attr\(\s*[^,"]+,\s*"(\w+)"', (REPO / path).read_text()))
+    if benchmark == "train":
+        block = re.search(r"kDataSummaryFields = \{(.*?)\};", (REPO / "train/config.h").read_text(), re.S)
+        names |= set(re.findall(r'"(\w+)"', block.group(1)))
+    return names
+
+
+@pytest.mark.parametrize("benchmark", ["comm", "train"])
+def test_every_attribute_the_writers_write_is_a_setting_or_a_result(benchmark):
+    # An attribute added to a writer must be classified (identity.py) before this passes: a
+    # setting in SETTING_ATTRS, or a result in IGNORED_ATTRS; never both, and no stale setting.
+    written = written_attrs(benchmark)
+    settings = SETTING_ATTRS[benchmark]
+    assert len(written) > 15 and {"benchmark", "status"} <= written
+    assert not settings & IGNORED_ATTRS
+    assert written - settings - IGNORED_ATTRS == set()
+    assert settings <= written
+
+
+def test_results_never_split_a_configuration(tmp_path):
+    """Two runs identical in settings whose results differ in every attribute that is not a
+    setting (MFU's peak rejected in one: mfu_valid 0 and the rejected peaks, MFU NaN; every other
+    result; one a later version adds) are one configuration: one row, their steps paired."""
+    train_file(tmp_path / "a.h5", [(STEPS, None, {"mfu_valid": 1, "mfu_rejected_peaks": "", "mfu": 0.4})], CMD)
+    results = {k: 7 for k in IGNORED_ATTRS - {"status", "point", "point_id", "warmup_steps"}}
+    rejected = {
+        "mfu_valid": 0,
+        "mfu_rejected_peaks": "datasheet (H100 SXM bf16): 989 TFLOP/s below the achieved 1210 TFLOP/s",
+        "mfu": float("nan"),
+        "a_result_added_later": 3.5,
+    }
+    train_file(tmp_path / "b.h5", [(STEPS, None, {**results, **rejected})], CMD)
+    c = compare_results(tmp_path / "a.h5", tmp_path / "b.h5")
+    assert [(r.n_a, r.n_b) for r in c.rows] == [(11, 11)] and not c.only_a and not c.only_b, (c.only_a, c.only_b)
+
+
+@pytest.mark.parametrize("name", sorted(SETTING_ATTRS["train"] - {"benchmark"}))
+def test_each_train_setting_alone_splits_a_configuration(name):
+    attrs = config_attrs(8, 2, shard="zero3", reshard_after_forward=1, shard_unit="block", shard_prefetch=1)
+    attrs.update(decode="roi", fast_decode=0, reduce_algo="flat", pipeline_stages=1, micro_batches=1)
+    attrs.update(schedule="1f1b", virtual_stages=1, pipeline_layout="within-node", partition="flops")
+    assert name in attrs
+    other = {**attrs, name: "/scratch/c" if name == "cache_dir" else "changed"}
+    assert run_identity(_run(attrs=attrs), False) != run_identity(_run(attrs=other), False)
+
+
+# A gate with nothing valid to compare fails (issue 60): runs that did not end ok, non-finite steps.
+
+
+@pytest.mark.parametrize("status", ["failed", "diverged", "timeout", "interrupted"])
+def test_the_gate_fails_when_the_after_run_did_not_end_ok(tmp_path, status):
+    # B: the same steps as A (no slowdown), but the run ended `status`: its steps are no
+    # measurement to pass a gate on. Without the gate, nothing is compared (exit 2, saying why).
+    train_file(tmp_path / "a.h5", [(STEPS, None, {})], CMD)
+    train_file(tmp_path / "b.h5", [(STEPS, None, {"status": status, "message": f"it {status} at step 7"})], CMD)
+    r = dtune("compare", tmp_path / "a.h5", tmp_path / "b.h5", "--fail-on-regression", 5)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"status {status}: it {status} at step 7" in r.stderr and "nothing valid to compare" in r.stderr, r.stderr
+    r = dtune("compare", tmp_path / "a.h5", tmp_path / "b.h5")
+    assert r.returncode == 2 and f"status {status}" in r.stderr, r.stdout + r.stderr
+    # Beside an ok configuration: the ok one is compared, the other named under the table; the
+    # gate still fails.
+    ok = (STEPS, None, {"workers": 4})
+    train_file(tmp_path / "a.h5", [(STEPS, None, {}), ok], CMD)
+    train_file(tmp_path / "b.h5", [(STEPS, None, {"status": status}), ok], CMD)
+    r = dtune("compare", tmp_path / "a.h5", tmp_path / "b.h5", "--fail-on-regression", 5)
+    assert r.returncode == 1 and len(table(r.stdout)) == 1, r.stdout + r.stderr
+    left = f"# left out, no valid measurement (1):\n#   B: {tmp_path / 'b.h5'} 0000-train-resnet18: status {status}"
+    assert left in r.stdout, r.stdout
+
+
+def test_non_finite_step_times_get_no_p_value_and_fail_the_gate(tmp_path):
+    nan = np.full(len(STEPS), np.nan)
+    train_file(tmp_path / "a.h5", [(STEPS, None, {})], CMD)
+    train_file(tmp_path / "b.h5", [(nan, None, {})], CMD)
+    assert math.isnan(mann_whitney_p(STEPS, nan)) and math.isnan(mann_whitney_p([1.0, np.inf], [2.0, 3.0]))
+    r = dtune("compare", tmp_path / "a.h5", tmp_path / "b.h5", "--fail-on-regression", 5)
+    assert r.returncode == 1 and "no finite sample in B" in r.stderr, r.stdout + r.stderr
+    assert "0.000" not in r.stdout and "p =" not in r.stdout + r.stderr, r.stdout
+    r = dtune("compare", tmp_path / "a.h5", tmp_path / "b.h5")
+    assert r.returncode == 2 and "no finite sample in B" in r.stderr, r.stdout + r.stderr
+    # Some steps not finite: the others are compared, and the table says how many were left out.
+    some = STEPS.copy()
+    some[[3, 5, 8]] = [np.nan, np.inf, np.nan]
+    train_file(tmp_path / "b.h5", [(some, None, {})], CMD)
+    r = dtune("compare", tmp_path / "a.h5", tmp_path / "b.h5", "--fail-on-regression", 5)
+    (row,) = table(r.stdout)
+    assert r.returncode == 0 and " 11+8 " in row, r.stdout + r.stderr
+    assert "3 of 11 samples in B not finite" in r.stdout
+
+
+def test_the_gate_on_out_of_memory_runs(tmp_path):
+    # The same batch out of memory on both sides is no failure; out of memory in B alone is.
+    train_file(tmp_path / "a.h5", [(STEPS, None, {})], CMD, oom=[(64, 1 << 30)])
+    train_file(tmp_path / "b.h5", [(STEPS, None, {})], CMD, oom=[(64, 1 << 30)])
+    r = dtune("compare", tmp_path / "a.h5", tmp_path / "b.h5", "--fail-on-regression", 5)
+    assert r.returncode == 0 and "status oom" in r.stdout, r.stdout + r.stderr
+    train_file(tmp_path / "b.h5", [(STEPS, None, {})], CMD, oom=[(32, 1 << 30)])
+    r = dtune("compare", tmp_path / "a.h5", tmp_path / "b.h5", "--fail-on-regression", 5)
+    assert r.returncode == 1 and "status oom" in r.stderr, r.stdout + r.stderr
+
+
 # Google Benchmark JSON (dtune-micro --benchmark_format=json --benchmark_repetitions=N).
 
 
@@ -647,10 +763,10 @@ def _run(benchmark="train", command_line="", env=None, attrs=None, world_size=2,
 
 def test_identity_of_a_run_from_its_command_line_environment_and_attributes():
     run = _run(
-        command_line="/x/dtune-train --model m --schedule gpipe --pipeline-stages 2 --seed 3",
+        command_line="/x/dtune-train --model m --timing off --check-every 2 --seed 3",
         env={
-            "DTUNE_TRAIN_SCHEDULE": "1f1b",
-            "DTUNE_TRAIN_VIRTUAL_STAGES": "2",
+            "DTUNE_TRAIN_TIMING": "on",
+            "DTUNE_TRAIN_MEMORY_LIMIT_MB": "512",
             "NCCL_ALGO": "Ring",
             "SLURM_JOB_ID": "7",
         },
@@ -665,9 +781,9 @@ def test_identity_of_a_run_from_its_command_line_environment_and_attributes():
         "shard_unit": "block",  # likewise
         "shard_prefetch": "1",
         "np": "2",
-        "--schedule": "gpipe",  # the command line wins over its environment fallback
-        "--pipeline-stages": "2",
-        "--virtual-stages": "2",  # DTUNE_TRAIN_VIRTUAL_STAGES, '_' read as '-'
+        "--timing": "off",  # the command line wins over its environment fallback
+        "--check-every": "2",
+        "--memory-limit-mb": "512",  # DTUNE_TRAIN_MEMORY_LIMIT_MB, '_' read as '-'
         "NCCL_ALGO": "Ring",
     }
     assert run_identity(_run(attrs={"cache_dir": ""}, world_size=4), by_point=False) == {
@@ -688,8 +804,8 @@ def test_identity_of_a_run_from_its_command_line_environment_and_attributes():
 
 
 def test_identity_of_a_sweep_point_is_its_definition():
-    point = {"args": ["--schedule", "gpipe"], "env": {"NCCL_PROTO": "LL"}, "ranks": 4, "nodes": 2, "ranks_per_node": 2}
-    run = _run(command_line="/x/dtune-train --schedule 1f1b --other 1", env={"NCCL_ALGO": "Ring"}, point=point)
+    point = {"args": ["--timing", "off"], "env": {"NCCL_PROTO": "LL"}, "ranks": 4, "nodes": 2, "ranks_per_node": 2}
+    run = _run(command_line="/x/dtune-train --timing on --other 1", env={"NCCL_ALGO": "Ring"}, point=point)
     assert run_identity(run, by_point=True) == {
         "shard": "none",
         "reshard_after_forward": "1",
@@ -698,7 +814,7 @@ def test_identity_of_a_sweep_point_is_its_definition():
         "np": "4",
         "nodes": "2",
         "ranks_per_node": "2",
-        "--schedule": "gpipe",
+        "--timing": "off",
         "NCCL_ALGO": "Ring",
         "NCCL_PROTO": "LL",
     }
@@ -720,14 +836,14 @@ def test_a_short_flag_with_its_value_attached_reads_as_cli11_reads_it():
 
 def test_the_first_argument_of_a_command_line_counts():
     # Only the program name is dropped: a setting given first splits rows like any other.
-    run = _run(command_line="/x/dtune-train --schedule gpipe --steps 4")
+    run = _run(command_line="/x/dtune-train --timing off --steps 4")
     assert run_identity(run, by_point=False) == {
         "shard": "none",
         "reshard_after_forward": "1",
         "shard_unit": "block",
         "shard_prefetch": "1",
         "np": "2",
-        "--schedule": "gpipe",
+        "--timing": "off",
     }
     comm = _run(benchmark="comm", command_line="/x/dtune-comm --algorithm=ring -b 8")
     assert run_identity(comm, by_point=False) == {"np": "2", "--algorithm": "ring"}
