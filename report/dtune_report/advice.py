@@ -20,7 +20,7 @@ from . import figures as fg
 from .configs import axis_value
 from .sections import _reference
 from .units import fmt_bytes, fmt_change, fmt_mib, fmt_sig, setting_name
-from .verdicts import compare_to
+from .verdicts import compare_to, verdict_text
 
 # A share of the step (data stall, exposed communication) is worth a sentence when it moves by
 # at least this many points between two configurations; a stall below STALL_OK is not limiting.
@@ -106,7 +106,7 @@ def _vs(ev, base, c) -> str:
     if c is base:
         return "reference"
     r = compare_to(base, c, ev.alpha)
-    return fmt_change(r.ratio, r.ci_low, r.ci_high) + (" significant" if r.significant else " ~")
+    return f"{fmt_change(r.ratio, r.ci_low, r.ci_high)} {verdict_text(r)}"
 
 
 def _pct(x: float) -> str:
@@ -258,7 +258,7 @@ def batch_sentences(ev, along, oom) -> list:
     if not r.significant:
         out.append(
             f"Samples/s at batch {b1} is {fmt_change(r.ratio, r.ci_low, r.ci_high)} against batch {b0}: "
-            "no difference measurable here."
+            f"{verdict_text(r, not_significant='no difference measurable here')}."
         )
         return out
     text = f"Samples/s at batch {b1} is {fmt_change(r.ratio, r.ci_low, r.ci_high)} against batch {b0}, significant"
@@ -411,8 +411,8 @@ def precision_sentences(ev, along) -> list:
     for c in along[1:]:
         p, p0 = c.fields["precision"], ref.fields["precision"]
         r = compare_to(ref, c, ev.alpha)
-        text = f"{p} against {p0}: {fmt_change(r.ratio, r.ci_low, r.ci_high)} samples/s, " + (
-            "significant" if r.significant else "no difference measurable here"
+        text = f"{p} against {p0}: {fmt_change(r.ratio, r.ci_low, r.ci_high)} samples/s, " + verdict_text(
+            r, not_significant="no difference measurable here"
         )
         a, b = comp[id(ref)], comp[id(c)]
         if np.isfinite(a) and a > 0 and abs(b / a - 1) >= COMPUTE_MOVE:

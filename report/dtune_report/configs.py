@@ -22,8 +22,10 @@ from .loader import load_runs
 from .units import setting_name, setting_text
 
 # Identity fields that define the workload rather than a setting to tune; with every command-line
-# flag the binary does not record as an attribute (the model's shape: --width, --image-size,
-# --num-classes, --context, --vocab, ...) except TUNABLE_FLAGS.
+# flag left in the identity (the model's shape: --width, --image-size, --num-classes, --context,
+# --vocab, ...; the --debug-* hooks) except TUNABLE_FLAGS, the settings dtune-train does not record
+# as attributes. A flag it records (--decode, --reduce-algo, --pipeline-stages, ...) is matched on
+# its attribute (identity.IGNORED_FLAGS), which is a setting unless named here.
 WORKLOAD_FIELDS = {
     "benchmark",
     "model",
@@ -38,7 +40,7 @@ WORKLOAD_FIELDS = {
     "ranks_per_node",
     "machine",
 }
-TUNABLE_FLAGS = {"--cache-mb", "--cache-block-mb"}
+TUNABLE_FLAGS = {"--cache-mb", "--cache-block-mb", "--timing", "--check-every", "--strict", "--memory-limit-mb"}
 
 # dtune-train's defaults (train/config.h), PyTorch DDP's buckets, no environment settings: the
 # baseline is the configuration with fewest differences from these (batch as given).
@@ -59,6 +61,9 @@ DEFAULTS = {
     "channels_last": "0",
     "workers": "2",
     "prefetch": "4",
+    "decode": "roi",
+    "fast_decode": "0",
+    "reduce_algo": "flat",
     "pipeline_stages": "1",
     "micro_batches": "1",
     "schedule": "1f1b",

@@ -12,7 +12,7 @@ import pandas as pd
 
 from .loader import load_runs
 from .units import fmt_bytes, fmt_change, fmt_pct, fmt_sig
-from .verdicts import compare_to
+from .verdicts import compare_to, verdict_text
 
 
 def machine_of(hosts) -> str:
@@ -128,9 +128,8 @@ def side_by_side(studies: list, alpha: float = 0.05) -> tuple:
             row[m] = f"{fmt_sig(c.median)} [{fmt_sig(c.low)}, {fmt_sig(c.high)}]" if c else ""
         if len(machines) == 2 and all(m in v for m in machines):
             r = compare_to(v[machines[0]][1], v[machines[1]][1], alpha)
-            row[f"{machines[1]} against {machines[0]}"] = fmt_change(r.ratio, r.ci_low, r.ci_high) + (
-                " significant" if r.significant else " ~"
-            )
+            change = fmt_change(r.ratio, r.ci_low, r.ci_high)
+            row[f"{machines[1]} against {machines[0]}"] = f"{change} {verdict_text(r)}"
             if r.significant:
                 faster.setdefault(machines[1] if r.ratio > 1 else machines[0], []).append(r.ratio)
         rows.append(row)

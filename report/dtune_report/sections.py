@@ -13,13 +13,14 @@ from .commands import reproduce_command
 from .configs import SHORT_STEPS, SHORT_WIDTH, axis_name, axis_value
 from .loader import TRAIN_PHASES
 from .units import fmt_change, fmt_sig, setting_name
+from .verdicts import verdict_text
 
 ALPHA_TEXT = "significant: Mann-Whitney U p < 0.05 over per-step samples; the interval is a 95% bootstrap interval"
 
 
 def _sig(row) -> str:
     p = "p < 0.001" if row.p_value < 0.001 else f"p = {fmt_sig(row.p_value, 2)}"
-    return f"significant ({p})" if row.significant else f"not significant ({p})"
+    return f"{verdict_text(row, 'significant', 'not significant')} ({p})"
 
 
 def _short_note(f) -> list:
@@ -83,7 +84,7 @@ def _config_table(f) -> pd.DataFrame:
             vs = "baseline"
         else:
             r = f.rows[id(c)]
-            vs = f"{fmt_change(r.ratio, r.ci_low, r.ci_high)}" + (" significant" if r.significant else " ~")
+            vs = f"{fmt_change(r.ratio, r.ci_low, r.ci_high)} {verdict_text(r)}"
         note = ["best" if len(f.best) == 1 and c in f.best else "tied for best" if c in f.best else ""]
         note += ["short run" if c.short else ""]
         row.update(

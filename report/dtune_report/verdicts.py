@@ -9,6 +9,8 @@ finding stated against the baseline with its interval.
 - Finding: the best against the baseline, as compare.py states a change (Mann-Whitney U decides,
   p < alpha; the 95% bootstrap interval of the ratio of medians says how large); "no change
   measurable here" when nothing beats the baseline significantly.
+- Too short: a comparison in which either configuration ran too short to trust (configs.Config.short)
+  is never significant, whatever p says; its verdict reads "too short to trust" (verdict_text).
 """
 
 from __future__ import annotations
@@ -23,9 +25,20 @@ from .identity import settings_env
 
 
 def compare_to(base: Config, cand: Config, alpha: float) -> Row:
-    """cand against base: ratio = median(cand) / median(base) of samples/s (> 1: cand faster)."""
+    """cand against base: ratio = median(cand) / median(base) of samples/s (> 1: cand faster);
+    not significant when either ran too short to trust (row.short)."""
     (row,) = compare_samples({0: base.samples}, {0: cand.samples}, "samples/s", alpha)
+    if base.short or cand.short:
+        row.short, row.significant = True, False
     return row
+
+
+def verdict_text(row: Row, significant: str = "significant", not_significant: str = "~") -> str:
+    """A row's verdict in words: "too short to trust" for a short row (whatever p says), else the
+    words given for a significant and a not significant one."""
+    if row.short:
+        return "too short to trust"
+    return significant if row.significant else not_significant
 
 
 def default_distance(c: Config) -> tuple:

@@ -9,13 +9,15 @@ depends on timing noise or on a random draw (the bootstrap is seeded)."""
 
 import re
 import shlex
+from pathlib import Path
 
 import numpy as np
 import pytest
-from train_fixture import train_file
+from train_fixture import config_attrs, train_file
 
 from dtune_report.commands import command_tokens, reproduce_command
-from dtune_report.configs import Config, Study, steps_to_separate
+from dtune_report.configs import Config, Study, _workload, steps_to_separate
+from dtune_report.identity import run_identity
 from dtune_report.report import build_report
 from dtune_report.units import fmt_bytes, fmt_pct, fmt_sig
 from dtune_report.verdicts import choose_baseline, compare_to, decide, decide_all, default_distance
@@ -133,6 +135,80 @@ def test_short_runs_are_marked_with_the_steps_that_would_separate_them(tmp_path)
     md = (tmp_path / "out" / "report.md").read_text()
     assert f"about {f.steps_needed} measured steps each would separate the first two" in md
     assert "short run" in md
+
+
+def test_a_comparison_too_short_to_trust_is_never_called_significant(tmp_path):
+    # 9 measured steps each (short: fewer than 10), fully separated: p = 2 / C(18, 9) < 0.001, yet
+    # no verdict calls the change significant beside "too short to trust" (issue 60).
+    steps = BASE[:10]
+    train_file(tmp_path / "r.h5", [(steps, None, {}), (steps / 1.3, None, {"precision": "bf16"})], CMD)
+    r = build_report([tmp_path / "r.h5"], tmp_path / "out")
+    (f,) = r["findings"]
+    (bf16,) = [c for c in f.study.configs if c is not f.baseline]
+    row = f.rows[id(bf16)]
+    assert all(c.short for c in f.study.configs) and row.p_value < 0.001 and row.ratio > 1.2
+    assert row.short and not row.significant and not f.improves and len(f.best) == 2
+    md = (tmp_path / "out" / "report.md").read_text()
+    rows = [line for line in md.splitlines() if line.startswith("|") and "bf16" in line and "+30%" in line]
+    assert len(rows) == 2 and all("too short to trust" in line for line in rows), rows  # advice, study
+    (line,) = summary(tmp_path / "out")
+    assert "no change measurable here" in line and "ran too short to trust" in line, line
+    for line in md.splitlines():
+        if "short" in line:
+            assert not re.search(r"(?<!not )\bsignificant\b", line), line
+
+
+# dtune-train's flags (benchmarks/train/options.cc): the model and its shape (`mo.` options), the
+# optimizer and learning rate, the device, the dataset (configs.WORKLOAD_FIELDS) and the --debug-*
+# test hooks define a workload; every other flag is a setting.
+OPTIONS = (Path(__file__).resolve().parents[2] / "benchmarks/train/options.cc").read_text()
+TRAIN_FLAGS = sorted(set(re.findall(r'add_(?:option|flag)(?:_function<[^>]*>)?\("(--[a-z0-9-]+)"', OPTIONS)))
+WORKLOAD_FLAGS = set(re.findall(r'add_option\("(--[a-z-]+)", mo\.', OPTIONS)) | {
+    "--model",
+    "--optimizer",
+    "--lr",
+    "--device",
+    "--data",
+}
+
+
+def test_the_flags_are_read_from_the_binary():
+    assert {"--decode", "--fast-decode", "--reduce-algo", "--timing", "--workers"} <= set(TRAIN_FLAGS)
+    assert {"--width", "--context"} <= WORKLOAD_FLAGS
+
+
+@pytest.mark.parametrize("flag", [f for f in TRAIN_FLAGS if f not in WORKLOAD_FLAGS and not f.startswith("--debug-")])
+def test_a_setting_flag_never_makes_a_workload_of_its_own(flag):
+    # A run with the flag given (and, where dtune-train records it, its attribute changed) is of
+    # the same workload as one without: the two are compared, not each "nothing to compare".
+    run = dict(benchmark="train", command_line=CMD, env={}, attrs=config_attrs(8, 2), world_size=2, point=None)
+    attr = flag[2:].replace("-", "_")
+    other = {**run, "command_line": f"{CMD} {flag} 2", "attrs": {**run["attrs"], attr: "2"}}
+    assert _workload(run_identity(run, False)) == _workload(run_identity(other, False))
+
+
+def test_decode_modes_are_compared_within_one_workload(tmp_path):
+    """--decode roi (the default) and full, and --fast-decode, run on one dataset: one study whose
+    axes are the decode settings, the fastest named against roi (issue 60: each mode was a workload
+    of its own, "one configuration measured, nothing to compare")."""
+    d = tmp_path / "d"
+    d.mkdir()
+    cmd = CMD + " --data /datasets/imagenet-shards"
+    data = {"data": "/datasets/imagenet-shards"}
+    for name, scale, flags, attrs in (
+        ("roi", 1.0, "", {"decode": "roi", "fast_decode": 0}),
+        ("full", 1.3, " --decode full", {"decode": "full", "fast_decode": 0}),
+        ("fast", 0.8, " --fast-decode", {"decode": "roi", "fast_decode": 1}),
+    ):
+        train_file(d / f"{name}.h5", [(shuffled(len(name), scale), None, {**data, **attrs})], cmd + flags)
+    r = build_report([d], tmp_path / "out")
+    (s,) = r["studies"]
+    assert len(s.configs) == 3 and sorted(s.axes) == [["decode"], ["fast_decode"]], s.axes
+    (f,) = r["findings"]
+    assert f.baseline.fields["decode"] == "roi" and f.baseline.fields["fast_decode"] == "0"
+    assert f.improves and f.best[0].fields["fast_decode"] == "1" and f.changes == ["--fast-decode"]
+    (line,) = summary(tmp_path / "out")
+    assert "nothing to compare" not in line and "`--fast-decode`" in line, line
 
 
 def test_a_named_baseline_file(tmp_path):
