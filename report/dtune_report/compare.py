@@ -412,6 +412,6 @@ def gate_failures(c: Comparison, pct: float) -> list[str]:
         out.append(f"not ok, nothing valid to compare: {r}")
     out += [f"nothing valid to compare: {line}" for line in c.no_samples]
     out += [f"nothing valid to compare: {r.config}: no finite sample" for r in c.rows if not (r.n_a and r.n_b)]
-    if not c.rows:
+    if not c.rows and not out:
         out.append(nothing_compared(c))
     return out
