@@ -34,7 +34,28 @@ step setup "$repo/scripts/setup.sh"
 if [[ $(id -u) -eq 0 ]]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
-out="results/sweeps/quickstart-$(date -u +%Y%m%d-%H%M%S)"
+# A main job stopped before its report (Ctrl-C, a lost connection, a full disk) left its sweep
+# folder in results/sweeps/.main-unfinished: the rerun resumes that sweep (its finished points are
+# kept) instead of starting a new one. The file is read as data: anything but the name of an
+# existing quickstart folder is ignored.
+unfinished=results/sweeps/.main-unfinished
+out=""
+if [[ -f "$unfinished" ]]; then
+  earlier=$(head -c 200 "$unfinished" | head -n 1)
+  if [[ "$earlier" =~ ^results/sweeps/quickstart-[0-9]{8}-[0-9]{6}$ && -d "$earlier" ]]; then
+    out=$earlier
+    progress_say "resuming the main job stopped before its report: $out (its finished points are kept)"
+  fi
+fi
+if [[ -z "$out" ]]; then
+  out="results/sweeps/quickstart-$(date -u +%Y%m%d-%H%M%S)"
+  mkdir -p results/sweeps
+  echo "$out" >"$unfinished.tmp" && mv "$unfinished.tmp" "$unfinished"
+fi
+stopped() {  # stopped STATUS: on the way out, what a rerun does
+  (($1 == 0)) || progress_say "stopped (exit $1): rerun bash scripts/main.sh to resume $out"
+}
+trap 'stopped $?' EXIT
 # The dataset the data-loading points read (made once; JPEG shards with class structure).
 if [[ ! -f results/data/quickstart-images/dataset.json ]]; then
   step dataset build/bin/dtune-data make images --out results/data/quickstart-images --samples 256 \
@@ -64,37 +85,13 @@ step probe-gemm build/bin/dtune-probe gemm --dtype "$precisions" --max-seconds 1
 # caches of most machines, take seconds; the default (4x the caches, STREAM's rule) takes minutes
 # on a machine with a large L3.
 memory_log=$(mktemp)
-trap 'rm -f "$memory_log"' EXIT
+trap 'rc=$?; rm -f "$memory_log"; stopped $rc' EXIT
 step probe-memory bash -c 'build/bin/dtune-probe memory -n 3 --array-size 256M | tee "$1"' _ "$memory_log"
 memory=$(sed -n 's/^# results: //p' "$memory_log")
 step sweep scripts/dtune sweep run sweeps/quickstart.yaml --out "$out"
 step merge scripts/dtune sweep merge sweeps/quickstart.yaml --out "$out"
-PYTHONPATH="$repo/report" .venv/bin/python - "$out/merged.h5" <<'PY'
-import json, sys
-import h5py
-from dtune_report.loader import load_comm_summary, load_train_summary
-path = sys.argv[1]
-with h5py.File(path) as f:  # which MPI transport each merged run used (its sweep point's env)
-    btl = {name: json.loads(g.attrs["point"])["env"].get("OMPI_MCA_btl", "default") for name, g in f["runs"].items()}
-comm = load_comm_summary(path)
-big = comm[comm.placement == "out-of-place"].sort_values("size_bytes").groupby(["run", "collective"]).tail(1)
-print(f"\nResults: {path}")
-for _, r in big.iterrows():
-    print(f"  {r.collective:>10s} {int(r.size_bytes) >> 20} MiB, btl {btl[r.run]:<11s}: busbw {r.busbw_gbps:6.2f} GB/s")
-train = load_train_summary(path)
-for _, r in train.iterrows():
-    data = "" if r.get("data", "synthetic") == "synthetic" else f", JPEG shards via {int(r.workers)} workers"
-    if r.get("pipeline_stages", 1) > 1:
-        data += f", pipeline of {int(r.pipeline_stages)} stages x {int(r.micro_batches)} micro-batches"
-    elif r.get("accum_steps", 1) > 1:
-        data += f", {int(r.accum_steps)} micro-batches"
-    # An MFU above 100% is never printed: dtune-train rejects a peak below what the run achieved
-    # (mfu_valid 0) and falls back to the next source, or to none (n/a).
-    mfu = f"{r.mfu:6.1%}" if r.mfu == r.mfu and r.mfu <= 1 else "   n/a"
-    if r.get("mfu_valid", 1) == 0:
-        mfu += f" [a peak below the achieved rate was rejected: {str(r.mfu_rejected_peaks).split(':')[0]}]"
-    print(f"  {r.model:>10s} batch {int(r.batch):3d}/rank {r.precision:>4s} buckets {r.bucket_mb:5g} MiB{data}: "
-          f"{r.samples_per_s:8.1f} samples/s, step p50 {r.step_time_p50_ms:6.1f} ms, MFU {mfu}")
-PY
+# The summary, read back from the merged file (report/dtune_report/main_summary.py).
+PYTHONPATH="$repo/report" .venv/bin/python -m dtune_report.main_summary "$out/merged.h5"
 step report scripts/dtune report "$out/merged.h5" "$memory" -o "$out/report"
+rm -f "$unfinished"
 progress_end

@@ -17,11 +17,32 @@ _fmt_s() {  # 75 -> 1m15s
 }
 progress_say() { printf '[%s +%s] %s\n' "${PROGRESS_NAME:-main}" "$(_fmt_s $((SECONDS - _progress_t0)))" "$*"; }
 
+# The file is data: a line is kept only as `<label> <whole seconds>` (labels as step's: letters,
+# digits, - _ .). Anything else (`sweep 1.5`, `x[$(cmd)]`, a torn line) is dropped, said once, and
+# the file rewritten without it: a value reaches bash's arithmetic only as digits, so a corrupt file
+# can neither stop the job nor run a command.
 progress_begin() {
   _progress_total=$1
+  local name secs rest dropped=0
   if [[ -f "$_progress_file" ]]; then
-    while read -r name secs; do [[ -n "$name" ]] && _progress_last[$name]=$secs; done <"$_progress_file"
+    while IFS=' ' read -r name secs rest || [[ -n "$name" ]]; do
+      if [[ "$name" =~ ^[A-Za-z0-9_.-]+$ && "$secs" =~ ^[0-9]{1,9}$ && -z "$rest" ]]; then
+        _progress_last[$name]=$((10#$secs))
+      elif [[ -n "$name$secs$rest" ]]; then
+        dropped=$((dropped + 1))
+      fi
+    done <"$_progress_file"
+    if ((dropped)); then
+      progress_say "ignored $dropped malformed line(s) of $_progress_file (want: <step> <whole seconds>); rewriting it"
+      _progress_save
+    fi
   fi
+}
+_progress_save() {  # the last times, one `<label> <seconds>` line each, replaced atomically
+  local i
+  mkdir -p "$(dirname "$_progress_file")"
+  for i in "${!_progress_last[@]}"; do echo "$i ${_progress_last[$i]}"; done >"$_progress_file.tmp" &&
+    mv "$_progress_file.tmp" "$_progress_file"
 }
 expect() { _progress_guess[$1]=$2; }
 _estimate() { echo "${_progress_last[$1]:-${_progress_guess[$1]:-0}}"; }
@@ -30,16 +51,22 @@ _estimate() { echo "${_progress_last[$1]:-${_progress_guess[$1]:-0}}"; }
 _after=()
 progress_plan() { _after=("$@"); }
 
+# Ctrl-C reaches the whole foreground group: the ticker ignores it and copies the step's output to
+# its end, so what the step says as it stops ("interrupted ... rerun to resume") reaches the user.
 _ticker() {  # copies stdin; after 10 s without a line, says what runs
-  local name=$1 t0=$2 line rc est left rest=0 s
+  trap '' INT
+  local name=$1 t0=$2 line rc est left rest=0 s pending=""
   for s in "${_after[@]}"; do rest=$((rest + $(_estimate "$s"))); done
   while true; do
     if IFS= read -r -t "$_progress_every" line; then
-      printf '%s\n' "$line"
+      printf '%s\n' "$pending$line"
+      pending=""
     else
       rc=$?
       if ((rc > 128)); then
-        [[ -n "$line" ]] && printf '%s' "$line"  # a partial line read before the timeout
+        # A partial line read before the timeout is held until its end, so that the progress
+        # line is never glued into the middle of the step's own line.
+        pending+=$line
         est=$(_estimate "$name")
         left=$((est - (SECONDS - t0)))
         if ((est == 0)); then
@@ -54,7 +81,7 @@ _ticker() {  # copies stdin; after 10 s without a line, says what runs
           fi
         fi
       else
-        [[ -n "$line" ]] && printf '%s\n' "$line"
+        [[ -n "$pending$line" ]] && printf '%s\n' "$pending$line"
         return 0
       fi
     fi
@@ -73,9 +100,7 @@ step() {  # step NAME CMD...: runs CMD with a progress line after every 10 s of 
   "$@" 2>&1 | _ticker "$name" "$t0" || rc=$?
   ((rc == 0)) || return "$rc"
   _progress_last[$name]=$((SECONDS - t0))
-  mkdir -p "$(dirname "$_progress_file")"
-  for i in "${!_progress_last[@]}"; do echo "$i ${_progress_last[$i]}"; done >"$_progress_file.tmp" &&
-    mv "$_progress_file.tmp" "$_progress_file"
+  _progress_save
   progress_say "$name: done in $(_fmt_s $((SECONDS - t0)))"
 }
 

@@ -52,3 +52,67 @@ def test_a_failing_step_fails_the_script_with_its_status(tmp_path):
     r = run(tmp_path, "progress_begin 1\nstep broken bash -c 'echo oops; exit 7'\necho not reached\n")
     assert r.returncode == 7
     assert "oops" in r.stdout and "not reached" not in r.stdout
+
+
+def test_a_corrupt_progress_file_is_read_as_data_and_rewritten(tmp_path):
+    # Issue 60: `sweep 1.5` stopped the job in bash's arithmetic at its first step, on every rerun;
+    # a value like x[$(cmd)] ran cmd. Each malformed line is dropped and the file rewritten.
+    pwned = tmp_path / "pwned"
+    (tmp_path / "times").write_text(
+        f"sweep 1.5\nprobe x[$(touch {pwned})]\nevil[$(touch {pwned})] 3\nmerge 4 extra\nreport 12\nhalf"
+    )
+    body = """
+progress_begin 2
+expect sweep 30
+progress_plan sweep probe
+expect probe 7
+step sweep bash -c 'echo swept; sleep 2'
+step probe true
+progress_end
+"""
+    r = run(tmp_path, body)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not pwned.exists()
+    assert "swept" in r.stdout and "ignored 5 malformed line(s)" in r.stdout, r.stdout
+    recorded = dict(line.split() for line in (tmp_path / "times").read_text().splitlines())
+    assert set(recorded) == {"report", "sweep", "probe"} and recorded["report"] == "12", recorded
+    assert all(v.isdigit() for v in recorded.values()), recorded
+
+
+def test_a_progress_line_never_lands_inside_a_half_printed_line(tmp_path):
+    # The step prints half a line, stays silent past the interval, then ends the line: the progress
+    # line stands on its own and the step's line arrives whole.
+    body = """
+progress_begin 1
+step slow bash -c 'printf "half of "; sleep 3; echo "one line"'
+"""
+    r = run(tmp_path, body)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "half of one line" in lines, lines
+    ticks = [x for x in lines if "slow:" in x and "so far" in x]
+    assert ticks and all(x.startswith("[main +") for x in ticks), lines
+
+
+def test_ctrl_c_lets_the_step_say_how_it_stopped(tmp_path):
+    # Ctrl-C signals the whole foreground group; the copier of the step's output used to die with
+    # it, so what the step printed as it stopped ("interrupted ... rerun to resume") was lost.
+    import os
+    import signal
+    import time
+
+    script = f"""
+set -euo pipefail
+source "{REPO}/scripts/progress.sh"
+progress_begin 1
+step sweep bash -c 'trap "kill %1; echo interrupted: rerun to resume; exit 130" INT; echo up; sleep 30 & wait'
+"""
+    env = {"PATH": "/usr/bin:/bin", "DTUNE_PROGRESS_EVERY": "5", "DTUNE_PROGRESS_FILE": str(tmp_path / "t")}
+    p = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    assert "step 1 of 1: sweep" in p.stdout.readline()
+    assert p.stdout.readline().strip() == "up"
+    time.sleep(0.5)  # the step's trap is set before it prints "up"; the ticker's before it copies
+    os.killpg(p.pid, signal.SIGINT)
+    out = p.stdout.read()
+    assert p.wait(timeout=30) != 0
+    assert "interrupted: rerun to resume" in out, out

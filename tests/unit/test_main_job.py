@@ -1,0 +1,155 @@
+"""scripts/main.sh's own decisions, with stand-ins for what it runs (the set-up, the probes, the
+sweep), since the real main job takes minutes: a main job stopped by Ctrl-C says how it stopped and
+that a rerun resumes it, and the rerun resumes the same sweep folder (before, it started a new
+sweep and redid every point); the folder named in results/sweeps/.main-unfinished is read as data.
+And the summary's lines (report/dtune_report/main_summary.py): two lines never read the same but
+for their figures (the DDP and ZeRO-3 runs of one global batch printed identical labels)."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "report"))
+
+from dtune_report.main_summary import train_lines  # noqa: E402
+
+FAKE_DTUNE = """#!/usr/bin/env bash
+echo "dtune $*" >>"$(dirname "$0")/../calls.log"
+if [[ "$1 $2" == "sweep run" ]]; then
+  out=${@: -1}
+  mkdir -p "$out"
+  if [[ -f stop-first && ! -f "$out/first" ]]; then  # the first run: one point, then Ctrl-C
+    touch "$out/first"
+    trap 'kill %1; echo "# interrupted: the running point is marked interrupted; rerun to resume" >&2; exit 130' INT
+    echo "[1/2] p1 ok"
+    sleep 60 &
+    wait
+  fi
+  echo "# resume: 1 of 2 points already complete"
+fi
+"""
+
+
+def clone(tmp_path):
+    c = tmp_path / "clone"
+    (c / "scripts").mkdir(parents=True)
+    for f in ("main.sh", "progress.sh"):
+        shutil.copy(REPO / "scripts" / f, c / "scripts" / f)
+    (c / "sweeps").mkdir()
+    shutil.copy(REPO / "sweeps/quickstart.yaml", c / "sweeps")
+    (c / "results/data/quickstart-images").mkdir(parents=True)
+    (c / "results/data/quickstart-images/dataset.json").write_text("{}")
+    (c / "build/bin").mkdir(parents=True)
+    (c / ".venv/bin").mkdir(parents=True)
+    (c / ".venv/bin/python").symlink_to(REPO / ".venv/bin/python")
+    for path, body in {
+        "scripts/setup.sh": "exit 0\n",
+        "scripts/dtune": FAKE_DTUNE,
+        "build/bin/dtune-probe": "#!/bin/sh\necho '# results: results/probe.h5'\n",
+        "build/bin/dtune-data": "#!/bin/sh\nexit 0\n",
+    }.items():
+        (c / path).write_text(body if body.startswith("#!") else "#!/bin/sh\n" + body)
+        (c / path).chmod(0o755)
+    return c
+
+
+def main_job(c, interrupt=False):
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(c), "DTUNE_PROGRESS_EVERY": "5"}
+    p = subprocess.Popen(
+        ["bash", "scripts/main.sh"],
+        cwd=c,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    lines = []
+    for line in p.stdout:
+        lines.append(line.rstrip("\n"))
+        if interrupt and line.startswith("[1/2] p1 ok"):
+            os.killpg(p.pid, signal.SIGINT)  # Ctrl-C: the whole foreground group
+    p.wait(timeout=60)
+    return p.returncode, lines
+
+
+def sweep_outs(c):
+    return [ln.split()[-1] for ln in (c / "calls.log").read_text().splitlines() if ln.startswith("dtune sweep run")]
+
+
+def test_a_main_job_stopped_by_ctrl_c_says_so_and_the_rerun_resumes_its_sweep(tmp_path):
+    c = clone(tmp_path)
+    (c / "stop-first").touch()
+    rc, lines = main_job(c, interrupt=True)
+    text = "\n".join(lines)
+    assert rc != 0
+    (first,) = sweep_outs(c)
+    assert "# interrupted: the running point is marked interrupted; rerun to resume" in text, text
+    assert f"rerun bash scripts/main.sh to resume {first}" in text, text
+    rc, lines = main_job(c)
+    text = "\n".join(lines)
+    assert sweep_outs(c) == [first, first], sweep_outs(c)
+    assert f"resuming the main job stopped before its report: {first}" in text, text
+    assert "# resume: 1 of 2 points already complete" in text, text
+
+
+def test_a_hostile_unfinished_marker_is_data_never_a_path_or_a_command(tmp_path):
+    c = clone(tmp_path)
+    pwned = tmp_path / "pwned"
+    (c / "results/sweeps").mkdir(parents=True)
+    (c / "results/sweeps/elsewhere").mkdir()
+    for marker in (f"$(touch {pwned})", "results/sweeps/elsewhere", "results/sweeps/quickstart-20260101-000000"):
+        (c / "results/sweeps/.main-unfinished").write_text(marker + "\n")
+        (c / "calls.log").unlink(missing_ok=True)
+        main_job(c)
+        (out,) = sweep_outs(c)
+        assert out.startswith("results/sweeps/quickstart-") and out != marker, (marker, out)
+    assert not pwned.exists()
+
+
+def row(**kw):
+    base = {
+        "model": "gpt2-tiny",
+        "batch": 4,
+        "precision": "fp32",
+        "bucket_mb": 25.0,
+        "data": "synthetic",
+        "pipeline_stages": 1,
+        "accum_steps": 1,
+        "shard": "none",
+        "world_size": 2,
+        "samples_per_s": 100.0,
+        "step_time_p50_ms": 80.0,
+        "mfu": 0.01,
+        "mfu_valid": 1,
+    }
+    return {**base, **kw}
+
+
+def label(line):
+    return line.rsplit(": ", 1)[0] if "samples/s" not in line else line[: line.index(": ")]
+
+
+def test_summary_lines_name_every_setting_that_tells_two_runs_apart():
+    train = pd.DataFrame(
+        [
+            row(),
+            row(shard="zero3", samples_per_s=90.0),
+            row(shard="zero3", shard_prefetch=2, samples_per_s=95.0),
+            row(model="resnet18", batch=8),
+        ]
+    )
+    train.loc[[0, 1, 3], "shard_prefetch"] = 1
+    lines = train_lines(train)
+    labels = [ln.split(": ")[0] for ln in lines]
+    assert len(set(labels)) == len(labels), lines  # no two read the same but for their figures
+    assert labels[0].endswith(", shard none, shard_prefetch 1"), labels[0]
+    assert labels[1].endswith(", shard zero3, shard_prefetch 1"), labels[1]
+    assert labels[2].endswith(", shard zero3, shard_prefetch 2"), labels[2]
+    assert "shard" not in labels[3], labels[3]  # alone under its label: nothing added
