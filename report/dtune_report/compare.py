@@ -10,10 +10,10 @@ of its slowest rank (the iteration is over when the last rank finishes); dtune-t
 measured step's total of its slowest rank, leaving out warm-up steps and steps inside a
 --profile-steps window. Repeated runs of one configuration pool their samples.
 
-Only valid measurements are compared: a run whose status is not "ok" (failed, diverged, timed
-out, interrupted, out of memory, wrong elements, still running) gives no samples and is named
-under the table, and a non-finite sample (NaN, inf) is left out; a configuration left with no
-sample on a side is named, never given a p-value. The gate (`gate_failures`) fails on those too.
+A run whose status is not "ok" (failed, diverged, timed out, interrupted, out of memory, wrong
+elements, still running) is compared with what it measured and named under the table; a
+non-finite sample (NaN, inf) is left out, and a configuration left with no sample on a side is
+named, never given a p-value. The gate (`gate_failures`) fails on both.
 """
 
 from __future__ import annotations
@@ -251,7 +251,7 @@ def _labeller(keys) -> tuple:
 
 @dataclass
 class NotOk:
-    """A run that did not end "ok": no samples taken from it."""
+    """A run that did not end "ok"."""
 
     side: str  # "A" or "B"
     file: str
@@ -271,7 +271,7 @@ class Comparison:
     only_a: list  # labels of configurations in A alone
     only_b: list
     alpha: float
-    not_ok: list = field(default_factory=list)  # NotOk: runs left out
+    not_ok: list = field(default_factory=list)  # NotOk: runs that did not end ok (still compared)
     no_samples: list = field(default_factory=list)  # "label: no finite sample in B", left out
     non_finite: list = field(default_factory=list)  # "label: k of n samples in A not finite", left out
 
@@ -286,20 +286,15 @@ def _status(attrs: dict) -> str:
     return "ok" if s is None else str(s)
 
 
-def _split_ok(runs: pd.DataFrame, ident: dict, side: str) -> tuple:
-    """(identities of the ok runs, [NotOk]) among the compared benchmarks' runs."""
-    ok, bad = {}, []
+def _not_ok(runs: pd.DataFrame, ident: dict, side: str) -> list:
+    """[NotOk] of the compared benchmarks' runs whose status is not "ok"."""
+    bad = []
     for r in runs.itertuples(index=False):
-        if r.benchmark not in _SAMPLED:
-            continue
-        k = (r.file, r.run)
         status = _status(r.attrs)
-        if status == "ok":
-            ok[k] = ident[k]
-        else:
+        if r.benchmark in _SAMPLED and status != "ok":
             message = str(r.attrs.get("message", "") or "")
-            bad.append(NotOk(side, r.file, r.run, status, message, (r.benchmark, _key(ident[k]))))
-    return ok, bad
+            bad.append(NotOk(side, r.file, r.run, status, message, (r.benchmark, _key(ident[(r.file, r.run)]))))
+    return bad
 
 
 def _finite_groups(groups: dict, side: str, label) -> tuple:
@@ -316,8 +311,8 @@ def _finite_groups(groups: dict, side: str, label) -> tuple:
 def compare_results(a, b, alpha: float = 0.05) -> Comparison:
     runs_a, runs_b = load_runs(a), load_runs(b)
     by_point = len(runs_a) > 0 and len(runs_b) > 0 and runs_a.point.notna().all() and runs_b.point.notna().all()
-    ia, bad_a = _split_ok(runs_a, _identities(runs_a, by_point), "A")
-    ib, bad_b = _split_ok(runs_b, _identities(runs_b, by_point), "B")
+    ia, ib = _identities(runs_a, by_point), _identities(runs_b, by_point)
+    bad_a, bad_b = _not_ok(runs_a, ia, "A"), _not_ok(runs_b, ib, "B")
     ga = {**_comm_samples(a, ia), **_train_samples(a, ia)}
     gb = {**_comm_samples(b, ib), **_train_samples(b, ib)}
     label, sort_key = _labeller(set(ga) | set(gb))
@@ -338,11 +333,11 @@ def geomean_ratio(rows: list[Row]) -> float:
     return float(np.exp(np.mean([np.log(r.ratio) for r in rows]))) if rows else float("nan")
 
 
-def format_table(rows: list[Row], only_a=(), only_b=(), alpha: float = 0.05, left_out=()) -> str:
+def format_table(rows: list[Row], only_a=(), only_b=(), alpha: float = 0.05, not_ok=(), left_out=()) -> str:
     """The table, then `#` lines (so `grep -v '^#'` leaves the table): configurations on one side
-    only, what was left out as no valid measurement (`left_out`: lines), and rows with too few
-    samples to ever reach p < alpha (benchstat's warning). A p-value that is not finite prints
-    as `-`."""
+    only, runs that did not end ok (`not_ok`: lines), non-finite samples left out (`left_out`:
+    lines), and rows with too few samples to ever reach p < alpha (benchstat's warning). A
+    p-value that is not finite prints as `-`."""
     width = max([len(r.config) for r in rows] + [len("geomean")])
     lines = [
         f"{'config':<{width}}  {'A median':>12}  {'B median':>12}  {'delta':>8}  "
@@ -361,8 +356,11 @@ def format_table(rows: list[Row], only_a=(), only_b=(), alpha: float = 0.05, lef
         if labels:
             lines.append(f"# only in {side} ({len(labels)}, not compared):")
             lines += [f"#   {lab}" for lab in labels]
+    if not_ok:
+        lines.append(f"# did not end ok ({len(not_ok)}; compared with what they measured, no gate passes them):")
+        lines += [f"#   {line}" for line in not_ok]
     if left_out:
-        lines.append(f"# left out, no valid measurement ({len(left_out)}):")
+        lines.append(f"# left out, not finite ({len(left_out)}):")
         lines += [f"#   {line}" for line in left_out]
     need = samples_needed(alpha)
     few = [r for r in rows if not r.significant and r.n_a < need and r.n_b < need]
@@ -376,9 +374,9 @@ def _p_text(p: float) -> str:
     return f"{p:6.3f}" if np.isfinite(p) else "-"
 
 
-def left_out_lines(c: Comparison) -> list[str]:
-    """What compare_results left out as no valid measurement, one line each."""
-    return [str(r) for r in c.not_ok] + c.no_samples + c.non_finite
+def table_of(c: Comparison) -> str:
+    """format_table of a Comparison, with its runs not ok and its non-finite samples."""
+    return format_table(c.rows, c.only_a, c.only_b, c.alpha, [str(r) for r in c.not_ok], c.no_samples + c.non_finite)
 
 
 def regressions(rows: list[Row], pct: float) -> list[Row]:
@@ -392,7 +390,7 @@ def nothing_compared(c: Comparison) -> str:
     bad = c.not_ok[:3]
     if bad:
         more = f" and {len(c.not_ok) - 3} more" if len(c.not_ok) > 3 else ""
-        return why + f"; left out as not ok: {'; '.join(map(str, bad))}{more})"
+        return why + f"; did not end ok: {'; '.join(map(str, bad))}{more})"
     if c.no_samples:
         return why + f"; {'; '.join(c.no_samples[:3])})"
     return why + ": runs match only when every setting agrees)"
@@ -400,16 +398,16 @@ def nothing_compared(c: Comparison) -> str:
 
 def gate_failures(c: Comparison, pct: float) -> list[str]:
     """Why `--fail-on-regression PCT` fails, one line each; [] when it passes. It fails on a
-    significant slowdown beyond PCT, and whenever it had no valid measurement to judge: a run of
-    either side that did not end ok (B out of memory counts only where A's same configuration did
-    not run out of memory too), a configuration in both with no finite sample on a side, or no
+    significant slowdown beyond PCT, and whenever what it judges is not a valid measurement: a run
+    of either side that did not end ok (B out of memory counts only where A's same configuration
+    did not run out of memory too), a configuration in both with no finite sample on a side, or no
     configuration compared at all."""
     out = [f"regression: {r.config}: {(r.ratio - 1) * 100:+.1f}% (> {pct:g}%)" for r in regressions(c.rows, pct)]
     oom_a = {r.identity for r in c.not_ok if r.side == "A" and r.status == "oom"}
     for r in c.not_ok:
         if r.status == "oom" and (r.side == "A" or r.identity in oom_a):
             continue  # the same out-of-memory point on both sides, or one that fits in B now
-        out.append(f"not ok, nothing valid to compare: {r}")
+        out.append(f"did not end ok, not a measurement to pass: {r}")
     out += [f"nothing valid to compare: {line}" for line in c.no_samples]
     out += [f"nothing valid to compare: {r.config}: no finite sample" for r in c.rows if not (r.n_a and r.n_b)]
     if not c.rows and not out:

@@ -236,7 +236,7 @@ def cmd_report(a) -> int:
 def cmd_compare(a) -> int:
     """Print the A/B table; 1 when the --fail-on-regression gate fails (compare.gate_failures)."""
     from dtune_report.check import check_results, incomplete_files, machine_warnings
-    from dtune_report.compare import compare_results, format_table, gate_failures, left_out_lines, nothing_compared
+    from dtune_report.compare import compare_results, gate_failures, nothing_compared, table_of
 
     if not 0 < a.alpha < 1:
         return _usage(f"--alpha {a.alpha}: must be between 0 and 1")
@@ -260,7 +260,7 @@ def cmd_compare(a) -> int:
     for line in warnings:
         print(f"# warning: {line}")
     if c.rows:
-        print(format_table(c.rows, c.only_a, c.only_b, c.alpha, left_out_lines(c)))
+        print(table_of(c))
     for line in gate or []:
         print(f"# {line}", file=sys.stderr)
     return 1 if gate else 0
@@ -707,7 +707,7 @@ def build_parser() -> argparse.ArgumentParser:
         "medians, the change, the Mann-Whitney U p-value (significant when p < alpha; `~` "
         "otherwise) and a 95% bootstrap interval of B/A. Samples: per iteration the slowest "
         "rank's time (comm), per measured unprofiled step the slowest rank's total (train); runs "
-        "that did not end ok and non-finite times are left out and named. "
+        "that did not end ok are named, non-finite times left out. "
         "Two Google Benchmark JSON files (dtune-micro --benchmark_format=json "
         "--benchmark_repetitions=N) compare benchmark by benchmark, a sample per repetition. "
         "The statistics: doc/metrics.md.",

@@ -556,24 +556,26 @@ def test_each_train_setting_alone_splits_a_configuration(name):
 
 @pytest.mark.parametrize("status", ["failed", "diverged", "timeout", "interrupted"])
 def test_the_gate_fails_when_the_after_run_did_not_end_ok(tmp_path, status):
-    # B: the same steps as A (no slowdown), but the run ended `status`: its steps are no
-    # measurement to pass a gate on. Without the gate, nothing is compared (exit 2, saying why).
+    # B: the same steps as A (no slowdown), but the run ended `status`. Its steps are compared and
+    # the run named under the table; a gate never passes it.
     train_file(tmp_path / "a.h5", [(STEPS, None, {})], CMD)
     train_file(tmp_path / "b.h5", [(STEPS, None, {"status": status, "message": f"it {status} at step 7"})], CMD)
+    named = f"#   B: {tmp_path / 'b.h5'} 0000-train-resnet18: status {status}: it {status} at step 7"
     r = dtune("compare", tmp_path / "a.h5", tmp_path / "b.h5", "--fail-on-regression", 5)
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert f"status {status}: it {status} at step 7" in r.stderr and "nothing valid to compare" in r.stderr, r.stderr
+    assert r.returncode == 1 and len(table(r.stdout)) == 1 and named in r.stdout, r.stdout + r.stderr
+    assert f"# did not end ok, not a measurement to pass: B: {tmp_path / 'b.h5'}" in r.stderr, r.stderr
+    r = dtune("compare", tmp_path / "a.h5", tmp_path / "b.h5")
+    assert r.returncode == 0 and " ~ " in table(r.stdout)[0] and named in r.stdout, r.stdout + r.stderr
+    # A run that stopped before its first step (no steps): nothing to compare; the gate fails
+    # naming it, and without the gate the refusal names it too.
+    with h5py.File(tmp_path / "b.h5", "r+") as f:
+        g = f["runs/0000-train-resnet18"]
+        for name in list(g):
+            del g[name]
+    r = dtune("compare", tmp_path / "a.h5", tmp_path / "b.h5", "--fail-on-regression", 5)
+    assert r.returncode == 1 and f"status {status}" in r.stderr, r.stdout + r.stderr
     r = dtune("compare", tmp_path / "a.h5", tmp_path / "b.h5")
     assert r.returncode == 2 and f"status {status}" in r.stderr, r.stdout + r.stderr
-    # Beside an ok configuration: the ok one is compared, the other named under the table; the
-    # gate still fails.
-    ok = (STEPS, None, {"workers": 4})
-    train_file(tmp_path / "a.h5", [(STEPS, None, {}), ok], CMD)
-    train_file(tmp_path / "b.h5", [(STEPS, None, {"status": status}), ok], CMD)
-    r = dtune("compare", tmp_path / "a.h5", tmp_path / "b.h5", "--fail-on-regression", 5)
-    assert r.returncode == 1 and len(table(r.stdout)) == 1, r.stdout + r.stderr
-    left = f"# left out, no valid measurement (1):\n#   B: {tmp_path / 'b.h5'} 0000-train-resnet18: status {status}"
-    assert left in r.stdout, r.stdout
 
 
 def test_non_finite_step_times_get_no_p_value_and_fail_the_gate(tmp_path):
@@ -593,7 +595,7 @@ def test_non_finite_step_times_get_no_p_value_and_fail_the_gate(tmp_path):
     r = dtune("compare", tmp_path / "a.h5", tmp_path / "b.h5", "--fail-on-regression", 5)
     (row,) = table(r.stdout)
     assert r.returncode == 0 and " 11+8 " in row, r.stdout + r.stderr
-    assert "3 of 11 samples in B not finite" in r.stdout
+    assert "# left out, not finite (1):\n#   resnet18 fp32 batch 8: 3 of 11 samples in B not finite" in r.stdout
 
 
 def test_the_gate_on_out_of_memory_runs(tmp_path):
@@ -601,7 +603,7 @@ def test_the_gate_on_out_of_memory_runs(tmp_path):
     train_file(tmp_path / "a.h5", [(STEPS, None, {})], CMD, oom=[(64, 1 << 30)])
     train_file(tmp_path / "b.h5", [(STEPS, None, {})], CMD, oom=[(64, 1 << 30)])
     r = dtune("compare", tmp_path / "a.h5", tmp_path / "b.h5", "--fail-on-regression", 5)
-    assert r.returncode == 0 and "status oom" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "status oom" in r.stdout and not r.stderr, r.stdout + r.stderr
     train_file(tmp_path / "b.h5", [(STEPS, None, {})], CMD, oom=[(32, 1 << 30)])
     r = dtune("compare", tmp_path / "a.h5", tmp_path / "b.h5", "--fail-on-regression", 5)
     assert r.returncode == 1 and "status oom" in r.stderr, r.stdout + r.stderr
