@@ -1,11 +1,11 @@
 """What defines a run, so that `dtune compare` matches like with like and never pools two
-configurations: the run group's attributes, the flags of the command line that made it (with the
-DTUNE_COMM_* / DTUNE_TRAIN_* environment fallbacks of those flags), the environment settings
-provenance recorded (NCCL_*, UCX_*, OMPI_*, OMP_*, ...) and the number of ranks. When both sides
-come from sweeps, the point's definition (what its id hashes, results/SCHEMA.md "Merged sweep
-files") gives the arguments, adds its exported variables and its launch shape (ranks, nodes, ranks
-per node); its sweep name and repeat number do not count, so repeats pool and a renamed sweep
-still matches.
+configurations: the run group's setting attributes, the flags of the command line that made it
+(with the DTUNE_COMM_* / DTUNE_TRAIN_* environment fallbacks of those flags), the environment
+settings provenance recorded (NCCL_*, UCX_*, OMPI_*, OMP_*, ...) and the number of ranks. When
+both sides come from sweeps, the point's definition (what its id hashes, results/SCHEMA.md "Merged
+sweep files") gives the arguments, adds its exported variables and its launch shape (ranks, nodes,
+ranks per node); its sweep name and repeat number do not count, so repeats pool and a renamed
+sweep still matches.
 
 Attributes: a run group records its settings beside its results (MFU and whether its peak held,
 summaries, counters, status). Of dtune-comm's and dtune-train's groups only the settings count
