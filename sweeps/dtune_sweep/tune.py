@@ -48,10 +48,20 @@ DEFAULT_STEPS = {"dtune-train": 10, "dtune-comm": 20}
 MIN_RUN_S = 1.0  # mpirun's start alone: a time budget below 2 runs of this per sweep is refused
 NEVER_RETRIED = ("failed", "timeout")
 ENV_PREFIX = {"dtune-train": "DTUNE_TRAIN_", "dtune-comm": "DTUNE_COMM_"}
+# --seed seeds Optuna's samplers (numpy's RandomState: 0 .. 2**32 - 1) and halving's generators
+# (numpy's default_rng of seed x 1000 + rung, which refuses a negative seed): one range for both.
+SEED_MAX = 2**32 - 1
 
 
 class TuneError(SweepError):
     """Bad input to `dtune tune` (exit 2)."""
+
+
+def check_seed(seed: int) -> None:
+    """TuneError for a --seed the tune's generators refuse (numpy's and Optuna's: 0 .. 2**32 - 1),
+    said before anything runs rather than as a traceback after the first rung."""
+    if not 0 <= seed <= SEED_MAX:
+        raise TuneError(f"--seed {seed}: give an integer from 0 to {SEED_MAX} (numpy's and Optuna's seed range)")
 
 
 def parse_budget(text: str | None) -> tuple[str, float] | None:
@@ -365,6 +375,7 @@ def print_summary(rec: dict, say) -> None:
 
 def tune(a, points: list[Point], directory: Path, say=print) -> int:
     """The `dtune tune` command over planned points; exit status."""
+    check_seed(a.seed)
     budget = parse_budget(a.budget)
     if a.method == "optuna":
         try:

@@ -197,6 +197,9 @@ def test_ties_beyond_what_the_budget_pays_for_are_cut_to_it(tmp_path, fake):
         (["--budget", "1s"], "cannot run one rung"),
         (["--budget", "soon"], "give run time (60s, 10m, 1h) or a number of runs"),
         (["--sweep", "nope"], "--sweep nope: no such sweep"),
+        # numpy's and Optuna's seeds are 0 .. 2**32 - 1: until 2026-12 a traceback after the first rung
+        (["--seed", "-1"], "--seed -1: give an integer from 0 to 4294967295"),
+        (["--seed", "4294967296", "--method", "optuna"], "--seed 4294967296: give an integer from 0 to 4294967295"),
     ],
 )
 def test_bad_input_exits_2_before_anything_runs(tmp_path, fake, args, expect):
