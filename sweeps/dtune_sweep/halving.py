@@ -36,8 +36,9 @@ class Measured:
     """One candidate's outcome in one rung."""
 
     key: int  # the candidate's index in the shuffled order (ties rank by it)
-    status: str  # ok, oom, failed, timeout, skipped (a failed run of it recorded earlier), ...
+    status: str  # ok, oom, failed, timeout, invalid (figures not finite, tune.invalid_figures), ...
     samples: np.ndarray = field(default_factory=lambda: np.array([]))
+    why: str = ""  # for a status but ok, what the run recorded instead of a measurement
 
     @property
     def ok(self) -> bool:

@@ -164,8 +164,8 @@ class Rung:
 
     def _run(self, seq: list) -> None:
         """Runs these entries in one call to the runner (one job array per call under --slurm); a
-        candidate that did not measure is dropped from the blocks after it (a failed run is never
-        repeated by a later call)."""
+        candidate that did not measure (failed, timed out, out of memory, figures that are not a
+        measurement) is dropped from the calls after it."""
         self.sw.run([p for _, _, p in seq], [self.inc if key is None else key for key, _, _ in seq])
         self.seq += seq
         for key, _, p in seq:
@@ -174,15 +174,21 @@ class Rung:
                 self.others.remove(key)
 
     def run_blocks(self, n: int) -> None:
-        """Runs n more blocks (after the rung's opening incumbent run, the first time) in one call."""
-        seq = [self._entry(None, -1)] if not self.seq else []
+        """Runs n more blocks (after the rung's opening incumbent run, the first time), one call to
+        the runner each, so that a candidate that did not measure in a block is not launched in the
+        rung's later ones (a failing or hanging candidate costs one run, or one --timeout, per rung,
+        not one per block); none once a run of the incumbent did not measure (run_rungs opens the
+        rung again without it)."""
+        first = [self._entry(None, -1)] if not self.seq else []
+        if first and n == 0:
+            self._run(first)
         for _ in range(n):
-            seq += [
-                self._entry(key, self.blocks)
-                for key in paired.block_order(self.others, self.sw.seed, self.k, self.blocks)
-            ]
+            if not self.incumbent_ok():
+                return
+            block = paired.block_order(self.others, self.sw.seed, self.k, self.blocks)
+            self._run(first + [self._entry(key, self.blocks) for key in block])
+            first = []
             self.blocks += 1
-        self._run(seq)
 
     def run_block_priced(self, paid) -> list[int]:
         """Runs one block (after the opening run, the first time) a segment at a time: REF_EVERY
@@ -193,7 +199,7 @@ class Rung:
         b, left_out = self.blocks, []
         self.blocks += 1
         first = [self._entry(None, -1)] if not self.seq else []
-        while order:
+        while order and self.incumbent_ok():
             seg, order = order[: paired.REF_EVERY], order[paired.REF_EVERY :]
             self._run(first + [self._entry(key, b) for key in seg] + [self._entry(None, b)])
             first = []
@@ -221,9 +227,18 @@ class Rung:
         self.others = [k for k in self.others if k in keys]
 
     def incumbent_ok(self) -> bool:
-        """Whether the rung's opening incumbent run measured (a figure of 0, as busbw with 1 rank,
-        measured too: no candidate can be read against it, and the pick says why)."""
-        return self.sw.measure(self.seq[0][2], self.inc).ok
+        """Whether every run of the incumbent so far measured (none yet: True; a figure of 0, as
+        busbw with 1 rank, measured too: no candidate can be read against it, and the pick says why)."""
+        return all(self.sw.measure(p, self.inc).ok for key, _, p in self.seq if key is None)
+
+    def failures(self) -> list[tuple]:
+        """[(key, its first run that did not measure)] for the incumbent and every candidate with one."""
+        out: dict = {}
+        for key, _, p in self.seq:
+            k = self.inc if key is None else key
+            if k not in out and not self.sw.measure(p, k).ok:
+                out[k] = p
+        return list(out.items())
 
     def figures(self):
         """paired.figure_rows of the rung's runs: (seq, within) for paired.read."""
@@ -287,8 +302,11 @@ class Rung:
             runs = [p for k, _, p in self.seq if (k if k is not None else self.inc) == key]
             ms = [self.sw.measure(p, key) for p in runs]
             ok = [m for m in ms if m.ok]
-            pooled = Measured(key, "ok", np.concatenate([m.samples for m in ok])) if ok else Measured(key, ms[0].status)
+            pooled = Measured(key, "ok", np.concatenate([m.samples for m in ok])) if ok else ms[0]
             r = _record(pooled, runs[0], self.sw.higher)
+            bad = next((m for m in ms if not m.ok), None)
+            if ok and bad is not None:  # dropped from the rung by a run that did not measure
+                r.update(status=bad.status, **({"reason": bad.why} if bad.why else {}))
             r.update(candidate_id=self.sw.cands[key].id, runs=len(runs), incumbent=key == self.inc)
             r["run_medians"] = [m.median for m in ok]
             if key in ev["means"]:
@@ -438,19 +456,24 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
             # An incumbent never measured before (the first rung's) runs alone first, so that one
             # that fails costs one run, not one per block.
             rung.run_blocks(0 if k == 0 else blocks[k])
+            if k == 0 and rung.incumbent_ok():
+                first_rung(sw, rung, plan, blocks, n0, rec)
             if rung.incumbent_ok():
-                if k == 0:
-                    first_rung(sw, rung, plan, blocks, n0, rec)
                 break
-            failed.append((alive[0], rung.seq[0][2]))
+            # A run of the incumbent did not measure: it and every candidate that did not are
+            # recorded as such; the rung opens again with the next (the runs made are reused).
+            failed += [f for f in rung.failures() if f[0] not in {k_ for k_, _ in failed}]
             alive = [i for i in alive[1:] if i not in rung.status]
             rung = None
-        if rung is None:
+        if rung is None:  # no incumbent measured: the runs that did not are recorded, with why
+            if failed:
+                cands = [_did_not_measure(sw, key, p) for key, p in failed]
+                rec["rungs"].append({"steps": sk, "blocks": 0, "planned": nk, "candidates": cands})
             return last
         judge = partial(_judge, sw, rung, top and not earlier.TOP)
         ev = judge()
         reopen = None
-        while top and rung.others and rung.blocks < MAX_TOP_BLOCKS and sw.share is not None:
+        while top and rung.others and rung.blocks < MAX_TOP_BLOCKS and sw.share is not None and rung.incumbent_ok():
             # One candidate dominates: P(best) 1 - alpha/2 over at least MIN_TOP_BLOCKS of its blocks
             # (one block's noise is two incumbent runs', blind to a slow period that fell on a
             # candidate's run alone).
@@ -486,12 +509,7 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
             plan.append((len(reopen[0]), reopen[1]))
             blocks.append(1)
             top = False
-        for key, p in failed:
-            from .tune import _record
-
-            m = sw.measure(p, key)
-            c = _record(m, p, sw.higher) | {"candidate_id": sw.cands[key].id, "runs": 1, "incumbent": False}
-            r["candidates"].append(c | {"promoted": False, "why": f"did not measure ({m.status})"})
+        r["candidates"] += [_did_not_measure(sw, key, p) for key, p in failed]
         rec["rungs"].append(r)
         last = (rung, ev)
         sw.say(f"# tune: rung {k} ({sk} steps, {rung.blocks} block(s)): {len(ev['means'])} candidates measured")
@@ -524,6 +542,15 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
             break
         alive = keep
     return last
+
+
+def _did_not_measure(sw: Sweep, key: int, p) -> dict:
+    """The record of a candidate dropped from a rung by its run p, which did not measure."""
+    from .tune import _record
+
+    m = sw.measure(p, key)
+    c = _record(m, p, sw.higher) | {"candidate_id": sw.cands[key].id, "runs": 1, "incumbent": False}
+    return c | {"promoted": False, "why": f"did not measure ({m.status})"}
 
 
 def _judge(sw: Sweep, rung: Rung, own_runs_only: bool) -> dict:
@@ -645,6 +672,8 @@ def pick(sw: Sweep, rung: Rung, ev: dict, rec: dict) -> None:
 
     sign = 1 if sw.higher else -1
     order = sorted(ev["means"], key=lambda k: (-sign * ev["means"][k], -ev["p_best"][k], k))
+    if not rung.incumbent_ok():  # a run of it in the top rung's race did not measure: never the pick
+        order = [k for k in order if k != rung.inc]
     recs = {c["candidate_id"]: c for c in rec["rungs"][-1]["candidates"]}
     top_measured = [sw.measure(p, k if k is not None else rung.inc) for k, _, p in rung.seq]
     rec["no_pick"] = no_pick(rank(top_measured, sw.higher), sw.objective, sw.unit, sw.higher, sw.cands[0].ranks)

@@ -192,8 +192,24 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
         chain.setdefault(steps, []).append((None if kind == "ref" else key, p))
         log.append([steps, kind, key, p.id])
 
+    def measured(k, p):
+        """A run's outcome (k: its candidate, None for the reference), its file read once."""
+        if p.id not in read:
+            read[p.id] = runs.measure(p, 0 if k is None else k, objective)
+        return read[p.id]
+
+    def bad_reference(steps):
+        """Why no trial is read at this length (a run of the reference there did not measure: it,
+        failing or hanging until --timeout, and the candidates are launched there no more), or None."""
+        for k, q in chain.get(steps, []):
+            if k is None and not measured(k, q).ok:
+                return f"the reference's run {q.id} at {steps} steps did not measure ({measured(k, q).status})"
+        return None
+
     def measure(i, steps, log):
         p = with_steps(cands[i], steps)
+        if (i, steps) not in results and bad_reference(steps):
+            results[(i, steps)] = Measured(i, "skipped", why=bad_reference(steps))
         if (i, steps) not in results:
             opening = not (chain.get(steps) and chain[steps][-1][0] is None)  # a reference run first
             refs = sum(1 for k, _ in chain.get(steps, []) if k is None)
@@ -209,6 +225,9 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
             if opening:
                 run_one(ref_point(steps, refs), refs, "ref", steps, log)
                 refs += 1
+            if bad_reference(steps):  # the opening run (or the probe) of the reference did not measure
+                results[(i, steps)] = Measured(i, "skipped", why=bad_reference(steps))
+                return results[(i, steps)]
             run_one(p, i, "cand", steps, log)
             run_one(ref_point(steps, refs), refs, "ref", steps, log)
             results[(i, steps)] = runs.measure(p, i, objective)
@@ -216,11 +235,6 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
 
     def figures(steps):
         """({candidate: {0: paired log figure}}, the reference's own y values) at one length."""
-
-        def measured(k, p):
-            if p.id not in read:
-                read[p.id] = runs.measure(p, 0 if k is None else k, objective)
-            return read[p.id]
 
         runs_at = chain.get(steps, [])
         seq, figures.within = paired.figure_rows((k, b, measured(k, p)) for b, (k, p) in enumerate(runs_at))

@@ -51,6 +51,7 @@ ENV_PREFIX = {"dtune-train": "DTUNE_TRAIN_", "dtune-comm": "DTUNE_COMM_"}
 # --seed seeds Optuna's samplers (numpy's RandomState: 0 .. 2**32 - 1) and halving's generators
 # (numpy's default_rng of seed x 1000 + rung, which refuses a negative seed): one range for both.
 SEED_MAX = 2**32 - 1
+INVALID = "invalid"  # the status of a run whose figures are not a measurement (NaN, infinite, <= 0 ms)
 
 
 class TuneError(SweepError):
@@ -62,6 +63,23 @@ def check_seed(seed: int) -> None:
     said before anything runs rather than as a traceback after the first rung."""
     if not 0 <= seed <= SEED_MAX:
         raise TuneError(f"--seed {seed}: give an integer from 0 to {SEED_MAX} (numpy's and Optuna's seed range)")
+
+
+def invalid_figures(x: np.ndarray, higher: bool) -> str | None:
+    """Why a run's objective samples are no measurement, or None: a sample that is NaN or infinite
+    (a step time of NaN or 0 ms), negative, or 0 where lower is better (a step of 0 ms). Such a run
+    is a failed measurement, never a figure to rank (0 where higher is better is measured: busbw
+    with 1 rank, which halving.no_pick names)."""
+    bad = {
+        "NaN": np.isnan(x),
+        "infinite": np.isinf(x),
+        "negative": x < 0,
+        "0 (lower is better)": (x == 0) & (not higher),
+    }
+    said = [f"{int(m.sum())} {k}" for k, m in bad.items() if m.any()]
+    if not said:
+        return None
+    return f"{', '.join(said)} of its {len(x)} step figures: not a measurement"
 
 
 def parse_budget(text: str | None) -> tuple[str, float] | None:
@@ -123,6 +141,7 @@ class Runs:
         self.slurm = slurm_opts
         self.hosts = hosts or runner.MpirunHosts()  # local runs: --hostfile, --mpirun-tune
         self.planned: dict[str, Point] = {}
+        self.said_invalid: set = set()  # runs whose figures were said to be no measurement
         runner.make_out_dir(directory)
         self.jobs_file = directory / "tune-jobs.json"
 
@@ -225,12 +244,19 @@ class Runs:
         if status != "ok":
             return Measured(key, status)
         try:
-            return Measured(key, "ok", samples(self.directory / "points" / f"{p.id}.h5", objective))
+            x = samples(self.directory / "points" / f"{p.id}.h5", objective)
         except ObjectiveError:
             raise
         except (OSError, KeyError, ValueError) as e:
             print(f"# tune: {p.id}: results unreadable ({e})", file=sys.stderr)
             return Measured(key, "unreadable")
+        why = invalid_figures(np.asarray(x, float), OBJECTIVES[objective][2])
+        if why is None:
+            return Measured(key, "ok", x)
+        if p.id not in self.said_invalid:  # measured again by the cost model and each rung's reading
+            self.said_invalid.add(p.id)
+            print(f"# tune: {p.id}: {INVALID}: {why}", flush=True)
+        return Measured(key, INVALID, why=why)
 
 
 def step_seconds(path: Path, binary: str) -> float:
@@ -251,6 +277,8 @@ def _record(m: Measured, p: Point, higher: bool) -> dict:
     from dtune_report.redact import recordable_values
 
     r = {"id": p.id, "values": recordable_values(_axis_values(p)), "status": m.status, "n": int(len(m.samples))}
+    if m.why:
+        r["reason"] = m.why
     if m.ok:
         lo, hi = bootstrap_median_ci(m.samples)
         r.update(median=m.median, lo=lo, hi=hi)
@@ -324,7 +352,10 @@ def print_summary(rec: dict, say) -> None:
     )
     w = rec.get("winner")
     if not w:
-        failed = "no candidate measured: every run failed (see the logs in points/)"
+        failed = (
+            "no candidate measured: every run failed, or recorded figures that are not a measurement "
+            "(see the lines above and the logs in points/)"
+        )
         say(f"  {rec.get('no_pick') or rec.get('no_trial') or failed}")
         return
     say(f"  best: {w['label']}: {w['median']:.4g} {unit} [{w['lo']:.4g}, {w['hi']:.4g}]")

@@ -6,10 +6,12 @@ Step time (ms) = 10 x (1 + 0.05 (x - 3)^2) x (1 + 0.1 [z == 1]) x noise, so --x 
 optimum (--precision bf16 multiplies it by 12, as LibTorch's emulated bf16 on a CPU without bf16
 units: a candidate far dearer to run than the others); --y has no effect at all, and the noise is
 seeded by (--x, --z, --noise-seed, step) only, so candidates differing in --y measure exactly the
-same samples (an exact tie). The noise is lognormal
-with sigma --noise (default 0.01). --x 6 fails (exit 1), --x 7 runs out of memory (exit 4, status
-oom). Every launch appends its arguments to launches.log in the sweep directory (two levels above
---output), so the tests can count how often each point ran.
+same samples (an exact tie). The noise is lognormal with sigma --noise (default 0.01). --x 6 fails
+(exit 1), --x 7 runs out of memory (exit 4, status oom). --nan-at X records NaN step times at --x X,
+--zero-ms-at X steps of 0 ms (an infinite samples/s), --hang-at X hangs there (sleeps an hour: the
+runner's --timeout ends it), and --flaky-at X fails there from its second launch on. Every launch
+appends its arguments to launches.log in the sweep directory (two levels above --output), so the
+tests can count how often each point ran.
 
 --drift SEED (not 0) makes the noise a shared machine's, still seeded (so a test's outcome is a
 function of its seeds and of the order the tuner launches in): each run draws its step noise's
@@ -30,7 +32,8 @@ import h5py
 import numpy as np
 
 FLAGS = ["--x", "--y", "--z", "--steps", "--warmup-steps", "--noise", "--noise-seed", "--sleep-ms", "--batch"]
-FLAGS += ["--drift", "--startup-ms", "--slow-period-ms", "--precision"]
+FLAGS += ["--drift", "--startup-ms", "--slow-period-ms", "--precision", "--nan-at", "--zero-ms-at", "--hang-at"]
+FLAGS += ["--flaky-at"]
 BF16_SLOWDOWN = 12
 
 
@@ -79,6 +82,11 @@ def main(argv):
     if x == 6:
         print("dtune-train: error: the fake fails at --x 6", file=sys.stderr)
         return 1
+    if x == float(opts.get("--flaky-at", "nan")) and any(float(_opts(a).get("--x", 3)) == x for a in before):
+        print("dtune-train: error: the fake fails at --flaky-at after its first launch", file=sys.stderr)
+        return 1
+    if x == float(opts.get("--hang-at", "nan")):
+        time.sleep(3600)
     base = 10 * (1 + 0.05 * (x - 3) ** 2) * (1 + 0.1 * (z == 1))
     precision = opts.get("--precision", "fp32")
     base *= BF16_SLOWDOWN if precision == "bf16" else 1
@@ -95,6 +103,10 @@ def main(argv):
     if drift:  # the step times recorded are the ones slept, as a real run's (a cost model reads them)
         total = slept
     time.sleep((float(opts.get("--startup-ms", 0)) + slept.sum()) / 1000)
+    if x == float(opts.get("--nan-at", "nan")):
+        total[:] = np.nan
+    if x == float(opts.get("--zero-ms-at", "nan")):
+        total[:] = 0.0
     with h5py.File(out, "w") as f:
         f.attrs.update(schema="dtune-results", schema_version=1, tool="fake dtune-train")
         g = f.create_group("runs").create_group("0000-train")

@@ -391,3 +391,135 @@ def test_a_malformed_repeats_exits_2_with_one_line(tmp_path, fake, bad):
     r = dtune("tune", f, "--out", tmp_path / "out", env=fake)
     assert r.returncode == 2 and "repeats" in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert not (tmp_path / "out" / "launches.log").exists()
+
+
+BAD_FIGURES = """
+name: bad
+binary: dtune-train
+args: [--warmup-steps, 1, --sleep-ms, 1, --nan-at, 3, --zero-ms-at, 4]
+steps: 8
+axes: {{--x: [{xs}]}}
+"""
+
+
+def by_x(rec: dict) -> dict:
+    """{--x: (status, reason)} of every candidate the rungs record (the last record of each)."""
+    return {c["values"]["--x"]: (c["status"], c.get("reason", "")) for r in rec["rungs"] for c in r["candidates"]}
+
+
+@pytest.mark.parametrize("method", ["halving", "optuna"])
+def test_figures_that_are_not_finite_are_failed_measurements_never_a_pick(tmp_path, fake, method):
+    # --x 3 records NaN step times, --x 4 steps of 0 ms (an infinite samples/s). Until 2026-12
+    # halving picked whichever opened the rung (exit 0 with an export block), reading every other
+    # run against its figures.
+    f = write(tmp_path, BAD_FIGURES.format(xs="3, 4"))
+    out = tmp_path / "out"
+    r = dtune("tune", f, "--out", out, "--method", method, "--no-report", env=fake)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert record(out)["winner"] is None and "export" not in r.stdout
+    assert "no candidate measured" in r.stdout
+    # Each run says why it is no measurement, in the output and in the record.
+    assert "invalid: 8 NaN of its 8 step figures: not a measurement" in r.stdout, r.stdout
+    assert "invalid: 8 infinite of its 8 step figures: not a measurement" in r.stdout, r.stdout
+    got = by_x(record(out))
+    assert got[3] == ("invalid", "8 NaN of its 8 step figures: not a measurement"), got
+    assert got[4] == ("invalid", "8 infinite of its 8 step figures: not a measurement"), got
+
+
+@pytest.mark.parametrize("method", ["halving", "optuna"])
+def test_a_candidate_with_figures_that_are_not_finite_is_recorded_failed_and_the_finite_one_wins(
+    tmp_path, fake, method
+):
+    # --seed 1 opens halving's rung with --x 3 (NaN), then --x 4 (0 ms steps): both are dropped with
+    # their reason, and --x 2, the only candidate that measured, is the pick.
+    f = write(tmp_path, BAD_FIGURES.format(xs="2, 3, 4"))
+    out = tmp_path / "out"
+    r = dtune("tune", f, "--out", out, "--method", method, "--seed", "1", "--no-report", env=fake)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = record(out)
+    assert rec["winner"]["values"]["--x"] == 2, rec["winner"]
+    got = by_x(rec)
+    assert got[3][0] == "invalid" and got[3][1].endswith(" NaN of its 4 step figures: not a measurement"), got
+    assert got[4][0] == "invalid" and got[4][1].endswith(" infinite of its 4 step figures: not a measurement"), got
+    assert got[2][0] == "ok"
+
+
+HANGS = """
+name: hangs
+binary: dtune-train
+args: [--warmup-steps, 1, --sleep-ms, 1, --hang-at, 5]
+steps: 8
+repeats: 3
+axes: {--x: [2, 3, BAD]}
+"""
+
+
+@pytest.mark.parametrize("bad,status", [(6, "failed"), (5, "timeout")])
+def test_a_candidate_that_fails_or_hangs_is_launched_once_per_rung(tmp_path, fake, bad, status):
+    # Three blocks per rung (repeats: 3); --seed 0 opens the rung with --x 2, so --x 6 (fails) or
+    # --x 5 (hangs until --timeout) is a candidate of the first block. Until 2026-12 it was launched
+    # again in every block of the rung: 3 x --timeout of a hanging one.
+    f = write(tmp_path, HANGS.replace("BAD", str(bad)))
+    out = tmp_path / "out"
+    r = dtune("tune", f, "--out", out, "--seed", "0", "--timeout", "8", "--no-report", env=fake)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = record(out)
+    ran = Counter(int(a[a.index("--x") + 1]) for a in map(json.loads, launches(out).elements()))
+    assert ran[bad] == 1, ran
+    assert sum(ran.values()) == rec["spent_runs"]  # the budget counts the runs made, and no other
+    (c,) = [c for c in rec["rungs"][0]["candidates"] if c["values"]["--x"] == bad]
+    assert c["status"] == status and not c["promoted"] and c["runs"] == 1, c
+    assert rec["rungs"][0]["blocks"] == 3 and rec["winner"]["values"]["--x"] == 3
+
+
+def test_a_failed_candidate_stays_out_of_its_rung_after_kill_minus_9(tmp_path, fake):
+    f = write(tmp_path, HANGS.replace("BAD", "6"))
+    out = tmp_path / "out"
+    p = subprocess.Popen(
+        DTUNE + ["tune", str(f), "--out", str(out), "--seed", "0", "--no-report"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=fake,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 300
+    while sum(launches(out).values()) < 5:  # the first block (opening run, 3 runs) and a run after it
+        assert p.poll() is None and time.monotonic() < deadline, "the tune ended before the kill"
+        time.sleep(0.02)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    r = dtune("tune", f, "--out", out, "--seed", "0", "--no-report", env=fake)
+    assert r.returncode == 0, r.stdout + r.stderr
+    ran = Counter(int(a[a.index("--x") + 1]) for a in map(json.loads, launches(out).elements()))
+    assert ran[6] == 1, ran
+
+
+def test_an_incumbent_whose_run_fails_within_its_rung_hands_the_rung_on(tmp_path, fake):
+    # --x 2 opens the rung (--seed 0) and measures, then fails from its second run on (the block's
+    # incumbent run). Until 2026-12 it was launched in every block all the same and stayed the
+    # incumbent; now the rung is not run on after it: it is recorded failed, the next candidate
+    # opens the rung (reusing the runs made), and --x 2 is launched no more.
+    f = write(tmp_path, HANGS.replace("--hang-at, 5", "--flaky-at, 2").replace("BAD", "4"))
+    out = tmp_path / "out"
+    r = dtune("tune", f, "--out", out, "--seed", "0", "--no-report", env=fake)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = record(out)
+    ran = Counter(int(a[a.index("--x") + 1]) for a in map(json.loads, launches(out).elements()))
+    assert ran[2] == 2 and sum(ran.values()) == rec["spent_runs"], ran
+    (c,) = [c for c in rec["rungs"][0]["candidates"] if c["values"]["--x"] == 2]
+    assert c["status"] == "failed" and not c["promoted"], c
+    assert rec["winner"]["values"]["--x"] == 3
+
+
+def test_optuna_launches_a_failing_reference_once(tmp_path, fake):
+    # The reference (the first candidate, --x 6) fails: until 2026-12 every trial launched it twice
+    # more around its own run. Now its first failed run ends the reading at that length: nothing
+    # more is launched there, and each trial says why it was not measured.
+    f = write(tmp_path, BAD_FIGURES.format(xs="6, 2, 3"))
+    out = tmp_path / "out"
+    r = dtune("tune", f, "--out", out, "--method", "optuna", "--seed", "1", "--no-report", env=fake)
+    assert r.returncode == 1, r.stdout + r.stderr
+    ran = Counter(int(a[a.index("--x") + 1]) for a in map(json.loads, launches(out).elements()))
+    assert ran == {6: 1}, ran
+    got = by_x(record(out))
+    assert got[2][0] == "skipped" and "did not measure (failed)" in got[2][1], got
