@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "models/shard_unit.h"
 
 namespace dtune::train {
 namespace {
@@ -49,7 +50,7 @@ Zero3Units::Zero3Units(models::Model& model, const std::vector<torch::Tensor>& p
     std::vector<int64_t> bytes;
     for (const auto& p : params_)
       bytes.push_back(p.numel() * static_cast<int64_t>(p.element_size()));
-    const auto cap = static_cast<int64_t>(o_.unit_mib * (1 << 20));
+    const int64_t cap = models::shard_unit_cap_bytes(o_.unit_mib);
     const BucketLayout cut = plan_buckets(bytes, cap, cap);
     for (size_t b = cut.params.size(); b-- > 0;) {
       units_.emplace_back();

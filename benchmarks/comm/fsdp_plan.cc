@@ -1,9 +1,6 @@
 // The FSDP step's units and calls (fsdp_plan.h).
 #include "benchmarks/comm/fsdp_plan.h"
 
-#include <cmath>
-#include <cstdlib>
-
 #include "core/error.h"
 #include "models/bucket_plan.h"
 
@@ -29,17 +26,6 @@ std::string to_string(Reshard r) { return name_of(reshard_names(), r); }
 std::string to_string(FsdpPlacement p) { return name_of(fsdp_placement_names(), p); }
 std::string to_string(Phase p) { return name_of(phase_names(), p); }
 
-ShardUnit parse_shard_unit(const std::string& text) {
-  if (text == "block") return {true, 0, text};
-  char* end = nullptr;
-  const double mib = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(mib) || mib <= 0)
-    throw UsageError("--shard-unit " + text +
-                     ": give block (one unit per transformer block or ResNet stage) or a size "
-                     "in MiB greater than 0 (e.g. 4 or 0.5)");
-  return {false, mib, text};
-}
-
 namespace {
 
 FsdpUnit padded_unit(std::string name, int64_t parameters, Dtype dtype, int nranks) {
@@ -61,7 +47,7 @@ std::vector<FsdpUnit> shard_units(const models::ModelSize& size, const ShardUnit
   // Size units: whole parameters, cut as buckets are (reverse order, each at most the cap), then
   // put in forward order.
   const auto elem = static_cast<int64_t>(dtype_size(dtype));
-  const auto cap = static_cast<int64_t>(unit.mib * 1048576.0);
+  const int64_t cap = unit.cap_bytes();
   if (cap < elem)
     throw UsageError("--shard-unit " + unit.text + ": smaller than one " + to_string(dtype) +
                      " element; give a larger size");

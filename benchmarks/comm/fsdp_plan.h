@@ -13,6 +13,7 @@
 
 #include "benchmarks/comm/types.h"
 #include "models/model_size.h"
+#include "models/shard_unit.h"
 
 namespace dtune::comm {
 
@@ -38,13 +39,9 @@ std::string to_string(Phase p);
 // parameters grouped as gradient buckets are (models/bucket_plan.h, every unit capped at that
 // many MiB in the weights' dtype, a larger parameter a unit of its own), as dtune-train
 // --shard-unit and dtune model --shard-unit-mb cut them.
-struct ShardUnit {
-  bool per_block = true;
-  double mib = 0;    // > 0 when !per_block
-  std::string text;  // as given: "block", "4", "0.5"
-};
-// Throws UsageError naming --shard-unit for anything but `block` or a finite number > 0.
-ShardUnit parse_shard_unit(const std::string& text);
+// models/shard_unit.h reads it (bounded: refused past 1 PiB).
+using models::parse_shard_unit;
+using models::ShardUnit;
 
 // One unit as FSDP shards it: its parameters flattened, padded with zeros to a multiple of the
 // ranks so that every rank holds an equal shard (FSDP1's FlatParameter padding; FSDP2 pads each

@@ -10,6 +10,7 @@
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/results_file.h"
+#include "models/shard_unit.h"
 
 namespace dtune::train {
 
@@ -499,10 +500,12 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
     throw UsageError(
         "--shard " + shard +
         " with --local-sgd: local SGD keeps every rank's own optimizer state; drop one");
-  if (o.shard == ShardMode::kZero2 && o.reduce_algo == ReduceAlgo::kHierarchical)
-    throw UsageError(
-        "--shard zero2 with --reduce-algo hierarchical: the hierarchical algorithm "
-        "all-reduces; drop one");
+  // zero2 and zero3 reduce-scatter gradients; the hierarchical algorithm only all-reduces.
+  if ((o.shard == ShardMode::kZero2 || o.shard == ShardMode::kZero3) &&
+      o.reduce_algo == ReduceAlgo::kHierarchical)
+    throw UsageError("--shard " + shard +
+                     " with --reduce-algo hierarchical: the hierarchical algorithm "
+                     "all-reduces, and this mode reduce-scatters; drop one");
   o.reshard_after_forward = reshard == "on";
   if (o.shard == ShardMode::kZero3) {
     auto refuse3 = [](bool bad, const std::string& flag, const std::string& why) {
@@ -519,15 +522,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
     if (app.count(flag) > 0 && o.shard != ShardMode::kZero3)
       throw UsageError(std::string(flag) + " with --shard " + shard +
                        ": it is for --shard zero3; drop it");
-  if (o.shard_unit != "block") {
-    char* end = nullptr;
-    o.shard_unit_mib = std::strtod(o.shard_unit.c_str(), &end);
-    if (o.shard_unit.empty() || end != o.shard_unit.c_str() + o.shard_unit.size() ||
-        !std::isfinite(o.shard_unit_mib) || o.shard_unit_mib <= 0)
-      throw UsageError("--shard-unit " + o.shard_unit +
-                       ": give block (one unit per transformer block or ResNet stage) or a size "
-                       "in MiB greater than 0 (e.g. 4 or 0.5)");
-  }
+  o.shard_unit_mib = models::parse_shard_unit(o.shard_unit).mib;
   if (o.shard != ShardMode::kNone && o.batch_auto)
     throw UsageError("--shard " + shard +
                      " with --batch auto: the batch finder probes unsharded; give --batch");

@@ -289,12 +289,16 @@ def test_a_stopped_rank_ends_a_sharded_run_within_the_timeout(tmp_path):
         (["--shard", "zero2", "--batch", "auto", "--memory-limit-mb", "500"], ["--shard zero2", "--batch auto"]),
         (["--shard", "zero1", "--pipeline-stages", "2"], ["--pipeline-stages", "--shard zero1"]),
         (["--shard", "zero2", "--reduce-algo", "hierarchical"], ["--shard zero2", "--reduce-algo hierarchical"]),
+        # Both modes reduce-scatter; hierarchical only all-reduces (zero3 died on an internal check).
+        (["--shard", "zero3", "--reduce-algo", "hierarchical"], ["--shard zero3", "--reduce-algo hierarchical"]),
         (["--shard", "zero3", "--check-every", "1"], ["--shard zero3", "--check-every"]),
         (["--shard", "zero1", "--reshard-after-forward", "off"], ["--reshard-after-forward", "--shard zero1"]),
         (["--shard", "zero2", "--shard-unit", "4"], ["--shard-unit", "--shard zero2"]),
         (["--shard-prefetch", "2"], ["--shard-prefetch", "--shard none"]),
         (["--shard", "zero3", "--shard-unit", "0"], ["--shard-unit 0", "block", "MiB"]),
         (["--shard", "zero3", "--shard-unit", "4MB"], ["--shard-unit 4MB", "block", "MiB"]),
+        # Past 2^63 bytes the cap wrapped and every parameter became its own unit.
+        (["--shard", "zero3", "--shard-unit", "9e12"], ["--shard-unit 9e12", "1 PiB"]),
         (["--shard", "zero3", "--shard-prefetch", "-1"], ["--shard-prefetch"]),
         (["--shard", "zero9"], ["--shard"]),
     ],

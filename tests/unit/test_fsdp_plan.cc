@@ -147,10 +147,19 @@ TEST(FsdpPlan, SizeUnitsAreCutAsBucketsAre) {
 }
 
 TEST(FsdpPlan, RefusesBadUnits) {
-  for (const char* bad : {"0", "-1", "abc", "", "4x", "inf", "nan", "-0.5"})
+  // 9e12 MiB and more: past 2^63 bytes, a cap that wrapped (every parameter a unit of its own).
+  for (const char* bad :
+       {"0", "-1", "abc", "", "4x", "inf", "nan", "-0.5", "9e12", "1e300", "1073741824.5"})
     EXPECT_THROW(parse_shard_unit(bad), UsageError) << bad;
   EXPECT_TRUE(parse_shard_unit("block").per_block);
   EXPECT_DOUBLE_EQ(parse_shard_unit("0.25").mib, 0.25);
+  EXPECT_EQ(parse_shard_unit("0.25").cap_bytes(), 262144);
+  EXPECT_EQ(parse_shard_unit("1073741824").cap_bytes(), int64_t{1} << 50);  // the largest: 1 PiB
+  // The largest unit holds the whole model: one unit, not one per parameter.
+  EXPECT_EQ(shard_units(models::model_size("gpt2-tiny", {}), parse_shard_unit("1073741824"),
+                        Dtype::kFloat32, 2)
+                .size(),
+            1u);
   const models::ModelSize size = models::model_size("gpt2-tiny", {});
   // Less than one element; more than kMaxFsdpUnits units (gpt2-tiny has 28 parameters: a cap
   // below the smallest makes each its own unit, so only a larger model could exceed it).
