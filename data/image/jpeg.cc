@@ -38,6 +38,14 @@ int64_t coef_bytes(int width, int height, int subsamp) {
 
 }  // namespace
 
+void check_image_pixels(const char* what, int64_t width, int64_t height) {
+  if (width * height > kMaxImagePixels)
+    throw BadImage(std::string(what) + " header: " + std::to_string(width) + "x" +
+                   std::to_string(height) + " is " + std::to_string(width * height) +
+                   " pixels, more than the " + std::to_string(kMaxImagePixels) +
+                   " dtune decodes (Pillow's decompression-bomb limit)");
+}
+
 JpegCodec::JpegCodec() {
   decoder_ = tjInitDecompress();
   encoder_ = tjInitCompress();
@@ -88,6 +96,11 @@ RgbImage JpegCodec::decode(const void* data, size_t size) {
 void JpegCodec::decode_into(RgbImage& img, const void* data, size_t size) {
   const auto [width, height] = dimensions(data, size);
   const int subsamp = last_subsamp_;
+  try {
+    check_image_pixels("JPEG", width, height);  // before the pixels are allocated
+  } catch (const BadImage& e) {
+    fail_decode(e.what());
+  }
   img.width = width;
   img.height = height;
   const size_t bytes = static_cast<size_t>(width) * height * 3;

@@ -22,6 +22,17 @@ struct BadImage : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The most pixels an image may have to be decoded: Pillow's decompression-bomb bound (PIL/Image.py
+// _decompression_bomb_check: DecompressionBombError above 2 * MAX_IMAGE_PIXELS, where
+// MAX_IMAGE_PIXELS = 1 GiB / 4 / 3), so dtune skips what a torchvision ImageFolder refuses. A
+// header is a few bytes: a JPEG of a few hundred bytes that claims 65500 x 65500 would otherwise
+// cost 12 GB of pixels before its missing data is noticed. Every decoder (whole-image, region,
+// nvJPEG, PNG) checks the whole image, so the modes skip the same files.
+inline constexpr int64_t kMaxImagePixels = 2 * (int64_t{1024} * 1024 * 1024 / 4 / 3);
+// Throws BadImage naming the size and the limit when width x height is above kMaxImagePixels.
+// `what`: "JPEG", "PNG".
+void check_image_pixels(const char* what, int64_t width, int64_t height);
+
 // Thread-compatible: one decoder per thread (TurboJPEG handles are not shared). Never poisoned: a
 // call that fails replaces its TurboJPEG handle before it throws, so the next image decodes as it
 // would on a fresh codec (tests/unit/data/test_image.cc proves it for every kind of damage).

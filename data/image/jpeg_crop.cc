@@ -140,6 +140,13 @@ void JpegCropDecoder::decode_into(CroppedImage& out, const void* data, size_t si
     renew();
     throw BadImage("JPEG header: zero-sized image");
   }
+  // The whole image's size, as the whole-image decoder checks it, so both skip the same files.
+  try {
+    check_image_pixels("JPEG", out.full_width, out.full_height);
+  } catch (const BadImage&) {
+    renew();
+    throw;
+  }
   // The rest of the data after the first scan's header, for the end-of-image check.
   const unsigned char* scan = cinfo.src->next_input_byte;
   if (!has_eoi(scan, bytes + size)) {

@@ -206,6 +206,7 @@ void NvjpegDecoder::decode_into(CroppedImage& out, const void* data, size_t size
   if (st != NVJPEG_STATUS_SUCCESS) throw BadImage("JPEG header (nvJPEG): " + status_name(st));
   const int W = widths[0], H = heights[0];
   if (W <= 0 || H <= 0) throw BadImage("JPEG header: zero-sized image");
+  check_image_pixels("JPEG", W, H);  // as the CPU decoders: the same files skipped
   // nvJPEG may fill a truncated scan without an error; the loader's rule is that such a file is
   // bad, as with the CPU decoders (from the file's start: an EXIF thumbnail's EOI would pass).
   if (!has_eoi(bytes, bytes + size)) throw BadImage("JPEG: Premature end of JPEG file");

@@ -26,6 +26,12 @@ RgbImage decode_png(const void* data, size_t size) {
     png_image_free(&image);
     throw BadImage("a " + size + " PNG is beyond JPEG's limit of 65500 pixels per side");
   }
+  try {
+    check_image_pixels("PNG", image.width, image.height);
+  } catch (const BadImage&) {
+    png_image_free(&image);
+    throw;
+  }
   image.format = PNG_FORMAT_RGB;
   RgbImage out;
   out.width = static_cast<int>(image.width);

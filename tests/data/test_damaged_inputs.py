@@ -60,9 +60,18 @@ def marker(data, code):
     return data.index(bytes([0xFF, code]), 2)
 
 
+def claiming(data, width, height):
+    """A good JPEG whose frame header (SOF0) claims width x height: a few hundred bytes that, read
+    naively, ask for width x height x 3 bytes of pixels before any data is read."""
+    out = bytearray(data)
+    sof = marker(data, 0xC0)
+    out[sof + 5 : sof + 9] = height.to_bytes(2, "big") + width.to_bytes(2, "big")
+    return bytes(out)
+
+
 def damaged(seed):
     """Each kind of damaged bytes, from a good JPEG of its own."""
-    g = [jpeg(1000 + seed + i) for i in range(4)]
+    g = [jpeg(1000 + seed + i) for i in range(6)]
     bogus = bytearray(g[2])
     dht = marker(g[2], 0xC4)
     bogus[dht + 5 : dht + 21] = b"\xff" * 16  # the first Huffman table's 16 code counts
@@ -73,6 +82,10 @@ def damaged(seed):
         "bogus-huffman": bytes(bogus),
         "random": np.random.default_rng(seed).integers(0, 256, 3000, dtype=np.uint8).tobytes(),
         "cmyk": jpeg(2000 + seed, mode="CMYK"),
+        # Past Pillow's decompression-bomb limit (178,956,970 pixels): 1.2 GB and 12.9 GB of pixels
+        # (the second was std::bad_alloc: convert and bench died and wrote nothing).
+        "bomb-20000": claiming(g[4], 20000, 20000),
+        "bomb-65500": claiming(g[5], 65500, 65500),
     }
 
 
@@ -155,6 +168,8 @@ def test_convert_keeps_every_good_image_and_names_every_damaged_one(folders, tmp
         "a/z-bogus-huffman.jpg": "undecodable",
         "b/0-random.jpg": "neither a JPEG nor a PNG",
         "a/m05-cmyk.jpg": "undecodable",
+        "b/z-bomb-20000.jpg": "undecodable",
+        "a/0-bomb-65500.jpg": "undecodable",
         "a/z-zero.jpg": "empty file",
         "a/m06-unreadable.jpg": "unreadable",
         "locked/": "unreadable folder",
@@ -165,6 +180,8 @@ def test_convert_keeps_every_good_image_and_names_every_damaged_one(folders, tmp
     }
     for name, cause in causes.items():
         assert name in lines and cause in lines[name], (name, cause, dirty.stdout)
+    for name in ("b/z-bomb-20000.jpg", "a/0-bomb-65500.jpg"):  # refused from the header, with why
+        assert "decompression-bomb limit" in lines[name], lines[name]
     assert f"# skipped {len(causes)} files" in dirty.stdout, dirty.stdout
 
 

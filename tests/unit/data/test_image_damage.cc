@@ -175,5 +175,29 @@ TEST_F(DamagedJpeg, RandomDamageEndsInBadImageOrPixelsAndNeverPoisonsTheRegionDe
   EXPECT_GT(refused, 100);  // the cuts alone (a third) lose their end-of-image marker
 }
 
+// The one difference between the two CPU decoders (doc/data.md, jpeg_crop.h): a file whose data
+// is cut short below the crop box, its end-of-image marker intact, is refused by the whole-image
+// decode and delivered by the region decoder, whose box holds exactly the clean image's pixels
+// (the rows it decodes are intact); a box that reaches the damage is refused by both.
+TEST(DamagedBelowTheBox, RegionDecoderDeliversTheIntactBoxTheWholeDecodeRefuses) {
+  JpegCodec codec;
+  const std::string good = codec.encode(synthetic_image(64, 256, 1, 3, 5), 90);
+  const size_t sos = find_marker(good, 0xDA);
+  const std::string cut = good.substr(0, sos + (good.size() - sos) * 6 / 10) + "\xFF\xD9";
+  EXPECT_THROW(codec.decode(cut.data(), cut.size()), BadImage);
+  const std::vector<uint8_t> clean = codec.decode(good.data(), good.size()).pixels;
+  JpegCropDecoder roi;
+  const auto top = [](int w, int) { return CropBox{0, 0, 16, w}; };
+  const CroppedImage c = roi.decode(cut.data(), cut.size(), top);
+  ASSERT_EQ(c.image.width, 64);
+  for (int y = 0; y < 16; ++y)
+    for (int x = 0; x < 64 * 3; ++x)
+      ASSERT_EQ(c.image.pixels[static_cast<size_t>(c.box.top + y) * 64 * 3 + x],
+                clean[static_cast<size_t>(y) * 64 * 3 + x])
+          << y << "," << x;
+  const auto whole = [](int w, int h) { return CropBox{0, 0, h, w}; };
+  EXPECT_THROW(roi.decode(cut.data(), cut.size(), whole), BadImage);
+}
+
 }  // namespace
 }  // namespace dtune::data
