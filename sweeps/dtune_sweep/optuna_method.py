@@ -202,8 +202,10 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
         """Why no trial is read at this length (a run of the reference there did not measure: it,
         failing or hanging until --timeout, and the candidates are launched there no more), or None."""
         for k, q in chain.get(steps, []):
-            if k is None and not measured(k, q).ok:
-                return f"the reference's run {q.id} at {steps} steps did not measure ({measured(k, q).status})"
+            m = measured(k, q) if k is None else None
+            if m is not None and not m.ok:
+                said = f"{m.status}: {m.why}" if m.why else m.status
+                return f"the reference's run {q.id} at {steps} steps did not measure ({said})"
         return None
 
     def measure(i, steps, log):
