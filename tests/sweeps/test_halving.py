@@ -662,6 +662,64 @@ def measured(rung: dict) -> set:
     return {f"{c['values']['--precision']} x{c['values']['--x']}" for c in rung["candidates"]}
 
 
+def picked_from(tmp_path, ys: dict, sigma: float) -> dict:
+    """interleaved.pick's record for a top rung of three candidates (key 0 the incumbent), 3 blocks
+    run, read as {key: {block: y}} with noise `sigma` (the rung's evaluation set by hand)."""
+    f = tmp_path / "three.yaml"
+    f.write_text(
+        "name: three\nbinary: dtune-train\nargs: [--steps, '4']\naxes: {--x: [1, 2, 3], --precision: [fp32]}\n"
+    )
+    sw = interleaved.Sweep("three", plan(str(f)), PricedRuns(tmp_path, 0.01), "samples_per_s", None, 0, 0.05, print)
+    rung = interleaved.Rung(sw, 0, 4, [0, 1, 2], 0)
+    rung.run_blocks(3)
+    means = {k: float(np.mean(list(v.values()))) for k, v in ys.items()}
+    sds = {k: sigma / math.sqrt(3) for k in ys}
+    ev = {"ys": ys, "inc_y": [0.0, 0.0, 0.0], "sigma": sigma, "means": means, "sds": sds}
+    ev["p_best"] = paired.p_best(means, sds, True)
+    rec = {"rungs": [rung.record(ev)]}
+    interleaved.pick(sw, rung, ev, rec)
+    rec["id_of"] = {
+        k: next(c["id"] for c in rec["rungs"][0]["candidates"] if c["candidate_id"] == sw.cands[k].id) for k in ys
+    }
+    return rec
+
+
+def margin_by_hand(d: list, sides: int, sigma: float) -> tuple:
+    """(ratio, lo, hi, floor) of the pick over another from their paired differences d (pick less
+    other, one per block), written out: se the larger of the blocks' spread sqrt(var(d) / n) and
+    the floor's sigma sqrt(sides / n), the interval exp(mean +- 1.96 se), the floor exp(1.96 se) - 1."""
+    n, mean = len(d), sum(d) / len(d)
+    spread = sum((x - mean) ** 2 for x in d) / (n - 1) / n
+    se = math.sqrt(max(spread, sides * sigma**2 / n))
+    return math.exp(mean), math.exp(mean - 1.96 * se), math.exp(mean + 1.96 * se), math.exp(1.96 * se) - 1
+
+
+def test_the_margins_interval_and_floor_count_one_side_of_noise_against_the_incumbent_and_two_otherwise(tmp_path):
+    # The blocks agree to within 0.01 while one figure's noise is 0.03, so the floor (sigma sqrt(sides
+    # / 3 blocks)) sets each interval, and the sides decide it. The incumbent (y 0 in every block)
+    # wins by 5% over candidate 1: one side of noise, se 0.03 / sqrt(3) = 0.0173, floor
+    # exp(1.96 x 0.0173) - 1 = 3.45% (with two sides it would be 4.92%, the interval 1.002-1.103).
+    zero = {b: 0.0 for b in range(3)}
+    rec = picked_from(tmp_path, {0: zero, 1: {0: -0.05, 1: -0.04, 2: -0.06}, 2: {0: -0.1, 1: -0.12, 2: -0.08}}, 0.03)
+    m = rec["margin"]
+    assert rec["winner"]["id"] == rec["id_of"][0] and m["id"] == rec["id_of"][1] and m["blocks"] == 3
+    ratio, lo, hi, floor = margin_by_hand([0.05, 0.04, 0.06], 1, 0.03)
+    assert (ratio, lo, hi, floor) == pytest.approx((1.05127, 1.01618, 1.08757, 0.03453), abs=2e-5)
+    assert (m["ratio"], m["lo"], m["hi"], m["floor"]) == pytest.approx((ratio, lo, hi, floor), rel=1e-4)
+    assert rec["tied"] == []
+    # Candidate 1 wins by 3% in every block over candidate 2, neither the incumbent: two sides, se
+    # 0.03 sqrt(2 / 3) = 0.0245, floor 4.92%, so the 3% is a tie (interval 0.982-1.081). Against the
+    # incumbent (4% over it, one side) the interval 1.006-1.077 excludes 1: no tie; read with two
+    # sides it would be 0.992-1.092, a tie.
+    rec = picked_from(tmp_path, {0: zero, 1: {0: 0.04, 1: 0.03, 2: 0.05}, 2: {0: 0.01, 1: 0.0, 2: 0.02}}, 0.03)
+    m = rec["margin"]
+    assert rec["winner"]["id"] == rec["id_of"][1] and m["id"] == rec["id_of"][2]
+    ratio, lo, hi, floor = margin_by_hand([0.03, 0.03, 0.03], 2, 0.03)
+    assert (ratio, lo, hi, floor) == pytest.approx((1.03045, 0.98215, 1.08113, 0.04918), abs=2e-5)
+    assert (m["ratio"], m["lo"], m["hi"], m["floor"]) == pytest.approx((ratio, lo, hi, floor), rel=1e-4)
+    assert [v["id"] for v in rec["tied"]] == [rec["id_of"][2]]
+
+
 def test_the_least_steps_are_the_rungs_nearest_the_start_up_on_the_log_scale():
     # The rungs' steps double (64, 32, 16, 8, 4, ...; 100, 50, 25, 12, 6, 3, 1), so the start-up's
     # steps pick the nearest of them by ratio: a probe that measured a start-up of 4.4 steps and
