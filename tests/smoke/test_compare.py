@@ -19,6 +19,7 @@ import h5py
 import numpy as np
 import pytest
 from scipy import stats
+from test_tuner_conf import _provenance, _root, _run_group
 from test_tuner_conf import write_results as write_comm_results
 from train_fixture import config_attrs, train_file
 
@@ -28,6 +29,7 @@ from dtune_report.compare import (
     _labeller,
     bootstrap_median_ci,
     bootstrap_ratio_ci,
+    comm_iteration_samples,
     compare_results,
     compare_samples,
     format_table,
@@ -469,6 +471,78 @@ def test_profiled_steps_are_left_out(tmp_path):
     assert r.returncode == 0 and len(rows) == 1, r.stdout + r.stderr
     med = float(np.median(STEPS[1:]))
     assert rows[0].count(f"{med:.3f}ms") == 2 and " ~ " in rows[0] and " 11+11 " in rows[0], r.stdout
+
+
+# One sample per step or iteration, from ranks that differ unevenly: the slowest rank is a different
+# one from step to step, so a sample of rank 0 alone, of the mean, the median or the fastest of the
+# ranks, or every rank pooled as samples, each differs from the documented one (doc/reports.md).
+
+# A run of 3 ranks, 8 steps: (S, R) totals in ms. Step 0 is the warm-up, step 3 inside a
+# --profile-steps window; the slowest rank of the others is 1, 2, 0, 1, 2, 1.
+UNEVEN_MS = np.array(
+    [[100, 90, 80], [10, 13, 11], [12, 10, 17], [50, 60, 70], [20, 14, 15], [9, 16, 10], [11, 12, 30], [14, 18, 15]],
+    float,
+)
+UNEVEN_PROFILED = [0, 0, 0, 1, 0, 0, 0, 0]
+UNEVEN_SLOWEST = [13.0, 17.0, 20.0, 16.0, 30.0, 18.0]  # by hand: steps 1, 2, 4, 5, 6, 7, max over ranks
+
+
+def uneven_train(path: Path, *totals) -> None:
+    """A dtune-train file of one configuration on 3 ranks, one run group per (S, R) totals."""
+    runs = [(np.ones(len(t)), UNEVEN_PROFILED, {"rank_factors": t}) for t in totals]
+    train_file(path, runs, CMD + " --profile-steps 3:1", hosts=("h0", "h1", "h2"))
+
+
+def test_a_train_sample_is_each_measured_steps_slowest_rank(tmp_path):
+    uneven_train(tmp_path / "a.h5", UNEVEN_MS)
+    steps = train_step_samples(tmp_path / "a.h5")
+    assert steps.step.tolist() == [1, 2, 4, 5, 6, 7] and steps.total_ms.tolist() == UNEVEN_SLOWEST
+    # B: rank 2 twice as slow in one run, a second run (a repeat) as A; the repeats pool.
+    # By hand: the first run's samples max(10, 13, 22) = 22, 34, 30, 20, 60, 30; pooled with A's,
+    # 13 16 17 18 20 20 | 22 30 30 30 34 60: median 21. A's median (17 + 18) / 2 = 17.5.
+    slow2 = UNEVEN_MS * [1, 1, 2]
+    uneven_train(tmp_path / "b.h5", slow2, UNEVEN_MS)
+    assert sorted(train_step_samples(tmp_path / "b.h5").total_ms) == sorted(
+        [22.0, 34.0, 30.0, 20.0, 60.0, 30.0] + UNEVEN_SLOWEST
+    )
+    (row,) = compare_results(tmp_path / "a.h5", tmp_path / "b.h5").rows
+    assert (row.n_a, row.n_b, row.median_a, row.median_b) == (6, 12, 17.5, 21.0)
+    assert row.ratio == pytest.approx(21.0 / 17.5)
+
+
+def uneven_comm(path: Path, scale=(1.0, 1.0, 1.0, 1.0)) -> None:
+    """A dtune-comm file (4 ranks, one 64-byte allreduce, 5 timed iterations) whose ranks' times
+    are uneven: in-place as below, rank r times scale[r]; out-of-place three times that. Rank 3 did
+    not run iteration 2 (NaN)."""
+    with h5py.File(path, "w") as f:
+        _root(f, "dtune-comm")
+        _provenance(f, 4, {"NCCL_ALGO": "Ring"})
+        _run_group(f.create_group("runs"), "0000-allreduce", "allreduce", "float32", [64], 4, [5.0])
+        t = np.array([[5, 7, 6, 4], [9, 3, 3, 3], [4, 4, 8, np.nan], [6, 6, 6, 12], [2, 11, 5, 5]], float).T
+        t = t * np.asarray(scale)[:, None]  # (R, I)
+        g = f["runs/0000-allreduce"]
+        del g["time_us"]
+        g["time_us"] = np.stack([3 * t, t])[:, None]  # (P, S, R, I): out-of-place, in-place
+
+
+def test_a_comm_sample_is_each_iterations_slowest_rank_and_an_iteration_a_rank_missed_is_left_out(tmp_path):
+    uneven_comm(tmp_path / "a.h5")
+    it = comm_iteration_samples(tmp_path / "a.h5")
+    inplace = it[it.placement == "in-place"]
+    # By hand: iterations 0, 1, 3, 4 (rank 3 missed 2), max over ranks.
+    assert inplace.iteration.tolist() == [0, 1, 3, 4] and inplace.time_us.tolist() == [7.0, 9.0, 12.0, 11.0]
+    assert it[it.placement == "out-of-place"].time_us.tolist() == [21.0, 27.0, 36.0, 33.0]
+    # B: two launches, rank 3 1.5 and 3 times as slow: in-place samples max(5, 7, 6, 6) = 7, 9,
+    # 18, 11 and 12, 9 (rank 0), 36, 15, pooled: 7 9 9 11 | 12 15 18 36, median 11.5; A's median
+    # (9 + 11) / 2 = 10. Out-of-place: three times each.
+    uneven_comm(tmp_path / "b1.h5", (1.0, 1.0, 1.0, 1.5))
+    uneven_comm(tmp_path / "b2.h5", (1.0, 1.0, 1.0, 3.0))
+    c = compare_results(tmp_path / "a.h5", [tmp_path / "b1.h5", tmp_path / "b2.h5"])
+    rows = {r.config.split()[3]: r for r in c.rows}
+    r = rows["in-place"]
+    assert (r.n_a, r.n_b, r.median_a, r.median_b, r.unit) == (4, 8, 10.0, 11.5, "us")
+    r = rows["out-of-place"]
+    assert (r.n_a, r.n_b, r.median_a, r.median_b) == (4, 8, 30.0, 34.5)
 
 
 def test_real_train_runs_of_different_lengths_match(tmp_path):
