@@ -38,7 +38,13 @@ COMM_SHORT = {
     "-r": "--root",
     "-z": "--blocking",
     "-a": "--average",
+    "-J": "--output_file",
+    "-I": "--per_iter_timing",
+    "-t": "--nthreads",
+    "-g": "--ngpus",
 }
+# dtune-comm's flags spelt with '_' (nccl-tests'); their DTUNE_COMM_* fallbacks read as '-'.
+_COMM_UNDERSCORED = {"--warmup_iters", "--output_file", "--per_iter_timing"}
 
 # Flags that are not part of a run's identity (benchmarks/{comm,train}/options.cc).
 IGNORED_FLAGS = {
@@ -53,20 +59,32 @@ IGNORED_FLAGS = {
         "--iters",
         "--warmup_iters",
         "--check",
-        # Which runs a file holds: each run records its own collective, dtype, op, root,
-        # blocking and backend as attributes, and is matched on those.
+        # Which runs a file holds and how each ran: each run records its own collective, dtype,
+        # op, root, blocking, backend, algorithm, MPI progress, load threads and gap as
+        # attributes, and is matched on those (a flag left at its default is absent from the
+        # command line but present there).
         "--collective",
         "--datatype",
         "--op",
         "--root",
         "--blocking",
         "--backend",
-        # How the printed table combines ranks, and where results go: not what is measured.
+        "--algorithm",
+        "--mpi-progress",
+        "--load-threads",
+        "--gap-us",
+        # How the printed table combines ranks, and where results go: not what is measured
+        # (-J writes nccl-tests' JSON beside the HDF5 file; -I puts every iteration in it).
         "--average",
         "--format",
         "--output",
         "--no-output",
         "--overwrite",
+        "--output_file",
+        "--per_iter_timing",
+        # nccl-tests' threads and GPUs per process: dtune-comm accepts 1 only, so they change nothing.
+        "--nthreads",
+        "--ngpus",
         # A deadline, not work done.
         "--timeout",
     },
@@ -352,8 +370,9 @@ def _flags_with_env_fallbacks(tokens: list, env: dict, binary: str) -> dict:
     for k, v in env.items():
         if prefix and k.startswith(prefix):
             flags.setdefault("--" + k[len(prefix) :].lower().replace("_", "-"), str(v))
-    if binary == "dtune-comm":  # its one underscore flag
-        flags = {("--warmup_iters" if k == "--warmup-iters" else k): v for k, v in flags.items()}
+    if binary == "dtune-comm":  # its underscore flags, which their fallbacks spell with '-'
+        under = {f.replace("_", "-"): f for f in _COMM_UNDERSCORED}
+        flags = {under.get(k, k): v for k, v in flags.items()}
     ignored = IGNORED_FLAGS.get(binary, set())
     return {k: v for k, v in flags.items() if k not in ignored}
 

@@ -615,14 +615,195 @@ def test_results_never_split_a_configuration(tmp_path):
     assert [(r.n_a, r.n_b) for r in c.rows] == [(11, 11)] and not c.only_a and not c.only_b, (c.only_a, c.only_b)
 
 
-@pytest.mark.parametrize("name", sorted(SETTING_ATTRS["train"] - {"benchmark"}))
-def test_each_train_setting_alone_splits_a_configuration(name):
+# Which differences keep two runs apart, one at a time, against lists written out here by hand from
+# the writers (benchmarks/comm/comm_results.cc, train/step_log.cc, benchmarks/*/options.cc) and the
+# rule of doc/reports.md (settings, flags, environment settings and the launch shape count; results,
+# sample counts, output paths, seeds and the launcher's bookkeeping do not), never from
+# identity.py's own lists, so that a name moved to the wrong list is seen.
+COMM_SETTINGS = ["collective", "backend", "algorithm", "mpi_progress", "dtype", "op", "root", "blocking"]
+COMM_SETTINGS += ["load_threads", "gap_us"]
+TRAIN_SETTINGS = ["model", "batch", "batch_auto", "accum_steps", "global_batch", "precision", "tf32"]
+TRAIN_SETTINGS += ["weights_dtype", "optimizer", "lr", "device", "backend", "reduce_algo", "overlap", "bucket_mb"]
+TRAIN_SETTINGS += ["first_bucket_mb", "compression", "local_sgd_every", "shard", "reshard_after_forward"]
+TRAIN_SETTINGS += ["shard_unit", "shard_prefetch", "channels_last", "threads", "world_size", "data", "workers"]
+TRAIN_SETTINGS += ["prefetch", "decode", "fast_decode", "cache_dir", "pipeline_stages", "micro_batches"]
+TRAIN_SETTINGS += ["schedule", "virtual_stages", "pipeline_layout", "partition"]
+COMM_RESULTS = ["status", "message", "iters", "warmup_iters", "check_iters", "time_mode", "busbw_factor"]
+COMM_RESULTS += ["fit_alpha_us", "fit_busbw_gbps", "fit_r2", "point_id", "point"]
+TRAIN_RESULTS = ["status", "message", "steps", "warmup_steps", "throughput_steps", "steps_written"]
+TRAIN_RESULTS += ["samples_per_s", "tokens_per_s", "step_time_p50_ms", "step_time_p90_ms", "skipped_steps"]
+TRAIN_RESULTS += ["training_flops_per_sample", "alt_training_flops_per_sample", "tokens_per_sample"]
+TRAIN_RESULTS += ["flops_formula", "alt_flops_formula", "mfu", "alt_mfu", "mfu_valid", "mfu_rejected_peaks"]
+TRAIN_RESULTS += ["peak_tflops", "peak_source", "memory_source", "peak_memory_bytes", "parameters"]
+TRAIN_RESULTS += ["gathered_bytes_per_step", "reduce_scattered_bytes_per_step", "local_sgd_final_average"]
+TRAIN_RESULTS += ["data_description", "data_samples", "data_bad_samples", "data_bytes", "data_requests"]
+TRAIN_RESULTS += ["data_retries", "data_fetch_ms", "data_decode_ms", "data_wait_ms", "data_jpeg_ms"]
+TRAIN_RESULTS += ["data_coef_bytes", "data_batches", "data_undecodable", "data_truncated", "cache_hits"]
+TRAIN_RESULTS += ["cache_misses", "cache_hit_bytes", "cache_miss_bytes", "cache_evictions", "point_id", "point"]
+
+
+def setting_attrs(benchmark: str) -> dict:
+    """Every setting attribute of a run of `benchmark`, as its writer records it."""
+    if benchmark == "comm":
+        return {"benchmark": "comm", "collective": "allreduce", "backend": "mpi", "algorithm": "flat"} | {
+            "mpi_progress": "call", "dtype": "float32", "op": "sum", "root": -1, "blocking": 0, "load_threads": 0,
+            "gap_us": 0.0,
+        }  # fmt: skip
     attrs = config_attrs(8, 2, shard="zero3", reshard_after_forward=1, shard_unit="block", shard_prefetch=1)
     attrs.update(decode="roi", fast_decode=0, reduce_algo="flat", pipeline_stages=1, micro_batches=1)
     attrs.update(schedule="1f1b", virtual_stages=1, pipeline_layout="within-node", partition="flops")
-    assert name in attrs
+    return attrs
+
+
+def apart(a: dict, b: dict, by_point: bool = False) -> bool:
+    """Whether runs a and b (keywords of _run) are two configurations."""
+    return run_identity(_run(**a), by_point) != run_identity(_run(**b), by_point)
+
+
+@pytest.mark.parametrize(
+    "benchmark,name", [("comm", n) for n in COMM_SETTINGS] + [("train", n) for n in TRAIN_SETTINGS]
+)
+def test_each_setting_alone_splits_a_configuration(benchmark, name):
+    attrs = setting_attrs(benchmark)
+    assert set(attrs) == {"benchmark", *(COMM_SETTINGS if benchmark == "comm" else TRAIN_SETTINGS)}
     other = {**attrs, name: "/scratch/c" if name == "cache_dir" else "changed"}
-    assert run_identity(_run(attrs=attrs), False) != run_identity(_run(attrs=other), False)
+    assert apart({"benchmark": benchmark, "attrs": attrs}, {"benchmark": benchmark, "attrs": other})
+    # the same value written as another type (an older writer's int64 against a string) still matches
+    same = {**attrs, name: str(attrs[name])}
+    assert not apart({"benchmark": benchmark, "attrs": attrs}, {"benchmark": benchmark, "attrs": same})
+
+
+@pytest.mark.parametrize("benchmark,name", [("comm", n) for n in COMM_RESULTS] + [("train", n) for n in TRAIN_RESULTS])
+def test_each_result_alone_never_splits_a_configuration(benchmark, name):
+    attrs = setting_attrs(benchmark)
+    a, b = {**attrs, name: 1}, {**attrs, name: "2.5 or any other"}
+    assert not apart({"benchmark": benchmark, "attrs": a}, {"benchmark": benchmark, "attrs": b})
+    assert not apart({"benchmark": benchmark, "attrs": attrs}, {"benchmark": benchmark, "attrs": b})
+
+
+def test_a_cache_counts_by_whether_one_was_used_not_where():
+    attrs = setting_attrs("train")
+    here, there = {**attrs, "cache_dir": "/scratch/c"}, {**attrs, "cache_dir": "/dev/shm/c"}
+    assert not apart({"attrs": here}, {"attrs": there}) and apart({"attrs": here}, {"attrs": attrs})
+
+
+# Environment variables (provenance /provenance/env), each alone: a setting of a library splits,
+# what the launcher or Slurm set for its own bookkeeping (present in one launch only) never does.
+ENV_SETTINGS = ["NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_CTAS", "NCCL_SOCKET_IFNAME", "UCX_TLS", "OMPI_MCA_btl"]
+ENV_SETTINGS += [
+    "OMPI_MCA_pml",
+    "OMPI_MCA_mpi_oversubscribe",
+    "OMP_NUM_THREADS",
+    "PMIX_MCA_gds",
+    "CUDA_VISIBLE_DEVICES",
+]
+ENV_BOOKKEEPING = ["OMPI_MCA_orte_ess_jobid", "OMPI_MCA_orte_hnp_uri", "OMPI_MCA_ess_base_jobid"]
+ENV_BOOKKEEPING += ["OMPI_MCA_ess_base_vpid", "OMPI_MCA_initial_wdir", "OMPI_COMM_WORLD_RANK"]
+ENV_BOOKKEEPING += ["OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_FILE_LOCATION", "OMPI_COMMAND", "OMPI_ARGV"]
+ENV_BOOKKEEPING += ["OMPI_FIRST_RANKS", "OMPI_NUM_APP_CTX", "OMPI_APP_CTX_NUM_PROCS", "OMPI_UNIVERSE_SIZE"]
+ENV_BOOKKEEPING += ["OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "PMIX_NAMESPACE", "PMIX_RANK"]
+ENV_BOOKKEEPING += ["PMIX_SERVER_URI4", "SLURM_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_NODELIST", "DTUNE_BIN_DIR"]
+ENV_BOOKKEEPING += ["DTUNE_MPIRUN", "OMPI_MCA_ess", "OMPI_MCA_pmix", "OMPI_MCA_shmem_RUNTIME_QUERY_hint"]
+ENV_BOOKKEEPING += [
+    "OMPI_MCA_rmaps_base_oversubscribe",
+    "PMIX_MCA_psec",
+    "PMIX_MCA_mca_base_component_show_load_errors",
+]
+
+
+@pytest.mark.parametrize("benchmark", ["comm", "train"])
+def test_each_environment_setting_alone_splits_and_the_launchers_bookkeeping_never(benchmark):
+    base = {"benchmark": benchmark, "attrs": setting_attrs(benchmark), "env": {"NCCL_DEBUG": "WARN"}}
+    for name in ENV_SETTINGS:
+        one, two = ({**base, "env": {**base["env"], name: v}} for v in ("a", "b"))
+        assert apart(one, two) and apart(base, one), name
+    for name in ENV_BOOKKEEPING:
+        assert not apart(base, {**base, "env": {**base["env"], name: "1"}}), name
+
+
+# Flags, each alone on one command line: a flag recorded only there splits; sample counts, outputs,
+# seeds, deadlines and a flag recorded as an attribute (matched on the attribute: given or left at
+# its default, the run did the same) never do, nor does the same flag through its environment
+# fallback (DTUNE_COMM_X / DTUNE_TRAIN_X).
+FLAGS_THAT_COUNT = {
+    "comm": ["--mpi-buffers device", "--pattern fsdp", "--model gpt2-tiny", "--shard-unit 4MB"]
+    + ["--reshard-after-forward 0", "--placement spread"],
+    "train": ["--timing off", "--check-every 2", "--strict", "--memory-limit-mb 512", "--cache-mb 64"]
+    + ["--cache-block-mb 4", "--width 32", "--debug-checksums c.txt"],
+}
+FLAGS_THAT_DO_NOT = {
+    "comm": ["-b 8", "-e 64", "-i 8", "-f 2", "-n 9", "-w 2", "-c 0", "--minbytes=8", "--iters=9"]
+    + ["--warmup_iters 2", "-a 0", "--format json", "--output o.h5", "--no-output", "--overwrite", "--timeout 60"]
+    + ["-J out.json", "--output_file out.json", "-I 1", "--per_iter_timing 1", "-t 1", "-g 1"]
+    + ["--collective allreduce", "-d float32", "--datatype float32", "-o sum", "-r 0", "-z 0", "--backend mpi"]
+    + ["--algorithm flat", "--mpi-progress call", "--load-threads 0", "--gap-us 0"],
+    "train": ["--steps 5", "--warmup-steps 2", "--seed 3", "--output o.h5", "--no-output", "--overwrite"]
+    + ["--tensorboard tb", "--mllog m.log", "--profile-steps 3:1", "--profile-dir p", "--profile-top 5"]
+    + ["--debug-dump d.pt", "--peak-tflops 100", "--peak-from datasheet", "--timeout 60"]
+    + ["--model resnet18", "--batch 8", "--global-batch 16", "--accum-steps 1", "--precision fp32"]
+    + ["--weights-dtype fp32", "--optimizer sgd", "--lr 0.1", "--threads 1", "--channels-last", "--device cpu"]
+    + ["--backend mpi", "--bucket-mb 25", "--first-bucket-mb 1", "--overlap on", "--compression none"]
+    + ["--local-sgd 0", "--reduce-algo flat", "--shard zero3", "--reshard-after-forward 1", "--shard-unit block"]
+    + ["--shard-prefetch 1", "--data synthetic", "--workers 0", "--prefetch 2", "--decode roi", "--fast-decode 0"]
+    + ["--cache-dir /scratch/c", "--pipeline-stages 1", "--micro-batches 1", "--schedule 1f1b"]
+    + ["--virtual-stages 1", "--pipeline-layout within-node", "--partition flops", "--batch-sweep 8"],
+}
+
+
+@pytest.mark.parametrize("benchmark", ["comm", "train"])
+def test_each_flag_alone_splits_or_never_as_its_kind(benchmark):
+    binary = f"/x/dtune-{benchmark}"
+    base = {"benchmark": benchmark, "attrs": setting_attrs(benchmark), "command_line": binary}
+    prefix = f"DTUNE_{benchmark.upper()}_"
+    for flag in FLAGS_THAT_COUNT[benchmark]:
+        given = {**base, "command_line": f"{binary} {flag}"}
+        name, _, value = flag.partition(" ")
+        by_env = {**base, "env": {prefix + name[2:].upper().replace("-", "_"): value}}
+        assert apart(base, given) and not apart(given, by_env), flag
+    for flag in FLAGS_THAT_DO_NOT[benchmark]:
+        assert not apart(base, {**base, "command_line": f"{binary} {flag}"}), flag
+        name, _, value = flag.partition(" ")
+        if name.startswith("--") and "=" not in name:
+            env = {prefix + name[2:].upper().replace("-", "_"): value or "1"}
+            assert not apart(base, {**base, "env": env}), (flag, env)
+
+
+# The launch shape: the number of ranks of a plain run; a sweep point's ranks, nodes, ranks per
+# node, arguments and exported variables each alone, never its sweep's name, repeat or id.
+POINT = {"id": "p1", "sweep": "s", "repeat": 0, "args": ["--timing", "off"], "env": {"NCCL_PROTO": "LL"}}
+POINT |= {"ranks": 4, "nodes": 2, "ranks_per_node": 2, "values": {"--timing": "off"}}
+
+
+@pytest.mark.parametrize(
+    "change,splits",
+    [
+        ({"ranks": 8}, True),
+        ({"nodes": 1}, True),
+        ({"ranks_per_node": 4}, True),
+        ({"args": ["--timing", "on"]}, True),
+        ({"args": ["--timing", "off", "--check-every", "2"]}, True),
+        ({"env": {"NCCL_PROTO": "Simple"}}, True),
+        ({"env": {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"}}, True),
+        ({"sweep": "renamed", "id": "p9"}, False),
+        ({"repeat": 3}, False),
+        ({"args": ["--timing", "off", "--steps", "50", "--seed", "2"]}, False),
+    ],
+)
+def test_each_part_of_a_sweep_point_alone_splits_or_never(change, splits):
+    attrs = setting_attrs("train")
+    a = {"attrs": attrs, "point": POINT, "env": {"NCCL_DEBUG": "WARN"}, "world_size": 4}
+    assert apart(a, {**a, "point": POINT | change}, by_point=True) == splits
+
+
+def test_the_number_of_ranks_splits_a_plain_run_and_a_point_is_read_by_its_definition():
+    attrs = setting_attrs("comm")
+    assert apart({"benchmark": "comm", "attrs": attrs}, {"benchmark": "comm", "attrs": attrs, "world_size": 4})
+    # By point, the point's ranks count, not the file's world size nor its recorded command line.
+    a = {"attrs": attrs, "benchmark": "comm", "point": POINT, "world_size": 4, "command_line": "/x/dtune-comm"}
+    b = {**a, "world_size": 2, "command_line": "/x/dtune-comm --mpi-buffers device"}
+    assert not apart(a, b, by_point=True) and apart(a, b, by_point=False)
+    # The variables the file recorded count beside the point's exported ones (one set on the node).
+    assert apart({**a, "env": {"NCCL_IB_HCA": "mlx5_0"}}, {**a, "env": {"NCCL_IB_HCA": "mlx5_1"}}, by_point=True)
 
 
 # A gate with nothing valid to compare fails (issue 60): runs that did not end ok, non-finite steps.
@@ -873,10 +1054,11 @@ def test_identity_of_a_run_from_its_command_line_environment_and_attributes():
     # dtune-comm: its prefix only, and --warmup-iters read as its underscore flag (ignored).
     comm = _run(
         benchmark="comm",
-        command_line="/x/dtune-comm -b 8 --algorithm ring",
+        command_line="/x/dtune-comm -b 8 --pattern fsdp --algorithm hierarchical",
         env={"DTUNE_COMM_WARMUP_ITERS": "5", "DTUNE_COMM_MPI_BUFFERS": "device", "DTUNE_TRAIN_STEPS": "4"},
     )
-    assert run_identity(comm, by_point=False) == {"np": "2", "--algorithm": "ring", "--mpi-buffers": "device"}
+    # --algorithm is matched on its attribute.
+    assert run_identity(comm, by_point=False) == {"np": "2", "--pattern": "fsdp", "--mpi-buffers": "device"}
 
 
 def test_identity_of_a_sweep_point_is_its_definition():
@@ -921,8 +1103,8 @@ def test_the_first_argument_of_a_command_line_counts():
         "np": "2",
         "--timing": "off",
     }
-    comm = _run(benchmark="comm", command_line="/x/dtune-comm --algorithm=ring -b 8")
-    assert run_identity(comm, by_point=False) == {"np": "2", "--algorithm": "ring"}
+    comm = _run(benchmark="comm", command_line="/x/dtune-comm --mpi-buffers=device -b 8")
+    assert run_identity(comm, by_point=False) == {"np": "2", "--mpi-buffers": "device"}
 
 
 def test_a_benchmark_without_a_flag_table_counts_every_flag_as_written():
