@@ -4,8 +4,10 @@
 //   decode IN.jpg OUT.rgb                      raw (H, W, 3) uint8; prints "W H"
 //   decode IN.jpg OUT.rgb --region T L H W [--fast H W]
 //                                              the region decoder (jpeg_crop.h): raw (H, W, 3) of
-//                                              the decoded region; prints "W H top left h w d"
-//                                              (the box inside it, d the DCT scale denominator)
+//                                              the decoded region; prints "W H top left h w d
+//                                              coef full_coef" (the box inside it, d the DCT scale
+//                                              denominator, the coefficient bytes inverse-
+//                                              transformed and those of a whole decode)
 //   transform IN.jpg OUT.f32 --box T L H W --size H W [--flip] [--decode full|roi] [--fast]
 //                                              raw float32 (3, H, W)
 //   synth OUT.jpg --width --height --label --classes --seed [--quality]
@@ -151,8 +153,9 @@ int main(int argc, char** argv) {
           jpeg.data(), jpeg.size(), [&](int, int) { return box; }, fast_v.empty() ? 0 : fast_v[1],
           fast_v.empty() ? 0 : fast_v[0], !fast_v.empty());
       write_file(out_path, c.image.pixels.data(), c.image.pixels.size());
-      std::printf("%d %d %d %d %d %d %d\n", c.image.width, c.image.height, c.box.top, c.box.left,
-                  c.box.height, c.box.width, c.scale_denom);
+      std::printf("%d %d %d %d %d %d %d %lld %lld\n", c.image.width, c.image.height, c.box.top,
+                  c.box.left, c.box.height, c.box.width, c.scale_denom,
+                  static_cast<long long>(c.coef_bytes), static_cast<long long>(c.full_coef_bytes));
     } else if (decode->parsed()) {
       const std::string jpeg = read_file(in_path);
       JpegCodec codec;

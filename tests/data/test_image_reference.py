@@ -141,12 +141,19 @@ def test_transform_matches_torchvision(jpegs, tmp_path, name, box, size, flip, d
     assert np.array_equal(ours, ref), f"{np.count_nonzero(diff)} values differ, max {diff.max()}"
 
 
-def region(path, out_dir, box, fast=None):
-    """dtune's region decoder: the decoded region, the box inside it and the DCT scale."""
+def region_fields(path, out_dir, box, fast=None):
+    """dtune's region decoder: the decoded region's pixels, then the tool's fields (W H top left h w
+    d coef full_coef: the box inside the region, the DCT scale, the coefficient bytes)."""
     out = out_dir / (path.stem + ".region.rgb")
     extra = ["--fast", *fast] if fast else []
-    w, h, top, left, bh, bw, d = map(int, run_tool("decode", path, out, "--region", *box, *extra).stdout.split())
-    pixels = np.fromfile(out, dtype=np.uint8).reshape(h, w, 3)
+    fields = list(map(int, run_tool("decode", path, out, "--region", *box, *extra).stdout.split()))
+    w, h = fields[:2]
+    return np.fromfile(out, dtype=np.uint8).reshape(h, w, 3), fields
+
+
+def region(path, out_dir, box, fast=None):
+    """dtune's region decoder: the box's pixels and the DCT scale."""
+    pixels, (_, _, top, left, bh, bw, d, *_) = region_fields(path, out_dir, box, fast)
     return pixels[top : top + bh, left : left + bw], d
 
 
@@ -186,25 +193,62 @@ def test_region_decode_equals_pillow_inside_the_box(jpegs, tmp_path, name):
 
 
 @pytest.mark.parametrize(
-    "name,box",
+    "name,box,fast,scale",
     [
-        ("pil_422_1024x768", (0, 0, 768, 1024)),
-        ("pil_420_640x480", (16, 8, 464, 630)),
-        ("pil_422_1024x768", (100, 50, 600, 960)),
+        ("pil_422_1024x768", (0, 0, 768, 1024), 224, 2),
+        ("pil_420_640x480", (16, 8, 464, 630), 224, 2),
+        ("pil_422_1024x768", (100, 50, 600, 960), 224, 2),
+        # Odd right and bottom edges (205, 303: a box one pixel narrow if rounded down), and the
+        # image's own right and bottom edges, odd (333, 517) and even, at scales 2, 4 and 8.
+        ("pil_444_333x517", (3, 5, 300, 200), 40, 4),
+        ("pil_444_333x517", (1, 1, 516, 332), 100, 2),
+        ("pil_420_640x480", (1, 3, 477, 637), 100, 4),
+        ("pil_422_1024x768", (7, 9, 761, 1015), 90, 8),
     ],
 )
-def test_fast_region_decode_equals_pillow_draft_mode(jpegs, tmp_path, name, box):
-    # --fast-decode is Pillow's draft mode on the region: the same DCT-scaled pixels.
-    ours, d = region(jpegs[name], tmp_path, box, fast=(224, 224))
+def test_fast_region_decode_equals_pillow_draft_mode(jpegs, tmp_path, name, box, fast, scale):
+    # --fast-decode is Pillow's draft mode on the region: the same DCT-scaled pixels, and the box
+    # in the scaled image from floor(left / d) to ceil(right / d) (libjpeg scales a side to
+    # ceil(n / d)), whatever the edges' parity.
+    ours, d = region(jpegs[name], tmp_path, box, fast=(fast, fast))
     top, left, bh, bw = box
-    assert d == 2 and ours.shape[:2] == (-(-(top + bh) // d) - top // d, -(-(left + bw) // d) - left // d)
+    assert d == scale and ours.shape[:2] == (-(-(top + bh) // d) - top // d, -(-(left + bw) // d) - left // d)
     with Image.open(jpegs[name]) as im:
-        im.draft("RGB", (-(-im.width // d), -(-im.height // d)))
+        w, h = im.size
+        # Pillow picks the largest scale s with size // requested >= s: W // d asks for scale d
+        # (ceil(W / d) would give 2 for a 333-pixel side at d = 4).
+        im.draft("RGB", (w // d, h // d))
         draft = np.asarray(im.convert("RGB"))
-    assert draft.shape[:2] == (-(-768 // d), -(-1024 // d)) if name.startswith("pil_422") else True
+    assert draft.shape[:2] == (-(-h // d), -(-w // d)), draft.shape
     np.testing.assert_array_equal(
         ours, draft[top // d : top // d + ours.shape[0], left // d : left // d + ours.shape[1]]
     )
+
+
+# The coefficient bytes (64 two-byte coefficients per 8x8 block) the region decoder
+# inverse-transforms, counted by hand: the box plus kRoiMargin (2) pixels, its left edge aligned down
+# to the iMCU's width (jpeg_crop_scanline), its rows from the iMCU row holding the first to the one
+# holding the last. A component with sampling factors h x v of the frame's largest hmax x vmax has
+# blocks of 8 * hmax / h pixels across and 8 * vmax / v down (chroma of 4:2:0: 16 x 16 pixels).
+# full: every block of every component (a whole decode's count).
+@pytest.mark.parametrize(
+    "name,box,coef_blocks,full_blocks",
+    [
+        # 4:2:0 640x480, iMCU 16x16: columns 98..202 from 96, rows 0..18 -> iMCU rows 0-1.
+        # luma (26 - 12) x 4 = 56; each chroma (13 - 6) x 2 = 14: 84. full 80x60 + 2 x 40x30.
+        ("pil_420_640x480", (0, 100, 16, 100), 56 + 2 * 14, 4800 + 2 * 1200),
+        # 4:2:2 1024x768, iMCU 16x8: columns 98..202 from 96, rows 98..152 -> block rows 12-18.
+        # luma (26 - 12) x 7 = 98; each chroma (13 - 6) x 7 = 49: 196. full 128x96 + 2 x 64x96.
+        ("pil_422_1024x768", (100, 100, 50, 100), 98 + 2 * 49, 12288 + 2 * 6144),
+        # 4:4:4 333x517, iMCU 8x8: columns 28..82 from 24, rows 18..62 -> block rows 2-7.
+        # each of three (11 - 3) x 6 = 48: 144. full 3 x 42x65.
+        ("pil_444_333x517", (20, 30, 40, 50), 3 * 48, 3 * 42 * 65),
+    ],
+)
+def test_region_coefficient_bytes_are_the_blocks_around_the_box(jpegs, tmp_path, name, box, coef_blocks, full_blocks):
+    _, fields = region_fields(jpegs[name], tmp_path, box)
+    coef, full = fields[7:9]
+    assert (coef, full) == (coef_blocks * 128, full_blocks * 128), (coef // 128, full // 128)
 
 
 @pytest.mark.parametrize("make", ["truncated", "corrupt_header", "garbage", "empty", "png"])
