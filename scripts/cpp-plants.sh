@@ -48,10 +48,10 @@ PY
     check=("$build/bin/$binary" --gtest_filter="$filter")
   fi
   if "${check[@]}" >/dev/null 2>&1; then
-    echo "MISSED  $file: '$from' -> '$to' passed $binary --gtest_filter=$filter"
+    echo "MISSED  $file: '$from' -> '$to' passed ${check[*]: -1}"
     missed=1
   else
-    echo "CAUGHT  $file: '$from' -> '$to' by $binary --gtest_filter=$filter"
+    echo "CAUGHT  $file: '$from' -> '$to' by $binary ${check[*]: -1}"
   fi
   restore
 done

@@ -312,11 +312,12 @@ def test_what_sharding_cannot_go_with_is_refused_in_one_line(tmp_path, extra, na
 
 
 def test_zero3_counts_every_byte_in_the_weights_element_size(tmp_path):
-    """The same units in bf16 and fp32 weights: the bytes gathered per step, the gathered
-    parameters' peak and the gradient peak are each exactly half in bf16 (same elements, padding
-    included), and the gathered bytes are N - 1 ranks' parts of every unit, gathered once per step
-    without resharding: sum over units of ceil(unit elements / 2) x the element size. Counted at 4
-    bytes an element, bf16 reported fp32's figures."""
+    """The same units in bf16 and fp32 weights: the bytes gathered per step and the gathered
+    parameters' peak are each exactly half in bf16 (same elements, padding included), and the
+    gathered bytes are N - 1 ranks' parts of every unit, gathered once per step without
+    resharding: sum over units of ceil(unit elements / 2) x the element size. Counted at 4 bytes an
+    element, bf16 reported fp32's figures. (The gradient peak counts reductions still in flight
+    when it is sampled, which depends on the communication thread's pace: not compared here.)"""
     args = [*GPT, "--batch", "2", "--steps", "1", "--shard", "zero3", "--reshard-after-forward", "off"]
     recs = {}
     for dtype in ("fp32", "bf16"):
@@ -330,4 +331,3 @@ def test_zero3_counts_every_byte_in_the_weights_element_size(tmp_path):
     assert f32["buckets"] == [2 * b for b in b16["buckets"]]
     assert f32["gathered"] == 2 * b16["gathered"]
     assert f32["params_peak"] == [2 * x for x in b16["params_peak"]]
-    assert f32["grads_peak"] == [2 * x for x in b16["grads_peak"]]
