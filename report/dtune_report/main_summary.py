@@ -43,9 +43,9 @@ def train_labels(train: pd.DataFrame) -> list[str]:
             continue
         group = train.iloc[rows]
         differ = [c for c in settings if group[c].map(_value).nunique(dropna=False) > 1]
-        for i in rows:
+        for i in rows:  # a setting the run did not record (shard_unit of a DDP run) is not named
             r = train.iloc[i]
-            out[i] += "".join(f", {c} {_value(r[c])}" for c in differ)
+            out[i] += "".join(f", {c} {_value(r[c])}" for c in differ if not pd.isna(r[c]))
     return out
 
 

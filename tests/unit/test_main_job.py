@@ -145,11 +145,41 @@ def test_summary_lines_name_every_setting_that_tells_two_runs_apart():
             row(model="resnet18", batch=8),
         ]
     )
+    train.loc[[1, 2], "shard_unit"] = "block"  # recorded by zero3 runs only: NaN for the others
     train.loc[[0, 1, 3], "shard_prefetch"] = 1
     lines = train_lines(train)
     labels = [ln.split(": ")[0] for ln in lines]
     assert len(set(labels)) == len(labels), lines  # no two read the same but for their figures
-    assert labels[0].endswith(", shard none, shard_prefetch 1"), labels[0]
-    assert labels[1].endswith(", shard zero3, shard_prefetch 1"), labels[1]
-    assert labels[2].endswith(", shard zero3, shard_prefetch 2"), labels[2]
+    assert labels[0].endswith("MiB, shard none, shard_prefetch 1"), labels[0]
+    assert labels[1].endswith(", shard zero3, shard_prefetch 1, shard_unit block"), labels[1]
+    assert labels[2].endswith(", shard zero3, shard_prefetch 2, shard_unit block"), labels[2]
     assert "shard" not in labels[3], labels[3]  # alone under its label: nothing added
+
+
+def test_summary_lines_read_each_figure_and_label_part_as_printed():
+    # Written out by hand from the format: the model right-aligned in 10, the batch in 3, the
+    # precision in 4, the buckets %5g; JPEG data names its workers, a pipeline its stages and
+    # micro-batches (before accumulation's), accumulation alone its micro-batches; samples/s %8.1f,
+    # step p50 %6.1f, MFU %6.1f%% only when it is a number of at most 100% (n/a otherwise), and a
+    # rejected peak named by its source.
+    rejected = "datasheet (H100 SXM bf16): 989 TFLOP/s below the achieved 1210 TFLOP/s"
+    train = pd.DataFrame(
+        [
+            row(),
+            row(model="resnet50", batch=32, precision="bf16", bucket_mb=0.5, data="/d/shards", workers=4, mfu=1.5)
+            | {"mfu_valid": 0, "mfu_rejected_peaks": rejected},
+            row(pipeline_stages=2, micro_batches=4, accum_steps=2, samples_per_s=1234.56, step_time_p50_ms=7.25),
+            row(accum_steps=3, mfu=float("nan"), bucket_mb=100.0),
+            row(mfu=1.0, batch=128),
+        ]
+    )
+    assert train_lines(train) == [
+        "   gpt2-tiny batch   4/rank fp32 buckets    25 MiB:    100.0 samples/s, step p50   80.0 ms, MFU   1.0%",
+        "    resnet50 batch  32/rank bf16 buckets   0.5 MiB, JPEG shards via 4 workers:    100.0 samples/s, step p50"
+        "   80.0 ms, MFU    n/a [a peak below the achieved rate was rejected: datasheet (H100 SXM bf16)]",
+        "   gpt2-tiny batch   4/rank fp32 buckets    25 MiB, pipeline of 2 stages x 4 micro-batches:   1234.6 "
+        "samples/s, step p50    7.2 ms, MFU   1.0%",
+        "   gpt2-tiny batch   4/rank fp32 buckets   100 MiB, 3 micro-batches:    100.0 samples/s, step p50   80.0 ms, "
+        "MFU    n/a",
+        "   gpt2-tiny batch 128/rank fp32 buckets    25 MiB:    100.0 samples/s, step p50   80.0 ms, MFU 100.0%",
+    ]
