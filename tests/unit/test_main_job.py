@@ -5,6 +5,7 @@ sweep and redid every point); the folder named in results/sweeps/.main-unfinishe
 And the summary's lines (report/dtune_report/main_summary.py): two lines never read the same but
 for their figures (the DDP and ZeRO-3 runs of one global batch printed identical labels)."""
 
+import json
 import os
 import shutil
 import signal
@@ -12,12 +13,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import h5py
+import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "report"))
 
-from dtune_report.main_summary import train_lines  # noqa: E402
+from dtune_report.main_summary import main, train_lines  # noqa: E402
 
 FAKE_DTUNE = """#!/usr/bin/env bash
 echo "dtune $*" >>"$(dirname "$0")/../calls.log"
@@ -182,4 +185,54 @@ def test_summary_lines_read_each_figure_and_label_part_as_printed():
         "   gpt2-tiny batch   4/rank fp32 buckets   100 MiB, 3 micro-batches:    100.0 samples/s, step p50   80.0 ms, "
         "MFU    n/a",
         "   gpt2-tiny batch 128/rank fp32 buckets    25 MiB:    100.0 samples/s, step p50   80.0 ms, MFU 100.0%",
+    ]
+
+
+def comm_group(runs, name: str, collective: str, sizes_mib: list, busbw: list, env: dict) -> None:
+    """A merged sweep file's dtune-comm run: out-of-place then in-place, busbw_gbps as given
+    ([[out-of-place per size], [in-place per size]]), its point exporting `env`."""
+    g = runs.create_group(name)
+    g.attrs.update(benchmark="comm", collective=collective, status="ok", point=json.dumps({"id": name, "env": env}))
+    sizes = np.array(sizes_mib, np.int64) << 20
+    P, S = 2, len(sizes)
+    g["placement"] = np.array([b"out-of-place", b"in-place"])
+    g["size_bytes"] = g["requested_bytes"] = sizes
+    g["count"] = sizes // 4
+    g["time_us"] = np.ones((P, S, 2, 1))
+    g["wrong"] = np.zeros((P, S, 2), np.int64)
+    g["time_us_reported"] = g["algbw_gbps"] = np.ones((P, S))
+    g["busbw_gbps"] = np.array(busbw, float)
+    g["slowest_rank"] = np.zeros((P, S), np.int64)
+
+
+def test_the_summary_prints_each_runs_busbw_at_its_largest_size_and_transport_then_the_training_lines(tmp_path, capsys):
+    path = tmp_path / "merged.h5"
+    with h5py.File(path, "w") as f:
+        f.attrs.update(schema="dtune-results", schema_version=np.int64(1), tool="dtune sweep merge", status="complete")
+        runs = f.create_group("runs")
+        # Each run's largest size differs (2, 4 and 8 MiB), so they print in that order; the
+        # in-place figures and the smaller sizes are never printed.
+        comm_group(
+            runs, "0000-p0-allreduce", "allreduce", [1, 8], [[1.0, 5.24288], [9.0, 99.0]], {"OMPI_MCA_btl": "tcp,self"}
+        )
+        comm_group(runs, "0001-p1-allgather", "allgather", [2, 1], [[20.97152, 2.0], [9.0, 99.0]], {})
+        comm_group(
+            runs,
+            "0002-p2-allreduce",
+            "allreduce",
+            [4, 1],
+            [[10.48576, 3.0], [99.0, 9.0]],
+            {"OMPI_MCA_btl": "vader,self"},
+        )
+        t = runs.create_group("0003-p3-train")
+        t.attrs.update(benchmark="train", model="resnet18", batch=np.int64(8), precision="bf16", bucket_mb=25.0)
+        t.attrs.update(samples_per_s=512.25, step_time_p50_ms=31.25, mfu=0.4125, point=json.dumps({"env": {}}))
+    main(str(path))
+    assert capsys.readouterr().out.splitlines() == [
+        "",
+        f"Results: {path}",
+        "   allgather 2 MiB, btl default    : busbw  20.97 GB/s",
+        "   allreduce 4 MiB, btl vader,self : busbw  10.49 GB/s",
+        "   allreduce 8 MiB, btl tcp,self   : busbw   5.24 GB/s",
+        "    resnet18 batch   8/rank bf16 buckets    25 MiB:    512.2 samples/s, step p50   31.2 ms, MFU  41.2%",
     ]
