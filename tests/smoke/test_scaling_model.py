@@ -21,7 +21,7 @@ from dtune_report.model_inputs import (
     ranks_per_machine,
     run_midpoint,
 )
-from dtune_report.model_pieces import block_units, model_pieces
+from dtune_report.model_pieces import Pieces, block_units, model_pieces
 from dtune_report.projection import project
 from dtune_report.scaling_model import (
     MIB,
@@ -463,6 +463,36 @@ def test_the_pieces_are_the_trainers():
     assert [len(u) for u in r50.uses[:5]] == [3, 12, 9, 9, 12] and len(block_units(r50)) == 6
     assert model_pieces("gpt2-tiny", 41) is None and model_pieces("resnet18", 61) is None
     assert model_pieces("x", 9) is None
+
+
+def test_each_resnets_pieces_and_block_units_are_its_parameters_by_hand():
+    # torchvision's parameter counts: ResNet-34 110, ResNet-101 314, ResNet-152 467 (one more or
+    # less: another layout, None).
+    for name, n, blocks in (
+        ("resnet34", 110, (3, 4, 6, 3)),
+        ("resnet101", 314, (3, 4, 23, 3)),
+        ("resnet152", 467, (3, 8, 36, 3)),
+    ):
+        p = model_pieces(name, n)
+        assert p.unit == ("stem", *[f"layer{s + 1}" for s, c in enumerate(blocks) for _ in range(c)], "head")
+        assert model_pieces(name, n - 1) is None and model_pieces(name, n + 1) is None
+    # ResNet-18: stem conv1, bn1 (0-2); layer1's blocks 6 each (3-14); layers 2-4 open with a
+    # downsample, 9 then 6 (15-29, 30-44, 45-59); head fc (60, 61). Block units: backward order.
+    r18 = model_pieces("resnet18", 62)
+    assert r18.uses[0] == (0, 1, 2) and r18.uses[1] == tuple(range(3, 9)) and r18.uses[-1] == (60, 61)
+    assert block_units(r18) == [
+        [61, 60],
+        *[list(range(b + 14, b - 1, -1)) for b in (45, 30, 15)],
+        list(range(14, 2, -1)),
+        [2, 1, 0],
+    ]
+    # A GPT of no blocks (4 parameters): embed and head.
+    assert model_pieces("gpt2-tiny", 4) == Pieces(((0, 1), (2, 3, 0)), ("embed", "head"))
+    # Consecutive pieces of one name are one unit, the first piece's too; a layout whose names and
+    # uses differ in length is refused.
+    assert block_units(Pieces(((0,), (1,), (2,)), ("a", "a", "b"))) == [[2], [1, 0]]
+    with pytest.raises(ValueError):
+        block_units(Pieces(((0,), (1,)), ("a",)))
 
 
 def test_zero3_state_memory_replays_which_units_the_trainer_holds_by_hand():

@@ -271,6 +271,85 @@ def test_a_failed_point_on_a_full_disk_failed_for_lack_of_space_whatever_its_log
     assert disk.point_no_space(tmp_path / "p.log") == "its log names no error, and its disk has under 64.0 KiB free"
 
 
+def test_the_no_space_message_names_the_path_what_met_it_and_the_space_left(monkeypatch):
+    # The space left in binary units, written out by hand: whole units from exactly 1 KiB, 1 MiB, 1 GiB.
+    sizes = {1023: "1023 bytes", 1024: "1.0 KiB", 3 << 20: "3.0 MiB", (1 << 20) - 1: "1024.0 KiB", 1 << 30: "1.0 GiB"}
+    tail = ": free some space, then rerun the same command to resume"
+    for free, text in sizes.items():
+        monkeypatch.setattr(disk, "free_bytes", lambda path, free=free: free)
+        assert (
+            str(disk.NoSpace("/r/state.jsonl"))
+            == f"no space left on device: cannot write /r/state.jsonl ({text} free there)" + tail
+        )
+    monkeypatch.setattr(disk, "free_bytes", lambda path: None)  # statvfs could not tell: no figure
+    assert str(disk.NoSpace("/r/p.h5")) == "no space left on device: cannot write /r/p.h5" + tail
+    assert str(disk.NoSpace("/r", why="point p1 failed")) == "no space left on device: point p1 failed in /r" + tail
+
+
+def test_free_bytes_reads_the_file_system_of_the_path_or_of_its_nearest_existing_parent(tmp_path, monkeypatch):
+    asked = []
+
+    def statvfs(path):
+        asked.append(Path(path))
+        return os.statvfs_result((4096, 512, 100, 90, 80, 0, 0, 0, 0, 255))
+
+    monkeypatch.setattr(os, "statvfs", statvfs)
+    assert disk.free_bytes(tmp_path) == 80 * 512 and asked == [tmp_path]  # f_bavail x f_frsize
+    assert disk.free_bytes(tmp_path / "not" / "yet.h5") == 80 * 512 and asked[1:] == [tmp_path]
+
+
+def test_a_logs_first_mib_is_read_for_a_full_disk_whatever_its_bytes_and_a_missing_log_is_no_reason(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(disk, "free_bytes", lambda path: 1 << 30)
+    log = tmp_path / "p.log"
+    log.write_bytes(b"\xff\xfe not UTF-8\nOSError: [Errno 28] No space left on device\n")
+    assert disk.point_no_space(log) == "OSError: [Errno 28] No space left on device"
+    log.write_bytes(b"x" * (1 << 20) + b"\nOSError: [Errno 28] No space left on device\n")  # past the first MiB
+    assert disk.point_no_space(log) == ""
+    assert disk.point_no_space(tmp_path / "missing.log") == ""
+    monkeypatch.setattr(disk, "free_bytes", lambda path: disk.LOW_SPACE_BYTES)  # exactly 64 KiB: not under it
+    assert disk.point_no_space(tmp_path / "missing.log") == ""
+
+
+def test_a_state_log_is_created_readable_by_all_and_a_failed_cut_back_still_says_no_space(tmp_path, monkeypatch):
+    old = os.umask(0)
+    try:
+        disk.append_line(tmp_path / "s.jsonl", "{}")
+    finally:
+        os.umask(old)
+    assert os.stat(tmp_path / "s.jsonl").st_mode & 0o777 == 0o644
+    real_write = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, data[:1]))  # a short write
+
+    def ftruncate(fd, size):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(os, "ftruncate", ftruncate)
+    with pytest.raises(disk.NoSpace):
+        disk.append_line(tmp_path / "s.jsonl", "{}")
+
+
+def test_a_file_written_atomically_is_the_old_or_the_new_and_a_full_disk_leaves_the_old(tmp_path, monkeypatch):
+    f = tmp_path / "manifest.json"
+    disk.write_atomic(f, "old")
+    disk.write_atomic(f, "new")
+    assert f.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]
+    real = Path.replace
+
+    def full(self, target):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Path, "replace", full)
+    with pytest.raises(disk.NoSpace, match="cannot write .*manifest.json"):
+        disk.write_atomic(f, "newer")
+    monkeypatch.setattr(Path, "replace", real)
+    assert f.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]
+    monkeypatch.setattr(Path, "replace", lambda self, target: (_ for _ in ()).throw(PermissionError("read-only")))
+    with pytest.raises(PermissionError):  # another error passes as it is
+        disk.write_atomic(f, "newer")
+
+
 def test_no_space_is_said_by_errno_or_by_hdf5s_text():
     assert disk.is_no_space(OSError(errno.ENOSPC, "No space left on device"))
     assert disk.is_no_space(OSError(errno.EDQUOT, "Disk quota exceeded"))

@@ -188,6 +188,27 @@ def test_summary_lines_read_each_figure_and_label_part_as_printed():
     ]
 
 
+def test_summary_labels_of_jpeg_data_with_a_pipeline_or_accumulation_and_of_a_pair_told_apart():
+    # JPEG data names its workers before the pipeline or the accumulation (both are added to it);
+    # two runs (exactly two) of one label each name the setting that differs.
+    jpeg = {"data": "/d/shards", "workers": 2}
+    train = pd.DataFrame(
+        [
+            row(**jpeg, pipeline_stages=4, micro_batches=8),
+            row(**jpeg, accum_steps=2),
+            row(model="m", shard="none"),
+            row(model="m", shard="zero1"),
+        ]
+    )
+    assert [line.split(": ")[0] for line in train_lines(train)] == [
+        "   gpt2-tiny batch   4/rank fp32 buckets    25 MiB, JPEG shards via 2 workers, pipeline of 4 stages x 8 "
+        "micro-batches",
+        "   gpt2-tiny batch   4/rank fp32 buckets    25 MiB, JPEG shards via 2 workers, 2 micro-batches",
+        "           m batch   4/rank fp32 buckets    25 MiB, shard none",
+        "           m batch   4/rank fp32 buckets    25 MiB, shard zero1",
+    ]
+
+
 def comm_group(runs, name: str, collective: str, sizes_mib: list, busbw: list, env: dict) -> None:
     """A merged sweep file's dtune-comm run: out-of-place then in-place, busbw_gbps as given
     ([[out-of-place per size], [in-place per size]]), its point exporting `env`."""
