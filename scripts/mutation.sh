@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Mutation testing of the Python code that decides what users change (mutmut 3, configured in
-# pyproject.toml [tool.mutmut]): report/dtune_report/{compare,identity,verdicts,tables}.py and
-# sweeps/dtune_sweep/{halving,paired,earlier,levels,axes,rules,spec,runner}.py against the fast tests that
-# call them. NOT part of the test command (scripts/test.sh): run it after changing these modules, then kill each new
+# pyproject.toml [tool.mutmut]): report/dtune_report/{compare,identity,verdicts,tables,main_summary,
+# model_pieces,sharding}.py and sweeps/dtune_sweep/{halving,paired,earlier,levels,axes,rules,spec,runner,
+# disk}.py against the fast tests that call them. NOT part of the test command (scripts/test.sh): run it after changing these modules, then kill each new
 # survivor with a test or list it, with the reason it cannot change behaviour, in
 # tests/mutation/survivors.txt. Prints a table per module and exits 1 when a mutant survives that
 # the baseline does not list.
 #
 #   scripts/mutation.sh [--update-baseline] [--fresh | --table | --survivors] [MODULE...]
-#     MODULE            compare identity verdicts tables halving paired earlier levels axes rules spec runner
-#                       (default: all)
+#     MODULE            compare identity verdicts tables main_summary model_pieces sharding halving
+#                       paired earlier levels axes rules spec runner disk (default: all)
 #     --update-baseline rewrite the baseline's entries for these modules as the survivors now
 #                       (reasons kept; a new entry says TODO until someone writes its reason)
 #     --fresh           forget mutmut's cached results (build-mutation/) and test every mutant again
@@ -29,7 +29,8 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 py=${DTUNE_PYTHON:-$repo/.venv/bin/python}
 stage=$repo/build-mutation
 baseline=$repo/tests/mutation/survivors.txt
-all_modules=(compare identity verdicts tables halving paired earlier levels axes rules spec runner)
+all_modules=(compare identity verdicts tables main_summary model_pieces sharding halving paired earlier levels axes)
+all_modules+=(rules spec runner disk)
 
 usage() { sed -n '10,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 update=0
@@ -57,7 +58,7 @@ done
 dotted=()
 for m in "${modules[@]}"; do
   case $m in
-    compare | identity | verdicts | tables) dotted+=("dtune_report.$m") ;;
+    compare | identity | verdicts | tables | main_summary | model_pieces | sharding) dotted+=("dtune_report.$m") ;;
     *) dotted+=("dtune_sweep.$m") ;;
   esac
 done
@@ -116,6 +117,7 @@ if ((!table_only)); then
   ln -sfn "$venv" "$stage/mutants/.venv"
   ln -sfn "$repo/doc" "$stage/mutants/doc"
   ln -sfn "$repo/benchmarks" "$stage/mutants/benchmarks"  # tests read dtune-train's options.cc
+  ln -sfn "$repo/train" "$stage/mutants/train"  # and the attributes its writers write
   for top in report sweeps; do
     for entry in "$repo/$top"/*; do
       name=$(basename "$entry")

@@ -38,7 +38,17 @@ from dtune_report.scaling_model import (
     replay,
     replay_step,
 )
-from dtune_report.sharding import SHARD_MODES, Shard, gathered_phase, predict_sharded, state_memory, units_of
+from dtune_report.sharding import (
+    SHARD_MODES,
+    Shard,
+    describe_memory,
+    gathered_peak,
+    gathered_phase,
+    predict_sharded,
+    state_memory,
+    units_from_bytes,
+    units_of,
+)
 
 # Four parameters in model order, 2, 1, 1 and 1 MiB. Backward produces them last first.
 PARAM_BYTES = np.array([2, 1, 1, 1]) * MIB
@@ -493,6 +503,33 @@ def test_each_resnets_pieces_and_block_units_are_its_parameters_by_hand():
     assert block_units(Pieces(((0,), (1,), (2,)), ("a", "a", "b"))) == [[2], [1, 0]]
     with pytest.raises(ValueError):
         block_units(Pieces(((0,), (1,)), ("a",)))
+
+
+def test_the_gathered_peak_is_set_by_forward_or_by_backward_each_replayed_apart():
+    # Reshard on, prefetch 1, units in forward order, each piece's units; peaks by hand.
+    # Forward sets it: a big tied head (100 B) is prefetched at the last block: embed 1 + h2 10 +
+    # head 100 = 111; backward never holds the head with a block (at the head: 101).
+    assert gathered_peak([1, 10, 10, 10, 100], [{0}, {1}, {2}, {3}, {4, 0}], 1, True) == 111
+    # Backward sets it, in the middle: at piece 1 ({1, 2}) it prefetches unit 0 (100 B), which
+    # forward freed after piece 0: 100 + 10 + 10 = 120 (forward's most: 100 + 10 at piece 0).
+    assert gathered_peak([100, 10, 10, 1], [{0}, {1, 2}, {3}], 1, True) == 120
+    # ... and at the last piece ({2, 3}), which prefetches unit 1 backward: 30 (forward's most: 20).
+    assert gathered_peak([1, 10, 10, 10], [{0}, {1}, {2, 3}], 1, True) == 30
+
+
+def test_the_memory_formula_line_names_the_element_size_the_master_copy_and_the_optimizer_state():
+    # Ψ parameters: fp32 weights 4 B each and SGD's momentum 4 B; bf16 weights 2 B each, an fp32
+    # master copy 4 B and AdamW's two moments 8 B.
+    assert describe_memory("sgd", "fp32") == "P = G = 4Ψ (fp32 weights), O = 4Ψ (sgd)"
+    assert describe_memory("adamw", "bf16") == "P = G = 2Ψ (bf16 weights), O = fp32 master 4Ψ + 8Ψ (adamw)"
+
+
+def test_recorded_unit_bytes_are_read_as_whole_parameters_or_not_at_all():
+    # Parameters of 4, 4 and 4 B, cut from the last: 8 then 4 is [[2, 1], [0]]; 6 splits parameter
+    # 1; 4 then 4 leaves parameter 0 in no unit; 4, 4, 4, 4 asks for one more than there is.
+    assert units_from_bytes([4, 4, 4], [8, 4]) == [[2, 1], [0]]
+    for unit_bytes in ([6, 6], [4, 4], [4, 4, 4, 4]):
+        assert units_from_bytes([4, 4, 4], unit_bytes) is None, unit_bytes
 
 
 def test_zero3_state_memory_replays_which_units_the_trainer_holds_by_hand():

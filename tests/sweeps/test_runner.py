@@ -338,6 +338,7 @@ def test_a_file_written_atomically_is_the_old_or_the_new_and_a_full_disk_leaves_
     real = Path.replace
 
     def full(self, target):
+        assert self.name == "manifest.json.partial" and self.read_text() == "newer"  # written beside it first
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(Path, "replace", full)
@@ -345,6 +346,14 @@ def test_a_file_written_atomically_is_the_old_or_the_new_and_a_full_disk_leaves_
         disk.write_atomic(f, "newer")
     monkeypatch.setattr(Path, "replace", real)
     assert f.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]
+
+    def no_inode(self, text):  # full before the .partial could be created: nothing to remove
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Path, "write_text", no_inode)
+    with pytest.raises(disk.NoSpace):
+        disk.write_atomic(f, "newer")
+    monkeypatch.undo()
     monkeypatch.setattr(Path, "replace", lambda self, target: (_ for _ in ()).throw(PermissionError("read-only")))
     with pytest.raises(PermissionError):  # another error passes as it is
         disk.write_atomic(f, "newer")
