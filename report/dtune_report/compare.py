@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .identity import run_identity
+from .identity import MESH_FIELDS, run_identity
 from .loader import load_comm, load_runs, load_train
+from .mesh import fields_mesh, mesh_text
 
 # Row fields named first in a label, by benchmark (the rest of the identity follows where it varies).
 _BASE = {"comm": ["collective", "dtype", "op", "placement", "size"], "train": ["model", "precision", "batch"]}
@@ -232,6 +233,10 @@ def _labeller(keys) -> tuple:
             for (k, n) in sorted(values)
             if k == kind and n not in _BASE[kind] and len(values[(k, n)]) > 1
         ]
+        mesh = [x for x in extra if x.split("=")[0] in MESH_FIELDS]  # shown as one: mesh=dp2×pp2 (tp,pp,dp)
+        if mesh:
+            extra[extra.index(mesh[0])] = f"mesh={mesh_text(fields_mesh(d))}"
+            extra = [x for x in extra if x not in mesh]
         return kind, base, extra
 
     def label(key):

@@ -17,8 +17,9 @@ import numpy as np
 import pandas as pd
 
 from .compare import bootstrap_median_ci, samples_needed, train_step_samples
-from .identity import run_identity
+from .identity import MESH_FIELDS, run_identity
 from .loader import load_runs
+from .mesh import fields_mesh, mesh_text
 from .units import setting_name, setting_text
 
 # Identity fields that define the workload rather than a setting to tune; with every command-line
@@ -64,11 +65,12 @@ DEFAULTS = {
     "decode": "roi",
     "fast_decode": "0",
     "reduce_algo": "flat",
-    "pipeline_stages": "1",
+    "mesh_pp": "1",
+    "mesh_tp": "1",
+    "mesh_order": "tp,pp,dp",
     "micro_batches": "1",
     "schedule": "1f1b",
     "virtual_stages": "1",
-    "pipeline_layout": "within-node",
     "partition": "flops",
 }
 
@@ -132,8 +134,9 @@ def _axes(configs: list) -> list:
     """Fields that vary among the configurations, those that vary together merged into one axis."""
     names = sorted({k for c in configs for k in c.fields})
     varying = [k for k in names if len({c.fields.get(k) for c in configs}) > 1 and k not in WORKLOAD_FIELDS]
-    axes = []
-    for k in varying:
+    mesh = [k for k in MESH_FIELDS if k in varying]  # one axis, shown as the mesh (axis_value)
+    axes = [mesh] if mesh else []
+    for k in (k for k in varying if k not in mesh):
         col = [c.fields.get(k) for c in configs]
         for ax in axes:
             ref = [c.fields.get(ax[0]) for c in configs]
@@ -144,7 +147,7 @@ def _axes(configs: list) -> list:
             axes.append([k])
     # The field a user sets first: flags and attributes the user names (batch before global_batch,
     # the pipeline's stages before its micro-batches).
-    order = ["batch", "pipeline_stages", "shard", "precision", "bucket_mb", "workers"]
+    order = ["batch", *MESH_FIELDS, "shard", "precision", "bucket_mb", "workers"]
     for ax in axes:
         ax.sort(key=lambda k: (order.index(k) if k in order else len(order), k))
     return axes
@@ -208,11 +211,13 @@ def studies(configs: list) -> list:
 
 def axis_name(axis: list) -> str:
     """An axis by its first field's name: fields that vary with it (global_batch with batch, the
-    first bucket with the bucket) follow from it."""
-    return setting_name(axis[0])
+    first bucket with the bucket) follow from it. The mesh's fields are the axis "mesh"."""
+    return "mesh" if axis[0] in MESH_FIELDS else setting_name(axis[0])
 
 
 def axis_value(c: Config, axis: list) -> str:
+    if axis[0] in MESH_FIELDS:  # "dp2×pp2 (tp,pp,dp)"
+        return mesh_text(fields_mesh(c.fields))
     return setting_text(axis[0], c.fields.get(axis[0]))
 
 

@@ -5,7 +5,9 @@ settings provenance recorded (NCCL_*, UCX_*, OMPI_*, OMP_*, ...) and the number 
 both sides come from sweeps, the point's definition (what its id hashes, results/SCHEMA.md "Merged
 sweep files") gives the arguments, adds its exported variables and its launch shape (ranks, nodes,
 ranks per node); its sweep name and repeat number do not count, so repeats pool and a renamed
-sweep still matches.
+sweep still matches. A train run's mesh counts by its pipeline and tensor degrees and the order in
+which it places ranks (MESH_FIELDS, mesh.py): --pipeline-layout and --mesh-order spellings of one
+layout match, and so do orders that place ranks alike (with one axis of degree > 1, every order).
 
 Attributes: a run group records its settings beside its results (MFU and whether its peak held,
 summaries, counters, status). Of dtune-comm's and dtune-train's groups only the settings count
@@ -23,6 +25,8 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
+
+from .mesh import canonical_order, mesh_of
 
 # dtune-comm's short flags (nccl-tests' letters), by long name: benchmarks/comm/options.cc.
 COMM_SHORT = {
@@ -126,6 +130,10 @@ IGNORED_FLAGS = {
         "--virtual-stages",
         "--pipeline-layout",
         "--partition",
+        # The mesh (--pp is --pipeline-stages): matched on the mesh_* attributes (MESH_FIELDS).
+        "--pp",
+        "--tp",
+        "--mesh-order",
         # Sample counts.
         "--steps",
         "--warmup-steps",
@@ -204,8 +212,19 @@ SETTING_ATTRS = {
         "virtual_stages",
         "pipeline_layout",
         "partition",
+        "mesh_dp",
+        "mesh_pp",
+        "mesh_tp",
+        "mesh_order",
     },
 }
+
+# A train run's mesh counts as MESH_FIELDS (mesh.py: the pipeline and tensor degrees and the order
+# as it places ranks, so that orders that place them alike match), in place of the attributes that
+# spell it (MESH_SPELLINGS; files written before the mesh_* attributes have only the first two).
+# The data-parallel degree follows from the ranks (world_size, np) and those degrees.
+MESH_SPELLINGS = ("pipeline_stages", "pipeline_layout", "mesh_dp", "mesh_pp", "mesh_tp", "mesh_order")
+MESH_FIELDS = ("mesh_pp", "mesh_tp", "mesh_order")
 
 # Run attributes that are results, sample counts or derived text, not settings
 # (results/SCHEMA.md): comm fits and status, train summaries and data/cache counters. For the
@@ -414,6 +433,14 @@ def run_identity(run: dict, by_point: bool) -> dict:
     else:
         tokens = shlex.split(run["command_line"])[1:] if run["command_line"] else []
         out["np"] = str(run["world_size"])
+    if run["benchmark"] == "train":
+        out = {k: v for k, v in out.items() if k not in MESH_SPELLINGS} | mesh_fields(attrs, out["np"])
     out.update(_flags_with_env_fallbacks(tokens, env, binary))
     out.update(settings_env(env))
     return out
+
+
+def mesh_fields(attrs: dict, ranks) -> dict:
+    """A train run's MESH_FIELDS, from its attributes (`ranks`: where they lack world_size)."""
+    m = mesh_of(attrs, ranks)
+    return {"mesh_pp": str(m.pp), "mesh_tp": str(m.tp), "mesh_order": canonical_order(m)}

@@ -1037,6 +1037,9 @@ def test_identity_of_a_run_from_its_command_line_environment_and_attributes():
         "reshard_after_forward": "1",  # written for zero3 runs only: the others take its default
         "shard_unit": "block",  # likewise
         "shard_prefetch": "1",
+        "mesh_pp": "1",  # a file from before pipelines and the mesh: one stage,
+        "mesh_tp": "1",  # no tensor parallelism,
+        "mesh_order": "tp,pp,dp",  # the default order
         "np": "2",
         "--timing": "off",  # the command line wins over its environment fallback
         "--check-every": "2",
@@ -1049,6 +1052,9 @@ def test_identity_of_a_run_from_its_command_line_environment_and_attributes():
         "reshard_after_forward": "1",
         "shard_unit": "block",
         "shard_prefetch": "1",
+        "mesh_pp": "1",
+        "mesh_tp": "1",
+        "mesh_order": "tp,pp,dp",
         "np": "4",
     }
     # dtune-comm: its prefix only, and --warmup-iters read as its underscore flag (ignored).
@@ -1069,6 +1075,9 @@ def test_identity_of_a_sweep_point_is_its_definition():
         "reshard_after_forward": "1",
         "shard_unit": "block",
         "shard_prefetch": "1",
+        "mesh_pp": "1",
+        "mesh_tp": "1",
+        "mesh_order": "tp,pp,dp",
         "np": "4",
         "nodes": "2",
         "ranks_per_node": "2",
@@ -1081,10 +1090,131 @@ def test_identity_of_a_sweep_point_is_its_definition():
         "reshard_after_forward": "1",
         "shard_unit": "block",
         "shard_prefetch": "1",
+        "mesh_pp": "1",
+        "mesh_tp": "1",
+        "mesh_order": "tp,pp,dp",
         "np": "None",
         "nodes": "None",
         "ranks_per_node": "None",
     }
+
+
+# The device mesh (issue 56): a train run's layout counts by its degrees and by its order only where
+# the order places ranks differently, however it was spelt (--pipeline-layout, --mesh-order, --pp)
+# and whether the file has the mesh_* attributes or only pipeline_stages and pipeline_layout.
+
+
+def _mesh_attrs(dp, pp, tp, order):
+    return {"world_size": dp * pp * tp, "mesh_dp": dp, "mesh_pp": pp, "mesh_tp": tp, "mesh_order": order}
+
+
+@pytest.mark.parametrize(
+    "dp,pp,tp,order_a,order_b,splits",
+    [
+        # dp and pp above 1: what counts is whether pp is inside dp (a pipeline on consecutive ranks).
+        (2, 2, 1, "tp,pp,dp", "tp,dp,pp", True),
+        (2, 2, 1, "tp,pp,dp", "pp,tp,dp", False),
+        (2, 2, 1, "tp,pp,dp", "pp,dp,tp", False),
+        (2, 2, 1, "tp,dp,pp", "dp,tp,pp", False),
+        (2, 2, 1, "tp,dp,pp", "dp,pp,tp", False),
+        (2, 2, 1, "pp,dp,tp", "dp,pp,tp", True),
+        # one axis above 1 (or none): every order places ranks alike.
+        (4, 1, 1, "tp,pp,dp", "dp,pp,tp", False),
+        (4, 1, 1, "tp,pp,dp", "tp,dp,pp", False),
+        (1, 2, 1, "tp,pp,dp", "tp,dp,pp", False),
+        (1, 1, 1, "tp,pp,dp", "dp,tp,pp", False),
+        # tensor parallelism (degree 1 only in dtune-train today): against dp, and against pp.
+        (2, 1, 2, "tp,pp,dp", "dp,pp,tp", True),
+        (2, 1, 2, "tp,pp,dp", "pp,tp,dp", False),
+        (1, 2, 2, "tp,pp,dp", "pp,tp,dp", True),
+        (1, 2, 2, "tp,pp,dp", "tp,dp,pp", False),
+    ],
+)
+def test_the_mesh_order_splits_a_configuration_only_where_it_places_ranks_differently(
+    dp, pp, tp, order_a, order_b, splits
+):
+    a = {"attrs": _mesh_attrs(dp, pp, tp, order_a), "world_size": dp * pp * tp}
+    b = {**a, "attrs": _mesh_attrs(dp, pp, tp, order_b)}
+    assert apart(a, b) == splits
+
+
+def test_the_mesh_degrees_split_a_configuration():
+    base = {"attrs": _mesh_attrs(4, 1, 1, "tp,pp,dp"), "world_size": 4}
+    assert apart(base, {**base, "attrs": _mesh_attrs(2, 2, 1, "tp,pp,dp")})
+    assert apart(base, {**base, "attrs": _mesh_attrs(2, 1, 2, "tp,pp,dp")})
+
+
+@pytest.mark.parametrize(
+    "old,new,splits",
+    [
+        # A file from before the mesh_* attributes against one with them: pipeline_layout is the order.
+        ({"pipeline_stages": 2, "pipeline_layout": "within-node"}, _mesh_attrs(2, 2, 1, "tp,pp,dp"), False),
+        ({"pipeline_stages": 2, "pipeline_layout": "across-nodes"}, _mesh_attrs(2, 2, 1, "tp,dp,pp"), False),
+        ({"pipeline_stages": 2, "pipeline_layout": "within-node"}, _mesh_attrs(2, 2, 1, "tp,dp,pp"), True),
+        ({"pipeline_stages": 2, "pipeline_layout": "across-nodes"}, _mesh_attrs(2, 2, 1, "pp,tp,dp"), True),
+        ({}, _mesh_attrs(4, 1, 1, "tp,pp,dp"), False),  # before pipelines: one stage
+        ({"pipeline_stages": 2}, _mesh_attrs(4, 1, 1, "tp,pp,dp"), True),
+        # One stage: across-nodes places ranks as within-node does (it split them before the mesh).
+        ({"pipeline_stages": 1, "pipeline_layout": "across-nodes"}, _mesh_attrs(4, 1, 1, "tp,pp,dp"), False),
+        # Where the writer names the layout by its order (pipeline_layout "pp,dp,tp"), the order counts.
+        ({"pipeline_stages": 2, "pipeline_layout": "pp,dp,tp"}, _mesh_attrs(2, 2, 1, "tp,pp,dp"), False),
+    ],
+)
+def test_a_file_without_the_mesh_attributes_matches_one_with_them(old, new, splits):
+    # The newer file also writes pipeline_stages, and pipeline_layout by the order's older name.
+    layout = {"tp,pp,dp": "within-node", "tp,dp,pp": "across-nodes"}.get(new["mesh_order"], new["mesh_order"])
+    a = {"attrs": {"world_size": 4, **old}, "world_size": 4}
+    b = {"attrs": {**new, "pipeline_stages": new["mesh_pp"], "pipeline_layout": layout}, "world_size": 4}
+    assert apart(a, b) == splits
+
+
+def test_the_mesh_flags_are_matched_on_the_attributes():
+    # --pp is --pipeline-stages; --pipeline-layout within-node is --mesh-order tp,pp,dp: spelt either
+    # way, given or left at the default, on the command line or through DTUNE_TRAIN_*, one configuration.
+    attrs = _mesh_attrs(2, 2, 1, "tp,pp,dp")
+    base = {"attrs": attrs, "world_size": 4, "command_line": "/x/dtune-train --pipeline-stages 2"}
+    for cmd in ("--pp 2", "--pp 2 --mesh-order tp,pp,dp", "--pipeline-stages 2 --pipeline-layout within-node"):
+        assert not apart(base, {**base, "command_line": f"/x/dtune-train {cmd}"}), cmd
+    assert not apart(base, {**base, "env": {"DTUNE_TRAIN_MESH_ORDER": "pp,tp,dp", "DTUNE_TRAIN_TP": "1"}})
+    across = {**base, "attrs": _mesh_attrs(2, 2, 1, "tp,dp,pp"), "command_line": "/x/dtune-train --pp 2"}
+    assert apart(base, {**across, "command_line": "/x/dtune-train --pp 2 --mesh-order tp,dp,pp"})
+    assert not apart(across, {**across, "command_line": "/x/dtune-train --pp 2 --pipeline-layout across-nodes"})
+
+
+def _mesh_runs(path, orders, old_style=False):
+    """A 4-rank train file: one DDP run and one dp2 x pp2 run per order, each written with the mesh_*
+    attributes or (old_style) with pipeline_stages and pipeline_layout only."""
+    layout = {"tp,pp,dp": "within-node", "tp,dp,pp": "across-nodes"}
+    runs = [(STEPS, None, {"rank_factors": (1.0,) * 4})]
+    for order in orders:
+        mesh = {"pipeline_stages": 2, "pipeline_layout": layout[order]}
+        if not old_style:
+            mesh |= {"mesh_dp": 2, "mesh_pp": 2, "mesh_tp": 1, "mesh_order": order}
+        runs.append(([s * 2 for s in STEPS], None, {"rank_factors": (1.0,) * 4, **mesh}))
+    train_file(path, runs, "/x/dtune-train --model resnet18", hosts=("h0",) * 4)
+
+
+def test_compare_shows_a_run_s_mesh_and_pairs_files_with_and_without_the_mesh_attributes(tmp_path):
+    _mesh_runs(tmp_path / "a.h5", ["tp,pp,dp"], old_style=True)
+    _mesh_runs(tmp_path / "b.h5", ["tp,pp,dp", "tp,dp,pp"])
+    c = compare_results(tmp_path / "a.h5", tmp_path / "b.h5")
+    assert [(r.config, r.n_a, r.n_b) for r in c.rows] == [
+        ("resnet18 fp32 batch 8 mesh=dp2×pp2 (tp,pp,dp)", 11, 11),
+        ("resnet18 fp32 batch 8 mesh=dp4", 11, 11),
+    ]
+    assert list(c.only_b) == ["resnet18 fp32 batch 8 mesh=dp2×pp2 (tp,dp,pp)"] and not c.only_a
+
+
+def test_a_study_s_mesh_axis_names_each_layout(tmp_path):
+    from dtune_report.configs import studies, train_configs
+
+    _mesh_runs(tmp_path / "a.h5", ["tp,pp,dp", "tp,dp,pp"])
+    (s,) = studies(train_configs([tmp_path / "a.h5"]))
+    assert sorted(c.label for c in s.configs) == [
+        "mesh dp2×pp2 (tp,dp,pp)",
+        "mesh dp2×pp2 (tp,pp,dp)",
+        "mesh dp4",
+    ]
 
 
 def test_a_short_flag_with_its_value_attached_reads_as_cli11_reads_it():
