@@ -30,6 +30,7 @@ TRAIN_DEFAULTS = {
     "--local-sgd": "0",
     "--data": "synthetic",
     "--pipeline-stages": "1",
+    "--tp": "1",
     "--schedule": "1f1b",
     "--virtual-stages": "1",
     "--shard": "none",
@@ -48,6 +49,10 @@ _C_INTEGER = re.compile(r"[ \t\n\v\f\r]*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][
 _C_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 _C_HEX = re.compile(r"[+-]?0[xX]([0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)([pP][+-]?[0-9]+)?")
 _C_SPECIAL = re.compile(r"[+-]?(inf|infinity|nan(\([0-9a-zA-Z_]*\))?)", re.IGNORECASE)
+# The device mesh (train/mesh.h): --mesh-order names these axes once each; --pipeline-layout's two
+# values are two of its orders.
+MESH_AXES = ("tp", "pp", "dp")
+LAYOUT_ORDERS = {"within-node": "tp,pp,dp", "across-nodes": "tp,dp,pp"}
 COMM_DEFAULTS = {"-b": "32M", "-e": "32M", "-r": "0"}
 COMM_ALIASES = {"--minbytes": "-b", "--maxbytes": "-e", "--root": "-r", "--backend": "--backend"}
 _SIZE = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -158,19 +163,51 @@ def _shown(flags: dict, given: dict, name: str) -> str:
     return f"{name} ({flags[name]})" if name in given else f"{name} (default {flags[name]})"
 
 
+def _mesh(given: dict) -> list[str]:
+    """The mesh flags' own rules (benchmarks/train/options.cc parse_mesh, its messages): --tp 1
+    only; --mesh-order a permutation of tp,pp,dp; --pipeline-layout, if given with it, the same
+    order; --pp and --pipeline-stages one option, given once (CLI11 refuses it twice)."""
+    bad = []
+    if "--pp" in given and "--pipeline-stages" in given:
+        bad.append("--pp and --pipeline-stages are one option (the pipeline's stages): give it once")
+    tp = given.get("--tp", "1")
+    if tp is True or c_integer(str(tp)) != 1:
+        bad.append(
+            f"{_as_given('--tp', tp)}: tensor parallelism is not built yet; give --tp 1 (the mesh reserves the axis)"
+        )
+    order = given.get("--mesh-order")
+    if order is not None and (order is True or sorted(str(order).split(",")) != sorted(MESH_AXES)):
+        text = "" if order is True else order
+        bad.append(
+            f"--mesh-order '{text}': give the axes tp, pp and dp once each, innermost first, "
+            "e.g. tp,pp,dp (the default) or tp,dp,pp"
+        )
+    elif order is not None and given.get("--pipeline-layout") in LAYOUT_ORDERS:
+        layout = given["--pipeline-layout"]
+        if LAYOUT_ORDERS[layout] != order:
+            bad.append(
+                f"--pipeline-layout {layout} is --mesh-order {LAYOUT_ORDERS[layout]}, not {order}: give one of the two"
+            )
+    return bad
+
+
 def _train(given: dict, ranks: int) -> list[str]:
     f = {**TRAIN_DEFAULTS, **given}
-    bad = []
+    pp_flag = "--pp" if "--pp" in given and "--pipeline-stages" not in given else "--pipeline-stages"
+    f["--pipeline-stages"] = f.get(pp_flag)  # --pp is --pipeline-stages
+    bad = _mesh(given)
     first, bucket = _num(f["--first-bucket-mb"]), _num(f["--bucket-mb"])
     if first is not None and bucket is not None and first > bucket:
         bad.append(f"{_shown(f, given, '--first-bucket-mb')} must be at most {_shown(f, given, '--bucket-mb')}")
     auto = f["--batch"] == "auto"
     if "--batch-sweep" in given and not auto:
         bad.append("--batch-sweep needs --batch auto")
-    stages = _num(f["--pipeline-stages"])
-    if stages is not None and stages > 0 and ranks % stages != 0:
-        bad.append(f"--pipeline-stages ({f['--pipeline-stages']}) must divide ranks ({ranks})")
-    dp = ranks // stages if stages and ranks % stages == 0 else ranks  # data-parallel ranks
+    stages, tp = _num(f["--pipeline-stages"]), _num(f["--tp"])
+    mesh = stages * tp if stages is not None and tp is not None and stages > 0 and tp > 0 else None
+    if mesh is not None and ranks % mesh != 0:
+        by = f"--tp ({f['--tp']}) x " if tp != 1 else ""
+        bad.append(f"{by}{pp_flag} ({f['--pipeline-stages']}) must divide ranks ({ranks})")
+    dp = ranks // mesh if mesh and ranks % mesh == 0 else ranks  # data-parallel ranks: the mesh's dp
     if "--micro-batches" in given and "--accum-steps" in given and f["--micro-batches"] != f["--accum-steps"]:
         bad.append("--micro-batches and --accum-steps differ: they are the same; keep one")
     micro = _num(f.get("--micro-batches", f["--accum-steps"]))
@@ -181,7 +218,7 @@ def _train(given: dict, ranks: int) -> list[str]:
         if virtual is not None and virtual < 2:
             bad.append("--schedule interleaved needs --virtual-stages 2 or more")
         if micro is not None and (micro < stages or micro % stages != 0):
-            bad.append(f"--schedule interleaved needs --micro-batches ({micro}) a multiple of --pipeline-stages")
+            bad.append(f"--schedule interleaved needs --micro-batches ({micro}) a multiple of {pp_flag}")
     if "--global-batch" in given:
         g, acc = _num(f["--global-batch"]), _num(f.get("--micro-batches", f["--accum-steps"]))
         if auto:
@@ -233,12 +270,10 @@ def _train(given: dict, ranks: int) -> list[str]:
         for flag, bad_value in (
             ("--local-sgd", (sgd or 0) > 0),
             ("--batch", auto),
-            ("--shard", shard is not None),
+            ("--shard", shard == "zero3"),  # zero1 and zero2 shard each stage over its data-parallel group
         ):
             if bad_value:
-                bad.append(
-                    f"--pipeline-stages {f['--pipeline-stages']} does not go with {flag} {f.get(flag, '')}".rstrip()
-                )
+                bad.append(f"{pp_flag} {f['--pipeline-stages']} does not go with {flag} {f.get(flag, '')}".rstrip())
     if "--profile-steps" in given:
         start, _, count = str(f["--profile-steps"]).partition(":")
         total = (_num(f["--warmup-steps"]) or 0) + (_num(f["--steps"]) or 0)
@@ -332,7 +367,9 @@ RULES_HELP = """cross-flag rules, checked for every point when the sweep is plan
     --backend nccl and --precision tf32 need --device cuda; --weights-dtype bf16 not with
     --precision fp16; --local-sgd not with --accum-steps > 1; --batch auto on CPU needs
     --memory-limit-mb; --cache-dir needs --data; --fast-decode needs --decode roi;
-    --profile-steps within --warmup-steps + --steps; --pipeline-stages divides ranks;
+    --profile-steps within --warmup-steps + --steps; --pipeline-stages (--pp) x --tp divides
+    ranks; --tp 1 (reserved for tensor parallelism); --mesh-order names tp, pp and dp once each,
+    and --pipeline-layout, if given too, is the same order; --pp and --pipeline-stages not both;
     --virtual-stages > 1 needs --schedule interleaved, which needs
     --micro-batches a multiple of --pipeline-stages; --micro-batches equals --accum-steps if both;
     --shard not with --local-sgd or --batch auto; --shard zero2 or zero3 not with --reduce-algo
@@ -340,7 +377,7 @@ RULES_HELP = """cross-flag rules, checked for every point when the sweep is plan
     --reshard-after-forward, --shard-unit and --shard-prefetch need --shard zero3;
     --shard is none, zero1, zero2 or zero3; --reshard-after-forward on or off; --shard-unit
     block or a size in MiB (a number, no unit) in (0, 1073741824]; --shard-prefetch 0 to 64;
-    --pipeline-stages > 1 not with --local-sgd, --batch auto or --shard;
+    --pipeline-stages > 1 not with --local-sgd, --batch auto or --shard zero3;
     --reduce-algo hierarchical only with --backend mpi
   dtune-comm: -b <= -e; -r is a rank; --mpi-buffers device only with --backend mpi;
     --pattern fsdp needs --model, one -d of float32 or bfloat16 and the table format, and not

@@ -81,7 +81,21 @@ CASES = [
         "--reduce-algo",
         "--shard zero1 --reduce-algo hierarchical",
     ),
-    ("dtune-train", 2, "--pipeline-stages 2 --shard zero1", "--shard zero1", "--pipeline-stages 2 --shard none"),
+    # zero1 and zero2 shard each stage over its data-parallel group; zero3 is refused with stages.
+    ("dtune-train", 2, "--pipeline-stages 2 --shard zero3", "--shard zero3", "--pipeline-stages 2 --shard zero2"),
+    ("dtune-train", 2, "--pp 2 --shard zero3", "--pp 2 does not go with --shard zero3", "--pp 2 --shard zero1"),
+    # The mesh (train/mesh.h): --tp 1 only, --mesh-order a permutation, --pp x --tp divides the ranks.
+    ("dtune-train", 2, "--tp 2", "tensor parallelism is not built yet", "--tp 1"),
+    ("dtune-train", 2, "--mesh-order tp,pp", "--mesh-order 'tp,pp': give the axes", "--mesh-order tp,dp,pp"),
+    ("dtune-train", 2, "--mesh-order tp,pp,pp", "--mesh-order 'tp,pp,pp'", "--mesh-order dp,pp,tp"),
+    ("dtune-train", 4, "--pp 3", "--pp (3) must divide ranks (4)", "--pp 4"),
+    (
+        "dtune-train",
+        2,
+        "--pipeline-layout within-node --mesh-order tp,dp,pp",
+        "--pipeline-layout within-node is --mesh-order tp,pp,dp, not tp,dp,pp",
+        "--pipeline-layout across-nodes --mesh-order tp,dp,pp",
+    ),
     (
         "dtune-train",
         2,
@@ -390,16 +404,17 @@ EXACT = [
         "--shard zero2 --reduce-algo hierarchical",
         ["--shard zero2 does not go with --reduce-algo hierarchical (it all-reduces)"],
     ),
-    ("dtune-train", 2, "--pipeline-stages 2 --shard zero2", ["--pipeline-stages 2 does not go with --shard zero2"]),
+    ("dtune-train", 2, "--pipeline-stages 2 --shard zero2", []),
+    ("dtune-train", 2, "--pipeline-stages 2 --shard zero3", ["--pipeline-stages 2 does not go with --shard zero3"]),
     # Every complaint of a point that breaks several: the local SGD one twice (with the pipeline too).
     (
         "dtune-train",
         2,
-        "--pipeline-stages 2 --shard zero1 --local-sgd 1",
+        "--pipeline-stages 2 --shard zero3 --local-sgd 1",
         [
-            "--shard zero1 does not go with --local-sgd (local SGD keeps every rank's optimizer state)",
+            "--shard zero3 does not go with --local-sgd (local SGD keeps every rank's optimizer state)",
             "--pipeline-stages 2 does not go with --local-sgd 1",
-            "--pipeline-stages 2 does not go with --shard zero1",
+            "--pipeline-stages 2 does not go with --shard zero3",
         ],
     ),
     # DDP, given or by default, and zero1 with the hierarchical algorithm: accepted, as dtune-train does.
@@ -732,3 +747,89 @@ def test_rule_breaks_listed_once_per_point_up_to_a_limit(tmp_path):
             "--precision tf32 needs --device cuda"
         )
     )
+
+
+# The device mesh (issue 56): --pp is --pipeline-stages, --tp 1 only, --mesh-order a permutation of
+# tp,pp,dp, and the data-parallel degree the ranks over pp x tp; messages as dtune-train's
+# (benchmarks/train/options.cc parse_mesh, train/mesh.cc).
+MESH_EXACT = [
+    ("--tp 2", 4, ["--tp 2: tensor parallelism is not built yet; give --tp 1 (the mesh reserves the axis)"]),
+    ("--tp 0", 4, ["--tp 0: tensor parallelism is not built yet; give --tp 1 (the mesh reserves the axis)"]),
+    ("--tp 1 --pp 2", 4, []),
+    (
+        "--mesh-order tp,pp,dp,",
+        4,
+        [
+            "--mesh-order 'tp,pp,dp,': give the axes tp, pp and dp once each, innermost first, "
+            "e.g. tp,pp,dp (the default) or tp,dp,pp"
+        ],
+    ),
+    (
+        "--mesh-order TP,PP,DP",
+        4,
+        [
+            "--mesh-order 'TP,PP,DP': give the axes tp, pp and dp once each, innermost first, "
+            "e.g. tp,pp,dp (the default) or tp,dp,pp"
+        ],
+    ),
+    ("--mesh-order pp,dp,tp --pp 2", 4, []),
+    # --pipeline-layout beside --mesh-order: the same order as written, or refused.
+    ("--pipeline-layout across-nodes --mesh-order tp,dp,pp", 4, []),
+    (
+        "--pipeline-layout across-nodes --mesh-order tp,pp,dp",
+        4,
+        ["--pipeline-layout across-nodes is --mesh-order tp,dp,pp, not tp,pp,dp: give one of the two"],
+    ),
+    (
+        "--pp 2 --pipeline-stages 2",
+        4,
+        ["--pp and --pipeline-stages are one option (the pipeline's stages): give it once"],
+    ),
+    # --pp counts as the stages: in the ranks' divisibility, the data-parallel degree of
+    # --global-batch (8 ranks / 2 stages = 4 groups x 1 micro-batch: 12 divides, 6 does not) and
+    # the pipeline's refusals.
+    ("--pp 3", 8, ["--pp (3) must divide ranks (8)"]),
+    ("--pp 2 --global-batch 12", 8, []),
+    (
+        "--pp 2 --global-batch 6",
+        8,
+        ["--global-batch (6) must divide by data-parallel ranks (4) x --accum-steps (default 1)"],
+    ),
+    ("--pp 2 --local-sgd 1 --data d", 8, ["--pp 2 does not go with --local-sgd 1"]),
+    # Pipeline stages with zero1 and zero2 (each stage's state sharded over its data-parallel group).
+    ("--pp 2 --shard zero1 --global-batch 2", 4, []),
+    ("--pipeline-stages 2 --shard zero2 --mesh-order tp,dp,pp", 4, []),
+    ("--pp 2 --shard zero3", 4, ["--pp 2 does not go with --shard zero3"]),
+]
+
+
+@pytest.mark.parametrize("args,ranks,expect", MESH_EXACT)
+def test_the_mesh_rules_say_exactly_what_dtune_train_refuses(args, ranks, expect):
+    assert check_point("dtune-train", args.split(), ranks) == expect
+
+
+def test_a_mesh_sweep_plans_its_orders_and_refuses_zero3_with_stages_until_excluded(tmp_path):
+    f = tmp_path / "mesh.yaml"
+    f.write_text(
+        "name: m\nbinary: dtune-train\nargs: [--model, gpt2-tiny]\n"
+        "axes: {--pp: [1, 2], --mesh-order: ['tp,pp,dp', 'tp,dp,pp'], --shard: [zero1, zero3]}\nlaunch: {ranks: 4}\n"
+    )
+    flags = {"dtune-train": {"--pp", "--mesh-order", "--shard"}}
+    with pytest.raises(SweepError) as e:
+        plan(str(f), known_flags=flags)
+    first, *points = str(e.value).splitlines()
+    assert "2 of 8 points" in first, first
+    assert sorted(p.split("  ", 2)[2] for p in points) == [
+        "--pp 2 --mesh-order tp,dp,pp --shard zero3: --pp 2 does not go with --shard zero3",
+        "--pp 2 --mesh-order tp,pp,dp --shard zero3: --pp 2 does not go with --shard zero3",
+    ], points
+    f.write_text(f.read_text() + "exclude: [{--pp: 2, --shard: zero3}]\n")
+    pts = plan(str(f), known_flags=flags)
+    assert sorted((p.values["--pp"], p.values["--mesh-order"], p.values["--shard"]) for p in pts) == [
+        (1, "tp,dp,pp", "zero1"),
+        (1, "tp,dp,pp", "zero3"),
+        (1, "tp,pp,dp", "zero1"),
+        (1, "tp,pp,dp", "zero3"),
+        (2, "tp,dp,pp", "zero1"),
+        (2, "tp,pp,dp", "zero1"),
+    ]
