@@ -1,7 +1,7 @@
 """The main job's summary (scripts/main.sh), read back from its merged sweep file: per collective
 and Open MPI transport the busbw at the largest size, and per training configuration its
 samples/s, median step time and MFU. Two printed lines never read the same but for their figures:
-where the usual label (model, batch, precision, buckets, data, pipeline) is shared, each line
+where the usual label (model, batch, precision, buckets, data, mesh) is shared, each line
 also names every setting (identity.SETTING_ATTRS) that differs within its group, so the DDP and
 ZeRO-3 runs of one global batch read `shard none` and `shard zero3`."""
 
@@ -15,6 +15,7 @@ import pandas as pd
 
 from .identity import SETTING_ATTRS
 from .loader import load_comm_summary, load_train_summary
+from .mesh import mesh_of, mesh_text
 
 
 def _value(v) -> str:
@@ -25,8 +26,9 @@ def _value(v) -> str:
 
 def _label(r) -> str:
     data = "" if r.get("data", "synthetic") == "synthetic" else f", JPEG shards via {int(r.workers)} workers"
-    if r.get("pipeline_stages", 1) > 1:
-        data += f", pipeline of {int(r.pipeline_stages)} stages x {int(r.micro_batches)} micro-batches"
+    mesh = mesh_of(dict(r))
+    if mesh.pp != 1 or mesh.tp != 1:  # "dp2×pp2 (tp,pp,dp)", the pipeline's micro-batches
+        data += f", mesh {mesh_text(mesh)}, {int(r.micro_batches)} micro-batches"
     elif r.get("accum_steps", 1) > 1:
         data += f", {int(r.accum_steps)} micro-batches"
     return f"{r.model:>10s} batch {int(r.batch):3d}/rank {r.precision:>4s} buckets {r.bucket_mb:5g} MiB{data}"

@@ -43,7 +43,9 @@ def mesh_of(attrs: dict, world=None) -> Mesh:
     """The mesh of a train run from its attributes: mesh_dp, mesh_pp, mesh_tp and mesh_order where
     written; else pp = pipeline_stages (1 before pipelines), tp = 1, dp = world_size / (pp × tp)
     (`world`: the ranks, where the attributes lack world_size) and the order of pipeline_layout
-    (within-node: tp,pp,dp; across-nodes: tp,dp,pp)."""
+    (within-node: tp,pp,dp; across-nodes: tp,dp,pp). A NaN (a table row of a file that lacks the
+    attribute) counts as absent."""
+    attrs = {k: v for k, v in attrs.items() if not (isinstance(v, float) and v != v)}
     pp = _int(attrs.get("mesh_pp", attrs.get("pipeline_stages", 1)))
     tp = _int(attrs.get("mesh_tp", 1))
     if "mesh_dp" in attrs:

@@ -20,6 +20,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from .loader import decode_attr, expand_paths, open_results  # noqa: E402
+from .mesh import mesh_of, mesh_text  # noqa: E402
 
 COLOURS = {0: "#4C72B0", 1: "#DD8452"}  # forward, backward
 
@@ -63,7 +64,7 @@ def timeline_figure(run: dict, out):
     bubble = np.asarray(run["bubble"])
     ax.set(
         xlabel="ms from the step's common start",
-        title=f"{run['model']}: {run['schedule']}, {int(run['pipeline_stages'])} stages x "
+        title=f"{run['model']}: {mesh_text(mesh_of(run))}, {run['schedule']}, "
         f"{int(run['micro_batches'])} micro-batches; measured bubble {100 * bubble.mean():.1f}% "
         f"(theory {100 * float(run['theory_bubble']):.1f}%)",
     )
@@ -77,24 +78,28 @@ def timeline_figure(run: dict, out):
 
 def pp_against_dp(train: pd.DataFrame, pipelines: list[dict]) -> pd.DataFrame:
     """Runs grouped by (model, world_size, global_batch); only groups with a pipeline run. Columns:
-    model, ranks, global_batch, layout ("DP 4", "DP 2 x PP 2 1f1b"), samples_per_s, step_time_p50_ms,
-    bubble (measured mean over ranks; NaN for DP), theory_bubble, vs_dp (samples/s over the
-    group's best pure-DP run)."""
+    model, ranks, global_batch, layout (the mesh, mesh.py, then a pipeline's schedule and a
+    sharded run's mode: "dp4", "dp2×pp2 (tp,pp,dp) 1f1b", "dp2×pp2 (tp,dp,pp) 1f1b zero1"),
+    samples_per_s, step_time_p50_ms, bubble (measured mean over ranks; NaN for DP), theory_bubble,
+    vs_dp (samples/s over the group's best pure-DP run)."""
     if train.empty or "pipeline_stages" not in train:
         return pd.DataFrame()
     bubbles = {(p["file"], p["run"]): (float(np.mean(p["bubble"])), float(p["theory_bubble"])) for p in pipelines}
     ok = train[train.status == "ok"].copy()
-    ok["pipeline_stages"] = ok.pipeline_stages.fillna(1).astype(int)
+    meshes = [mesh_of(dict(x)) for _, x in ok.iterrows()]
+    ok["dp_only"] = [m.pp == 1 and m.tp == 1 for m in meshes]
+    ok["layout"] = [mesh_text(m) for m in meshes]
     rows = []
     for (model, ranks, gb), g in ok.groupby(["model", "world_size", "global_batch"]):
-        if (g.pipeline_stages == 1).all():
+        if g.dp_only.all():
             continue
-        dp_best = g[g.pipeline_stages == 1].samples_per_s.max()
+        dp_best = g[g.dp_only].samples_per_s.max()
         for _, x in g.iterrows():
-            P = int(x.pipeline_stages)
-            layout = f"DP {int(ranks)}" if P == 1 else f"DP {int(ranks) // P} x PP {P} {x.schedule}"
-            if P > 1 and x.schedule == "interleaved":
+            layout = x.layout if x.dp_only else f"{x.layout} {x.schedule}"
+            if not x.dp_only and x.schedule == "interleaved":
                 layout += f" V={int(x.virtual_stages)}"
+            if str(x.get("shard", "none")) not in ("none", "nan"):
+                layout += f" {x.shard}"
             b, th = bubbles.get((x.file, x.run), (np.nan, np.nan))
             rows.append(
                 {

@@ -208,7 +208,7 @@ def test_report_draws_the_timeline_and_compares_pp_with_dp(tmp_path):
     assert (tmp_path / "report" / "pipeline_timeline_0.png").stat().st_size > 0
     assert "pipeline_timeline_0" in made["figures"]
     table = pp_against_dp(load_train_summary(files), load_pipelines(files))
-    assert list(table.layout) == ["DP 2", "DP 1 x PP 2 1f1b"]
+    assert list(table.layout) == ["dp2", "pp2 1f1b"]
     assert list(table.global_batch) == [8, 8] and table.vs_dp[0] == 1.0
     assert table.bubble.isna()[0] and 0 <= table.bubble[1] < 1
 

@@ -1217,6 +1217,33 @@ def test_a_study_s_mesh_axis_names_each_layout(tmp_path):
     ]
 
 
+def test_the_report_s_pipeline_table_names_each_run_s_mesh_schedule_and_sharding():
+    # report.pipeline.pp_against_dp: one row per run of a (model, ranks, global batch) with a
+    # pipeline; the layout is the mesh (an older file's from pipeline_stages and pipeline_layout),
+    # a pipeline's schedule, a sharded run's mode; vs_dp against the best run with no pipeline.
+    import pandas as pd
+
+    from dtune_report.pipeline import pp_against_dp
+
+    run = {"status": "ok", "model": "gpt2-tiny", "world_size": 4, "global_batch": 16, "schedule": "1f1b"}
+    run |= {"virtual_stages": 1, "step_time_p50_ms": 10.0}
+    train = pd.DataFrame(
+        [
+            run | {"run": "ddp", "pipeline_stages": 1, "pipeline_layout": "within-node", "samples_per_s": 100.0},
+            run | {"run": "old", "pipeline_stages": 2, "pipeline_layout": "within-node", "samples_per_s": 50.0},
+            run
+            | {"run": "across", "pipeline_stages": 2, "pipeline_layout": "across-nodes", "samples_per_s": 80.0}
+            | {"mesh_dp": 2, "mesh_pp": 2, "mesh_tp": 1, "mesh_order": "tp,dp,pp", "shard": "zero1"},
+            run
+            | {"run": "ddp-zero2", "pipeline_stages": 1, "samples_per_s": 125.0, "shard": "zero2"}
+            | {"pipeline_layout": "across-nodes", "mesh_dp": 4, "mesh_pp": 1, "mesh_tp": 1, "mesh_order": "tp,dp,pp"},
+        ]
+    )
+    t = pp_against_dp(train.assign(file="f"), [])
+    assert list(t.layout) == ["dp4", "dp2×pp2 (tp,pp,dp) 1f1b", "dp2×pp2 (tp,dp,pp) 1f1b zero1", "dp4 zero2"]
+    assert list(t.vs_dp) == [0.8, 0.4, 0.64, 1.0]
+
+
 def test_a_short_flag_with_its_value_attached_reads_as_cli11_reads_it():
     # -n5 is -n 5 (CLI11), however short the value; a long flag never splits this way.
     assert parse_flags(["-n5", "-oX", "--ab"], "dtune-comm") == {"--iters": "5", "--op": "X", "--ab": ""}

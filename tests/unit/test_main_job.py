@@ -161,8 +161,9 @@ def test_summary_lines_name_every_setting_that_tells_two_runs_apart():
 
 def test_summary_lines_read_each_figure_and_label_part_as_printed():
     # Written out by hand from the format: the model right-aligned in 10, the batch in 3, the
-    # precision in 4, the buckets %5g; JPEG data names its workers, a pipeline its stages and
-    # micro-batches (before accumulation's), accumulation alone its micro-batches; samples/s %8.1f,
+    # precision in 4, the buckets %5g; JPEG data names its workers, a pipeline its mesh (the
+    # degrees above 1, then the order where two are) and micro-batches (before accumulation's),
+    # accumulation alone its micro-batches; samples/s %8.1f,
     # step p50 %6.1f, MFU %6.1f%% only when it is a number of at most 100% (n/a otherwise), and a
     # rejected peak named by its source.
     rejected = "datasheet (H100 SXM bf16): 989 TFLOP/s below the achieved 1210 TFLOP/s"
@@ -173,6 +174,9 @@ def test_summary_lines_read_each_figure_and_label_part_as_printed():
             | {"mfu_valid": 0, "mfu_rejected_peaks": rejected},
             row(pipeline_stages=2, micro_batches=4, accum_steps=2, samples_per_s=1234.56, step_time_p50_ms=7.25),
             row(accum_steps=3, mfu=float("nan"), bucket_mb=100.0),
+            # a file with the mesh: 2 groups of 2 stages, a stage's group on consecutive ranks
+            row(world_size=4, micro_batches=2, accum_steps=2, pipeline_stages=2, pipeline_layout="across-nodes")
+            | {"mesh_dp": 2, "mesh_pp": 2, "mesh_tp": 1, "mesh_order": "tp,dp,pp"},
             row(mfu=1.0, batch=128),
         ]
     )
@@ -180,10 +184,12 @@ def test_summary_lines_read_each_figure_and_label_part_as_printed():
         "   gpt2-tiny batch   4/rank fp32 buckets    25 MiB:    100.0 samples/s, step p50   80.0 ms, MFU   1.0%",
         "    resnet50 batch  32/rank bf16 buckets   0.5 MiB, JPEG shards via 4 workers:    100.0 samples/s, step p50"
         "   80.0 ms, MFU    n/a [a peak below the achieved rate was rejected: datasheet (H100 SXM bf16)]",
-        "   gpt2-tiny batch   4/rank fp32 buckets    25 MiB, pipeline of 2 stages x 4 micro-batches:   1234.6 "
+        "   gpt2-tiny batch   4/rank fp32 buckets    25 MiB, mesh pp2, 4 micro-batches:   1234.6 "
         "samples/s, step p50    7.2 ms, MFU   1.0%",
         "   gpt2-tiny batch   4/rank fp32 buckets   100 MiB, 3 micro-batches:    100.0 samples/s, step p50   80.0 ms, "
         "MFU    n/a",
+        "   gpt2-tiny batch   4/rank fp32 buckets    25 MiB, mesh dp2×pp2 (tp,dp,pp), 2 micro-batches:    100.0 "
+        "samples/s, step p50   80.0 ms, MFU   1.0%",
         "   gpt2-tiny batch 128/rank fp32 buckets    25 MiB:    100.0 samples/s, step p50   80.0 ms, MFU 100.0%",
     ]
 
@@ -194,14 +200,14 @@ def test_summary_labels_of_jpeg_data_with_a_pipeline_or_accumulation_and_of_a_pa
     jpeg = {"data": "/d/shards", "workers": 2}
     train = pd.DataFrame(
         [
-            row(**jpeg, pipeline_stages=4, micro_batches=8),
+            row(**jpeg, pipeline_stages=4, micro_batches=8, world_size=8),
             row(**jpeg, accum_steps=2),
             row(model="m", shard="none"),
             row(model="m", shard="zero1"),
         ]
     )
     assert [line.split(": ")[0] for line in train_lines(train)] == [
-        "   gpt2-tiny batch   4/rank fp32 buckets    25 MiB, JPEG shards via 2 workers, pipeline of 4 stages x 8 "
+        "   gpt2-tiny batch   4/rank fp32 buckets    25 MiB, JPEG shards via 2 workers, mesh dp2×pp4 (tp,pp,dp), 8 "
         "micro-batches",
         "   gpt2-tiny batch   4/rank fp32 buckets    25 MiB, JPEG shards via 2 workers, 2 micro-batches",
         "           m batch   4/rank fp32 buckets    25 MiB, shard none",
