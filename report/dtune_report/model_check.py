@@ -5,7 +5,9 @@ that matches it on every setting but the launch shape and the gradient synchroni
 (nodes from its recorded hosts), bucket sizes, overlap, compression and shard mode (a --shard
 zero1|zero2 run against sharding.predict_sharded: its buckets reduce-scattered for zero2, the
 parameter all-gather after the step for both; a zero3 run with its own units, prefetch and
-resharding, model_inputs.run_shard; the table's `shard` column).
+resharding, model_inputs.run_shard; the table's `shard` column). A run whose mesh has pipeline
+stages (or tensor parallelism) is named under the table and left out: the model is of data
+parallelism.
 
 Where the files hold several matching profiles (model_check.sh measures one between every few
 multi-rank runs, since the machine drifts), a run is predicted from the one measured nearest in
@@ -43,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from .loader import load_runs, open_results
+from .mesh import mesh_of, mesh_text
 from .model_assumptions import SHARD_ASSUMPTIONS
 from .model_inputs import (
     ModelInputError,
@@ -158,6 +161,10 @@ def check(paths, profile: str = "nearest") -> tuple:
         name = f"{Path(r.file).name}:{r.run}"
         if int(a.get("local_sgd_every", 0)) != 0:
             notes.append(f"{name}: local SGD, not modelled")
+            continue
+        mesh = mesh_of(a, r.world_size)  # its mesh_* attributes, or an older file's pipeline_stages
+        if mesh.pp != 1 or mesh.tp != 1:
+            notes.append(f"{name}: mesh {mesh_text(mesh)}, not modelled (data parallelism only)")
             continue
         try:
             shard = run_shard(r.file, r.run, a)  # the run's own mode, zero3 units, prefetch, resharding

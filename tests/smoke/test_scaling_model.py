@@ -437,6 +437,64 @@ def test_zero3_sends_one_and_a_half_ddp_and_its_backward_is_the_ddp_replay():
         assert (max(end + 10.0 - ready[-1], queue) - 10.0, queue) == replay_step(ready, 10.0, costs)
 
 
+def test_zero1_and_zero2_read_the_first_bucket_overlap_and_compute_scale_they_are_given():
+    # zero1, --first-bucket-mb 2 (the profile says 1) over p = 4: allreduce 2(p-1)α + 2(p-1)/p·n·β
+    # = 3 + 1.5·n[MiB] ms. Buckets (backward order) [p3, p2] 2 MiB, [p1] 1, [p0] 2: 6, 4.5, 6 ms
+    # (a first bucket of 1 MiB would cut 1, 2, 2: 4.5, 6, 6 ms and expose 8 and 7 ms).
+    # Step 0, ready max(1, 2) = 2, 6, 9: 2 -> 8, 8 -> 12.5, 12.5 -> 18.5: 8.5 exposed, step 38.5.
+    # Step 1, ready 0.5, 1, 2: 0.5 -> 6.5, 6.5 -> 11, 11 -> 17: 7 exposed, step 47.
+    # AG of all 5 MiB after the step: half of 3 + 7.5 = 5.25 ms. Medians: exposed 7.75 + 5.25 = 13,
+    # step 42.75 + 5.25 = 48; comm 16.5 + 5.25 = 21.75; base (30 + 40) / 2 = 35.
+    z1 = predict_sharded(profile(), Shape(1, 4), 2.0, {"intra": INTRA}, Shard("zero1"), first_bucket_mb=2.0)
+    assert (z1.shape, z1.bucket_mb, z1.buckets, z1.base_step_ms, z1.compute_factor) == (Shape(1, 4), 2.0, 3, 35.0, 1.0)
+    assert (z1.step_ms, z1.exposed_ms, z1.comm_ms) == pytest.approx((48.0, 13.0, 21.75), abs=1e-12)
+    # zero2, --overlap off, compute twice as slow, p = 2: RS = 0.5 + n/2 ms on buckets of 1, 2, 2 MiB:
+    # 1, 1.5, 1.5, all launched when backward ends (20 ms): 4 ms exposed in both steps (overlapped,
+    # none would be), + AG(5 MiB) 3 ms. Steps 60 + 7 and 80 + 7: median 77; comm 4 + 3; the base
+    # is the measured step, unscaled, and the prediction says by how much compute was scaled.
+    z2 = predict_sharded(
+        profile(), Shape(1, 2), 2.0, {"intra": INTRA}, Shard("zero2"), overlap=False, compute_scale=2.0
+    )
+    assert (z2.shape, z2.bucket_mb, z2.buckets, z2.base_step_ms, z2.compute_factor) == (Shape(1, 2), 2.0, 3, 35.0, 2.0)
+    assert (z2.step_ms, z2.exposed_ms, z2.comm_ms) == pytest.approx((77.0, 7.0, 7.0), abs=1e-12)
+
+
+def uneven_zero3_profile(forward_ms=(6.0,)):
+    """One step: p0 1 MiB, p1 3 MiB; backward 10 ms, p1's gradient ready at 4 ms, p0's never
+    recorded (NaN: taken at backward's end); forward 6 ms; a bf16-compressed wire (0.5)."""
+    return Profile(
+        total_ms=np.array([30.0]),
+        backward_ms=np.array([10.0]),
+        ready_ms=np.array([[np.nan, 4.0]]),
+        param_bytes=np.array([1, 3]) * MIB,
+        wire_factor=0.5,
+        forward_ms=None if forward_ms is None else np.array(forward_ms),
+    )
+
+
+def test_zero3_on_unequal_units_a_compressed_wire_and_a_gradient_never_recorded_by_hand():
+    # Units of 1 MiB: [p1] 3 MiB, [p0] 1 MiB (backward order). p = 2: AG = 0.5 + n/2 ms of the
+    # weights, 2 and 1 ms; RS of the wire's bytes (half): 0.5 + 0.75 = 1.25 and 0.5 + 0.25 = 0.75 ms.
+    # Forward, p0's unit first: 6 ms by bytes 1.5 + 4.5; gathers 1 then 2 ms. g0 0 -> 1, f0 1 -> 2.5
+    # (g1 1 -> 3), f1 3 -> 7.5: 1.5 ms exposed. (p1's share first: 1 ms; p1's gather first: 2 ms.)
+    # Backward: units launched at 4 and 10 (p0 NaN: at the end), segments 4 and 6 ms. g0 (2 ms)
+    # 0 -> 2, b0 2 -> 6 (g1 2 -> 3), RS0 6 -> 7.25, b1 6 -> 12, RS1 12 -> 12.75; no compute after the
+    # last unit: 2.75 ms exposed. Step 30 + 1.5 + 2.75; comm 2 x (2 + 1) + 1.25 + 0.75 = 8 ms.
+    shard = Shard("zero3", unit_mb=1.0, prefetch=1)
+    z3 = predict_sharded(uneven_zero3_profile(), Shape(1, 2), 25.0, {"intra": INTRA}, shard)
+    assert (z3.shape, z3.bucket_mb, z3.buckets, z3.base_step_ms, z3.compute_factor) == (Shape(1, 2), 25.0, 2, 30.0, 1.0)
+    assert (z3.step_ms, z3.exposed_ms, z3.comm_ms) == pytest.approx((34.25, 4.25, 8.0), abs=1e-12)
+    # Compute twice as slow: forward 3 + 9 ms, g0 0 -> 1, f0 1 -> 4, f1 4 -> 13: 1 exposed. Backward
+    # 20, launched at 8 and 20: g0 0 -> 2, b0 2 -> 10, RS0 10 -> 11.25, b1 10 -> 22, RS1 22 -> 22.75:
+    # 2.75. Step 60 + 3.75; the base stays the measured 30 ms.
+    z3 = predict_sharded(uneven_zero3_profile(), Shape(1, 2), 25.0, {"intra": INTRA}, shard, compute_scale=2.0)
+    assert (z3.base_step_ms, z3.compute_factor) == (30.0, 2.0)
+    assert (z3.step_ms, z3.exposed_ms, z3.comm_ms) == pytest.approx((63.75, 3.75, 8.0), abs=1e-12)
+    # A profile without forward times: a forward of 0 ms, every gather exposed (1 + 2 ms): 3 + 2.75.
+    z3 = predict_sharded(uneven_zero3_profile(None), Shape(1, 2), 25.0, {"intra": INTRA}, shard)
+    assert (z3.step_ms, z3.exposed_ms) == pytest.approx((35.75, 5.75), abs=1e-12)
+
+
 def test_state_memory_per_rank_as_the_zero_paper_counts_it():
     # bf16 weights, AdamW (16 B per parameter: 2 + 2 + 12), Ψ = 5 MiB / 2 parameters, N = 4:
     # DDP 16Ψ, zero1 4Ψ + 12Ψ/N, zero2 2Ψ + 14Ψ/N (+ the largest bucket, 2 MiB), zero3 16Ψ/N (+ the
@@ -616,3 +674,31 @@ def test_check_models_each_zero3_run_with_its_own_units_prefetch_and_resharding(
         assert expected.step_ms != default.step_ms, name
     table = model_check.format_check(rows, notes)
     assert all(f" {label} " in table for _, label in want.values()), table
+
+
+def test_check_reads_each_run_s_mesh_a_data_parallel_one_in_any_order_and_names_a_pipeline(tmp_path, monkeypatch):
+    """`dtune model check` reads a run's mesh from its mesh_* attributes (an older file's from
+    pipeline_stages and pipeline_layout): a data-parallel run matches the 1-rank profile whatever
+    order or layout it was written with (with one axis above 1 the order places no rank
+    differently) and is predicted as DDP; a run with pipeline stages is named, not modelled."""
+    from dtune_report import model_check
+    from dtune_report.model_inputs import LinkFits, load_profiles
+
+    _train_file(tmp_path / "profile.h5", ("h0",), ready=np.vstack([READY[:1], READY]))
+    two = ("h0", "h0")
+    mesh = {"mesh_tp": 1, "pipeline_layout": "across-nodes", "mesh_order": "tp,dp,pp"}
+    _train_file(tmp_path / "ddp-across.h5", two, mesh_dp=2, mesh_pp=1, **mesh)
+    _train_file(tmp_path / "pp-new.h5", two, mesh_dp=1, mesh_pp=2, pipeline_stages=2, **mesh)
+    _train_file(tmp_path / "pp-old.h5", two, pipeline_stages=2)
+    fits = LinkFits(by_ranks={("intra", 2, 0): INTRA})
+    monkeypatch.setattr(model_check, "load_link_fits", lambda paths: fits)
+    rows, notes = model_check.check(sorted(tmp_path.glob("*.h5")))
+    (row,) = rows
+    assert Path(row.file).stem == "ddp-across" and row.world_size == 2
+    prof = load_profiles([tmp_path / "profile.h5"])[0].profile
+    assert row.predicted == predict_sharded(prof, Shape(1, 2), 25.0, {"intra": INTRA}, Shard("none"))
+    run = "0000-train-gpt2-tiny"
+    assert sorted(notes) == [
+        f"pp-new.h5:{run}: mesh pp2, not modelled (data parallelism only)",
+        f"pp-old.h5:{run}: mesh pp2, not modelled (data parallelism only)",
+    ]
