@@ -23,9 +23,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .advice import SECTION_TITLES  # noqa: E402
-from .configs import _axes  # noqa: E402
+from .configs import _axes, axis_name, axis_value  # noqa: E402
 from .loader import decode_attr, expand_paths, open_results  # noqa: E402
-from .units import fmt_sig, setting_name, setting_text  # noqa: E402
+from .units import fmt_sig  # noqa: E402
 
 MIB = float(1 << 20)
 MODES = ("none", "zero1", "zero2", "zero3")  # dtune-train --shard, in table order
@@ -84,7 +84,7 @@ def _varying(cs: list) -> list:
 
 
 def _label(c, varying: list) -> str:
-    return ", ".join(f"{setting_name(k)} {setting_text(k, c.fields.get(k))}" for k in varying) or "-"
+    return ", ".join(f"{axis_name([k])} {axis_value(c, [k])}" for k in varying) or "-"  # the mesh as one
 
 
 def shard_tables(studies, runs: dict) -> list:

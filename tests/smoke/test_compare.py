@@ -1244,6 +1244,27 @@ def test_the_report_s_pipeline_table_names_each_run_s_mesh_schedule_and_sharding
     assert list(t.vs_dp) == [0.8, 0.4, 0.64, 1.0]
 
 
+def test_the_sharding_table_tells_configurations_apart_by_their_mesh(tmp_path):
+    # Pipeline stages with zero1 beside DDP's: the Sharding section's `configuration` column names
+    # each configuration's mesh as one setting, in dp4 and dp2×pp2 alike.
+    from dtune_report.configs import studies, train_configs
+    from dtune_report.shard_report import load_shard_runs, shard_tables
+
+    runs = []
+    for shard in ("none", "zero1"):
+        runs.append((STEPS, None, {"rank_factors": (1.0,) * 4, "shard": shard}))
+        mesh = {"pipeline_stages": 2, "mesh_dp": 2, "mesh_pp": 2, "mesh_tp": 1, "mesh_order": "tp,pp,dp"}
+        runs.append((STEPS, None, {"rank_factors": (1.0,) * 4, "shard": shard, **mesh}))
+    train_file(tmp_path / "a.h5", runs, "/x/dtune-train --model resnet18", hosts=("h0",) * 4)
+    ((model, ranks, t),) = shard_tables(studies(train_configs([tmp_path / "a.h5"])), load_shard_runs([tmp_path]))
+    assert list(zip(t.configuration, t["shard"])) == [
+        ("mesh dp2×pp2 (tp,pp,dp)", "none"),
+        ("mesh dp2×pp2 (tp,pp,dp)", "zero1"),
+        ("mesh dp4", "none"),
+        ("mesh dp4", "zero1"),
+    ]
+
+
 def test_a_short_flag_with_its_value_attached_reads_as_cli11_reads_it():
     # -n5 is -n 5 (CLI11), however short the value; a long flag never splits this way.
     assert parse_flags(["-n5", "-oX", "--ab"], "dtune-comm") == {"--iters": "5", "--op": "X", "--ab": ""}
