@@ -578,10 +578,17 @@ def written_attrs(benchmark: str) -> set:
     """Every attribute name the binary's writers give a run group, with dtune sweep merge's
     (sweeps/dtune_sweep/point_copy.py) and, for train, the data summary's (train/config.h)."""
     names = {"point", "point_id"}
+    config_h = (REPO / "train/config.h").read_text()
     for path in WRITERS[benchmark]:
-        names |= set(re.findall(r'write_attr\(\s*[^,"]+,\s*"(\w+)"', (REPO / path).read_text()))
+        text = (REPO / path).read_text()
+        names |= set(re.findall(r'write_attr\(\s*[^,"]+,\s*"(\w+)"\s*,', text))
+        # A name per mesh axis, written in a loop over them: "mesh_" + to_string(a), a over
+        # kMeshAxisNames (train/config.h).
+        for prefix in re.findall(r'write_attr\(\s*[^,"]+,\s*"(\w+)"\s*\+\s*to_string\(', text):
+            axes = re.search(r"kMeshAxisNames\[\] = \{(.*?)\};", config_h, re.S)
+            names |= {prefix + axis for axis in re.findall(r'"(\w+)"', axes.group(1))}
     if benchmark == "train":
-        block = re.search(r"kDataSummaryFields = \{(.*?)\};", (REPO / "train/config.h").read_text(), re.S)
+        block = re.search(r"kDataSummaryFields = \{(.*?)\};", config_h, re.S)
         names |= set(re.findall(r'"(\w+)"', block.group(1)))
     return names
 
