@@ -1285,6 +1285,9 @@ def test_the_first_argument_of_a_command_line_counts():
         "reshard_after_forward": "1",
         "shard_unit": "block",
         "shard_prefetch": "1",
+        "mesh_pp": "1",
+        "mesh_tp": "1",
+        "mesh_order": "tp,pp,dp",
         "np": "2",
         "--timing": "off",
     }
