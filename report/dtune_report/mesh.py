@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 AXES = ("tp", "pp", "dp")
 DEFAULT_ORDER = "tp,pp,dp"  # dtune-train's default, --pipeline-layout within-node
-# --pipeline-layout's two names for an order (dtune-train writes an order it cannot name as itself).
+# --pipeline-layout's two names for an order (any other value of the attribute is read as an order).
 LAYOUT_ORDER = {"within-node": "tp,pp,dp", "across-nodes": "tp,dp,pp"}
 # Every order, the default first and --pipeline-layout across-nodes second: of several orders that
 # place ranks alike, a configuration is named by the first.
@@ -73,9 +73,10 @@ def canonical_order(m: Mesh) -> str:
 
 
 def mesh_text(m: Mesh) -> str:
-    """The mesh as reports show it: the degrees above 1 (dp, pp, tp), then the order where it
-    places ranks (two axes above 1): "dp4", "dp2×pp2 (tp,pp,dp)", "pp2", "dp1" on one rank."""
-    parts = [f"{a}{m.degree(a)}" for a in ("dp", "pp", "tp") if m.degree(a) != 1 and m.degree(a) is not None]
+    """The mesh as reports show it: the degrees above 1 (dp, pp, tp; "?" for one not known), then
+    the order where it places ranks (two axes above 1): "dp4", "dp2×pp2 (tp,pp,dp)", "pp2", "dp1"
+    on one rank."""
+    parts = [f"{a}{'?' if m.degree(a) is None else m.degree(a)}" for a in ("dp", "pp", "tp") if m.degree(a) != 1]
     wide = [a for a in AXES if m.degree(a) != 1]
     text = "×".join(parts) or "dp1"
     return f"{text} ({canonical_order(m)})" if len(wide) >= 2 else text

@@ -1188,6 +1188,25 @@ def test_the_mesh_flags_are_matched_on_the_attributes():
     assert not apart(across, {**across, "command_line": "/x/dtune-train --pp 2 --pipeline-layout across-nodes"})
 
 
+@pytest.mark.parametrize(
+    "attrs,shown",
+    [
+        ({"world_size": 1}, "dp1"),  # a file from before pipelines, one rank
+        ({"world_size": 8, "pipeline_stages": 2, "pipeline_layout": "across-nodes"}, "dp4×pp2 (tp,dp,pp)"),
+        ({"world_size": 8, "pipeline_stages": 8, "pipeline_layout": "across-nodes"}, "pp8"),
+        ({"world_size": 6, "pipeline_stages": 4}, "dp?×pp4 (tp,pp,dp)"),  # stages that do not divide
+        ({"world_size": 8, "pipeline_stages": float("nan"), "mesh_order": float("nan")}, "dp8"),  # a table's gaps
+        (_mesh_attrs(2, 2, 2, "dp,pp,tp"), "dp2×pp2×tp2 (dp,pp,tp)"),
+        (_mesh_attrs(4, 2, 1, "pp,dp,tp"), "dp4×pp2 (tp,pp,dp)"),  # named by the first order alike
+        (_mesh_attrs(2, 1, 1, "pp,tp,dp"), "dp2"),
+    ],
+)
+def test_a_mesh_is_shown_by_its_degrees_above_one_and_an_order_that_places_ranks(attrs, shown):
+    from dtune_report.mesh import mesh_of, mesh_text
+
+    assert mesh_text(mesh_of(attrs)) == shown
+
+
 def _mesh_runs(path, orders, old_style=False):
     """A 4-rank train file: one DDP run and one dp2 x pp2 run per order, each written with the mesh_*
     attributes or (old_style) with pipeline_stages and pipeline_layout only."""
