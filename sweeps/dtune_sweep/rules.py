@@ -177,10 +177,9 @@ def _mesh(given: dict) -> list[str]:
         )
     order = given.get("--mesh-order")
     if order is not None and (order is True or sorted(str(order).split(",")) != sorted(MESH_AXES)):
-        text = "" if order is True else order
+        named = "--mesh-order" if order is True else f"--mesh-order '{order}'"
         bad.append(
-            f"--mesh-order '{text}': give the axes tp, pp and dp once each, innermost first, "
-            "e.g. tp,pp,dp (the default) or tp,dp,pp"
+            f"{named}: give the axes tp, pp and dp once each, innermost first, e.g. tp,pp,dp (the default) or tp,dp,pp"
         )
     elif order is not None and given.get("--pipeline-layout") in LAYOUT_ORDERS:
         layout = given["--pipeline-layout"]

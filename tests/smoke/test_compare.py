@@ -1175,6 +1175,17 @@ def test_a_file_without_the_mesh_attributes_matches_one_with_them(old, new, spli
     assert apart(a, b) == splits
 
 
+def test_without_world_size_in_the_attributes_the_run_s_ranks_say_whether_the_order_counts():
+    # Two stages over 2 ranks are one pipeline (dp1: the layout places no rank differently); over 4
+    # ranks, two groups (dp2: it does). A sweep point's ranks stand for the file's world size.
+    within, across = ({"pipeline_stages": 2, "pipeline_layout": x} for x in ("within-node", "across-nodes"))
+    assert not apart({"attrs": within, "world_size": 2}, {"attrs": across, "world_size": 2})
+    assert apart({"attrs": within, "world_size": 4}, {"attrs": across, "world_size": 4})
+    point = {"args": [], "ranks": 4, "nodes": 1, "ranks_per_node": 4}
+    a, b = ({"attrs": x, "world_size": 2, "point": point} for x in (within, across))
+    assert apart(a, b, by_point=True)
+
+
 def test_the_mesh_flags_are_matched_on_the_attributes():
     # --pp is --pipeline-stages; --pipeline-layout within-node is --mesh-order tp,pp,dp: spelt either
     # way, given or left at the default, on the command line or through DTUNE_TRAIN_*, one configuration.

@@ -772,23 +772,50 @@ MESH_EXACT = [
             "e.g. tp,pp,dp (the default) or tp,dp,pp"
         ],
     ),
+    (
+        "--mesh-order",
+        4,
+        [
+            "--mesh-order: give the axes tp, pp and dp once each, innermost first, "
+            "e.g. tp,pp,dp (the default) or tp,dp,pp"
+        ],
+    ),
     ("--mesh-order pp,dp,tp --pp 2", 4, []),
     # --pipeline-layout beside --mesh-order: the same order as written, or refused.
     ("--pipeline-layout across-nodes --mesh-order tp,dp,pp", 4, []),
+    ("--pipeline-layout across-nodes --pp 2", 4, []),
     (
         "--pipeline-layout across-nodes --mesh-order tp,pp,dp",
         4,
         ["--pipeline-layout across-nodes is --mesh-order tp,dp,pp, not tp,pp,dp: give one of the two"],
     ),
     (
-        "--pp 2 --pipeline-stages 2",
+        # both spellings: refused, and the rules read --pipeline-stages's value (3 does not divide 4)
+        "--pp 2 --pipeline-stages 3",
         4,
-        ["--pp and --pipeline-stages are one option (the pipeline's stages): give it once"],
+        [
+            "--pp and --pipeline-stages are one option (the pipeline's stages): give it once",
+            "--pipeline-stages (3) must divide ranks (4)",
+        ],
     ),
     # --pp counts as the stages: in the ranks' divisibility, the data-parallel degree of
     # --global-batch (8 ranks / 2 stages = 4 groups x 1 micro-batch: 12 divides, 6 does not) and
     # the pipeline's refusals.
     ("--pp 3", 8, ["--pp (3) must divide ranks (8)"]),
+    (
+        "--tp 3",
+        4,
+        [
+            "--tp 3: tensor parallelism is not built yet; give --tp 1 (the mesh reserves the axis)",
+            "--tp (3) x --pipeline-stages (1) must divide ranks (4)",
+        ],
+    ),
+    ("--pp 0", 4, []),  # not positive: dtune-train's parser refuses it, no rule reads it
+    (
+        "--pp 2 --schedule interleaved --virtual-stages 2 --micro-batches 3",
+        4,
+        ["--schedule interleaved needs --micro-batches (3) a multiple of --pp"],
+    ),
     ("--pp 2 --global-batch 12", 8, []),
     (
         "--pp 2 --global-batch 6",
