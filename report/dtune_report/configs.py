@@ -134,17 +134,21 @@ def _axes(configs: list) -> list:
     """Fields that vary among the configurations, those that vary together merged into one axis."""
     names = sorted({k for c in configs for k in c.fields})
     varying = [k for k in names if len({c.fields.get(k) for c in configs}) > 1 and k not in WORKLOAD_FIELDS]
-    mesh = [k for k in MESH_FIELDS if k in varying]  # one axis, shown as the mesh (axis_value)
-    axes = [mesh] if mesh else []
-    for k in (k for k in varying if k not in mesh):
-        col = [c.fields.get(k) for c in configs]
+    mesh = [k for k in MESH_FIELDS if k in varying]  # one key, shown as the mesh (axis_value)
+
+    def column(k):
+        return [tuple(c.fields.get(x) for x in (mesh if k in mesh else [k])) for c in configs]
+
+    axes = []
+    for k in (k for k in varying if k not in mesh or k == min(mesh)):
+        col = column(k)
         for ax in axes:
-            ref = [c.fields.get(ax[0]) for c in configs]
+            ref = column(ax[0])
             if len(set(zip(col, ref))) == len(set(col)) == len(set(ref)):
-                ax.append(k)
+                ax += mesh if k in mesh else [k]
                 break
         else:
-            axes.append([k])
+            axes.append(list(mesh) if k in mesh else [k])
     # The field a user sets first: flags and attributes the user names (batch before global_batch,
     # the pipeline's stages before its micro-batches).
     order = ["batch", *MESH_FIELDS, "shard", "precision", "bucket_mb", "workers"]

@@ -1252,6 +1252,24 @@ def test_a_study_s_mesh_axis_names_each_layout(tmp_path):
         "mesh dp2×pp2 (tp,pp,dp)",
         "mesh dp4",
     ]
+    # The global batch that follows from the mesh (batch 8 x dp) is no axis of its own; one that
+    # does not (an order at 16 and 64) is.
+    mesh = {"pipeline_stages": 2, "mesh_dp": 2, "mesh_pp": 2, "mesh_tp": 1}
+    runs = [(STEPS, None, {"rank_factors": (1.0,) * 4, "global_batch": 32})]
+    runs += [(STEPS, None, {"rank_factors": (1.0,) * 4, **mesh, "mesh_order": "tp,pp,dp"})]
+    train_file(tmp_path / "b.h5", runs, "/x/dtune-train --model resnet18", hosts=("h0",) * 4)
+    (s,) = studies(train_configs([tmp_path / "b.h5"]))
+    assert sorted(c.label for c in s.configs) == ["mesh dp2×pp2 (tp,pp,dp)", "mesh dp4"]
+    for gb in (16, 64):
+        runs += [(STEPS, None, {"rank_factors": (1.0,) * 4, **mesh, "mesh_order": "tp,dp,pp", "global_batch": gb})]
+    train_file(tmp_path / "b.h5", runs, "/x/dtune-train --model resnet18", hosts=("h0",) * 4)
+    (s,) = studies(train_configs([tmp_path / "b.h5"]))
+    assert sorted(c.label for c in s.configs) == [
+        "global batch 16, mesh dp2×pp2 (tp,dp,pp)",
+        "global batch 16, mesh dp2×pp2 (tp,pp,dp)",
+        "global batch 32, mesh dp4",
+        "global batch 64, mesh dp2×pp2 (tp,dp,pp)",
+    ]
 
 
 def test_the_report_s_pipeline_table_names_each_run_s_mesh_schedule_and_sharding():
