@@ -48,6 +48,8 @@ DEFAULT_STEPS = {"dtune-train": 10, "dtune-comm": 20}
 MIN_RUN_S = 1.0  # mpirun's start alone: a time budget below 2 runs of this per sweep is refused
 NEVER_RETRIED = ("failed", "timeout")
 ENV_PREFIX = {"dtune-train": "DTUNE_TRAIN_", "dtune-comm": "DTUNE_COMM_"}
+# A flag whose environment fallback is named after another spelling of it (CLI11 aliases).
+ENV_SPELLING = {"dtune-train": {"--pp": "--pipeline-stages"}}
 # --seed seeds Optuna's samplers (numpy's RandomState: 0 .. 2**32 - 1) and halving's generators
 # (numpy's default_rng of seed x 1000 + rung, which refuses a negative seed): one range for both.
 SEED_MAX = 2**32 - 1
@@ -322,7 +324,7 @@ def recommendation(p: Point, directory: Path, top_ids: list[str], hosts=None) ->
     prefix = ENV_PREFIX.get(p.binary)
     if prefix:
         for k, v in axis_flags:
-            name = prefix + k.lstrip("-").upper().replace("-", "_")
+            name = prefix + ENV_SPELLING.get(p.binary, {}).get(k, k).lstrip("-").upper().replace("-", "_")
             export.append(f"export {name}={shlex.quote('1' if v is True else str(v))}")
     conf = None
     if p.binary == "dtune-comm" and {"NCCL_ALGO", "NCCL_PROTO"} <= set(p.env):

@@ -529,3 +529,21 @@ def test_optuna_launches_a_failing_reference_once(tmp_path, fake):
     assert ran == {6: 1}, ran
     got = by_x(record(out))
     assert got[2][0] == "skipped" and "did not measure (failed)" in got[2][1], got
+
+
+def test_the_recommended_export_block_names_each_flag_s_fallback_as_dtune_train_reads_it(tmp_path):
+    # --pp is --pipeline-stages, whose fallback is DTUNE_TRAIN_PIPELINE_STAGES (no DTUNE_TRAIN_PP);
+    # --mesh-order and --tp have their own (issue 56).
+    import sys
+
+    sys.path[:0] = [str(REPO / "sweeps")]
+    from dtune_sweep.spec import Point
+    from dtune_sweep.tune import recommendation
+
+    values = {"--pp": 2, "--mesh-order": "tp,dp,pp", "--tp": 1}
+    p = Point("s", "dtune-train", ["--pp", "2", "--mesh-order", "tp,dp,pp", "--tp", "1"], {}, 4, 1, 0, 0, values)
+    assert recommendation(p, tmp_path, [])["export"] == [
+        "export DTUNE_TRAIN_PIPELINE_STAGES=2",
+        "export DTUNE_TRAIN_MESH_ORDER=tp,dp,pp",
+        "export DTUNE_TRAIN_TP=1",
+    ]
