@@ -1,10 +1,11 @@
 """dtune compare's gate and the notes under its table, called in the test process (test_compare.py
 runs `dtune compare` in a subprocess, where a mutation run does not reach): the runs that did not
 end ok with their side, status, message and configuration; the samples left out as not finite and
-the configurations left with none; rows of one-sample and empty sides; each line the gate and the
-table print, against lines written out by hand. Train files are built with h5py in dtune-train's
-layout (train_fixture.py): no binaries."""
+the configurations left with none; rows of one-sample and empty sides; a sweep side of one run
+matched by its point; each line the gate and the table print, against lines written out by hand.
+Train files are built with h5py in dtune-train's layout (train_fixture.py): no binaries."""
 
+import json
 import math
 from pathlib import Path
 
@@ -263,3 +264,25 @@ def test_a_run_not_ok_is_named_on_one_line_of_at_most_200_characters_of_its_mess
     r = NotOk("B", "b.h5", "0003-run", "timeout", message, ())
     assert str(r) == "B: b.h5 0003-run: status timeout: " + "x" * 150 + " " + "y" * 49
     assert str(NotOk("A", "a.h5", "0000-run", "interrupted", "", ())) == "A: a.h5 0000-run: status interrupted"
+
+
+def test_sides_of_one_sweep_run_each_are_matched_by_their_points(tmp_path):
+    # One merged run a side (the `point` attribute `dtune sweep merge` writes), repeats 0 and 1 of
+    # one point. Their recorded command lines differ in a flag that counts (--timing off in B):
+    # read by the points, one configuration (one row, 11 + 11 samples); read by the command lines,
+    # two configurations, one on each side.
+    point = {"id": "p1", "sweep": "s", "repeat": 0, "binary": "dtune-train", "args": ["--batch", "8"], "env": {}}
+    point |= {"ranks": 2, "nodes": 1, "ranks_per_node": 2}
+    a, b = tmp_path / "a.h5", tmp_path / "b.h5"
+    train_file(a, [(STEPS, None, {"point": json.dumps(point)})], CMD)
+    train_file(b, [(STEPS, None, {"point": json.dumps({**point, "repeat": 1})})], CMD + " --timing off")
+    c = compare_results(a, b)
+    assert [(r.config, r.n_a, r.n_b) for r in c.rows] == [("resnet18 fp32 batch 8", 11, 11)]
+    assert (c.only_a, c.only_b) == ([], [])
+    # B as a plain run (no point): matched by command line, A's --timing (none) against B's.
+    train_file(b, [(STEPS, None, {})], CMD + " --timing off")
+    c = compare_results(a, b)
+    assert c.rows == [] and (c.only_a, c.only_b) == (
+        ["resnet18 fp32 batch 8 --timing=-"],
+        ["resnet18 fp32 batch 8 --timing=off"],
+    )

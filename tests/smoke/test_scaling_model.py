@@ -573,6 +573,8 @@ def test_the_gathered_peak_is_set_by_forward_or_by_backward_each_replayed_apart(
     assert gathered_peak([100, 10, 10, 1], [{0}, {1, 2}, {3}], 1, True) == 120
     # ... and at the last piece ({2, 3}), which prefetches unit 1 backward: 30 (forward's most: 20).
     assert gathered_peak([1, 10, 10, 10], [{0}, {1}, {2, 3}], 1, True) == 30
+    # Pieces that hold no parameters gather nothing.
+    assert gathered_peak([], [set(), set()], 1, True) == 0
 
 
 def test_the_memory_formula_line_names_the_element_size_the_master_copy_and_the_optimizer_state():
