@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 
 from . import figures as fg
-from .configs import axis_value
+from .configs import axis_name, axis_value
 from .sections import _reference
-from .units import fmt_bytes, fmt_change, fmt_mib, fmt_sig, setting_name
+from .units import fmt_bytes, fmt_change, fmt_mib, fmt_sig
 from .verdicts import compare_to, verdict_text
 
 # A share of the step (data stall, exposed communication) is worth a sentence when it moves by
@@ -320,7 +320,7 @@ def batch_section(ev) -> list:
             for b, m in oom
         ]
         others = [ax for ax in s.axes if ax is not axis]
-        fixed = ", ".join(f"{setting_name(ax[0])} {axis_value(along[0], ax)}" for ax in others)
+        fixed = ", ".join(f"{axis_name(ax)} {axis_value(along[0], ax)}" for ax in others)
         caption = "Throughput and peak memory against the batch per rank" + (
             f", other settings at the {which} configuration's ({fixed})" if which and fixed else ""
         )

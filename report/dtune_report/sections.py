@@ -79,7 +79,7 @@ def summary_blocks(findings, singles, comm_lines, straggler_line, advice_of=lamb
 def _config_table(f) -> pd.DataFrame:
     rows = []
     for c in f.study.configs:
-        row = {setting_name(ax[0]): axis_value(c, ax) for ax in f.study.axes}
+        row = {axis_name(ax): axis_value(c, ax) for ax in f.study.axes}
         if c is f.baseline:
             vs = "baseline"
         else:

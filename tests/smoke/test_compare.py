@@ -1272,6 +1272,17 @@ def test_a_study_s_mesh_axis_names_each_layout(tmp_path):
     ]
 
 
+def test_the_report_s_study_table_has_one_mesh_column(tmp_path):
+    from dtune_report.report import build_report
+
+    _mesh_runs(tmp_path / "a.h5", ["tp,pp,dp", "tp,dp,pp"])
+    build_report([tmp_path / "a.h5"], tmp_path / "out")
+    md = (tmp_path / "out" / "report.md").read_text()
+    table, along = [ln for ln in md.splitlines() if ln.startswith("| mesh |")]  # configurations; the axis
+    assert "mesh pp" not in md and "mesh order" not in md and table.split(" | ")[1] == "samples/s", table
+    assert "| dp2×pp2 (tp,dp,pp) |" in md and "| dp4 |" in md
+
+
 def test_the_report_s_pipeline_table_names_each_run_s_mesh_schedule_and_sharding():
     # report.pipeline.pp_against_dp: one row per run of a (model, ranks, global batch) with a
     # pipeline; the layout is the mesh (an older file's from pipeline_stages and pipeline_layout),
