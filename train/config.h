@@ -31,6 +31,13 @@ enum class PipelineLayout { kWithinNode, kAcrossNodes };
 enum class PartitionBy { kFlops, kMeasured };
 // --shard: ZeRO's stages of sharded data parallelism (train/zero.h); none is DDP.
 enum class ShardMode { kNone, kZero1, kZero2, kZero3 };
+// The axes of the device mesh (train/mesh.h): tensor, pipeline and data parallelism.
+enum class MeshAxis { kTp = 0, kPp = 1, kDp = 2 };
+inline constexpr int kMeshAxes = 3;
+// --mesh-order: the axes innermost first (the one whose coordinate changes between consecutive
+// ranks first).
+using MeshOrder = std::array<MeshAxis, kMeshAxes>;
+inline constexpr MeshOrder kDefaultMeshOrder = {MeshAxis::kTp, MeshAxis::kPp, MeshAxis::kDp};
 
 // An enum value's name on the command line (and in DTUNE_TRAIN_<NAME>) and in the results file.
 template <class E>
@@ -62,6 +69,8 @@ inline constexpr EnumName<PipelineLayout> kPipelineLayoutNames[] = {
     {PipelineLayout::kWithinNode, "within-node"}, {PipelineLayout::kAcrossNodes, "across-nodes"}};
 inline constexpr EnumName<PartitionBy> kPartitionNames[] = {{PartitionBy::kFlops, "flops"},
                                                             {PartitionBy::kMeasured, "measured"}};
+inline constexpr EnumName<MeshAxis> kMeshAxisNames[] = {
+    {MeshAxis::kTp, "tp"}, {MeshAxis::kPp, "pp"}, {MeshAxis::kDp, "dp"}};
 inline constexpr EnumName<ShardMode> kShardNames[] = {{ShardMode::kNone, "none"},
                                                       {ShardMode::kZero1, "zero1"},
                                                       {ShardMode::kZero2, "zero2"},
@@ -89,9 +98,11 @@ std::string enum_name(const EnumName<E> (&table)[N], E value) {
   return "?";
 }
 
-// --pipeline-stages P > 1: world = data-parallel groups D x P. Within a node, a pipeline is P
-// consecutive ranks (stage = rank mod P); across nodes, a stage is D consecutive ranks (stage =
-// rank / D), so each pipeline hop crosses nodes while data-parallel groups stay on one.
+// --pipeline-stages (--pp) P > 1: world = data-parallel groups D x P, laid out by the mesh
+// (train/mesh.h). `layout` is --pipeline-layout, the older spelling of two mesh orders:
+// within-node, a pipeline is P consecutive ranks (stage = rank mod P: --mesh-order tp,pp,dp);
+// across-nodes, a stage is D consecutive ranks (stage = rank / D: tp,dp,pp), so each pipeline hop
+// crosses nodes while data-parallel groups stay on one.
 struct PipelineOptions {
   int stages = 1;         // P; 1: data parallelism only, nothing below applies
   int micro_batches = 1;  // M per optimizer step (= Options::accum_steps when P > 1)
@@ -161,6 +172,10 @@ struct Options {
   std::string dump_path;       // test only: rank 0 writes final parameters and last gradients
   std::string checksums_path;  // test only: each rank's parameter checksum after every step
   PipelineOptions pipeline;
+  // The device mesh (train/mesh.h): --tp (1 until tensor parallelism exists; pp is
+  // pipeline.stages and dp the ranks left) and --mesh-order, innermost axis first.
+  int tp = 1;
+  MeshOrder mesh_order = kDefaultMeshOrder;
   std::string command_line;
 };
 
@@ -226,6 +241,16 @@ inline std::string to_string(DeviceKind v) { return enum_name(kDeviceNames, v); 
 inline std::string to_string(Schedule v) { return enum_name(kScheduleNames, v); }
 inline std::string to_string(PipelineLayout v) { return enum_name(kPipelineLayoutNames, v); }
 inline std::string to_string(ShardMode v) { return enum_name(kShardNames, v); }
+inline std::string to_string(MeshAxis v) { return enum_name(kMeshAxisNames, v); }
+// "tp,pp,dp": --mesh-order's spelling.
+inline std::string to_string(const MeshOrder& order) {
+  std::string s;
+  for (MeshAxis a : order) {
+    if (!s.empty()) s += ',';
+    s += to_string(a);
+  }
+  return s;
+}
 inline std::string to_string(PartitionBy v) { return enum_name(kPartitionNames, v); }
 
 }  // namespace dtune::train

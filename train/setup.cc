@@ -62,6 +62,10 @@ std::unique_ptr<TrainSetup> TrainSetup::build(const Options& o_in, const RunCont
   s->device = pick_device(o, ctx, s->ordinal);
   set_tf32(o.precision == Precision::kTf32);
   s->world = probe ? 1 : ctx.world_size();
+  s->mesh = probe ? std::make_unique<DeviceMesh>(MPI_COMM_SELF, 0, MeshShape{})
+                  : std::make_unique<DeviceMesh>(
+                        ctx.comm(), ctx.rank(),
+                        make_mesh_shape(ctx.world_size(), o.tp, o.pipeline.stages, o.mesh_order));
   if (s->device.is_cuda()) cuda_reset_peak_and_cache(s->ordinal);
   CpuMemoryMeter::reset_peak();
 

@@ -21,7 +21,9 @@
 #include "train/grad_sync.h"
 #include "train/grad_timer.h"
 #include "train/local_sgd.h"
+#include "train/mesh.h"
 #include "train/optimizer.h"
+#include "train/param_sharding.h"
 #include "train/phase_clock.h"
 #include "train/precision.h"
 #include "train/reducer.h"
@@ -56,17 +58,21 @@ struct TrainSetup {
   RunMode mode = RunMode::kTrain;
   int64_t batch = 0;  // per rank per micro-step
   int world = 1;      // ranks that communicate: 1 for a probe
-  int ordinal = -1;   // the GPU, -1 on CPU
+  // The device mesh (a probe's: this rank alone), built once: every degree and peer comes from it.
+  std::unique_ptr<DeviceMesh> mesh;
+  int ordinal = -1;  // the GPU, -1 on CPU
   torch::Device device{torch::kCPU};
   std::shared_ptr<models::Model> model;
   TraceLog trace_log;
-  std::unique_ptr<Reducer> reducer;   // null for a probe
+  std::unique_ptr<Reducer> reducer;   // over the data axis; null for a probe
   std::vector<torch::Tensor> params;  // this rank's: the model's, or its pipeline stage's
-  std::vector<torch::Tensor> master;  // bf16 weights: the fp32 copy the optimizer updates
-  std::unique_ptr<Optimizer> optimizer;
-  std::optional<GradSync> sync;  // data parallelism with per-step sync (not local SGD, not probes)
-  std::optional<GradTimer> grad_timer;  // every run but a probe: gradient arrival times
-  torch::Tensor bucket_footprint;       // a probe: (Σ parameter bytes,) what the buckets will hold
+  std::vector<torch::Tensor>
+      master;  // replicated bf16 weights: the fp32 copy the optimizer updates
+  std::unique_ptr<Optimizer> optimizer;  // replicated (--shard none)
+  std::optional<GradSync> sync;  // over the data axis, when it syncs per step (dp > 1, zero3)
+  std::unique_ptr<ParamSharding> sharding;  // how the data axis holds params, grads and state
+  std::optional<GradTimer> grad_timer;      // every run but a probe: gradient arrival times
+  torch::Tensor bucket_footprint;  // a probe: (Σ parameter bytes,) what the buckets will hold
   std::optional<LossScaler> scaler;
   std::unique_ptr<DataSource> data;
   std::unique_ptr<PhaseClock> clock;

@@ -1,6 +1,10 @@
 // Incremental writing of a training run's steps.
 #include "train/step_log.h"
 
+#include <vector>
+
+#include "train/mesh.h"
+
 namespace dtune::train {
 namespace {
 
@@ -12,9 +16,10 @@ void write_config(hid_t id, const Options& o, int64_t batch, size_t ranks) {
   h5::write_attr(id, "batch", static_cast<int64_t>(batch));
   h5::write_attr(id, "batch_auto", static_cast<int64_t>(o.batch_auto));
   h5::write_attr(id, "accum_steps", o.accum_steps);
+  const MeshShape mesh =
+      make_mesh_shape(static_cast<int>(ranks), o.tp, o.pipeline.stages, o.mesh_order);
   h5::write_attr(id, "global_batch",
-                 static_cast<int64_t>(batch * static_cast<int64_t>(ranks) / o.pipeline.stages *
-                                      o.accum_steps));
+                 static_cast<int64_t>(batch * mesh[MeshAxis::kDp] * o.accum_steps));
   h5::write_attr(id, "precision", to_string(o.precision));
   h5::write_attr(id, "tf32", static_cast<int64_t>(o.precision == Precision::kTf32));
   h5::write_attr(id, "weights_dtype", to_string(o.weights_dtype));
@@ -51,6 +56,15 @@ void write_config(hid_t id, const Options& o, int64_t batch, size_t ranks) {
   h5::write_attr(id, "virtual_stages", o.pipeline.virtual_stages);
   h5::write_attr(id, "pipeline_layout", to_string(o.pipeline.layout));
   h5::write_attr(id, "partition", to_string(o.pipeline.partition));
+  // The mesh: its degrees, its order and every rank's coordinates (mesh.h).
+  for (MeshAxis a : {MeshAxis::kDp, MeshAxis::kPp, MeshAxis::kTp}) {
+    h5::write_attr(id, "mesh_" + to_string(a), static_cast<int64_t>(mesh[a]));
+    std::vector<int64_t> coord(ranks);
+    for (size_t r = 0; r < ranks; ++r)
+      coord[r] = mesh.coords(static_cast<int>(r))[static_cast<size_t>(a)];
+    h5::write_dataset(id, "mesh_" + to_string(a) + "_coord", {ranks}, coord.data());
+  }
+  h5::write_attr(id, "mesh_order", to_string(o.mesh_order));
   h5::write_attr(id, "steps_written", static_cast<int64_t>(0));
 }
 

@@ -17,6 +17,7 @@
 #include "train/batch_finder.h"
 #include "train/host_fit.h"
 #include "train/memory_meter.h"
+#include "train/mesh.h"
 #include "train/run_monitor.h"
 #include "train/telemetry/mllog.h"
 #include "train/trainer.h"
@@ -133,8 +134,10 @@ int main(int argc, char** argv) {
     try {
       int64_t best = 0;
       double best_rate = 0;
+      const int dp = tr::make_mesh_shape(a.ctx.world_size(), o.tp, o.pipeline.stages,
+                                         o.mesh_order)[tr::MeshAxis::kDp];
       for (int64_t b : batches) {
-        const int64_t global = b * a.ctx.world_size() / o.pipeline.stages * o.accum_steps;
+        const int64_t global = b * dp * o.accum_steps;
         ml.start("block_start", nullptr, {{"samples_count", samples_done}});
         in_block = true;
         ml.event("micro_batch_size", b);

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/results_file.h"
 #include "models/shard_unit.h"
+#include "train/mesh.h"
 
 namespace dtune::train {
 
@@ -47,11 +48,9 @@ void parse_profile_steps(const std::string& text, Options& o) {
 
 // --pipeline-stages and its companions, after parsing: the rules between them and the flags a
 // pipeline does not support (yet).
-void parse_pipeline(const std::string& schedule, const std::string& layout,
-                    const std::string& partition, Options& o) {
+void parse_pipeline(const std::string& schedule, const std::string& partition, Options& o) {
   auto& pp = o.pipeline;
   pp.schedule = enum_value(kScheduleNames, schedule);
-  pp.layout = enum_value(kPipelineLayoutNames, layout);
   pp.partition = enum_value(kPartitionNames, partition);
   const int P = pp.stages, M = pp.micro_batches, V = pp.virtual_stages;
   if (pp.schedule != Schedule::kInterleaved && V > 1)
@@ -76,7 +75,38 @@ void parse_pipeline(const std::string& schedule, const std::string& layout,
   };
   refuse(o.local_sgd_every > 0, "--local-sgd");
   refuse(o.batch_auto, "--batch auto");
-  refuse(o.shard != ShardMode::kNone, "--shard " + to_string(o.shard));
+  if (o.shard == ShardMode::kZero3)
+    throw UsageError(p +
+                     " with --shard zero3: not yet supported (the units gather around the "
+                     "whole model's pieces, not a stage's); use --shard zero1 or zero2 with "
+                     "pipeline stages, or zero3 without them");
+}
+
+// --tp, --mesh-order and --pipeline-layout (mesh.h): the mesh's order, and its degrees checked
+// against the ranks.
+MeshShape parse_mesh(const std::string& order, const std::string& layout, bool order_given,
+                     bool layout_given, int world_size, Options& o) {
+  if (o.tp != 1)
+    throw UsageError("--tp " + std::to_string(o.tp) +
+                     ": tensor parallelism is not built yet; give --tp 1 (the mesh reserves "
+                     "the axis)");
+  o.mesh_order = parse_mesh_order(order);
+  const PipelineLayout named = enum_value(kPipelineLayoutNames, layout);
+  const MeshOrder as_layout = named == PipelineLayout::kWithinNode
+                                  ? MeshOrder{MeshAxis::kTp, MeshAxis::kPp, MeshAxis::kDp}
+                                  : MeshOrder{MeshAxis::kTp, MeshAxis::kDp, MeshAxis::kPp};
+  if (layout_given && order_given && as_layout != o.mesh_order)
+    throw UsageError("--pipeline-layout " + layout + " is --mesh-order " + to_string(as_layout) +
+                     ", not " + order + ": give one of the two");
+  if (layout_given && !order_given) o.mesh_order = as_layout;
+  // --pipeline-layout as the results file names it: where the stages sit relative to the
+  // data-parallel groups (tp is always innermost-compatible: it has degree 1 today).
+  auto at = [&](MeshAxis a) {
+    return std::find(o.mesh_order.begin(), o.mesh_order.end(), a) - o.mesh_order.begin();
+  };
+  o.pipeline.layout = at(MeshAxis::kPp) < at(MeshAxis::kDp) ? PipelineLayout::kWithinNode
+                                                            : PipelineLayout::kAcrossNodes;
+  return make_mesh_shape(world_size, o.tp, o.pipeline.stages, o.mesh_order);  // names the flags
 }
 
 }  // namespace
@@ -99,10 +129,12 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       "--precision fp16; --local-sgd\nnot with --accum-steps > 1; --batch auto on CPU needs "
       "--memory-limit-mb; --cache-dir needs --data;\n--fast-decode needs --decode roi; "
       "--profile-steps within --warmup-steps + --steps; --reduce-algo\nhierarchical only with "
-      "--backend mpi; --output or --no-output, not both; --pipeline-stages divides\nthe ranks; "
-      "--virtual-stages > 1 needs --schedule\ninterleaved, which needs --micro-batches a "
-      "multiple of --pipeline-stages; --micro-batches equals\n--accum-steps if both are given; "
-      "--pipeline-stages > 1 not with --local-sgd, --batch auto or --shard;\n--shard not with "
+      "--backend mpi; --output or --no-output, not both; --pipeline-stages (--pp)\ndivides the "
+      "ranks; --tp 1 (reserved); --mesh-order names tp, pp and dp once each, and\n"
+      "--pipeline-layout, if given too, is the same order; --virtual-stages > 1 needs --schedule\n"
+      "interleaved, which needs --micro-batches a multiple of --pipeline-stages; --micro-batches "
+      "equals\n--accum-steps if both are given; --pipeline-stages > 1 not with --local-sgd, "
+      "--batch auto or\n--shard zero3; --shard not with "
       "--local-sgd or --batch auto; --shard zero2 or zero3 not with --reduce-algo\nhierarchical; "
       "--shard zero3 not with --check-every, --channels-last, --debug-checksums or\n"
       "--debug-perturb-rank; --reshard-after-forward, --shard-unit and --shard-prefetch "
@@ -379,12 +411,25 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   std::string schedule = to_string(pp.schedule), layout = to_string(pp.layout),
               partition = to_string(pp.partition);
   int micro_batches = 0;
-  app.add_option("--pipeline-stages", pp.stages,
-                 "pipeline-parallel stages P; ranks = data-parallel groups x P (1: data "
-                 "parallelism only)")
+  app.add_option("--pp,--pipeline-stages", pp.stages,
+                 "pipeline-parallel stages P, the mesh's pp axis; ranks = data-parallel groups x "
+                 "P (1: data parallelism only)")
       ->envname(env("PIPELINE_STAGES"))
       ->capture_default_str()
       ->check(dtune::kPositive);
+  app.add_option("--tp", o.tp,
+                 "tensor-parallel ranks, the mesh's tp axis: reserved, only 1 until tensor "
+                 "parallelism exists")
+      ->envname(env("TP"))
+      ->capture_default_str()
+      ->check(dtune::kPositive);
+  std::string mesh_order = to_string(o.mesh_order);
+  app.add_option("--mesh-order", mesh_order,
+                 "the mesh's axes tp, pp, dp, innermost first: consecutive ranks differ on the "
+                 "first (tp,pp,dp: a pipeline's stages are consecutive ranks; tp,dp,pp: a "
+                 "stage's data-parallel group is)")
+      ->envname(env("MESH_ORDER"))
+      ->capture_default_str();
   app.add_option("--micro-batches", micro_batches,
                  "micro-batches M of --batch samples per optimizer step through each pipeline "
                  "(the same as --accum-steps), 1 to 4096 [default: --accum-steps]")
@@ -402,8 +447,9 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->capture_default_str()
       ->check(dtune::kPositive);
   app.add_option("--pipeline-layout", layout,
-                 "within-node: a pipeline's stages are consecutive ranks (stage = rank mod P); "
-                 "across-nodes: a stage's data-parallel group is (stage = rank / groups)")
+                 "within-node: a pipeline's stages are consecutive ranks (stage = rank mod P; "
+                 "--mesh-order tp,pp,dp); across-nodes: a stage's data-parallel group is (stage "
+                 "= rank / groups; tp,dp,pp)")
       ->envname(env("PIPELINE_LAYOUT"))
       ->capture_default_str()
       ->check(CLI::IsMember(enum_names(kPipelineLayoutNames)));
@@ -454,11 +500,8 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
                          o.model + ": " + flag +
                          " shapes the GPT-2 models only; drop it (a ResNet's depth is its name, "
                          "e.g. --model resnet50)");
-  if (o.pipeline.stages > 1 && world_size % o.pipeline.stages != 0)
-    throw UsageError("--pipeline-stages " + std::to_string(o.pipeline.stages) +
-                     " does not divide the " + std::to_string(world_size) +
-                     " ranks: launch a multiple of " + std::to_string(o.pipeline.stages) +
-                     " ranks (data-parallel groups x stages)");
+  const MeshShape mesh = parse_mesh(mesh_order, layout, app.count("--mesh-order") > 0,
+                                    app.count("--pipeline-layout") > 0, world_size, o);
   constexpr double kMaxTimeoutS = 1e6;  // as dtune-comm: past this a deadline means no deadline
   if (o.timeout_s > kMaxTimeoutS) throw UsageError("--timeout: at most 1000000 s (about 11 days)");
   if (batch == "auto") {
@@ -476,7 +519,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   if (o.batch_sweep && !o.batch_auto) throw UsageError("--batch-sweep needs --batch auto");
   if (o.global_batch > 0) {
     if (o.batch_auto) throw UsageError("--global-batch and --batch auto both given: keep one");
-    const int64_t dp = world_size / o.pipeline.stages;  // data-parallel groups
+    const int64_t dp = mesh[MeshAxis::kDp];  // data-parallel groups
     const int64_t per = dp * o.accum_steps;
     if (o.global_batch % per != 0)
       throw UsageError("--global-batch " + std::to_string(o.global_batch) +
@@ -547,7 +590,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   }
   o.timing = timing == "on";
   if (!profile.empty()) parse_profile_steps(profile, o);
-  parse_pipeline(schedule, layout, partition, o);
+  parse_pipeline(schedule, partition, o);
   if (!o.cache_dir.empty() && o.data == "synthetic")
     throw UsageError(
         "--cache-dir with --data synthetic: the cache holds a dataset's blocks; give --data");

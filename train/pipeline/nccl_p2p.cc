@@ -388,8 +388,7 @@ void NcclStageChannel::wait_sends(const Deadline& deadline, double& waited_ms) {
 // NCCL refuses two ranks of one communicator on one GPU ("Duplicate GPU detected", before 2.30;
 // 2.30 allows it with NCCL_MULTI_RANK_GPU_ENABLE=1): say so as bad input, on every rank alike,
 // before any communicator waits for a peer that will fail.
-void check_one_gpu_per_rank(const RunContext& ctx, const PipelineTopology& topo, int device,
-                            PipelineLayout layout) {
+void check_one_gpu_per_rank(const RunContext& ctx, const PipelineTopology& topo, int device) {
   int version = 0;
   DTUNE_NCCL_CHECK(ncclGetVersion(&version));
   const char* multi = std::getenv("NCCL_MULTI_RANK_GPU_ENABLE");
@@ -400,14 +399,17 @@ void check_one_gpu_per_rank(const RunContext& ctx, const PipelineTopology& topo,
   for (int i = 0; i < world; ++i)
     for (int j = i + 1; j < world; ++j) {
       if (all[2 * i] != all[2 * j] || all[2 * i + 1] != all[2 * j + 1]) continue;
-      const PipelinePlace a = pipeline_place(i, world, P, layout),
-                          b = pipeline_place(j, world, P, layout);
-      if (a.dp_index != b.dp_index && a.stage != b.stage) continue;
+      const MeshShape& mesh = topo.mesh().shape();
+      const auto a = mesh.coords(i), b = mesh.coords(j);
+      const bool one_pipeline =
+          a[static_cast<size_t>(MeshAxis::kDp)] == b[static_cast<size_t>(MeshAxis::kDp)];
+      if (!one_pipeline &&
+          a[static_cast<size_t>(MeshAxis::kPp)] != b[static_cast<size_t>(MeshAxis::kPp)])
+        continue;
       throw UsageError(
           "--backend nccl with --pipeline-stages " + std::to_string(P) + ": ranks " +
           std::to_string(i) + " and " + std::to_string(j) + " (" +
-          (a.dp_index == b.dp_index ? "stages of one pipeline"
-                                    : "one stage's data-parallel group") +
+          (one_pipeline ? "stages of one pipeline" : "one stage's data-parallel group") +
           ") share GPU " + std::to_string(all[2 * i + 1]) + " on " +
           ctx.node_host()[static_cast<size_t>(all[2 * i])] + ", and NCCL " + nccl_version_string() +
           " does not connect two ranks of one communicator on one GPU: launch one rank per GPU, "
@@ -421,7 +423,7 @@ std::unique_ptr<PipelineChannel> make_nccl_stage_channel(const Options& o, const
                                                          const PipelineTopology& topo, int device,
                                                          bool swap_ends) {
   DTUNE_CHECK(device >= 0, "--backend nccl with --pipeline-stages needs --device cuda");
-  check_one_gpu_per_rank(ctx, topo, device, o.pipeline.layout);
+  check_one_gpu_per_rank(ctx, topo, device);
   // Every stage's GPU has several communicators in flight at once (a link per direction and
   // neighbour, and with data parallelism its stage group's reducer). NCCL's guide ("Using multiple
   // NCCL communicators concurrently") warns that operations of several communicators on one device

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "core/context.h"
 #include "core/deadline.h"
 #include "train/config.h"
 #include "train/pipeline/topology.h"

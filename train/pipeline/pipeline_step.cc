@@ -24,7 +24,7 @@
 #include "train/grad_sync.h"
 #include "train/memory_meter.h"
 #include "train/observers.h"
-#include "train/optimizer.h"
+#include "train/param_sharding.h"
 #include "train/pipeline/partition.h"
 #include "train/pipeline/piece_timer.h"
 #include "train/pipeline/pipeline_channel.h"
@@ -160,6 +160,10 @@ class PipelineStep final : public StepStrategy {
   std::vector<StageSpan> window_spans_;  // this stage's spans of the profile window
   PipelineStats stats_;                  // watched by the monitor while the steps run
   bool finished_ = false;
+  bool scatter_ = false;  // zero2: the data-parallel sync reduce-scatters
+  // The data-parallel sync runs as the last micro-batch's backward fills its buckets; else (several
+  // chunks, or zero2 with tied parameters) it reduces every bucket after the schedule.
+  bool overlap_ = true;
 };
 
 // The pipeline's observer, between the monitor's and the profiler's: the trace window's gather
@@ -182,7 +186,7 @@ PipelineStep::PipelineStep(TrainSetup& s, const RunContext& ctx, RunMonitor& mon
       M_(o_.pipeline.micro_batches),
       V_(o_.pipeline.schedule == Schedule::kInterleaved ? o_.pipeline.virtual_stages : 1),
       K_(P_ * V_),
-      topo_(ctx, P_, o_.pipeline.layout) {
+      topo_(*s.mesh) {
   const Options& o = o_;
   mallopt(M_TRIM_THRESHOLD, kKeptHeapBytes);  // process-wide; this process trains one pipeline
   mallopt(M_MMAP_THRESHOLD, kMmapAboveBytes);
@@ -209,9 +213,13 @@ PipelineStep::PipelineStep(TrainSetup& s, const RunContext& ctx, RunMonitor& mon
       for (auto& p : s_.params) s_.reducer->broadcast(p.data(), 0);
   }
   armed.disarm();
-  if (o.weights_dtype == WeightsDtype::kBf16) s_.master = make_master_copy(s_.params);
-  s_.optimizer = make_fused_optimizer(o.optimizer, s_.master.empty() ? s_.params : s_.master, o.lr);
-  if (topo_.dp_size() > 1) s_.sync.emplace(s_.params, *s_.reducer, topo_.dp_size(), o);
+  // The stage's parameters over its data-parallel group: replicated, or sharded by --shard zero1
+  // or zero2 (Megatron-LM's distributed optimizer).
+  s_.sharding = build_param_sharding(s_, topo_.dp_size(), topo_.dp_index(), topo_.dp_size() > 1);
+  // zero2 drops the whole gradients once they are reduce-scattered: the tied embedding's are then
+  // summed between the end stages before the reduction, which waits for the schedule's end.
+  scatter_ = s_.sharding->reduce_scatters();
+  overlap_ = V_ == 1 && !(scatter_ && !tied_.empty());
   s_.scaler.emplace(o.precision == Precision::kFp16, s_.device);
   if (o.data == "synthetic")
     s_.data = make_synthetic_source(*s_.model, s_.batch, M_, topo_.dp_index(), o.seed, s_.device);
@@ -241,9 +249,7 @@ PipelineStep::PipelineStep(TrainSetup& s, const RunContext& ctx, RunMonitor& mon
   // a point-to-point wait, which names the stage itself.
   for (int st = 0; st < P_; ++st)
     stages_ += (st ? ", " : "") + std::string("stage ") + std::to_string(st) + " (rank " +
-               std::to_string(
-                   pipeline_rank(st, topo_.dp_index(), ctx.world_size(), P_, o.pipeline.layout)) +
-               ")";
+               std::to_string(topo_.rank_of(st)) + ")";
 }
 
 std::string PipelineStep::describe_step(int step) const {
@@ -443,7 +449,7 @@ void PipelineStep::backward(const Action& a) {
   // they fill (overlapped). Several chunks: their last backwards interleave with other chunks'
   // earlier ones, which GradSync's one accumulation switch cannot follow, so every backward only
   // accumulates and finish() reduces all buckets after the schedule.
-  if (s_.sync && V_ == 1) s_.sync->prepare(a.micro == M_ - 1);
+  if (s_.sync && overlap_) s_.sync->prepare(a.micro == M_ - 1);
   const size_t c0 = timeline_->mark();
   if (v == K_ - 1)
     f.output.backward();
@@ -495,7 +501,8 @@ void PipelineStep::run_step(int step, StepRecord& rec, const FaultInjector& faul
   deadline_ = Deadline::after_s(kWaitShareOfTimeout * o_.timeout_s);
   // Gradients are zeroed in place rather than freed, so that after the first step the memory a
   // step allocates is its activations (peak_activation_bytes), not the gradients' first
-  // allocation. The values are the same: 0 + g is g.
+  // allocation. The values are the same: 0 + g is g. (zero2 drops them after the reduction.)
+  s_.sharding->begin_step();
   for (auto& p : s_.params)
     if (p.grad().defined()) p.mutable_grad().detach_().zero_();
   loss_sum_ = torch::zeros({}, torch::TensorOptions().device(s_.device));
@@ -543,16 +550,15 @@ void PipelineStep::run_step(int step, StepRecord& rec, const FaultInjector& faul
   const size_t w0 = timeline_->mark();
   channel_->wait_sends(deadline_, host_waited);
   const size_t w1 = timeline_->mark();
+  if (scatter_) sum_tied_gradients();  // before the whole gradients go (see overlap_)
   if (s_.sync) s_.sync->finish(deadline_);
-  sum_tied_gradients();
+  if (!scatter_) sum_tied_gradients();
   // fp16: this stage unscales its gradients and finds whether any is inf/NaN, agreed over its
   // data-parallel group as the data-parallel trainer does; the end-of-step exchange below takes
   // the maximum over the stages, so every rank of the job skips the same steps and updates the
   // same scale.
   const size_t sc0 = timeline_->mark();
-  std::vector<torch::Tensor> grads;
-  for (auto& p : s_.params)
-    if (p.grad().defined()) grads.push_back(p.grad());
+  std::vector<torch::Tensor> grads = s_.sharding->grads();
   faults.after_reduction(step, grads);
   torch::Tensor found_inf = s_.scaler->unscale(grads);  // (1,) float, 0 when not fp16
   if (s_.scaler->enabled() && topo_.dp_size() > 1) s_.reducer->allreduce_max(found_inf);
@@ -574,8 +580,11 @@ void PipelineStep::run_step(int step, StepRecord& rec, const FaultInjector& faul
     rec.skipped = end[2].item<double>() != 0;
     s_.scaler->update(torch::full_like(found_inf, rec.skipped ? 1.0 : 0.0));
   }
-  if (!rec.skipped) optimizer_step(*s_.optimizer, s_.params, s_.master);
+  if (!rec.skipped) s_.sharding->step();
   const size_t opt1 = timeline_->mark();
+  // zero1, zero2: the updated shards gathered over the stage's data-parallel group (exposed).
+  if (!rec.skipped) s_.sharding->gather();
+  const size_t g1 = timeline_->mark();
   ms = timeline_->read_ms();
   t.send_wait_ms += between_ms(ms, w0, w1);
   trace(StageActivity::kSendWait, -1, 0, -1, ms[w0] - origin_ms, ms[w1] - origin_ms);
@@ -589,33 +598,23 @@ void PipelineStep::run_step(int step, StepRecord& rec, const FaultInjector& faul
   // Exposed communication: everything of the step that was not loading, compute, the scaler or
   // the optimizer.
   rec.phases[static_cast<size_t>(Phase::kComm)] =
-      ms[opt0] - data_ms - t.forward_ms - t.backward_ms - scaler_ms;
+      ms[opt0] - data_ms - t.forward_ms - t.backward_ms - scaler_ms + between_ms(ms, opt1, g1);
   rec.phases[static_cast<size_t>(Phase::kOptimizer)] = between_ms(ms, opt0, opt1);
-  rec.total_ms = ms[opt1];
+  rec.total_ms = ms[g1];
   rec.loss = end[1].item<double>();  // every stage records its pipeline's loss
   t.loss_scale = rec.loss_scale;
   t.found_inf = found_inf.item<float>() != 0;
   t.skipped = rec.skipped;
   stats_.steps.push_back(t);
   stats_.timeline = std::move(events);
+  s_.sharding->end_step();
 }
 
 void PipelineStep::finish(TrainOutcome& out) {
   double waited_ms = 0;  // the last step's answers from stage 0, taken by now or soon
   channel_->wait_sends(Deadline::after_s(o_.timeout_s), waited_ms);
-  if (s_.sync) out.bucket_bytes = s_.sync->layout().bytes;
-  out.optimizer_state_bytes = s_.optimizer->state_bytes();
-  for (const auto& m : s_.master) out.optimizer_state_bytes += static_cast<int64_t>(m.nbytes());
-  for (const auto& p : s_.params) {
-    out.param_bytes_resident += static_cast<int64_t>(p.nbytes());
-    if (p.grad().defined()) out.grad_bytes_resident += static_cast<int64_t>(p.grad().nbytes());
-  }
-  out.param_bytes_peak = out.param_bytes_resident;
-  out.grad_bytes_peak = out.grad_bytes_resident;
-  if (s_.sync) {
-    out.grad_bytes_resident += s_.sync->resident_bytes();
-    out.grad_bytes_peak = s_.sync->take_peak_bytes();
-  }
+  s_.sharding->finish(out);
+  account_gradients(s_, out);
   // --data: stage 0 loaded; the other stages' rows count nothing (the data reached them as
   // activations and targets).
   out.data = s_.data ? s_.data->summary()

@@ -1,45 +1,36 @@
-// Where a rank sits in data parallelism x pipeline parallelism, and its communicators, each from
-// MPI_Comm_split of the run's world: the pipeline (its P stages, rank = stage), the data-parallel
-// group (the D ranks of its stage, rank = data-parallel index; gradients are averaged here).
+// The pipeline's view of the device mesh (train/mesh.h): its P stages (the pp axis, rank in the
+// pipeline's communicator = stage) and the data-parallel group of its stage (the dp axis; gradients
+// are averaged there).
 #pragma once
 
 #include <string>
 
-#include "core/context.h"
-#include "core/mpi_session.h"
-#include "train/config.h"
+#include "train/mesh.h"
 
 namespace dtune::train {
 
-struct PipelinePlace {
-  int stage = 0, dp_index = 0;
-};
-// within-node: stage = rank mod P, dp = rank / P; across-nodes: stage = rank / D, dp = rank mod D.
-PipelinePlace pipeline_place(int rank, int world, int P, PipelineLayout layout);
-// The world rank of `stage` in the pipeline of data-parallel index `dp`.
-int pipeline_rank(int stage, int dp, int world, int P, PipelineLayout layout);
-
 class PipelineTopology {
  public:
-  // Collective over ctx.comm(). world must divide by P (checked at parsing).
-  PipelineTopology(const RunContext& ctx, int P, PipelineLayout layout);
+  explicit PipelineTopology(const DeviceMesh& mesh) : mesh_(mesh) {}
 
-  int stages() const { return P_; }
-  int dp_size() const { return D_; }
-  int stage() const { return place_.stage; }
-  int dp_index() const { return place_.dp_index; }
-  bool first() const { return place_.stage == 0; }
-  bool last() const { return place_.stage == P_ - 1; }
-  MPI_Comm pipe() const { return pipe_.get(); }
-  MPI_Comm dp() const { return dp_.get(); }
+  int stages() const { return mesh_.degree(MeshAxis::kPp); }
+  int dp_size() const { return mesh_.degree(MeshAxis::kDp); }
+  int stage() const { return mesh_.coord(MeshAxis::kPp); }
+  int dp_index() const { return mesh_.coord(MeshAxis::kDp); }
+  bool first() const { return stage() == 0; }
+  bool last() const { return stage() == stages() - 1; }
+  MPI_Comm pipe() const { return mesh_.comm(MeshAxis::kPp); }
+  MPI_Comm dp() const { return mesh_.comm(MeshAxis::kDp); }
+  const DeviceMesh& mesh() const { return mesh_; }
+  // The world rank of `stage` in this rank's pipeline.
+  int rank_of(int stage) const { return mesh_.peer(MeshAxis::kPp, stage); }
   // "stage 2 (rank 5)": how messages name a neighbour.
-  std::string describe(int stage) const;
+  std::string describe(int stage) const {
+    return "stage " + std::to_string(stage) + " (rank " + std::to_string(rank_of(stage)) + ")";
+  }
 
  private:
-  int P_, D_, world_;
-  PipelineLayout layout_;
-  PipelinePlace place_;
-  MpiComm pipe_, dp_;
+  const DeviceMesh& mesh_;
 };
 
 }  // namespace dtune::train

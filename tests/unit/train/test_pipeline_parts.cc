@@ -6,14 +6,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <map>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
+#include "train/mesh.h"
 #include "train/pipeline/partition.h"
 #include "train/pipeline/schedule.h"
-#include "train/pipeline/topology.h"
 
 namespace dtune::train {
 namespace {
@@ -163,21 +166,69 @@ TEST(PipelineSchedule, SimulatedBubbleIsTheTheorysAndOneFOneBHoldsFewerMicroBatc
     }
 }
 
-TEST(PipelineTopology, LayoutsPlaceEveryRankOnceAndInvertEachOther) {
-  for (PipelineLayout layout : {PipelineLayout::kWithinNode, PipelineLayout::kAcrossNodes})
-    for (int world : {4, 8, 12})
-      for (int P : {1, 2, 4}) {
-        if (world % P) continue;
-        std::set<std::pair<int, int>> places;
+// The mesh's layout, written out by hand for 8 ranks as dp2 x pp2 x tp2 would be once tp exists
+// (and for the orders the pipeline uses today, dp4 x pp2): rank -> (tp, pp, dp).
+TEST(MeshShape, CoordinatesAreTheRanksDigitsInnermostAxisFirst) {
+  using A = std::array<int, kMeshAxes>;  // indexed tp, pp, dp
+  auto shape = [](int tp, int pp, int dp, MeshOrder order) {
+    MeshShape m;
+    m.degree = {tp, pp, dp};
+    m.order = order;
+    return m;
+  };
+  const MeshOrder tp_pp_dp{MeshAxis::kTp, MeshAxis::kPp, MeshAxis::kDp};
+  const MeshOrder tp_dp_pp{MeshAxis::kTp, MeshAxis::kDp, MeshAxis::kPp};
+  const MeshOrder dp_pp_tp{MeshAxis::kDp, MeshAxis::kPp, MeshAxis::kTp};
+  // tp,pp,dp (the default, --pipeline-layout within-node): a pipeline is consecutive ranks.
+  const std::vector<A> within = {{0, 0, 0}, {0, 1, 0}, {0, 0, 1}, {0, 1, 1},
+                                 {0, 0, 2}, {0, 1, 2}, {0, 0, 3}, {0, 1, 3}};
+  // tp,dp,pp (across-nodes): a stage's data-parallel group is consecutive ranks.
+  const std::vector<A> across = {{0, 0, 0}, {0, 0, 1}, {0, 0, 2}, {0, 0, 3},
+                                 {0, 1, 0}, {0, 1, 1}, {0, 1, 2}, {0, 1, 3}};
+  // dp2 x pp2 x tp2 in the order tp,pp,dp and in dp,pp,tp.
+  const std::vector<A> tp_first = {{0, 0, 0}, {1, 0, 0}, {0, 1, 0}, {1, 1, 0},
+                                   {0, 0, 1}, {1, 0, 1}, {0, 1, 1}, {1, 1, 1}};
+  const std::vector<A> dp_first = {{0, 0, 0}, {0, 0, 1}, {0, 1, 0}, {0, 1, 1},
+                                   {1, 0, 0}, {1, 0, 1}, {1, 1, 0}, {1, 1, 1}};
+  const std::vector<std::pair<MeshShape, std::vector<A>>> cases = {
+      {shape(1, 2, 4, tp_pp_dp), within},
+      {shape(1, 2, 4, tp_dp_pp), across},
+      {shape(2, 2, 2, tp_pp_dp), tp_first},
+      {shape(2, 2, 2, dp_pp_tp), dp_first}};
+  for (const auto& [m, want] : cases)
+    for (int r = 0; r < 8; ++r) {
+      EXPECT_EQ(m.coords(r), want[static_cast<size_t>(r)]) << m.describe() << " rank " << r;
+      EXPECT_EQ(m.rank(want[static_cast<size_t>(r)]), r) << m.describe();
+    }
+}
+
+TEST(MeshShape, EveryOrderPlacesEveryRankOnce) {
+  std::vector<MeshAxis> axes{MeshAxis::kTp, MeshAxis::kPp, MeshAxis::kDp};
+  std::sort(axes.begin(), axes.end());
+  do {
+    for (int world : {1, 4, 8, 12})
+      for (int pp : {1, 2, 4}) {
+        if (world % pp) continue;
+        const MeshShape m = make_mesh_shape(world, 1, pp, {axes[0], axes[1], axes[2]});
+        EXPECT_EQ(m[MeshAxis::kDp], world / pp);
+        std::set<std::array<int, kMeshAxes>> seen;
         for (int r = 0; r < world; ++r) {
-          const PipelinePlace pl = pipeline_place(r, world, P, layout);
-          EXPECT_TRUE(places.insert({pl.stage, pl.dp_index}).second);
-          EXPECT_EQ(pipeline_rank(pl.stage, pl.dp_index, world, P, layout), r);
+          EXPECT_TRUE(seen.insert(m.coords(r)).second);
+          EXPECT_EQ(m.rank(m.coords(r)), r);
         }
       }
-  // Within a node a pipeline is consecutive ranks; across nodes a stage is.
-  EXPECT_EQ(pipeline_place(1, 4, 2, PipelineLayout::kWithinNode).stage, 1);
-  EXPECT_EQ(pipeline_place(1, 4, 2, PipelineLayout::kAcrossNodes).stage, 0);
+  } while (std::next_permutation(axes.begin(), axes.end()));
+}
+
+TEST(MeshShape, BadDegreesAndOrdersAreRefusedNamingTheFlag) {
+  EXPECT_THROW(make_mesh_shape(4, 1, 3, kDefaultMeshOrder), UsageError);
+  EXPECT_EQ(to_string(parse_mesh_order("dp,tp,pp")),
+            to_string(MeshOrder{MeshAxis::kDp, MeshAxis::kTp, MeshAxis::kPp}));
+  for (const char* bad :
+       {"", "tp,pp", "tp,pp,dp,", "tp,pp,pp", "tp,pp,dp,tp", "tp,pp,ep", "tp,,dp"})
+    EXPECT_THROW(parse_mesh_order(bad), UsageError) << bad;
+  EXPECT_EQ(make_mesh_shape(8, 1, 2, kDefaultMeshOrder).describe(), "dp4 x pp2 (order tp,pp,dp)");
+  EXPECT_EQ(make_mesh_shape(1, 1, 1, kDefaultMeshOrder).describe(), "dp1 (order tp,pp,dp)");
 }
 
 }  // namespace
