@@ -159,7 +159,7 @@ def test_compare_samples_gives_a_side_left_empty_nan_figures_and_compares_a_sing
     for key, n in (("A EMPTY", (0, 2)), ("B EMPTY", (2, 0))):
         r = rows[key]
         figures = (r.median_a, r.median_b, r.ratio, r.ci_low, r.ci_high, r.p_value)
-        assert all(math.isnan(x) for x in figures) and not r.significant and (r.n_a, r.n_b) == n, r
+        assert all(math.isnan(x) for x in figures) and not r.significant and (r.unit, r.n_a, r.n_b) == ("ms", *n), r
 
 
 def test_a_p_value_that_is_not_finite_prints_as_a_dash():
@@ -286,3 +286,20 @@ def test_sides_of_one_sweep_run_each_are_matched_by_their_points(tmp_path):
         ["resnet18 fp32 batch 8 --timing=-"],
         ["resnet18 fp32 batch 8 --timing=off"],
     )
+
+
+def test_runs_apart_in_one_field_of_their_mesh_alone_are_labelled_by_the_mesh(tmp_path):
+    # Two dp2 x pp2 runs on 4 ranks, in orders that place ranks differently: mesh_order is the one
+    # field of the mesh that varies, and the label names the whole mesh in its place.
+    layout = {"tp,pp,dp": "within-node", "tp,dp,pp": "across-nodes"}
+    runs = [
+        ([s * 2 for s in STEPS], None, {"rank_factors": (1.0,) * 4, "pipeline_stages": 2, "pipeline_layout": layout[o],
+                                        "mesh_dp": 2, "mesh_pp": 2, "mesh_tp": 1, "mesh_order": o})
+        for o in layout
+    ]  # fmt: skip
+    train_file(tmp_path / "a.h5", runs, "/x/dtune-train --model resnet18", hosts=("h0",) * 4)
+    c = compare_results(tmp_path / "a.h5", tmp_path / "a.h5")
+    assert [r.config for r in c.rows] == [
+        "resnet18 fp32 batch 8 mesh=dp2×pp2 (tp,dp,pp)",
+        "resnet18 fp32 batch 8 mesh=dp2×pp2 (tp,pp,dp)",
+    ]
