@@ -287,7 +287,8 @@ def test_a_stopped_rank_ends_a_sharded_run_within_the_timeout(tmp_path):
     [
         (["--shard", "zero1", "--local-sgd", "2"], ["--shard zero1", "--local-sgd"]),
         (["--shard", "zero2", "--batch", "auto", "--memory-limit-mb", "500"], ["--shard zero2", "--batch auto"]),
-        (["--shard", "zero1", "--pipeline-stages", "2"], ["--pipeline-stages", "--shard zero1"]),
+        # zero1 and zero2 run with pipeline stages (test_mesh_mpi.py); zero3 does not yet.
+        (["--shard", "zero3", "--pipeline-stages", "2"], ["--pipeline-stages 2", "--shard zero3"]),
         (["--shard", "zero2", "--reduce-algo", "hierarchical"], ["--shard zero2", "--reduce-algo hierarchical"]),
         # Both modes reduce-scatter; hierarchical only all-reduces (zero3 died on an internal check).
         (["--shard", "zero3", "--reduce-algo", "hierarchical"], ["--shard zero3", "--reduce-algo hierarchical"]),
