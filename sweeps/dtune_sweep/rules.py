@@ -171,12 +171,12 @@ def _mesh(given: dict) -> list[str]:
     if "--pp" in given and "--pipeline-stages" in given:
         bad.append("--pp and --pipeline-stages are one option (the pipeline's stages): give it once")
     tp = given.get("--tp", "1")
-    if tp is True or c_integer(str(tp)) != 1:
+    if c_integer(str(tp)) != 1:  # a bare --tp reads as "True": not 1
         bad.append(
             f"{_as_given('--tp', tp)}: tensor parallelism is not built yet; give --tp 1 (the mesh reserves the axis)"
         )
     order = given.get("--mesh-order")
-    if order is not None and (order is True or sorted(str(order).split(",")) != sorted(MESH_AXES)):
+    if order is not None and sorted(str(order).split(",")) != sorted(MESH_AXES):  # bare: "True"
         named = "--mesh-order" if order is True else f"--mesh-order '{order}'"
         bad.append(
             f"{named}: give the axes tp, pp and dp once each, innermost first, e.g. tp,pp,dp (the default) or tp,dp,pp"

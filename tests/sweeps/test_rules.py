@@ -755,6 +755,7 @@ def test_rule_breaks_listed_once_per_point_up_to_a_limit(tmp_path):
 MESH_EXACT = [
     ("--tp 2", 4, ["--tp 2: tensor parallelism is not built yet; give --tp 1 (the mesh reserves the axis)"]),
     ("--tp 0", 4, ["--tp 0: tensor parallelism is not built yet; give --tp 1 (the mesh reserves the axis)"]),
+    ("--tp", 4, ["--tp: tensor parallelism is not built yet; give --tp 1 (the mesh reserves the axis)"]),
     ("--tp 1 --pp 2", 4, []),
     (
         "--mesh-order tp,pp,dp,",
