@@ -1,12 +1,17 @@
 // The model names (model_names.h).
 #include "models/model_names.h"
 
+#include "models/family.h"
+
 namespace dtune::models {
 
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> k = {"resnet18",  "resnet34",  "resnet50", "resnet101",
-                                             "resnet152", "gpt2-tiny", "gpt2-d6",  "gpt2-d12",
-                                             "gpt2-d24",  "gpt2-d36",  "gpt2-d48"};
+  static const std::vector<std::string> k = [] {
+    std::vector<std::string> names;
+    for (const auto& f : model_families())
+      names.insert(names.end(), f.models.begin(), f.models.end());
+    return names;
+  }();
   return k;
 }
 

@@ -3,8 +3,8 @@
 #include "models/model_size.h"
 
 #include "core/error.h"
+#include "models/family.h"
 #include "models/gpt_config.h"
-#include "models/model_names.h"
 #include "models/resnet_config.h"
 
 namespace dtune::models {
@@ -30,6 +30,8 @@ double add_conv(const Conv& c, int64_t& h, int64_t& w, int64_t& params) {
   w = out_size(w, c.k, c.stride, c.pad);
   return static_cast<double>(h * w) * static_cast<double>(c.out * c.in * c.k * c.k);
 }
+
+}  // namespace
 
 ModelSize resnet_size(const ResNetConfig& cfg) {
   ModelSize s;
@@ -116,16 +118,8 @@ ModelSize gpt_size(const GptConfig& cfg) {
   return s;
 }
 
-}  // namespace
-
 ModelSize model_size(const std::string& name, const ModelOptions& o) {
-  if (name.rfind("resnet", 0) == 0) {
-    for (int depth : {18, 34, 50, 101, 152})
-      if (name == "resnet" + std::to_string(depth)) return resnet_size(resnet_config(depth, o));
-  } else if (name.rfind("gpt2-", 0) == 0) {
-    return gpt_size(gpt_config(name, o));
-  }
-  throw unknown_model(name);
+  return model_family(name).size(name, o);
 }
 
 }  // namespace dtune::models

@@ -33,7 +33,13 @@ struct ModelSize {
   std::vector<int64_t> param_elems;
 };
 
-// Throws UsageError for an unknown name or bad options, as make_model does.
+// Throws UsageError for an unknown name or bad options, as make_model does (the family's size,
+// family.h).
 ModelSize model_size(const std::string& name, const ModelOptions& o);
+// Each family's arithmetic, from its configuration.
+struct GptConfig;
+struct ResNetConfig;
+ModelSize gpt_size(const GptConfig& cfg);
+ModelSize resnet_size(const ResNetConfig& cfg);
 
 }  // namespace dtune::models

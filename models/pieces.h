@@ -31,8 +31,8 @@ struct Piece {
   const std::string& unit_name() const { return unit.empty() ? name : unit; }
 };
 
-// The pieces of `model`, in forward order (the whole forward is their composition). Throws
-// UsageError for a model family that has no pipeline split.
+// The pieces of `model`, in forward order (the whole forward is their composition): its family's
+// cut (registry.cc).
 std::vector<Piece> model_pieces(Model& model);
 
 }  // namespace dtune::models

@@ -42,4 +42,8 @@ ResNetConfig resnet_config(int depth, const ModelOptions& o) {
   return c;
 }
 
+ResNetConfig resnet_config(const std::string& model, const ModelOptions& o) {
+  return resnet_config(std::stoi(model.substr(std::string("resnet").size())), o);
+}
+
 }  // namespace dtune::models

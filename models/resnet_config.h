@@ -23,5 +23,7 @@ struct ResNetConfig {
 
 // resnet18/34/50/101/152 by depth; throws UsageError for another depth.
 ResNetConfig resnet_config(int depth, const ModelOptions& o);
+// By --model name: resnet18, ..., resnet152 (family.h lists them).
+ResNetConfig resnet_config(const std::string& model, const ModelOptions& o);
 
 }  // namespace dtune::models

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/host_memory.h"
+#include "models/family.h"
 #include "models/gpt.h"
 
 namespace dtune::train {
@@ -14,7 +15,7 @@ HostNeed host_need(const Options& o) {
   const bool cpu = o.device == DeviceKind::kCpu;
   const double weight_copies =
       cpu ? 2 : 1;  // CPU: the gradients too; GPU: built on the host, then moved
-  if (o.model.rfind("gpt2-", 0) == 0) {
+  if (models::model_family(o.model).name == "gpt2") {
     const models::GptConfig c = models::gpt_config(o.model, o.model_options);
     const double C = static_cast<double>(c.width), T = static_cast<double>(c.context);
     const double V = static_cast<double>(c.vocab), L = static_cast<double>(c.layers);
@@ -47,7 +48,7 @@ void refuse_impossible_sizes(const Options& o, const RunContext& ctx) {
   if (o.batch_auto) return;  // the batch finder stops where memory ends
   const double total = need.model_bytes + need.per_sample_bytes * static_cast<double>(o.batch);
   const std::string with = mo.context > 0 ? " with --context " + std::to_string(mo.context)
-                           : o.model.rfind("gpt2-", 0) != 0
+                           : !models::model_family(o.model).sequence
                                ? " with --image-size " + std::to_string(mo.image_size)
                                : "";
   refuse_unless_host_fits(bytes(total), ctx,

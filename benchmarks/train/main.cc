@@ -14,6 +14,7 @@
 #include "core/provenance.h"
 #include "core/results_file.h"
 #include "core/signals.h"
+#include "models/family.h"
 #include "train/batch_finder.h"
 #include "train/host_fit.h"
 #include "train/memory_meter.h"
@@ -112,11 +113,11 @@ int main(int argc, char** argv) {
     ml.event("opt_name", tr::to_string(o.optimizer));
     ml.event("opt_base_learning_rate", o.lr);
     ml.event("lowest_numerical_precision_in_linear", mllog_precision(o));
-    if (o.model.starts_with("gpt"))
+    if (dtune::models::model_family(o.model).sequence)  // attention
       ml.event("lowest_numerical_precision_in_attn", mllog_precision(o));
     ml.event("lowest_numerical_precision_in_comm", mllog_comm_precision(o));
-    for (const char* k : {"tensor_parallelism", "context_parallelism", "expert_parallelism"})
-      ml.event(k, 1);  // data and pipeline parallelism only
+    ml.event("tensor_parallelism", o.tp);
+    for (const char* k : {"context_parallelism", "expert_parallelism"}) ml.event(k, 1);
     ml.event("pipeline_parallelism", o.pipeline.stages);
     ml.event("dtune_precision", tr::to_string(o.precision));
     ml.event("dtune_world_size", a.ctx.world_size());

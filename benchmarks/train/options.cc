@@ -10,6 +10,7 @@
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/results_file.h"
+#include "models/family.h"
 #include "models/shard_unit.h"
 #include "train/mesh.h"
 
@@ -491,7 +492,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
     o.accum_steps = micro_batches;
   }
   o.pipeline.micro_batches = o.accum_steps;
-  if (o.model.rfind("gpt2-", 0) != 0)  // a ResNet: GPT's shape flags would be ignored silently
+  if (!models::model_family(o.model).sequence)  // GPT's shape flags would be ignored silently
     for (const auto& [flag, value] : {std::pair<const char*, int64_t>{"--layers", mo.layers},
                                       {"--context", mo.context},
                                       {"--vocab", mo.vocab}})

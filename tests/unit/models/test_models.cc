@@ -9,10 +9,13 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
+#include "models/family.h"
 #include "models/gpt.h"
 #include "models/model_size.h"
+#include "models/pieces.h"
 #include "models/registry.h"
 
 namespace dtune::models {
@@ -216,6 +219,35 @@ TEST(Models, UnknownNamesAndBadOptionsAreUsageErrors) {
   g.context = 8;
   auto m = make_model("gpt2-tiny", g);
   EXPECT_THROW(m->forward(torch::zeros({1, 9}, torch::kLong)), UsageError);
+}
+
+// One entry per family: the names `dtune-models list` prints are the families' in order, each name
+// finds its own family (and builds a model of that name, cut into pieces by its family's cut), and
+// no other name finds one.
+TEST(ModelFamilies, EveryNameBelongsToOneFamilyAndBuildsItself) {
+  std::vector<std::string> names;
+  for (const auto& f : model_families())
+    names.insert(names.end(), f.models.begin(), f.models.end());
+  EXPECT_EQ(names, model_names());
+  EXPECT_EQ(names.size(), 11u);
+  for (const auto& f : model_families())
+    for (const auto& m : f.models) EXPECT_EQ(model_family(m).name, f.name) << m;
+  EXPECT_TRUE(model_family("gpt2-d48").sequence);
+  EXPECT_FALSE(model_family("resnet152").sequence);
+  for (const char* bad : {"resnet19", "gpt2-d7", "gpt2-", "resnet", "llama3-8b", ""})
+    EXPECT_THROW(model_family(bad), UsageError) << bad;
+  ModelOptions tiny;
+  tiny.image_size = 32;
+  tiny.width = 8;
+  for (const std::string name : {"resnet18", "resnet50", "gpt2-tiny"}) {
+    auto m = make_model(name, tiny);
+    EXPECT_EQ(m->name(), name);
+    const auto pieces = model_pieces(*m);
+    // GPT: embedding, 2 blocks, head; ResNet: stem, one piece per residual block, pool and fc.
+    const size_t want = name == "gpt2-tiny" ? 4 : name == "resnet18" ? 2 + 8 : 2 + 16;
+    EXPECT_EQ(pieces.size(), want) << name;
+    EXPECT_EQ(model_size(name, tiny).parameters, model_family(name).size(name, tiny).parameters);
+  }
 }
 
 }  // namespace
