@@ -5,14 +5,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "core/device_info.h"
 #include "train/config.h"
+#include "train/mode_results.h"
 #include "train/phase_clock.h"
-#include "train/pipeline/pipeline_stats.h"
 #include "train/telemetry/profile_results.h"
 
 namespace dtune::train {
@@ -67,7 +68,7 @@ struct TrainOutcome {
   bool final_average = false;  // local SGD: averaged once more after the last step (not an H-th)
   ProfileSummary profile;      // --profile-steps
   DataSummary data;            // what loading cost
-  PipelineStats pipeline;      // --pipeline-stages > 1: this rank's stage
+  std::shared_ptr<ModeResults> mode;  // the mode's own results (the pipeline's); null: none
 };
 
 // An out-of-memory at `batch`: a CUDA OOM, or CPU tensors beyond --memory-limit-mb.

@@ -20,8 +20,8 @@
 #include "core/results_file.h"
 #include "core/watchdog.h"
 #include "train/config.h"
+#include "train/mode_results.h"
 #include "train/outcome.h"
-#include "train/pipeline/pipeline_stats.h"
 #include "train/step_log.h"
 
 namespace dtune::train {
@@ -89,16 +89,11 @@ class RunMonitor {
   // that did so first, or "".
   void mark_ended(int code) { board_->mark_ended(code); }
   std::string ended_by() const { return board_->ended_by(); }
-  // A pipeline run's stage measurements, for a save on the way out of a failure (rank 0 writes its
-  // own stage's rows: pipeline/, complete 0): watched while the steps run (the watchdog saves while
-  // the main thread is blocked in a wait, not touching them), kept as a copy when an exception
-  // leaves the run.
-  void watch_pipeline(const PipelineStats* st) { live_pipeline_ = st; }
-  void keep_pipeline(const PipelineStats& st) {
-    kept_pipeline_ = st;
-    live_pipeline_ = &*kept_pipeline_;
-  }
-  const PipelineStats* pipeline() const { return live_pipeline_; }
+  // A mode's own results (mode_results.h), for a save on the way out of a failure (rank 0 writes
+  // its own part): shared with the step while the steps run (the watchdog saves while the main
+  // thread is blocked in a wait, not touching them), so they outlive a step an exception destroys.
+  void watch_mode(std::shared_ptr<const ModeResults> r) { mode_ = std::move(r); }
+  const ModeResults* mode() const { return mode_.get(); }
   // Called by save() (rank 0) before the run's group is closed.
   void on_save(std::function<void()> f) { on_save_ = std::move(f); }
 
@@ -112,8 +107,7 @@ class RunMonitor {
   Watchdog& watchdog_;  // the process's (run_main's)
   uint64_t marks_ = 0;
   std::optional<StepLog> log_;
-  std::optional<PipelineStats> kept_pipeline_;
-  const PipelineStats* live_pipeline_ = nullptr;
+  std::shared_ptr<const ModeResults> mode_;
   std::function<void()> on_save_;
   std::vector<double> exchanged_;  // (R, kStepFields + 1): the last step's, the stop flag last
 };

@@ -87,10 +87,10 @@ int main(int argc, char** argv) {
                    "separate singletons, not one job\n",
                    m.variable.c_str(), m.expected);
     tr::RunMonitor monitor(o, a, file);
-    // A pipeline run saved on its way out of a failure keeps rank 0's own stage rows.
+    // A run saved on its way out of a failure keeps rank 0's own part of its mode's results (a
+    // pipeline's stage rows).
     monitor.on_save([&] {
-      if (const tr::PipelineStats* st = monitor.pipeline())
-        tr::write_partial_pipeline(monitor, o, *st);
+      if (const tr::ModeResults* m = monitor.mode()) tr::write_partial_mode(monitor, *m);
     });
     setup_guard.reset();
     dtune::install_stop_handlers();  // the ranks agree on a stop at the end of a step

@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "benchmarks/train/pipeline_results.h"
 #include "benchmarks/train/train_summary.h"
 #include "core/error.h"
 #include "core/gather.h"
@@ -213,7 +212,6 @@ double report_training(const Options& o, const RunContext& ctx, const TrainOutco
   DataSummary data = data_summary_from_numbers(out.data.source,
                                                std::vector<double>(kDataSummaryFields.size(), 0.0));
   std::vector<ProfileSummary> profiles;
-  PipelineTable pipeline;
   {
     const auto armed = monitor.arm("gathering the run's results");
     ranks.peak_memory_bytes = gather_longs(ctx.comm(), {out.peak_memory_bytes});
@@ -229,7 +227,7 @@ double report_training(const Options& o, const RunContext& ctx, const TrainOutco
     for (size_t i = 0; i + kDataSummaryFields.size() <= all.size(); i += kDataSummaryFields.size())
       data += data_summary_from_numbers("", all.subspan(i, kDataSummaryFields.size()));
     if (out.profile.ran) profiles = gather_profiles(ctx.comm(), out.profile);
-    if (out.pipeline.stages > 0) pipeline = gather_pipeline(o, ctx, out);
+    if (out.mode) out.mode->gather(ctx);
   }
   // Rank 0 writes disarmed: the watchdog's save must never run beside it.
   double rate = 0.0;
@@ -241,10 +239,10 @@ double report_training(const Options& o, const RunContext& ctx, const TrainOutco
       for (size_t r = 0; r < R; ++r) slowest[s] = std::max(slowest[s], log.at(s, r, kPhases));
     const TrainSummary t = summarize_training(o, R, out, slowest, data, !profiles.empty());
     print_training(o, out, t, profiles, stdout);
-    if (out.pipeline.stages > 0) {
-      print_pipeline(o, pipeline, stdout);
+    if (out.mode) {
+      out.mode->print(stdout);
       log.flush();
-      if (log.has_group()) write_pipeline(log.group(), o, pipeline);
+      if (log.has_group()) out.mode->write(log.group());
     }
     write_training(log, out, t, ranks, profiles);
     rate = t.samples_per_s;
@@ -254,17 +252,17 @@ double report_training(const Options& o, const RunContext& ctx, const TrainOutco
   return rate;
 }
 
-void write_partial_pipeline(RunMonitor& monitor, const Options& o, const PipelineStats& st) {
+void write_partial_mode(RunMonitor& monitor, const ModeResults& mode) {
   StepLog* log = monitor.log();
   if (!log || !log->has_group()) return;
   // Saved once: the watchdog's save and the main thread's must not both write it.
-  if (H5Lexists(log->group(), "pipeline", H5P_DEFAULT) > 0) return;
+  if (H5Lexists(log->group(), mode.name().c_str(), H5P_DEFAULT) > 0) return;
   try {
     log->flush();
-    write_pipeline(log->group(), o, local_pipeline_table(o, st));
+    mode.write_partial(log->group());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "dtune-train: warning: could not save this stage's pipeline rows: %s\n",
-                 e.what());
+    std::fprintf(stderr, "dtune-train: warning: could not save this rank's %s rows: %s\n",
+                 mode.name().c_str(), e.what());
   }
 }
 

@@ -27,9 +27,9 @@ void report_oom(const Options& o, const OutOfMemory& e, RunMonitor& monitor,
 
 inline constexpr int kOomExitStatus = 4;
 
-// Rank 0, a pipeline run that timed out: its own stage's rows into the run's group (pipeline/
-// with complete 0, ranks_reported 1) before the run is saved; the others cannot be gathered.
-// Never throws (it runs on the way out of a failure).
-void write_partial_pipeline(RunMonitor& monitor, const Options& o, const PipelineStats& st);
+// Rank 0, a run of a mode with results of its own (a pipeline) that timed out: its own part into
+// the run's group (the pipeline's: pipeline/ with complete 0, ranks_reported 1) before the run is
+// saved; the others cannot be gathered. Never throws (it runs on the way out of a failure).
+void write_partial_mode(RunMonitor& monitor, const ModeResults& mode);
 
 }  // namespace dtune::train

@@ -1,5 +1,5 @@
 // What one rank measured of its pipeline stage (train/pipeline/pipeline_step.h), kept beside the
-// step records in TrainOutcome and gathered by rank 0 into the results (pipeline_results.h):
+// step records as the pipeline's mode results and gathered by rank 0 (pipeline_results.h):
 // per measured step the time in forwards, backwards, waits for a neighbour's activation or
 // gradient, waits for sends to complete, and idle time; the measured bubble; peak activation
 // memory; and one step's timeline (what the report draws).

@@ -28,6 +28,7 @@
 #include "train/pipeline/partition.h"
 #include "train/pipeline/piece_timer.h"
 #include "train/pipeline/pipeline_channel.h"
+#include "train/pipeline/pipeline_results.h"
 #include "train/pipeline/pipeline_trace.h"
 #include "train/pipeline/schedule.h"
 #include "train/pipeline/topology.h"
@@ -87,11 +88,6 @@ struct InFlight {
 class PipelineStep final : public StepStrategy {
  public:
   PipelineStep(TrainSetup& s, const RunContext& ctx, RunMonitor& monitor);
-  // On the way out of a failure (finish() not reached): the monitor keeps a copy of this stage's
-  // measurements, for the partial save, before they go.
-  ~PipelineStep() override {
-    if (!finished_) monitor_.keep_pipeline(stats_);
-  }
   std::string describe_step(int step) const override;
   double global_batch() const override {
     return static_cast<double>(s_.batch) * topo_.dp_size() * M_;
@@ -158,8 +154,9 @@ class PipelineStep final : public StepStrategy {
   double origin_first_us_ = 0;       // origin_ on stage 0's steady clock, in us
   int step_index_ = 0;
   std::vector<StageSpan> window_spans_;  // this stage's spans of the profile window
-  PipelineStats stats_;                  // watched by the monitor while the steps run
-  bool finished_ = false;
+  // This stage's measurements: the mode's results, shared with the monitor while the steps run.
+  std::shared_ptr<PipelineResults> results_;
+  PipelineStats& stats_;
   bool scatter_ = false;  // zero2: the data-parallel sync reduce-scatters
   // The data-parallel sync runs as the last micro-batch's backward fills its buckets; else (several
   // chunks, or zero2 with tied parameters) it reduces every bucket after the schedule.
@@ -186,7 +183,9 @@ PipelineStep::PipelineStep(TrainSetup& s, const RunContext& ctx, RunMonitor& mon
       M_(o_.pipeline.micro_batches),
       V_(o_.pipeline.schedule == Schedule::kInterleaved ? o_.pipeline.virtual_stages : 1),
       K_(P_ * V_),
-      topo_(*s.mesh) {
+      topo_(*s.mesh),
+      results_(std::make_shared<PipelineResults>(s.o)),
+      stats_(results_->stats()) {
   const Options& o = o_;
   mallopt(M_TRIM_THRESHOLD, kKeptHeapBytes);  // process-wide; this process trains one pipeline
   mallopt(M_MMAP_THRESHOLD, kMmapAboveBytes);
@@ -242,7 +241,7 @@ PipelineStep::PipelineStep(TrainSetup& s, const RunContext& ctx, RunMonitor& mon
   st.cuts = describe_cuts(pieces_, starts_);
   st.theory_bubble = theoretical_bubble(o.pipeline.schedule, P_, M_, V_);
   st.channel = channel_->name();
-  monitor_.watch_pipeline(&stats_);
+  monitor_.watch_mode(results_);
 
   // The watchdog names a missing rank by number: the stages of this rank's pipeline say which
   // stage that is when the step timed out in a collective (the per-step exchange) rather than in
@@ -636,9 +635,8 @@ void PipelineStep::finish(TrainOutcome& out) {
     }
     models::write_tensors(o_.dump_path + ".stage" + std::to_string(topo_.stage()), dump);
   }
-  monitor_.watch_pipeline(nullptr);
-  out.pipeline = std::move(stats_);
-  finished_ = true;
+  monitor_.watch_mode(nullptr);
+  out.mode = results_;
 }
 
 }  // namespace

@@ -12,7 +12,8 @@
 #include "core/context.h"
 #include "core/h5.h"
 #include "train/config.h"
-#include "train/outcome.h"
+#include "train/mode_results.h"
+#include "train/pipeline/pipeline_stats.h"
 
 namespace dtune::train {
 
@@ -40,10 +41,31 @@ struct PipelineTable {
 };
 
 // Collective over ctx.comm(); the table is complete on rank 0 only.
-PipelineTable gather_pipeline(const Options& o, const RunContext& ctx, const TrainOutcome& out);
+PipelineTable gather_pipeline(const Options& o, const RunContext& ctx, const PipelineStats& st);
 // This rank's stage alone, no communication: what rank 0 writes into a run that timed out.
 PipelineTable local_pipeline_table(const Options& o, const PipelineStats& st);
 void print_pipeline(const Options& o, const PipelineTable& t, FILE* f);
 void write_pipeline(hid_t run_group, const Options& o, const PipelineTable& t);
+
+// The pipeline's part of the results (mode_results.h): this rank's stage measurements, which the
+// step fills while it runs and the run monitor holds too (a save on the way out of a failure
+// writes rank 0's own stage: pipeline/ with complete 0, ranks_reported 1).
+class PipelineResults final : public ModeResults {
+ public:
+  explicit PipelineResults(const Options& o) : o_(o) {}
+  PipelineStats& stats() { return stats_; }
+  std::string name() const override { return "pipeline"; }
+  void gather(const RunContext& ctx) override { table_ = gather_pipeline(o_, ctx, stats_); }
+  void print(FILE* f) const override { print_pipeline(o_, table_, f); }
+  void write(hid_t run_group) const override { write_pipeline(run_group, o_, table_); }
+  void write_partial(hid_t run_group) const override {
+    write_pipeline(run_group, o_, local_pipeline_table(o_, stats_));
+  }
+
+ private:
+  Options o_;  // a copy: a failure's save may come after the run's parts are gone
+  PipelineStats stats_;
+  PipelineTable table_;
+};
 
 }  // namespace dtune::train

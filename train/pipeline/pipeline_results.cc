@@ -1,5 +1,5 @@
 // Gathering, printing and writing the pipeline's per-stage measurements.
-#include "benchmarks/train/pipeline_results.h"
+#include "train/pipeline/pipeline_results.h"
 
 #include <algorithm>
 
@@ -103,8 +103,8 @@ PipelineTable make_table(const PipelineStats& st, const std::vector<double>& row
 
 }  // namespace
 
-PipelineTable gather_pipeline(const Options& o, const RunContext& ctx, const TrainOutcome& out) {
-  const LocalPipeline l = local_pipeline(o, out.pipeline);
+PipelineTable gather_pipeline(const Options& o, const RunContext& ctx, const PipelineStats& st) {
+  const LocalPipeline l = local_pipeline(o, st);
   const std::vector<double> rows = gather_doubles(ctx.comm(), l.row);
   // Ranks have the same number of events (M x V forwards and backwards each): gather_doubles
   // concatenates them in rank order.
@@ -112,13 +112,13 @@ PipelineTable gather_pipeline(const Options& o, const RunContext& ctx, const Tra
   const std::vector<double> all_scaling = gather_doubles(ctx.comm(), l.scaling);  // (R, S, 3)
   if (!ctx.is_root()) {
     PipelineTable t;
-    t.cuts = out.pipeline.cuts;
-    t.partitioned = out.pipeline.partitioned;
-    t.channel = out.pipeline.channel;
-    t.theory_bubble = out.pipeline.theory_bubble;
+    t.cuts = st.cuts;
+    t.partitioned = st.partitioned;
+    t.channel = st.channel;
+    t.theory_bubble = st.theory_bubble;
     return t;
   }
-  return make_table(out.pipeline, rows, l.events.size() / kEventFields, all_events, all_scaling);
+  return make_table(st, rows, l.events.size() / kEventFields, all_events, all_scaling);
 }
 
 PipelineTable local_pipeline_table(const Options& o, const PipelineStats& st) {
