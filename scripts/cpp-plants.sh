@@ -26,11 +26,11 @@ plants=(
   "data/image/jpeg_crop.cc|const int sr = (box.left + box.width + d - 1) / d|const int sr = (box.left + box.width) / d|dtune_image_tool|tests/data/test_image_reference.py::test_fast_region_decode_equals_pillow_draft_mode"
   "data/image/jpeg_crop.cc|* max_h / comp.h_samp_factor;|* comp.h_samp_factor / max_h;|dtune_image_tool|tests/data/test_image_reference.py::test_region_coefficient_bytes_are_the_blocks_around_the_box"
   # The device mesh (issue 56): a wrong degree, a wrong inverse of the coordinates, a communicator
-  # of the wrong peers (every axis's colour this rank's own), a pipeline's data-parallel index lost.
+  # of the wrong peers (every axis's colour this rank's own), the data source's data-parallel index lost.
   "train/mesh.cc|= world / (tp * pp);|= world / tp;|dtune_train_tests|MeshShape.*"
   "train/mesh.cc|for (auto it = order.rbegin(); it != order.rend(); ++it)|for (auto it = order.begin(); it != order.end(); ++it)|dtune_train_tests|MeshShape.*"
   "train/mesh.cc|    base[static_cast<size_t>(a)] = 0;\\n||dtune-train|tests/mpi/test_mesh_mpi.py::test_pipeline_with_sharded_data_axis_equals_accumulation"
-  "train/pipeline/pipeline_step.cc|s_.batch, M_, topo_.dp_index(), o.seed|s_.batch, M_, 0, o.seed|dtune-train|tests/mpi/test_mesh_mpi.py::test_pipeline_with_sharded_data_axis_equals_accumulation"
+  "train/setup.cc|s.batch, o.accum_steps, dp_rank, o.seed|s.batch, o.accum_steps, 0, o.seed|dtune-train|tests/mpi/test_mesh_mpi.py::test_pipeline_with_sharded_data_axis_equals_accumulation"
 )
 missed=0
 restore() { [[ -n "${saved:-}" ]] && cp "$saved" "$repo/$file" && rm -f "$saved"; saved=; }

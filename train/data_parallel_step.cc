@@ -3,8 +3,6 @@
 
 #include <torch/torch.h>
 
-#include <filesystem>
-
 #include "core/nvtx.h"
 #include "train/mesh.h"
 #include "train/param_sharding.h"
@@ -123,28 +121,8 @@ std::unique_ptr<StepStrategy> build_data_parallel(TrainSetup& s, const RunContex
                                                   RunMonitor* monitor) {
   const Options& o = s.o;
   const bool probe = s.probe();
-  models::Model& model = *s.model;
-  const DeviceMesh& mesh = *s.mesh;
-  const int dp = mesh.degree(MeshAxis::kDp), dp_rank = mesh.coord(MeshAxis::kDp);
-  RunMonitor::Armed armed;
-  if (!probe) {
-    armed = monitor->arm("setting up the gradient reducer and broadcasting the initial parameters");
-    s.reducer = o.backend == SyncBackend::kNccl
-                    ? make_nccl_reducer(mesh.comm(MeshAxis::kDp), s.ordinal, o.timeout_s)
-                    : make_mpi_reducer(ctx, mesh.comm(MeshAxis::kDp), o.reduce_algo);
-  }
-  s.params = model.parameters();
-  {
-    // Parameters and buffers start equal on every rank (rank 0's), as DDP does.
-    torch::NoGradGuard no_grad;
-    if (dp > 1) {
-      for (auto& p : s.params) s.reducer->broadcast(p.data(), 0);
-      for (auto& b : model.buffers()) s.reducer->broadcast(b, 0);
-    }
-  }
-  armed.disarm();
-  const bool with_sync = !probe && dp > 1 && o.local_sgd_every == 0;
-  s.sharding = build_param_sharding(s, dp, dp_rank, with_sync);
+  s.params = s.model->parameters();
+  build_shared_parts(s, ctx, monitor);
   if (probe && ctx.world_size() > 1 && o.local_sgd_every == 0) {
     // What the run's buckets will hold, allocated: the probe learns whether the batch fits beside
     // them.
@@ -155,21 +133,11 @@ std::unique_ptr<StepStrategy> build_data_parallel(TrainSetup& s, const RunContex
   }
   // After GradSync, so that its hooks run first (the times include the copy into the bucket).
   if (!probe) s.grad_timer.emplace(s.params, s.device.is_cuda() ? s.ordinal : -1);
-  s.scaler.emplace(o.precision == Precision::kFp16, s.device);
-  s.data = probe || o.data == "synthetic"
-               ? make_synthetic_source(model, s.batch, o.accum_steps, dp_rank, o.seed, s.device)
-               : make_loader_source(o, model, s.batch, dp_rank, dp, s.device);
   s.clock = make_phase_clock(make_timeline(s.device.is_cuda() ? s.ordinal : -1));
   if (!o.timing) s.clock = make_total_only_clock(std::move(s.clock));
   if (o.profile_steps > 0) {
     s.clock = make_traced_clock(std::move(s.clock), s.trace_log);
     if (s.reducer) s.reducer->set_trace(&s.trace_log);
-    // --batch-sweep: one trace directory per batch, so runs do not overwrite each other's traces.
-    const std::string dir =
-        o.batch_sweep
-            ? (std::filesystem::path(o.profile_dir) / ("b" + std::to_string(s.batch))).string()
-            : o.profile_dir;
-    s.profiler.emplace(o, ctx, s.device, s.trace_log, dir);
   }
   s.sharding->set_clock(s.clock.get());  // zero3 waits for gathers: exposed communication
   return std::make_unique<DataParallelStep>(s);

@@ -6,6 +6,7 @@
 #include <torch/utils.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "core/device_info.h"
 #include "core/error.h"
@@ -34,6 +35,41 @@ torch::Device pick_device(const Options& o, const RunContext& ctx, int& ordinal)
 }
 
 }  // namespace
+
+void build_shared_parts(TrainSetup& s, const RunContext& ctx, RunMonitor* monitor) {
+  const Options& o = s.o;
+  const DeviceMesh& mesh = *s.mesh;
+  const int dp = mesh.degree(MeshAxis::kDp), dp_rank = mesh.coord(MeshAxis::kDp);
+  if (!s.probe()) {
+    RunMonitor::Armed armed =
+        monitor->arm("setting up the gradient reducer and broadcasting the initial parameters");
+    // NCCL for the data axis unless it is one rank of a pipeline (then there is nothing to reduce).
+    const bool nccl =
+        o.backend == SyncBackend::kNccl && (mesh.degree(MeshAxis::kPp) == 1 || dp > 1);
+    s.reducer = nccl ? make_nccl_reducer(mesh.comm(MeshAxis::kDp), s.ordinal, o.timeout_s)
+                     : make_mpi_reducer(ctx, mesh.comm(MeshAxis::kDp), o.reduce_algo);
+    torch::NoGradGuard no_grad;
+    if (dp > 1) {
+      for (auto& p : s.params) s.reducer->broadcast(p.data(), 0);
+      for (auto& b : s.model->buffers()) s.reducer->broadcast(b, 0);
+    }
+  }
+  s.sharding = build_param_sharding(s, dp, dp_rank, !s.probe() && dp > 1 && o.local_sgd_every == 0);
+  s.scaler.emplace(o.precision == Precision::kFp16, s.device);
+  if (s.probe() || o.data == "synthetic")
+    s.data = make_synthetic_source(*s.model, s.batch, o.accum_steps, dp_rank, o.seed, s.device);
+  else if (mesh.coord(MeshAxis::kPp) == 0)
+    s.data = make_loader_source(o, *s.model, s.batch, dp_rank, dp, s.device);
+  if (o.profile_steps > 0) {
+    // --batch-sweep: one trace directory per batch, so runs do not overwrite each other's traces.
+    const std::string dir =
+        o.batch_sweep
+            ? (std::filesystem::path(o.profile_dir) / ("b" + std::to_string(s.batch))).string()
+            : o.profile_dir;
+    s.profiler.emplace(o, ctx, s.device, s.trace_log, dir);
+    if (mesh.degree(MeshAxis::kPp) > 1) s.profiler->set_pipeline_stage(mesh.coord(MeshAxis::kPp));
+  }
+}
 
 int device_ordinal(const Options& o, const RunContext& ctx) {
   if (o.device == DeviceKind::kCpu) return -1;

@@ -85,4 +85,13 @@ struct TrainSetup {
   TrainSetup() = default;
 };
 
+// The parts every mode builds alike, once the mode has set s.params (the whole model's, or its
+// pipeline stage's): the reducer over the mesh's data axis and the initial broadcast, which starts
+// every data-parallel group from its first rank's parameters and buffers as DDP does (armed on
+// `monitor`; a probe has neither), the sharding and its gradient sync (param_sharding.h), the loss
+// scaler, the data source (a dataset is loaded on the first pipeline stage only: the others get
+// activations and targets) and the profiler. A mode adds only what is its own (the data-parallel
+// step's clock and gradient timer; the pipeline's partition, channels and schedule).
+void build_shared_parts(TrainSetup& s, const RunContext& ctx, RunMonitor* monitor);
+
 }  // namespace dtune::train

@@ -203,36 +203,18 @@ PipelineStep::PipelineStep(TrainSetup& s, const RunContext& ctx, RunMonitor& mon
   }
   // --backend nccl: the stages' tensors and each stage group's gradients go over NCCL.
   channel_ = make_pipeline_channel(o, ctx, topo_, s_.ordinal, !tied_.empty());
-  s_.reducer = o.backend == SyncBackend::kNccl && topo_.dp_size() > 1
-                   ? make_nccl_reducer(topo_.dp(), s_.ordinal, o.timeout_s)
-                   : make_mpi_reducer(ctx, topo_.dp(), o.reduce_algo);
-  {
-    torch::NoGradGuard no_grad;
-    if (topo_.dp_size() > 1)
-      for (auto& p : s_.params) s_.reducer->broadcast(p.data(), 0);
-  }
   armed.disarm();
-  // The stage's parameters over its data-parallel group: replicated, or sharded by --shard zero1
-  // or zero2 (Megatron-LM's distributed optimizer).
-  s_.sharding = build_param_sharding(s_, topo_.dp_size(), topo_.dp_index(), topo_.dp_size() > 1);
+  // The stage group's reducer, the stage's parameters over it (replicated, or sharded by --shard
+  // zero1 or zero2: Megatron-LM's distributed optimizer), the scaler, the data (a dataset: stage 0
+  // alone loads it, slice dp_index of dp_size) and the profiler.
+  build_shared_parts(s_, ctx, &monitor_);
   // zero2 drops the whole gradients once they are reduce-scattered: the tied embedding's are then
   // summed between the end stages before the reduction, which waits for the schedule's end.
   scatter_ = s_.sharding->reduce_scatters();
   overlap_ = V_ == 1 && !(scatter_ && !tied_.empty());
-  s_.scaler.emplace(o.precision == Precision::kFp16, s_.device);
-  if (o.data == "synthetic")
-    s_.data = make_synthetic_source(*s_.model, s_.batch, M_, topo_.dp_index(), o.seed, s_.device);
-  else if (topo_.first())
-    s_.data =
-        make_loader_source(o, *s_.model, s_.batch, topo_.dp_index(), topo_.dp_size(), s_.device);
   targets_from_first_ = o.data != "synthetic" && topo_.last();
   actions_ = stage_actions(o.pipeline.schedule, P_, M_, V_, topo_.stage());
   in_flight_.assign(V_, std::vector<InFlight>(M_));
-
-  if (o.profile_steps > 0) {
-    s_.profiler.emplace(o, ctx, s_.device, s_.trace_log, o.profile_dir);
-    s_.profiler->set_pipeline_stage(topo_.stage());
-  }
 
   PipelineStats& st = stats_;
   st.stages = P_;
