@@ -10,7 +10,7 @@ tests/sweeps/test_carried.py models it (step noise sd U(0.05, 0.20) a run, slow 
 x1.3-1.8 lasting Exp(4 s) on the launch clock, a third of them slow, 40 ms steps).
 Each run is read by paired.run_figure; each candidate's mean is level-weighted as a tune weighs it.
 Prints how often the optimum has the best mean read against the incumbent runs alone
-(paired.readings), from every run (levels.py), and with the level known exactly. --designs prints
+(levels.readings), from every run (levels.read), and with the level known exactly. --designs prints
 that for every rung of 1-4 blocks of 4, 8 or 16 steps with its cost (runs x (start-up 0.23 s + the
 steps and a warm-up step at 40 ms)) beside the sweep's share of a 30% budget in
 benchmarks/tune/small_sweeps.py (its candidates over the file's 12 of the 15.1 s budget): the

@@ -1,4 +1,5 @@
-"""The machine's level through a rung's runs, read from every run (paired.readings with `within`).
+"""The machine's level through a rung's runs, read from every run (readings with `within`; without
+it, from the incumbent runs beside each run, as paired.py describes).
 
 A slow period of a shared node slows every run started in it by 30-80% and lasts seconds to
 minutes: several runs. Read against the incumbent runs alone (one in every REF_EVERY + 1), a run's
@@ -69,18 +70,42 @@ def noise_var(r, within: float) -> float:
     return max(1.5 * within, from_runs)
 
 
+def readings(seq: list, within: float | None = None) -> list[tuple]:
+    """seq: the rung's runs in the order they ran, (key or None for the incumbent, block, log figure
+    or nan). With `within` (the mean variance of a run's figure from its steps) the level is read
+    from every run (read: stretches of one level through the rung's runs; a run alone in its
+    stretch left out), else from the incumbent runs alone, as follows. Returns (key, block, y, gap)
+    for every run that measured and has an incumbent run beside it: y its log figure less the local
+    level (the mean of the nearest incumbent runs before and after it), gap half the difference of
+    those two (0 with one): how far the level can be off when a slow period's edge falls between
+    them (the run was at one side's level or the other's)."""
+    if within is not None:
+        got = read(seq, within)
+        if got is not None:
+            return got
+    refs = [i for i, (k, _, v) in enumerate(seq) if k is None and math.isfinite(v)]
+    out = []
+    for i, (k, b, v) in enumerate(seq):
+        if not math.isfinite(v):
+            continue
+        before = [j for j in refs if j < i]
+        after = [j for j in refs if j > i]
+        near = ([seq[before[-1]][2]] if before else []) + ([seq[after[0]][2]] if after else [])
+        if near:
+            out.append((k, b, v - float(np.mean(near)), abs(near[0] - near[-1]) / 2))
+    return out
+
+
 def read(seq: list, within: float) -> list[tuple] | None:
     """seq: a rung's runs in the order they ran, (key or None for the incumbent, block, log figure or
     nan); within: the mean variance of a run's figure from its steps. Returns (key, block, y, gap)
     for every run read (that measured and is not left out, _kept), y its log figure less the level
     of its stretch (the incumbent's y values centred on 0), gap the sd of that level (sqrt(var /
     others in the stretch); a run alone, half the difference of its neighbours' residuals, as
-    paired.readings). None when no incumbent run measured (nothing to read the candidates
+    readings). None when no incumbent run measured (nothing to read the candidates
     against), or the median candidate ran fewer than MIN_REPEATS times: a candidate's one run only
     echoes the level it was read against (a rung of the 48-point synthetic space in one block found
     the optimum far less often read this way)."""
-    from .paired import readings
-
     runs = [(k, b, v) for k, b, v in seq if math.isfinite(v)]
     repeats = Counter(k for k, _, _ in runs if k is not None)
     if not repeats or np.median(list(repeats.values())) < MIN_REPEATS:

@@ -29,7 +29,7 @@ candidate's mean over its blocks weighs each by 1 / (sd^2 + gap^2) (level_weight
 noise of one y read robustly, robust_sd, where such a y is an outlier, not noise). The verdict
 between two candidates stays the plain paired mean with the conservative floor above.
 
-A tune reads the level from every run of the rung instead (readings with `within`, levels.py): each
+A tune reads the level from every run of the rung instead (levels.readings with `within`): each
 run's residual from its candidate's estimate tells the level, and the rung's runs are split into
 stretches of one level, so an edge between two incumbent runs is placed at the run where it fell.
 """
@@ -40,6 +40,8 @@ import math
 import random
 
 import numpy as np
+
+from .levels import readings
 
 REF_EVERY = 4  # candidates between two runs of the incumbent
 TRIM = 0.2  # a run's figure: the mean of its log steps, this share trimmed at each end (run_figure)
@@ -72,36 +74,8 @@ def rung_runs(n_candidates: int, blocks: int) -> int:
     return 1 + blocks * runs_per_block(n_candidates)
 
 
-def readings(seq: list, within: float | None = None) -> list[tuple]:
-    """seq: the rung's runs in the order they ran, (key or None for the incumbent, block, log figure
-    or nan). With `within` (the mean variance of a run's figure from its steps) the level is read
-    from every run (levels.read: stretches of one level through the rung's runs; a run alone in its
-    stretch left out), else from the incumbent runs alone, as follows. Returns (key, block, y, gap)
-    for every run that measured and has an incumbent run beside it: y its log figure less the local
-    level (the mean of the nearest incumbent runs before and after it), gap half the difference of
-    those two (0 with one): how far the level can be off when a slow period's edge falls between
-    them (the run was at one side's level or the other's)."""
-    if within is not None:
-        from . import levels
-
-        got = levels.read(seq, within)
-        if got is not None:
-            return got
-    refs = [i for i, (k, _, v) in enumerate(seq) if k is None and math.isfinite(v)]
-    out = []
-    for i, (k, b, v) in enumerate(seq):
-        if not math.isfinite(v):
-            continue
-        before = [j for j in refs if j < i]
-        after = [j for j in refs if j > i]
-        near = ([seq[before[-1]][2]] if before else []) + ([seq[after[0]][2]] if after else [])
-        if near:
-            out.append((k, b, v - float(np.mean(near)), abs(near[0] - near[-1]) / 2))
-    return out
-
-
 def read(seq: list, within: float | None = None) -> tuple[dict, list, dict]:
-    """readings(seq, within), split: ({key: {block: y}} of the candidates, [y of each incumbent run
+    """levels.readings(seq, within), split: ({key: {block: y}} of the candidates, [y of each incumbent run
     against its neighbours], {key: {block: gap}} of the candidates)."""
     ys: dict = {}
     inc = []
@@ -196,7 +170,7 @@ def figure_rows(runs) -> tuple[list, float]:
     """runs: a rung's runs in the order they ran, (key or None, block, halving.Measured). Returns
     ([(key, block, log figure)], the mean variance of those figures from their steps, 0 with none):
     a run's figure by run_figure of its log samples, nan for one that did not measure or measured
-    a figure of 0 or less (seq for readings and its `within`, as both methods read a rung)."""
+    a figure of 0 or less (seq for levels.readings and its `within`, as both methods read a rung)."""
     rows, within = [], []
     for k, b, m in runs:
         lf = float("nan")
