@@ -39,8 +39,8 @@ sys.path[:0] = [str(REPO / "sweeps"), str(REPO / "report"), str(REPO / "tests" /
 from test_carried import LaunchClockRuns  # noqa: E402
 
 from dtune_sweep import interleaved, paired  # noqa: E402
+from dtune_sweep.candidates import with_steps  # noqa: E402
 from dtune_sweep.spec import plan  # noqa: E402
-from dtune_sweep.tune import with_steps  # noqa: E402
 
 SWEEPS = {
     "q4": "{--x: [2, 3], --z: [0, 1]}",

@@ -56,11 +56,11 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "sweeps"), str(REPO / "report")]
 
 from dtune_sweep import runner  # noqa: E402
+from dtune_sweep.candidates import DEFAULT_STEPS, STEPS_FLAGS, steps_of, with_steps  # noqa: E402
 from dtune_sweep.halving import schedule  # noqa: E402
 from dtune_sweep.objective import DEFAULT, OBJECTIVES, samples  # noqa: E402
 from dtune_sweep.paired import run_figure  # noqa: E402
 from dtune_sweep.spec import plan  # noqa: E402
-from dtune_sweep.tune import DEFAULT_STEPS, STEPS_FLAGS, steps_of, with_steps  # noqa: E402
 
 
 def check_data(pts) -> None:

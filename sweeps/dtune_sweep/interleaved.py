@@ -59,6 +59,7 @@ from functools import partial
 import numpy as np
 
 from . import axes, earlier, paired
+from .candidates import axis_values, label, measured_record, recommendation, steps_of, teach, with_steps
 from .cost import CostModel
 from .halving import Measured, no_pick, rank, schedule
 from .objective import OBJECTIVES
@@ -89,8 +90,6 @@ class Sweep:
     """One sweep's tune: its candidates, the runs made, the measured noise, the records."""
 
     def __init__(self, name, cands, runs, objective, share, seed, alpha, say):
-        from .tune import steps_of
-
         self.name, self.runs, self.objective, self.share = name, runs, objective, share
         self.seed, self.alpha, self.say = seed, alpha, say
         self.unit, self.higher = OBJECTIVES[objective][1], OBJECTIVES[objective][2]
@@ -106,8 +105,6 @@ class Sweep:
         self.carried: tuple = ({}, 0)  # the last rung's deciding figures (earlier.carried), its steps
 
     def point(self, key: int, steps: int, repeat: int):
-        from .tune import with_steps
-
         return replace(with_steps(self.cands[key], steps), repeat=repeat)
 
     def per_run(self, steps: int, key: int | None = None) -> float:
@@ -125,8 +122,6 @@ class Sweep:
         self.used += [p.id for p in pts]
         self.key_of.update((p.id, key) for p, key in zip(pts, keys))
         if self.share is not None and self.share[0] == "seconds":
-            from .tune import teach
-
             teach(self.model, self.runs, pts, keys, lambda p, key: self.measure(p, key).ok)
 
     def measure(self, p, key: int) -> Measured:
@@ -294,8 +289,6 @@ class Rung:
         return sorted(ev["means"], key=lambda k: (-round(ev["p_best"][k], 12), -sign * ev["means"][k], k))
 
     def record(self, ev: dict) -> dict:
-        from .tune import _record
-
         cands = []
         keys = [self.inc] + sorted(set(k for k, _, _ in self.seq if k is not None))
         for key in keys:
@@ -303,7 +296,7 @@ class Rung:
             ms = [self.sw.measure(p, key) for p in runs]
             ok = [m for m in ms if m.ok]
             pooled = Measured(key, "ok", np.concatenate([m.samples for m in ok])) if ok else ms[0]
-            r = _record(pooled, runs[0], self.sw.higher)
+            r = measured_record(pooled, runs[0], self.sw.higher)
             bad = next((m for m in ms if not m.ok), None)
             if ok and bad is not None:  # dropped from the rung by a run that did not measure
                 r.update(status=bad.status, **({"reason": bad.why} if bad.why else {}))
@@ -546,10 +539,8 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
 
 def _did_not_measure(sw: Sweep, key: int, p) -> dict:
     """The record of a candidate dropped from a rung by its run p, which did not measure."""
-    from .tune import _record
-
     m = sw.measure(p, key)
-    c = _record(m, p, sw.higher) | {"candidate_id": sw.cands[key].id, "runs": 1, "incumbent": False}
+    c = measured_record(m, p, sw.higher) | {"candidate_id": sw.cands[key].id, "runs": 1, "incumbent": False}
     return c | {"promoted": False, "why": f"did not measure ({m.status})"}
 
 
@@ -668,8 +659,6 @@ def _mark(r: dict, keep: list, why: dict, sw: Sweep) -> None:
 
 def pick(sw: Sweep, rung: Rung, ev: dict, rec: dict) -> None:
     """The winner of the last rung, every candidate tied with it, and the margin over the runner-up."""
-    from .tune import _axis_values, _label, recommendation
-
     sign = 1 if sw.higher else -1
     order = sorted(ev["means"], key=lambda k: (-sign * ev["means"][k], -ev["p_best"][k], k))
     if not rung.incumbent_ok():  # a run of it in the top rung's race did not measure: never the pick
@@ -682,7 +671,7 @@ def pick(sw: Sweep, rung: Rung, ev: dict, rec: dict) -> None:
         return
     w = order[0]
     wp = sw.cands[w]
-    rec["winner"] = dict(recs[wp.id]) | {"label": _label(_axis_values(wp)), "p_best": ev["p_best"][w]}
+    rec["winner"] = dict(recs[wp.id]) | {"label": label(axis_values(wp)), "p_best": ev["p_best"][w]}
     if "paired" in ev:  # the axes model or the earlier rungs decided (a tune that stopped below the top)
         own = ev["paired"]["means"]
         best_own = max(own, key=lambda k: (sign * own[k], k == w))
@@ -701,14 +690,14 @@ def pick(sw: Sweep, rung: Rung, ev: dict, rec: dict) -> None:
         rec["estimates"] = ev.get("axes", {}) | {
             "by": " and ".join(b for b, on in (("axes model", "axes" in ev), ("earlier rungs", "earlier" in ev)) if on),
             "why": "; ".join(why),
-            "paired_best": None if best_own == w else _label(_axis_values(sw.cands[best_own])),
+            "paired_best": None if best_own == w else label(axis_values(sw.cands[best_own])),
         }
     sides = lambda a, b: 1 if rung.inc in (a, b) else 2  # noqa: E731
     tied, per_block = [], paired.rung_runs(len(order), 1) - 1
     cost = rung_cost(sw, rung.inc, [k for k in order if k != rung.inc], rung.steps, 1, False)
     for other in order[1:]:
         v = paired.verdict(ev["ys"][w], ev["ys"][other], ev["sigma"], sides(w, other), sw.alpha, sw.higher)
-        v["label"] = _label(_axis_values(sw.cands[other]))
+        v["label"] = label(axis_values(sw.cands[other]))
         v["id"] = recs[sw.cands[other].id]["id"]
         if v.get("blocks_to_separate"):
             more = max(v["blocks_to_separate"] - v["blocks"], 0)
@@ -727,8 +716,6 @@ def pick(sw: Sweep, rung: Rung, ev: dict, rec: dict) -> None:
             f"tune stopped before the top rung"
         )
     top_ids = [p.id for _, _, p in rung.seq]
-    from .tune import with_steps
-
     rec["recommendation"] = recommendation(with_steps(wp, sw.s_max), sw.runs.directory, top_ids, sw.runs.hosts)
 
 

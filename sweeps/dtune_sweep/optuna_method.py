@@ -44,10 +44,11 @@ from dataclasses import replace
 import numpy as np
 
 from . import paired
+from .candidates import axis_values, label, measured_record, recommendation, steps_of, teach, with_steps
 from .cost import CostModel
 from .halving import Measured, no_pick, rank, schedule
+from .interleaved import halvings, least_steps
 from .objective import OBJECTIVES
-from .tune import _axis_values, _label, _record, recommendation, steps_of, teach, with_steps
 
 
 def _study(directory, name, seed, pruner_name, s0, s_max, higher):
@@ -87,8 +88,6 @@ def _timed_levels(n, s_max, min_steps, pruner, share_s, runs, ref_point, learn, 
     reference) fit the share. Until 2026-12-05 the lengths were --min-steps doubled up to the
     sweep's steps whatever the budget: where a run is mostly start-up a first trial cost more than
     a sweep's share, and optuna ran over it."""
-    from .interleaved import halvings, least_steps
-
     s0 = min(min_steps, s_max)
     probe = ref_point(s0, 0)
     say(f"# tune: {name}: probing the cost of a run with 1 run of {s0} steps")
@@ -142,10 +141,10 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
     longest = levels[-1]
     axes = {}
     for c in cands:
-        for k, v in _axis_values(c).items():
+        for k, v in axis_values(c).items():
             axes.setdefault(k, []).append(json.dumps(v))
     axes = {k: sorted(set(v)) for k, v in axes.items() if len(set(v)) > 1}
-    by_params = {tuple(json.dumps(_axis_values(c)[k]) for k in axes): c for c in cands}
+    by_params = {tuple(json.dumps(axis_values(c)[k]) for k in axes): c for c in cands}
     study = _study(runs.directory, name, seed, pruner, levels[0], longest, higher)
     rec = {"sweep": name, "binary": binary, "objective": objective, "unit": unit, "higher": higher}
     rec.update(method=f"optuna (TPE, {pruner} pruner)", seed=seed, alpha=alpha, candidates=n, steps=s_max)
@@ -308,7 +307,7 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
         nxt = levels[k + 1] if k + 1 < len(levels) else None
         cs = []
         for i, m in here:
-            r = _record(m, with_steps(cands[i], steps), higher)
+            r = measured_record(m, with_steps(cands[i], steps), higher)
             if nxt is not None:
                 r["promoted"] = (i, nxt) in results
                 r["why"] = "the pruner let it go on" if r["promoted"] else "pruned (or the budget ran out)"
@@ -337,7 +336,10 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
         return rec
     w = ranked[0]
     wp = with_steps(cands[w.key], top_steps)
-    rec["winner"] = _record(w, wp, higher) | {"label": _label(_axis_values(wp)), "paired": float(np.exp(ys[w.key][0]))}
+    rec["winner"] = measured_record(w, wp, higher) | {
+        "label": label(axis_values(wp)),
+        "paired": float(np.exp(ys[w.key][0])),
+    }
     if top_steps != s_max:
         rec["winner"]["note"] = (
             f"measured at {top_steps} steps: the budget stopped every trial before the sweep's {s_max} steps"
@@ -350,7 +352,7 @@ def tune_sweep_optuna(name, cands, runs, objective, share, seed, alpha, min_step
     if len(ranked) > 1:
         r: Measured = ranked[1]
         rp = with_steps(cands[r.key], top_steps)
-        rec["runner_up"] = _record(r, rp, higher) | {"label": _label(_axis_values(rp))}
+        rec["runner_up"] = measured_record(r, rp, higher) | {"label": label(axis_values(rp))}
         rec["margin"] = paired.verdict(ys[w.key], ys[r.key], sig, 2, alpha, higher)
     rec["noise_floor"] = {
         "sigma_log": sig,

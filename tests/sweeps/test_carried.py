@@ -16,9 +16,9 @@ from fake_train import slow_factor  # noqa: E402
 from test_halving import PricedRuns, own_label  # noqa: E402
 
 from dtune_sweep import earlier, interleaved, paired  # noqa: E402
+from dtune_sweep.candidates import with_steps  # noqa: E402
 from dtune_sweep.halving import Measured  # noqa: E402
 from dtune_sweep.spec import plan  # noqa: E402
-from dtune_sweep.tune import with_steps  # noqa: E402
 
 SLEEP_S = 0.040  # synthetic_live.py's --sleep-ms 40
 SPACE48 = (

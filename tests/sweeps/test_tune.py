@@ -537,8 +537,8 @@ def test_the_recommended_export_block_names_each_flag_s_fallback_as_dtune_train_
     import sys
 
     sys.path[:0] = [str(REPO / "sweeps")]
+    from dtune_sweep.candidates import recommendation
     from dtune_sweep.spec import Point
-    from dtune_sweep.tune import recommendation
 
     values = {"--pp": 2, "--mesh-order": "tp,dp,pp", "--tp": 1}
     p = Point("s", "dtune-train", ["--pp", "2", "--mesh-order", "tp,dp,pp", "--tp", "1"], {}, 4, 1, 0, 0, values)
