@@ -1,8 +1,9 @@
 """The `dtune` command as a package: `dtune --help` names every subcommand with its one-line
 description (read from the parsers themselves, so a new subcommand cannot be left out), and the
 entry point pyproject.toml declares for `pip install .` maps to the same packages and runs the same
-command as scripts/dtune."""
+command as scripts/dtune; and the sweep package's modules import one another without a circle."""
 
+import ast
 import errno
 import os
 import re
@@ -94,3 +95,57 @@ def test_a_full_disk_met_by_any_write_is_one_line_and_exit_1(monkeypatch, capsys
     monkeypatch.setattr(cli, "plan", denied)
     with pytest.raises(PermissionError):  # another OSError is not taken for a full disk
         cli.main(["sweep", "plan", "s.yaml"])
+
+
+def package_imports(package: Path) -> dict:
+    """{module: {modules of the package it imports}} for every module of a flat package, the
+    imports inside functions included (one there that closes a circle only hides it until the call)."""
+    names = {f.stem for f in package.glob("*.py")}
+    graph = {}
+    for f in sorted(package.glob("*.py")):
+        out = set()
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(node, ast.Import):  # import pkg.x
+                out |= {a.name.split(".")[1] for a in node.names if a.name.startswith(package.name + ".")}
+            elif isinstance(node, ast.ImportFrom):
+                within = node.module.split(".") if node.module else []
+                if node.level == 0 and within[:1] != [package.name]:
+                    continue  # another package's
+                if node.level == 0:
+                    within = within[1:]
+                # from . import x, y / from pkg import x, y: the names; from .x import y: x
+                out |= set(within[:1]) if within else {a.name for a in node.names}
+        graph[f.stem] = (out & names) - {f.stem}
+    return graph
+
+
+def circles(graph: dict) -> list[list[str]]:
+    """The groups of modules that reach one another through their imports (more than one module
+    each), each sorted; [] for a package whose imports form no circle."""
+    reach = {}
+    for m in graph:
+        seen, todo = set(), [m]
+        while todo:
+            for n in graph[todo.pop()] - seen:
+                seen.add(n)
+                todo.append(n)
+        reach[m] = seen
+    groups = {tuple(sorted({m} | {n for n in reach[m] if m in reach[n]})) for m in graph}
+    return sorted(list(g) for g in groups if len(g) > 1)
+
+
+def test_circles_found_by_hand():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"c"}}) == [["a", "b"], ["c", "d"]]
+    assert circles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_the_sweep_package_has_no_import_circle():
+    # A circle (tune.py and the methods importing one another's helpers, levels.py and paired.py
+    # calling each other) makes every module of it one concept to read: issue 62.
+    package = REPO / "sweeps" / "dtune_sweep"
+    graph = package_imports(package)
+    assert {"runner", "halving"} <= graph["tune"]  # the imports are read at all: from .x and from . import x
+    found = circles(graph)
+    said = [" ".join(f"{m}->{n}" for m in g for n in sorted(graph[m] & set(g))) for g in found]
+    assert not found, "import circles in sweeps/dtune_sweep: " + "; ".join(said)
