@@ -12,11 +12,13 @@ const std::vector<ModelFamily>& model_families() {
       {"resnet",
        {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152"},
        false,
+       false,
        [](const std::string& model, const ModelOptions& o) {
          return resnet_size(resnet_config(model, o));
        }},
       {"gpt2",
        {"gpt2-tiny", "gpt2-d6", "gpt2-d12", "gpt2-d24", "gpt2-d36", "gpt2-d48"},
+       true,
        true,
        [](const std::string& model, const ModelOptions& o) {
          return gpt_size(gpt_config(model, o));

@@ -18,6 +18,7 @@ struct ModelFamily {
   std::string_view name;            // "resnet", "gpt2"
   std::vector<std::string> models;  // its --model names, in `dtune-models list` order
   bool sequence = false;            // tokens in, tokens out: --context, --vocab, --layers apply
+  bool tied_embedding = false;      // its head is its token embedding (both end stages hold it)
   ModelSize (*size)(const std::string& model, const ModelOptions& o) = nullptr;
 };
 

@@ -85,6 +85,12 @@ class ShardedParams final : public ParamSharding {
   torch::Tensor forward(models::Model&, const torch::Tensor& input) override {
     return units_->forward(input);
   }
+  torch::Tensor forward_chunk(const std::vector<models::Piece>& pieces, size_t begin, size_t end,
+                              torch::Tensor x) override {
+    DTUNE_CHECK(end - begin == units_->pieces(),
+                "--shard zero3: a stage's units run its one chunk");
+    return units_->forward(x);
+  }
   bool reduce_scatters() const override { return true; }
   void after_backward() override { units_->release_all(); }
   std::vector<torch::Tensor> grads() override { return {zero_->collect_grads(parts_)}; }
@@ -130,11 +136,13 @@ std::unique_ptr<ParamSharding> build_param_sharding(TrainSetup& s, int dp, int d
   }
   // zero3: the units, whose buckets GradSync reduce-scatters (on one rank too).
   std::unique_ptr<Zero3Units> units;
+  const Zero3Units::Options uo{o.reshard_after_forward, o.shard_unit_mib, o.shard_prefetch,
+                               o.timeout_s};
   if (mode == ShardMode::kZero3)
-    units =
-        std::make_unique<Zero3Units>(*s.model, s.params, dp, dp_rank, *s.reducer,
-                                     Zero3Units::Options{o.reshard_after_forward, o.shard_unit_mib,
-                                                         o.shard_prefetch, o.timeout_s});
+    units = s.stage_pieces.empty()
+                ? std::make_unique<Zero3Units>(*s.model, s.params, dp, dp_rank, *s.reducer, uo)
+                : std::make_unique<Zero3Units>(s.stage_pieces, s.stage_param_names, s.params, dp,
+                                               dp_rank, *s.reducer, uo);
   if (with_sync || units)
     s.sync.emplace(s.params, *s.reducer, dp, o, scatter, units ? &units->layout() : nullptr);
   // zero2 and zero3 own part r of each bucket; zero1 (and zero2 without a sync: one rank) a

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "models/model.h"
+#include "models/pieces.h"
 #include "train/outcome.h"
 #include "train/phase_clock.h"
 
@@ -29,6 +30,13 @@ class ParamSharding {
   // The model's forward: zero3 runs it piece by piece with each unit gathered around its pieces.
   virtual torch::Tensor forward(models::Model& model, const torch::Tensor& input) {
     return model.forward(input);
+  }
+  // A pipeline stage's chunk: pieces [begin, end) on `x`. zero3 (whose units are cut from the
+  // stage's pieces: one chunk) runs them with each unit gathered around its pieces.
+  virtual torch::Tensor forward_chunk(const std::vector<models::Piece>& pieces, size_t begin,
+                                      size_t end, torch::Tensor x) {
+    for (size_t i = begin; i < end; ++i) x = pieces[i].forward(x);
+    return x;
   }
   // Whether the gradient sync reduce-scatters (zero2, zero3), which it then does every
   // micro-step, adding up the parts (grad_sync.h prepare).
@@ -57,7 +65,7 @@ class ParamSharding {
 // The sharding of s.params over the data axis (`dp` ranks, this one `dp_rank`, reducing over
 // s.reducer) by s.o.shard; builds s.sync first when `with_sync` (zero3 always: its units are the
 // buckets) and, replicated, s.master (bf16 weights) and s.optimizer. zero3 shards s.model, whose
-// parameters s.params must be.
+// parameters s.params must be, or, with s.stage_pieces (a pipeline stage's), those pieces'.
 std::unique_ptr<ParamSharding> build_param_sharding(TrainSetup& s, int dp, int dp_rank,
                                                     bool with_sync);
 // The gradient figures every sharding shares: the parameters' .grad left after the last step plus

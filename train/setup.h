@@ -12,10 +12,12 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/context.h"
 #include "models/model.h"
+#include "models/pieces.h"
 #include "train/config.h"
 #include "train/data.h"
 #include "train/grad_sync.h"
@@ -66,6 +68,10 @@ struct TrainSetup {
   TraceLog trace_log;
   std::unique_ptr<Reducer> reducer;   // over the data axis; null for a probe
   std::vector<torch::Tensor> params;  // this rank's: the model's, or its pipeline stage's
+  // A pipeline stage's pieces and its parameters' names (params in that order): what zero3 cuts
+  // its units from. Empty: the whole model's.
+  std::vector<models::Piece> stage_pieces;
+  std::vector<std::string> stage_param_names;
   std::vector<torch::Tensor>
       master;  // replicated bf16 weights: the fp32 copy the optimizer updates
   std::unique_ptr<Optimizer> optimizer;  // replicated (--shard none)

@@ -31,17 +31,32 @@ void alloc_storage(const torch::Tensor& t) {
 
 }  // namespace
 
+namespace {
+
+std::vector<std::string> names_of(models::Model& model) {
+  std::vector<std::string> names;
+  for (const auto& p : model.named_parameters()) names.push_back(p.key());
+  return names;
+}
+
+}  // namespace
+
 Zero3Units::Zero3Units(models::Model& model, const std::vector<torch::Tensor>& params, int world,
                        int rank, Reducer& reducer, const Options& o)
+    : Zero3Units(models::model_pieces(model), names_of(model), params, world, rank, reducer, o) {}
+
+Zero3Units::Zero3Units(std::vector<models::Piece> pieces, const std::vector<std::string>& names,
+                       const std::vector<torch::Tensor>& params, int world, int rank,
+                       Reducer& reducer, const Options& o)
     : o_(o),
       params_(params),
-      pieces_(models::model_pieces(model)),
+      pieces_(std::move(pieces)),
       reducer_(reducer),
       world_(world),
       rank_(rank) {
   std::map<std::string, size_t> index;
   size_t i = 0;
-  for (const auto& p : model.named_parameters()) index[p.key()] = i++;
+  for (const auto& name : names) index[name] = i++;
   DTUNE_CHECK(i == params_.size(), "--shard zero3: the model's parameters changed");
   std::vector<int64_t> owner(params_.size(), -1);
   if (o_.unit_mib > 0) {

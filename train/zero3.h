@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -53,6 +54,11 @@ class Zero3Units {
   // `params`: the model's parameters in its order (model.parameters()).
   Zero3Units(models::Model& model, const std::vector<torch::Tensor>& params, int world, int rank,
              Reducer& reducer, const Options& o);
+  // A pipeline stage's: its pieces (forward() runs them in order) and its parameters with their
+  // names (those the pieces use, in model order).
+  Zero3Units(std::vector<models::Piece> pieces, const std::vector<std::string>& names,
+             const std::vector<torch::Tensor>& params, int world, int rank, Reducer& reducer,
+             const Options& o);
   Zero3Units(const Zero3Units&) = delete;
   Zero3Units& operator=(const Zero3Units&) = delete;
   // The gradient buckets: one per unit with parameters, in reverse unit order, each unit's
@@ -74,6 +80,7 @@ class Zero3Units {
   int64_t take_gathered_bytes() { return std::exchange(gathered_bytes_, 0); }
   // The units and their parameter bytes (without padding), in forward order.
   size_t units() const { return units_.size(); }
+  size_t pieces() const { return pieces_.size(); }
   int64_t unit_bytes(size_t u) const;
   // Waits for gathers are marked on `clock` as communication (kComm), the time before them as
   // the phase at hand (forward or backward); null: not marked.

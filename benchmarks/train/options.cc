@@ -76,11 +76,18 @@ void parse_pipeline(const std::string& schedule, const std::string& partition, O
   };
   refuse(o.local_sgd_every > 0, "--local-sgd");
   refuse(o.batch_auto, "--batch auto");
-  if (o.shard == ShardMode::kZero3)
+  // zero3 cuts a stage's units from its pieces (one chunk), and reduce-scatters each
+  // micro-batch's gradients: a tied embedding's two copies (held by both end stages, cut into
+  // differently made units) could not be summed (torchtitan's pipelined models do not tie it).
+  if (o.shard == ShardMode::kZero3 && pp.schedule == Schedule::kInterleaved)
     throw UsageError(p +
-                     " with --shard zero3: not yet supported (the units gather around the "
-                     "whole model's pieces, not a stage's); use --shard zero1 or zero2 with "
-                     "pipeline stages, or zero3 without them");
+                     " with --shard zero3 and --schedule interleaved: a stage's units are cut "
+                     "from one chunk; use --schedule 1f1b or gpipe, or --shard zero2");
+  if (o.shard == ShardMode::kZero3 && models::model_family(o.model).tied_embedding)
+    throw UsageError(p + " with --shard zero3 and --model " + o.model +
+                     ": its tied embedding is held by both end stages, whose sharded copies "
+                     "cannot be summed; use --shard zero2 with pipeline stages, or zero3 without "
+                     "them");
 }
 
 // --tp, --mesh-order and --pipeline-layout (mesh.h): the mesh's order, and its degrees checked

@@ -34,6 +34,7 @@ TRAIN_DEFAULTS = {
     "--schedule": "1f1b",
     "--virtual-stages": "1",
     "--shard": "none",
+    "--model": "gpt2-tiny",
 }
 SHARD_MODES = ("zero1", "zero2", "zero3")  # --shard values other than none (DDP)
 # The values the sharding flags take, as the binaries parse them (a value outside them fails the
@@ -269,7 +270,12 @@ def _train(given: dict, ranks: int) -> list[str]:
         for flag, bad_value in (
             ("--local-sgd", (sgd or 0) > 0),
             ("--batch", auto),
-            ("--shard", shard == "zero3"),  # zero1 and zero2 shard each stage over its data-parallel group
+            # zero1 and zero2 shard each stage over its data-parallel group; zero3 cuts a stage's units
+            # from its one chunk, and a tied embedding (GPT-2's, on both end stages) cannot be summed
+            (
+                "--shard",
+                shard == "zero3" and (str(f["--model"]).startswith("gpt2-") or f["--schedule"] == "interleaved"),
+            ),
         ):
             if bad_value:
                 bad.append(f"{pp_flag} {f['--pipeline-stages']} does not go with {flag} {f.get(flag, '')}".rstrip())
@@ -376,7 +382,8 @@ RULES_HELP = """cross-flag rules, checked for every point when the sweep is plan
     --reshard-after-forward, --shard-unit and --shard-prefetch need --shard zero3;
     --shard is none, zero1, zero2 or zero3; --reshard-after-forward on or off; --shard-unit
     block or a size in MiB (a number, no unit) in (0, 1073741824]; --shard-prefetch 0 to 64;
-    --pipeline-stages > 1 not with --local-sgd, --batch auto or --shard zero3;
+    --pipeline-stages > 1 not with --local-sgd, --batch auto, or --shard zero3 with a GPT-2 (tied
+    embedding) or --schedule interleaved;
     --reduce-algo hierarchical only with --backend mpi
   dtune-comm: -b <= -e; -r is a rank; --mpi-buffers device only with --backend mpi;
     --pattern fsdp needs --model, one -d of float32 or bfloat16 and the table format, and not

@@ -1,11 +1,12 @@
 """The device mesh (train/mesh.h) composes pipeline stages with sharded data parallelism: on
 dp x pp layouts of up to 8 ranks, with --shard zero1 and zero2 on the data axis (the GPT, whose
-tied embedding's gradient the end stages sum, and the BatchNorm ResNet), every step's loss and the
-final parameters equal one process accumulating the same dp x M micro-batches (fp32, relative
-1e-5); another --mesh-order moves the ranks but trains bit-identically; each rank's optimizer state
-is its stage's divided over the data axis; the results file records the mesh and every rank's
-coordinates; a planted fp16 overflow skips the same step everywhere; --tp other than 1 and
-pipeline x zero3 are refused in one line."""
+tied embedding's gradient the end stages sum, and the BatchNorm ResNet) and zero3 (the ResNet),
+every step's loss and the final parameters equal one process accumulating the same dp x M
+micro-batches (fp32, relative 1e-5); another --mesh-order moves the ranks but trains
+bit-identically; each rank's optimizer state is its stage's divided over the data axis; the
+results file records the mesh and every rank's coordinates; a planted fp16 overflow skips the same
+step everywhere; --tp other than 1 and pipeline x zero3 with a tied embedding are refused in one
+line."""
 
 import math
 
@@ -73,6 +74,9 @@ LAYOUTS = [
         ["--shard", "zero2", "--schedule", "interleaved", "--virtual-stages", "2"],
     ),
     ("resnet-dp2-pp2-zero2", RESNET, 2, ["--shard", "zero2", "--bucket-mb", "0.05", "--first-bucket-mb", "0.01"]),
+    # zero3: each stage's units cut from its pieces, gathered around them; gpipe and 1F1B.
+    ("resnet-dp2-pp2-zero3", RESNET, 2, ["--shard", "zero3"]),
+    ("resnet-dp2-pp2-zero3-gpipe-mib", RESNET, 2, ["--shard", "zero3", "--schedule", "gpipe", "--shard-unit", "0.05"]),
 ]
 
 
@@ -135,7 +139,7 @@ def test_each_rank_holds_its_stages_optimizer_state_divided_over_the_data_axis(t
     "extra, names",
     [
         (["--tp", "2"], ["--tp 2", "--tp 1"]),
-        (["--pp", "2", "--shard", "zero3"], ["--pipeline-stages 2", "--shard zero3"]),
+        (["--pp", "2", "--shard", "zero3"], ["--pipeline-stages 2", "--shard zero3", "tied embedding"]),
         (["--mesh-order", "tp,pp"], ["--mesh-order 'tp,pp'", "tp, pp and dp"]),
         (["--mesh-order", "dp,pp,dp"], ["--mesh-order 'dp,pp,dp'"]),
         (

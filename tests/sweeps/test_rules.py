@@ -406,6 +406,16 @@ EXACT = [
     ),
     ("dtune-train", 2, "--pipeline-stages 2 --shard zero2", []),
     ("dtune-train", 2, "--pipeline-stages 2 --shard zero3", ["--pipeline-stages 2 does not go with --shard zero3"]),
+    # zero3 with pipeline stages: a stage's units from its one chunk, so no tied embedding (GPT-2) and
+    # no interleaved chunks; a ResNet on 1F1B runs.
+    ("dtune-train", 2, "--pipeline-stages 2 --shard zero3 --model resnet18", []),
+    (
+        "dtune-train",
+        2,
+        "--pipeline-stages 2 --shard zero3 --model resnet18 --schedule interleaved --virtual-stages 2"
+        " --micro-batches 2",
+        ["--pipeline-stages 2 does not go with --shard zero3"],
+    ),
     # Every complaint of a point that breaks several: the local SGD one twice (with the pipeline too).
     (
         "dtune-train",

@@ -161,6 +161,9 @@ class PipelineStep final : public StepStrategy {
   // The data-parallel sync runs as the last micro-batch's backward fills its buckets; else (several
   // chunks, or zero2 with tied parameters) it reduces every bucket after the schedule.
   bool overlap_ = true;
+  // zero3: every micro-batch's backward reduce-scatters its gradients (GradSync with one bucket
+  // per unit, adding the parts up), as the data-parallel step does.
+  bool per_micro_ = false;
 };
 
 // The pipeline's observer, between the monitor's and the profiler's: the trace window's gather
@@ -195,6 +198,11 @@ PipelineStep::PipelineStep(TrainSetup& s, const RunContext& ctx, RunMonitor& mon
   pieces_ = models::model_pieces(*s_.model);
   auto armed = monitor_.arm("setting up the pipeline (partition, stage groups, parameters)");
   setup_partition();
+  if (o.shard == ShardMode::kZero3) {  // its units are cut from this stage's pieces
+    s_.stage_pieces.assign(pieces_.begin() + static_cast<long>(chunks_.front().begin),
+                           pieces_.begin() + static_cast<long>(chunks_.front().end));
+    s_.stage_param_names = param_names_;
+  }
   {
     const uint64_t mine = std::hash<std::string>{}(ctx.host());
     uint64_t first = mine;
@@ -211,6 +219,7 @@ PipelineStep::PipelineStep(TrainSetup& s, const RunContext& ctx, RunMonitor& mon
   // zero2 drops the whole gradients once they are reduce-scattered: the tied embedding's are then
   // summed between the end stages before the reduction, which waits for the schedule's end.
   scatter_ = s_.sharding->reduce_scatters();
+  per_micro_ = o.shard == ShardMode::kZero3;
   overlap_ = V_ == 1 && !(scatter_ && !tied_.empty());
   targets_from_first_ = o.data != "synthetic" && topo_.last();
   actions_ = stage_actions(o.pipeline.schedule, P_, M_, V_, topo_.stage());
@@ -395,7 +404,7 @@ void PipelineStep::forward(const Action& a) {
   const size_t c0 = timeline_->mark();
   {
     AutocastGuard autocast(o_.precision, s_.device.type());
-    for (size_t i = ch.begin; i < ch.end; ++i) x = pieces_[i].forward(x);
+    x = s_.sharding->forward_chunk(pieces_, ch.begin, ch.end, x);
     if (v == K_ - 1) {
       if (!target.defined()) target = s_.data->next(a.micro).target.to(s_.device);
       torch::Tensor loss = s_.model->loss(x, target);
@@ -430,13 +439,20 @@ void PipelineStep::backward(const Action& a) {
   // they fill (overlapped). Several chunks: their last backwards interleave with other chunks'
   // earlier ones, which GradSync's one accumulation switch cannot follow, so every backward only
   // accumulates and finish() reduces all buckets after the schedule.
-  if (s_.sync && overlap_) s_.sync->prepare(a.micro == M_ - 1);
+  if (s_.sync && per_micro_)
+    s_.sync->prepare(true, a.micro > 0);
+  else if (s_.sync && overlap_)
+    s_.sync->prepare(a.micro == M_ - 1);
   const size_t c0 = timeline_->mark();
   if (v == K_ - 1)
     f.output.backward();
   else
     torch::autograd::backward({f.output}, {grad});
   chunk_sleep(2);
+  if (per_micro_) {  // zero3: this micro-batch's gradients reduce-scattered, every unit freed
+    s_.sharding->after_backward();
+    s_.sync->finish(deadline_);
+  }
   const size_t c1 = timeline_->mark();
   if (v > 0) {
     const size_t s0 = timeline_->mark();
@@ -532,7 +548,7 @@ void PipelineStep::run_step(int step, StepRecord& rec, const FaultInjector& faul
   channel_->wait_sends(deadline_, host_waited);
   const size_t w1 = timeline_->mark();
   if (scatter_) sum_tied_gradients();  // before the whole gradients go (see overlap_)
-  if (s_.sync) s_.sync->finish(deadline_);
+  if (s_.sync && !per_micro_) s_.sync->finish(deadline_);
   if (!scatter_) sum_tied_gradients();
   // fp16: this stage unscales its gradients and finds whether any is inf/NaN, agreed over its
   // data-parallel group as the data-parallel trainer does; the end-of-step exchange below takes
