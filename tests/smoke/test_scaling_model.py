@@ -563,6 +563,70 @@ def test_each_resnets_pieces_and_block_units_are_its_parameters_by_hand():
         block_units(Pieces(((0,), (1,)), ("a",)))
 
 
+def _llama_names(tied: bool, attention_bias: bool = False, mlp_bias: bool = False, tmp_path=None) -> list:
+    """transformers' LlamaForCausalLM's named_parameters (3 layers, built on the meta device: no
+    weights), and with `tmp_path` its config.json written there."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    config = transformers.LlamaConfig(
+        hidden_size=16,
+        intermediate_size=24,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=32,
+        tie_word_embeddings=tied,
+        attention_bias=attention_bias,
+        mlp_bias=mlp_bias,
+    )
+    if tmp_path is not None:
+        config.to_json_file(tmp_path / "config.json")
+    with torch.device("meta"):
+        model = transformers.LlamaForCausalLM(config)
+    return [name for name, _ in model.named_parameters()]
+
+
+def _llama_pieces_by_name(names: list) -> Pieces:
+    """The pieces as models/llama.cc cuts them, by parameter name: embed_tokens; each layer's
+    parameters by prefix; the final norm and lm_head, or the tied embed_tokens."""
+    layers = sorted({int(n.split(".")[2]) for n in names if n.startswith("model.layers.")})
+
+    def idx(prefix):
+        return tuple(i for i, n in enumerate(names) if n.startswith(prefix))
+
+    head = idx("model.norm.") + (idx("lm_head.") or idx("model.embed_tokens."))
+    uses = (idx("model.embed_tokens."), *(idx(f"model.layers.{i}.") for i in layers), head)
+    return Pieces(uses, ("embed", *(f"layers.{i}" for i in layers), "head"))
+
+
+def test_each_llamas_pieces_are_its_parameters_by_name(tmp_path):
+    # Untied (llama3-tiny, llama3.1-*): head = model.norm and lm_head, the last two.
+    names = _llama_names(tied=False)
+    for model in ("llama3-tiny", "llama3.1-8b", "llama3.1-70b", "llama3.1-405b"):
+        assert model_pieces(model, len(names)) == _llama_pieces_by_name(names), model
+    p = model_pieces("llama3-tiny", len(names))
+    assert p.uses[0] == (0,) and p.uses[1] == tuple(range(1, 10)) and p.uses[-1] == (28, 29)
+    # Tied (llama3.2-1b, -3b): head = model.norm and embed_tokens (0), which its embed unit owns.
+    names = _llama_names(tied=True)
+    for model in ("llama3.2-1b", "llama3.2-3b"):
+        assert model_pieces(model, len(names)) == _llama_pieces_by_name(names), model
+    tied = model_pieces("llama3.2-1b", len(names))
+    assert tied.uses[-1] == (28, 0)
+    assert block_units(tied) == [[28], *[list(range(9 + 9 * i, 9 * i, -1)) for i in (2, 1, 0)], [0]]
+    # hf:PATH: the layout its config.json says (biases: 13 or 16 a layer), the file or its directory.
+    for tied_, attention_bias, mlp_bias in ((False, True, False), (True, True, True), (False, False, True)):
+        d = tmp_path / f"{tied_}{attention_bias}{mlp_bias}"
+        d.mkdir()
+        names = _llama_names(tied_, attention_bias, mlp_bias, tmp_path=d)
+        for model in (f"hf:{d}", f"hf:{d / 'config.json'}"):
+            assert model_pieces(model, len(names)) == _llama_pieces_by_name(names), model
+    # Another count (one parameter more or less) is another layout; an unreadable hf: path unknown.
+    n = len(_llama_names(tied=False))
+    assert model_pieces("llama3-tiny", n + 1) is None and model_pieces("llama3-tiny", n - 1) is None
+    assert model_pieces(f"hf:{tmp_path / 'none'}", n) is None
+
+
 def test_the_gathered_peak_is_set_by_forward_or_by_backward_each_replayed_apart():
     # Reshard on, prefetch 1, units in forward order, each piece's units; peaks by hand.
     # Forward sets it: a big tied head (100 B) is prefetched at the last block: embed 1 + h2 10 +
