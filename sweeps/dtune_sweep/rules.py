@@ -15,6 +15,8 @@ import math
 import re
 from fractions import Fraction
 
+from dtune_report.model_pieces import tied_embedding
+
 # Defaults the rules need (as the binaries' --help shows them).
 TRAIN_DEFAULTS = {
     "--bucket-mb": "25",
@@ -271,10 +273,12 @@ def _train(given: dict, ranks: int) -> list[str]:
             ("--local-sgd", (sgd or 0) > 0),
             ("--batch", auto),
             # zero1 and zero2 shard each stage over its data-parallel group; zero3 cuts a stage's units
-            # from its one chunk, and a tied embedding (GPT-2's, on both end stages) cannot be summed
+            # from its one chunk, and a tied embedding (GPT-2's, llama3.2-1b's and -3b's, an hf:
+            # config's with tie_word_embeddings; on both end stages) cannot be summed. An hf: config
+            # that cannot be read is left to dtune-train, which names what is wrong with it.
             (
                 "--shard",
-                shard == "zero3" and (str(f["--model"]).startswith("gpt2-") or f["--schedule"] == "interleaved"),
+                shard == "zero3" and (bool(tied_embedding(f["--model"])) or f["--schedule"] == "interleaved"),
             ),
         ):
             if bad_value:
@@ -382,8 +386,8 @@ RULES_HELP = """cross-flag rules, checked for every point when the sweep is plan
     --reshard-after-forward, --shard-unit and --shard-prefetch need --shard zero3;
     --shard is none, zero1, zero2 or zero3; --reshard-after-forward on or off; --shard-unit
     block or a size in MiB (a number, no unit) in (0, 1073741824]; --shard-prefetch 0 to 64;
-    --pipeline-stages > 1 not with --local-sgd, --batch auto, or --shard zero3 with a GPT-2 (tied
-    embedding) or --schedule interleaved;
+    --pipeline-stages > 1 not with --local-sgd, --batch auto, or --shard zero3 with a tied embedding
+    (GPT-2, llama3.2-1b, llama3.2-3b, hf:PATH with tie_word_embeddings) or --schedule interleaved;
     --reduce-algo hierarchical only with --backend mpi
   dtune-comm: -b <= -e; -r is a rank; --mpi-buffers device only with --backend mpi;
     --pattern fsdp needs --model, one -d of float32 or bfloat16 and the table format, and not

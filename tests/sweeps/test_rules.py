@@ -409,6 +409,20 @@ EXACT = [
     # zero3 with pipeline stages: a stage's units from its one chunk, so no tied embedding (GPT-2) and
     # no interleaved chunks; a ResNet on 1F1B runs.
     ("dtune-train", 2, "--pipeline-stages 2 --shard zero3 --model resnet18", []),
+    # The Llamas: llama3.2-1b and -3b tie their head to the token embedding (refused), the others not.
+    *[
+        (
+            "dtune-train",
+            2,
+            f"--pipeline-stages 2 --shard zero3 --model {m}",
+            ["--pipeline-stages 2 does not go with --shard zero3"],
+        )
+        for m in ("llama3.2-1b", "llama3.2-3b")
+    ],
+    *[
+        ("dtune-train", 2, f"--pipeline-stages 2 --shard zero3 --model {m}", [])
+        for m in ("llama3-tiny", "llama3.1-8b", "llama3.1-70b", "llama3.1-405b")
+    ],
     (
         "dtune-train",
         2,
@@ -549,6 +563,27 @@ EXACT = [
 @pytest.mark.parametrize("binary,ranks,args,expect", EXACT)
 def test_each_rule_says_exactly_what_to_change(binary, ranks, args, expect):
     assert check_point(binary, args.split(), ranks) == expect
+
+
+@pytest.mark.parametrize(
+    "config,refused",
+    [
+        ('{"tie_word_embeddings": true}', True),
+        ('{"tie_word_embeddings": false}', False),
+        ("{}", False),  # LlamaConfig's default: untied
+    ],
+)
+def test_an_hf_config_with_tied_embeddings_is_refused_with_zero3_stages(tmp_path, config, refused):
+    # --model hf:PATH, PATH the config.json or its directory; a file that is not there (or not a
+    # JSON object) is left to dtune-train, which names what is wrong with it.
+    (tmp_path / "config.json").write_text(config)
+    expect = ["--pipeline-stages 2 does not go with --shard zero3"] if refused else []
+    for path in (tmp_path, tmp_path / "config.json"):
+        assert check_point("dtune-train", f"--pipeline-stages 2 --shard zero3 --model hf:{path}".split(), 2) == expect
+        assert check_point("dtune-train", f"--pipeline-stages 2 --shard zero2 --model hf:{path}".split(), 2) == []
+    (tmp_path / "bad.json").write_text("[1")
+    for unread in (tmp_path / "none", tmp_path / "bad.json"):
+        assert check_point("dtune-train", f"--pipeline-stages 2 --shard zero3 --model hf:{unread}".split(), 2) == []
 
 
 def test_the_micro_batches_count_in_the_global_batch_rule():
