@@ -627,6 +627,52 @@ def test_each_llamas_pieces_are_its_parameters_by_name(tmp_path):
     assert model_pieces(f"hf:{tmp_path / 'none'}", n) is None
 
 
+def _published_llama_bytes(hidden, layers, heads, intermediate, tied) -> np.ndarray:
+    """bf16 bytes of each parameter of a published Llama 3 (vocabulary 128,256, 8 KV heads), in
+    model order, from transformers' LlamaForCausalLM on the meta device."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    config = transformers.LlamaConfig(
+        vocab_size=128256,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=8,
+        intermediate_size=intermediate,
+        tie_word_embeddings=tied,
+    )
+    with torch.device("meta"):
+        model = transformers.LlamaForCausalLM(config)
+    return np.array([p.numel() for _, p in model.named_parameters()]) * 2
+
+
+def test_zero3_state_of_the_published_llamas_by_hand():
+    """bf16 weights, AdamW, 8 ranks, block units, prefetch 1, reshard on: the published counts, and
+    the most zero3 gathers at once replayed over each Llama's pieces, worked out by hand."""
+    # llama3.1-8b: embed V·C = 128,256 x 4,096 = 525,336,576; a layer q, o 4,096² each, k, v
+    # 1,024 x 4,096 each, the MLP 3 x 4,096 x 14,336, two norms of 4,096: 218,112,000; head =
+    # model.norm + lm_head = 525,340,672. Ψ = 2 x 525,336,576 + 4,096 + 32 x 218,112,000.
+    sizes = _published_llama_bytes(4096, 32, 32, 14336, tied=False)
+    assert sizes.sum() // 2 == 8_030_261_248
+    pieces = model_pieces("llama3.1-8b", len(sizes))
+    mem = state_memory("zero3", sizes, 8, "adamw", "bf16", 25.0, 1.0, None, 1, True, pieces, block_units(pieces))
+    # P = G = 2Ψ/8, O = (4 + 8)Ψ/8; the peak: the head with the last layer prefetched (forward) or
+    # gathered with it (backward), 2 x (525,340,672 + 218,112,000) B, each a multiple of 8 elements.
+    assert (mem.params, mem.grads, mem.optim) == (2_007_565_312, 2_007_565_312, 12_045_391_872)
+    assert mem.in_flight == 2 * (525_340_672 + 218_112_000)
+    # llama3.2-1b (tied): embed 128,256 x 2,048 = 262,668,288; a layer 2 x 2,048² + 2 x 512 x 2,048
+    # + 3 x 2,048 x 8,192 + 2 x 2,048 = 60,821,504; the head unit the final norm's 2,048.
+    sizes = _published_llama_bytes(2048, 16, 32, 8192, tied=True)
+    assert sizes.sum() // 2 == 1_235_814_400 == 262_668_288 + 16 * 60_821_504 + 2048
+    pieces = model_pieces("llama3.2-1b", len(sizes))
+    mem = state_memory("zero3", sizes, 8, "adamw", "bf16", 25.0, 1.0, None, 1, True, pieces, block_units(pieces))
+    # The head uses the embedding, so it stays gathered from the first piece to the last, beside
+    # a layer and the next one prefetched: 2 x (262,668,288 + 2 x 60,821,504) B (embed + one layer
+    # if each unit were a piece of its own).
+    assert mem.in_flight == 2 * (262_668_288 + 2 * 60_821_504)
+
+
 def test_the_gathered_peak_is_set_by_forward_or_by_backward_each_replayed_apart():
     # Reshard on, prefetch 1, units in forward order, each piece's units; peaks by hand.
     # Forward sets it: a big tied head (100 B) is prefetched at the last block: embed 1 + h2 10 +
