@@ -96,13 +96,20 @@ fi
 build_dir=${DTUNE_BUILD_DIR:-build}
 jobs=$(nproc 2>/dev/null || echo 2)
 export CCACHE_DIR=${CCACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ccache}
-if [[ ! -f "$build_dir/build.ninja" ]] || ! grep -q "DTUNE_PYTHON:FILEPATH=$venv/bin/python" "$build_dir/CMakeCache.txt" 2>/dev/null; then
+# CMake finds LibTorch through the checkout's .venv link, not the environment's own path: the
+# compiler then sees the same include paths whichever environment the link names (ccache's base_dir
+# makes them relative to the checkout), so a new requirements file or a clean clone reuses the
+# cached objects instead of recompiling every torch file. The environment it was configured with is
+# recorded beside the build, and a change of it configures again.
+if [[ ! -f "$build_dir/build.ninja" ]] || [[ "$(cat "$build_dir/.dtune-venv" 2>/dev/null)" != "$venv" ]] ||
+  ! grep -q "DTUNE_PYTHON:FILEPATH=$repo/.venv/bin/python" "$build_dir/CMakeCache.txt" 2>/dev/null; then
   log "configuring $build_dir"
   # shellcheck disable=SC2086
   cmake -S . -B "$build_dir" -G Ninja \
     -DCMAKE_BUILD_TYPE="${DTUNE_BUILD_TYPE:-Release}" \
-    -DDTUNE_PYTHON:FILEPATH="$venv/bin/python" \
+    -DDTUNE_PYTHON:FILEPATH="$repo/.venv/bin/python" \
     ${DTUNE_CMAKE_ARGS:-}
+  printf '%s\n' "$venv" >"$build_dir/.dtune-venv"
 fi
 # DTUNE_BUILD_TARGETS (space separated): only those targets, as scripts/main.sh builds the binaries
 # its job runs; unset: everything, the tests included.
