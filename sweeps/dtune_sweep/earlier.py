@@ -21,7 +21,7 @@ table's two rows, 0.1 271 and 169, 0.2 258 and 183 (`--delta`). The combined fig
 to rung, ranks the promotion (and names the pick of a tune that stops below the top). The top
 rung's pick reads its own runs alone, at the most steps: a short rung's bias toward a candidate
 would otherwise decide it. On that model
-(benchmarks/tune/carried_rungs.py: 300 seeded tunes, budget 0.3 of the grid), the optimum picked:
+(benchmarks/tune_research/carried_rungs.py: 300 seeded tunes, budget 0.3 of the grid), the optimum picked:
 
     the earlier rungs' figures               not carried   below the top (this)   into the top too
     as the space is                          254           271                    277
@@ -38,7 +38,7 @@ import math
 from . import paired
 
 DELTA_LOG = 0.1  # what a rung of other steps may be off by, sd on the log scale
-TOP = False  # whether the top rung's pick reads the earlier rungs too (benchmarks/tune/carried_rungs.py)
+TOP = False  # whether the top rung's pick reads the earlier rungs too (benchmarks/tune_research/carried_rungs.py)
 
 
 def carried(ev: dict) -> dict:

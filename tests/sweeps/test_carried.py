@@ -28,11 +28,12 @@ SPACE48 = (
 
 
 class LaunchClockRuns(PricedRuns):
-    """benchmarks/tune/synthetic_live.py's spaces without running anything: fake_train.py's
+    """benchmarks/tune_research/synthetic_live.py's spaces without running anything: fake_train.py's
     --drift machine (each run's step noise sd drawn from U(0.05, 0.20), slow periods of x1.3-1.8
     that last Exp(4 s) on the launch clock, a third of them slow), 40 ms steps and a start-up of
-    `startup` s (--x 3 and --z 0 where a sweep has no such axis). `bias`: --x 4 runs faster by
-    bias x 8 / steps (a short run's bias, gone at length)."""
+    `startup` s (--x 3 and --z 0 where a sweep has no such axis; --precision bf16 12 times
+    slower a step, synthetic_live.py's mixed space). `bias`: --x 4 runs faster by bias x 8 / steps
+    (a short run's bias, gone at length)."""
 
     def __init__(self, directory: Path, drift: int, startup: float = 0.23, bias: float = 0.0):
         super().__init__(directory, noise=0.0, startup=startup)
@@ -49,6 +50,7 @@ class LaunchClockRuns(PricedRuns):
             sigma = rng.uniform(0.05, 0.20)
             slow = slow_factor(self.drift, self.clock_s * 1000, 4000.0)
             base = (1 + 0.05 * (x - 3) ** 2) * (1 + 0.1 * (z == 1))
+            base *= 12 if p.values.get("--precision") == "bf16" else 1
             t = SLEEP_S * base * slow * np.exp(rng.normal(0, sigma, steps + 1))  # a warm-up step first
             if x == 4:
                 t /= 1 + self.bias * 8 / steps
@@ -148,7 +150,7 @@ def test_on_a_live_like_machine_promotion_with_the_earlier_rungs_finds_the_optim
     # then a top of 2-4 in 3-7 blocks). A rung of one block reads each candidate with one run's
     # noise; the rung before read it through the axes model. Seeded: the optimum (any --y) 90 / 100
     # with the earlier rungs carried into promotion against 83 / 100 without, discordant 8 to 1
-    # (benchmarks/tune/carried_rungs.py: 271 / 300 against 254 / 300).
+    # (benchmarks/tune_research/carried_rungs.py: 271 / 300 against 254 / 300).
     def hits() -> list:
         out = []
         with tempfile.TemporaryDirectory() as d:

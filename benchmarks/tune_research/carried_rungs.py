@@ -1,10 +1,10 @@
 """What carrying the earlier rungs' figures into promotion (sweeps/dtune_sweep/earlier.py) gains and
 costs, on seeded tunes of a live-like model of the 48-point synthetic space.
 
-    benchmarks/tune/carried_rungs.py [--seeds 300] [--startup 0.23] [--bias 0 0.05] [--delta 0.1]
+    benchmarks/tune_research/carried_rungs.py [--seeds 300] [--startup 0.23] [--bias 0 0.05] [--delta 0.1]
                                      [--arms "not carried" "below the top" "into the top too"]
 
-The model is tests/sweeps/test_carried.py's LaunchClockRuns: benchmarks/tune/synthetic_live.py
+The model is tests/sweeps/test_carried.py's LaunchClockRuns: benchmarks/tune_research/synthetic_live.py
 --space 48 without running anything (fake_train.py's --drift machine: step noise sd U(0.05, 0.20)
 a run, slow periods of x1.3-1.8 lasting Exp(4 s) on the launch clock, 40 ms steps, a start-up of
 --startup s; --x 3 --z 0 the optimum, --x 2 and 4 5% slower, every --y alike). The budget is 0.3 of

@@ -1,8 +1,8 @@
 """`dtune tune` against a known optimum on a drifting machine, run live (nothing replayed).
 
-    benchmarks/tune/synthetic_live.py [--seeds 10] [--first-seed 1] [--budget-frac 0.3] [--space 48|quickstart]
+    benchmarks/tune_research/synthetic_live.py [--seeds 10] [--first-seed 1] [--budget-frac 0.3] [--space 48|quickstart]
                                       [--startup-ms 0] [--out DIR]
-    benchmarks/tune/synthetic_live.py --grid-only [--seeds 10] [--first-seed 1] [--space 48|quickstart]
+    benchmarks/tune_research/synthetic_live.py --grid-only [--seeds 10] [--first-seed 1] [--space 48|quickstart]
 
 The synthetic trainer (tests/sweeps/fake_train.py, installed as dtune-train) with its seeded drift
 (--drift SEED: 5-20% step noise, slow periods of x1.3-1.8 on the launch clock) and steps long

@@ -1,6 +1,6 @@
 """The most any tuner can find at a budget on synthetic_live.py's spaces: an oracle's hit rate.
 
-    benchmarks/tune/oracle_bound.py [--space quickstart|48] [--budget-frac 0.3 0.5 1] [--draws 20000]
+    benchmarks/tune_research/oracle_bound.py [--space quickstart|48] [--budget-frac 0.3 0.5 1] [--draws 20000]
 
 The oracle knows the answer's hardest part in advance: which candidate is the optimum's closest
 rival. It spends a sweep's whole share of the budget (what `dtune tune` gives the sweep: the budget

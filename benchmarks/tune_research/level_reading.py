@@ -1,6 +1,6 @@
 """One rung of q4 (or q3b) on the drifting machine, read against the incumbent runs or from every run.
 
-    benchmarks/tune/level_reading.py [--seeds 1000] [--blocks 2] [--steps 8] [--sweep q4|q3b]
+    benchmarks/tune_research/level_reading.py [--seeds 1000] [--blocks 2] [--steps 8] [--sweep q4|q3b]
                                      [--designs]
 
 The rung: q4's four candidates (the optimum, 5%, 10% and 15.5% slower; q3b's three: the optimum,
@@ -13,7 +13,7 @@ Prints how often the optimum has the best mean read against the incumbent runs a
 (levels.readings), from every run (levels.read), and with the level known exactly. --designs prints
 that for every rung of 1-4 blocks of 4, 8 or 16 steps with its cost (runs x (start-up 0.23 s + the
 steps and a warm-up step at 40 ms)) beside the sweep's share of a 30% budget in
-benchmarks/tune/small_sweeps.py (its candidates over the file's 12 of the 15.1 s budget): the
+benchmarks/tune_research/small_sweeps.py (its candidates over the file's 12 of the 15.1 s budget): the
 best fixed design within the share, with the level known, is a yardstick for what a tune can reach
 there (a race that drops the far candidates early can do somewhat better; the probe run and a
 sweep's inherited share are left out).

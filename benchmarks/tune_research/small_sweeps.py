@@ -1,7 +1,7 @@
 """What a run's figure does for small sweeps: seeded tunes of a live-like model of
-benchmarks/tune/synthetic_live.py --space quickstart, in-process.
+benchmarks/tune_research/synthetic_live.py --space quickstart, in-process.
 
-    benchmarks/tune/small_sweeps.py [--seeds 300] [--first-seed 1] [--startup 0.23] [--budget-frac 0.3]
+    benchmarks/tune_research/small_sweeps.py [--seeds 300] [--first-seed 1] [--startup 0.23] [--budget-frac 0.3]
                                     [--arms median trimmed] [--space quickstart|48]
                                     [--alone q4|q3|q2|q3b --scale 1.5]
 

@@ -1,8 +1,8 @@
 """How well `dtune tune` finds a space's best point, and at what cost, against the whole grid.
 
-    benchmarks/tune/tune_vs_grid.py SPACE.yaml --live [--rounds 5] [--seeds 5] [--budget-frac 0.3]
+    benchmarks/tune_research/tune_vs_grid.py SPACE.yaml --live [--rounds 5] [--seeds 5] [--budget-frac 0.3]
         [--methods halving,optuna] [--steps-scale K] [--out DIR]
-    benchmarks/tune/tune_vs_grid.py SPACE.yaml [--out DIR] [--seeds 5] [--repeats 3] [--budget-frac 0.3]
+    benchmarks/tune_research/tune_vs_grid.py SPACE.yaml [--out DIR] [--seeds 5] [--repeats 3] [--budget-frac 0.3]
 
 --live (the issue-37 protocol, nothing replayed):
 1. The ground truth: the whole grid `--rounds` times, interleaved (every round runs every point of

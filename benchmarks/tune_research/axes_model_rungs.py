@@ -1,6 +1,6 @@
 """What the axes model (sweeps/dtune_sweep/axes.py) gains and costs in one rung, on seeded rungs.
 
-    benchmarks/tune/axes_model_rungs.py [--seeds 200]
+    benchmarks/tune_research/axes_model_rungs.py [--seeds 200]
 
 One rung of the 48-point synthetic space (--x 0-5, --z 0-1, --y a-d; --x 3 --z 0 the optimum,
 every --y alike) on the drifting machine of tests/sweeps/test_halving.py (drifted_rung: slow periods
