@@ -16,7 +16,8 @@ Each arm switches one layer off for the whole run (a module attribute replaced, 
 on the same seeds as `all`: the tune as it is. Prints per arm the hits with their 95% Wilson
 interval, the tunes it won alone and lost alone against `all` (a pair of seeds' outcomes) and the
 exact sign test's two-sided p over those, the wrong winners called significant, and the cost as a
-fraction of the budget. `optuna` is `--method optuna` (TPE with Hyperband) on the same model.
+fraction of the budget. Its first run (README.md, "Layers", at 4e5ccb7) had an arm `optuna`, the
+`--method optuna` of then (TPE with Hyperband) on the same models; Optuna was removed after it.
 """
 
 from __future__ import annotations
@@ -120,7 +121,6 @@ def _arms() -> dict:
         "no axes model": [(axes, "fit", lambda *a, **k: None)],
         "no earlier rungs": [(earlier, "combine", lambda prior, steps, ev, *a, **k: ev)],
         "one price": [(cost.CostModel, "step_s", lambda self, key=None: step_s(self, None))],
-        "optuna": [],
     }
 
 
@@ -158,10 +158,8 @@ def grid_seconds(space: str, startup: float) -> float:
         return runs.seconds([p.id for p in pts])
 
 
-def one(space: str, method: str, seed: int, budget: float, startup: float) -> tuple[dict, float]:
+def one(space: str, seed: int, budget: float, startup: float) -> tuple[dict, float]:
     """({sweep: (hit, a wrong winner called significant)}, the tune's cost over the budget)."""
-    from dtune_sweep.optuna_method import tune_sweep_optuna
-
     out, left = {}, budget
     with tempfile.TemporaryDirectory() as d:
         by_sweep = points(Path(d), space)
@@ -169,8 +167,7 @@ def one(space: str, method: str, seed: int, budget: float, startup: float) -> tu
         n_left = sum(map(len, by_sweep.values()))
         for name, pts in by_sweep.items():
             share = ("seconds", left * len(pts) / n_left)
-            args = (name, pts, runs, "samples_per_s", share, seed, 0.05, 4, lambda s: None)
-            rec = tune_sweep_optuna(*args) if method == "optuna" else interleaved.tune_sweep(*args)
+            rec = interleaved.tune_sweep(name, pts, runs, "samples_per_s", share, seed, 0.05, 4, lambda s: None)
             w = rec.get("winner")
             hit = bool(w) and truth(w["values"]) <= 1.03
             out[name] = (hit, not hit and bool((rec.get("margin") or {}).get("significant")))
@@ -218,7 +215,7 @@ def main() -> int:
     arms = ["all"] + [x for x in a.arms if x != "all"]
     for name in arms:
         with Switched(name):
-            res = [one(a.space, "optuna" if name == "optuna" else "halving", s, budget, a.startup) for s in seeds]
+            res = [one(a.space, s, budget, a.startup) for s in seeds]
         hits = [h[n][0] for h, _ in res for n in names]
         base = base or hits
         won = sum(h and not f for h, f in zip(hits, base))

@@ -176,7 +176,7 @@ def main() -> int:
     ap.add_argument("--first-seed", type=int, default=1, help="seeds FIRST..FIRST+SEEDS-1 (to split them)")
     ap.add_argument("--budget-frac", type=float, default=0.3)
     ap.add_argument("--space", choices=list(SPACES), default="48")
-    ap.add_argument("--method", choices=["halving", "optuna"], default="halving")
+    ap.add_argument("--method", choices=["halving"], default="halving")  # optuna: removed 2026-12 (README.md)
     ap.add_argument("--out", default=None)
     ap.add_argument("--startup-ms", type=float, default=0, help="a start-up every run sleeps (fake_train.py)")
     ap.add_argument("--grid-only", action="store_true", help="the grid's own picks, one whole grid per seed")

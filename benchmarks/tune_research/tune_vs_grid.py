@@ -1,7 +1,7 @@
 """How well `dtune tune` finds a space's best point, and at what cost, against the whole grid.
 
     benchmarks/tune_research/tune_vs_grid.py SPACE.yaml --live [--rounds 5] [--seeds 5] [--budget-frac 0.3]
-        [--methods halving,optuna] [--steps-scale K] [--out DIR]
+        [--methods halving] [--steps-scale K] [--out DIR]
     benchmarks/tune_research/tune_vs_grid.py SPACE.yaml [--out DIR] [--seeds 5] [--repeats 3] [--budget-frac 0.3]
 
 --live (the issue-37 protocol, nothing replayed):
@@ -30,8 +30,8 @@ Without --live (replay, the issue-14 protocol):
    times: the full-length repeats are the ground truth (pooled samples per candidate), the rest lets
    every method replay its choices from real runs.
 2. Runs each method with each seed over that directory (`dtune tune --out DIR`): halving with no
-   budget, halving with `--budget-frac` of the grid's run time, Optuna (TPE + Hyperband) and
-   Optuna's default (TPE without pruning) at halving's budget. A replayed run launches nothing: its
+   budget and halving with `--budget-frac` of the grid's run time (Optuna, with and without
+   Hyperband, until its removal in 2026-12: README.md's "Layers"). A replayed run launches nothing: its
    cost is the run time its state record holds, the time a real tune would have spent on it.
 3. Prints, per method and sweep: how often the pick is within 3% of the grid's best (by the ground
    truth's medians) and the cost as a fraction of the grid's run time (one run of each candidate at
@@ -179,12 +179,7 @@ def ground_truth(sweeps, truth_pts, out: Path):
 def run_method(space, out, method, seed, budget, min_steps):
     args = [str(REPO / "scripts" / "dtune"), "tune", str(space), "--out", str(out), "--seed", str(seed)]
     args += ["--no-report", "--min-steps", str(min_steps)]
-    if method == "halving":
-        args += ["--method", "halving"]
-    elif method == "optuna":
-        args += ["--method", "optuna"]
-    else:
-        args += ["--method", "optuna", "--optuna-pruner", "none"]
+    args += ["--method", method]  # halving: optuna (and tpe, optuna unpruned) were removed in 2026-12
     if budget is not None:
         args += ["--budget", budget]
     r = subprocess.run(args, capture_output=True, text=True)
@@ -343,7 +338,7 @@ def main() -> int:
     ap.add_argument("--within", type=float, default=0.03)
     ap.add_argument("--live", action="store_true", help="interleaved ground truth and live tunes (issue 37)")
     ap.add_argument("--rounds", type=int, default=5, help="--live: rounds of the whole grid")
-    ap.add_argument("--methods", default="halving,optuna", help="--live: methods, comma-separated")
+    ap.add_argument("--methods", default="halving", help="--live: methods, comma-separated")
     ap.add_argument(
         "--steps-scale",
         type=int,
@@ -374,7 +369,7 @@ def main() -> int:
             f"{n3} within {a.within:.0%}"
         )
     budget_s = f"{a.budget_frac * grid_total:.0f}s"
-    methods = [("halving", None), ("halving", budget_s), ("optuna", budget_s), ("tpe", budget_s)]
+    methods = [("halving", None), ("halving", budget_s)]
     rows = []
     for method, budget in methods:
         for seed in range(a.seeds):

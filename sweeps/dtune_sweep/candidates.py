@@ -1,8 +1,7 @@
-"""What `dtune tune`'s two methods (interleaved.py: halving; optuna_method.py) share about a
-candidate: its run at a given number of steps (steps_of, with_steps), the cost model taught from its
-runs (teach), its record and label in tune.json (measured_record, label) and, for the winner, the
-recommendation users copy. A leaf for the methods: it imports neither them nor tune.py, which
-drives them.
+"""What `dtune tune` knows of a candidate: its run at a given number of steps (steps_of,
+with_steps), the cost model taught from its runs (teach), its record and label in tune.json
+(measured_record, label) and, for the winner, the recommendation users copy. A leaf: it imports
+neither interleaved.py nor tune.py, which drives it.
 """
 
 from __future__ import annotations
@@ -53,7 +52,7 @@ def with_steps(p: Point, steps: int) -> Point:
 def teach(model, runs, pts, keys, ok) -> None:
     """Teaches a cost model the finished runs it has not seen (pts[i] a run of candidate keys[i],
     read through `runs`, a Runs): each one's run time, and its steps' time when ok(p, key) says it
-    measured. Halving's Sweep.run and Optuna's trials both learn through it."""
+    measured. Halving's Sweep.run learns through it."""
     secs = runs.seconds_by_id({p.id for p in pts} - model.seen())
     for p, key in zip(pts, keys):
         if p.id in secs:

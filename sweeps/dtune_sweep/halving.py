@@ -1,5 +1,5 @@
-"""Successive halving's schedule and a candidate's measured outcome, the arithmetic `dtune tune`
-shares between its methods (interleaved.py measures the rungs paired; optuna_method.py).
+"""Successive halving's schedule and a candidate's measured outcome, the arithmetic under `dtune
+tune`'s rungs (interleaved.py measures them paired).
 
 The resource is the measured steps of a run (dtune-train --steps, dtune-comm --iters). A schedule
 is a list of rungs (candidates, steps): steps double from rung to rung up to the top rung's steps

@@ -20,8 +20,10 @@ sweep's unspent share passes to the next). With a time budget the sweep's first 
 schedule is sized. A budget too small for the full schedule draws fewer candidates into the first
 rung (the first ones of the shuffled order); one that cannot pay for a rung of two is refused.
 
-Methods: `halving` (interleaved.py, over halving.py's schedule) and `optuna` (optuna_method.py);
-what both share about a candidate (its steps, its record, the recommendation) is candidates.py's.
+The method is successive halving over paired, interleaved rungs (interleaved.py, over halving.py's
+schedule); what a candidate is (its steps, its record, the recommendation) is candidates.py's.
+`--method optuna` (TPE with Hyperband) was removed in 2026-12: on the synthetic spaces it found the
+optimum far less often than halving at the same budget (benchmarks/tune_research/README.md, "Layers").
 The outcome, rung by rung, is in <out>/tune.json, which `dtune report` shows as "How the budget was
 spent" (dtune_report.tuning).
 """
@@ -41,22 +43,23 @@ import numpy as np
 from . import runner
 from .candidates import TuneError, steps_of
 from .halving import Measured
+from .interleaved import tune_sweep
 from .objective import DEFAULT, OBJECTIVES, ObjectiveError, samples
 from .spec import Point
 
 MIN_RUN_S = 1.0  # mpirun's start alone: a time budget below 2 runs of this per sweep is refused
 NEVER_RETRIED = ("failed", "timeout")
-# --seed seeds Optuna's samplers (numpy's RandomState: 0 .. 2**32 - 1) and halving's generators
-# (numpy's default_rng of seed x 1000 + rung, which refuses a negative seed): one range for both.
+# --seed seeds halving's generators (numpy's default_rng of seed x 1000 + rung, which refuses a
+# negative seed) and Python's shuffles; 0 .. 2**32 - 1, the range numpy's seeds share.
 SEED_MAX = 2**32 - 1
 INVALID = "invalid"  # the status of a run whose figures are not a measurement (NaN, infinite, <= 0 ms)
 
 
 def check_seed(seed: int) -> None:
-    """TuneError for a --seed the tune's generators refuse (numpy's and Optuna's: 0 .. 2**32 - 1),
+    """TuneError for a --seed the tune's generators refuse (numpy's: 0 .. 2**32 - 1),
     said before anything runs rather than as a traceback after the first rung."""
     if not 0 <= seed <= SEED_MAX:
-        raise TuneError(f"--seed {seed}: give an integer from 0 to {SEED_MAX} (numpy's and Optuna's seed range)")
+        raise TuneError(f"--seed {seed}: give an integer from 0 to {SEED_MAX} (numpy's seed range)")
 
 
 def invalid_figures(x: np.ndarray, higher: bool) -> str | None:
@@ -252,7 +255,7 @@ def print_summary(rec: dict, say) -> None:
             "no candidate measured: every run failed, or recorded figures that are not a measurement "
             "(see the lines above and the logs in points/)"
         )
-        say(f"  {rec.get('no_pick') or rec.get('no_trial') or failed}")
+        say(f"  {rec.get('no_pick') or failed}")
         return
     say(f"  best: {w['label']}: {w['median']:.4g} {unit} [{w['lo']:.4g}, {w['hi']:.4g}]")
     if w.get("note"):
@@ -261,8 +264,6 @@ def print_summary(rec: dict, say) -> None:
     if est:
         alt = f"; its own runs alone rank {est['paired_best']} first" if est.get("paired_best") else ""
         say(f"  (picked by the axes model: {est['why']}{alt})")
-    if w.get("alone"):
-        say(f"  ({w['alone']}; a larger --budget, or --method halving, compares them)")
     if rec.get("runner_up"):
         m, r = rec["margin"], rec["runner_up"]
         sig = "significant" if m["significant"] else "not significant (a tie within the noise)"
@@ -304,11 +305,6 @@ def tune(a, points: list[Point], directory: Path, say=print) -> int:
     """The `dtune tune` command over planned points; exit status."""
     check_seed(a.seed)
     budget = parse_budget(a.budget)
-    if a.method == "optuna":
-        try:
-            import optuna  # noqa: F401
-        except ImportError:
-            raise TuneError("--method optuna: optuna is not installed in this environment (scripts/setup.sh)") from None
     by_sweep: dict[str, list[Point]] = {}
     repeats: dict[str, int] = {}
     for p in points:
@@ -359,7 +355,7 @@ def tune(a, points: list[Point], directory: Path, say=print) -> int:
                 )
     runs = Runs(directory, a.timeout, _slurm_opts(a), runner.MpirunHosts(a.hostfile, a.mpirun_tune))
     # The directory's one runner for the whole tune, taken before anything is written in it (the
-    # manifest, Optuna's journal, tune.json): a refused tune leaves a running one's files alone.
+    # manifest, tune.json): a refused tune leaves a running one's files alone.
     with runner.RunnerLock(runner.State(directory).path):
         return _tune_locked(a, by_sweep, objectives, budget, runs, directory, say, repeats)
 
@@ -389,18 +385,7 @@ def _tune_locked(a, by_sweep, objectives, budget, runs, directory, say, repeats)
     try:
         for name, pts in by_sweep.items():
             share = _share(budget, left, len(pts), n_left) if budget else None
-            if a.method == "optuna":
-                from .optuna_method import tune_sweep_optuna
-
-                rec = tune_sweep_optuna(
-                    name, pts, runs, objectives[name], share, a.seed, a.alpha, min_steps, say, a.optuna_pruner
-                )
-            else:
-                from .interleaved import tune_sweep
-
-                rec = tune_sweep(
-                    name, pts, runs, objectives[name], share, a.seed, a.alpha, min_steps, say, repeats[name]
-                )
+            rec = tune_sweep(name, pts, runs, objectives[name], share, a.seed, a.alpha, min_steps, say, repeats[name])
             records.append(rec)
             if budget:
                 left -= rec["spent"]

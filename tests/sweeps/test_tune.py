@@ -5,7 +5,6 @@ and resumes after a kill -9 of the tuner without repeating a finished run, decid
 uninterrupted tune does. Bad input exits 2 with one message before anything runs."""
 
 import json
-import math
 import os
 import signal
 import subprocess
@@ -197,9 +196,9 @@ def test_ties_beyond_what_the_budget_pays_for_are_cut_to_it(tmp_path, fake):
         (["--budget", "1s"], "cannot run one rung"),
         (["--budget", "soon"], "give run time (60s, 10m, 1h) or a number of runs"),
         (["--sweep", "nope"], "--sweep nope: no such sweep"),
-        # numpy's and Optuna's seeds are 0 .. 2**32 - 1: until 2026-12 a traceback after the first rung
+        # numpy's seeds are 0 .. 2**32 - 1: until 2026-12 a traceback after the first rung
         (["--seed", "-1"], "--seed -1: give an integer from 0 to 4294967295"),
-        (["--seed", "4294967296", "--method", "optuna"], "--seed 4294967296: give an integer from 0 to 4294967295"),
+        (["--seed", "4294967296"], "--seed 4294967296: give an integer from 0 to 4294967295"),
     ],
 )
 def test_bad_input_exits_2_before_anything_runs(tmp_path, fake, args, expect):
@@ -210,6 +209,17 @@ def test_bad_input_exits_2_before_anything_runs(tmp_path, fake, args, expect):
     assert not (tmp_path / "out" / "launches.log").exists()
 
 
+def test_optuna_is_no_method_and_the_help_says_why(tmp_path, fake):
+    # Optuna was removed in 2026-12 (doc/tuning.md): asking for it is argparse's usage error.
+    f = write(tmp_path, SPACE.format(xs="0, 1"))
+    r = dtune("tune", f, "--out", tmp_path / "out", "--method", "optuna", env=fake)
+    assert r.returncode == 2 and "argument --method: invalid choice: 'optuna'" in r.stderr, r.stderr
+    assert not (tmp_path / "out" / "launches.log").exists()
+    h = dtune("tune", "--help", env=fake)
+    said = " ".join(h.stdout.split())  # argparse wraps the help to the terminal's width
+    assert h.returncode == 0 and "optuna was removed" in said and "There is no optuna method" in said
+
+
 def test_constraints_that_exclude_everything_exit_2(tmp_path, fake):
     f = write(tmp_path, SPACE.format(xs="0, 1") + "constraints: ['--x > 5']\n")
     r = dtune("tune", f, "--out", tmp_path / "out", env=fake)
@@ -217,78 +227,6 @@ def test_constraints_that_exclude_everything_exit_2(tmp_path, fake):
     g = write(tmp_path, SPACE.format(xs="0, 1, 2, 3") + "constraints: ['--x * --z <= 1']\n", "g.yaml")
     plan = dtune("sweep", "plan", g, env=fake)
     assert plan.returncode == 0 and plan.stdout.startswith("# ") and "6 points" in plan.stdout, plan.stdout
-
-
-def test_optuna_finds_the_optimum_within_the_budget_and_resumes_its_study(tmp_path, fake):
-    # optuna is in requirements.txt: a missing one is a failure here, not a skip.
-    f = write(tmp_path, SPACE.format(xs="0, 1, 2, 3, 4, 5"))
-    out = tmp_path / "out"
-    # Each measurement is a run between two runs of the reference (paired figures, as halving's).
-    args = ["tune", f, "--out", out, "--method", "optuna", "--budget", "60", "--seed", "1", "--no-report"]
-    r = dtune(*args, env=fake)
-    assert r.returncode == 0, r.stdout + r.stderr
-    rec = record(out)
-    assert rec["spent_runs"] == sum(launches(out).values()) <= 60
-    assert (rec["winner"]["values"]["--x"], rec["winner"]["values"]["--z"]) == (3, 0), rec["winner"]
-    assert [r_["steps"] for r_ in rec["rungs"]] == [4, 8, 16]
-    assert list(out.glob("optuna-fake.journal"))  # the study beside the sweep's state
-    # The same command again resumes the study: every run it asks for is made already.
-    before = launches(out)
-    again = dtune(*args, env=fake)
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert launches(out) == before
-
-
-TWO_SLOW = """
-sweeps:
-  - {name: slow, binary: dtune-train, args: [--warmup-steps, 1, --sleep-ms, 300], steps: 16, axes: {--x: [2, 3]}}
-  - {name: after, binary: dtune-train, args: [--warmup-steps, 1, --sleep-ms, 1], steps: 16, axes: {--x: [2, 3]}}
-"""
-
-
-def test_optuna_prices_its_runs_and_says_what_a_time_share_cannot_pay_for(tmp_path, fake):
-    # Each sweep gets 2 s of "4s". A run of 'slow' takes at least 16 x 0.3 s (--min-steps 16): the
-    # first, the probe (the reference's run that opens the chain), shows that a trial (a run
-    # between two of the reference) does not fit, so no other run starts; 'after' is left nothing.
-    # Until 2026-12-05 a run was priced 0 before the first, so 'slow' ran a whole trial (3 runs,
-    # 15 s) and 'after', its share below 0, said "every run failed".
-    f = write(tmp_path, TWO_SLOW)
-    out = tmp_path / "out"
-    args = ["--method", "optuna", "--budget", "4s", "--min-steps", "16", "--seed", "1", "--no-report"]
-    r = dtune("tune", f, "--out", out, *args, env=fake)
-    assert r.returncode == 1, r.stdout + r.stderr
-    slow, after = json.loads((out / "tune.json").read_text())["sweeps"]
-    assert sum(launches(out).values()) == 1 and slow["spent_runs"] == 1 and after["spent_runs"] == 0
-    assert slow["winner"] is None and "pays for no trial at 16 steps" in slow["no_trial"], slow
-    assert after["winner"] is None and "the sweeps before it spent it" in after["no_trial"], after
-    assert "every run failed" not in r.stdout
-    assert slow["no_trial"] in r.stdout and after["no_trial"] in r.stdout
-
-
-def test_optuna_sizes_its_lengths_to_a_time_share_as_halving_does(tmp_path, fake):
-    # 8 s for 4 candidates of 128 steps of 20 ms (--drift: the step times recorded are the ones
-    # slept): no bracket reaching 128 steps fits (its 3 runs at 128 steps take 8.3 s with their
-    # start-ups), so the probe's prices shorten the lengths: the shortest is the rung steps nearest
-    # the start-up's, the longest the sweep's halved until the brackets fit. Until 2026-12-05 they
-    # were --min-steps doubled to the sweep's steps, whatever the budget. The start-up is 8-16 steps
-    # here (0.17-0.28 s, quiet or under 6 busy loops), far below the 64 above which the shortest
-    # length is the sweep's own. With 32 steps of 40 ms that bound was 16, and a start-up of 0.71 s
-    # in CI (16.8 steps) crossed it: the test failed there (2026-12-06).
-    space = "name: fake\nbinary: dtune-train\nargs: [--warmup-steps, 1, --sleep-ms, 20, --drift, 1]\nsteps: 128\n"
-    f = write(tmp_path, space + "axes: {--x: [2, 3], --z: [0, 1]}\n")
-    out = tmp_path / "out"
-    r = dtune("tune", f, "--out", out, "--method", "optuna", "--budget", "8s", "--seed", "2", "--no-report", env=fake)
-    assert r.returncode == 0, r.stdout + r.stderr
-    rec = record(out)
-    cm, levels = rec["cost_model"], [x["steps"] for x in rec["schedule"]]
-    even = cm["startup_s"] / cm["step_s"]
-    assert even <= 64, cm  # the start-up this test is about: below half the sweep's steps
-    rungs = [128, 64, 32, 16, 8, 4]
-    assert cm["least_steps"] == max(4, min(rungs, key=lambda x: abs(math.log(x / even)))), cm
-    assert levels[0] == cm["least_steps"] and levels[-1] == cm["top_steps"] < 128, (levels, cm)
-    steps = Counter(int(a[a.index("--steps") + 1]) for a in map(json.loads, launches(out).elements()))
-    assert set(steps) <= set(levels) | {4}, steps  # every run at a length of the schedule, or the probe
-    assert "measured at" in rec["winner"]["note"]
 
 
 DRIFT = """
@@ -407,40 +345,31 @@ def by_x(rec: dict) -> dict:
     return {c["values"]["--x"]: (c["status"], c.get("reason", "")) for r in rec["rungs"] for c in r["candidates"]}
 
 
-@pytest.mark.parametrize("method,xs", [("halving", "3, 4"), ("optuna", "3, 4"), ("optuna", "4, 3")])
-def test_figures_that_are_not_finite_are_failed_measurements_never_a_pick(tmp_path, fake, method, xs):
+def test_figures_that_are_not_finite_are_failed_measurements_never_a_pick(tmp_path, fake):
     # --x 3 records NaN step times, --x 4 steps of 0 ms (an infinite samples/s). Until 2026-12
     # halving picked whichever opened the rung (exit 0 with an export block), reading every other
     # run against its figures.
-    f = write(tmp_path, BAD_FIGURES.format(xs=xs))
+    f = write(tmp_path, BAD_FIGURES.format(xs="3, 4"))
     out = tmp_path / "out"
-    r = dtune("tune", f, "--out", out, "--method", method, "--no-report", env=fake)
+    r = dtune("tune", f, "--out", out, "--no-report", env=fake)
     assert r.returncode == 1, r.stdout + r.stderr
     assert record(out)["winner"] is None and "export" not in r.stdout
     assert "no candidate measured" in r.stdout
-    # Each run says why it is no measurement, in the output and in the record. Optuna's reference
-    # (the first candidate's configuration) opens every trial: once its run is invalid, no candidate
-    # runs, and each says why.
+    # Each run says why it is no measurement, in the output and in the record.
     why = {3: "8 NaN of its 8 step figures: not a measurement", 4: "8 infinite of its 8 step figures"}
     why[4] += ": not a measurement"
     got = by_x(record(out))
-    for x in [3, 4] if method == "halving" else [int(xs[0])]:
+    for x in [3, 4]:
         assert f"invalid: {why[x]}" in r.stdout, r.stdout
-        if method == "halving":
-            assert got[x] == ("invalid", why[x]), got
-        else:
-            assert all(s == "skipped" and s_why.endswith(f"(invalid: {why[x]})") for s, s_why in got.values()), got
+        assert got[x] == ("invalid", why[x]), got
 
 
-@pytest.mark.parametrize("method", ["halving", "optuna"])
-def test_a_candidate_with_figures_that_are_not_finite_is_recorded_failed_and_the_finite_one_wins(
-    tmp_path, fake, method
-):
+def test_a_candidate_with_figures_that_are_not_finite_is_recorded_failed_and_the_finite_one_wins(tmp_path, fake):
     # --seed 1 opens halving's rung with --x 3 (NaN), then --x 4 (0 ms steps): both are dropped with
     # their reason, and --x 2, the only candidate that measured, is the pick.
     f = write(tmp_path, BAD_FIGURES.format(xs="2, 3, 4"))
     out = tmp_path / "out"
-    r = dtune("tune", f, "--out", out, "--method", method, "--seed", "1", "--no-report", env=fake)
+    r = dtune("tune", f, "--out", out, "--seed", "1", "--no-report", env=fake)
     assert r.returncode == 0, r.stdout + r.stderr
     rec = record(out)
     assert rec["winner"]["values"]["--x"] == 2, rec["winner"]
@@ -515,20 +444,6 @@ def test_an_incumbent_whose_run_fails_within_its_rung_hands_the_rung_on(tmp_path
     (c,) = [c for c in rec["rungs"][0]["candidates"] if c["values"]["--x"] == 2]
     assert c["status"] == "failed" and not c["promoted"], c
     assert rec["winner"]["values"]["--x"] == 3
-
-
-def test_optuna_launches_a_failing_reference_once(tmp_path, fake):
-    # The reference (the first candidate, --x 6) fails: until 2026-12 every trial launched it twice
-    # more around its own run. Now its first failed run ends the reading at that length: nothing
-    # more is launched there, and each trial says why it was not measured.
-    f = write(tmp_path, BAD_FIGURES.format(xs="6, 2, 3"))
-    out = tmp_path / "out"
-    r = dtune("tune", f, "--out", out, "--method", "optuna", "--seed", "1", "--no-report", env=fake)
-    assert r.returncode == 1, r.stdout + r.stderr
-    ran = Counter(int(a[a.index("--x") + 1]) for a in map(json.loads, launches(out).elements()))
-    assert ran == {6: 1}, ran
-    got = by_x(record(out))
-    assert got[2][0] == "skipped" and "did not measure (failed)" in got[2][1], got
 
 
 def test_the_recommended_export_block_names_each_flag_s_fallback_as_dtune_train_reads_it(tmp_path):
