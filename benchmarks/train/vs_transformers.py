@@ -2,7 +2,8 @@
 one run: llama3-tiny's shape (2 layers, width 128, 4 heads over 2 KV heads of 32, SwiGLU 352,
 vocabulary 1,024, context 128, untied, Llama 3.1's rope scaling) as a LlamaForCausalLM config,
 saved with save_pretrained (safetensors) to a temporary directory that both sides start from:
-dtune-train --model hf:DIR --init-from DIR, and LlamaForCausalLM.from_pretrained(DIR) with
+dtune-train --model llama3-tiny --init-from DIR (the script first checks that `dtune-models list`
+counts hf:DIR and llama3-tiny alike), and LlamaForCausalLM.from_pretrained(DIR) with
 attn_implementation "sdpa" (the fused attention dtune calls too) and use_cache off (no KV cache in
 training). 1 rank on CPU, fp32, the same torch, the same intra-op threads, the same batch size,
 one fixed synthetic batch, and on both sides the same step: forward, cross-entropy over every
@@ -22,6 +23,7 @@ launch fails. --worker is the transformers side."""
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -92,6 +94,18 @@ def worker(a):
     vp.train_and_record(a, Logits(), x, y, loss_fn, 1, 0)
 
 
+def same_as_named(directory: Path) -> None:
+    """Exits 2 unless dtune-models counts hf:DIR as llama3-tiny (parameters, MACs, FLOPs)."""
+    exe = Path(os.environ.get("DTUNE_BIN_DIR", REPO / "build" / "bin")) / "dtune-models"
+
+    def row(model):
+        out = subprocess.run([str(exe), "list", "--model", model], capture_output=True, text=True, check=True)
+        return [line.split()[1:4] for line in out.stdout.splitlines() if not line.startswith("#")]
+
+    if row(f"hf:{directory}") != row("llama3-tiny"):
+        sys.exit(f"vs_transformers: {directory}/config.json is not llama3-tiny: {row(f'hf:{directory}')}")
+
+
 def dtune_run(a, directory: Path, tmp: Path, env):
     """-> (samples/s, median step ms, other cores) of one dtune-train launch."""
     import h5py
@@ -100,7 +114,7 @@ def dtune_run(a, directory: Path, tmp: Path, env):
     out.unlink(missing_ok=True)
     exe = Path(os.environ.get("DTUNE_BIN_DIR", REPO / "build" / "bin")) / "dtune-train"
     numbers = f"--batch {a.batch} --threads {a.threads} --steps {a.steps} --warmup-steps {a.warmup} --lr {vp.LR}"
-    cmd = [str(exe), "--model", f"hf:{directory}", "--init-from", str(directory), "--optimizer", "sgd"]
+    cmd = [str(exe), "--model", "llama3-tiny", "--init-from", str(directory), "--optimizer", "sgd"]
     cmd += [*numbers.split(), "--output", str(out)]
     other = vp.launch(cmd, env)
     with h5py.File(out) as f:
@@ -157,6 +171,7 @@ def main():
         tmp = Path(d)
         directory = tmp / "llama3-tiny"
         save_model(directory, a.seed)
+        same_as_named(directory)
         d_sps, h_sps, ratio, ratios, p50_ratio, other = vp.alternate_pairs(
             a.repeats, lambda: dtune_run(a, directory, tmp, env), lambda: transformers_run(a, directory, tmp, env)
         )
