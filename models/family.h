@@ -15,16 +15,17 @@
 namespace dtune::models {
 
 struct ModelFamily {
-  std::string_view name;            // "resnet", "gpt2"
+  std::string_view name;            // "resnet", "gpt2", "llama"
   std::vector<std::string> models;  // its --model names, in `dtune-models list` order
   bool sequence = false;            // tokens in, tokens out: --context, --vocab, --layers apply
-  bool tied_embedding = false;      // its head is its token embedding (both end stages hold it)
   ModelSize (*size)(const std::string& model, const ModelOptions& o) = nullptr;
+  std::string_view prefix;  // names that start with it are the family's too ("hf:" for llama)
 };
 
 // Every family, in `dtune-models list` order.
 const std::vector<ModelFamily>& model_families();
-// The family whose models include `model`; throws unknown_model's UsageError otherwise.
+// The family whose models include `model` (or whose prefix it starts with); throws unknown_model's
+// UsageError otherwise.
 const ModelFamily& model_family(const std::string& model);
 
 }  // namespace dtune::models

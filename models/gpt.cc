@@ -2,6 +2,7 @@
 #include "models/gpt.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ops/_fused_sdp_choice.h>
 #include <ATen/ops/scaled_dot_product_attention.h>
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/linear.h>
@@ -23,7 +24,8 @@ torch::nn::LayerNorm layer_norm(int64_t c) {
 
 class CausalSelfAttention : public torch::nn::Module {
  public:
-  CausalSelfAttention(int64_t c, int64_t heads) : heads_(heads) {
+  CausalSelfAttention(int64_t c, int64_t heads, std::string* backend)
+      : heads_(heads), backend_(backend) {
     c_attn = register_module("c_attn", torch::nn::Linear(c, 3 * c));
     c_proj = register_module("c_proj", torch::nn::Linear(c, c));
   }
@@ -33,8 +35,10 @@ class CausalSelfAttention : public torch::nn::Module {
     auto heads = [&](const torch::Tensor& t) {
       return t.view({B, T, heads_, C / heads_}).transpose(1, 2);
     };
-    torch::Tensor y = at::scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]),
-                                                       /*attn_mask=*/{}, /*dropout_p=*/0.0,
+    torch::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+    if (backend_->empty())  // the kernel SDPA picks for these shapes, dtype and device
+      *backend_ = sdp_backend_name(at::_fused_sdp_choice(q, k, v, {}, 0.0, /*is_causal=*/true));
+    torch::Tensor y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
                                                        /*is_causal=*/true);  // (B, nh, T, hs)
     return c_proj(y.transpose(1, 2).contiguous().view({B, T, C}));
   }
@@ -42,6 +46,7 @@ class CausalSelfAttention : public torch::nn::Module {
 
  private:
   int64_t heads_;
+  std::string* backend_;  // the model's record of it
 };
 
 class Mlp : public torch::nn::Module {
@@ -58,9 +63,9 @@ class Mlp : public torch::nn::Module {
 
 class Block : public torch::nn::Module {
  public:
-  Block(int64_t c, int64_t heads) {
+  Block(int64_t c, int64_t heads, std::string* backend) {
     ln_1 = register_module("ln_1", layer_norm(c));
-    attn = register_module("attn", std::make_shared<CausalSelfAttention>(c, heads));
+    attn = register_module("attn", std::make_shared<CausalSelfAttention>(c, heads, backend));
     ln_2 = register_module("ln_2", layer_norm(c));
     mlp = register_module("mlp", std::make_shared<Mlp>(c));
   }
@@ -86,7 +91,7 @@ Gpt::Gpt(const GptConfig& cfg) : cfg_(cfg) {
   wpe_ = transformer_->register_module("wpe", torch::nn::Embedding(cfg.context, cfg.width));
   h_ = transformer_->register_module("h", torch::nn::ModuleList());
   for (int64_t i = 0; i < cfg.layers; ++i)
-    h_->push_back(std::make_shared<Block>(cfg.width, cfg.heads));
+    h_->push_back(std::make_shared<Block>(cfg.width, cfg.heads, &attention_backend_));
   ln_f_ = transformer_->register_module("ln_f", layer_norm(cfg.width));
   reset_parameters();
 }

@@ -26,6 +26,7 @@ class Gpt : public Model {
                                                           const torch::Device& device,
                                                           uint64_t seed) const override;
   FlopCount flops() const override;
+  std::string attention_backend() const override { return attention_backend_; }
   // nanoGPT's initialisation: N(0, 0.02) for Linear and Embedding weights, zero biases, and
   // N(0, 0.02 / sqrt(2L)) for the residual projections (c_proj).
   void reset_parameters();
@@ -40,6 +41,7 @@ class Gpt : public Model {
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
   torch::nn::ModuleList h_{nullptr};
   torch::nn::LayerNorm ln_f_{nullptr};
+  std::string attention_backend_;  // set by the first forward's attention
 };
 
 }  // namespace dtune::models

@@ -1,6 +1,7 @@
 // Shared model helpers.
 #include "models/model.h"
 
+#include <ATen/SDPBackend.h>
 #include <torch/utils.h>
 
 #include <unordered_set>
@@ -13,6 +14,23 @@ int64_t parameter_count(const torch::nn::Module& m) {
   for (const auto& p : m.parameters(/*recurse=*/true))
     if (seen.insert(p.unsafeGetTensorImpl()).second) n += p.numel();
   return n;
+}
+
+std::string sdp_backend_name(int64_t backend) {
+  switch (static_cast<at::SDPBackend>(backend)) {
+    case at::SDPBackend::math:
+      return "math";
+    case at::SDPBackend::flash_attention:
+      return "flash_attention";
+    case at::SDPBackend::efficient_attention:
+      return "efficient_attention";
+    case at::SDPBackend::cudnn_attention:
+      return "cudnn_attention";
+    case at::SDPBackend::overrideable:
+      return "overrideable";
+    default:
+      return "error";
+  }
 }
 
 }  // namespace dtune::models

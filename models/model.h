@@ -7,6 +7,7 @@
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
+#include <atomic>
 #include <string>
 #include <utility>
 
@@ -26,7 +27,18 @@ class Model : public torch::nn::Module {
                                                                   const torch::Device& device,
                                                                   uint64_t seed) const = 0;
   virtual FlopCount flops() const = 0;
+  // The fused attention kernel the last forward chose (at::_fused_sdp_choice: "flash_attention",
+  // "efficient_attention", "cudnn_attention", "math"); empty for a model without attention.
+  virtual std::string attention_backend() const { return {}; }
+  // Seconds the backward spent recomputing checkpointed activations since the last call; resets.
+  double take_recompute_seconds() { return recompute_seconds_.exchange(0); }
+
+ protected:
+  std::atomic<double> recompute_seconds_{0};
 };
+
+// The name of an at::SDPBackend value (at::_fused_sdp_choice's answer).
+std::string sdp_backend_name(int64_t backend);
 
 // Number of distinct parameter elements (tied weights counted once).
 int64_t parameter_count(const torch::nn::Module& m);

@@ -18,7 +18,8 @@ const std::vector<std::string>& model_names() {
 UsageError unknown_model(const std::string& name) {
   std::string names;
   for (const auto& n : model_names()) names += (names.empty() ? "" : ", ") + n;
-  return UsageError("--model " + name + ": unknown model (choose from " + names + ")");
+  return UsageError("--model " + name + ": unknown model (choose from " + names +
+                    ", or hf:PATH for a Hugging Face LlamaForCausalLM config.json)");
 }
 
 }  // namespace dtune::models

@@ -22,6 +22,14 @@ struct FlopCount {
   std::string alt_formula;  // e.g. "6N+12LCT (PaLM, nanoGPT)"; empty: none
 };
 
+// Activation checkpointing (models/checkpoint.h): none; full, every transformer block recomputed in
+// the backward; selective, only each block's attention half (its norm, projections, rotary and
+// attention), the MLP's activations kept.
+enum class ActivationCheckpoint { kNone, kFull, kSelective };
+// "none", "full", "selective"; the parse throws UsageError naming --activation-checkpoint.
+const char* activation_checkpoint_name(ActivationCheckpoint a);
+ActivationCheckpoint parse_activation_checkpoint(const std::string& s);
+
 // Options shared by the model families; each family reads the ones it has.
 struct ModelOptions {
   int64_t num_classes = 1000;  // ResNet
@@ -31,6 +39,11 @@ struct ModelOptions {
   int64_t vocab = 0;           // GPT vocabulary (0: the family's default, 50,304 for GPT-2)
   int64_t layers = 0;          // GPT transformer blocks L (0: the family's default)
   uint64_t seed = 1234;        // initialisation seed
+  // Transformers: which activations the backward recomputes instead of keeping.
+  ActivationCheckpoint activation_checkpoint = ActivationCheckpoint::kNone;
+  // Weights to start from instead of the seed's (models/safetensors.h: a .safetensors file, a
+  // sharded checkpoint's index or a directory holding either); empty: none.
+  std::string init_from;
 };
 
 }  // namespace dtune::models

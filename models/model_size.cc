@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "models/family.h"
 #include "models/gpt_config.h"
+#include "models/llama_config.h"
 #include "models/resnet_config.h"
 
 namespace dtune::models {
@@ -115,6 +116,60 @@ ModelSize gpt_size(const GptConfig& cfg) {
   f.formula = "6N+6LCT (llm.c)";
   f.alt_training_flops = (6 * (N - Td * Cd) + 12 * Ld * Cd * Td) * Td;
   f.alt_formula = "6N+12LCT (PaLM, nanoGPT)";
+  s.tied_embedding = true;
+  return s;
+}
+
+// The conventions of Llama::flops() (llama.cc explains them), from the configuration; parameters
+// in LlamaForCausalLM's named_parameters() order.
+ModelSize llama_size(const LlamaConfig& cfg) {
+  const int64_t C = cfg.width, V = cfg.vocab, I = cfg.intermediate;
+  const int64_t HD = cfg.heads * cfg.head_dim, KD = cfg.kv_heads * cfg.head_dim;
+  const int64_t ab = cfg.attention_bias ? 1 : 0, mb = cfg.mlp_bias ? 1 : 0;
+  ModelSize s;
+  s.tied_embedding = cfg.tied_embedding;
+  // Per layer: q_proj, k_proj, v_proj, o_proj (their biases with attention_bias), gate_proj,
+  // up_proj, down_proj (with mlp_bias), input_layernorm, post_attention_layernorm.
+  std::vector<int64_t> layer = {HD * C};
+  if (ab) layer.push_back(HD);
+  layer.push_back(KD * C);
+  if (ab) layer.push_back(KD);
+  layer.push_back(KD * C);
+  if (ab) layer.push_back(KD);
+  layer.push_back(C * HD);
+  if (ab) layer.push_back(C);
+  for (int k = 0; k < 2; ++k) {  // gate_proj, up_proj
+    layer.push_back(I * C);
+    if (mb) layer.push_back(I);
+  }
+  layer.push_back(C * I);
+  if (mb) layer.push_back(C);
+  layer.insert(layer.end(), {C, C});
+  int64_t per_layer = 0;
+  for (int64_t e : layer) per_layer += e;
+  s.param_elems = {V * C};
+  s.units.push_back({"embed", V * C});
+  for (int64_t i = 0; i < cfg.layers; ++i) {
+    s.param_elems.insert(s.param_elems.end(), layer.begin(), layer.end());
+    s.units.push_back({"layers." + std::to_string(i), per_layer});
+  }
+  s.param_elems.push_back(C);                               // model.norm
+  if (!cfg.tied_embedding) s.param_elems.push_back(V * C);  // lm_head
+  s.units.push_back({"head", C + (cfg.tied_embedding ? 0 : V * C)});
+  s.parameters = counted(s.units);
+  const double L = static_cast<double>(cfg.layers), T = static_cast<double>(cfg.context);
+  const double Cd = static_cast<double>(C), Vd = static_cast<double>(V);
+  const double HDd = static_cast<double>(HD), KDd = static_cast<double>(KD);
+  const double Id = static_cast<double>(I), N = static_cast<double>(s.parameters);
+  const double matmul_macs = Vd * Cd + L * (Cd * (2 * HDd + 2 * KDd) + 3 * Cd * Id);
+  const double n_matmul = N - Vd * Cd + (cfg.tied_embedding ? Vd * Cd : 0.0);
+  FlopCount& f = s.flops;
+  f.tokens = T;
+  f.forward_macs = (matmul_macs + L * HDd * T) * T;
+  f.training_flops = (6 * n_matmul + 12 * L * HDd * T) * T;
+  f.formula = "6N'+12LHDT (torchtitan; N' without the token embedding, with the head)";
+  f.alt_training_flops = (6 * N + 12 * L * HDd * T) * T;
+  f.alt_formula = "6N+12LHDT (PaLM)";
   return s;
 }
 

@@ -20,7 +20,8 @@ namespace dtune::models {
 struct ParamUnit {
   std::string name;        // GPT: "embed" (wte, wpe), "h.0".."h.<L-1>", "ln_f" (the head is the
                            // tied wte, counted in "embed"); ResNet: "stem" (conv1, bn1),
-                           // "layer1".."layer4", "fc"
+                           // "layer1".."layer4", "fc"; Llama: "embed", "layers.0".., "head"
+                           // (the final norm, and lm_head when untied)
   int64_t parameters = 0;  // parameter elements of the unit
 };
 
@@ -31,6 +32,8 @@ struct ModelSize {
   // Each parameter's elements in model order (the built model's named_parameters(); the tied GPT
   // head is wte, not listed again): what size-capped units and buckets are cut from.
   std::vector<int64_t> param_elems;
+  // Its head is its token embedding (GPT-2, Llama 3.2 1B/3B): both end pipeline stages hold it.
+  bool tied_embedding = false;
 };
 
 // Throws UsageError for an unknown name or bad options, as make_model does (the family's size,
@@ -38,8 +41,10 @@ struct ModelSize {
 ModelSize model_size(const std::string& name, const ModelOptions& o);
 // Each family's arithmetic, from its configuration.
 struct GptConfig;
+struct LlamaConfig;
 struct ResNetConfig;
 ModelSize gpt_size(const GptConfig& cfg);
+ModelSize llama_size(const LlamaConfig& cfg);
 ModelSize resnet_size(const ResNetConfig& cfg);
 
 }  // namespace dtune::models

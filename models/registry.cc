@@ -9,8 +9,11 @@
 #include "core/error.h"
 #include "models/family.h"
 #include "models/gpt.h"
+#include "models/llama.h"
+#include "models/model_size.h"
 #include "models/pieces.h"
 #include "models/resnet.h"
+#include "models/safetensors.h"
 
 namespace dtune::models {
 namespace {
@@ -33,6 +36,11 @@ const FamilyBuilder kBuilders[] = {
        return std::make_shared<Gpt>(gpt_config(model, o));
      },
      [](Model& m) { return static_cast<Gpt&>(m).pieces(); }},
+    {"llama",
+     [](const std::string& model, const ModelOptions& o) -> std::shared_ptr<Model> {
+       return std::make_shared<Llama>(llama_config(model, o), o.activation_checkpoint);
+     },
+     [](Model& m) { return static_cast<Llama&>(m).pieces(); }},
 };
 
 const FamilyBuilder& builder(const std::string& model) {
@@ -46,7 +54,24 @@ const FamilyBuilder& builder(const std::string& model) {
 
 std::shared_ptr<Model> make_model(const std::string& name, const ModelOptions& o) {
   torch::manual_seed(o.seed);
-  return builder(name).make(name, o);
+  const FamilyBuilder& b = builder(name);
+  if (o.activation_checkpoint != ActivationCheckpoint::kNone && b.family != "llama")
+    throw UsageError("--activation-checkpoint " +
+                     std::string(activation_checkpoint_name(o.activation_checkpoint)) +
+                     ": only the Llama family recomputes activations (--model llama3-*, hf:PATH)");
+  std::shared_ptr<Model> model = b.make(name, o);
+  if (!o.init_from.empty()) {
+    // A tied head is the embedding: a checkpoint's lm_head.weight (nanoGPT's, or transformers'
+    // when it saves both) is that tensor again.
+    std::set<std::string> ignored;
+    if (model_size(name, o).tied_embedding) ignored.insert("lm_head.weight");
+    try {
+      load_state(*model, read_checkpoint(o.init_from), ignored);
+    } catch (const UsageError& e) {
+      throw UsageError("--init-from " + o.init_from + ": " + e.what());
+    }
+  }
+  return model;
 }
 
 std::vector<Piece> model_pieces(Model& model) { return builder(model.name()).pieces(model); }

@@ -50,6 +50,10 @@ void load_state(torch::nn::Module& m, const TensorMap& tensors,
     if (it->second.sizes() != dst.sizes())
       throw UsageError("weights: '" + name + "' has shape " + c10::str(it->second.sizes()) +
                        ", the model expects " + c10::str(dst.sizes()));
+    if (dst.is_floating_point() && !it->second.is_floating_point())
+      throw UsageError("weights: '" + name + "' is " +
+                       std::string(c10::toString(it->second.scalar_type())) +
+                       ", the model's parameter is floating point");
     dst.copy_(it->second);
     used.insert(name);
   };

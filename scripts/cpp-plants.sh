@@ -31,6 +31,13 @@ plants=(
   "train/mesh.cc|for (auto it = order.rbegin(); it != order.rend(); ++it)|for (auto it = order.begin(); it != order.end(); ++it)|dtune_train_tests|MeshShape.*"
   "train/mesh.cc|    base[static_cast<size_t>(a)] = 0;\\n||dtune-train|tests/mpi/test_mesh_mpi.py::test_pipeline_with_sharded_data_axis_equals_accumulation"
   "train/setup.cc|s.batch, o.accum_steps, dp_rank, o.seed|s.batch, o.accum_steps, 0, o.seed|dtune-train|tests/mpi/test_mesh_mpi.py::test_pipeline_with_sharded_data_axis_equals_accumulation"
+  # The Llama family (issue 58): the rotary halves swapped, the KV heads repeated in the wrong
+  # order (tiled, where transformers' repeat_kv and SDPA's GQA give query head h the KV head
+  # h / (H / K)), the norm's epsilon dropped, a layer's two norms counted once.
+  "models/llama.cc|return torch::cat({-x.narrow(-1, h, h), x.narrow(-1, 0, h)}, -1);|return torch::cat({x.narrow(-1, h, h), -x.narrow(-1, 0, h)}, -1);|dtune-models|tests/models/test_llama.py::test_logits_loss_and_gradients_equal_transformers"
+  "models/llama.cc|    const bool gqa = kv_heads_ != heads_;|    const bool gqa = false;\n    k = k.repeat({1, heads_ / kv_heads_, 1, 1});\n    v = v.repeat({1, heads_ / kv_heads_, 1, 1});|dtune-models|tests/models/test_llama.py::test_logits_loss_and_gradients_equal_transformers"
+  "models/llama.cc|h.pow(2).mean(-1, /*keepdim=*/true) + eps_)|h.pow(2).mean(-1, /*keepdim=*/true))|dtune-models|tests/models/test_llama.py::test_logits_loss_and_gradients_equal_transformers"
+  "models/model_size.cc|  layer.insert(layer.end(), {C, C});|  layer.insert(layer.end(), {C});|dtune-models|tests/models/test_llama.py::test_parameter_counts_equal_transformers_and_the_published_ones"
 )
 missed=0
 restore() { [[ -n "${saved:-}" ]] && cp "$saved" "$repo/$file" && rm -f "$saved"; saved=; }

@@ -2,8 +2,8 @@
 // FLOPs per sample, by arithmetic from its configuration (models/model_size.h: no weights are
 // allocated, so it answers at once; the unit tests check it against the built models); `parity`
 // runs one training step (forward, loss, backward) from weights and a batch exported by Python and
-// writes logits, loss and every gradient back, so a test can compare the C++ model with its PyTorch
-// twin.
+// writes logits, loss and every gradient back (and the bytes the forward kept for the backward), so
+// a test can compare the C++ model with its PyTorch twin.
 #include <torch/autograd.h>
 #include <torch/utils.h>
 
@@ -14,34 +14,47 @@
 
 #include "core/cli.h"
 #include "core/error.h"
+#include "models/model_names.h"
 #include "models/model_size.h"
 #include "models/registry.h"
 #include "models/weights.h"
+#include "train/memory_meter.h"
 
 namespace {
 
 using dtune::models::ModelOptions;
 
-void add_model_options(CLI::App* app, ModelOptions& o) {
+void add_model_options(CLI::App* app, ModelOptions& o, std::string& checkpoint) {
   app->add_option("--num-classes", o.num_classes, "ResNet classes")->capture_default_str();
   app->add_option("--image-size", o.image_size, "ResNet input height and width")
       ->capture_default_str();
   app->add_option("--width", o.width, "ResNet base width (torchvision: 64)")->capture_default_str();
-  app->add_option("--context", o.context, "GPT context length (0: the model's default)")
+  app->add_option("--context", o.context, "transformer context length (0: the model's default)")
       ->capture_default_str();
-  app->add_option("--vocab", o.vocab, "GPT vocabulary size (0: the model's default)")
+  app->add_option("--vocab", o.vocab, "transformer vocabulary size (0: the model's default)")
+      ->capture_default_str();
+  app->add_option("--layers", o.layers, "transformer blocks (0: the model's default)")
       ->capture_default_str();
   app->add_option("--seed", o.seed, "initialisation seed")->capture_default_str();
+  app->add_option("--init-from", o.init_from,
+                  "start from these weights: a .safetensors file, a sharded checkpoint's "
+                  "model.safetensors.index.json, a torch.save file, or a directory holding one");
+  app->add_option("--activation-checkpoint", checkpoint,
+                  "recompute activations in the backward: none, full (every block) or selective "
+                  "(each block's attention half); Llama family")
+      ->capture_default_str();
 }
 
 int list_models(const ModelOptions& o, const std::string& only) {
-  std::printf("# %-10s %15s %16s %18s  %s\n", "model", "parameters", "fwd GMACs/sample",
+  std::printf("# %-14s %15s %16s %18s  %s\n", "model", "parameters", "fwd GMACs/sample",
               "train GFLOP/sample", "formula (beside it: another convention)");
-  for (const auto& name : dtune::models::model_names()) {
-    if (!only.empty() && name != only) continue;
+  // One model (any name the registry builds, hf:PATH included) or every named one.
+  const std::vector<std::string> names =
+      only.empty() ? dtune::models::model_names() : std::vector<std::string>{only};
+  for (const auto& name : names) {
     const dtune::models::ModelSize size = dtune::models::model_size(name, o);
     const auto& f = size.flops;
-    std::printf("  %-10s %15lld %16.4f %18.4f  %s", name.c_str(),
+    std::printf("  %-14s %15lld %16.4f %18.4f  %s", name.c_str(),
                 static_cast<long long>(size.parameters), f.forward_macs / 1e9,
                 f.training_flops / 1e9, f.formula.c_str());
     if (f.alt_formula.empty())
@@ -55,8 +68,8 @@ int list_models(const ModelOptions& o, const std::string& only) {
 int parity(const std::string& name, const ModelOptions& o, const std::string& weights,
            const std::string& batch_path, const std::string& out, bool channels_last) {
   auto model = dtune::models::make_model(name, o);
-  const auto w = dtune::models::read_tensors(weights);
-  dtune::models::load_state(*model, w, {"lm_head.weight"});
+  if (!weights.empty())
+    dtune::models::load_state(*model, dtune::models::read_tensors(weights), {"lm_head.weight"});
   const auto batch = dtune::models::read_tensors(batch_path);
   if (!batch.count("input") || !batch.count("target"))
     throw dtune::UsageError("--batch '" + batch_path + "' needs tensors 'input' and 'target'");
@@ -66,11 +79,20 @@ int parity(const std::string& name, const ModelOptions& o, const std::string& we
     input = input.contiguous(at::MemoryFormat::ChannelsLast);
   }
   model->train();
-  torch::Tensor logits = model->forward(input);
-  torch::Tensor loss = model->loss(logits, batch.at("target"));
+  // What the forward keeps for the backward: the bytes allocated across forward and loss and not
+  // freed by the end of them (the saved activations, the logits and the loss).
+  torch::Tensor logits, loss;
+  using dtune::train::CpuMemoryMeter;
+  const int64_t before = CpuMemoryMeter::current_bytes();
+  logits = model->forward(input);
+  loss = model->loss(logits, batch.at("target"));
+  const int64_t activation_bytes = CpuMemoryMeter::current_bytes() - before;
   loss.backward();
-  dtune::models::TensorMap result{{"logits", logits.detach().contiguous()},
-                                  {"loss", loss.detach()}};
+  dtune::models::TensorMap result{
+      {"logits", logits.detach().contiguous()},
+      {"loss", loss.detach()},
+      {"activation_bytes", torch::tensor(activation_bytes, torch::kLong)},
+      {"recompute_seconds", torch::tensor(model->take_recompute_seconds(), torch::kDouble)}};
   for (const auto& p : model->named_parameters(true))
     result["grad." + p.key()] = p.value().grad().contiguous();
   for (const auto& b : model->named_buffers(true))
@@ -90,6 +112,8 @@ int bench(const std::string& name, const ModelOptions& o, const std::string& wei
   if (!weights.empty())
     dtune::models::load_state(*model, dtune::models::read_tensors(weights), {"lm_head.weight"});
   const auto batch = dtune::models::read_tensors(batch_path);
+  if (!batch.count("input") || !batch.count("target"))
+    throw dtune::UsageError("--batch '" + batch_path + "' needs tensors 'input' and 'target'");
   torch::Tensor input = batch.at("input"), target = batch.at("target");
   if (channels_last) {
     dtune::models::to_channels_last(*model);
@@ -113,27 +137,28 @@ int bench(const std::string& name, const ModelOptions& o, const std::string& wei
 }
 
 int main(int argc, char** argv) {
-  CLI::App app{"dtune-models: the models dtune trains (torchvision ResNets, GPT-2 family)",
+  CLI::App app{"dtune-models: the models dtune trains (torchvision ResNets, GPT-2, Llama 3)",
                "dtune-models"};
   app.require_subcommand(1);
   ModelOptions o;
-  std::string only, model, weights, batch, out;
+  std::string only, model, weights, batch, out, checkpoint = "none";
   bool channels_last = false;
   int threads = 0;
   CLI::App* list = app.add_subcommand(
       "list", "Each model's parameters and FLOPs per sample, by arithmetic (nothing is built).");
-  add_model_options(list, o);
+  add_model_options(list, o, checkpoint);
   list->add_option("--model", only, "only this model");
   CLI::App* par = app.add_subcommand("parity", "one training step from exported weights and batch");
-  add_model_options(par, o);
+  add_model_options(par, o, checkpoint);
   par->add_option("--model", model, "model name")->required();
-  par->add_option("--weights", weights, "torch.save file of the state_dict")->required();
+  par->add_option("--weights", weights,
+                  "torch.save file of the state_dict (or --init-from; default: own init)");
   par->add_option("--batch", batch, "torch.save file with 'input' and 'target'")->required();
   par->add_option("--out", out, "where to write logits, loss and gradients")->required();
   par->add_flag("--channels-last", channels_last, "run in channels_last memory format");
   int steps = 10, warmup = 3;
   CLI::App* be = app.add_subcommand("bench", "time forward + backward on a saved batch");
-  add_model_options(be, o);
+  add_model_options(be, o, checkpoint);
   be->add_option("--model", model, "model name")->required();
   be->add_option("--weights", weights, "torch.save file of the state_dict (default: own init)");
   be->add_option("--batch", batch, "torch.save file with 'input' and 'target'")->required();
@@ -145,9 +170,11 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "intra-op threads (0: LibTorch's default)")
       ->check(dtune::thread_count());
   try {
+    dtune::train::CpuMemoryMeter::install();  // before the first tensor
     const int rc = dtune::parse_cli(app, argc, argv, true);
     if (rc >= 0) return rc;
     if (threads > 0) torch::set_num_threads(threads);
+    o.activation_checkpoint = dtune::models::parse_activation_checkpoint(checkpoint);
     if (*list) return list_models(o, only);
     if (*be) return bench(model, o, weights, batch, steps, warmup, channels_last);
     return parity(model, o, weights, batch, out, channels_last);
