@@ -321,6 +321,10 @@ if gpu; then
   train train.resnet50.bf16 45 "${r50[@]}" --batch 256 --steps 30 --warmup-steps 5
   train train.gpt2-d12.bf16 45 --model gpt2-d12 --context 1024 --device cuda --backend nccl \
     --precision bf16 --batch 32 --steps 20 --warmup-steps 5
+  # Llama 3.2 1B (issue 58) beside it: one bf16 step's MFU by torchtitan's count, context 2048,
+  # full activation checkpointing (its 1.24 B parameters and AdamW state take ~20 GB).
+  train train.llama3.2-1b.bf16 60 --model llama3.2-1b --context 2048 --device cuda --backend nccl \
+    --precision bf16 --batch 8 --steps 6 --warmup-steps 2 --activation-checkpoint full
   train train.resnet50.local_sgd 30 "${r50[@]}" --batch 128 --steps 6 --warmup-steps 2 --local-sgd 2
 else
   stand_in="CPU stand-in: resnet18 width 8 at 32x32, MPI"
@@ -328,6 +332,9 @@ else
   stand_in="CPU stand-in: gpt2-tiny, MPI"
   train train.gpt2-d12.bf16 45 --model gpt2-tiny --device cpu --precision bf16 --threads 1 --batch 4 \
     --steps 2 --warmup-steps 1
+  stand_in="CPU stand-in: llama3-tiny, MPI"
+  train train.llama3.2-1b.bf16 45 --model llama3-tiny --device cpu --precision bf16 --threads 1 \
+    --batch 4 --steps 2 --warmup-steps 1 --activation-checkpoint full
   stand_in="CPU stand-in: resnet18 width 8, 2 ranks, MPI"
   step train.resnet50.local_sgd 30 mpirun -np 2 --oversubscribe dtune-train \
     --output "$results/train.resnet50.local_sgd.h5" --timeout 120 "${r18[@]}" --batch 4 --steps 4 \
@@ -417,6 +424,7 @@ ours = first("comm-nccl.h5", latency_8b, benchmark="comm", backend="nccl", colle
 theirs = nccl_tests_8b()
 r50 = first("train.resnet50.bf16.h5", lambda g: g.attrs["samples_per_s"], benchmark="train", device="cuda")
 mfu = first("train.gpt2-d12.bf16.h5", lambda g: 100 * g.attrs["mfu"], benchmark="train", device="cuda")
+llama_mfu = first("train.llama3.2-1b.bf16.h5", lambda g: 100 * g.attrs["mfu"], benchmark="train", device="cuda")
 
 
 def verdict(value, anchor, higher=True):
@@ -448,6 +456,7 @@ rows = [
     ("NCCL 1-rank allreduce 8 B", "nccl-tests + 1 us", nccl_text, nccl_verdict),
     ("ResNet-50 bf16 channels-last", ">= 3000 img/s", fmt(r50, "img/s", 0), verdict(r50, 3000)),
     ("GPT-2 124M bf16 MFU", ">= 45 %", fmt(mfu, "%"), verdict(mfu, 45)),
+    ("Llama 3.2 1B bf16 MFU", "beside GPT-2's", fmt(llama_mfu, "%"), "-"),
 ]
 print("## anchors (issue 30: one H200 SXM) beside what this run measured")
 print(f"{'figure':<30} {'anchor':<18} {'measured':<48} verdict")

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "core/nvtx.h"
+#include "train/memory_meter.h"
 #include "train/mesh.h"
 #include "train/param_sharding.h"
 #include "train/run_monitor.h"
@@ -30,10 +31,18 @@ class DataParallelStep final : public StepStrategy {
     out.data = s_.data->summary();
     s_.sharding->finish(out);
     account_gradients(s_, out);
+    out.activation_bytes = activation_bytes_;
+    out.recompute_ms_per_step = measured_steps_ > 0 ? 1e3 * recompute_s_ / measured_steps_ : 0.0;
+    out.attention_backend = s_.model->attention_backend();
   }
 
  private:
   TrainSetup& s_;
+  // The most bytes a micro-step's forward and loss allocated and still held when its backward
+  // began (the activations saved for the backward, the logits, the loss), over every micro-step.
+  int64_t activation_bytes_ = 0;
+  double recompute_s_ = 0;  // activation checkpointing's recomputation in the measured steps
+  int measured_steps_ = 0;
 };
 
 void DataParallelStep::run_step(int step, StepRecord& rec, const FaultInjector& faults) {
@@ -59,11 +68,14 @@ void DataParallelStep::run_step(int step, StepRecord& rec, const FaultInjector& 
         o.channels_last ? b.input.contiguous(at::MemoryFormat::ChannelsLast) : b.input;
     clock.mark(Phase::kH2D);
     torch::Tensor loss;
+    const int64_t held_before = TensorMemory::current_bytes(s_.ordinal);
     {
       NvtxRange range("forward");
       AutocastGuard autocast(o.precision, s_.device.type());
       loss = model.loss(sharding.forward(model, input), b.target);
     }
+    activation_bytes_ =
+        std::max(activation_bytes_, TensorMemory::current_bytes(s_.ordinal) - held_before);
     loss_sum += loss.detach().to(torch::kFloat);
     clock.mark(Phase::kForward);
     if (s_.grad_timer) s_.grad_timer->begin(m == o.accum_steps - 1);
@@ -83,6 +95,11 @@ void DataParallelStep::run_step(int step, StepRecord& rec, const FaultInjector& 
     }
   }
   clock.mark(Phase::kComm);
+  const double recompute_s = model.take_recompute_seconds();
+  if (step >= o.warmup_steps) {
+    recompute_s_ += recompute_s;
+    ++measured_steps_;
+  }
   // Loss scaling: unscale, and skip the step on every rank if any gradient is inf/NaN. A sharded
   // rank unscales its fp32 shard of the averaged gradients (collecting it is optimizer work).
   std::vector<torch::Tensor> grads = sharding.grads();

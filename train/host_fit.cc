@@ -7,6 +7,8 @@
 #include "core/host_memory.h"
 #include "models/family.h"
 #include "models/gpt.h"
+#include "models/llama_config.h"
+#include "models/model_size.h"
 
 namespace dtune::train {
 
@@ -24,6 +26,17 @@ HostNeed host_need(const Options& o) {
     n.model_bytes = (V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C) * 4 * weight_copies;
     // The synthetic sequence (T + 1 tokens) and its input and target slices, int64; on CPU the
     // logits (T, V) and the embedding sum (T, C) in fp32.
+    n.per_sample_bytes = (T + 1 + 2 * T) * 8 + (cpu ? (T * V + T * C) * 4 : 0);
+  } else if (models::model_family(o.model).name == "llama") {
+    const models::LlamaConfig c = models::llama_config(o.model, o.model_options);
+    const double C = static_cast<double>(c.width), T = static_cast<double>(c.context);
+    const double V = static_cast<double>(c.vocab), D = static_cast<double>(c.head_dim);
+    // Every parameter (model_size.h counts them as llama.cc builds them); the rotary tables, cos
+    // and sin (T, D) in fp32, are the only part that grows with the context.
+    n.table_bytes = 2 * T * D * 4;
+    n.model_bytes = static_cast<double>(models::model_size(o.model, o.model_options).parameters) *
+                    4 * weight_copies;
+    // As the GPT's: the sequence and its slices, on CPU the logits and the embedding output.
     n.per_sample_bytes = (T + 1 + 2 * T) * 8 + (cpu ? (T * V + T * C) * 4 : 0);
   } else {
     // (3, S, S) fp32 input; on CPU the first convolution's output (width, S/2, S/2).

@@ -58,6 +58,12 @@ struct TrainOutcome {
   // The most gradient bytes held at once during the steps (GradSync::take_peak_bytes; one rank:
   // the parameters' .grad, which stay).
   int64_t grad_bytes_peak = 0;
+  // Data parallel: the most bytes one micro-step's forward and loss left held for its backward
+  // (activations, logits, loss; TensorMemory's counting), and with --activation-checkpoint the
+  // backward's recomputation per measured step (host clock: exact on CPU, launches only on a GPU).
+  int64_t activation_bytes = 0;
+  double recompute_ms_per_step = 0;
+  std::string attention_backend;  // the fused attention kernel SDPA chose; empty: none
   std::vector<std::vector<double>> grad_ready_ms;  // (S, P): GradTimer's rows, warm-up first
   std::vector<int64_t> param_bytes;                // (P,) in model order
   std::vector<double> param_checksums;             // rank 0: every rank's, at the last check

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include "core/build_info.h"
@@ -83,7 +84,7 @@ void parse_pipeline(const std::string& schedule, const std::string& partition, O
     throw UsageError(p +
                      " with --shard zero3 and --schedule interleaved: a stage's units are cut "
                      "from one chunk; use --schedule 1f1b or gpipe, or --shard zero2");
-  if (o.shard == ShardMode::kZero3 && models::model_family(o.model).tied_embedding)
+  if (o.shard == ShardMode::kZero3 && models::model_size(o.model, o.model_options).tied_embedding)
     throw UsageError(p + " with --shard zero3 and --model " + o.model +
                      ": its tied embedding is held by both end stages, whose sharded copies "
                      "cannot be summed; use --shard zero2 with pipeline stages, or zero3 without "
@@ -154,7 +155,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
               optimizer = to_string(o.optimizer), device = to_string(o.device),
               backend = to_string(o.backend), reduce_algo = to_string(o.reduce_algo),
               overlap = to_string(o.overlap), compression = to_string(o.compression),
-              shard = to_string(o.shard), reshard = "on";
+              shard = to_string(o.shard), reshard = "on", activation_checkpoint = "none";
   auto& mo = o.model_options;
   app.add_option("--model", o.model, "model name (dtune-models list)")
       ->envname(env("MODEL"))
@@ -176,6 +177,16 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->capture_default_str();
   app.add_option("--layers", mo.layers, "GPT transformer blocks (0: model default)")
       ->envname(env("LAYERS"))
+      ->capture_default_str();
+  app.add_option("--init-from", mo.init_from,
+                 "start from these weights (a .safetensors file, a sharded checkpoint's "
+                 "model.safetensors.index.json, a torch.save file, or a directory holding one; "
+                 "names as the model's state_dict, e.g. a Hugging Face save_pretrained directory)")
+      ->envname(env("INIT_FROM"));
+  app.add_option("--activation-checkpoint", activation_checkpoint,
+                 "recompute activations in the backward: none, full (every transformer block) "
+                 "or selective (each block's attention half); Llama family")
+      ->envname(env("ACTIVATION_CHECKPOINT"))
       ->capture_default_str();
   app.add_option("--batch", batch, "samples per rank per micro-step, or auto (largest that fits)")
       ->envname(env("BATCH"))
@@ -607,6 +618,15 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
     throw UsageError("--fast-decode with --decode " + o.decode +
                      ": it scales the region decode; drop one");
   o.model_options.seed = o.seed;
+  mo.activation_checkpoint = models::parse_activation_checkpoint(activation_checkpoint);
+  if (mo.activation_checkpoint != models::ActivationCheckpoint::kNone &&
+      models::model_family(o.model).name != "llama")
+    throw UsageError("--activation-checkpoint " + activation_checkpoint + " with --model " +
+                     o.model +
+                     ": only the Llama family recomputes activations (llama3-*, hf:PATH)");
+  if (!mo.init_from.empty() && !std::filesystem::exists(mo.init_from))
+    throw UsageError("--init-from " + mo.init_from + ": no such file or directory");
+  (void)models::model_size(o.model, mo);  // an hf: config that cannot be built: exit 2 here
   const char* dir = std::getenv("DTUNE_RESULTS_DIR");
   if (no_output && !o.output.empty())
     throw UsageError("--no-output and --output both given: keep one");
