@@ -109,7 +109,7 @@ if [[ ! -f "$build_dir/build.ninja" ]] || [[ "$(cat "$build_dir/.dtune-venv" 2>/
     -DCMAKE_BUILD_TYPE="${DTUNE_BUILD_TYPE:-Release}" \
     -DDTUNE_PYTHON:FILEPATH="$repo/.venv/bin/python" \
     ${DTUNE_CMAKE_ARGS:-}
-  printf '%s\n' "$venv" >"$build_dir/.dtune-venv"
+  mkdir -p "$build_dir" && printf '%s\n' "$venv" >"$build_dir/.dtune-venv"
 fi
 # DTUNE_BUILD_TARGETS (space separated): only those targets, as scripts/main.sh builds the binaries
 # its job runs; unset: everything, the tests included.
