@@ -1,8 +1,8 @@
 """Which parameters each piece of a model uses (models/pieces.h: the chain that dtune-train --shard
-zero3 gathers units around, piece by piece), rebuilt from the model's name and its parameter count,
-for the zero3 state memory (sharding.gathered_peak). The layouts follow models/gpt.cc,
-models/llama.cc and models/resnet.cc Model::pieces() and the parameters' model order
-(named_parameters):
+zero3 gathers units around, piece by piece), rebuilt from the model's name (an hf:PATH model's
+config.json when it can be read here) and its parameter count, for the zero3 state memory
+(sharding.gathered_peak). The layouts follow models/gpt.cc, models/llama.cc and models/resnet.cc
+Model::pieces() and the parameters' model order (named_parameters):
 
 - GPT (4 + 12·L parameters): `embed` uses wte and wpe (0, 1); block i its 12 parameters
   (2 + 12i ..); `head` the final LayerNorm's two (the last two) and the tied wte (0);
