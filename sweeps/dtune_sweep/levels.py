@@ -16,12 +16,8 @@ y values (each candidate's mean less the incumbent's), ITERATIONS times from the
 readings' estimate (the median of each candidate's).
 
 A run alone in its stretch (a short slow period, or a figure its candidate's estimate does not
-explain) is left out, unless its candidate has no other reading.
-
-On tests/sweeps/test_carried.py's drifting machine (one rung of four candidates, 5%, 10% and 15.5%
-apart, in blocks of 8 steps; 1000 seeds) the optimum is picked in 0.839 of rungs of two blocks
-(0.777 read against the incumbent runs alone; 0.859 with the level known exactly) and 0.894 of
-rungs of three (0.831; 0.901): benchmarks/tune_research/level_reading.py, 2026-12-06.
+explain) is left out, unless its candidate has no other reading. What it gains over the incumbent
+runs alone: benchmarks/tune_research/README.md ("The level read from every run", "Layers").
 """
 
 from __future__ import annotations

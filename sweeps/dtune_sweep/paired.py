@@ -89,13 +89,6 @@ def read(seq: list, within: float | None = None) -> tuple[dict, list, dict]:
     return ys, inc, gap
 
 
-def normalise(seq: list, within: float | None = None) -> tuple[dict, list]:
-    """seq and within as readings'. Returns read's first two: ({key: {block: y}}, [y of each
-    incumbent run against its neighbours])."""
-    ys, inc, _ = read(seq, within)
-    return ys, inc
-
-
 def robust_sd(ys: dict, inc_y: list) -> float | None:
     """The noise of one y, read robustly: 1.4826 x the median absolute deviation of the incumbent's
     y values (about 0) and of the candidates' repeats about their own means (scaled by

@@ -111,6 +111,11 @@ def test_interleaving_runs_every_candidate_once_per_block_between_incumbent_runs
     assert [paired.runs_per_block(n) for n in (1, 5, 6, 9)] == [1, 5, 7, 10]
 
 
+def normalise(seq: list, within: float | None = None) -> tuple[dict, list]:
+    """paired.read's first two: ({key: {block: y}}, [y of each incumbent run against its neighbours])."""
+    return paired.read(seq, within)[:2]
+
+
 def drifted_rung(true_log: dict, blocks: int, seed: int, sigma: float = 0.0):
     """A rung run on a machine that drifts: slow periods (x1.3 to x1.8) cover stretches of runs,
     incumbent runs included; each run adds lognormal noise of `sigma` (seeded)."""
@@ -132,7 +137,7 @@ def test_the_paired_figure_cancels_a_drift_that_pooling_runs_mistakes_for_a_diff
     # cancels exactly; pooled runs (each candidate's mean log figure) carry the drift.
     true_log = {0: 0.0, 1: np.log(1.10), 2: np.log(0.95), 3: 0.0, 4: np.log(1.02)}
     seq = drifted_rung(true_log, blocks=6, seed=3)
-    ys, inc = paired.normalise(seq)
+    ys, inc = normalise(seq)
     exact = [np.isclose(y, true_log[k]) for k in ys for y in ys[k].values()]
     assert np.mean(exact) >= 0.5  # runs at a slow period's edge are the rest (seeded: 0.54)
     med = {k: np.median(list(v.values())) for k, v in ys.items()}
@@ -146,7 +151,7 @@ def test_the_noise_floor_is_the_incumbents_measured_spread_and_never_below_a_run
     # neighbours, spread by 0.08 sqrt(1.5).
     seq = drifted_rung({k: 0.0 for k in range(9)}, blocks=40, seed=11)
     quiet = [(k, b, np.random.default_rng([5, i]).normal(0, 0.08)) for i, (k, b, _) in enumerate(seq)]
-    inc = paired.normalise(quiet)[1]
+    inc = normalise(quiet)[1]
     assert len(inc) == 81
     sig = paired.sigma_y(inc, within_var=0.0)
     assert 0.08 * np.sqrt(1.5) * 0.85 < sig < 0.08 * np.sqrt(1.5) * 1.15, sig
@@ -272,7 +277,7 @@ def test_a_runs_level_is_known_to_within_half_the_gap_between_its_incumbent_neig
         (3, 0.05, 0.0),
         (None, 0.0, 0.0),
     ]
-    assert paired.normalise(seq) == (
+    assert normalise(seq) == (
         {1: {0: pytest.approx(0.1)}, 2: {0: pytest.approx(0.1)}, 3: {0: pytest.approx(0.05)}},
         pytest.approx([-0.4, 0.2, 0.0]),
     )
@@ -339,13 +344,13 @@ def test_the_level_read_from_every_run_places_a_slow_periods_edge_where_it_fell(
     for seed in (3, 7):
         seq = drifted_rung(true_log, blocks=6, seed=seed)
         for within, least in ((None, 0.0), (0.0, 1.0)):
-            ys, inc = paired.normalise(seq, within)
+            ys, inc = normalise(seq, within)
             exact = [np.isclose(y, true_log[k]) for k in ys for y in ys[k].values()]
             assert len(exact) == 24 and (np.mean(exact) == 1.0) == (least == 1.0), (seed, within)
             assert np.allclose(inc, 0.0) == (least == 1.0)
     # I c1 I c2 c3 I as in the test above: from every run, c1's level is the incumbent's after it.
     seq = [(None, 0, 0.0), (1, 0, 0.3), (None, 0, 0.4), (2, 0, 0.5), (3, 0, 0.45), (None, 0, 0.4)]
-    ys, _ = paired.normalise(seq, 1e-4)
+    ys, _ = normalise(seq, 1e-4)
     assert ys[2][0] == pytest.approx(0.1, abs=1e-9) and ys[3][0] == pytest.approx(0.05, abs=1e-9)
     # No incumbent run measured: nothing to read against, as without `within`.
     assert paired.readings([(None, 0, float("nan")), (1, 0, 0.3)], 0.01) == []
@@ -360,9 +365,9 @@ def test_the_level_read_from_every_run_places_a_slow_periods_edge_where_it_fell(
     seq = [(None, -1, 0.0)]
     for b, c2 in enumerate((0.2, 0.7, 0.2)):
         seq += [(1, b, 0.1), (2, b, c2), (None, b, 0.0)]
-    ys, inc = paired.normalise(seq, 1e-4)
+    ys, inc = normalise(seq, 1e-4)
     assert ys[2] == {0: pytest.approx(0.2), 2: pytest.approx(0.2)} and len(ys[1]) == 3
-    assert paired.normalise(seq)[0][2][1] == pytest.approx(0.7)
+    assert normalise(seq)[0][2][1] == pytest.approx(0.7)
     # A run's level is the mean of the other runs of its stretch: its sd, the gap, is that of a mean
     # of m - 1 residuals, sqrt(var / (m - 1)); var here 1.5 x within (the residuals agree). The
     # stretches: the 5 runs before the one alone, the 4 after it.
@@ -371,7 +376,7 @@ def test_the_level_read_from_every_run_places_a_slow_periods_edge_where_it_fell(
     # ...unless it is its candidate's only reading: c2 measured in block 1 alone, read against the
     # runs beside it.
     only = [x if x[0] != 2 or x[1] == 1 else (2, x[1], float("nan")) for x in seq]
-    ys, _ = paired.normalise(only, 1e-4)
+    ys, _ = normalise(only, 1e-4)
     assert ys[2] == {1: pytest.approx(0.7)} and len(ys[1]) == 3
     # Such a run between two levels (a slow period of 0.3 starts with the incumbent run after it)
     # is read against the mean of its neighbours' residuals, give or take half their difference
@@ -381,16 +386,16 @@ def test_the_level_read_from_every_run_places_a_slow_periods_edge_where_it_fell(
     assert c2 == [(pytest.approx(0.55), pytest.approx(0.15))]
     # The incumbent's y values are centred on 0 (the candidates' read against it).
     noisy = drifted_rung({0: 0.0, 1: np.log(1.10), 2: np.log(0.95), 3: 0.0}, blocks=3, seed=5, sigma=0.03)
-    _, inc = paired.normalise(noisy, 0.03**2 / 1.5)
+    _, inc = normalise(noisy, 0.03**2 / 1.5)
     assert len(inc) == 4 and abs(np.mean(inc)) < 1e-12
     # A rung whose median candidate ran once (one block): its candidates' runs only echo the level
     # they are read against, so it is read against the incumbent runs alone; twice (two blocks),
     # from every run.
     assert paired.readings(seq[:4], 1e-4) == paired.readings(seq[:4])
     two = drifted_rung(true_log, blocks=2, seed=3)
-    ys, inc = paired.normalise(two, 0.0)
+    ys, inc = normalise(two, 0.0)
     assert np.mean([np.isclose(y, true_log[k]) for k in ys for y in ys[k].values()]) == 0.75
-    ys, inc = paired.normalise(two)
+    ys, inc = normalise(two)
     assert not any(np.isclose(y, true_log[k]) for k in ys for y in ys[k].values())
 
 
@@ -480,7 +485,7 @@ def factorial_rung(seed: int, blocks: int, sigma: float, truth=additive_log, tau
     vals = [FACTORIAL[i] for i in np.random.default_rng(seed).permutation(len(FACTORIAL))]
     inter = np.random.default_rng([seed, 1]).normal(0, tau, len(vals))
     true_log = {k: truth(v) + inter[k] for k, v in enumerate(vals)}
-    ys, inc = paired.normalise(drifted_rung(true_log, blocks, seed, sigma))
+    ys, inc = normalise(drifted_rung(true_log, blocks, seed, sigma))
     var1 = axes.replicate_var([list(v.values()) for v in ys.values()]) or paired.sigma_y(inc, 0.0) ** 2
     keys = [0] + sorted(ys)
     means = np.array([0.0] + [np.mean(list(ys[k].values())) for k in keys[1:]])
