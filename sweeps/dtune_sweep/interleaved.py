@@ -37,13 +37,16 @@ the record beside it, and every verdict (tied, significant) is still paired.
 
 Under a time budget every run is priced for its own candidate (cost.CostModel: the shared start-up
 plus the candidate's measured step time; one not run yet at the median candidate's), learnt from
-every run made. The first rung runs as drawn at the probe's prices (cutting it to the repriced
-budget, until 2026-12, lost hits on the mixed-cost model: benchmarks/tune_research/README.md,
-"Layers"). After a rung, promotion counts what the next rungs cost at those prices: a top rung that
-would double the steps at the cost of contenders runs at the rung's steps when that pays for more of
-them, and a rest that no longer pays for two candidates is re-planned (_cap). A top rung whose
-incumbent cannot be the best and costs more than twice the most probable candidate hands its race to
-a new rung opened by that candidate (_reopen).
+every run made. The first rung's first block runs a segment at a time (REF_EVERY candidates, then an
+incumbent run), and after each the rest of it is cut to what the budget still pays for, leaving the
+least rest a pick needs (screening every drawn candidate comes first: the later rungs re-plan to
+what is left); its later blocks run one at a time while the budget pays for them; when nothing was
+cut, the candidates the first draw left out join it late (late_draw). After a rung, promotion counts
+what the next rungs cost at those prices: a top rung that would double the steps at the cost of
+contenders runs at the rung's steps when that pays for more of them, and a rest that no longer pays
+for two candidates is re-planned (_cap). A top rung whose incumbent cannot be the best and costs
+more than twice the most probable candidate hands its race to a new rung opened by that candidate
+(_reopen).
 """
 
 from __future__ import annotations
@@ -181,6 +184,32 @@ class Rung:
             self._run(first + [self._entry(key, self.blocks) for key in block])
             first = []
             self.blocks += 1
+
+    def run_block_priced(self, paid) -> list[int]:
+        """Runs one block (after the opening run, the first time) a segment at a time: REF_EVERY
+        candidates of the block's order, then an incumbent run. After each segment paid(rest) says
+        how many of the rest, in order, the budget still pays for at the prices the runs so far
+        taught (cost.CostModel); the others are left out of the rung. Returns those left out."""
+        order = [k for k in paired.block_order(self.others, self.sw.seed, self.k, self.blocks) if k is not None]
+        b, left_out = self.blocks, []
+        self.blocks += 1
+        first = [self._entry(None, -1)] if not self.seq else []
+        while order and self.incumbent_ok():
+            seg, order = order[: paired.REF_EVERY], order[paired.REF_EVERY :]
+            self._run(first + [self._entry(key, b) for key in seg] + [self._entry(None, b)])
+            first = []
+            if order:
+                m = paid(order)
+                order, left_out = order[:m], left_out + order[m:]
+        self.others = [k for k in self.others if k not in left_out]
+        return left_out
+
+    def add(self, keys: list[int], n: int) -> None:
+        """Runs n blocks of `keys`, candidates drawn late into this rung, against its incumbent;
+        they then stay in its later blocks."""
+        before, self.others = self.others, list(keys)
+        self.run_blocks(n)
+        self.others = before + self.others
 
     def fewest_blocks(self, ev: dict) -> int:
         """The fewest blocks any candidate but the incumbent measured in (a late draw's have fewer)."""
@@ -421,7 +450,7 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
             # that fails costs one run, not one per block.
             rung.run_blocks(0 if k == 0 else blocks[k])
             if k == 0 and rung.incumbent_ok():
-                rung.run_blocks(blocks[0])
+                first_rung(sw, rung, plan, blocks, n0, rec)
             if rung.incumbent_ok():
                 break
             # A run of the incumbent did not measure: it and every candidate that did not are
@@ -542,6 +571,82 @@ def _reopen(sw: Sweep, rung: Rung, ev: dict, racing: list[int], p_min: float) ->
             if rung_cost(sw, racing[0], racing[1:], s, nb, True) <= sw.left() + 1e-9:
                 return racing, s
     return None
+
+
+def first_rung(sw: Sweep, rung: Rung, plan, blocks: list[int], n0: int, rec: dict) -> None:
+    """The first rung's blocks after its opening run. Under a time budget its first block runs a
+    segment at a time, each repricing the candidates (the probe priced them all as itself): the
+    candidates the budget no longer pays for, with the least rest a pick needs (a block of two at
+    this rung's steps), are left out; its later blocks run one at a time, each only while the
+    budget still pays for it and the rest (a slow period can make every run dearer than the probe
+    said); when none was left out, the candidates the first draw left out join late (late_draw)."""
+    if sw.share is None or sw.share[0] != "seconds":
+        rung.run_blocks(blocks[0])
+        return
+
+    def paid(order: list[int]) -> int:
+        # Every drawn candidate screened comes first: the later blocks and rungs re-plan to what is
+        # left (_cap), so the rest of this block is cut only to leave the least rest a pick needs,
+        # a block of two at this rung's steps (priced at the median candidate).
+        least_rest = paired.rung_runs(2, 1) * sw.per_run(rung.steps) if len(plan) > 1 else 0.0
+        for m in range(len(order), -1, -1):
+            now = sum(sw.per_run(rung.steps, c) for c in order[:m])
+            now += math.ceil(m / paired.REF_EVERY) * sw.per_run(rung.steps, rung.inc)
+            if now + least_rest <= sw.left() + 1e-9:
+                return m
+        return 0
+
+    left_out = rung.run_block_priced(paid)
+    for b in range(1, blocks[0]):  # a block at a time, each only while the budget pays for it
+        rest = plan_cost(plan[1:], blocks[1:], sw.per_run)
+        if rung_cost(sw, rung.inc, rung.others, rung.steps, 1, False) + rest > sw.left() + 1e-9:
+            rec["first_rung_blocks"] = {
+                "planned": blocks[0],
+                "ran": b,
+                "why": f"its runs cost more than the draw priced: the budget paid for {b} of its {blocks[0]} blocks",
+            }
+            sw.say(f"# tune: {sw.name}: rung 0: {rec['first_rung_blocks']['why']}")
+            break
+        rung.run_blocks(1)
+    if left_out:
+        rec["left_out"] = {
+            "candidates": len(left_out),
+            "why": (
+                f"the first rung's runs repriced the candidates (start-up {sw.model.startup():.3g} s, steps "
+                f"{sw.model.step_s(None):.3g} s at the median candidate): the budget did not pay for "
+                f"{len(left_out)} of those drawn"
+            ),
+        }
+        sw.say(f"# tune: {sw.name}: {rec['left_out']['why']}: left out of rung 0")
+        return
+    late_draw(sw, rung, plan, blocks, n0, rec)
+
+
+def late_draw(sw: Sweep, rung: Rung, plan, blocks: list[int], n0: int, rec: dict) -> None:
+    """Under a time budget that drew fewer than every candidate: once the first rung's runs have
+    repriced the candidates (cost.CostModel: the probe may have been the dearest of them), the
+    candidates left out join the first rung, with as many of its blocks as the budget pays for
+    after the rest of the schedule (most candidates first, then most blocks)."""
+    undrawn = list(range(n0, len(sw.cands)))
+    if not undrawn or sw.share is None or sw.share[0] != "seconds":
+        return
+    rest = plan_cost(plan[1:], blocks[1:], sw.per_run)
+    room = sw.left() - rest
+    for m in range(len(undrawn), 0, -1):
+        for nb in range(blocks[0], 0, -1):
+            if rung_cost(sw, rung.inc, undrawn[:m], rung.steps, nb, False) <= room + 1e-9:
+                rec["late_draw"] = {
+                    "candidates": m,
+                    "blocks": nb,
+                    "why": (
+                        f"the first rung's runs repriced the candidates (start-up {sw.model.startup():.3g} s, "
+                        f"steps {sw.model.step_s(None):.3g} s at the median candidate): the budget pays for "
+                        f"{m} of the {len(undrawn)} left out"
+                    ),
+                }
+                sw.say(f"# tune: {sw.name}: {rec['late_draw']['why']}: drawn into rung 0 with {nb} block(s)")
+                rung.add(undrawn[:m], nb)
+                return
 
 
 def _mark(r: dict, keep: list, why: dict, sw: Sweep) -> None:

@@ -745,6 +745,47 @@ def test_a_start_up_just_above_a_rungs_steps_keeps_that_rung(tmp_path):
     assert rec["winner"]["values"]["--x"] == 3 and rec["winner"]["values"]["--precision"] == "fp32"
 
 
+def test_a_dear_probe_does_not_keep_cheap_candidates_out_of_the_draw(tmp_path):
+    # Seed 8 puts bf16 --x 3 first: the probe prices every candidate as bf16 (12 times fp32), so
+    # the first draw takes 4 of the 6. The first rung's runs reprice them, and the two left out
+    # join it late, within the budget.
+    rec, _ = priced_tune(tmp_path, seed=8, budget_s=15.0)
+    assert rec["cost_model"]["step_s"] == pytest.approx(12 * FP32_STEP_S)
+    assert rec["schedule"][0]["candidates"] == 4 and rec["late_draw"]["candidates"] == 2
+    assert len(measured(rec["rungs"][0])) == 6
+    assert rec["winner"]["values"]["--x"] == 3 and rec["winner"]["values"]["--precision"] == "fp32"
+    assert rec["spent_seconds"] <= 15.0
+    learnt = rec["cost_model"]["learnt"]["step_s_by_candidate"]
+    assert sorted(round(v / FP32_STEP_S, 2) for v in learnt.values()) == [1.0, 1.05, 1.2, 12.0, 12.6, 14.4]
+
+
+def test_a_cheap_probe_leaves_out_what_the_first_rung_cannot_pay_and_replans_the_rest(tmp_path):
+    # Seed 1's probe is fp32, so the draw prices the bf16 candidates at a twelfth of their cost.
+    # The first rung's block runs a segment at a time: after the first, repriced, the budget pays
+    # for fewer of the rest, and the rungs after it are re-planned to what is left. The tune keeps
+    # to its budget (it ran 17.1 s of 15 before).
+    rec, _ = priced_tune(tmp_path, seed=1, budget_s=15.0)
+    assert rec["cost_model"]["step_s"] < 2 * FP32_STEP_S
+    assert rec["left_out"]["candidates"] == 1 and len(measured(rec["rungs"][0])) == 5
+    assert rec["replanned"] == [
+        "after rung 0: the rest of the schedule at the prices the runs taught: 2 x 16 steps x 1 block(s)"
+    ]
+    assert [(r["steps"], r["blocks"]) for r in rec["rungs"]] == [(8, 1), (16, 1)]
+    assert rec["spent_seconds"] <= 15.0
+    assert rec["winner"]["values"]["--x"] == 3 and rec["winner"]["values"]["--precision"] == "fp32"
+
+
+def test_the_first_rungs_later_blocks_run_only_while_the_budget_pays(tmp_path):
+    # Seed 7, 10 s: the fp32 probe plans all six at 8 steps in two blocks; the first block's first
+    # segment brings in the bf16 runs and overruns the budget (the probe's prices). Its second
+    # block, planned at those prices, no longer runs (it ran, and spent 30.4 s of 10, before).
+    rec, _ = priced_tune(tmp_path, seed=7, budget_s=10.0)
+    assert rec["schedule"][0] == {"candidates": 6, "steps": 8, "blocks": 2}
+    assert rec["first_rung_blocks"]["planned"] == 2 and rec["first_rung_blocks"]["ran"] == 1
+    assert [(r["steps"], r["blocks"]) for r in rec["rungs"]] == [(8, 1)]
+    assert rec["spent_seconds"] < 16.0
+
+
 def test_a_replanned_rest_keeps_the_top_rungs_blocks_before_its_steps(tmp_path):
     # Seed 1 again with more budget than the cheap-probe test's 15 s: the first rung screens all six
     # and the rest no longer pays as planned (3 x 16 steps, then 2 x 32 steps x 3 blocks). A slow period of the
@@ -776,12 +817,11 @@ def test_a_top_rung_that_would_cut_contenders_to_double_steps_races_them_at_the_
 
 
 def test_a_race_the_budget_cannot_pay_for_whole_races_the_most_probable(tmp_path):
-    # Seed 8 (a bf16 probe, 30% noise a step): the top rung at 8 steps races on while no one
+    # Seed 5 (a bf16 probe, 30% noise a step): the top rung at 8 steps races on while no one
     # dominates. When a block of every contender no longer fits, the most probable of them race
-    # on: the tune stops only when not even one of them can run against the incumbent (seed 5,
-    # the seed here until the first rung ran as drawn, left 1.8 s, two such blocks, unspent
-    # before).
-    rec, _ = priced_tune(tmp_path, seed=8, budget_s=22.0, noise=0.3)
+    # on: the tune stops only when not even one of them can run against the incumbent (it left
+    # 1.8 s, two such blocks, unspent before).
+    rec, _ = priced_tune(tmp_path, seed=5, budget_s=22.0, noise=0.3)
     last = rec["rungs"][-1]
     assert last["steps"] == 8 and last["raced_out"]
     assert 22.0 - rec["spent_seconds"] < 2 * (STARTUP_S + 8 * FP32_STEP_S)
