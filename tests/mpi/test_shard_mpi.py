@@ -15,6 +15,7 @@ import torch
 
 from conftest import bin_dir, mpirun_prefix, run_train
 from pipeline_checks import max_rel, stop_rank_then_wait
+from side_by_side import outcome, side_by_side
 
 GPT = ["--model", "gpt2-tiny", "--context", "32", "--vocab", "256", "--lr", "0.01"]
 RESNET = ["--model", "resnet18", "--width", "8", "--image-size", "32", "--num-classes", "10", "--lr", "0.01"]
@@ -49,12 +50,39 @@ def train(tmp_path, name, np_, args):
             "grads_held": list(g["grad_bytes_resident"][()]),
             "grads_peak": list(g["grad_bytes_peak"][()]),
             "buckets": list(g["bucket_bytes"][()]),
+            "param_bytes": list(g["param_bytes"][()]) if "param_bytes" in g else None,
             "parameters": int(g.attrs["parameters"]),
             "skipped": list(g["skipped"][()]),
             "loss_scale": list(g["loss_scale"][()]),
+            "attrs": dict(g.attrs),
         }
     params = {k: v for k, v in torch.load(dump, weights_only=False).items() if k.startswith("param.")}
     return params, rec, r.stdout
+
+
+def flags(model, *extra, batch=2, steps=3):
+    """A run's flags in one order (the model, small buckets, batch, steps, then the rest), so that
+    tests asking for the same run get the same key in `runs`."""
+    return [*model, *BUCKETS, "--batch", str(batch), "--steps", str(steps), *map(str, extra)]
+
+
+ZERO3_OFF = ["--shard", "zero3", "--reshard-after-forward", "off"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """runs(ranks, flags): dtune-train launched once per distinct (ranks, flags) in this module.
+    The tests read the same DDP and sharded runs for different properties (equal parameters,
+    state, gradient and parameter memory): a run is not repeated for each."""
+    base, done = tmp_path_factory.mktemp("runs"), {}
+
+    def run(np_, args):
+        key = (np_, tuple(map(str, args)))
+        if key not in done:
+            done[key] = train(base, f"run{len(done)}", np_, args)
+        return done[key]
+
+    return run
 
 
 @pytest.mark.parametrize(
@@ -67,12 +95,12 @@ def train(tmp_path, name, np_, args):
     ],
     ids=["gpt-accum", "resnet", "gpt-adamw-bf16", "gpt-fp16-overflow"],
 )
-def test_zero1_and_zero2_train_as_ddp(tmp_path, model, extra):
-    args = [*model, *BUCKETS, "--batch", "2", "--steps", "3", *extra]
-    ddp, ddp_rec, _ = train(tmp_path, "ddp", 2, args)
+def test_zero1_and_zero2_train_as_ddp(runs, model, extra):
+    args = flags(model, *extra)
+    ddp, ddp_rec, _ = runs(2, args)
     fp16_accum = "fp16" in extra and "--accum-steps" in extra
     for mode in ("zero1", "zero2", "zero3"):
-        got, rec, out = train(tmp_path, mode, 2, [*args, "--shard", mode])
+        got, rec, out = runs(2, [*args, "--shard", mode])
         assert rec["shard"] == mode and f"shard {mode}" in out
         assert max_rel(got, ddp) <= (TOL_FP16_ACCUM if fp16_accum and mode != "zero1" else TOL), mode
         # fp16: the planted overflow on rank 0 made every rank skip step 1 and halve the scale.
@@ -81,44 +109,43 @@ def test_zero1_and_zero2_train_as_ddp(tmp_path, model, extra):
         assert ddp_rec["skipped"] == [0, 1, 0]
 
 
-def test_reduce_scatter_per_micro_step_adds_up_as_ddp(tmp_path):
+def test_reduce_scatter_per_micro_step_adds_up_as_ddp(runs):
     """With accumulation zero2 and zero3 reduce-scatter each micro-step's gradients and add the
     parts: after one fp16 step (loss-scaled, 4 micro-steps) the parameters equal DDP's, which sums
     the micro-steps locally and reduces once, within TOL; and the gradient peak stays below what
     holding the model's gradients across micro-steps takes: the parts (S), the buckets in flight
     (at most N x S, as test_sharded_gradients_are_freed_as_they_are_reduced) and the incoming parts
     of a micro-step after the first (at most S), under (N + 2) x S; every .grad would be N x S more."""
-    args = [*GPT, *BUCKETS, "--batch", "1", "--steps", "1", "--precision", "fp16", "--accum-steps", "4"]
-    ddp, ddp_rec, _ = train(tmp_path, "ddp", 2, args)
+    args = flags(GPT, "--precision", "fp16", "--accum-steps", "4", batch=1, steps=1)
+    ddp, ddp_rec, _ = runs(2, args)
     for mode in ("zero2", "zero3"):
-        got, rec, _ = train(tmp_path, mode, 2, [*args, "--shard", mode])
+        got, rec, _ = runs(2, [*args, "--shard", mode])
         assert max_rel(got, ddp) <= TOL, mode
         assert rec["skipped"] == ddp_rec["skipped"] == [0]
         S = rec["scattered"]
         assert all(S + max(rec["buckets"]) <= peak <= 4 * S for peak in rec["grads_peak"]), (mode, rec, S)
 
 
-def test_two_sharded_ranks_equal_one_process_with_double_batch(tmp_path):
-    args = [*GPT, *BUCKETS, "--steps", "3"]
-    one, _, _ = train(tmp_path, "one", 1, [*args, "--batch", "4"])
+def test_two_sharded_ranks_equal_one_process_with_double_batch(runs):
+    one, _, _ = runs(1, flags(GPT, batch=4))
     for mode in ("zero1", "zero2", "zero3"):
-        two, _, _ = train(tmp_path, mode, 2, [*args, "--batch", "2", "--shard", mode])
+        two, _, _ = runs(2, [*flags(GPT), "--shard", mode])
         assert max_rel(two, one) <= TOL, mode
 
 
 @pytest.mark.parametrize("ranks", [2, 3])
-def test_each_rank_holds_one_nth_of_the_optimizer_state(tmp_path, ranks):
-    """SGD's momentum is 4 bytes per parameter element; AdamW's two moments 8 and, with bf16
-    weights, the fp32 master 4 more (and 4 bytes of step count per tensor for DDP, one for a
-    shard). A shard is ceil(P / N) elements (zero1) or the sum over buckets of ceil(bucket / N)
-    (zero2): at most one element of padding per shard and bucket."""
-    for opt, extra, per_elem in (("sgd", [], 4), ("adamw", ["--weights-dtype", "bf16"], 12)):
-        args = [*GPT, *BUCKETS, "--batch", "1", "--steps", "1", "--optimizer", opt, *extra]
-        _, ddp, _ = train(tmp_path, f"ddp-{opt}", ranks, args)
+def test_each_rank_holds_one_nth_of_the_optimizer_state(runs, ranks):
+    """SGD's momentum (the default optimizer) is 4 bytes per parameter element; AdamW's two
+    moments 8 and, with bf16 weights, the fp32 master 4 more (and 4 bytes of step count per tensor
+    for DDP, one for a shard). A shard is ceil(P / N) elements (zero1) or the sum over buckets of
+    ceil(bucket / N) (zero2): at most one element of padding per shard and bucket."""
+    for opt, extra, per_elem in (("sgd", [], 4), ("adamw", ["--optimizer", "adamw", "--weights-dtype", "bf16"], 12)):
+        args = flags(GPT, *extra)
+        _, ddp, _ = runs(ranks, args)
         P = ddp["parameters"]
         assert ddp["state"][0] >= per_elem * P and ddp["gathered"] == 0
         for mode in ("zero1", "zero2"):
-            _, rec, _ = train(tmp_path, f"{mode}-{opt}", ranks, [*args, "--shard", mode])
+            _, rec, _ = runs(ranks, [*args, "--shard", mode])
             assert len(set(rec["state"])) == 1, rec["state"]  # equal shards
             steps = 4 if opt == "adamw" else 0  # AdamW's step count, one per shard
             assert (rec["state"][0] - steps) % per_elem == 0, rec["state"]
@@ -138,17 +165,19 @@ def test_each_rank_holds_one_nth_of_the_optimizer_state(tmp_path, ranks):
 
 
 @pytest.mark.parametrize("model", [GPT, RESNET], ids=["gpt", "resnet"])
-def test_zero3_holds_a_shard_of_parameters_gradients_and_state(tmp_path, model):
+def test_zero3_holds_a_shard_of_parameters_gradients_and_state(runs, model):
     """Between steps a zero3 rank holds no gathered unit (its fp32 master shard is the parameters'
     only copy, counted with the optimizer state), 1/N of the reduced gradients and 1/N of the
     state: parameters + gradients + state at most 0.55x DDP's on 2 ranks (0.375x exactly but for
     padding: DDP 4 + 8 + 4 bytes per element, zero3 0 + 2 + 4). Both reshard settings train as DDP;
-    with resharding every unit is gathered again for backward, so at least twice the bytes."""
-    args = [*model, "--batch", "2", "--steps", "2"]
-    ddp_params, ddp, _ = train(tmp_path, "ddp", 2, args)
+    with resharding (the default) every unit is gathered again for backward, so at least twice
+    the bytes."""
+    args = flags(model)
+    ddp_params, ddp, _ = runs(2, args)
     total = {}
-    for reshard in ("on", "off"):
-        got, rec, _ = train(tmp_path, reshard, 2, [*args, "--shard", "zero3", "--reshard-after-forward", reshard])
+    for reshard, z3 in (("on", ["--shard", "zero3"]), ("off", ZERO3_OFF)):
+        got, rec, _ = runs(2, [*args, *z3])
+        assert rec["attrs"]["reshard_after_forward"] == (reshard == "on")
         assert max_rel(got, ddp_params) <= TOL, reshard
         assert rec["params_held"] == [0, 0]
         held = rec["params_held"][0] + rec["grads_held"][0] + rec["state"][0]
@@ -162,7 +191,7 @@ def test_zero3_holds_a_shard_of_parameters_gradients_and_state(tmp_path, model):
 
 
 @pytest.mark.parametrize("model", [GPT, RESNET], ids=["gpt", "resnet"])
-def test_sharded_gradients_are_freed_as_they_are_reduced(tmp_path, model):
+def test_sharded_gradients_are_freed_as_they_are_reduced(runs, model):
     """During backward DDP holds every gradient twice at its peak (the parameters' .grad and the
     buckets carrying them: 8 bytes per element). zero2 and zero3 drop each .grad as soon as autograd
     has set it (its value is in the bucket already), allocate a bucket when its first gradient
@@ -172,19 +201,19 @@ def test_sharded_gradients_are_freed_as_they_are_reduced(tmp_path, model):
     once depends on the reducer's pace, so only these bounds are exact; holding every .grad as well
     (4P bytes more) is outside them."""
     ranks = 2
-    args = [*model, *BUCKETS, "--batch", "2", "--steps", "2"]
-    _, ddp, _ = train(tmp_path, "ddp", ranks, args)
+    args = flags(model)
+    _, ddp, _ = runs(ranks, args)
     P = ddp["parameters"]
     assert ddp["grads_peak"] == [8 * P] * ranks, (ddp["grads_peak"], P)
     for mode in ("zero2", "zero3"):
-        _, rec, _ = train(tmp_path, mode, ranks, [*args, "--shard", mode])
+        _, rec, _ = runs(ranks, [*args, "--shard", mode])
         S = rec["scattered"]
         assert P * 4 <= S * ranks <= P * 4 + 4 * ranks * len(rec["buckets"]), (mode, S)
         for peak in rec["grads_peak"]:
             assert S + max(rec["buckets"]) <= peak <= (ranks + 1) * S, (mode, peak, S, max(rec["buckets"]))
 
 
-def test_zero3_frees_each_unit_after_the_backward_of_its_first_user(tmp_path):
+def test_zero3_frees_each_unit_after_the_backward_of_its_first_user(runs):
     """FSDP's post-backward reshard: with --reshard-after-forward on, a rank holds at most the units
     of the piece at hand plus those an earlier piece still needs and the prefetched ones. For a
     4-block GPT with its head tied to the embedding and --shard-prefetch 0 that peak is the
@@ -194,8 +223,8 @@ def test_zero3_frees_each_unit_after_the_backward_of_its_first_user(tmp_path):
     while one computes, backward the previous ones). Without resharding forward leaves every unit
     gathered: the whole model, as DDP holds it. All train as DDP and gather the same bytes."""
     width, vocab, context, layers = 128, 256, 32, 4
-    args = [*GPT, "--layers", str(layers), "--batch", "2", "--steps", "2"]
-    ddp_params, ddp, _ = train(tmp_path, "ddp", 2, args)
+    args = flags([*GPT, "--layers", str(layers)])
+    ddp_params, ddp, _ = runs(2, args)
     P = ddp["parameters"]
     assert ddp["params_peak"] == ddp["params_held"] == [4 * P] * 2
     embedding, final_norm = (vocab + context) * width, 2 * width  # token + position; LayerNorm
@@ -204,7 +233,7 @@ def test_zero3_frees_each_unit_after_the_backward_of_its_first_user(tmp_path):
     peak, gathered = {}, set()
     for reshard, prefetch in (("on", 0), ("on", 1), ("on", 2), ("off", 0)):
         z3 = ["--shard", "zero3", "--reshard-after-forward", reshard, "--shard-prefetch", str(prefetch)]
-        got, rec, _ = train(tmp_path, f"{reshard}{prefetch}", 2, [*args, *z3])
+        got, rec, _ = runs(2, [*args, *z3])
         assert max_rel(got, ddp_params) <= TOL, (reshard, prefetch)
         assert rec["params_peak"][0] == rec["params_peak"][1], rec["params_peak"]
         peak[reshard, prefetch] = rec["params_peak"][0]
@@ -218,48 +247,48 @@ def test_zero3_frees_each_unit_after_the_backward_of_its_first_user(tmp_path):
     assert len(gathered) == 1, gathered  # prefetching moves the gathers, it adds none
 
 
-def test_zero3_units_of_the_resnet_are_its_stages(tmp_path):
+def test_zero3_units_of_the_resnet_are_its_stages(runs):
     """A ResNet's units are its stages, as dtune-comm --pattern fsdp's "block" units and the issue
     have them (not its residual blocks): with resharding and no prefetch a rank's peak is its
     largest stage, layer4, exactly (its parameter count divides by the 2 ranks, so no padding);
-    with one unit of prefetch, layer4 and the stage gathered beside it, layer3."""
-    args = [*RESNET, "--batch", "2", "--steps", "2"]
-    ddp_params, _, _ = train(tmp_path, "ddp", 2, args)
+    with one unit of prefetch (the default), layer4 and the stage gathered beside it, layer3."""
+    args = flags(RESNET)
+    ddp_params, _, _ = runs(2, args)
     stages = Counter()
     for name, t in ddp_params.items():
         if name.startswith("param.layer"):
             stages[name.split(".")[1]] += t.numel()
     assert sorted(stages) == ["layer1", "layer2", "layer3", "layer4"]
     for prefetch, held in ((0, stages["layer4"]), (1, stages["layer4"] + stages["layer3"])):
-        z3 = ["--shard", "zero3", "--reshard-after-forward", "on", "--shard-prefetch", str(prefetch)]
-        got, rec, _ = train(tmp_path, f"p{prefetch}", 2, [*args, *z3])
+        z3 = ["--shard", "zero3", "--shard-prefetch", "0"] if prefetch == 0 else ["--shard", "zero3"]
+        got, rec, _ = runs(2, [*args, *z3])
+        assert rec["attrs"]["shard_prefetch"] == prefetch and rec["attrs"]["reshard_after_forward"] == 1
         assert max_rel(got, ddp_params) <= TOL
         assert rec["params_peak"] == [4 * held] * 2, (prefetch, rec["params_peak"], stages)
 
 
 @pytest.mark.parametrize("model", [GPT, RESNET], ids=["gpt", "resnet"])
-def test_zero3_units_of_a_size_are_cut_as_the_scaling_model_cuts_them(tmp_path, model):
+def test_zero3_units_of_a_size_are_cut_as_the_scaling_model_cuts_them(runs, model):
     """--shard-unit MiB: the parameters cut as gradient buckets are, every unit at most that size
     (a larger parameter a unit of its own): the units (one gradient bucket each, in backward order)
     are exactly report/dtune_report/scaling_model.py plan_buckets of the run's own parameter sizes
     with that cap, the one definition `dtune model --shard-unit-mb` plans with. They train as DDP,
     with and without prefetch. The ResNet's small units hold less at the peak than its stages do;
     the GPT's need not: the unit holding the tied embedding also holds the parameters cut with it
-    (block 0's first ones) from the head's backward to the embedding's."""
+    (block 0's first ones) from the head's backward to the embedding's. (--bucket-mb does not
+    cut zero3's units: they are the units' own plan.)"""
     from dtune_report.scaling_model import caps_bytes, plan_buckets
 
-    args = [*model, "--batch", "2", "--steps", "2", "--shard", "zero3"]
-    ddp_params, _, _ = train(tmp_path, "ddp", 2, args[:-2])
-    _, blocks, _ = train(tmp_path, "block", 2, [*args, "--shard-prefetch", "0"])
+    args = [*flags(model), "--shard", "zero3"]
+    ddp_params, _, _ = runs(2, flags(model))
+    _, blocks, _ = runs(2, [*args, "--shard-prefetch", "0"])
     mib = 0.25 if model is GPT else 0.05
     for prefetch in (0, 1):
         z3 = ["--shard-unit", str(mib), "--shard-prefetch", str(prefetch)]
-        got, rec, _ = train(tmp_path, f"mib{prefetch}", 2, [*args, *z3])
+        got, rec, _ = runs(2, [*args, *z3])
         assert max_rel(got, ddp_params) <= TOL, prefetch
-        with h5py.File(tmp_path / f"mib{prefetch}.h5") as f:
-            (g,) = f["runs"].values()
-            param_bytes = list(g["param_bytes"][()])
-            assert g.attrs["shard_unit"] == str(mib) and g.attrs["shard_prefetch"] == prefetch
+        param_bytes = rec["param_bytes"]
+        assert rec["attrs"]["shard_unit"] == str(mib) and rec["attrs"]["shard_prefetch"] == prefetch
         cap = caps_bytes(mib, mib)[1]
         units = plan_buckets(param_bytes, cap, cap)
         want = [sum(param_bytes[k] for k in u) for u in units]
@@ -282,48 +311,56 @@ def test_a_stopped_rank_ends_a_sharded_run_within_the_timeout(tmp_path):
         assert g.attrs["status"] == "timeout" and g.attrs["shard"] == "zero3"
 
 
-@pytest.mark.parametrize(
-    "extra, names",
-    [
-        (["--shard", "zero1", "--local-sgd", "2"], ["--shard zero1", "--local-sgd"]),
-        (["--shard", "zero2", "--batch", "auto", "--memory-limit-mb", "500"], ["--shard zero2", "--batch auto"]),
-        # zero1 and zero2 run with pipeline stages (test_mesh_mpi.py); zero3 does not yet.
-        (["--shard", "zero3", "--pipeline-stages", "2"], ["--pipeline-stages 2", "--shard zero3"]),
-        (["--shard", "zero2", "--reduce-algo", "hierarchical"], ["--shard zero2", "--reduce-algo hierarchical"]),
-        # Both modes reduce-scatter; hierarchical only all-reduces (zero3 died on an internal check).
-        (["--shard", "zero3", "--reduce-algo", "hierarchical"], ["--shard zero3", "--reduce-algo hierarchical"]),
-        (["--shard", "zero3", "--check-every", "1"], ["--shard zero3", "--check-every"]),
-        (["--shard", "zero1", "--reshard-after-forward", "off"], ["--reshard-after-forward", "--shard zero1"]),
-        (["--shard", "zero2", "--shard-unit", "4"], ["--shard-unit", "--shard zero2"]),
-        (["--shard-prefetch", "2"], ["--shard-prefetch", "--shard none"]),
-        (["--shard", "zero3", "--shard-unit", "0"], ["--shard-unit 0", "block", "MiB"]),
-        (["--shard", "zero3", "--shard-unit", "4MB"], ["--shard-unit 4MB", "block", "MiB"]),
-        # Past 2^63 bytes the cap wrapped and every parameter became its own unit.
-        (["--shard", "zero3", "--shard-unit", "9e12"], ["--shard-unit 9e12", "1 PiB"]),
-        (["--shard", "zero3", "--shard-prefetch", "-1"], ["--shard-prefetch"]),
-        (["--shard", "zero9"], ["--shard"]),
-    ],
-)
-def test_what_sharding_cannot_go_with_is_refused_in_one_line(tmp_path, extra, names):
-    r = run_train(2, [*GPT, "--steps", "1", "--no-output", *extra], timeout=120)
+REFUSED = [
+    (["--shard", "zero1", "--local-sgd", "2"], ["--shard zero1", "--local-sgd"]),
+    (["--shard", "zero2", "--batch", "auto", "--memory-limit-mb", "500"], ["--shard zero2", "--batch auto"]),
+    # zero1 and zero2 run with pipeline stages (test_mesh_mpi.py); zero3 does not yet.
+    (["--shard", "zero3", "--pipeline-stages", "2"], ["--pipeline-stages 2", "--shard zero3"]),
+    (["--shard", "zero2", "--reduce-algo", "hierarchical"], ["--shard zero2", "--reduce-algo hierarchical"]),
+    # Both modes reduce-scatter; hierarchical only all-reduces (zero3 died on an internal check).
+    (["--shard", "zero3", "--reduce-algo", "hierarchical"], ["--shard zero3", "--reduce-algo hierarchical"]),
+    (["--shard", "zero3", "--check-every", "1"], ["--shard zero3", "--check-every"]),
+    (["--shard", "zero1", "--reshard-after-forward", "off"], ["--reshard-after-forward", "--shard zero1"]),
+    (["--shard", "zero2", "--shard-unit", "4"], ["--shard-unit", "--shard zero2"]),
+    (["--shard-prefetch", "2"], ["--shard-prefetch", "--shard none"]),
+    (["--shard", "zero3", "--shard-unit", "0"], ["--shard-unit 0", "block", "MiB"]),
+    (["--shard", "zero3", "--shard-unit", "4MB"], ["--shard-unit 4MB", "block", "MiB"]),
+    # Past 2^63 bytes the cap wrapped and every parameter became its own unit.
+    (["--shard", "zero3", "--shard-unit", "9e12"], ["--shard-unit 9e12", "1 PiB"]),
+    (["--shard", "zero3", "--shard-prefetch", "-1"], ["--shard-prefetch"]),
+    (["--shard", "zero9"], ["--shard"]),
+]
+
+
+@pytest.fixture(scope="module")
+def refusals():
+    """Every case launched before the first test reads it, four at a time (side_by_side.py)."""
+    return side_by_side(
+        lambda extra: run_train(2, [*GPT, "--steps", "1", "--no-output", *extra], timeout=120),
+        [tuple(c[0]) for c in REFUSED],
+    )
+
+
+@pytest.mark.parametrize("extra, names", REFUSED)
+def test_what_sharding_cannot_go_with_is_refused_in_one_line(refusals, extra, names):
+    r = outcome(refusals, tuple(extra))
     assert r.returncode == 2, r.stdout + r.stderr
     line = next(x for x in r.stderr.splitlines() if x.startswith("dtune-train: error"))
     for n in names:
         assert n in line, line
 
 
-def test_zero3_counts_every_byte_in_the_weights_element_size(tmp_path):
+def test_zero3_counts_every_byte_in_the_weights_element_size(runs):
     """The same units in bf16 and fp32 weights: the bytes gathered per step and the gathered
     parameters' peak are each exactly half in bf16 (same elements, padding included), and the
     gathered bytes are N - 1 ranks' parts of every unit, gathered once per step without
     resharding: sum over units of ceil(unit elements / 2) x the element size. Counted at 4 bytes an
     element, bf16 reported fp32's figures. (The gradient peak counts reductions still in flight
     when it is sampled, which depends on the communication thread's pace: not compared here.)"""
-    args = [*GPT, "--batch", "2", "--steps", "1", "--shard", "zero3", "--reshard-after-forward", "off"]
     recs = {}
     for dtype in ("fp32", "bf16"):
-        extra = ["--optimizer", "adamw"] + (["--weights-dtype", "bf16"] if dtype == "bf16" else [])
-        _, recs[dtype], _ = train(tmp_path, dtype, 2, [*args, *extra])
+        extra = ["--weights-dtype", "bf16"] if dtype == "bf16" else []
+        _, recs[dtype], _ = runs(2, [*flags(GPT, *extra), *ZERO3_OFF])
     for dtype, elem in (("fp32", 4), ("bf16", 2)):
         rec = recs[dtype]
         units = [b // elem for b in rec["buckets"]]

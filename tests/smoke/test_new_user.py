@@ -33,6 +33,7 @@ sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "sweeps")]
 from test_rules import CASES  # noqa: E402
 
 from conftest import bin_dir, mpirun_prefix  # noqa: E402
+from side_by_side import outcome, side_by_side  # noqa: E402
 
 
 def readme_blocks() -> list[list[str]]:
@@ -263,8 +264,25 @@ def test_readme_commands_write_nothing_in_source_folders(clone):
     assert not stray, stray
 
 
-@pytest.mark.parametrize("binary,ranks,broken,words,fixed", [c for c in CASES if c[0] == "dtune-train"])
-def test_the_binary_refuses_what_plan_refuses(tmp_path, binary, ranks, broken, words, fixed):
-    cmd = [*mpirun_prefix(ranks), str(bin_dir() / binary), "--model", "gpt2-tiny", "--steps", "1", *broken.split()]
-    r = subprocess.run([*cmd, "--output", str(tmp_path / "x.h5")], capture_output=True, text=True, timeout=120)
+TRAIN_CASES = [c for c in CASES if c[0] == "dtune-train"]
+
+
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory):
+    """Every dtune-train case launched before the first test reads it, four at a time
+    (tests/side_by_side.py): {case: (command, completed process)}."""
+    base = tmp_path_factory.mktemp("refusals")
+
+    def launch(case):
+        _, ranks, broken, *_ = case
+        cmd = [*mpirun_prefix(ranks), str(bin_dir() / "dtune-train"), "--model", "gpt2-tiny", "--steps", "1"]
+        cmd += [*broken.split(), "--output", str(base / f"x{TRAIN_CASES.index(case)}.h5")]
+        return cmd, subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+    return side_by_side(launch, TRAIN_CASES)
+
+
+@pytest.mark.parametrize("binary,ranks,broken,words,fixed", TRAIN_CASES)
+def test_the_binary_refuses_what_plan_refuses(refusals, binary, ranks, broken, words, fixed):
+    cmd, r = outcome(refusals, (binary, ranks, broken, words, fixed))
     assert r.returncode == 2, f"{cmd}\n{r.stdout}\n{r.stderr}"
