@@ -267,7 +267,7 @@ else
   step probe.memory 20 dtune-probe memory --array-size 8M -n 3 --output "$results/probe-memory.h5"
 fi
 # (Without a GPU these two say so and measure nothing: the rehearsal still checks their flags.)
-step probe.copy 20 dtune-probe copy -b 4K -e 1G -f 4 -n 10 --output "$results/probe-copy.h5"
+step probe.copy 15 dtune-probe copy -b 4K -e 1G -f 4 -n 10 --output "$results/probe-copy.h5"
 step probe.launch 10 dtune-probe launch -n 10000 --output "$results/probe-launch.h5"
 step probe.topology 10 dtune-probe topology --output "$results/probe-topology.h5"
 
@@ -318,22 +318,22 @@ fi
 
 # 4. Training on one GPU through the NCCL reducer.
 if gpu; then
-  train train.resnet50.bf16 45 "${r50[@]}" --batch 256 --steps 30 --warmup-steps 5
-  train train.gpt2-d12.bf16 45 --model gpt2-d12 --context 1024 --device cuda --backend nccl \
+  train train.resnet50.bf16 35 "${r50[@]}" --batch 256 --steps 30 --warmup-steps 5
+  train train.gpt2-d12.bf16 35 --model gpt2-d12 --context 1024 --device cuda --backend nccl \
     --precision bf16 --batch 32 --steps 20 --warmup-steps 5
   # Llama 3.2 1B (issue 58) beside it: one bf16 step's MFU by torchtitan's count, context 2048,
   # full activation checkpointing (its 1.24 B parameters and AdamW state take ~20 GB).
-  train train.llama3.2-1b.bf16 60 --model llama3.2-1b --context 2048 --device cuda --backend nccl \
+  train train.llama3.2-1b.bf16 40 --model llama3.2-1b --context 2048 --device cuda --backend nccl \
     --precision bf16 --batch 8 --steps 6 --warmup-steps 2 --activation-checkpoint full
   train train.resnet50.local_sgd 30 "${r50[@]}" --batch 128 --steps 6 --warmup-steps 2 --local-sgd 2
 else
   stand_in="CPU stand-in: resnet18 width 8 at 32x32, MPI"
-  train train.resnet50.bf16 45 "${r18[@]}" --batch 8 --steps 2 --warmup-steps 1
+  train train.resnet50.bf16 35 "${r18[@]}" --batch 8 --steps 2 --warmup-steps 1
   stand_in="CPU stand-in: gpt2-tiny, MPI"
-  train train.gpt2-d12.bf16 45 --model gpt2-tiny --device cpu --precision bf16 --threads 1 --batch 4 \
+  train train.gpt2-d12.bf16 35 --model gpt2-tiny --device cpu --precision bf16 --threads 1 --batch 4 \
     --steps 2 --warmup-steps 1
   stand_in="CPU stand-in: llama3-tiny, MPI"
-  train train.llama3.2-1b.bf16 45 --model llama3-tiny --device cpu --precision bf16 --threads 1 \
+  train train.llama3.2-1b.bf16 40 --model llama3-tiny --device cpu --precision bf16 --threads 1 \
     --batch 4 --steps 2 --warmup-steps 1 --activation-checkpoint full
   stand_in="CPU stand-in: resnet18 width 8, 2 ranks, MPI"
   step train.resnet50.local_sgd 30 mpirun -np 2 --oversubscribe dtune-train \
@@ -343,11 +343,11 @@ fi
 
 # 5. One profiled window (Kineto with CUDA activities on a GPU).
 if gpu; then
-  train profile.resnet50 25 "${r50[@]}" --batch 128 --steps 6 --warmup-steps 2 \
+  train profile.resnet50 20 "${r50[@]}" --batch 128 --steps 6 --warmup-steps 2 \
     --profile-steps 3:2 --profile-dir "$work/profile"
 else
   stand_in="CPU stand-in: resnet18 width 8"
-  train profile.resnet50 25 "${r18[@]}" --batch 8 --steps 2 --warmup-steps 1 --profile-steps 1:1 \
+  train profile.resnet50 20 "${r18[@]}" --batch 8 --steps 2 --warmup-steps 1 --profile-steps 1:1 \
     --profile-dir "$work/profile"
 fi
 
@@ -357,7 +357,7 @@ if gpu; then
   step loader.make_shards 15 dtune-data make images --out "$work/images" --samples 2048 --width 256 \
     --height 256 --shard-samples 256 --classes 100
   for w in 8 14; do
-    train "loader.jpeg.w$w" 25 "${r50[@]}" --num-classes 100 --batch 256 --steps 12 --warmup-steps 3 \
+    train "loader.jpeg.w$w" 20 "${r50[@]}" --num-classes 100 --batch 256 --steps 12 --warmup-steps 3 \
       --data "$work/images" --workers "$w"
   done
 else
@@ -366,7 +366,7 @@ else
     --height 40 --shard-samples 32 --classes 10
   for w in 8 14; do
     stand_in="CPU stand-in: resnet18 width 8"
-    train "loader.jpeg.w$w" 25 "${r18[@]}" --batch 8 --steps 2 --warmup-steps 1 --data "$work/images" \
+    train "loader.jpeg.w$w" 20 "${r18[@]}" --batch 8 --steps 2 --warmup-steps 1 --data "$work/images" \
       --workers "$w"
   done
 fi

@@ -130,6 +130,7 @@ IGNORED_FLAGS = {
         "--virtual-stages",
         "--pipeline-layout",
         "--partition",
+        "--activation-checkpoint",
         # The mesh (--pp is --pipeline-stages): matched on the mesh_* attributes (MESH_FIELDS).
         "--pp",
         "--tp",
@@ -216,6 +217,7 @@ SETTING_ATTRS = {
         "mesh_pp",
         "mesh_tp",
         "mesh_order",
+        "activation_checkpoint",
     },
 }
 
@@ -298,6 +300,14 @@ IGNORED_ATTRS = {
     "parameters",
     "mfu_valid",
     "mfu_rejected_peaks",
+    # What the step held for its backward and spent recomputing (they follow from
+    # activation_checkpoint, which counts, and the model), and the attention kernel the runtime
+    # picked for the device it ran on.
+    "activation_bytes",
+    "recompute_ms_per_step",
+    "attention_backend",
+    # Where the weights came from: the --init-from flag counts (a model shape flag, as --layers).
+    "init_from",
 }
 
 # Setting attributes added since files were first written, with the value a run written before
@@ -305,8 +315,17 @@ IGNORED_ATTRS = {
 # existed ran DDP). reshard_after_forward, shard_unit and shard_prefetch are written for --shard
 # zero3 runs only: the others take zero3's defaults (on, block, 1), so that they tell
 # configurations apart only where a zero3 run changed them. (zero3 runs written before
-# --shard-prefetch gathered each unit when it was needed, prefetch 0: they read as 1.)
-ATTR_DEFAULTS = {"train": {"shard": "none", "reshard_after_forward": "1", "shard_unit": "block", "shard_prefetch": "1"}}
+# --shard-prefetch gathered each unit when it was needed, prefetch 0: they read as 1.) Runs from
+# before --activation-checkpoint kept every activation.
+ATTR_DEFAULTS = {
+    "train": {
+        "shard": "none",
+        "reshard_after_forward": "1",
+        "shard_unit": "block",
+        "shard_prefetch": "1",
+        "activation_checkpoint": "none",
+    }
+}
 
 # Recorded environment variables that change between two launches of one configuration.
 IGNORED_ENV = [

@@ -56,6 +56,7 @@ AFTER_TESTS = [
     "comm.nccl_tests_1rank",
     "train.resnet50.bf16",
     "train.gpt2-d12.bf16",
+    "train.llama3.2-1b.bf16",
     "train.resnet50.local_sgd",
     "profile.resnet50",
     "loader.make_shards",
@@ -69,6 +70,7 @@ ANCHORS = [
     "NCCL 1-rank allreduce 8 B",
     "ResNet-50 bf16 channels-last",
     "GPT-2 124M bf16 MFU",
+    "Llama 3.2 1B bf16 MFU",
 ]
 
 
@@ -193,7 +195,7 @@ def test_rehearsal_runs_every_step_in_the_gpu_order(bundle, tmp_path):
     assert len(files) <= 8 and all((out / f).stat().st_size < 16 << 20 for f in files), files
     train = load_train_summary(out / "results.h5")
     assert len(train) == len(runs), train
-    assert set(train.model) == {"resnet18", "gpt2-tiny"}
+    assert set(train.model) == {"resnet18", "gpt2-tiny", "llama3-tiny"}
     comm = load_comm_summary(out / "results.h5")
     assert len(comm) > 0 and set(comm.collective) == {"allreduce"}
     trace = json.loads(gzip.decompress((out / "rank0.pt.trace.json.gz").read_bytes()))

@@ -1044,6 +1044,7 @@ def test_identity_of_a_run_from_its_command_line_environment_and_attributes():
         "reshard_after_forward": "1",  # written for zero3 runs only: the others take its default
         "shard_unit": "block",  # likewise
         "shard_prefetch": "1",
+        "activation_checkpoint": "none",  # a file from before it kept every activation
         "mesh_pp": "1",  # a file from before pipelines and the mesh: one stage,
         "mesh_tp": "1",  # no tensor parallelism,
         "mesh_order": "tp,pp,dp",  # the default order
@@ -1059,6 +1060,7 @@ def test_identity_of_a_run_from_its_command_line_environment_and_attributes():
         "reshard_after_forward": "1",
         "shard_unit": "block",
         "shard_prefetch": "1",
+        "activation_checkpoint": "none",  # a file from before it kept every activation
         "mesh_pp": "1",
         "mesh_tp": "1",
         "mesh_order": "tp,pp,dp",
@@ -1082,6 +1084,7 @@ def test_identity_of_a_sweep_point_is_its_definition():
         "reshard_after_forward": "1",
         "shard_unit": "block",
         "shard_prefetch": "1",
+        "activation_checkpoint": "none",  # a file from before it kept every activation
         "mesh_pp": "1",
         "mesh_tp": "1",
         "mesh_order": "tp,pp,dp",
@@ -1097,6 +1100,7 @@ def test_identity_of_a_sweep_point_is_its_definition():
         "reshard_after_forward": "1",
         "shard_unit": "block",
         "shard_prefetch": "1",
+        "activation_checkpoint": "none",  # a file from before it kept every activation
         "mesh_pp": "1",
         "mesh_tp": "1",
         "mesh_order": "tp,pp,dp",
@@ -1344,6 +1348,7 @@ def test_the_first_argument_of_a_command_line_counts():
         "reshard_after_forward": "1",
         "shard_unit": "block",
         "shard_prefetch": "1",
+        "activation_checkpoint": "none",  # a file from before it kept every activation
         "mesh_pp": "1",
         "mesh_tp": "1",
         "mesh_order": "tp,pp,dp",
