@@ -5,7 +5,8 @@
 # 1 when any is missed. Not part of the test command (each plant rebuilds a test binary: minutes).
 # The Python side has scripts/mutation.sh. Usage: scripts/cpp-plants.sh [BUILD_DIR]
 # A plant whose check is a pytest node (tests/...py::name) rebuilds the named binary (dtune-train,
-# dtune_image_tool) and runs that test against it, as ctest would.
+# dtune_image_tool) and runs that test against it, as ctest would. DTUNE_PLANTS=TEXT runs only the
+# plants whose line contains TEXT (e.g. DTUNE_PLANTS=models/llama.cc).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$repo/build}
@@ -43,6 +44,7 @@ missed=0
 restore() { [[ -n "${saved:-}" ]] && cp "$saved" "$repo/$file" && rm -f "$saved"; saved=; }
 trap restore EXIT
 for p in "${plants[@]}"; do
+  [[ -n "${DTUNE_PLANTS:-}" && "$p" != *"$DTUNE_PLANTS"* ]] && continue
   IFS='|' read -r file from to binary filter <<<"$p"
   saved=$(mktemp)
   cp "$repo/$file" "$saved"

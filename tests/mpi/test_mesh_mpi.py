@@ -17,6 +17,7 @@ import torch
 
 from conftest import run_train
 from pipeline_checks import assert_equal_params, merged_stage_dumps
+from side_by_side import outcome, side_by_side
 
 GPT = ["--model", "gpt2-tiny", "--context", "32", "--vocab", "256", "--lr", "0.01"]  # 2 blocks, tied
 GPT4 = [*GPT, "--layers", "4"]  # 2 stages x 2 virtual stages
@@ -135,22 +136,31 @@ def test_each_rank_holds_its_stages_optimizer_state_divided_over_the_data_axis(t
         assert ddp["optimizer_state_bytes"][r] == 8 * elements + 4 * len(mine), (r, stage)
 
 
-@pytest.mark.parametrize(
-    "extra, names",
-    [
-        (["--tp", "2"], ["--tp 2", "--tp 1"]),
-        (["--pp", "2", "--shard", "zero3"], ["--pipeline-stages 2", "--shard zero3", "tied embedding"]),
-        (["--mesh-order", "tp,pp"], ["--mesh-order 'tp,pp'", "tp, pp and dp"]),
-        (["--mesh-order", "dp,pp,dp"], ["--mesh-order 'dp,pp,dp'"]),
-        (
-            ["--pp", "2", "--pipeline-layout", "within-node", "--mesh-order", "tp,dp,pp"],
-            ["--pipeline-layout within-node", "tp,pp,dp", "tp,dp,pp"],
-        ),
-        (["--pp", "3"], ["--pipeline-stages 3 does not divide the 2 ranks"]),
-    ],
-)
-def test_what_the_mesh_cannot_be_is_refused_in_one_line(extra, names):
-    r = run_train(2, [*GPT, "--steps", "1", "--no-output", *extra], timeout=120)
+REFUSED = [
+    (["--tp", "2"], ["--tp 2", "--tp 1"]),
+    (["--pp", "2", "--shard", "zero3"], ["--pipeline-stages 2", "--shard zero3", "tied embedding"]),
+    (["--mesh-order", "tp,pp"], ["--mesh-order 'tp,pp'", "tp, pp and dp"]),
+    (["--mesh-order", "dp,pp,dp"], ["--mesh-order 'dp,pp,dp'"]),
+    (
+        ["--pp", "2", "--pipeline-layout", "within-node", "--mesh-order", "tp,dp,pp"],
+        ["--pipeline-layout within-node", "tp,pp,dp", "tp,dp,pp"],
+    ),
+    (["--pp", "3"], ["--pipeline-stages 3 does not divide the 2 ranks"]),
+]
+
+
+@pytest.fixture(scope="module")
+def refusals():
+    """Every case launched before the first test reads it, four at a time (side_by_side.py)."""
+    return side_by_side(
+        lambda extra: run_train(2, [*GPT, "--steps", "1", "--no-output", *extra], timeout=120),
+        [tuple(c[0]) for c in REFUSED],
+    )
+
+
+@pytest.mark.parametrize("extra, names", REFUSED)
+def test_what_the_mesh_cannot_be_is_refused_in_one_line(refusals, extra, names):
+    r = outcome(refusals, tuple(extra))
     assert r.returncode == 2, r.stdout + r.stderr
     line = next(x for x in r.stderr.splitlines() if x.startswith("dtune-train: error"))
     for n in names:

@@ -15,6 +15,7 @@ import torch
 
 from conftest import bin_dir, mpirun_prefix, run_train
 from pipeline_checks import assert_equal_params, merged_stage_dumps, stop_rank_then_wait
+from side_by_side import outcome, side_by_side
 
 TINY = ["--model", "gpt2-tiny", "--context", "32", "--vocab", "256", "--lr", "0.01"]  # 2 blocks
 D6 = ["--model", "gpt2-d6", "--context", "16", "--vocab", "128", "--lr", "0.01"]  # 6 blocks
@@ -96,9 +97,9 @@ SLEEPY += ["--debug-chunk-sleep-ms", "150"]
 ACTIVATIONS = [*D6, "--batch", "8"]
 
 
-def measured(tmp_path, name, stages, schedule, micro, model):
+def measured(tmp_path, name, stages, schedule, micro, model, steps=3):
     out = tmp_path / f"{name}.h5"
-    args = [*model, "--steps", "3", "--warmup-steps", "1", "--pipeline-stages", stages, "--micro-batches", micro]
+    args = [*model, "--steps", steps, "--warmup-steps", "1", "--pipeline-stages", stages, "--micro-batches", micro]
     r = run_train(stages, [*args, "--schedule", schedule, "--output", out])
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     with h5py.File(out) as f:
@@ -116,43 +117,54 @@ def test_measured_bubble_matches_theory(tmp_path, schedule, stages, micro):
 
 
 def test_one_f_one_b_holds_fewer_activations_than_gpipe(tmp_path):
-    _, _, gpipe, stage = measured(tmp_path, "g", 2, "gpipe", 8, ACTIVATIONS)
-    _, _, ofob, _ = measured(tmp_path, "o", 2, "1f1b", 8, ACTIVATIONS)
+    # One measured step: the schedule, not the step, sets what a stage holds (the warm-up step,
+    # which also allocates the gradients and the optimizer's state, is left out of the peak).
+    _, _, gpipe, stage = measured(tmp_path, "g", 2, "gpipe", 8, ACTIVATIONS, steps=1)
+    _, _, ofob, _ = measured(tmp_path, "o", 2, "1f1b", 8, ACTIVATIONS, steps=1)
     # Stage 0 holds 8 micro-batches under GPipe, at most 2 under 1F1B (measured: 77 against 22 MiB).
     assert ofob[stage == 0][0] < gpipe[stage == 0][0] / 2, (ofob, gpipe)
 
 
-@pytest.mark.parametrize(
-    "np_,args,message",
-    [
-        (4, ["--pipeline-stages", 3], "--pipeline-stages 3 does not divide the 4 ranks"),
-        (
+BAD_FLAGS = [
+    (4, ["--pipeline-stages", 3], "--pipeline-stages 3 does not divide the 4 ranks"),
+    (
+        2,
+        [
+            *TINY[:2],
+            "--pipeline-stages",
             2,
-            [
-                *TINY[:2],
-                "--pipeline-stages",
-                2,
-                "--schedule",
-                "interleaved",
-                "--virtual-stages",
-                2,
-                "--micro-batches",
-                2,
-            ],
-            "4 chunks but the model has 2 blocks",
-        ),
-        (4, [*TINY[:2], "--pipeline-stages", 4], "4 chunks but the model has 2 blocks"),
-        (
+            "--schedule",
+            "interleaved",
+            "--virtual-stages",
             2,
-            ["--pipeline-stages", 2, "--schedule", "interleaved", "--virtual-stages", 2, "--micro-batches", 1],
-            "give a multiple of 2 micro-batches, at least 2",
-        ),
-        (2, ["--pipeline-stages", 2, "--virtual-stages", 2], "--virtual-stages 2 needs --schedule interleaved"),
-    ],
-    ids=["p-does-not-divide", "too-few-blocks-interleaved", "more-stages-than-blocks", "m-below-p", "v-alone"],
-)
-def test_bad_pipeline_flags_exit_2_with_one_line(tmp_path, np_, args, message):
-    r = run_train(np_, [*args, "--steps", 1, "--no-output"], timeout=300)
+            "--micro-batches",
+            2,
+        ],
+        "4 chunks but the model has 2 blocks",
+    ),
+    (4, [*TINY[:2], "--pipeline-stages", 4], "4 chunks but the model has 2 blocks"),
+    (
+        2,
+        ["--pipeline-stages", 2, "--schedule", "interleaved", "--virtual-stages", 2, "--micro-batches", 1],
+        "give a multiple of 2 micro-batches, at least 2",
+    ),
+    (2, ["--pipeline-stages", 2, "--virtual-stages", 2], "--virtual-stages 2 needs --schedule interleaved"),
+]
+BAD_FLAG_IDS = ["p-does-not-divide", "too-few-blocks-interleaved", "more-stages-than-blocks", "m-below-p", "v-alone"]
+
+
+@pytest.fixture(scope="module")
+def bad_flag_runs():
+    """Every case launched before the first test reads it, four at a time (side_by_side.py)."""
+    return side_by_side(
+        lambda c: run_train(c[0], [*c[1], "--steps", 1, "--no-output"], timeout=300),
+        [(np_, tuple(args)) for np_, args, _ in BAD_FLAGS],
+    )
+
+
+@pytest.mark.parametrize("np_,args,message", BAD_FLAGS, ids=BAD_FLAG_IDS)
+def test_bad_pipeline_flags_exit_2_with_one_line(bad_flag_runs, np_, args, message):
+    r = outcome(bad_flag_runs, (np_, tuple(args)))
     assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
     assert message in r.stderr, r.stderr
     assert "Exception raised from" not in r.stderr and "frame #" not in r.stderr

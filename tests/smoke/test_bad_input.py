@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_comm
+from side_by_side import outcome, side_by_side
 
 CASES = [
     (["-b", "1X"], "-b/--minbytes"),
@@ -33,15 +34,28 @@ CASES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def bad_flag_runs(tmp_path_factory):
+    """Every case launched before the first test reads it, four at a time (side_by_side.py), each
+    with an --output in a folder of its own: {args: (that folder, the completed process)}."""
+
+    keys = [tuple(c[0]) for c in CASES]
+    folders = {k: tmp_path_factory.mktemp("bad") for k in keys}
+
+    def launch(args):
+        return folders[args], run_comm(2, [*args, "--output", folders[args] / "r.h5"], timeout=60)
+
+    return side_by_side(launch, keys)
+
+
 @pytest.mark.parametrize("args,flag", CASES, ids=[" ".join(c[0]) for c in CASES])
-def test_bad_flag_exits_2_naming_flag(tmp_path, args, flag):
-    out = tmp_path / "r.h5"
-    r = run_comm(2, args + ["--output", out], timeout=60)
+def test_bad_flag_exits_2_naming_flag(bad_flag_runs, args, flag):
+    folder, r = outcome(bad_flag_runs, tuple(args))
     assert r.returncode == 2, r.stdout + r.stderr
     errors = [line for line in r.stderr.splitlines() if "error" in line]
     assert len(errors) == 1, r.stderr  # reported once, by rank 0
     assert flag in errors[0]
-    assert list(tmp_path.iterdir()) == []
+    assert list(folder.iterdir()) == []
 
 
 @pytest.mark.parametrize("where", ["unwritable", "directory"])

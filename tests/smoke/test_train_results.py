@@ -9,6 +9,7 @@ import pytest
 
 from conftest import bin_dir, mpirun_prefix
 from dtune_report.loader import load_train, load_train_summary
+from side_by_side import outcome, side_by_side
 
 TINY = ["--model", "gpt2-tiny", "--context", "16", "--vocab", "128", "--threads", "1"]
 
@@ -70,27 +71,40 @@ def test_weights_bf16_with_master_copy_and_adamw(tmp_path):
     assert load_train_summary(out).iloc[0].weights_dtype == "bf16"
 
 
-@pytest.mark.parametrize(
-    "args,flag",
-    [
-        (["--batch", "0"], "--batch"),
-        (["--batch", "many"], "--batch"),
-        (["--precision", "fp8"], "--precision"),
-        (["--model", "resnet19"], "--model"),
-        (["--global-batch", "7"], "--global-batch"),
-        (["--backend", "nccl"], "--backend nccl"),
-        (["--precision", "tf32"], "--precision tf32"),
-        (["--batch", "auto"], "--memory-limit-mb"),
-        (["--first-bucket-mb", "50"], "--first-bucket-mb"),
-    ],
-)
-def test_bad_input_exits_2(tmp_path, args, flag):
-    out = tmp_path / "t.h5"
-    r = run(TINY + args + ["--output", out], np_=2, timeout=120)
+BAD_INPUT = [
+    (["--batch", "0"], "--batch"),
+    (["--batch", "many"], "--batch"),
+    (["--precision", "fp8"], "--precision"),
+    (["--model", "resnet19"], "--model"),
+    (["--global-batch", "7"], "--global-batch"),
+    (["--backend", "nccl"], "--backend nccl"),
+    (["--precision", "tf32"], "--precision tf32"),
+    (["--batch", "auto"], "--memory-limit-mb"),
+    (["--first-bucket-mb", "50"], "--first-bucket-mb"),
+]
+
+
+@pytest.fixture(scope="module")
+def bad_input_runs(tmp_path_factory):
+    """Every case launched before the first test reads it, four at a time (side_by_side.py), each
+    with an --output in a folder of its own: {args: (that folder, the completed process)}."""
+
+    keys = [tuple(c[0]) for c in BAD_INPUT]
+    folders = {k: tmp_path_factory.mktemp("bad") for k in keys}
+
+    def launch(args):
+        return folders[args], run(TINY + list(args) + ["--output", folders[args] / "t.h5"], np_=2, timeout=120)
+
+    return side_by_side(launch, keys)
+
+
+@pytest.mark.parametrize("args,flag", BAD_INPUT)
+def test_bad_input_exits_2(bad_input_runs, args, flag):
+    folder, r = outcome(bad_input_runs, tuple(args))
     assert r.returncode == 2, r.stdout + r.stderr
     errors = [line for line in r.stderr.splitlines() if "error" in line]
     assert len(errors) == 1 and flag in errors[0], r.stderr
-    assert list(tmp_path.iterdir()) == []
+    assert list(folder.iterdir()) == []
 
 
 def test_batch_finder_lands_on_the_memory_boundary(tmp_path):
