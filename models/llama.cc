@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "models/checkpoint.h"
+#include "models/model_size.h"
 
 namespace dtune::models {
 namespace {
@@ -49,18 +50,27 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
   return torch::cat({-x.narrow(-1, h, h), x.narrow(-1, 0, h)}, -1);
 }
 
+// A row-parallel layer's output: each rank's partial product summed over the group, then the bias
+// (whole on every rank) added once.
+torch::Tensor row_parallel(torch::nn::Linear l, const torch::Tensor& x, TpGroup* tp) {
+  if (!tp) return l(x);
+  torch::Tensor y = reduce_from_tp(F::linear(x, l->weight), tp);
+  return l->bias.defined() ? y + l->bias : y;
+}
+
 class Attention : public torch::nn::Module {
  public:
-  explicit Attention(const LlamaConfig& c)
-      : heads_(c.heads), kv_heads_(c.kv_heads), d_(c.head_dim) {
-    q_proj = register_module("q_proj", linear(c.width, c.heads * d_, c.attention_bias));
-    k_proj = register_module("k_proj", linear(c.width, c.kv_heads * d_, c.attention_bias));
-    v_proj = register_module("v_proj", linear(c.width, c.kv_heads * d_, c.attention_bias));
-    o_proj = register_module("o_proj", linear(c.heads * d_, c.width, c.attention_bias));
+  Attention(const LlamaConfig& c, int64_t t, TpGroup* tp)
+      : heads_(c.heads / t), kv_heads_(c.kv_heads / t), d_(c.head_dim), tp_(tp) {
+    q_proj = register_module("q_proj", linear(c.width, heads_ * d_, c.attention_bias));
+    k_proj = register_module("k_proj", linear(c.width, kv_heads_ * d_, c.attention_bias));
+    v_proj = register_module("v_proj", linear(c.width, kv_heads_ * d_, c.attention_bias));
+    o_proj = register_module("o_proj", linear(heads_ * d_, c.width, c.attention_bias));
   }
   // x (B, T, C); cos, sin (T, D). Returns (B, T, C) and sets `backend` to the kernel SDPA chose.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                        std::string* backend) {
+  torch::Tensor forward(const torch::Tensor& x_in, const torch::Tensor& cos,
+                        const torch::Tensor& sin, std::string* backend) {
+    const torch::Tensor x = tp_ ? copy_to_tp(x_in, tp_) : x_in;
     const int64_t B = x.size(0), T = x.size(1);
     auto heads = [&](const torch::Tensor& t, int64_t n) {
       return t.view({B, T, n, d_}).transpose(1, 2);  // (B, n, T, D)
@@ -77,32 +87,38 @@ class Attention : public torch::nn::Module {
           at::_fused_sdp_choice(q, k, v, {}, 0.0, /*is_causal=*/true, std::nullopt, gqa));
     torch::Tensor y = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true,
                                                        std::nullopt, gqa);  // (B, H, T, D)
-    return o_proj(y.transpose(1, 2).reshape({B, T, heads_ * d_}));
+    return row_parallel(o_proj, y.transpose(1, 2).reshape({B, T, heads_ * d_}), tp_);
   }
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
  private:
-  int64_t heads_, kv_heads_, d_;
+  int64_t heads_, kv_heads_, d_;  // this rank's heads
+  TpGroup* tp_;
 };
 
 class Mlp : public torch::nn::Module {
  public:
-  explicit Mlp(const LlamaConfig& c) {
-    gate_proj = register_module("gate_proj", linear(c.width, c.intermediate, c.mlp_bias));
-    up_proj = register_module("up_proj", linear(c.width, c.intermediate, c.mlp_bias));
-    down_proj = register_module("down_proj", linear(c.intermediate, c.width, c.mlp_bias));
+  Mlp(const LlamaConfig& c, int64_t t, TpGroup* tp) : tp_(tp) {
+    const int64_t i = c.intermediate / t;
+    gate_proj = register_module("gate_proj", linear(c.width, i, c.mlp_bias));
+    up_proj = register_module("up_proj", linear(c.width, i, c.mlp_bias));
+    down_proj = register_module("down_proj", linear(i, c.width, c.mlp_bias));
   }
-  torch::Tensor forward(const torch::Tensor& x) {  // SwiGLU: down(silu(gate(x)) * up(x))
-    return down_proj(F::silu(gate_proj(x)) * up_proj(x));
+  torch::Tensor forward(const torch::Tensor& x_in) {  // SwiGLU: down(silu(gate(x)) * up(x))
+    const torch::Tensor x = tp_ ? copy_to_tp(x_in, tp_) : x_in;
+    return row_parallel(down_proj, F::silu(gate_proj(x)) * up_proj(x), tp_);
   }
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+
+ private:
+  TpGroup* tp_;
 };
 
 class DecoderLayer : public torch::nn::Module {
  public:
-  explicit DecoderLayer(const LlamaConfig& c) {
-    self_attn = register_module("self_attn", std::make_shared<Attention>(c));
-    mlp = register_module("mlp", std::make_shared<Mlp>(c));
+  DecoderLayer(const LlamaConfig& c, int64_t t, TpGroup* tp) {
+    self_attn = register_module("self_attn", std::make_shared<Attention>(c, t, tp));
+    mlp = register_module("mlp", std::make_shared<Mlp>(c, t, tp));
     input_layernorm =
         register_module("input_layernorm", std::make_shared<RmsNorm>(c.width, c.rms_eps));
     post_attention_layernorm =
@@ -122,16 +138,33 @@ class DecoderLayer : public torch::nn::Module {
 
 }  // namespace
 
-Llama::Llama(const LlamaConfig& cfg, ActivationCheckpoint checkpoint)
+Llama::Llama(const LlamaConfig& cfg, ActivationCheckpoint checkpoint, std::shared_ptr<TpGroup> tp)
     : cfg_(cfg), checkpoint_(checkpoint) {
+  if (tp && tp->size() > 1) {
+    tp_ = std::move(tp);
+    tp_size_ = tp_->size();
+    tp_rank_ = tp_->rank();
+    for (const auto& [n, v] : {std::pair<const char*, int64_t>{"num_key_value_heads", cfg.kv_heads},
+                               {"num_attention_heads", cfg.heads},
+                               {"intermediate_size", cfg.intermediate},
+                               {"vocab_size (--vocab)", cfg.vocab}})
+      if (v % tp_size_ != 0)
+        throw UsageError("--tp " + std::to_string(tp_size_) + " does not divide " + cfg.name +
+                         "'s " + n + " " + std::to_string(v) +
+                         " (tensor parallelism splits it evenly; Megatron pads the vocabulary: "
+                         "give --vocab a multiple)");
+  }
+  TpGroup* g = tp_.get();
+  const int64_t t = tp_size_;
   model_ = register_module("model", std::make_shared<torch::nn::Module>());
   embed_tokens_ =
-      model_->register_module("embed_tokens", torch::nn::Embedding(cfg.vocab, cfg.width));
+      model_->register_module("embed_tokens", torch::nn::Embedding(cfg.vocab / t, cfg.width));
   layers_ = model_->register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < cfg.layers; ++i) layers_->push_back(std::make_shared<DecoderLayer>(cfg));
+  for (int64_t i = 0; i < cfg.layers; ++i)
+    layers_->push_back(std::make_shared<DecoderLayer>(cfg, t, g));
   norm_ = model_->register_module("norm", std::make_shared<RmsNorm>(cfg.width, cfg.rms_eps));
   if (!cfg.tied_embedding)
-    lm_head_ = register_module("lm_head", linear(cfg.width, cfg.vocab, false));
+    lm_head_ = register_module("lm_head", linear(cfg.width, cfg.vocab / t, false));
   // inv_freq as _compute_default_rope_parameters and _compute_llama3_parameters make it, in
   // float32: θ^(-2j/D), then Llama 3.1's scaling (REFERENCE.md) where a factor is given.
   const double D = static_cast<double>(cfg.head_dim);
@@ -215,7 +248,31 @@ torch::Tensor Llama::block(size_t i, const torch::Tensor& x) {
 
 torch::Tensor Llama::head(const torch::Tensor& x) {
   torch::Tensor h = norm_->as<RmsNorm>()->forward(x);
-  return lm_head_ ? lm_head_(h) : F::linear(h, embed_tokens_->weight);
+  if (tp_) h = copy_to_tp(h, tp_.get());  // the head is column-parallel: V/T logits a rank
+  return F::linear(h, lm_head_ ? lm_head_->weight : embed_tokens_->weight);
+}
+
+torch::Tensor Llama::embed(const torch::Tensor& tokens) {
+  if (!tp_) return embed_tokens_(tokens);
+  return vocab_parallel_embedding(tokens, embed_tokens_->weight,
+                                  tp_rank_ * embed_tokens_->weight.size(0), tp_.get());
+}
+
+TensorMap Llama::tp_slices(const TensorMap& whole) const {
+  TensorMap out = whole;  // what matches no parameter is left for load_state to judge
+  for (const auto& p : named_parameters()) {
+    auto it = out.find(p.key());
+    if (it == out.end()) continue;  // load_state names what is missing
+    const torch::Tensor w = it->second;
+    const torch::Tensor& mine = p.value();
+    if (w.dim() != mine.dim() || w.sizes() == mine.sizes()) continue;
+    for (int64_t d = 0; d < w.dim(); ++d)
+      if (w.size(d) != mine.size(d) && w.size(d) == mine.size(d) * tp_size_) {
+        it->second = w.narrow(d, tp_rank_ * mine.size(d), mine.size(d));
+        break;
+      }
+  }
+  return out;
 }
 
 torch::Tensor Llama::forward(const torch::Tensor& tokens) {
@@ -223,7 +280,7 @@ torch::Tensor Llama::forward(const torch::Tensor& tokens) {
   if (T > cfg_.context)
     throw UsageError("sequence length " + std::to_string(T) + " exceeds the model's context " +
                      std::to_string(cfg_.context) + " (--context)");
-  torch::Tensor x = embed_tokens_(tokens);  // (B, T, C)
+  torch::Tensor x = embed(tokens);  // (B, T, C)
   for (size_t i = 0; i < layers_->size(); ++i) x = block(i, x);
   return head(x);  // (B, T, V)
 }
@@ -243,7 +300,7 @@ std::vector<Piece> Llama::pieces() {
   };
   std::vector<Piece> out;
   out.push_back({"embed", PieceKind::kFirst,
-                 [this](const torch::Tensor& tokens) { return embed_tokens_(tokens); },
+                 [this](const torch::Tensor& tokens) { return embed(tokens); },
                  names("model.embed_tokens."), 0.0, ""});
   for (size_t i = 0; i < layers_->size(); ++i) {
     out.push_back({"layers." + std::to_string(i), PieceKind::kBlock,
@@ -262,6 +319,8 @@ std::vector<Piece> Llama::pieces() {
 }
 
 torch::Tensor Llama::loss(const torch::Tensor& logits, const torch::Tensor& target) {
+  if (tp_)  // this rank's V/T logits
+    return vocab_parallel_cross_entropy(logits, target, tp_rank_ * logits.size(-1), tp_.get());
   return F::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat),
                           target.reshape({-1}), F::CrossEntropyFuncOptions().ignore_index(-1));
 }
@@ -277,6 +336,8 @@ std::pair<torch::Tensor, torch::Tensor> Llama::synthetic_batch(int64_t batch,
 }
 
 FlopCount Llama::flops() const {
+  // Split over a tensor-parallel group, the model is still one model: its count, by arithmetic.
+  if (tp_) return llama_size(cfg_).flops;
   // Per token, then × T. Forward MACs from the layers built: each Linear's weight (q and o H·D·C,
   // k and v K·D·C, gate, up and down C·I each), the head V·C (tied or not: the matmul is done), and
   // attention's Q·Kᵀ and A·V over the causal half, T/2 keys a query: H·D·T a layer.

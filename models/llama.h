@@ -4,7 +4,10 @@
 // or the token embedding when tied). Parameter names are LlamaForCausalLM's state_dict names
 // (model.embed_tokens.weight, model.layers.0.self_attn.q_proj.weight, ..., lm_head.weight), so a
 // save_pretrained checkpoint loads by name (--init-from). Shapes: B batch, T sequence, C width,
-// H heads, K KV heads, D head size, I intermediate, V vocabulary.
+// H heads, K KV heads, D head size, I intermediate, V vocabulary. With tensor parallelism over T
+// ranks (Megatron's layout) each rank holds H/T query heads and K/T KV heads (column-parallel
+// q/k/v, row-parallel o), I/T of the MLP (column-parallel gate and up, row-parallel down) and V/T
+// rows of the embedding and the head; the norms are whole on every rank.
 #pragma once
 
 #include <torch/nn/modules/container/modulelist.h>
@@ -14,12 +17,16 @@
 #include "models/llama_config.h"
 #include "models/model.h"
 #include "models/pieces.h"
+#include "models/tensor_parallel.h"
+#include "models/weights.h"
 
 namespace dtune::models {
 
 class Llama : public Model {
  public:
-  Llama(const LlamaConfig& cfg, ActivationCheckpoint checkpoint);
+  // `tp`: the tensor-parallel group (null: none); its size must divide H, K, I and V.
+  Llama(const LlamaConfig& cfg, ActivationCheckpoint checkpoint,
+        std::shared_ptr<TpGroup> tp = nullptr);
   std::string name() const override { return cfg_.name; }
   torch::Tensor forward(const torch::Tensor& tokens) override;  // (B, T) -> (B, T, V)
   torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& target) override;
@@ -35,16 +42,23 @@ class Llama : public Model {
   // Pipeline split (models/pieces.h): embed (embed_tokens), one piece per decoder layer
   // ("layers.i"), head (the final norm and lm_head, or the tied embedding).
   std::vector<Piece> pieces();
+  // This rank's slices of a whole model's tensors (a checkpoint, or the whole model's own
+  // initialisation): each parameter's, cut where its shape is 1/T of the whole one's.
+  TensorMap tp_slices(const TensorMap& whole) const;
 
  private:
+  // The token embedding: vocabulary-parallel (tensor_parallel.h) with a tp group.
+  torch::Tensor embed(const torch::Tensor& tokens);
   torch::Tensor block(size_t i, const torch::Tensor& x);
   torch::Tensor head(const torch::Tensor& x);
   // cos and sin of the rotary angles for positions 0..T-1, (T, D) each, float32 as HF computes
   // them (inv_freq, Llama 3.1's scaling, then the angles), cached per length and device.
   const std::pair<torch::Tensor, torch::Tensor>& rotary(int64_t T, const torch::Device& device);
 
-  LlamaConfig cfg_;
+  LlamaConfig cfg_;  // the whole model's shape
   ActivationCheckpoint checkpoint_;
+  std::shared_ptr<TpGroup> tp_;
+  int64_t tp_size_ = 1, tp_rank_ = 0;
   std::shared_ptr<torch::nn::Module> model_;
   torch::nn::Embedding embed_tokens_{nullptr};
   torch::nn::ModuleList layers_{nullptr};

@@ -5,9 +5,12 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 
 namespace dtune::models {
+
+class TpGroup;  // tensor_parallel.h
 
 // Per-sample cost. forward_macs is counted from the layers actually built; training_flops follows
 // the model family's usual convention (`formula`, the one MFU uses), and alt_training_flops a
@@ -44,6 +47,9 @@ struct ModelOptions {
   // Weights to start from instead of the seed's (models/safetensors.h: a .safetensors file, a
   // sharded checkpoint's index or a directory holding either); empty: none.
   std::string init_from;
+  // Tensor parallelism (tensor_parallel.h): this rank's group on the mesh's tp axis; null or of
+  // size 1: none. The Llama family splits its layers over it.
+  std::shared_ptr<TpGroup> tp;
 };
 
 }  // namespace dtune::models

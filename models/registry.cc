@@ -38,7 +38,18 @@ const FamilyBuilder kBuilders[] = {
      [](Model& m) { return static_cast<Gpt&>(m).pieces(); }},
     {"llama",
      [](const std::string& model, const ModelOptions& o) -> std::shared_ptr<Model> {
-       return std::make_shared<Llama>(llama_config(model, o), o.activation_checkpoint);
+       const LlamaConfig cfg = llama_config(model, o);
+       auto local = std::make_shared<Llama>(cfg, o.activation_checkpoint, o.tp);
+       if (!o.tp || o.tp->size() == 1) return local;
+       // Split over a tensor-parallel group: each rank starts from its slices of the whole
+       // model's initialisation (the same seed), so every layout trains the same model. The
+       // whole model exists on every rank for that moment.
+       torch::manual_seed(o.seed);
+       Llama whole(cfg, o.activation_checkpoint);
+       TensorMap full;
+       for (const auto& p : whole.named_parameters()) full[p.key()] = p.value();
+       load_state(*local, local->tp_slices(full));
+       return local;
      },
      [](Model& m) { return static_cast<Llama&>(m).pieces(); }},
 };
@@ -66,7 +77,9 @@ std::shared_ptr<Model> make_model(const std::string& name, const ModelOptions& o
     std::set<std::string> ignored;
     if (model_size(name, o).tied_embedding) ignored.insert("lm_head.weight");
     try {
-      load_state(*model, read_checkpoint(o.init_from), ignored);
+      TensorMap weights = read_checkpoint(o.init_from);
+      if (auto* llama = dynamic_cast<Llama*>(model.get())) weights = llama->tp_slices(weights);
+      load_state(*model, weights, ignored);
     } catch (const UsageError& e) {
       throw UsageError("--init-from " + o.init_from + ": " + e.what());
     }

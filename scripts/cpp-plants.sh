@@ -39,6 +39,12 @@ plants=(
   "models/llama.cc|    const bool gqa = kv_heads_ != heads_;|    const bool gqa = false;\n    k = k.repeat({1, heads_ / kv_heads_, 1, 1});\n    v = v.repeat({1, heads_ / kv_heads_, 1, 1});|dtune-models|tests/models/test_llama.py::test_logits_loss_and_gradients_equal_transformers"
   "models/llama.cc|h.pow(2).mean(-1, /*keepdim=*/true) + eps_)|h.pow(2).mean(-1, /*keepdim=*/true))|dtune-models|tests/models/test_llama.py::test_logits_loss_and_gradients_equal_transformers"
   "models/model_size.cc|  layer.insert(layer.end(), {C, C});|  layer.insert(layer.end(), {C});|dtune-models|tests/models/test_llama.py::test_parameter_counts_equal_transformers_and_the_published_ones"
+  # Tensor parallelism (issue 57): the f function's backward all-reduce dropped (each rank's
+  # column-parallel layers send back only their part of the input's gradient); the embedding's and
+  # the cross-entropy's vocabulary shard offsets wrong.
+  "models/tensor_parallel.cc|    as_group(ctx)->all_reduce_sum(g);\n||dtune-train|tests/mpi/test_llama_mpi.py::test_llama_layouts_equal_accumulation[tp2]"
+  "models/llama.cc|tp_rank_ * embed_tokens_->weight.size(0)|0 * embed_tokens_->weight.size(0)|dtune-train|tests/mpi/test_llama_mpi.py::test_llama_layouts_equal_accumulation[tp2]"
+  "models/llama.cc|tp_rank_ * logits.size(-1)|0 * logits.size(-1)|dtune-train|tests/mpi/test_llama_mpi.py::test_llama_layouts_equal_accumulation[tp2]"
 )
 missed=0
 restore() { [[ -n "${saved:-}" ]] && cp "$saved" "$repo/$file" && rm -f "$saved"; saved=; }

@@ -108,13 +108,13 @@ def run_comm(np: int, args: list, timeout: float = 300, cwd=None) -> subprocess.
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
-def run_train(np: int, args: list, timeout: float = 600) -> subprocess.CompletedProcess:
-    """dtune-train with one intra-op thread per rank, under mpirun when np > 1."""
+def run_train(np: int, args: list, timeout: float = 600, cwd=None) -> subprocess.CompletedProcess:
+    """dtune-train with one intra-op thread per rank, under mpirun when np > 1 (in `cwd`, if given)."""
     exe = bin_dir() / "dtune-train"
     if not exe.exists():
         pytest.fail(f"{exe} does not exist: build first (scripts/setup.sh)")
     cmd = (mpirun_prefix(np) if np > 1 else []) + [str(exe), "--threads", "1", *map(str, args)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
 def data_rows(stdout: str) -> list:

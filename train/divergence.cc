@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include "core/error.h"
 #include "core/gather.h"
 
 namespace dtune::train {
@@ -15,8 +16,12 @@ double parameter_checksum(const std::vector<torch::Tensor>& params) {
 }
 
 DivergenceGuard::DivergenceGuard(const RunContext& ctx, const std::vector<torch::Tensor>& params,
-                                 int check_every, LocalSgdSchedule local_sgd)
-    : ctx_(ctx), params_(params), check_every_(check_every), local_sgd_(local_sgd) {}
+                                 int check_every, LocalSgdSchedule local_sgd, MPI_Comm tp_comm)
+    : ctx_(ctx),
+      params_(params),
+      check_every_(check_every),
+      local_sgd_(local_sgd),
+      tp_comm_(tp_comm) {}
 
 void DivergenceGuard::end_step(int step, const StepRecord&, TrainOutcome& out) {
   if (check_every_ > 0 && (step + 1) % check_every_ == 0 && local_sgd_.equal_after(step))
@@ -24,7 +29,10 @@ void DivergenceGuard::end_step(int step, const StepRecord&, TrainOutcome& out) {
 }
 
 std::string DivergenceGuard::check(int steps_done) {
-  checksums_ = gather_doubles(ctx_.comm(), {parameter_checksum(params_)});
+  double mine = parameter_checksum(params_);
+  if (tp_comm_ != MPI_COMM_NULL)
+    DTUNE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &mine, 1, MPI_DOUBLE, MPI_SUM, tp_comm_));
+  checksums_ = gather_doubles(ctx_.comm(), {mine});
   std::string bad;
   if (ctx_.is_root()) {
     for (size_t r = 1; r < checksums_.size(); ++r)

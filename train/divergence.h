@@ -4,6 +4,7 @@
 // once at the end, and stops the run on every rank with a message naming the ranks that differ.
 #pragma once
 
+#include <mpi.h>
 #include <torch/types.h>
 
 #include <string>
@@ -21,8 +22,10 @@ double parameter_checksum(const std::vector<torch::Tensor>& params);
 class DivergenceGuard final : public StepObserver {
  public:
   // `params` are the model's (held by reference: the trainer's).
+  // With tensor parallelism (`tp_comm` not MPI_COMM_NULL) a rank's checksum is its tp group's
+  // sum: the ranks of a group hold different slices, and each data-parallel replica the same sum.
   DivergenceGuard(const RunContext& ctx, const std::vector<torch::Tensor>& params, int check_every,
-                  LocalSgdSchedule local_sgd);
+                  LocalSgdSchedule local_sgd, MPI_Comm tp_comm = MPI_COMM_NULL);
   // Every --check-every steps: out.diverged is set (on every rank) when the ranks differ.
   void end_step(int step, const StepRecord& rec, TrainOutcome& out) override;
   // Collective: "" when every rank's checksum equals rank 0's after `steps_done` optimizer steps
@@ -36,6 +39,7 @@ class DivergenceGuard final : public StepObserver {
   const std::vector<torch::Tensor>& params_;
   int check_every_;
   LocalSgdSchedule local_sgd_;
+  MPI_Comm tp_comm_;
   std::vector<double> checksums_;
 };
 

@@ -20,6 +20,7 @@ FaultInjector::FaultInjector(const Options& o, int rank)
       plant_inf_rank_(o.plant_inf_rank),
       perturb_rank_(o.perturb_rank),
       dump_path_(o.dump_path),
+      dump_writes_(rank == 0),
       checksums_path_(
           o.checksums_path.empty() ? "" : o.checksums_path + ".rank" + std::to_string(rank)) {
   if (!checksums_path_.empty()) {
@@ -46,7 +47,7 @@ void FaultInjector::after_step(int step, std::vector<torch::Tensor>& params) con
 }
 
 void FaultInjector::at_end(models::Model& model, const std::vector<torch::Tensor>& master) const {
-  if (dump_path_.empty() || rank_ != 0) return;
+  if (dump_path_.empty() || !dump_writes_) return;
   models::TensorMap dump;
   const auto named = model.named_parameters();
   for (size_t i = 0; i < named.size(); ++i) {

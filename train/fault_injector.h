@@ -36,12 +36,20 @@ class FaultInjector {
   // weights, the fp32 master copy the optimizer updates ("master.<name>"; `master` is empty or
   // holds one tensor per parameter, in the model's order).
   void at_end(models::Model& model, const std::vector<torch::Tensor>& master) const;
+  // With tensor parallelism the first data-parallel rank of each tp coordinate writes its slices
+  // to <path>.tp<T> (rank 0 alone writes <path> otherwise).
+  void dump_tp_slices(bool writes, int tp_coord) {
+    if (dump_path_.empty()) return;  // no --debug-dump
+    dump_writes_ = writes;
+    dump_path_ += ".tp" + std::to_string(tp_coord);
+  }
 
  private:
   int rank_;
   int plant_inf_step_, plant_inf_rank_;
   int perturb_rank_;
   std::string dump_path_;
+  bool dump_writes_;
   std::string checksums_path_;  // with ".rank<r>"
 };
 

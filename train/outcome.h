@@ -64,6 +64,10 @@ struct TrainOutcome {
   int64_t activation_bytes = 0;
   double recompute_ms_per_step = 0;
   std::string attention_backend;  // the fused attention kernel SDPA chose; empty: none
+  // Tensor parallelism: the bytes this rank's tp-group collectives reduced per measured step (each
+  // all-reduce's input, as nccl-tests sizes it) and the time they took (MPI: blocking, host clock).
+  int64_t tp_comm_bytes_per_step = 0;
+  double tp_comm_ms_per_step = 0;
   std::vector<std::vector<double>> grad_ready_ms;  // (S, P): GradTimer's rows, warm-up first
   std::vector<int64_t> param_bytes;                // (P,) in model order
   std::vector<double> param_checksums;             // rank 0: every rank's, at the last check

@@ -19,6 +19,7 @@
 #include "train/memory_meter.h"
 #include "train/pipeline/pipeline_step.h"
 #include "train/run_monitor.h"
+#include "train/tp_group.h"
 
 namespace dtune::train {
 namespace {
@@ -104,6 +105,8 @@ std::unique_ptr<TrainSetup> TrainSetup::build(const Options& o_in, const RunCont
                         make_mesh_shape(ctx.world_size(), o.tp, o.pipeline.stages, o.mesh_order));
   if (s->device.is_cuda()) cuda_reset_peak_and_cache(s->ordinal);
   CpuMemoryMeter::reset_peak();
+  if (s->mesh->degree(MeshAxis::kTp) > 1)  // the model splits its layers over the tp axis
+    o.model_options.tp = make_mpi_tp_group(s->mesh->comm(MeshAxis::kTp));
 
   {
     // Building a large model takes a while (GPT-2 d48: 1.56 billion parameters, 6 GB): rank 0

@@ -8,9 +8,11 @@
 #include <string>
 
 #include "core/error.h"
+#include "models/model_size.h"
 #include "models/registry.h"
 #include "train/cuda_memory.h"
 #include "train/memory_meter.h"
+#include "train/mesh.h"
 #include "train/observers.h"
 #include "train/run_monitor.h"
 
@@ -33,6 +35,8 @@ Trainer::Trainer(TrainSetup& setup, const RunContext& ctx, RunMonitor* monitor)
       faults_(setup.o, ctx.rank()) {
   const Options& o = s_.o;
   out_.batch = s_.batch;
+  if (!s_.probe() && s_.mesh->degree(MeshAxis::kTp) > 1 && s_.mesh->degree(MeshAxis::kPp) == 1)
+    faults_.dump_tp_slices(s_.mesh->coord(MeshAxis::kDp) == 0, s_.mesh->coord(MeshAxis::kTp));
   // Added outermost first: begin_step runs in this order, end_step in the reverse one.
   if (monitor_)
     observers_.push_back(std::make_unique<MonitorObserver>(*monitor_, s_.batch, strategy_));
@@ -42,8 +46,10 @@ Trainer::Trainer(TrainSetup& setup, const RunContext& ctx, RunMonitor* monitor)
     observers_.push_back(std::make_unique<TensorBoardObserver>(
         o.tensorboard_dir, ctx_.rank(), strategy_.global_batch(), s_.scaler->enabled()));
   if (strategy_.replicated()) {
-    auto guard = std::make_unique<DivergenceGuard>(ctx_, s_.params, s_.probe() ? 0 : o.check_every,
-                                                   s_.local_sgd);
+    const bool tp = s_.mesh->degree(MeshAxis::kTp) > 1;
+    auto guard = std::make_unique<DivergenceGuard>(
+        ctx_, s_.params, s_.probe() ? 0 : o.check_every, s_.local_sgd,
+        tp ? s_.mesh->comm(MeshAxis::kTp) : MPI_COMM_NULL);
     divergence_ = guard.get();
     observers_.push_back(std::move(guard));
   }
@@ -54,6 +60,14 @@ bool Trainer::step(int step) {
   for (auto& obs : observers_) obs->begin_step(step, rec);
   rec.loss_scale = s_.scaler->current();
   strategy_.run_step(step, rec, faults_);
+  if (const auto& tp = s_.o.model_options.tp) {  // tensor parallelism's collectives this step
+    const models::TpGroup::Traffic t = tp->take_traffic();
+    if (step >= s_.o.warmup_steps) {
+      tp_traffic_.bytes += t.bytes;
+      tp_traffic_.seconds += t.seconds;
+      ++tp_steps_;
+    }
+  }
   faults_.after_step(step, s_.params);
   check_memory();
   out_.steps.push_back(rec);
@@ -80,7 +94,10 @@ void Trainer::check_memory() const {
 TrainOutcome Trainer::finish() {
   TrainOutcome& out = out_;
   const models::Model& model = *s_.model;
-  out.parameters = models::parameter_count(model);
+  // Split over a tensor-parallel group, the model is still one model: its count, not this rank's.
+  out.parameters = s_.o.model_options.tp
+                       ? models::model_size(s_.o.model, s_.o.model_options).parameters
+                       : models::parameter_count(model);
   const models::FlopCount flops = model.flops();
   out.training_flops_per_sample = flops.training_flops;
   out.tokens_per_sample = flops.tokens;
@@ -88,6 +105,10 @@ TrainOutcome Trainer::finish() {
   out.alt_training_flops_per_sample = flops.alt_training_flops;
   out.alt_flops_formula = flops.alt_formula;
   out.device_name = describe_device(s_.ordinal);
+  if (tp_steps_ > 0) {
+    out.tp_comm_bytes_per_step = tp_traffic_.bytes / tp_steps_;
+    out.tp_comm_ms_per_step = 1e3 * tp_traffic_.seconds / tp_steps_;
+  }
   out.gpu = device_properties(s_.ordinal);
   out.device_index = s_.ordinal;
   strategy_.finish(out);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/main_guard.h"
+#include "models/tensor_parallel.h"
 #include "train/config.h"
 #include "train/divergence.h"
 #include "train/fault_injector.h"
@@ -47,6 +48,8 @@ class Trainer {
   StepStrategy& strategy_;  // s_.strategy
   FaultInjector faults_;
   DivergenceGuard* divergence_ = nullptr;  // among observers_
+  models::TpGroup::Traffic tp_traffic_;    // over the measured steps
+  int tp_steps_ = 0;
   std::vector<std::unique_ptr<StepObserver>> observers_;
   TrainOutcome out_;
 };

@@ -95,10 +95,22 @@ void parse_pipeline(const std::string& schedule, const std::string& partition, O
 // against the ranks.
 MeshShape parse_mesh(const std::string& order, const std::string& layout, bool order_given,
                      bool layout_given, int world_size, Options& o) {
-  if (o.tp != 1)
-    throw UsageError("--tp " + std::to_string(o.tp) +
-                     ": tensor parallelism is not built yet; give --tp 1 (the mesh reserves "
-                     "the axis)");
+  if (o.tp > 1) {  // tensor parallelism (models/tensor_parallel.h): what it is built for so far
+    if (models::model_family(o.model).name != "llama")
+      throw UsageError("--tp " + std::to_string(o.tp) + " with --model " + o.model +
+                       ": tensor parallelism splits the Llama family's layers (llama3-*, "
+                       "hf:PATH); give --tp 1");
+    if (o.backend == SyncBackend::kNccl)
+      throw UsageError("--tp " + std::to_string(o.tp) +
+                       " with --backend nccl: the tp group's collectives run over MPI only so "
+                       "far; use --backend mpi");
+    if (o.batch_auto)
+      throw UsageError("--tp " + std::to_string(o.tp) +
+                       " with --batch auto: the batch finder probes one unsplit rank; give "
+                       "--batch");
+    if (o.local_sgd_every > 0)
+      throw UsageError("--tp " + std::to_string(o.tp) + " with --local-sgd: drop one");
+  }
   o.mesh_order = parse_mesh_order(order);
   const PipelineLayout named = enum_value(kPipelineLayoutNames, layout);
   const MeshOrder as_layout = named == PipelineLayout::kWithinNode
@@ -438,8 +450,9 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->capture_default_str()
       ->check(dtune::kPositive);
   app.add_option("--tp", o.tp,
-                 "tensor-parallel ranks, the mesh's tp axis: reserved, only 1 until tensor "
-                 "parallelism exists")
+                 "tensor-parallel ranks, the mesh's tp axis: Megatron's split of each Llama "
+                 "layer (column-parallel q/k/v and gate/up, row-parallel o and down, the "
+                 "vocabulary split); T must divide the heads, KV heads, MLP width and --vocab")
       ->envname(env("TP"))
       ->capture_default_str()
       ->check(dtune::kPositive);

@@ -178,6 +178,8 @@ void write_training(StepLog& log, const TrainOutcome& out, const TrainSummary& t
   h5::write_attr(id, "activation_bytes", out.activation_bytes);
   h5::write_attr(id, "recompute_ms_per_step", out.recompute_ms_per_step);
   h5::write_attr(id, "attention_backend", out.attention_backend);
+  h5::write_attr(id, "tp_comm_bytes_per_step", out.tp_comm_bytes_per_step);
+  h5::write_attr(id, "tp_comm_ms_per_step", out.tp_comm_ms_per_step);
   h5::write_attr(id, "data_description", t.data.source);
   const std::vector<double> d = t.data.numbers();
   for (size_t k = 0; k < kDataSummaryFields.size(); ++k)

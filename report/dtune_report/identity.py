@@ -306,6 +306,10 @@ IGNORED_ATTRS = {
     "activation_bytes",
     "recompute_ms_per_step",
     "attention_backend",
+    # What tensor parallelism's collectives reduced and took per step: they follow from mesh_tp
+    # and the model.
+    "tp_comm_bytes_per_step",
+    "tp_comm_ms_per_step",
     # Where the weights came from: the --init-from flag counts (a model shape flag, as --layers).
     "init_from",
 }

@@ -167,17 +167,15 @@ def _shown(flags: dict, given: dict, name: str) -> str:
 
 
 def _mesh(given: dict) -> list[str]:
-    """The mesh flags' own rules (benchmarks/train/options.cc parse_mesh, its messages): --tp 1
-    only; --mesh-order a permutation of tp,pp,dp; --pipeline-layout, if given with it, the same
+    """The mesh flags' own rules (benchmarks/train/options.cc parse_mesh, its messages): --tp a
+    positive whole number; --mesh-order a permutation of tp,pp,dp; --pipeline-layout, if given with it, the same
     order; --pp and --pipeline-stages one option, given once (CLI11 refuses it twice)."""
     bad = []
     if "--pp" in given and "--pipeline-stages" in given:
         bad.append("--pp and --pipeline-stages are one option (the pipeline's stages): give it once")
     tp = given.get("--tp", "1")
-    if c_integer(str(tp)) != 1:  # a bare --tp reads as "True": not 1
-        bad.append(
-            f"{_as_given('--tp', tp)}: tensor parallelism is not built yet; give --tp 1 (the mesh reserves the axis)"
-        )
+    if tp is True or (c_integer(str(tp)) or 0) < 1:  # a bare --tp reads as "True"
+        bad.append(f"{_as_given('--tp', tp)}: give a whole number of tensor-parallel ranks, 1 or more")
     order = given.get("--mesh-order")
     if order is not None and sorted(str(order).split(",")) != sorted(MESH_AXES):  # bare: "True"
         named = "--mesh-order" if order is True else f"--mesh-order '{order}'"
@@ -283,6 +281,22 @@ def _train(given: dict, ranks: int) -> list[str]:
         ):
             if bad_value:
                 bad.append(f"{pp_flag} {f['--pipeline-stages']} does not go with {flag} {f.get(flag, '')}".rstrip())
+    if tp is not None and tp > 1:  # tensor parallelism: the Llama family over MPI (parse_mesh)
+        model = str(f["--model"])
+        if not (model.startswith("llama3") or model.startswith("hf:")):
+            bad.append(
+                f"--tp {f['--tp']} with --model {model}: tensor parallelism splits the Llama family's layers "
+                "(llama3-*, hf:PATH); give --tp 1"
+            )
+        if f["--backend"] == "nccl":
+            bad.append(
+                f"--tp {f['--tp']} with --backend nccl: the tp group's collectives run over MPI only so far; "
+                "use --backend mpi"
+            )
+        if auto:
+            bad.append(f"--tp {f['--tp']} with --batch auto: the batch finder probes one unsplit rank; give --batch")
+        if (sgd or 0) > 0:
+            bad.append(f"--tp {f['--tp']} with --local-sgd: drop one")
     if "--profile-steps" in given:
         start, _, count = str(f["--profile-steps"]).partition(":")
         total = (_num(f["--warmup-steps"]) or 0) + (_num(f["--steps"]) or 0)

@@ -17,7 +17,35 @@ LLAMA = ["--model", "llama3-tiny", "--context", "32", "--vocab", "256"]
 MICRO = 2  # micro-batches per rank (or per pipeline) per step
 
 
-def train(tmp_path, name, np_, args, stages=1, steps=3, lr="0.01"):
+def merged_tp_slices(slices):
+    """The whole model from its tensor-parallel slices: a tensor equal on every rank is whole
+    there (the norms, a row-parallel bias); the row-parallel weights (o_proj, down_proj) are cut
+    along their input (dimension 1), every other one along dimension 0."""
+    merged = {}
+    for k, first in slices[0].items():
+        parts = [s[k] for s in slices]
+        if all(p.shape == first.shape and torch.equal(p, first) for p in parts):
+            merged[k] = first
+        else:
+            merged[k] = torch.cat(parts, dim=1 if k.endswith(("o_proj.weight", "down_proj.weight")) else 0)
+    return merged
+
+
+def load_dumps(dump, stages, tp):
+    """--debug-dump's files: one, one per stage (.stage<S>), and per tp coordinate (.tp<T>)."""
+    if tp == 1:
+        return merged_stage_dumps(dump, stages) if stages > 1 else torch.load(dump, weights_only=False)
+    if stages == 1:
+        return merged_tp_slices([torch.load(f"{dump}.tp{t}", weights_only=False) for t in range(tp)])
+    merged = {}
+    for st in range(stages):
+        stage = merged_tp_slices([torch.load(f"{dump}.stage{st}.tp{t}", weights_only=False) for t in range(tp)])
+        for k, v in stage.items():
+            merged.setdefault(k, v)
+    return merged
+
+
+def train(tmp_path, name, np_, args, stages=1, steps=3, lr="0.01", tp=1):
     dump, out = tmp_path / f"{name}.pt", tmp_path / f"{name}.h5"
     common = [
         "--batch",
@@ -35,11 +63,12 @@ def train(tmp_path, name, np_, args, stages=1, steps=3, lr="0.01"):
     ]
     r = run_train(np_, [*LLAMA, *args, *common])
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    params = merged_stage_dumps(dump, stages) if stages > 1 else torch.load(dump, weights_only=False)
+    params = load_dumps(dump, stages, tp)
     with h5py.File(out) as f:
         (g,) = f["runs"].values()
         rec = {k: g.attrs[k] for k in g.attrs}
         rec["loss"] = g["loss"][()]
+        rec["param_bytes_resident"] = g["param_bytes_resident"][()]
     return params, rec["loss"].mean(axis=1), rec
 
 
@@ -56,16 +85,71 @@ LAYOUTS = [
     ("zero3-full-checkpoint", 2, 2, 1, ["--accum-steps", MICRO, "--shard", "zero3", "--activation-checkpoint", "full"]),
     ("pp2-1f1b-selective", 2, 1, 2, ["--pp", 2, "--micro-batches", MICRO, "--activation-checkpoint", "selective"]),
     ("dp2-pp2-zero3", 4, 2, 2, ["--pp", 2, "--micro-batches", MICRO, "--shard", "zero3"]),
+    # Megatron's tensor parallelism: heads, MLP and vocabulary split over 2 ranks; with a
+    # data-parallel axis and ZeRO-2 over it; with pipeline stages.
+    ("tp2", 2, 1, 1, ["--tp", 2, "--accum-steps", MICRO]),
+    (
+        "tp2-dp2-zero2-selective",
+        4,
+        2,
+        1,
+        ["--tp", 2, "--accum-steps", MICRO, "--shard", "zero2", "--activation-checkpoint", "selective"],
+    ),
+    (
+        "tp2-pp2-full-checkpoint",
+        4,
+        1,
+        2,
+        ["--tp", 2, "--pp", 2, "--micro-batches", MICRO, "--activation-checkpoint", "full"],
+    ),
 ]
 
 
 @pytest.mark.parametrize("name,ranks,dp,stages,extra", LAYOUTS, ids=[c[0] for c in LAYOUTS])
 def test_llama_layouts_equal_accumulation(tmp_path, references, name, ranks, dp, stages, extra):
-    params, loss, rec = train(tmp_path, name, ranks, extra, stages)
+    tp = ranks // (dp * stages)
+    params, loss, rec = train(tmp_path, name, ranks, extra, stages, tp=tp)
     ref_params, ref_loss, _ = references[dp]
     assert_equal_params(params, ref_params)
     np.testing.assert_allclose(loss, ref_loss, rtol=1e-5, atol=0)
-    assert (rec["mesh_dp"], rec["mesh_pp"]) == (dp, stages)
+    assert (rec["mesh_dp"], rec["mesh_pp"], rec["mesh_tp"]) == (dp, stages, tp)
+    assert rec["parameters"] == references[dp][2]["parameters"]  # the model's, not a rank's share
+    if tp == 1:
+        assert rec["tp_comm_bytes_per_step"] == 0
+    elif stages == 1:
+        assert rec["tp_comm_bytes_per_step"] == tp_bytes_theory(ref_params, MICRO, checkpoint(extra)), rec
+        # The split layers' bytes a rank are 1/T of one process's, exactly; the norms are whole.
+        norms = sum(
+            4 * v.numel() for k, v in ref_params.items() if k.startswith("param.") and k.endswith("norm.weight")
+        )
+        whole = references[dp][2]["param_bytes_resident"][0]
+        assert list(rec["param_bytes_resident"]) == [(whole - norms) // tp + norms] * ranks
+
+
+def checkpoint(flags):
+    return flags[flags.index("--activation-checkpoint") + 1] if "--activation-checkpoint" in flags else "none"
+
+
+def tp_bytes_theory(params, micro_batches, checkpoint, batch=2, context=32):
+    """Megatron's all-reduce volume without sequence parallelism (fp32, bytes a rank reduces per
+    step): per micro-batch, each layer reduces its (B, T, C) activations twice forward (after o_proj
+    and down_proj, g) and twice backward (before q/k/v and gate/up, f), the vocabulary-parallel
+    embedding once forward, the head's input once backward, and the cross-entropy three (B, T)
+    figures forward (the maximum, the sum of exponentials, the target's logit). Checkpointing
+    repeats the forward all-reduces of what it recomputes: both of a layer's (full), the attention
+    half's one (selective). The model's shape from one process's dump."""
+    width = params["param.model.embed_tokens.weight"].shape[1]
+    layers = sum(k.startswith("param.") and k.endswith("input_layernorm.weight") for k in params)
+    per_layer = {"none": 4, "selective": 5, "full": 6}[checkpoint] * width
+    tokens = batch * context
+    return micro_batches * tokens * 4 * (layers * per_layer + 2 * width + 3)
+
+
+def test_a_tensor_parallel_run_writes_its_results_and_nothing_else(tmp_path):
+    # Without --debug-dump no rank writes its slices anywhere (a dump path of ".tp<T>" alone once did).
+    r = run_train(2, [*LLAMA, "--tp", 2, "--batch", 2, "--steps", 1, "--output", "r.h5"], cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.h5"]
 
 
 def test_results_record_attention_checkpointing_and_activation_bytes(tmp_path):

@@ -84,8 +84,23 @@ CASES = [
     # zero1 and zero2 shard each stage over its data-parallel group; zero3 is refused with stages.
     ("dtune-train", 2, "--pipeline-stages 2 --shard zero3", "--shard zero3", "--pipeline-stages 2 --shard zero2"),
     ("dtune-train", 2, "--pp 2 --shard zero3", "--pp 2 does not go with --shard zero3", "--pp 2 --shard zero1"),
-    # The mesh (train/mesh.h): --tp 1 only, --mesh-order a permutation, --pp x --tp divides the ranks.
-    ("dtune-train", 2, "--tp 2", "tensor parallelism is not built yet", "--tp 1"),
+    # The mesh (train/mesh.h): --tp for the Llama family over MPI, --mesh-order a permutation,
+    # --pp x --tp divides the ranks.
+    ("dtune-train", 2, "--tp 2", "--tp 2 with --model gpt2-tiny", "--tp 2 --model llama3-tiny"),
+    (
+        "dtune-train",
+        2,
+        "--tp 2 --model llama3-tiny --batch auto --memory-limit-mb 99",
+        "--tp 2 with --batch auto",
+        "--tp 2 --model llama3-tiny",
+    ),
+    (
+        "dtune-train",
+        2,
+        "--tp 2 --model llama3-tiny --local-sgd 2",
+        "--tp 2 with --local-sgd",
+        "--tp 2 --model llama3-tiny",
+    ),
     ("dtune-train", 2, "--mesh-order tp,pp", "--mesh-order 'tp,pp': give the axes", "--mesh-order tp,dp,pp"),
     ("dtune-train", 2, "--mesh-order tp,pp,pp", "--mesh-order 'tp,pp,pp'", "--mesh-order dp,pp,tp"),
     ("dtune-train", 4, "--pp 3", "--pp (3) must divide ranks (4)", "--pp 4"),
@@ -794,13 +809,25 @@ def test_rule_breaks_listed_once_per_point_up_to_a_limit(tmp_path):
     )
 
 
-# The device mesh (issue 56): --pp is --pipeline-stages, --tp 1 only, --mesh-order a permutation of
+# The device mesh (issue 56): --pp is --pipeline-stages, --tp the Llama family's, --mesh-order a permutation of
 # tp,pp,dp, and the data-parallel degree the ranks over pp x tp; messages as dtune-train's
 # (benchmarks/train/options.cc parse_mesh, train/mesh.cc).
+TP_LLAMA = "tensor parallelism splits the Llama family's layers (llama3-*, hf:PATH); give --tp 1"
 MESH_EXACT = [
-    ("--tp 2", 4, ["--tp 2: tensor parallelism is not built yet; give --tp 1 (the mesh reserves the axis)"]),
-    ("--tp 0", 4, ["--tp 0: tensor parallelism is not built yet; give --tp 1 (the mesh reserves the axis)"]),
-    ("--tp", 4, ["--tp: tensor parallelism is not built yet; give --tp 1 (the mesh reserves the axis)"]),
+    (
+        "--tp 2",
+        4,
+        ["--tp 2 with --model gpt2-tiny: " + TP_LLAMA],
+    ),
+    ("--tp 2 --model llama3-tiny", 4, []),
+    ("--tp 2 --model hf:/m/config.json --pp 2", 4, []),
+    (
+        "--tp 2 --model llama3-tiny --backend nccl --device cuda",
+        4,
+        ["--tp 2 with --backend nccl: the tp group's collectives run over MPI only so far; use --backend mpi"],
+    ),
+    ("--tp 0", 4, ["--tp 0: give a whole number of tensor-parallel ranks, 1 or more"]),
+    ("--tp", 4, ["--tp: give a whole number of tensor-parallel ranks, 1 or more"]),
     ("--tp 1 --pp 2", 4, []),
     (
         "--mesh-order tp,pp,dp,",
@@ -852,8 +879,8 @@ MESH_EXACT = [
         "--tp 3",
         4,
         [
-            "--tp 3: tensor parallelism is not built yet; give --tp 1 (the mesh reserves the axis)",
             "--tp (3) x --pipeline-stages (1) must divide ranks (4)",
+            "--tp 3 with --model gpt2-tiny: " + TP_LLAMA,
         ],
     ),
     ("--pp 0", 4, []),  # not positive: dtune-train's parser refuses it, no rule reads it

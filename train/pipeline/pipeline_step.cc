@@ -631,7 +631,11 @@ void PipelineStep::finish(TrainOutcome& out) {
       if (!s_.master.empty())
         dump["master." + param_names_[i]] = s_.master[i].detach().to(torch::kCPU);
     }
-    models::write_tensors(o_.dump_path + ".stage" + std::to_string(topo_.stage()), dump);
+    const DeviceMesh& mesh = *s_.mesh;  // with tensor parallelism, each tp coordinate's slices
+    const std::string tp = mesh.degree(MeshAxis::kTp) > 1
+                               ? ".tp" + std::to_string(mesh.coord(MeshAxis::kTp))
+                               : std::string();
+    models::write_tensors(o_.dump_path + ".stage" + std::to_string(topo_.stage()) + tp, dump);
   }
   monitor_.watch_mode(nullptr);
   out.mode = results_;

@@ -1,0 +1,78 @@
+// Tensor-parallel autograd functions (tensor_parallel.h).
+#include "models/tensor_parallel.h"
+
+#include <torch/autograd.h>
+#include <torch/nn/functional/embedding.h>
+
+namespace dtune::models {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+int64_t as_int(TpGroup* g) { return reinterpret_cast<int64_t>(g); }
+TpGroup* as_group(const AutogradContext* ctx) {
+  return reinterpret_cast<TpGroup*>(ctx->saved_data.at("group").toInt());
+}
+
+struct CopyToTp : torch::autograd::Function<CopyToTp> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t group) {
+    ctx->saved_data["group"] = group;
+    return x;  // the identity; autograd makes the output its own view
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    torch::Tensor g = grads[0].contiguous().clone();
+    as_group(ctx)->all_reduce_sum(g);
+    return {g, torch::Tensor()};
+  }
+};
+
+struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
+  static torch::Tensor forward(AutogradContext* /*ctx*/, const torch::Tensor& x, int64_t group) {
+    torch::Tensor y = x.contiguous().clone();
+    reinterpret_cast<TpGroup*>(group)->all_reduce_sum(y);
+    return y;
+  }
+  static variable_list backward(AutogradContext* /*ctx*/, variable_list grads) {
+    return {grads[0], torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor copy_to_tp(const torch::Tensor& x, TpGroup* g) {
+  return CopyToTp::apply(x, as_int(g));
+}
+
+torch::Tensor reduce_from_tp(const torch::Tensor& x, TpGroup* g) {
+  return ReduceFromTp::apply(x, as_int(g));
+}
+
+torch::Tensor vocab_parallel_embedding(const torch::Tensor& tokens, const torch::Tensor& weight,
+                                       int64_t first, TpGroup* g) {
+  const int64_t rows = weight.size(0);
+  const torch::Tensor outside = (tokens < first).logical_or(tokens >= first + rows);
+  const torch::Tensor local = (tokens - first).masked_fill(outside, 0);
+  torch::Tensor out = torch::nn::functional::embedding(local, weight);  // (..., C)
+  return reduce_from_tp(out.masked_fill(outside.unsqueeze(-1), 0), g);
+}
+
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& target,
+                                           int64_t first, TpGroup* g) {
+  const int64_t vl = logits.size(-1);
+  const torch::Tensor x = logits.reshape({-1, vl}).to(torch::kFloat);  // (N, V/T)
+  const torch::Tensor t = target.reshape({-1});                        // (N)
+  torch::Tensor m = std::get<0>(x.detach().max(-1)).contiguous();      // (N) this slice's
+  g->all_reduce_max(m);                                                // the row's maximum
+  const torch::Tensor shifted = x - m.unsqueeze(-1);
+  const torch::Tensor sum_exp = reduce_from_tp(shifted.exp().sum(-1), g);  // (N)
+  const torch::Tensor valid = t.ne(-1);
+  const torch::Tensor mine = valid.logical_and(t >= first).logical_and(t < first + vl);
+  const torch::Tensor index = (t - first).clamp(0, vl - 1).unsqueeze(1);
+  const torch::Tensor picked = reduce_from_tp(
+      shifted.gather(1, index).squeeze(1) * mine.to(torch::kFloat), g);  // the target's logit
+  const torch::Tensor per_token = (sum_exp.log() - picked) * valid.to(torch::kFloat);
+  return per_token.sum() / valid.sum().clamp_min(1).to(torch::kFloat);
+}
+
+}  // namespace dtune::models

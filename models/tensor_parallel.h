@@ -1,0 +1,51 @@
+// Megatron-LM's tensor parallelism, the pieces a model composes (REFERENCE.md, "Tensor parallelism
+// and layouts"): a tensor-parallel group's collectives behind an interface (the trainer gives the
+// mesh's tp axis; MPI here), the two conjugate identity/all-reduce functions around column- and
+// row-parallel layers (f and g in the Megatron paper), and the vocabulary-parallel embedding and
+// cross-entropy, so the full logits are never gathered. Every rank of a group holds the same
+// activations between its layers; parameters are split as the model says (models/llama.cc).
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+
+namespace dtune::models {
+
+// One tensor-parallel group's collectives. Blocking; every rank calls them in the same order.
+class TpGroup {
+ public:
+  virtual ~TpGroup() = default;
+  virtual int size() const = 0;
+  virtual int rank() const = 0;
+  // In place over the group (a contiguous tensor).
+  virtual void all_reduce_sum(torch::Tensor& t) = 0;
+  virtual void all_reduce_max(torch::Tensor& t) = 0;
+  // What the group's collectives moved and cost since the last call, then reset: the bytes of
+  // the tensors reduced (each rank's input, as nccl-tests' size) and the seconds spent in them.
+  struct Traffic {
+    int64_t bytes = 0;
+    double seconds = 0;
+  };
+  virtual Traffic take_traffic() = 0;
+};
+
+// Megatron's f: the identity forward, the gradient all-reduced over the group backward (before a
+// column-parallel layer, whose ranks each send back a part of the input's gradient).
+torch::Tensor copy_to_tp(const torch::Tensor& x, TpGroup* g);
+// Megatron's g: all-reduced over the group forward, the identity backward (after a row-parallel
+// layer, whose ranks each hold a part of the sum).
+torch::Tensor reduce_from_tp(const torch::Tensor& x, TpGroup* g);
+
+// The rows [first, first + rows) of an embedding table held by this rank: a token outside them
+// looks up zeros, and the group's sum is the full lookup.
+torch::Tensor vocab_parallel_embedding(const torch::Tensor& tokens, const torch::Tensor& weight,
+                                       int64_t first, TpGroup* g);
+
+// Mean cross-entropy of the logits (..., V/T) over this rank's vocabulary slice starting at
+// `first`, against the targets (...) (ignored where -1): the maximum, the sum of exponentials and
+// the target's logit all-reduced (b·s each), as Megatron's vocab_parallel_cross_entropy.
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& target,
+                                           int64_t first, TpGroup* g);
+
+}  // namespace dtune::models
