@@ -50,18 +50,27 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
   return torch::cat({-x.narrow(-1, h, h), x.narrow(-1, 0, h)}, -1);
 }
 
-// A row-parallel layer's output: each rank's partial product summed over the group, then the bias
-// (whole on every rank) added once.
-torch::Tensor row_parallel(torch::nn::Linear l, const torch::Tensor& x, TpGroup* tp) {
+// A column-parallel layer's input: the whole sequence on every rank (Megatron's f; with
+// sequence parallelism the all-gather of the ranks' parts).
+torch::Tensor column_input(const torch::Tensor& x, TpGroup* tp, bool sp) {
+  if (!tp) return x;
+  return sp ? gather_from_sequence(x, tp) : copy_to_tp(x, tp);
+}
+
+// A row-parallel layer's output: each rank's partial product summed over the group (Megatron's g;
+// with sequence parallelism reduce-scattered along the sequence), then the bias (whole on every
+// rank) added once.
+torch::Tensor row_parallel(torch::nn::Linear l, const torch::Tensor& x, TpGroup* tp, bool sp) {
   if (!tp) return l(x);
-  torch::Tensor y = reduce_from_tp(F::linear(x, l->weight), tp);
+  torch::Tensor partial = F::linear(x, l->weight);
+  torch::Tensor y = sp ? reduce_scatter_to_sequence(partial, tp) : reduce_from_tp(partial, tp);
   return l->bias.defined() ? y + l->bias : y;
 }
 
 class Attention : public torch::nn::Module {
  public:
-  Attention(const LlamaConfig& c, int64_t t, TpGroup* tp)
-      : heads_(c.heads / t), kv_heads_(c.kv_heads / t), d_(c.head_dim), tp_(tp) {
+  Attention(const LlamaConfig& c, int64_t t, TpGroup* tp, bool sp)
+      : heads_(c.heads / t), kv_heads_(c.kv_heads / t), d_(c.head_dim), tp_(tp), sp_(sp) {
     q_proj = register_module("q_proj", linear(c.width, heads_ * d_, c.attention_bias));
     k_proj = register_module("k_proj", linear(c.width, kv_heads_ * d_, c.attention_bias));
     v_proj = register_module("v_proj", linear(c.width, kv_heads_ * d_, c.attention_bias));
@@ -70,7 +79,7 @@ class Attention : public torch::nn::Module {
   // x (B, T, C); cos, sin (T, D). Returns (B, T, C) and sets `backend` to the kernel SDPA chose.
   torch::Tensor forward(const torch::Tensor& x_in, const torch::Tensor& cos,
                         const torch::Tensor& sin, std::string* backend) {
-    const torch::Tensor x = tp_ ? copy_to_tp(x_in, tp_) : x_in;
+    const torch::Tensor x = column_input(x_in, tp_, sp_);
     const int64_t B = x.size(0), T = x.size(1);
     auto heads = [&](const torch::Tensor& t, int64_t n) {
       return t.view({B, T, n, d_}).transpose(1, 2);  // (B, n, T, D)
@@ -87,38 +96,40 @@ class Attention : public torch::nn::Module {
           at::_fused_sdp_choice(q, k, v, {}, 0.0, /*is_causal=*/true, std::nullopt, gqa));
     torch::Tensor y = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true,
                                                        std::nullopt, gqa);  // (B, H, T, D)
-    return row_parallel(o_proj, y.transpose(1, 2).reshape({B, T, heads_ * d_}), tp_);
+    return row_parallel(o_proj, y.transpose(1, 2).reshape({B, T, heads_ * d_}), tp_, sp_);
   }
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
  private:
   int64_t heads_, kv_heads_, d_;  // this rank's heads
   TpGroup* tp_;
+  bool sp_;
 };
 
 class Mlp : public torch::nn::Module {
  public:
-  Mlp(const LlamaConfig& c, int64_t t, TpGroup* tp) : tp_(tp) {
+  Mlp(const LlamaConfig& c, int64_t t, TpGroup* tp, bool sp) : tp_(tp), sp_(sp) {
     const int64_t i = c.intermediate / t;
     gate_proj = register_module("gate_proj", linear(c.width, i, c.mlp_bias));
     up_proj = register_module("up_proj", linear(c.width, i, c.mlp_bias));
     down_proj = register_module("down_proj", linear(i, c.width, c.mlp_bias));
   }
   torch::Tensor forward(const torch::Tensor& x_in) {  // SwiGLU: down(silu(gate(x)) * up(x))
-    const torch::Tensor x = tp_ ? copy_to_tp(x_in, tp_) : x_in;
-    return row_parallel(down_proj, F::silu(gate_proj(x)) * up_proj(x), tp_);
+    const torch::Tensor x = column_input(x_in, tp_, sp_);
+    return row_parallel(down_proj, F::silu(gate_proj(x)) * up_proj(x), tp_, sp_);
   }
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 
  private:
   TpGroup* tp_;
+  bool sp_;
 };
 
 class DecoderLayer : public torch::nn::Module {
  public:
-  DecoderLayer(const LlamaConfig& c, int64_t t, TpGroup* tp) {
-    self_attn = register_module("self_attn", std::make_shared<Attention>(c, t, tp));
-    mlp = register_module("mlp", std::make_shared<Mlp>(c, t, tp));
+  DecoderLayer(const LlamaConfig& c, int64_t t, TpGroup* tp, bool sp) {
+    self_attn = register_module("self_attn", std::make_shared<Attention>(c, t, tp, sp));
+    mlp = register_module("mlp", std::make_shared<Mlp>(c, t, tp, sp));
     input_layernorm =
         register_module("input_layernorm", std::make_shared<RmsNorm>(c.width, c.rms_eps));
     post_attention_layernorm =
@@ -138,7 +149,8 @@ class DecoderLayer : public torch::nn::Module {
 
 }  // namespace
 
-Llama::Llama(const LlamaConfig& cfg, ActivationCheckpoint checkpoint, std::shared_ptr<TpGroup> tp)
+Llama::Llama(const LlamaConfig& cfg, ActivationCheckpoint checkpoint, std::shared_ptr<TpGroup> tp,
+             bool sequence_parallel)
     : cfg_(cfg), checkpoint_(checkpoint) {
   if (tp && tp->size() > 1) {
     tp_ = std::move(tp);
@@ -153,6 +165,11 @@ Llama::Llama(const LlamaConfig& cfg, ActivationCheckpoint checkpoint, std::share
                          "'s " + n + " " + std::to_string(v) +
                          " (tensor parallelism splits it evenly; Megatron pads the vocabulary: "
                          "give --vocab a multiple)");
+    sp_ = sequence_parallel;
+    if (sp_ && cfg.context % tp_size_ != 0)
+      throw UsageError("--sequence-parallel: --tp " + std::to_string(tp_size_) +
+                       " does not divide the context " + std::to_string(cfg.context) +
+                       " (each rank holds context / tp positions; give --context a multiple)");
   }
   TpGroup* g = tp_.get();
   const int64_t t = tp_size_;
@@ -161,10 +178,13 @@ Llama::Llama(const LlamaConfig& cfg, ActivationCheckpoint checkpoint, std::share
       model_->register_module("embed_tokens", torch::nn::Embedding(cfg.vocab / t, cfg.width));
   layers_ = model_->register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < cfg.layers; ++i)
-    layers_->push_back(std::make_shared<DecoderLayer>(cfg, t, g));
+    layers_->push_back(std::make_shared<DecoderLayer>(cfg, t, g, sp_));
   norm_ = model_->register_module("norm", std::make_shared<RmsNorm>(cfg.width, cfg.rms_eps));
   if (!cfg.tied_embedding)
     lm_head_ = register_module("lm_head", linear(cfg.width, cfg.vocab / t, false));
+  if (sp_)  // the norms see this rank's positions only: their gradients summed over the group
+    for (auto& p : named_parameters())
+      if (p.key().ends_with("norm.weight")) sum_gradient_over_tp(p.value(), g);
   // inv_freq as _compute_default_rope_parameters and _compute_llama3_parameters make it, in
   // float32: θ^(-2j/D), then Llama 3.1's scaling (REFERENCE.md) where a factor is given.
   const double D = static_cast<double>(cfg.head_dim);
@@ -219,7 +239,8 @@ const std::pair<torch::Tensor, torch::Tensor>& Llama::rotary(int64_t T,
 
 torch::Tensor Llama::block(size_t i, const torch::Tensor& x) {
   auto* layer = layers_->ptr(i)->as<DecoderLayer>();
-  const auto& [cos32, sin32] = rotary(x.size(1), x.device());
+  // (With sequence parallelism x holds T / tp positions; attention sees all T.)
+  const auto& [cos32, sin32] = rotary(x.size(1) * (sp_ ? tp_size_ : 1), x.device());
   // The rotary tables in the residual stream's dtype, as transformers' rotary forward returns them.
   torch::Tensor cos = cos32.to(x.scalar_type()), sin = sin32.to(x.scalar_type());
   std::string* backend = &attention_backend_;
@@ -248,14 +269,14 @@ torch::Tensor Llama::block(size_t i, const torch::Tensor& x) {
 
 torch::Tensor Llama::head(const torch::Tensor& x) {
   torch::Tensor h = norm_->as<RmsNorm>()->forward(x);
-  if (tp_) h = copy_to_tp(h, tp_.get());  // the head is column-parallel: V/T logits a rank
+  h = column_input(h, tp_.get(), sp_);  // the head is column-parallel: V/T logits a rank
   return F::linear(h, lm_head_ ? lm_head_->weight : embed_tokens_->weight);
 }
 
 torch::Tensor Llama::embed(const torch::Tensor& tokens) {
   if (!tp_) return embed_tokens_(tokens);
   return vocab_parallel_embedding(tokens, embed_tokens_->weight,
-                                  tp_rank_ * embed_tokens_->weight.size(0), tp_.get());
+                                  tp_rank_ * embed_tokens_->weight.size(0), tp_.get(), sp_);
 }
 
 TensorMap Llama::tp_slices(const TensorMap& whole) const {

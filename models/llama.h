@@ -7,7 +7,10 @@
 // H heads, K KV heads, D head size, I intermediate, V vocabulary. With tensor parallelism over T
 // ranks (Megatron's layout) each rank holds H/T query heads and K/T KV heads (column-parallel
 // q/k/v, row-parallel o), I/T of the MLP (column-parallel gate and up, row-parallel down) and V/T
-// rows of the embedding and the head; the norms are whole on every rank.
+// rows of the embedding and the head; the norms are whole on every rank. With sequence
+// parallelism the residual stream between the layers is cut along the sequence, T/T' positions a
+// rank, all-gathered before the column-parallel layers and reduce-scattered after the row-parallel
+// ones (the same bytes as the all-reduces it replaces).
 #pragma once
 
 #include <torch/nn/modules/container/modulelist.h>
@@ -25,8 +28,10 @@ namespace dtune::models {
 class Llama : public Model {
  public:
   // `tp`: the tensor-parallel group (null: none); its size must divide H, K, I and V.
+  // `sequence_parallel` (with tp): Megatron's sequence parallelism, the residual stream and the
+  // norms cut along the sequence (the context a multiple of the group's size).
   Llama(const LlamaConfig& cfg, ActivationCheckpoint checkpoint,
-        std::shared_ptr<TpGroup> tp = nullptr);
+        std::shared_ptr<TpGroup> tp = nullptr, bool sequence_parallel = false);
   std::string name() const override { return cfg_.name; }
   torch::Tensor forward(const torch::Tensor& tokens) override;  // (B, T) -> (B, T, V)
   torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& target) override;
@@ -59,6 +64,7 @@ class Llama : public Model {
   ActivationCheckpoint checkpoint_;
   std::shared_ptr<TpGroup> tp_;
   int64_t tp_size_ = 1, tp_rank_ = 0;
+  bool sp_ = false;  // sequence parallelism: blocks hold (B, T / tp, C)
   std::shared_ptr<torch::nn::Module> model_;
   torch::nn::Embedding embed_tokens_{nullptr};
   torch::nn::ModuleList layers_{nullptr};

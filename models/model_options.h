@@ -50,6 +50,8 @@ struct ModelOptions {
   // Tensor parallelism (tensor_parallel.h): this rank's group on the mesh's tp axis; null or of
   // size 1: none. The Llama family splits its layers over it.
   std::shared_ptr<TpGroup> tp;
+  // Megatron's sequence parallelism over `tp` (--sequence-parallel).
+  bool sequence_parallel = false;
 };
 
 }  // namespace dtune::models

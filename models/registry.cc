@@ -39,7 +39,8 @@ const FamilyBuilder kBuilders[] = {
     {"llama",
      [](const std::string& model, const ModelOptions& o) -> std::shared_ptr<Model> {
        const LlamaConfig cfg = llama_config(model, o);
-       auto local = std::make_shared<Llama>(cfg, o.activation_checkpoint, o.tp);
+       auto local =
+           std::make_shared<Llama>(cfg, o.activation_checkpoint, o.tp, o.sequence_parallel);
        if (!o.tp || o.tp->size() == 1) return local;
        // Split over a tensor-parallel group: each rank starts from its slices of the whole
        // model's initialisation (the same seed), so every layout trains the same model. The

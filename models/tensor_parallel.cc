@@ -38,7 +38,43 @@ struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
   }
 };
 
+struct GatherFromSequence : torch::autograd::Function<GatherFromSequence> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t group) {
+    ctx->saved_data["group"] = group;
+    return reinterpret_cast<TpGroup*>(group)->all_gather(x, 1);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {as_group(ctx)->reduce_scatter(grads[0], 1), torch::Tensor()};
+  }
+};
+
+struct ReduceScatterToSequence : torch::autograd::Function<ReduceScatterToSequence> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t group) {
+    ctx->saved_data["group"] = group;
+    return reinterpret_cast<TpGroup*>(group)->reduce_scatter(x, 1);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {as_group(ctx)->all_gather(grads[0], 1), torch::Tensor()};
+  }
+};
+
 }  // namespace
+
+torch::Tensor gather_from_sequence(const torch::Tensor& x, TpGroup* g) {
+  return GatherFromSequence::apply(x, as_int(g));
+}
+
+torch::Tensor reduce_scatter_to_sequence(const torch::Tensor& x, TpGroup* g) {
+  return ReduceScatterToSequence::apply(x, as_int(g));
+}
+
+void sum_gradient_over_tp(torch::Tensor& param, TpGroup* g) {
+  param.register_hook([g](const torch::Tensor& grad) {
+    torch::Tensor sum = grad.contiguous().clone();
+    g->all_reduce_sum(sum);
+    return sum;
+  });
+}
 
 torch::Tensor copy_to_tp(const torch::Tensor& x, TpGroup* g) {
   return CopyToTp::apply(x, as_int(g));
@@ -49,12 +85,13 @@ torch::Tensor reduce_from_tp(const torch::Tensor& x, TpGroup* g) {
 }
 
 torch::Tensor vocab_parallel_embedding(const torch::Tensor& tokens, const torch::Tensor& weight,
-                                       int64_t first, TpGroup* g) {
+                                       int64_t first, TpGroup* g, bool sequence_parallel) {
   const int64_t rows = weight.size(0);
   const torch::Tensor outside = (tokens < first).logical_or(tokens >= first + rows);
   const torch::Tensor local = (tokens - first).masked_fill(outside, 0);
   torch::Tensor out = torch::nn::functional::embedding(local, weight);  // (..., C)
-  return reduce_from_tp(out.masked_fill(outside.unsqueeze(-1), 0), g);
+  out = out.masked_fill(outside.unsqueeze(-1), 0);
+  return sequence_parallel ? reduce_scatter_to_sequence(out, g) : reduce_from_tp(out, g);
 }
 
 torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& target,

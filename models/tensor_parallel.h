@@ -21,8 +21,13 @@ class TpGroup {
   // In place over the group (a contiguous tensor).
   virtual void all_reduce_sum(torch::Tensor& t) = 0;
   virtual void all_reduce_max(torch::Tensor& t) = 0;
+  // The group's tensors concatenated along `dim`, in rank order (each rank's of one shape).
+  virtual torch::Tensor all_gather(const torch::Tensor& t, int64_t dim) = 0;
+  // The group's sum, cut along `dim` into size() equal parts: this rank's part.
+  virtual torch::Tensor reduce_scatter(const torch::Tensor& t, int64_t dim) = 0;
   // What the group's collectives moved and cost since the last call, then reset: the bytes of
-  // the tensors reduced (each rank's input, as nccl-tests' size) and the seconds spent in them.
+  // each collective's whole tensor as nccl-tests sizes it (an all-reduce's or a reduce-scatter's
+  // input, an all-gather's output) and the seconds spent in them.
   struct Traffic {
     int64_t bytes = 0;
     double seconds = 0;
@@ -37,10 +42,23 @@ torch::Tensor copy_to_tp(const torch::Tensor& x, TpGroup* g);
 // layer, whose ranks each hold a part of the sum).
 torch::Tensor reduce_from_tp(const torch::Tensor& x, TpGroup* g);
 
+// Megatron's sequence parallelism (the activations between layers cut along the sequence,
+// dimension 1 of (B, T, C)): the all-gather before a column-parallel layer, whose backward
+// reduce-scatters the input's gradient ...
+torch::Tensor gather_from_sequence(const torch::Tensor& x, TpGroup* g);
+// ... and the reduce-scatter after a row-parallel layer, whose backward all-gathers.
+torch::Tensor reduce_scatter_to_sequence(const torch::Tensor& x, TpGroup* g);
+// With sequence parallelism a replicated parameter (a norm's weight) sees only this rank's part of
+// the sequence: its gradient is all-reduced over the group as it is made (a tensor hook, once per
+// backward), so every rank holds the whole gradient, as Megatron's allreduce of the
+// layer-norm gradients.
+void sum_gradient_over_tp(torch::Tensor& param, TpGroup* g);
+
 // The rows [first, first + rows) of an embedding table held by this rank: a token outside them
-// looks up zeros, and the group's sum is the full lookup.
+// looks up zeros, and the group's sum is the full lookup (reduce-scattered along the sequence
+// with `sequence_parallel`).
 torch::Tensor vocab_parallel_embedding(const torch::Tensor& tokens, const torch::Tensor& weight,
-                                       int64_t first, TpGroup* g);
+                                       int64_t first, TpGroup* g, bool sequence_parallel = false);
 
 // Mean cross-entropy of the logits (..., V/T) over this rank's vocabulary slice starting at
 // `first`, against the targets (...) (ignored where -1): the maximum, the sum of exponentials and

@@ -16,6 +16,8 @@ void write_config(hid_t id, const Options& o, int64_t batch, size_t ranks) {
   h5::write_attr(id, "activation_checkpoint",
                  models::activation_checkpoint_name(o.model_options.activation_checkpoint));
   h5::write_attr(id, "init_from", o.model_options.init_from);
+  h5::write_attr(id, "sequence_parallel",
+                 static_cast<int64_t>(o.model_options.sequence_parallel ? 1 : 0));
   h5::write_attr(id, "batch", static_cast<int64_t>(batch));
   h5::write_attr(id, "batch_auto", static_cast<int64_t>(o.batch_auto));
   h5::write_attr(id, "accum_steps", o.accum_steps);

@@ -18,6 +18,33 @@ class MpiTpGroup final : public models::TpGroup {
   int rank() const override { return rank_; }
   void all_reduce_sum(torch::Tensor& t) override { reduce(t, MPI_SUM); }
   void all_reduce_max(torch::Tensor& t) override { reduce(t, MPI_MAX); }
+  torch::Tensor all_gather(const torch::Tensor& t, int64_t dim) override {
+    const auto start = std::chrono::steady_clock::now();
+    const torch::Tensor host = to_host(t);
+    std::vector<int64_t> shape = host.sizes().vec();
+    shape.insert(shape.begin(), size_);
+    torch::Tensor all = torch::empty(shape, host.options());  // (size, ...) in rank order
+    const int n = static_cast<int>(host.numel());
+    DTUNE_MPI_CHECK(
+        MPI_Allgather(host.data_ptr(), n, type_of(host), all.data_ptr(), n, type_of(host), comm_));
+    torch::Tensor out = torch::cat(all.unbind(0), dim).to(t.device(), t.scalar_type());
+    count(out.numel() * t.element_size(), start);
+    return out;
+  }
+  torch::Tensor reduce_scatter(const torch::Tensor& t, int64_t dim) override {
+    const auto start = std::chrono::steady_clock::now();
+    if (t.size(dim) % size_ != 0)
+      throw UsageError("sequence parallelism: a length of " + std::to_string(t.size(dim)) +
+                       " does not split over " + std::to_string(size_) +
+                       " tensor-parallel ranks (give --context a multiple of --tp)");
+    const torch::Tensor parts = torch::stack(to_host(t).chunk(size_, dim)).contiguous();
+    torch::Tensor mine = torch::empty(parts[0].sizes(), parts.options());
+    DTUNE_MPI_CHECK(MPI_Reduce_scatter_block(parts.data_ptr(), mine.data_ptr(),
+                                             static_cast<int>(mine.numel()), type_of(parts),
+                                             MPI_SUM, comm_));
+    count(t.numel() * t.element_size(), start);
+    return mine.to(t.device(), t.scalar_type());
+  }
   Traffic take_traffic() override {
     Traffic out = traffic_;
     traffic_ = {};
@@ -25,6 +52,19 @@ class MpiTpGroup final : public models::TpGroup {
   }
 
  private:
+  // fp16/bf16 in fp32 (MPI has no such types), a GPU tensor through the host; contiguous.
+  static torch::Tensor to_host(const torch::Tensor& t) {
+    const bool narrow = t.scalar_type() == torch::kHalf || t.scalar_type() == torch::kBFloat16;
+    return t.to(torch::kCPU, narrow ? torch::kFloat : t.scalar_type()).contiguous();
+  }
+  static MPI_Datatype type_of(const torch::Tensor& host) {
+    return host.scalar_type() == torch::kDouble ? MPI_DOUBLE : MPI_FLOAT;
+  }
+  void count(int64_t bytes, std::chrono::steady_clock::time_point start) {
+    traffic_.bytes += bytes;
+    traffic_.seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
   void reduce(torch::Tensor& t, MPI_Op op) {
     const auto start = std::chrono::steady_clock::now();
     traffic_.bytes += static_cast<int64_t>(t.numel() * t.element_size());

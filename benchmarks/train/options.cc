@@ -456,6 +456,12 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->envname(env("TP"))
       ->capture_default_str()
       ->check(dtune::kPositive);
+  bool sequence_parallel = false;
+  app.add_flag("--sequence-parallel", sequence_parallel,
+               "Megatron's sequence parallelism with --tp: the residual stream and the norms cut "
+               "along the sequence, all-gather and reduce-scatter in place of the all-reduces "
+               "(--context a multiple of --tp)")
+      ->envname(env("SEQUENCE_PARALLEL"));
   std::string mesh_order = to_string(o.mesh_order);
   app.add_option("--mesh-order", mesh_order,
                  "the mesh's axes tp, pp, dp, innermost first: consecutive ranks differ on the "
@@ -631,6 +637,11 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
     throw UsageError("--fast-decode with --decode " + o.decode +
                      ": it scales the region decode; drop one");
   o.model_options.seed = o.seed;
+  if (sequence_parallel && o.tp < 2)
+    throw UsageError(
+        "--sequence-parallel needs --tp 2 or more (it cuts the sequence over the "
+        "tensor-parallel ranks)");
+  mo.sequence_parallel = sequence_parallel;
   mo.activation_checkpoint = models::parse_activation_checkpoint(activation_checkpoint);
   if (mo.activation_checkpoint != models::ActivationCheckpoint::kNone &&
       models::model_family(o.model).name != "llama")

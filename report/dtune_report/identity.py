@@ -131,6 +131,7 @@ IGNORED_FLAGS = {
         "--pipeline-layout",
         "--partition",
         "--activation-checkpoint",
+        "--sequence-parallel",
         # The mesh (--pp is --pipeline-stages): matched on the mesh_* attributes (MESH_FIELDS).
         "--pp",
         "--tp",
@@ -218,6 +219,7 @@ SETTING_ATTRS = {
         "mesh_tp",
         "mesh_order",
         "activation_checkpoint",
+        "sequence_parallel",
     },
 }
 
@@ -320,7 +322,7 @@ IGNORED_ATTRS = {
 # zero3 runs only: the others take zero3's defaults (on, block, 1), so that they tell
 # configurations apart only where a zero3 run changed them. (zero3 runs written before
 # --shard-prefetch gathered each unit when it was needed, prefetch 0: they read as 1.) Runs from
-# before --activation-checkpoint kept every activation.
+# before --activation-checkpoint kept every activation; before --sequence-parallel, none.
 ATTR_DEFAULTS = {
     "train": {
         "shard": "none",
@@ -328,6 +330,7 @@ ATTR_DEFAULTS = {
         "shard_unit": "block",
         "shard_prefetch": "1",
         "activation_checkpoint": "none",
+        "sequence_parallel": "0",
     }
 }
 

@@ -281,6 +281,8 @@ def _train(given: dict, ranks: int) -> list[str]:
         ):
             if bad_value:
                 bad.append(f"{pp_flag} {f['--pipeline-stages']} does not go with {flag} {f.get(flag, '')}".rstrip())
+    if "--sequence-parallel" in given and not (tp is not None and tp > 1):
+        bad.append("--sequence-parallel needs --tp 2 or more (it cuts the sequence over the tensor-parallel ranks)")
     if tp is not None and tp > 1:  # tensor parallelism: the Llama family over MPI (parse_mesh)
         model = str(f["--model"])
         if not (model.startswith("llama3") or model.startswith("hf:")):

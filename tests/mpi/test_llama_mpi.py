@@ -95,6 +95,26 @@ LAYOUTS = [
         1,
         ["--tp", 2, "--accum-steps", MICRO, "--shard", "zero2", "--activation-checkpoint", "selective"],
     ),
+    # Megatron's sequence parallelism: alone, with ZeRO-1 over dp and full checkpointing, and in stages.
+    ("tp2-sp", 2, 1, 1, ["--tp", 2, "--sequence-parallel", "--accum-steps", MICRO]),
+    (
+        "tp2-sp-dp2-zero1-full",
+        4,
+        2,
+        1,
+        [
+            "--tp",
+            2,
+            "--sequence-parallel",
+            "--accum-steps",
+            MICRO,
+            "--shard",
+            "zero1",
+            "--activation-checkpoint",
+            "full",
+        ],
+    ),
+    ("tp2-sp-pp2", 4, 1, 2, ["--tp", 2, "--sequence-parallel", "--pp", 2, "--micro-batches", MICRO]),
     (
         "tp2-pp2-full-checkpoint",
         4,
@@ -117,7 +137,8 @@ def test_llama_layouts_equal_accumulation(tmp_path, references, name, ranks, dp,
     if tp == 1:
         assert rec["tp_comm_bytes_per_step"] == 0
     elif stages == 1:
-        assert rec["tp_comm_bytes_per_step"] == tp_bytes_theory(ref_params, MICRO, checkpoint(extra)), rec
+        sp = "--sequence-parallel" in extra
+        assert rec["tp_comm_bytes_per_step"] == tp_bytes_theory(ref_params, MICRO, checkpoint(extra), sp), rec
         # The split layers' bytes a rank are 1/T of one process's, exactly; the norms are whole.
         norms = sum(
             4 * v.numel() for k, v in ref_params.items() if k.startswith("param.") and k.endswith("norm.weight")
@@ -130,19 +151,28 @@ def checkpoint(flags):
     return flags[flags.index("--activation-checkpoint") + 1] if "--activation-checkpoint" in flags else "none"
 
 
-def tp_bytes_theory(params, micro_batches, checkpoint, batch=2, context=32):
+def tp_bytes_theory(params, micro_batches, checkpoint, sequence_parallel, batch=2, context=32):
     """Megatron's all-reduce volume without sequence parallelism (fp32, bytes a rank reduces per
     step): per micro-batch, each layer reduces its (B, T, C) activations twice forward (after o_proj
     and down_proj, g) and twice backward (before q/k/v and gate/up, f), the vocabulary-parallel
     embedding once forward, the head's input once backward, and the cross-entropy three (B, T)
     figures forward (the maximum, the sum of exponentials, the target's logit). Checkpointing
     repeats the forward all-reduces of what it recomputes: both of a layer's (full), the attention
-    half's one (selective). The model's shape from one process's dump."""
+    half's one (selective). With sequence parallelism each of those all-reduces of the residual
+    stream is an all-gather and a reduce-scatter of the same (B, T, C), each counted whole as
+    nccl-tests sizes them (a ring all-reduce moves what the two move together): a layer's four
+    become eight, the embedding's and the head's one become two each, recomputing repeats both of
+    a region's forward collectives, and the norms' weight gradients (2L + 1 of C) are all-reduced
+    each micro-batch. The model's shape from one process's dump."""
     width = params["param.model.embed_tokens.weight"].shape[1]
     layers = sum(k.startswith("param.") and k.endswith("input_layernorm.weight") for k in params)
-    per_layer = {"none": 4, "selective": 5, "full": 6}[checkpoint] * width
     tokens = batch * context
-    return micro_batches * tokens * 4 * (layers * per_layer + 2 * width + 3)
+    if not sequence_parallel:
+        per_layer = {"none": 4, "selective": 5, "full": 6}[checkpoint] * width
+        return micro_batches * tokens * 4 * (layers * per_layer + 2 * width + 3)
+    per_layer = {"none": 8, "selective": 10, "full": 12}[checkpoint] * width
+    norms = (2 * layers + 1) * width
+    return micro_batches * 4 * (tokens * (layers * per_layer + 4 * width + 3) + norms)
 
 
 def test_a_tensor_parallel_run_writes_its_results_and_nothing_else(tmp_path):

@@ -1045,6 +1045,7 @@ def test_identity_of_a_run_from_its_command_line_environment_and_attributes():
         "shard_unit": "block",  # likewise
         "shard_prefetch": "1",
         "activation_checkpoint": "none",  # a file from before it kept every activation
+        "sequence_parallel": "0",
         "mesh_pp": "1",  # a file from before pipelines and the mesh: one stage,
         "mesh_tp": "1",  # no tensor parallelism,
         "mesh_order": "tp,pp,dp",  # the default order
@@ -1061,6 +1062,7 @@ def test_identity_of_a_run_from_its_command_line_environment_and_attributes():
         "shard_unit": "block",
         "shard_prefetch": "1",
         "activation_checkpoint": "none",  # a file from before it kept every activation
+        "sequence_parallel": "0",
         "mesh_pp": "1",
         "mesh_tp": "1",
         "mesh_order": "tp,pp,dp",
@@ -1085,6 +1087,7 @@ def test_identity_of_a_sweep_point_is_its_definition():
         "shard_unit": "block",
         "shard_prefetch": "1",
         "activation_checkpoint": "none",  # a file from before it kept every activation
+        "sequence_parallel": "0",
         "mesh_pp": "1",
         "mesh_tp": "1",
         "mesh_order": "tp,pp,dp",
@@ -1101,6 +1104,7 @@ def test_identity_of_a_sweep_point_is_its_definition():
         "shard_unit": "block",
         "shard_prefetch": "1",
         "activation_checkpoint": "none",  # a file from before it kept every activation
+        "sequence_parallel": "0",
         "mesh_pp": "1",
         "mesh_tp": "1",
         "mesh_order": "tp,pp,dp",
@@ -1349,6 +1353,7 @@ def test_the_first_argument_of_a_command_line_counts():
         "shard_unit": "block",
         "shard_prefetch": "1",
         "activation_checkpoint": "none",  # a file from before it kept every activation
+        "sequence_parallel": "0",
         "mesh_pp": "1",
         "mesh_tp": "1",
         "mesh_order": "tp,pp,dp",

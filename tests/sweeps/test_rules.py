@@ -101,6 +101,13 @@ CASES = [
         "--tp 2 with --local-sgd",
         "--tp 2 --model llama3-tiny",
     ),
+    (
+        "dtune-train",
+        2,
+        "--model llama3-tiny --sequence-parallel",
+        "--sequence-parallel needs --tp 2",
+        "--model llama3-tiny --sequence-parallel --tp 2",
+    ),
     ("dtune-train", 2, "--mesh-order tp,pp", "--mesh-order 'tp,pp': give the axes", "--mesh-order tp,dp,pp"),
     ("dtune-train", 2, "--mesh-order tp,pp,pp", "--mesh-order 'tp,pp,pp'", "--mesh-order dp,pp,tp"),
     ("dtune-train", 4, "--pp 3", "--pp (3) must divide ranks (4)", "--pp 4"),
