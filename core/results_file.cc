@@ -5,6 +5,7 @@
 #include <stdio.h>  // renameat2
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <ctime>
@@ -197,7 +198,11 @@ void ResultsFile::write_provenance(const Provenance& p) {
 h5::Handle ResultsFile::new_run(const std::string& description) {
   char prefix[16];
   std::snprintf(prefix, sizeof prefix, "%04d-", runs_++);
-  return h5::create_group(runs_group_.get(), prefix + description);
+  // '/' separates HDF5 path components: a description naming a path (--model hf:DIR/config.json)
+  // would be a group in groups that do not exist. The attributes keep the name as given.
+  std::string name = prefix + description;
+  std::replace(name.begin(), name.end(), '/', '_');
+  return h5::create_group(runs_group_.get(), name);
 }
 
 void ResultsFile::flush() { h5::flush(file_.get()); }

@@ -45,7 +45,7 @@ def load_dumps(dump, stages, tp):
     return merged
 
 
-def train(tmp_path, name, np_, args, stages=1, steps=3, lr="0.01", tp=1):
+def train(tmp_path, name, np_, args, stages=1, steps=3, lr="0.01", tp=1, model=LLAMA):
     dump, out = tmp_path / f"{name}.pt", tmp_path / f"{name}.h5"
     common = [
         "--batch",
@@ -61,7 +61,7 @@ def train(tmp_path, name, np_, args, stages=1, steps=3, lr="0.01", tp=1):
         "--output",
         out,
     ]
-    r = run_train(np_, [*LLAMA, *args, *common])
+    r = run_train(np_, [*model, *args, *common])
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     params = load_dumps(dump, stages, tp)
     with h5py.File(out) as f:
@@ -227,3 +227,10 @@ def test_init_from_a_checkpoint_starts_from_its_weights(tmp_path):
     assert rec["init_from"] == str(tmp_path / "hf")
     assert_equal_params(got, want, tol=1e-6)
     assert max_rel(own, want) > 0.5
+    # The same checkpoint's config as the model (hf:, a path: the results group is named without
+    # its '/'), its weights cut into tensor-parallel slices: joined again, they are the checkpoint's.
+    hf_model = ["--model", f"hf:{tmp_path / 'hf' / 'config.json'}", "--context", "32"]
+    tp_args = ["--init-from", tmp_path / "hf", "--tp", 2]
+    got, _, rec = train(tmp_path, "init-tp", 2, tp_args, steps=1, lr="1e-9", tp=2, model=hf_model)
+    assert rec["model"] == hf_model[1] and rec["mesh_tp"] == 2
+    assert_equal_params(got, want, tol=1e-6)
