@@ -281,6 +281,16 @@ def _train(given: dict, ranks: int) -> list[str]:
         ):
             if bad_value:
                 bad.append(f"{pp_flag} {f['--pipeline-stages']} does not go with {flag} {f.get(flag, '')}".rstrip())
+    if "--activation-checkpoint" in given:  # options.cc: the names, then the family
+        ac = given["--activation-checkpoint"]
+        model = str(f["--model"])
+        if ac not in ("none", "full", "selective"):
+            bad.append(f"{_as_given('--activation-checkpoint', ac)}: choose none, full or selective")
+        elif ac != "none" and not (model.startswith("llama3") or model.startswith("hf:")):
+            bad.append(
+                f"--activation-checkpoint {ac} with --model {model}: only the Llama family recomputes "
+                "activations (llama3-*, hf:PATH)"
+            )
     if "--sequence-parallel" in given and not (tp is not None and tp > 1):
         bad.append("--sequence-parallel needs --tp 2 or more (it cuts the sequence over the tensor-parallel ranks)")
     if tp is not None and tp > 1:  # tensor parallelism: the Llama family over MPI (parse_mesh)

@@ -104,6 +104,20 @@ CASES = [
     (
         "dtune-train",
         2,
+        "--activation-checkpoint full",
+        "only the Llama family recomputes",
+        "--activation-checkpoint full --model llama3-tiny",
+    ),
+    (
+        "dtune-train",
+        2,
+        "--model llama3-tiny --activation-checkpoint most",
+        "--activation-checkpoint most: choose none, full or selective",
+        "--model llama3-tiny --activation-checkpoint selective",
+    ),
+    (
+        "dtune-train",
+        2,
         "--model llama3-tiny --sequence-parallel",
         "--sequence-parallel needs --tp 2",
         "--model llama3-tiny --sequence-parallel --tp 2",
