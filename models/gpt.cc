@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "models/tensor_parallel.h"
 
 namespace dtune::models {
 namespace {
@@ -22,16 +23,20 @@ torch::nn::LayerNorm layer_norm(int64_t c) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c}).eps(1e-5));
 }
 
+// With tensor parallelism over t ranks (Megatron's split): c_attn and c_fc column-parallel (a rank
+// holds nh/t heads of each of q, k and v, and 4C/t of the MLP), both c_proj row-parallel, the
+// LayerNorms and the position embedding whole.
 class CausalSelfAttention : public torch::nn::Module {
  public:
-  CausalSelfAttention(int64_t c, int64_t heads, std::string* backend)
-      : heads_(heads), backend_(backend) {
-    c_attn = register_module("c_attn", torch::nn::Linear(c, 3 * c));
-    c_proj = register_module("c_proj", torch::nn::Linear(c, c));
+  CausalSelfAttention(int64_t c, int64_t heads, std::string* backend, int64_t t, TpGroup* tp)
+      : heads_(heads / t), backend_(backend), tp_(tp) {
+    c_attn = register_module("c_attn", torch::nn::Linear(c, 3 * c / t));
+    c_proj = register_module("c_proj", torch::nn::Linear(c / t, c));
   }
-  torch::Tensor forward(const torch::Tensor& x) {
-    const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
-    auto qkv = c_attn(x).split(C, 2);  // 3 x (B, T, C)
+  torch::Tensor forward(const torch::Tensor& x_in) {
+    const torch::Tensor x = column_input(x_in, tp_, false);
+    const int64_t B = x.size(0), T = x.size(1), C = c_proj->options.in_features();  // this rank's
+    auto qkv = c_attn(x).split(C, 2);                                               // 3 x (B, T, C)
     auto heads = [&](const torch::Tensor& t) {
       return t.view({B, T, heads_, C / heads_}).transpose(1, 2);
     };
@@ -40,34 +45,40 @@ class CausalSelfAttention : public torch::nn::Module {
       *backend_ = sdp_backend_name(at::_fused_sdp_choice(q, k, v, {}, 0.0, /*is_causal=*/true));
     torch::Tensor y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
                                                        /*is_causal=*/true);  // (B, nh, T, hs)
-    return c_proj(y.transpose(1, 2).contiguous().view({B, T, C}));
+    return row_parallel(c_proj, y.transpose(1, 2).contiguous().view({B, T, C}), tp_, false);
   }
   torch::nn::Linear c_attn{nullptr}, c_proj{nullptr};
 
  private:
-  int64_t heads_;
+  int64_t heads_;         // this rank's
   std::string* backend_;  // the model's record of it
+  TpGroup* tp_;
 };
 
 class Mlp : public torch::nn::Module {
  public:
-  explicit Mlp(int64_t c) {
-    c_fc = register_module("c_fc", torch::nn::Linear(c, 4 * c));
-    c_proj = register_module("c_proj", torch::nn::Linear(4 * c, c));
+  Mlp(int64_t c, int64_t t, TpGroup* tp) : tp_(tp) {
+    c_fc = register_module("c_fc", torch::nn::Linear(c, 4 * c / t));
+    c_proj = register_module("c_proj", torch::nn::Linear(4 * c / t, c));
   }
-  torch::Tensor forward(const torch::Tensor& x) {
-    return c_proj(F::gelu(c_fc(x), F::GELUFuncOptions().approximate("tanh")));
+  torch::Tensor forward(const torch::Tensor& x_in) {
+    const torch::Tensor x = column_input(x_in, tp_, false);
+    return row_parallel(c_proj, F::gelu(c_fc(x), F::GELUFuncOptions().approximate("tanh")), tp_,
+                        false);
   }
   torch::nn::Linear c_fc{nullptr}, c_proj{nullptr};
+
+ private:
+  TpGroup* tp_;
 };
 
 class Block : public torch::nn::Module {
  public:
-  Block(int64_t c, int64_t heads, std::string* backend) {
+  Block(int64_t c, int64_t heads, std::string* backend, int64_t t, TpGroup* tp) {
     ln_1 = register_module("ln_1", layer_norm(c));
-    attn = register_module("attn", std::make_shared<CausalSelfAttention>(c, heads, backend));
+    attn = register_module("attn", std::make_shared<CausalSelfAttention>(c, heads, backend, t, tp));
     ln_2 = register_module("ln_2", layer_norm(c));
-    mlp = register_module("mlp", std::make_shared<Mlp>(c));
+    mlp = register_module("mlp", std::make_shared<Mlp>(c, t, tp));
   }
   torch::Tensor forward(torch::Tensor x) {
     x = x + attn->forward(ln_1(x));
@@ -84,14 +95,27 @@ double linear_macs(const torch::nn::LinearImpl& l) {
 
 }  // namespace
 
-Gpt::Gpt(const GptConfig& cfg) : cfg_(cfg) {
+Gpt::Gpt(const GptConfig& cfg, std::shared_ptr<TpGroup> tp) : cfg_(cfg) {
   DTUNE_CHECK(cfg.width % cfg.heads == 0, "GPT width must divide by the number of heads");
+  if (tp && tp->size() > 1) {
+    tp_ = std::move(tp);
+    tp_size_ = tp_->size();
+    tp_rank_ = tp_->rank();
+    for (const auto& [n, v] :
+         {std::pair<const char*, int64_t>{"heads", cfg.heads}, {"vocabulary (--vocab)", cfg.vocab}})
+      if (v % tp_size_ != 0)
+        throw UsageError("--tp " + std::to_string(tp_size_) + " does not divide " + cfg.name +
+                         "'s " + n + " " + std::to_string(v) +
+                         " (tensor parallelism splits it evenly; Megatron pads the vocabulary: "
+                         "give --vocab a multiple)");
+  }
+  const int64_t t = tp_size_;
   transformer_ = register_module("transformer", std::make_shared<torch::nn::Module>());
-  wte_ = transformer_->register_module("wte", torch::nn::Embedding(cfg.vocab, cfg.width));
+  wte_ = transformer_->register_module("wte", torch::nn::Embedding(cfg.vocab / t, cfg.width));
   wpe_ = transformer_->register_module("wpe", torch::nn::Embedding(cfg.context, cfg.width));
   h_ = transformer_->register_module("h", torch::nn::ModuleList());
   for (int64_t i = 0; i < cfg.layers; ++i)
-    h_->push_back(std::make_shared<Block>(cfg.width, cfg.heads, &attention_backend_));
+    h_->push_back(std::make_shared<Block>(cfg.width, cfg.heads, &attention_backend_, t, tp_.get()));
   ln_f_ = transformer_->register_module("ln_f", layer_norm(cfg.width));
   reset_parameters();
 }
@@ -117,12 +141,51 @@ torch::Tensor Gpt::forward(const torch::Tensor& tokens) {
   if (T > cfg_.context)
     throw UsageError("sequence length " + std::to_string(T) + " exceeds the model's context " +
                      std::to_string(cfg_.context) + " (--context)");
+  torch::Tensor x = embed(tokens);  // (B, T, C)
+  for (const auto& block : *h_) x = block->as<Block>()->forward(x);
+  return head(x);
+}
+
+torch::Tensor Gpt::embed(const torch::Tensor& tokens) {
+  const int64_t T = tokens.size(1);
   torch::Tensor pos =
       torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
-  torch::Tensor x = wte_(tokens) + wpe_(pos);  // (B, T, C)
-  for (const auto& block : *h_) x = block->as<Block>()->forward(x);
-  x = ln_f_(x);
-  return F::linear(x, wte_->weight);  // (B, T, V): the head is the token embedding, transposed
+  torch::Tensor tok = tp_ ? vocab_parallel_embedding(tokens, wte_->weight,
+                                                     tp_rank_ * wte_->weight.size(0), tp_.get())
+                          : wte_(tokens);
+  return tok + wpe_(pos);  // (B, T, C)
+}
+
+torch::Tensor Gpt::head(const torch::Tensor& x) {
+  // (B, T, V): the head is the token embedding, transposed (with a tp group, column-parallel:
+  // this rank's V/T logits).
+  return F::linear(column_input(ln_f_(x), tp_.get(), false), wte_->weight);
+}
+
+TensorMap Gpt::tp_slices(const TensorMap& whole) const {
+  TensorMap out = whole;  // what matches no parameter is left for load_state to judge
+  for (const auto& p : named_parameters()) {
+    auto it = out.find(p.key());
+    if (it == out.end()) continue;
+    const torch::Tensor w = it->second;
+    const torch::Tensor& mine = p.value();
+    if (w.dim() != mine.dim() || w.sizes() == mine.sizes()) continue;
+    if (p.key().ends_with("c_attn.weight") || p.key().ends_with("c_attn.bias")) {
+      // [q; k; v] along dimension 0: this rank's heads of each.
+      const int64_t part = mine.size(0) / 3, whole_part = w.size(0) / 3;
+      std::vector<torch::Tensor> qkv;
+      for (int64_t s = 0; s < 3; ++s)
+        qkv.push_back(w.narrow(0, s * whole_part + tp_rank_ * part, part));
+      it->second = torch::cat(qkv, 0);
+      continue;
+    }
+    for (int64_t d = 0; d < w.dim(); ++d)
+      if (w.size(d) != mine.size(d) && w.size(d) == mine.size(d) * tp_size_) {
+        it->second = w.narrow(d, tp_rank_ * mine.size(d), mine.size(d));
+        break;
+      }
+  }
+  return out;
 }
 
 std::vector<Piece> Gpt::pieces() {
@@ -137,12 +200,7 @@ std::vector<Piece> Gpt::pieces() {
   };
   std::vector<Piece> out;
   Piece embed{"embed", PieceKind::kFirst,
-              [this](const torch::Tensor& tokens) {
-                const int64_t t = tokens.size(1);
-                torch::Tensor pos = torch::arange(
-                    t, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
-                return wte_(tokens) + wpe_(pos);  // (B, T, C)
-              },
+              [this](const torch::Tensor& tokens) { return this->embed(tokens); },
               names("transformer.wte."), 0.0};
   for (const auto& n : names("transformer.wpe.")) embed.parameters.push_back(n);
   out.push_back(std::move(embed));
@@ -152,8 +210,7 @@ std::vector<Piece> Gpt::pieces() {
                    [block](const torch::Tensor& x) { return block->as<Block>()->forward(x); },
                    names("transformer.h." + std::to_string(i) + "."), (12 * C * C + T * C) * T});
   }
-  Piece head{"head", PieceKind::kLast,
-             [this](const torch::Tensor& x) { return F::linear(ln_f_(x), wte_->weight); },
+  Piece head{"head", PieceKind::kLast, [this](const torch::Tensor& x) { return this->head(x); },
              names("transformer.ln_f."), V * C * T};
   head.parameters.push_back("transformer.wte.weight");
   out.push_back(std::move(head));
@@ -161,6 +218,8 @@ std::vector<Piece> Gpt::pieces() {
 }
 
 torch::Tensor Gpt::loss(const torch::Tensor& logits, const torch::Tensor& target) {
+  if (tp_)  // this rank's V/T logits
+    return vocab_parallel_cross_entropy(logits, target, tp_rank_ * logits.size(-1), tp_.get());
   return F::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat),
                           target.reshape({-1}), F::CrossEntropyFuncOptions().ignore_index(-1));
 }
@@ -197,7 +256,11 @@ FlopCount Gpt::flops() const {
   for (const auto& m : h_->modules(/*include_self=*/false))
     if (auto* l = m->as<torch::nn::Linear>()) matmul_macs += linear_macs(*l);
   const double attention_macs = L * T * C;
-  const double N = static_cast<double>(parameter_count(*this));
+  double N = static_cast<double>(parameter_count(*this));
+  if (tp_) {  // split over a tp group the model is still one model: the whole one's, by arithmetic
+    matmul_macs = V * C + L * 12 * C * C;  // c_attn 3C², attn.c_proj C², c_fc 4C², mlp.c_proj 4C²
+    N = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;  // + biases and LayerNorms, ln_f
+  }
   const double N_without_wpe = N - static_cast<double>(wpe_->weight.numel());
   FlopCount f;
   f.tokens = T;

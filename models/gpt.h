@@ -13,12 +13,16 @@
 #include "models/gpt_config.h"
 #include "models/model.h"
 #include "models/pieces.h"
+#include "models/tensor_parallel.h"
+#include "models/weights.h"
 
 namespace dtune::models {
 
 class Gpt : public Model {
  public:
-  explicit Gpt(const GptConfig& cfg);
+  // `tp`: the tensor-parallel group (null: none); its size must divide the heads and the
+  // vocabulary.
+  explicit Gpt(const GptConfig& cfg, std::shared_ptr<TpGroup> tp = nullptr);
   std::string name() const override { return cfg_.name; }
   torch::Tensor forward(const torch::Tensor& tokens) override;  // (B, T) -> (B, T, V)
   torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& target) override;
@@ -34,14 +38,21 @@ class Gpt : public Model {
   // Pipeline split (models/pieces.h): embed (wte + wpe), one piece per block, head (ln_f and the
   // tied wte as the output projection).
   std::vector<Piece> pieces();
+  // This rank's slices of a whole model's tensors (its heads of c_attn's q, k and v; 1/T of the
+  // other split layers along the dimension that is 1/T here).
+  TensorMap tp_slices(const TensorMap& whole) const override;
 
  private:
+  torch::Tensor embed(const torch::Tensor& tokens);  // wte (vocabulary-parallel) + wpe
+  torch::Tensor head(const torch::Tensor& x);        // ln_f, then the tied head
   GptConfig cfg_;
   std::shared_ptr<torch::nn::Module> transformer_;
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
   torch::nn::ModuleList h_{nullptr};
   torch::nn::LayerNorm ln_f_{nullptr};
   std::string attention_backend_;  // set by the first forward's attention
+  std::shared_ptr<TpGroup> tp_;
+  int64_t tp_size_ = 1, tp_rank_ = 0;
 };
 
 }  // namespace dtune::models

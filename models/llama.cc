@@ -50,23 +50,6 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
   return torch::cat({-x.narrow(-1, h, h), x.narrow(-1, 0, h)}, -1);
 }
 
-// A column-parallel layer's input: the whole sequence on every rank (Megatron's f; with
-// sequence parallelism the all-gather of the ranks' parts).
-torch::Tensor column_input(const torch::Tensor& x, TpGroup* tp, bool sp) {
-  if (!tp) return x;
-  return sp ? gather_from_sequence(x, tp) : copy_to_tp(x, tp);
-}
-
-// A row-parallel layer's output: each rank's partial product summed over the group (Megatron's g;
-// with sequence parallelism reduce-scattered along the sequence), then the bias (whole on every
-// rank) added once.
-torch::Tensor row_parallel(torch::nn::Linear l, const torch::Tensor& x, TpGroup* tp, bool sp) {
-  if (!tp) return l(x);
-  torch::Tensor partial = F::linear(x, l->weight);
-  torch::Tensor y = sp ? reduce_scatter_to_sequence(partial, tp) : reduce_from_tp(partial, tp);
-  return l->bias.defined() ? y + l->bias : y;
-}
-
 class Attention : public torch::nn::Module {
  public:
   Attention(const LlamaConfig& c, int64_t t, TpGroup* tp, bool sp)

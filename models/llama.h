@@ -49,7 +49,7 @@ class Llama : public Model {
   std::vector<Piece> pieces();
   // This rank's slices of a whole model's tensors (a checkpoint, or the whole model's own
   // initialisation): each parameter's, cut where its shape is 1/T of the whole one's.
-  TensorMap tp_slices(const TensorMap& whole) const;
+  TensorMap tp_slices(const TensorMap& whole) const override;
 
  private:
   // The token embedding: vocabulary-parallel (tensor_parallel.h) with a tp group.

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "models/model_options.h"
+#include "models/weights.h"
 
 namespace dtune::models {
 
@@ -30,6 +31,9 @@ class Model : public torch::nn::Module {
   // The fused attention kernel the last forward chose (at::_fused_sdp_choice: "flash_attention",
   // "efficient_attention", "cudnn_attention", "math"); empty for a model without attention.
   virtual std::string attention_backend() const { return {}; }
+  // This rank's slices of a whole model's tensors, by name, where tensor parallelism splits this
+  // model (models/tensor_parallel.h); unchanged where it does not.
+  virtual TensorMap tp_slices(const TensorMap& whole) const { return whole; }
   // Seconds the backward spent recomputing checkpointed activations since the last call; resets.
   double take_recompute_seconds() { return recompute_seconds_.exchange(0); }
 

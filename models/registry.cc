@@ -33,7 +33,16 @@ const FamilyBuilder kBuilders[] = {
      [](Model& m) { return static_cast<ResNet&>(m).pieces(); }},
     {"gpt2",
      [](const std::string& model, const ModelOptions& o) -> std::shared_ptr<Model> {
-       return std::make_shared<Gpt>(gpt_config(model, o));
+       const GptConfig cfg = gpt_config(model, o);
+       auto local = std::make_shared<Gpt>(cfg, o.tp);
+       if (!o.tp || o.tp->size() == 1) return local;
+       // As the Llamas below: each rank's slices of the seed's whole model.
+       torch::manual_seed(o.seed);
+       Gpt whole(cfg);
+       TensorMap full;
+       for (const auto& p : whole.named_parameters()) full[p.key()] = p.value();
+       load_state(*local, local->tp_slices(full));
+       return local;
      },
      [](Model& m) { return static_cast<Gpt&>(m).pieces(); }},
     {"llama",
@@ -78,9 +87,7 @@ std::shared_ptr<Model> make_model(const std::string& name, const ModelOptions& o
     std::set<std::string> ignored;
     if (model_size(name, o).tied_embedding) ignored.insert("lm_head.weight");
     try {
-      TensorMap weights = read_checkpoint(o.init_from);
-      if (auto* llama = dynamic_cast<Llama*>(model.get())) weights = llama->tp_slices(weights);
-      load_state(*model, weights, ignored);
+      load_state(*model, model->tp_slices(read_checkpoint(o.init_from)), ignored);
     } catch (const UsageError& e) {
       throw UsageError("--init-from " + o.init_from + ": " + e.what());
     }

@@ -3,6 +3,7 @@
 
 #include <torch/autograd.h>
 #include <torch/nn/functional/embedding.h>
+#include <torch/nn/functional/linear.h>
 
 namespace dtune::models {
 namespace {
@@ -82,6 +83,20 @@ torch::Tensor copy_to_tp(const torch::Tensor& x, TpGroup* g) {
 
 torch::Tensor reduce_from_tp(const torch::Tensor& x, TpGroup* g) {
   return ReduceFromTp::apply(x, as_int(g));
+}
+
+torch::Tensor column_input(const torch::Tensor& x, TpGroup* g, bool sequence_parallel) {
+  if (!g) return x;
+  return sequence_parallel ? gather_from_sequence(x, g) : copy_to_tp(x, g);
+}
+
+torch::Tensor row_parallel(torch::nn::Linear l, const torch::Tensor& x, TpGroup* g,
+                           bool sequence_parallel) {
+  if (!g) return l(x);
+  torch::Tensor partial = torch::nn::functional::linear(x, l->weight);
+  torch::Tensor y =
+      sequence_parallel ? reduce_scatter_to_sequence(partial, g) : reduce_from_tp(partial, g);
+  return l->bias.defined() ? y + l->bias : y;
 }
 
 torch::Tensor vocab_parallel_embedding(const torch::Tensor& tokens, const torch::Tensor& weight,

@@ -6,6 +6,7 @@
 // activations between its layers; parameters are split as the model says (models/llama.cc).
 #pragma once
 
+#include <torch/nn/modules/linear.h>
 #include <torch/types.h>
 
 #include <cstdint>
@@ -53,6 +54,15 @@ torch::Tensor reduce_scatter_to_sequence(const torch::Tensor& x, TpGroup* g);
 // backward), so every rank holds the whole gradient, as Megatron's allreduce of the
 // layer-norm gradients.
 void sum_gradient_over_tp(torch::Tensor& param, TpGroup* g);
+
+// A column-parallel layer's input: the whole sequence on every rank (f: copy_to_tp; with sequence
+// parallelism, gather_from_sequence). The identity without a group.
+torch::Tensor column_input(const torch::Tensor& x, TpGroup* g, bool sequence_parallel);
+// A row-parallel layer's output: each rank's partial product summed over the group (g:
+// reduce_from_tp; with sequence parallelism reduce_scatter_to_sequence), then the bias, whole on
+// every rank, added once. The layer as it is without a group.
+torch::Tensor row_parallel(torch::nn::Linear l, const torch::Tensor& x, TpGroup* g,
+                           bool sequence_parallel);
 
 // The rows [first, first + rows) of an embedding table held by this rank: a token outside them
 // looks up zeros, and the group's sum is the full lookup (reduce-scattered along the sequence

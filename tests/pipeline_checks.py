@@ -25,6 +25,45 @@ def merged_stage_dumps(dump, stages):
     return merged
 
 
+# Megatron's split (models/tensor_parallel.h), by parameter name: row-parallel weights are cut along
+# their input (dimension 1); column-parallel layers, the vocabulary-split embeddings and heads
+# along dimension 0; GPT-2's fused c_attn holds this rank's heads of q, then k, then v.
+TP_ROWS = ("o_proj.weight", "down_proj.weight", "c_proj.weight")
+TP_COLUMNS = ("q_proj.", "k_proj.", "v_proj.", "gate_proj.", "up_proj.", "c_fc.", "embed_tokens.", "lm_head.", "wte.")
+
+
+def merged_tp_slices(slices):
+    """The whole tensors of a dump from its tp ranks' dumps (in tp order); a tensor no rule names
+    is whole on every rank (the norms, the position embedding, a row-parallel bias) and must be
+    equal there."""
+    merged = {}
+    for k, first in slices[0].items():
+        parts = [s[k] for s in slices]
+        if k.endswith(TP_ROWS):
+            merged[k] = torch.cat(parts, dim=1)
+        elif any(c in k for c in TP_COLUMNS):
+            merged[k] = torch.cat(parts, dim=0)
+        elif "c_attn." in k:
+            thirds = [p.chunk(3, dim=0) for p in parts]
+            merged[k] = torch.cat([t[i] for i in range(3) for t in thirds], dim=0)
+        else:
+            assert all(torch.equal(p, first) for p in parts), f"{k} differs between the tp ranks"
+            merged[k] = first
+    return merged
+
+
+def merged_tp_dumps(dump, stages, tp):
+    """--debug-dump's files: one, one per stage (.stage<S>), and per tp coordinate (.tp<T>)."""
+    if tp == 1:
+        return merged_stage_dumps(dump, stages) if stages > 1 else torch.load(dump, weights_only=False)
+    names = [f"{dump}.stage{s}" for s in range(stages)] if stages > 1 else [str(dump)]
+    merged = {}
+    for n in names:
+        for k, v in merged_tp_slices([torch.load(f"{n}.tp{t}", weights_only=False) for t in range(tp)]).items():
+            merged.setdefault(k, v)
+    return merged
+
+
 def relative_differences(got, ref, prefix="param."):
     """Per tensor under `prefix`: the largest difference relative to the reference's largest
     |value|. Both must hold the same tensors."""

@@ -11,12 +11,12 @@ gpt2-tiny,resnet18] [--dp 1,2,4] [--pp 1,2] [--shards none,zero1,zero2,zero3]. A
 an idle 2-core machine (8-rank layouts are oversubscribed: 1 thread each). Output: `#` header lines
 and one row per layout. Exit 0 when every row is ok or refused, 1 otherwise.
 
-Tensor parallelism (issue 57's truth): --tp 1,2,4 adds the tp axis (layouts of at most --max-ranks
-ranks) and --sp off,on Megatron's sequence parallelism for tp > 1; the Llama family splits (other
-models are refused with --tp > 1). llama-mha is llama3-tiny with 4 KV heads (an hf: config.json
-written by transformers' LlamaConfig), so that tp 4 divides its KV heads: llama3-tiny's 2 do not.
-A tp run's weights are its tp ranks' slices joined (a tensor equal on every tp rank is whole
-there). E.g. --models llama3-tiny,llama-mha --dp 1,2 --pp 1,2 --tp 1,2,4 --sp off,on --shards
+Tensor parallelism (issue 57's truth): --tp 1,2,4 adds the tp axis (layouts of at most
+--max-ranks ranks) and --sp off,on Megatron's sequence parallelism for tp > 1; GPT-2 and the Llama
+family split (ResNets are refused with --tp > 1, and GPT-2 with --sp on: `refused` rows). llama-mha
+is llama3-tiny with 4 KV heads (an hf: config.json written by transformers' LlamaConfig), so that
+tp 4 divides its KV heads: llama3-tiny's 2 do not. A tp run's weights are its tp ranks' slices
+joined. E.g. --models llama-mha,gpt2-tiny --dp 1,2 --pp 1,2 --tp 1,2,4 --sp off,on --shards
 none,zero1 --max-ranks 8."""
 
 import argparse
@@ -73,16 +73,27 @@ def run(bin_dir, np_, args, out, dump):
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
 
 
+# Megatron's split by parameter name (as tests/pipeline_checks.py joins it): row-parallel weights
+# along dimension 1, column-parallel layers and the vocabulary-split tables along 0, GPT-2's fused
+# c_attn as this rank's heads of q, then k, then v; any other tensor is whole on every tp rank.
+TP_ROWS = ("o_proj.weight", "down_proj.weight", "c_proj.weight")
+TP_COLUMNS = ("q_proj.", "k_proj.", "v_proj.", "gate_proj.", "up_proj.", "c_fc.", "embed_tokens.", "lm_head.", "wte.")
+
+
 def joined_tp_slices(slices):
-    """The whole tensors from their tp ranks' slices: equal on every rank, whole there; the
-    row-parallel weights (o_proj, down_proj) cut along dimension 1, every other along 0."""
+    """The whole tensors from their tp ranks' slices (in tp order)."""
     out = {}
     for k, first in slices[0].items():
         parts = [s[k] for s in slices]
-        if all(p.shape == first.shape and torch.equal(p, first) for p in parts):
-            out[k] = first
+        if k.endswith(TP_ROWS):
+            out[k] = torch.cat(parts, dim=1)
+        elif any(c in k for c in TP_COLUMNS):
+            out[k] = torch.cat(parts, dim=0)
+        elif "c_attn." in k:
+            thirds = [p.chunk(3, dim=0) for p in parts]
+            out[k] = torch.cat([t[i] for i in range(3) for t in thirds], dim=0)
         else:
-            out[k] = torch.cat(parts, dim=1 if k.endswith(("o_proj.weight", "down_proj.weight")) else 0)
+            out[k] = first
     return out
 
 

@@ -96,9 +96,10 @@ void parse_pipeline(const std::string& schedule, const std::string& partition, O
 MeshShape parse_mesh(const std::string& order, const std::string& layout, bool order_given,
                      bool layout_given, int world_size, Options& o) {
   if (o.tp > 1) {  // tensor parallelism (models/tensor_parallel.h): what it is built for so far
-    if (models::model_family(o.model).name != "llama")
+    const std::string family(models::model_family(o.model).name);
+    if (family != "llama" && family != "gpt2")
       throw UsageError("--tp " + std::to_string(o.tp) + " with --model " + o.model +
-                       ": tensor parallelism splits the Llama family's layers (llama3-*, "
+                       ": tensor parallelism splits the transformers' layers (gpt2-*, llama3-*, "
                        "hf:PATH); give --tp 1");
     if (o.backend == SyncBackend::kNccl)
       throw UsageError("--tp " + std::to_string(o.tp) +
@@ -450,9 +451,10 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->capture_default_str()
       ->check(dtune::kPositive);
   app.add_option("--tp", o.tp,
-                 "tensor-parallel ranks, the mesh's tp axis: Megatron's split of each Llama "
-                 "layer (column-parallel q/k/v and gate/up, row-parallel o and down, the "
-                 "vocabulary split); T must divide the heads, KV heads, MLP width and --vocab")
+                 "tensor-parallel ranks, the mesh's tp axis: Megatron's split of each GPT-2 and "
+                 "Llama layer (column-parallel q/k/v and the MLP's first, row-parallel the "
+                 "attention's and the MLP's output, the vocabulary split); T must divide the "
+                 "heads, KV heads, MLP width and --vocab")
       ->envname(env("TP"))
       ->capture_default_str()
       ->check(dtune::kPositive);
@@ -641,6 +643,9 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
     throw UsageError(
         "--sequence-parallel needs --tp 2 or more (it cuts the sequence over the "
         "tensor-parallel ranks)");
+  if (sequence_parallel && models::model_family(o.model).name != "llama")
+    throw UsageError("--sequence-parallel with --model " + o.model +
+                     ": sequence parallelism is built for the Llama family (llama3-*, hf:PATH)");
   mo.sequence_parallel = sequence_parallel;
   mo.activation_checkpoint = models::parse_activation_checkpoint(activation_checkpoint);
   if (mo.activation_checkpoint != models::ActivationCheckpoint::kNone &&

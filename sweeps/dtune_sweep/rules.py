@@ -293,12 +293,18 @@ def _train(given: dict, ranks: int) -> list[str]:
             )
     if "--sequence-parallel" in given and not (tp is not None and tp > 1):
         bad.append("--sequence-parallel needs --tp 2 or more (it cuts the sequence over the tensor-parallel ranks)")
-    if tp is not None and tp > 1:  # tensor parallelism: the Llama family over MPI (parse_mesh)
+    llama = str(f["--model"]).startswith(("llama3", "hf:"))
+    if "--sequence-parallel" in given and tp is not None and tp > 1 and not llama:
+        bad.append(
+            f"--sequence-parallel with --model {f['--model']}: sequence parallelism is built for the Llama "
+            "family (llama3-*, hf:PATH)"
+        )
+    if tp is not None and tp > 1:  # tensor parallelism: GPT-2 and the Llama family over MPI (parse_mesh)
         model = str(f["--model"])
-        if not (model.startswith("llama3") or model.startswith("hf:")):
+        if not (llama or model.startswith("gpt2")):
             bad.append(
-                f"--tp {f['--tp']} with --model {model}: tensor parallelism splits the Llama family's layers "
-                "(llama3-*, hf:PATH); give --tp 1"
+                f"--tp {f['--tp']} with --model {model}: tensor parallelism splits the transformers' layers "
+                "(gpt2-*, llama3-*, hf:PATH); give --tp 1"
             )
         if f["--backend"] == "nccl":
             bad.append(

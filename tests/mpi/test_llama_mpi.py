@@ -11,38 +11,10 @@ import pytest
 import torch
 
 from conftest import run_train
-from pipeline_checks import assert_equal_params, max_rel, merged_stage_dumps
+from pipeline_checks import assert_equal_params, max_rel, merged_tp_dumps
 
 LLAMA = ["--model", "llama3-tiny", "--context", "32", "--vocab", "256"]
 MICRO = 2  # micro-batches per rank (or per pipeline) per step
-
-
-def merged_tp_slices(slices):
-    """The whole model from its tensor-parallel slices: a tensor equal on every rank is whole
-    there (the norms, a row-parallel bias); the row-parallel weights (o_proj, down_proj) are cut
-    along their input (dimension 1), every other one along dimension 0."""
-    merged = {}
-    for k, first in slices[0].items():
-        parts = [s[k] for s in slices]
-        if all(p.shape == first.shape and torch.equal(p, first) for p in parts):
-            merged[k] = first
-        else:
-            merged[k] = torch.cat(parts, dim=1 if k.endswith(("o_proj.weight", "down_proj.weight")) else 0)
-    return merged
-
-
-def load_dumps(dump, stages, tp):
-    """--debug-dump's files: one, one per stage (.stage<S>), and per tp coordinate (.tp<T>)."""
-    if tp == 1:
-        return merged_stage_dumps(dump, stages) if stages > 1 else torch.load(dump, weights_only=False)
-    if stages == 1:
-        return merged_tp_slices([torch.load(f"{dump}.tp{t}", weights_only=False) for t in range(tp)])
-    merged = {}
-    for st in range(stages):
-        stage = merged_tp_slices([torch.load(f"{dump}.stage{st}.tp{t}", weights_only=False) for t in range(tp)])
-        for k, v in stage.items():
-            merged.setdefault(k, v)
-    return merged
 
 
 def train(tmp_path, name, np_, args, stages=1, steps=3, lr="0.01", tp=1, model=LLAMA):
@@ -63,7 +35,7 @@ def train(tmp_path, name, np_, args, stages=1, steps=3, lr="0.01", tp=1, model=L
     ]
     r = run_train(np_, [*model, *args, *common])
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    params = load_dumps(dump, stages, tp)
+    params = merged_tp_dumps(dump, stages, tp)
     with h5py.File(out) as f:
         (g,) = f["runs"].values()
         rec = {k: g.attrs[k] for k in g.attrs}

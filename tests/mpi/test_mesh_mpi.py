@@ -137,7 +137,7 @@ def test_each_rank_holds_its_stages_optimizer_state_divided_over_the_data_axis(t
 
 
 REFUSED = [
-    (["--tp", "2"], ["--tp 2", "--tp 1"]),
+    (["--tp", "2", "--sequence-parallel"], ["--sequence-parallel with --model gpt2-tiny", "Llama family"]),
     (["--pp", "2", "--shard", "zero3"], ["--pipeline-stages 2", "--shard zero3", "tied embedding"]),
     (["--mesh-order", "tp,pp"], ["--mesh-order 'tp,pp'", "tp, pp and dp"]),
     (["--mesh-order", "dp,pp,dp"], ["--mesh-order 'dp,pp,dp'"]),

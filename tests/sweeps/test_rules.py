@@ -86,7 +86,14 @@ CASES = [
     ("dtune-train", 2, "--pp 2 --shard zero3", "--pp 2 does not go with --shard zero3", "--pp 2 --shard zero1"),
     # The mesh (train/mesh.h): --tp for the Llama family over MPI, --mesh-order a permutation,
     # --pp x --tp divides the ranks.
-    ("dtune-train", 2, "--tp 2", "--tp 2 with --model gpt2-tiny", "--tp 2 --model llama3-tiny"),
+    ("dtune-train", 2, "--tp 2 --model resnet18", "--tp 2 with --model resnet18", "--tp 2 --model gpt2-tiny"),
+    (
+        "dtune-train",
+        2,
+        "--tp 2 --sequence-parallel",
+        "--sequence-parallel with --model gpt2-tiny",
+        "--tp 2 --model llama3-tiny --sequence-parallel",
+    ),
     (
         "dtune-train",
         2,
@@ -830,16 +837,13 @@ def test_rule_breaks_listed_once_per_point_up_to_a_limit(tmp_path):
     )
 
 
-# The device mesh (issue 56): --pp is --pipeline-stages, --tp the Llama family's, --mesh-order a permutation of
+# The device mesh (issue 56): --pp is --pipeline-stages, --tp the transformers', --mesh-order a permutation of
 # tp,pp,dp, and the data-parallel degree the ranks over pp x tp; messages as dtune-train's
 # (benchmarks/train/options.cc parse_mesh, train/mesh.cc).
-TP_LLAMA = "tensor parallelism splits the Llama family's layers (llama3-*, hf:PATH); give --tp 1"
+TP_LLAMA = "tensor parallelism splits the transformers' layers (gpt2-*, llama3-*, hf:PATH); give --tp 1"
 MESH_EXACT = [
-    (
-        "--tp 2",
-        4,
-        ["--tp 2 with --model gpt2-tiny: " + TP_LLAMA],
-    ),
+    ("--tp 2", 4, []),
+    ("--tp 2 --model resnet50", 4, ["--tp 2 with --model resnet50: " + TP_LLAMA]),
     ("--tp 2 --model llama3-tiny", 4, []),
     ("--tp 2 --model hf:/m/config.json --pp 2", 4, []),
     (
@@ -901,7 +905,6 @@ MESH_EXACT = [
         4,
         [
             "--tp (3) x --pipeline-stages (1) must divide ranks (4)",
-            "--tp 3 with --model gpt2-tiny: " + TP_LLAMA,
         ],
     ),
     ("--pp 0", 4, []),  # not positive: dtune-train's parser refuses it, no rule reads it
