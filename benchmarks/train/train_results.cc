@@ -36,14 +36,22 @@ struct RankRecords {
 void print_training(const Options& o, const TrainOutcome& out, const TrainSummary& t,
                     const std::vector<ProfileSummary>& profiles, FILE* f) {
   const size_t S = t.slowest_ms.size();
-  if (o.pipeline.stages > 1)
+  // The data-parallel groups: the ranks over the pipeline stages and the tensor-parallel degree.
+  const size_t dp = t.ranks / static_cast<size_t>(o.pipeline.stages * o.tp);
+  const std::string tp = o.tp > 1 ? " x " + std::to_string(o.tp) + " tensor-parallel" : "";
+  if (o.pipeline.stages == 1 && o.tp > 1)
+    std::fprintf(f,
+                 "# dtune-train: %s, %lld parameters, %zu ranks = %zu data-parallel%s; %zu x batch "
+                 "%lld x accum %d = global batch %.0f\n",
+                 o.model.c_str(), static_cast<long long>(out.parameters), t.ranks, dp, tp.c_str(),
+                 dp, static_cast<long long>(out.batch), o.accum_steps, t.global_batch);
+  else if (o.pipeline.stages > 1)
     std::fprintf(f,
                  "# dtune-train: %s, %lld parameters, %zu ranks = %zu data-parallel x %d pipeline "
-                 "stages; %zu x batch %lld x %d micro-batches = global batch %.0f\n",
-                 o.model.c_str(), static_cast<long long>(out.parameters), t.ranks,
-                 t.ranks / static_cast<size_t>(o.pipeline.stages), o.pipeline.stages,
-                 t.ranks / static_cast<size_t>(o.pipeline.stages),
-                 static_cast<long long>(out.batch), o.accum_steps, t.global_batch);
+                 "stages%s; %zu x batch %lld x %d micro-batches = global batch %.0f\n",
+                 o.model.c_str(), static_cast<long long>(out.parameters), t.ranks, dp,
+                 o.pipeline.stages, tp.c_str(), dp, static_cast<long long>(out.batch),
+                 o.accum_steps, t.global_batch);
   else
     std::fprintf(
         f,

@@ -38,9 +38,10 @@ TrainSummary summarize_training(const Options& o, size_t ranks, const TrainOutco
   }
   t.used_steps = static_cast<int>(step_ms.size());
   for (size_t s = warmup; s < S; ++s) t.skipped += out.steps[s].skipped;
-  // A pipeline's P stages share its samples: ranks / P data-parallel groups each take a batch.
-  t.global_batch = static_cast<double>(out.batch) * static_cast<double>(ranks) / o.pipeline.stages *
-                   o.accum_steps;
+  // A pipeline's P stages and a tensor-parallel group's T ranks share their samples: ranks / (P·T)
+  // data-parallel groups each take a batch.
+  t.global_batch = static_cast<double>(out.batch) * static_cast<double>(ranks) /
+                   (o.pipeline.stages * o.tp) * o.accum_steps;
   t.samples = t.global_batch * static_cast<double>(t.used_steps);
   t.seconds = measured_ms / 1e3;
   t.samples_per_s = t.samples / t.seconds;

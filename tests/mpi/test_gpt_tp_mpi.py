@@ -27,6 +27,7 @@ def train(tmp_path, name, np_, args, stages=1, tp=1):
         rec = {k: g.attrs[k] for k in g.attrs}
         rec["loss"] = g["loss"][()].mean(axis=1)
         rec["param_bytes_resident"] = g["param_bytes_resident"][()]
+        rec["slowest_s"] = g["total_ms"][()].max(axis=1).sum() / 1e3  # every step measured (no warm-up)
     return merged_tp_dumps(dump, stages, tp), rec
 
 
@@ -54,6 +55,10 @@ def test_gpt_tensor_parallel_layouts_equal_accumulation(tmp_path, references, na
     np.testing.assert_allclose(rec["loss"], ref["loss"], rtol=1e-5, atol=0)
     assert (rec["mesh_dp"], rec["mesh_pp"], rec["mesh_tp"]) == (dp, stages, 2)
     assert rec["parameters"] == ref["parameters"]  # the model's, not a rank's share
+    # A tp group's ranks share their samples: the global batch is batch x dp x micro-batches, and
+    # the throughput that batch over the slowest rank's step times (not x every rank).
+    assert rec["global_batch"] == BATCH * dp * MICRO
+    np.testing.assert_allclose(rec["samples_per_s"], rec["global_batch"] * 3 / rec["slowest_s"], rtol=1e-6)
     if stages == 1:
         # Per micro-batch, fp32: each block all-reduces (B, T, C) after attn.c_proj and mlp.c_proj
         # forward and before c_attn and c_fc backward, the embedding once forward, the head's input
