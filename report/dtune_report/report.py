@@ -212,7 +212,7 @@ def build_report(paths, out_dir, baseline: str | None = None, alpha: float = 0.0
     probes = ceiling is not None and ce.has_probes(paths)
     figures = _figures(comm, fits, train, steps, out, ceiling)
     configs = [c for s in groups for c in s.configs]
-    phases = sc.phase_means(steps, configs)
+    phases = sc.phase_means(steps, configs, train)
     comm_cmp = cl.comparisons(comm_iteration_samples(paths), fits, alpha) if not comm.empty else []
     straggle, straggle_line = _straggler_blocks(steps, paths)
     comm_runs = load_comm_runs(paths)

@@ -129,6 +129,8 @@ def axis_blocks(f, phases, out_dir) -> list:
         along.sort(key=lambda c: fg.sort_value(c.fields.get(axis[0])))
         fixed = [f"{axis_name(ax)} {axis_value(ref, ax)}" for ax in f.study.axes if ax is not axis]
         at = f", other axes at the {which} configuration's values ({', '.join(fixed)})" if fixed else ""
+        # Tensor parallelism's collectives run inside forward and backward: their own column.
+        tp_column = ("tp_comm_ms",) if any("tp_comm_ms" in phases.get(id(c), {}) for c in along) else ()
         t = pd.DataFrame(
             [
                 {
@@ -137,7 +139,7 @@ def axis_blocks(f, phases, out_dir) -> list:
                     "95% interval": f"[{fmt_sig(c.low)}, {fmt_sig(c.high)}]",
                     **{
                         setting_name(p) + " (ms)": fmt_sig(phases.get(id(c), {}).get(p, float("nan")))
-                        for p in ("data_ms", "forward_ms", "backward_ms", "comm_exposed_ms")
+                        for p in ("data_ms", "forward_ms", "backward_ms", "comm_exposed_ms") + tp_column
                     },
                 }
                 for c in along
@@ -184,7 +186,9 @@ def explain(axis, along, phases) -> list:
     if not p0 or not p1 or not p0.get("total_ms") or not p1.get("total_ms"):
         return []
     out = []
-    for ph in ("data_ms", "comm_exposed_ms", "forward_ms", "backward_ms"):
+    for ph in ("data_ms", "comm_exposed_ms", "tp_comm_ms", "forward_ms", "backward_ms"):
+        if ph not in p0 or ph not in p1:  # tp_comm_ms: runs with tensor parallelism only
+            continue
         s0, s1 = p0[ph] / p0["total_ms"], p1[ph] / p1["total_ms"]
         if abs(s1 - s0) < 0.05:
             continue
@@ -196,6 +200,11 @@ def explain(axis, along, phases) -> list:
         # A mechanism only when the phase's own time moved the way its share did.
         same = (p1[ph] - p0[ph]) * (s1 - s0) > 0
         why = _MECHANISM.get((axis[0], ph, "up" if s1 > s0 else "down")) if same else None
+        if same and ph == "tp_comm_ms" and axis_name(axis) == "mesh":
+            why = (
+                "a tensor-parallel group's collectives (two each way in every layer, every micro-batch) run "
+                "between the ranks the order puts in it, over the link between them"
+            )
         out.append(text + (f": {why}." if why else "."))
     return out
 
@@ -230,14 +239,22 @@ def study_blocks(f, phases, out_dir) -> list:
     return blocks + axis_blocks(f, phases, out_dir) + reproduce_blocks(f)
 
 
-def phase_means(steps: pd.DataFrame, configs) -> dict:
-    """id(config) -> {phase: mean ms over measured steps, ranks and repeats, total_ms too}."""
+def phase_means(steps: pd.DataFrame, configs, summary: pd.DataFrame | None = None) -> dict:
+    """id(config) -> {phase: mean ms over measured steps, ranks and repeats, total_ms too}; with
+    `summary` (load_train_summary) and tensor parallelism, tp_comm_ms: the runs' mean
+    tp_comm_ms_per_step (rank 0's tp group's collectives, inside forward and backward)."""
     if steps.empty:
         return {}
     m = steps[~steps.warmup & ~steps.profiled].groupby(["file", "run"])[TRAIN_PHASES + ["total_ms"]].mean()
+    tp = None
+    if summary is not None and "tp_comm_ms_per_step" in summary:
+        tp = summary.set_index(["file", "run"])["tp_comm_ms_per_step"].astype(float)
     out = {}
     for c in configs:
         keys = [k for k in c.runs if k in m.index]
         if keys:
             out[id(c)] = m.loc[keys].mean().to_dict()
+            tp_keys = [k for k in keys if tp is not None and k in tp.index]
+            if tp_keys and tp.loc[tp_keys].max() > 0:
+                out[id(c)]["tp_comm_ms"] = float(tp.loc[tp_keys].mean())
     return out

@@ -73,6 +73,7 @@ _NAMES = {
     "forward_ms": "forward",
     "backward_ms": "backward",
     "comm_exposed_ms": "exposed communication",
+    "tp_comm_ms": "tensor-parallel communication",
     "optimizer_ms": "optimizer",
     "scaler_ms": "loss scaler",
 }

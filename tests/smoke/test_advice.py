@@ -401,3 +401,24 @@ def test_every_pasted_form_carries_values_that_need_quoting(tmp_path, form):
         args = pasted(tmp_path, reproduce_command(f.best[0]))[n:]
         given = [args[i + 1] for i, a in enumerate(args) if a == "-x"]
         assert sorted(given) == sorted(f"{k}={v}" for k, v in NEEDS_QUOTING.items()), args
+
+
+def test_the_mesh_axis_states_tensor_parallel_communication(tmp_path):
+    """Two tp 2 x dp 2 orders on 2 nodes: the report's table gains the tensor-parallel column and a
+    sentence states each order's share of the step, with why (issue 57's placement: the order
+    decides whether a tp group shares a node)."""
+    quads = (1.0, 1.0, 1.0, 1.0)
+    m1, m2 = np.mean(shuffled(1)[1:]), np.mean(shuffled(2, 1.5)[1:])  # measured steps, ms
+    mesh = {"rank_factors": quads, "mesh_dp": 2, "mesh_pp": 1, "mesh_tp": 2}
+    runs = [
+        (shuffled(1), None, {**mesh, "mesh_order": "tp,pp,dp", "tp_comm_ms_per_step": 0.1 * m1}),
+        (shuffled(2, 1.5), None, {**mesh, "mesh_order": "dp,pp,tp", "tp_comm_ms_per_step": 0.5 * m2}),
+    ]
+    md = (report(tmp_path, runs, hosts=("h0", "h0", "h1", "h1")) / "report.md").read_text().replace("\\", "")
+    assert "| tensor-parallel communication (ms) |" in md, md
+    want = (
+        f"tensor-parallel communication is 50% of the step at mesh dp2×tp2 (pp,dp,tp) and 10% at dp2×tp2 "
+        f"(tp,pp,dp) ({fmt_sig(0.5 * m2)} ms and {fmt_sig(0.1 * m1)} ms per step): a tensor-parallel group's "
+        "collectives"
+    )
+    assert want in md, md
