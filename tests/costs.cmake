@@ -16,6 +16,8 @@ set(_dtune_test_costs
   data.loader 42
   faults.tune_inputs 39
   cluster.nodes 39
+  mpi.llama 58
+  mpi.gpt_tp 24
   faults.sweeps 37
   mpi.comm 37
   mpi.pipeline_mixed 36
