@@ -163,29 +163,16 @@ torch::Tensor Gpt::head(const torch::Tensor& x) {
 }
 
 TensorMap Gpt::tp_slices(const TensorMap& whole) const {
-  TensorMap out = whole;  // what matches no parameter is left for load_state to judge
-  for (const auto& p : named_parameters()) {
-    auto it = out.find(p.key());
-    if (it == out.end()) continue;
-    const torch::Tensor w = it->second;
-    const torch::Tensor& mine = p.value();
-    if (w.dim() != mine.dim() || w.sizes() == mine.sizes()) continue;
-    if (p.key().ends_with("c_attn.weight") || p.key().ends_with("c_attn.bias")) {
-      // [q; k; v] along dimension 0: this rank's heads of each.
-      const int64_t part = mine.size(0) / 3, whole_part = w.size(0) / 3;
-      std::vector<torch::Tensor> qkv;
-      for (int64_t s = 0; s < 3; ++s)
-        qkv.push_back(w.narrow(0, s * whole_part + tp_rank_ * part, part));
-      it->second = torch::cat(qkv, 0);
-      continue;
-    }
-    for (int64_t d = 0; d < w.dim(); ++d)
-      if (w.size(d) != mine.size(d) && w.size(d) == mine.size(d) * tp_size_) {
-        it->second = w.narrow(d, tp_rank_ * mine.size(d), mine.size(d));
-        break;
-      }
-  }
-  return out;
+  // c_attn's rows are [q; k; v]: this rank's heads of each.
+  auto qkv = [this](const std::string& name, const torch::Tensor& w, const torch::Tensor& mine) {
+    if (!name.ends_with("c_attn.weight") && !name.ends_with("c_attn.bias")) return torch::Tensor();
+    const int64_t part = mine.size(0) / 3, whole_part = w.size(0) / 3;
+    std::vector<torch::Tensor> parts;
+    for (int64_t s = 0; s < 3; ++s)
+      parts.push_back(w.narrow(0, s * whole_part + tp_rank_ * part, part));
+    return torch::cat(parts, 0);
+  };
+  return tp_slices_of(*this, whole, tp_rank_, tp_size_, qkv);
 }
 
 std::vector<Piece> Gpt::pieces() {

@@ -263,20 +263,7 @@ torch::Tensor Llama::embed(const torch::Tensor& tokens) {
 }
 
 TensorMap Llama::tp_slices(const TensorMap& whole) const {
-  TensorMap out = whole;  // what matches no parameter is left for load_state to judge
-  for (const auto& p : named_parameters()) {
-    auto it = out.find(p.key());
-    if (it == out.end()) continue;  // load_state names what is missing
-    const torch::Tensor w = it->second;
-    const torch::Tensor& mine = p.value();
-    if (w.dim() != mine.dim() || w.sizes() == mine.sizes()) continue;
-    for (int64_t d = 0; d < w.dim(); ++d)
-      if (w.size(d) != mine.size(d) && w.size(d) == mine.size(d) * tp_size_) {
-        it->second = w.narrow(d, tp_rank_ * mine.size(d), mine.size(d));
-        break;
-      }
-  }
-  return out;
+  return tp_slices_of(*this, whole, tp_rank_, tp_size_);
 }
 
 torch::Tensor Llama::forward(const torch::Tensor& tokens) {

@@ -99,6 +99,31 @@ torch::Tensor row_parallel(torch::nn::Linear l, const torch::Tensor& x, TpGroup*
   return l->bias.defined() ? y + l->bias : y;
 }
 
+TensorMap tp_slices_of(const torch::nn::Module& m, const TensorMap& whole, int64_t rank,
+                       int64_t size, const SliceRule& special) {
+  TensorMap out = whole;
+  for (const auto& p : m.named_parameters()) {
+    auto it = out.find(p.key());
+    if (it == out.end()) continue;  // load_state names what is missing
+    const torch::Tensor w = it->second;
+    const torch::Tensor& mine = p.value();
+    if (w.dim() != mine.dim() || w.sizes() == mine.sizes()) continue;
+    if (special) {
+      torch::Tensor own = special(p.key(), w, mine);
+      if (own.defined()) {
+        it->second = own;
+        continue;
+      }
+    }
+    for (int64_t d = 0; d < w.dim(); ++d)
+      if (w.size(d) != mine.size(d) && w.size(d) == mine.size(d) * size) {
+        it->second = w.narrow(d, rank * mine.size(d), mine.size(d));
+        break;
+      }
+  }
+  return out;
+}
+
 torch::Tensor vocab_parallel_embedding(const torch::Tensor& tokens, const torch::Tensor& weight,
                                        int64_t first, TpGroup* g, bool sequence_parallel) {
   const int64_t rows = weight.size(0);

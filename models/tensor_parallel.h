@@ -10,6 +10,10 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
+#include <string>
+
+#include "models/weights.h"
 
 namespace dtune::models {
 
@@ -63,6 +67,15 @@ torch::Tensor column_input(const torch::Tensor& x, TpGroup* g, bool sequence_par
 // every rank, added once. The layer as it is without a group.
 torch::Tensor row_parallel(torch::nn::Linear l, const torch::Tensor& x, TpGroup* g,
                            bool sequence_parallel);
+
+// A model's tensor-parallel slices of a whole model's tensors, by name: each of `m`'s parameters
+// whose shape is 1/size of the whole one's along one dimension gets the rank-th part along it;
+// `special` (if given) may slice a tensor itself (GPT-2's fused q/k/v) and returns an undefined
+// tensor for the others. What matches no parameter is left for load_state to judge.
+using SliceRule = std::function<torch::Tensor(const std::string& name, const torch::Tensor& whole,
+                                              const torch::Tensor& mine)>;
+TensorMap tp_slices_of(const torch::nn::Module& m, const TensorMap& whole, int64_t rank,
+                       int64_t size, const SliceRule& special = {});
 
 // The rows [first, first + rows) of an embedding table held by this rank: a token outside them
 // looks up zeros, and the group's sum is the full lookup (reduce-scattered along the sequence
