@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "models/tensor_parallel.h"
+#include "models/weight_grad_store.h"
 
 namespace dtune::models {
 namespace {
@@ -36,7 +37,7 @@ class CausalSelfAttention : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x_in) {
     const torch::Tensor x = column_input(x_in, tp_, false);
     const int64_t B = x.size(0), T = x.size(1), C = c_proj->options.in_features();  // this rank's
-    auto qkv = c_attn(x).split(C, 2);                                               // 3 x (B, T, C)
+    auto qkv = deferrable_linear(c_attn, x).split(C, 2);                            // 3 x (B, T, C)
     auto heads = [&](const torch::Tensor& t) {
       return t.view({B, T, heads_, C / heads_}).transpose(1, 2);
     };
@@ -63,8 +64,9 @@ class Mlp : public torch::nn::Module {
   }
   torch::Tensor forward(const torch::Tensor& x_in) {
     const torch::Tensor x = column_input(x_in, tp_, false);
-    return row_parallel(c_proj, F::gelu(c_fc(x), F::GELUFuncOptions().approximate("tanh")), tp_,
-                        false);
+    return row_parallel(
+        c_proj, F::gelu(deferrable_linear(c_fc, x), F::GELUFuncOptions().approximate("tanh")), tp_,
+        false);
   }
   torch::nn::Linear c_fc{nullptr}, c_proj{nullptr};
 
@@ -159,7 +161,7 @@ torch::Tensor Gpt::embed(const torch::Tensor& tokens) {
 torch::Tensor Gpt::head(const torch::Tensor& x) {
   // (B, T, V): the head is the token embedding, transposed (with a tp group, column-parallel:
   // this rank's V/T logits).
-  return F::linear(column_input(ln_f_(x), tp_.get(), false), wte_->weight);
+  return deferrable_linear(column_input(ln_f_(x), tp_.get(), false), wte_->weight);
 }
 
 TensorMap Gpt::tp_slices(const TensorMap& whole) const {

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "models/checkpoint.h"
 #include "models/model_size.h"
+#include "models/weight_grad_store.h"
 
 namespace dtune::models {
 namespace {
@@ -39,7 +40,7 @@ class RmsNorm : public torch::nn::Module {
   double eps_;
 };
 
-torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
+torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
 }
 
@@ -54,10 +55,10 @@ class Attention : public torch::nn::Module {
  public:
   Attention(const LlamaConfig& c, int64_t t, TpGroup* tp, bool sp)
       : heads_(c.heads / t), kv_heads_(c.kv_heads / t), d_(c.head_dim), tp_(tp), sp_(sp) {
-    q_proj = register_module("q_proj", linear(c.width, heads_ * d_, c.attention_bias));
-    k_proj = register_module("k_proj", linear(c.width, kv_heads_ * d_, c.attention_bias));
-    v_proj = register_module("v_proj", linear(c.width, kv_heads_ * d_, c.attention_bias));
-    o_proj = register_module("o_proj", linear(heads_ * d_, c.width, c.attention_bias));
+    q_proj = register_module("q_proj", make_linear(c.width, heads_ * d_, c.attention_bias));
+    k_proj = register_module("k_proj", make_linear(c.width, kv_heads_ * d_, c.attention_bias));
+    v_proj = register_module("v_proj", make_linear(c.width, kv_heads_ * d_, c.attention_bias));
+    o_proj = register_module("o_proj", make_linear(heads_ * d_, c.width, c.attention_bias));
   }
   // x (B, T, C); cos, sin (T, D). Returns (B, T, C) and sets `backend` to the kernel SDPA chose.
   torch::Tensor forward(const torch::Tensor& x_in, const torch::Tensor& cos,
@@ -67,8 +68,9 @@ class Attention : public torch::nn::Module {
     auto heads = [&](const torch::Tensor& t, int64_t n) {
       return t.view({B, T, n, d_}).transpose(1, 2);  // (B, n, T, D)
     };
-    torch::Tensor q = heads(q_proj(x), heads_), k = heads(k_proj(x), kv_heads_);
-    torch::Tensor v = heads(v_proj(x), kv_heads_);
+    torch::Tensor q = heads(deferrable_linear(q_proj, x), heads_),
+                  k = heads(deferrable_linear(k_proj, x), kv_heads_);
+    torch::Tensor v = heads(deferrable_linear(v_proj, x), kv_heads_);
     q = q * cos + rotate_half(q) * sin;  // cos, sin broadcast over (B, n)
     k = k * cos + rotate_half(k) * sin;
     // Grouped-query attention: each KV head serves heads / kv_heads query heads, consecutive ones
@@ -93,13 +95,15 @@ class Mlp : public torch::nn::Module {
  public:
   Mlp(const LlamaConfig& c, int64_t t, TpGroup* tp, bool sp) : tp_(tp), sp_(sp) {
     const int64_t i = c.intermediate / t;
-    gate_proj = register_module("gate_proj", linear(c.width, i, c.mlp_bias));
-    up_proj = register_module("up_proj", linear(c.width, i, c.mlp_bias));
-    down_proj = register_module("down_proj", linear(i, c.width, c.mlp_bias));
+    gate_proj = register_module("gate_proj", make_linear(c.width, i, c.mlp_bias));
+    up_proj = register_module("up_proj", make_linear(c.width, i, c.mlp_bias));
+    down_proj = register_module("down_proj", make_linear(i, c.width, c.mlp_bias));
   }
   torch::Tensor forward(const torch::Tensor& x_in) {  // SwiGLU: down(silu(gate(x)) * up(x))
     const torch::Tensor x = column_input(x_in, tp_, sp_);
-    return row_parallel(down_proj, F::silu(gate_proj(x)) * up_proj(x), tp_, sp_);
+    return row_parallel(down_proj,
+                        F::silu(deferrable_linear(gate_proj, x)) * deferrable_linear(up_proj, x),
+                        tp_, sp_);
   }
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 
@@ -164,7 +168,7 @@ Llama::Llama(const LlamaConfig& cfg, ActivationCheckpoint checkpoint, std::share
     layers_->push_back(std::make_shared<DecoderLayer>(cfg, t, g, sp_));
   norm_ = model_->register_module("norm", std::make_shared<RmsNorm>(cfg.width, cfg.rms_eps));
   if (!cfg.tied_embedding)
-    lm_head_ = register_module("lm_head", linear(cfg.width, cfg.vocab / t, false));
+    lm_head_ = register_module("lm_head", make_linear(cfg.width, cfg.vocab / t, false));
   if (sp_)  // the norms see this rank's positions only: their gradients summed over the group
     for (auto& p : named_parameters())
       if (p.key().ends_with("norm.weight")) sum_gradient_over_tp(p.value(), g);
@@ -253,7 +257,7 @@ torch::Tensor Llama::block(size_t i, const torch::Tensor& x) {
 torch::Tensor Llama::head(const torch::Tensor& x) {
   torch::Tensor h = norm_->as<RmsNorm>()->forward(x);
   h = column_input(h, tp_.get(), sp_);  // the head is column-parallel: V/T logits a rank
-  return F::linear(h, lm_head_ ? lm_head_->weight : embed_tokens_->weight);
+  return deferrable_linear(h, lm_head_ ? lm_head_->weight : embed_tokens_->weight);
 }
 
 torch::Tensor Llama::embed(const torch::Tensor& tokens) {

@@ -5,6 +5,8 @@
 #include <torch/nn/functional/embedding.h>
 #include <torch/nn/functional/linear.h>
 
+#include "models/weight_grad_store.h"
+
 namespace dtune::models {
 namespace {
 
@@ -92,8 +94,8 @@ torch::Tensor column_input(const torch::Tensor& x, TpGroup* g, bool sequence_par
 
 torch::Tensor row_parallel(torch::nn::Linear l, const torch::Tensor& x, TpGroup* g,
                            bool sequence_parallel) {
-  if (!g) return l(x);
-  torch::Tensor partial = torch::nn::functional::linear(x, l->weight);
+  if (!g) return deferrable_linear(l, x);
+  torch::Tensor partial = deferrable_linear(x, l->weight);
   torch::Tensor y =
       sequence_parallel ? reduce_scatter_to_sequence(partial, g) : reduce_from_tp(partial, g);
   return l->bias.defined() ? y + l->bias : y;

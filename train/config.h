@@ -26,7 +26,7 @@ enum class Compression { kNone, kFp16, kBf16 };
 enum class DeviceKind { kCpu, kCuda };
 // Pipeline parallelism (train/pipeline/): the schedule, where a pipeline's stages sit, and how the
 // model is cut.
-enum class Schedule { kGpipe, k1f1b, kInterleaved };
+enum class Schedule { kGpipe, k1f1b, kInterleaved, kZbH1 };
 enum class PipelineLayout { kWithinNode, kAcrossNodes };
 enum class PartitionBy { kFlops, kMeasured };
 // --shard: ZeRO's stages of sharded data parallelism (train/zero.h); none is DDP.
@@ -64,7 +64,8 @@ inline constexpr EnumName<DeviceKind> kDeviceNames[] = {{DeviceKind::kCpu, "cpu"
                                                         {DeviceKind::kCuda, "cuda"}};
 inline constexpr EnumName<Schedule> kScheduleNames[] = {{Schedule::kGpipe, "gpipe"},
                                                         {Schedule::k1f1b, "1f1b"},
-                                                        {Schedule::kInterleaved, "interleaved"}};
+                                                        {Schedule::kInterleaved, "interleaved"},
+                                                        {Schedule::kZbH1, "zb-h1"}};
 inline constexpr EnumName<PipelineLayout> kPipelineLayoutNames[] = {
     {PipelineLayout::kWithinNode, "within-node"}, {PipelineLayout::kAcrossNodes, "across-nodes"}};
 inline constexpr EnumName<PartitionBy> kPartitionNames[] = {{PartitionBy::kFlops, "flops"},

@@ -22,7 +22,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from .loader import decode_attr, expand_paths, open_results  # noqa: E402
 from .mesh import mesh_of, mesh_text  # noqa: E402
 
-COLOURS = {0: "#4C72B0", 1: "#DD8452"}  # forward, backward
+COLOURS = {0: "#4C72B0", 1: "#DD8452", 2: "#55A868"}  # forward, backward (B), W (zero-bubble)
 
 
 def load_pipelines(paths) -> list[dict]:
@@ -47,7 +47,8 @@ def load_pipelines(paths) -> list[dict]:
 
 def timeline_figure(run: dict, out):
     """Stages x time of the run's last step: a row per rank (labelled with its stage), forward blue
-    and backward orange, micro-batch numbers on the bars; white is the bubble."""
+    and backward orange (a zero-bubble schedule's B orange and W green), micro-batch numbers on the
+    bars; white is the bubble."""
     tl = np.asarray(run["timeline"])
     if tl.size == 0:
         return None
@@ -69,6 +70,9 @@ def timeline_figure(run: dict, out):
         f"(theory {100 * float(run['theory_bubble']):.1f}%)",
     )
     handles = [Patch(color=COLOURS[0], label="forward"), Patch(color=COLOURS[1], label="backward")]
+    if (tl[:, 1] == 2).any():
+        handles[1] = Patch(color=COLOURS[1], label="backward, input (B)")
+        handles.append(Patch(color=COLOURS[2], label="backward, weights (W)"))
     ax.legend(handles=handles, fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(out, dpi=110)

@@ -276,7 +276,8 @@ def _train(given: dict, ranks: int) -> list[str]:
             # that cannot be read is left to dtune-train, which names what is wrong with it.
             (
                 "--shard",
-                shard == "zero3" and (bool(tied_embedding(f["--model"])) or f["--schedule"] == "interleaved"),
+                shard == "zero3"
+                and (bool(tied_embedding(f["--model"])) or f["--schedule"] in ("interleaved", "zb-h1")),
             ),
         ):
             if bad_value:
@@ -419,7 +420,8 @@ RULES_HELP = """cross-flag rules, checked for every point when the sweep is plan
     --shard is none, zero1, zero2 or zero3; --reshard-after-forward on or off; --shard-unit
     block or a size in MiB (a number, no unit) in (0, 1073741824]; --shard-prefetch 0 to 64;
     --pipeline-stages > 1 not with --local-sgd, --batch auto, or --shard zero3 with a tied embedding
-    (GPT-2, llama3.2-1b, llama3.2-3b, hf:PATH with tie_word_embeddings) or --schedule interleaved;
+    (GPT-2, llama3.2-1b, llama3.2-3b, hf:PATH with tie_word_embeddings) or --schedule interleaved
+    or zb-h1;
     --reduce-algo hierarchical only with --backend mpi
   dtune-comm: -b <= -e; -r is a rank; --mpi-buffers device only with --backend mpi;
     --pattern fsdp needs --model, one -d of float32 or bfloat16 and the table format, and not

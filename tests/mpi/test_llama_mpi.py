@@ -87,6 +87,8 @@ LAYOUTS = [
         ],
     ),
     ("tp2-sp-pp2", 4, 1, 2, ["--tp", 2, "--sequence-parallel", "--pp", 2, "--micro-batches", MICRO]),
+    # zb-h1 with tensor parallelism: the split layers' weight gradients deferred to W.
+    ("tp2-pp2-zbh1", 4, 1, 2, ["--tp", 2, "--pp", 2, "--micro-batches", MICRO, "--schedule", "zb-h1"]),
     (
         "tp2-pp2-full-checkpoint",
         4,

@@ -74,6 +74,8 @@ LAYOUTS = [
         2,
         ["--shard", "zero2", "--schedule", "interleaved", "--virtual-stages", "2"],
     ),
+    # zb-h1: the weight gradients done in W, the buckets reduce-scattered after the schedule.
+    ("gpt-dp2-pp2-zero2-zbh1", GPT, 2, ["--shard", "zero2", "--schedule", "zb-h1"]),
     ("resnet-dp2-pp2-zero2", RESNET, 2, ["--shard", "zero2", "--bucket-mb", "0.05", "--first-bucket-mb", "0.01"]),
     # zero3: each stage's units cut from its pieces, gathered around them; gpipe and 1F1B.
     ("resnet-dp2-pp2-zero3", RESNET, 2, ["--shard", "zero3"]),

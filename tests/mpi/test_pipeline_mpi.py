@@ -53,6 +53,9 @@ CASES = [
     ("d6-2-interleaved", D6, 2, ["--schedule", "interleaved", "--virtual-stages", "3"]),
     ("tiny8-4-interleaved", TINY8, 4, ["--schedule", "interleaved", "--virtual-stages", "2"]),
     ("resnet-2-1f1b", RESNET, 2, ["--schedule", "1f1b"]),
+    # Zero bubble: B and W apart (the linear layers' weight gradients deferred; the tied head's too).
+    ("tiny-2-zbh1", TINY, 2, ["--schedule", "zb-h1"]),
+    ("d6-4-zbh1", D6, 4, ["--schedule", "zb-h1"]),
     ("resnet-4-gpipe", RESNET, 4, ["--schedule", "gpipe"]),
 ]
 
@@ -108,11 +111,13 @@ def measured(tmp_path, name, stages, schedule, micro, model, steps=3):
         return p["bubble"][()], p.attrs["theory_bubble"], p["peak_activation_bytes"][()], p["stage"][()]
 
 
+# zb-h1: each chunk's B and W sleep as long as its forward (F = B = W, the theory's premise).
 @pytest.mark.parametrize("stages,micro", [(2, 4), (4, 8)])
-@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "zb-h1"])
 def test_measured_bubble_matches_theory(tmp_path, schedule, stages, micro):
     bubble, theory, _, _ = measured(tmp_path, "b", stages, schedule, micro, SLEEPY)
-    assert theory == pytest.approx((stages - 1) / (micro + stages - 1))
+    work = 3 if schedule == "zb-h1" else 1  # ZB-H1: (P - 1) / (3M + P - 1)
+    assert theory == pytest.approx((stages - 1) / (work * micro + stages - 1))
     assert np.all(np.abs(bubble - theory) <= 0.05), (bubble, theory)
 
 
@@ -149,8 +154,20 @@ BAD_FLAGS = [
         "give a multiple of 2 micro-batches, at least 2",
     ),
     (2, ["--pipeline-stages", 2, "--virtual-stages", 2], "--virtual-stages 2 needs --schedule interleaved"),
+    (
+        2,
+        [*RESNET[:2], "--pipeline-stages", 2, "--schedule", "zb-h1", "--shard", "zero3"],
+        "--shard zero3 and --schedule zb-h1",
+    ),
 ]
-BAD_FLAG_IDS = ["p-does-not-divide", "too-few-blocks-interleaved", "more-stages-than-blocks", "m-below-p", "v-alone"]
+BAD_FLAG_IDS = [
+    "p-does-not-divide",
+    "too-few-blocks-interleaved",
+    "more-stages-than-blocks",
+    "m-below-p",
+    "v-alone",
+    "zero3-zbh1",
+]
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ namespace dtune::train {
 
 // One forward or backward of one micro-batch through one chunk, in ms from the step's start.
 struct PipelineEvent {
-  int backward = 0;  // 0 forward, 1 backward
+  int backward = 0;  // 0 forward, 1 backward (B in a zero-bubble schedule), 2 its W
   int micro = 0;
   int chunk = 0;
   double start_ms = 0, end_ms = 0;

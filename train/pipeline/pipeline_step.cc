@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "models/pieces.h"
 #include "models/registry.h"
+#include "models/weight_grad_store.h"
 #include "models/weights.h"
 #include "train/cuda_device.h"
 #include "train/data.h"
@@ -104,6 +105,8 @@ class PipelineStep final : public StepStrategy {
   void setup_partition();
   void forward(const Action& a);
   void backward(const Action& a);
+  void backward_weight(const Action& a);  // a zero-bubble schedule's W
+  int store_key(const Action& a) const { return a.chunk * M_ + a.micro; }
   // Tag of the edge between virtual stages v and v + 1 for micro-batch m, in one direction.
   int tag(int v, int m, bool gradient) const { return (v * M_ + m) * 2 + (gradient ? 1 : 0); }
   void chunk_sleep(double factor) const;
@@ -164,6 +167,10 @@ class PipelineStep final : public StepStrategy {
   // zero3: every micro-batch's backward reduce-scatters its gradients (GradSync with one bucket
   // per unit, adding the parts up), as the data-parallel step does.
   bool per_micro_ = false;
+  // A zero-bubble schedule: forwards record their linear layers into the store, B keeps their
+  // output gradients there, W computes their weight gradients.
+  bool split_backward_ = false;
+  models::WeightGradStore weight_grads_;
 };
 
 // The pipeline's observer, between the monitor's and the profiler's: the trace window's gather
@@ -220,7 +227,10 @@ PipelineStep::PipelineStep(TrainSetup& s, const RunContext& ctx, RunMonitor& mon
   // summed between the end stages before the reduction, which waits for the schedule's end.
   scatter_ = s_.sharding->reduce_scatters();
   per_micro_ = o.shard == ShardMode::kZero3;
-  overlap_ = V_ == 1 && !(scatter_ && !tied_.empty());
+  split_backward_ = o.pipeline.schedule == Schedule::kZbH1;
+  // The weight gradients are complete only after the last W, which the schedule runs late and
+  // outside autograd's hooks: the buckets are reduced after the schedule.
+  overlap_ = V_ == 1 && !(scatter_ && !tied_.empty()) && !split_backward_;
   targets_from_first_ = o.data != "synthetic" && topo_.last();
   actions_ = stage_actions(o.pipeline.schedule, P_, M_, V_, topo_.stage());
   in_flight_.assign(V_, std::vector<InFlight>(M_));
@@ -404,6 +414,8 @@ void PipelineStep::forward(const Action& a) {
   const size_t c0 = timeline_->mark();
   {
     AutocastGuard autocast(o_.precision, s_.device.type());
+    std::optional<models::WeightGradStore::Recording> recording;
+    if (split_backward_) recording.emplace(weight_grads_, store_key(a));
     x = s_.sharding->forward_chunk(pieces_, ch.begin, ch.end, x);
     if (v == K_ - 1) {
       if (!target.defined()) target = s_.data->next(a.micro).target.to(s_.device);
@@ -448,7 +460,7 @@ void PipelineStep::backward(const Action& a) {
     f.output.backward();
   else
     torch::autograd::backward({f.output}, {grad});
-  chunk_sleep(2);
+  chunk_sleep(split_backward_ ? 1 : 2);
   if (per_micro_) {  // zero3: this micro-batch's gradients reduce-scattered, every unit freed
     s_.sharding->after_backward();
     s_.sync->finish(deadline_);
@@ -463,16 +475,25 @@ void PipelineStep::backward(const Action& a) {
   marked_.push_back({StageActivity::kBackward, a.micro, a.chunk, -1, c0, c1});
 }
 
+void PipelineStep::backward_weight(const Action& a) {
+  const size_t c0 = timeline_->mark();
+  weight_grads_.compute(store_key(a));
+  chunk_sleep(1);
+  marked_.push_back({StageActivity::kBackwardWeight, a.micro, a.chunk, -1, c0, timeline_->mark()});
+}
+
 void PipelineStep::account_schedule(const std::vector<double>& ms, double origin_ms,
                                     PipelineStepTimes& t, std::vector<PipelineEvent>& events) {
   for (const MarkedSpan& m : marked_) {
     const double from = ms[m.from] - origin_ms, to = ms[m.to] - origin_ms, d = to - from;
     switch (m.activity) {
       case StageActivity::kForward:
-      case StageActivity::kBackward: {
-        const bool back = m.activity == StageActivity::kBackward;
+      case StageActivity::kBackward:
+      case StageActivity::kBackwardWeight: {
+        const bool back = m.activity != StageActivity::kForward;
         (back ? t.backward_ms : t.forward_ms) += d;
-        events.push_back({back ? 1 : 0, m.micro, m.chunk, from, to});
+        events.push_back({static_cast<int>(m.activity == StageActivity::kBackwardWeight) + back,
+                          m.micro, m.chunk, from, to});
         trace(m.activity, m.micro, chunks_[m.chunk].virtual_stage, -1, from, to);
         break;
       }
@@ -528,8 +549,10 @@ void PipelineStep::run_step(int step, StepRecord& rec, const FaultInjector& faul
   for (const Action& a : actions_) {
     if (a.kind == ActionKind::kForward)
       forward(a);
+    else if (a.kind == ActionKind::kBackwardWeight)
+      backward_weight(a);
     else
-      backward(a);
+      backward(a);  // whole, or a zero-bubble schedule's B
     channel_->poll();
   }
   // The schedule's times (on a GPU, once its kernels are done: the one wait of the step that

@@ -104,6 +104,8 @@ const char* to_string(StageActivity a) {
       return "recv wait";
     case StageActivity::kSendWait:
       return "send wait";
+    case StageActivity::kBackwardWeight:
+      return "backward weight";
   }
   return "";
 }

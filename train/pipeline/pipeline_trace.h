@@ -12,7 +12,15 @@
 
 namespace dtune::train {
 
-enum class StageActivity { kForward = 0, kBackward = 1, kSend = 2, kRecvWait = 3, kSendWait = 4 };
+// kBackward is a whole backward, or B of a zero-bubble schedule; kBackwardWeight is its W.
+enum class StageActivity {
+  kForward = 0,
+  kBackward = 1,
+  kSend = 2,
+  kRecvWait = 3,
+  kSendWait = 4,
+  kBackwardWeight = 5
+};
 const char* to_string(StageActivity a);
 
 // One span of a stage; times in microseconds on stage 0's steady clock (the step's common origin

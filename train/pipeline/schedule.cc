@@ -19,10 +19,31 @@ std::vector<Action> one_f_one_b(int warmup, int total, auto forward_at, auto bac
   return out;
 }
 
+// ZB-H1 for one chunk per stage: 1F1B with B for the whole backward, and after the j-th B (from
+// 0) the oldest pending W once j >= delay; the W's still pending close the list.
+std::vector<Action> zero_bubble_h1(int P, int M, int stage) {
+  std::vector<Action> out;
+  const int warmup = std::min(P - stage - 1, M), delay = stage;
+  int b = 0, w = 0;
+  auto backward = [&] {
+    out.push_back({ActionKind::kBackwardInput, b, 0});
+    if (b++ >= delay) out.push_back({ActionKind::kBackwardWeight, w++, 0});
+  };
+  for (int k = 0; k < warmup; ++k) out.push_back({ActionKind::kForward, k, 0});
+  for (int k = warmup; k < M; ++k) {
+    out.push_back({ActionKind::kForward, k, 0});
+    backward();
+  }
+  while (b < M) backward();
+  while (w < M) out.push_back({ActionKind::kBackwardWeight, w++, 0});
+  return out;
+}
+
 }  // namespace
 
 std::vector<Action> stage_actions(Schedule schedule, int P, int M, int V, int stage) {
   std::vector<Action> out;
+  if (schedule == Schedule::kZbH1) return zero_bubble_h1(P, M, stage);
   if (schedule == Schedule::kGpipe) {
     for (int m = 0; m < M; ++m) out.push_back({ActionKind::kForward, m, 0});
     for (int m = 0; m < M; ++m) out.push_back({ActionKind::kBackward, m, 0});
@@ -57,10 +78,15 @@ std::vector<double> SimulatedPipeline::bubble() const {
 
 SimulatedPipeline simulate_pipeline(Schedule schedule, int P, int M, int V, double forward,
                                     double backward) {
+  return simulate_pipeline(schedule, P, M, V, {forward, backward / 2, backward / 2});
+}
+
+SimulatedPipeline simulate_pipeline(Schedule schedule, int P, int M, int V, PassTimes t) {
   const int K = P * V;  // virtual stages
   std::vector<std::vector<Action>> lists;
   for (int s = 0; s < P; ++s) lists.push_back(stage_actions(schedule, P, M, V, s));
-  // done[(kind, virtual stage, micro)] = finish time.
+  // done[(pass, virtual stage, micro)] = finish time; pass 0 forward, 1 the input gradient (B or
+  // a whole backward), 2 the weight gradients (W or a whole backward).
   std::map<std::tuple<int, int, int>, double> done;
   SimulatedPipeline sim;
   sim.busy.assign(P, 0);
@@ -76,10 +102,12 @@ SimulatedPipeline simulate_pipeline(Schedule schedule, int P, int M, int V, doub
         const int v = a.chunk * P + s;
         double ready = free_at[s];
         const bool fwd = a.kind == ActionKind::kForward;
+        const bool weight = a.kind == ActionKind::kBackwardWeight;
         std::vector<std::tuple<int, int, int>> deps;
         if (fwd && v > 0) deps.push_back({0, v - 1, a.micro});
-        if (!fwd) deps.push_back({0, v, a.micro});
-        if (!fwd && v < K - 1) deps.push_back({1, v + 1, a.micro});
+        if (weight) deps.push_back({1, v, a.micro});
+        if (!fwd && !weight) deps.push_back({0, v, a.micro});
+        if (!fwd && !weight && v < K - 1) deps.push_back({1, v + 1, a.micro});
         bool ok = true;
         for (const auto& d : deps) {
           auto it = done.find(d);
@@ -90,11 +118,19 @@ SimulatedPipeline simulate_pipeline(Schedule schedule, int P, int M, int V, doub
           ready = std::max(ready, it->second);
         }
         if (!ok) break;
-        const double t = fwd ? forward : backward;
-        free_at[s] = ready + t;
-        sim.busy[s] += t;
-        done[{fwd ? 0 : 1, v, a.micro}] = free_at[s];
-        in_flight[s] += fwd ? 1 : -1;
+        const double d = fwd                                    ? t.forward
+                         : a.kind == ActionKind::kBackward      ? t.input + t.weight
+                         : a.kind == ActionKind::kBackwardInput ? t.input
+                                                                : t.weight;
+        free_at[s] = ready + d;
+        sim.busy[s] += d;
+        if (fwd) done[{0, v, a.micro}] = free_at[s];
+        if (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput)
+          done[{1, v, a.micro}] = free_at[s];
+        if (a.kind == ActionKind::kBackward || weight) done[{2, v, a.micro}] = free_at[s];
+        // In flight: forwarded and not yet through B (W keeps only its layers' inputs and
+        // output gradients).
+        if (!weight) in_flight[s] += fwd ? 1 : -1;
         sim.peak_in_flight[s] = std::max(sim.peak_in_flight[s], in_flight[s]);
         ++next[s];
         progress = true;
@@ -106,7 +142,11 @@ SimulatedPipeline simulate_pipeline(Schedule schedule, int P, int M, int V, doub
   return sim;
 }
 
-double theoretical_bubble(Schedule schedule, int P, int M, int V) {
+double theoretical_bubble(Schedule schedule, int P, int M, int V, PassTimes t) {
+  if (schedule == Schedule::kZbH1) {
+    const double bubble = (P - 1) * std::max(0.0, t.forward + t.input - t.weight);
+    return bubble / (M * (t.forward + t.input + t.weight) + bubble);
+  }
   const double v = schedule == Schedule::kInterleaved ? V : 1;
   return (P - 1) / (v * M + P - 1);
 }

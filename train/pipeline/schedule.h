@@ -1,8 +1,8 @@
 // Pipeline schedules as each stage's ordered list of actions (forward or backward of one
 // micro-batch through one of its model chunks), the orders GPipe, 1F1B (PipeDream-Flush, Narayanan
-// et al. 2021) and Megatron-LM's interleaved 1F1B define; and a simulator that runs those lists
-// against their dependencies with given forward/backward times, which proves them free of deadlock
-// and gives each schedule's theoretical bubble. Pure: unit-tested.
+// et al. 2021), Megatron-LM's interleaved 1F1B and the zero-bubble ZB-H1 (Qi et al. 2024) define;
+// and a simulator that runs those lists against their dependencies with given pass times, which
+// proves them free of deadlock and gives each schedule's theoretical bubble. Pure: unit-tested.
 #pragma once
 
 #include <vector>
@@ -11,7 +11,11 @@
 
 namespace dtune::train {
 
-enum class ActionKind { kForward, kBackward };
+// kBackward is the whole backward of a chunk. The zero-bubble schedules split it in two:
+// kBackwardInput (B: the gradient of the chunk's input, which the previous stage waits for, and
+// of every parameter whose gradient is cheap) and kBackwardWeight (W: the linear layers' weight
+// gradients, which nothing downstream waits for, deferred into what would be the bubble).
+enum class ActionKind { kForward, kBackward, kBackwardInput, kBackwardWeight };
 
 struct Action {
   ActionKind kind;
@@ -26,6 +30,10 @@ struct Action {
 //   interleaved: Megatron-LM's order (schedules.py, forward_backward_pipelining_with_interleaving):
 //     warm-up (P - stage - 1) x 2 + (V - 1) x P forwards, micro-batches in groups of P per chunk.
 //     Needs M a multiple of P.
+//   zb-h1: 1F1B's order with each backward split into B and W, stage s running the W of a
+//     micro-batch right after the next B once s B's are done (torch.distributed.pipelining's
+//     _get_1f1b_rank_ops with enable_zero_bubble): the last stage, idle at the end under 1F1B,
+//     fills that time with its deferred W's. The same micro-batches in flight as 1F1B.
 std::vector<Action> stage_actions(Schedule schedule, int P, int M, int V, int stage);
 
 struct SimulatedPipeline {
@@ -36,14 +44,25 @@ struct SimulatedPipeline {
   std::vector<double> bubble() const;  // per stage: 1 - busy / makespan
 };
 
+// A chunk's pass times: the forward, the input half of the backward (B) and the weight half (W); a
+// whole backward takes input + weight.
+struct PassTimes {
+  double forward = 1, input = 1, weight = 1;
+};
+
 // Runs every stage's actions in order, each as soon as its inputs exist (a forward needs the
-// previous virtual stage's forward of the same micro-batch, a backward the next virtual stage's
-// backward), with `forward` and `backward` time per chunk and free communication.
+// previous virtual stage's forward of the same micro-batch, a backward or B the next virtual
+// stage's backward or B and its own forward, a W its own B), with the given times per chunk and
+// free communication.
+SimulatedPipeline simulate_pipeline(Schedule schedule, int P, int M, int V, PassTimes t);
+// The same with a whole backward of `backward` (split evenly into B and W where a schedule splits).
 SimulatedPipeline simulate_pipeline(Schedule schedule, int P, int M, int V, double forward,
                                     double backward);
 
 // The bubble fraction the schedule's theory gives: (P - 1) / (M + P - 1) for GPipe and 1F1B,
-// (P - 1) / (V M + P - 1) interleaved (Narayanan et al. 2021, section 2.2).
-double theoretical_bubble(Schedule schedule, int P, int M, int V);
+// (P - 1) / (V M + P - 1) interleaved (Narayanan et al. 2021, section 2.2); ZB-H1's bubble time
+// is (P - 1)(F + B - W) against M(F + B + W) of work (Qi et al. 2024, section 3.1), with the
+// times `t` (the paper's F = B = W by default: (P - 1) / (3M + P - 1)).
+double theoretical_bubble(Schedule schedule, int P, int M, int V, PassTimes t = {});
 
 }  // namespace dtune::train

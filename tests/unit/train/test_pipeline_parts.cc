@@ -94,16 +94,21 @@ TEST(PipelinePartition, DescribesTheCuts) {
   EXPECT_EQ(describe_cuts(pieces, {0, 2}), "embed,h.0 | h.1,head");
 }
 
+constexpr Schedule kSchedules[] = {Schedule::kGpipe, Schedule::k1f1b, Schedule::kInterleaved,
+                                   Schedule::kZbH1};
+
 TEST(PipelineSchedule, EveryStageRunsEachActionOnceWithoutDeadlock) {
-  for (Schedule s : {Schedule::kGpipe, Schedule::k1f1b, Schedule::kInterleaved})
+  for (Schedule s : kSchedules)
     for (int P : {2, 3, 4})
       for (int M : {P, 2 * P, 3 * P})
         for (int V : s == Schedule::kInterleaved ? std::vector<int>{2, 3} : std::vector<int>{1}) {
+          // A zero-bubble schedule splits each backward into B and W.
+          const size_t passes = s == Schedule::kZbH1 ? 3 : 2;
           for (int st = 0; st < P; ++st) {
             std::set<std::tuple<int, int, int>> seen;
             for (const Action& a : stage_actions(s, P, M, V, st))
               EXPECT_TRUE(seen.insert({static_cast<int>(a.kind), a.micro, a.chunk}).second);
-            EXPECT_EQ(seen.size(), static_cast<size_t>(2 * M * V));
+            EXPECT_EQ(seen.size(), passes * M * V);
           }
           EXPECT_FALSE(simulate_pipeline(s, P, M, V, 1.0, 2.0).deadlock)
               << to_string(s) << " P=" << P << " M=" << M << " V=" << V;
@@ -117,7 +122,7 @@ TEST(PipelineSchedule, EveryStageRunsEachActionOnceWithoutDeadlock) {
 // v + 1; a backward receives v + 1's gradient and sends its own to v - 1).
 TEST(PipelineSchedule, EachLinkIsReceivedInTheOrderItIsSent) {
   using Transfer = std::pair<int, int>;  // (edge's lower virtual stage, micro-batch)
-  for (Schedule s : {Schedule::kGpipe, Schedule::k1f1b, Schedule::kInterleaved})
+  for (Schedule s : kSchedules)
     for (int P : {2, 3, 4})
       for (int M : {P, 2 * P, 3 * P})
         for (int V : s == Schedule::kInterleaved ? std::vector<int>{2, 3} : std::vector<int>{1}) {
@@ -130,7 +135,7 @@ TEST(PipelineSchedule, EachLinkIsReceivedInTheOrderItIsSent) {
               if (a.kind == ActionKind::kForward) {
                 if (v > 0) received[{0, (v - 1) % P, st}].push_back({v - 1, a.micro});
                 if (v < K - 1) sent[{0, st, (v + 1) % P}].push_back({v, a.micro});
-              } else {
+              } else if (a.kind != ActionKind::kBackwardWeight) {  // W sends nothing
                 if (v < K - 1) received[{1, (v + 1) % P, st}].push_back({v, a.micro});
                 if (v > 0) sent[{1, st, (v - 1) % P}].push_back({v - 1, a.micro});
               }
@@ -164,6 +169,33 @@ TEST(PipelineSchedule, SimulatedBubbleIsTheTheorysAndOneFOneBHoldsFewerMicroBatc
               << "P=" << P << " M=" << M << " V=" << V << " stage " << st;
       }
     }
+}
+
+// ZB-H1 (Qi et al. 2024, section 3.1): with F = B = W the bubble is (P - 1) / (3M + P - 1), a third
+// of 1F1B's at a large M, every stage's W of a micro-batch runs after its own B, and a stage holds
+// no more micro-batches between F and B than under 1F1B. With W larger than F + B nothing is left
+// to hide, and the theory's bubble is 0.
+TEST(PipelineSchedule, ZeroBubbleH1SimulatesToItsTheory) {
+  for (int P : {2, 3, 4})
+    for (int M : {P, 2 * P, 3 * P}) {
+      const auto zb = simulate_pipeline(Schedule::kZbH1, P, M, 1, PassTimes{1, 1, 1});
+      ASSERT_FALSE(zb.deadlock);
+      const double theory = theoretical_bubble(Schedule::kZbH1, P, M, 1);
+      EXPECT_NEAR(theory, (P - 1.0) / (3.0 * M + P - 1), 1e-12);
+      for (int st = 0; st < P; ++st) {
+        EXPECT_NEAR(zb.bubble()[st], theory, 1e-12) << "P=" << P << " M=" << M << " stage " << st;
+        EXPECT_LE(zb.peak_in_flight[st], std::min(M, P - st));
+        std::set<int> inputs_done;
+        for (const Action& a : stage_actions(Schedule::kZbH1, P, M, 1, st)) {
+          if (a.kind == ActionKind::kBackwardInput) inputs_done.insert(a.micro);
+          if (a.kind == ActionKind::kBackwardWeight) EXPECT_TRUE(inputs_done.contains(a.micro));
+        }
+      }
+      // Against 1F1B with the same whole backward: less bubble whenever P > 1.
+      const auto ofob = simulate_pipeline(Schedule::k1f1b, P, M, 1, PassTimes{1, 1, 1});
+      EXPECT_LT(zb.makespan, ofob.makespan);
+    }
+  EXPECT_EQ(theoretical_bubble(Schedule::kZbH1, 4, 8, 1, PassTimes{1, 1, 3}), 0);
 }
 
 // The mesh's layout, written out by hand for 8 ranks as dp2 x pp2 x tp2 would be once tp exists
