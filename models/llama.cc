@@ -224,7 +224,8 @@ const std::pair<torch::Tensor, torch::Tensor>& Llama::rotary(int64_t T,
   return rotary_;
 }
 
-torch::Tensor Llama::block(size_t i, const torch::Tensor& x) {
+std::function<torch::Tensor(const torch::Tensor&)> Llama::attention_region(size_t i,
+                                                                           const torch::Tensor& x) {
   auto* layer = layers_->ptr(i)->as<DecoderLayer>();
   // (With sequence parallelism x holds T / tp positions; attention sees all T.)
   const auto& [cos32, sin32] = rotary(x.size(1) * (sp_ ? tp_size_ : 1), x.device());
@@ -234,9 +235,27 @@ torch::Tensor Llama::block(size_t i, const torch::Tensor& x) {
   // The attention half with its residual: x's three uses (the residual, the norm's square and
   // its scaling) then sum their gradients inside one graph, in the order an unchecked backward
   // sums them, so selective checkpointing changes no bit either.
-  Region attention = [layer, cos, sin, backend](const torch::Tensor& h) {
+  return [layer, cos, sin, backend](const torch::Tensor& h) {
     return h + layer->attention_half(h, cos, sin, backend);
   };
+}
+
+torch::Tensor Llama::block_half(size_t i, const torch::Tensor& x, bool mlp) {
+  if (!mlp) {
+    Region attention = attention_region(i, x);
+    return checkpoint_ == ActivationCheckpoint::kNone
+               ? attention(x)
+               : checkpointed(attention, x, &recompute_seconds_);
+  }
+  auto* layer = layers_->ptr(i)->as<DecoderLayer>();
+  Region half = [layer](const torch::Tensor& h) { return h + layer->mlp_half(h); };
+  return checkpoint_ == ActivationCheckpoint::kFull ? checkpointed(half, x, &recompute_seconds_)
+                                                    : half(x);
+}
+
+torch::Tensor Llama::block(size_t i, const torch::Tensor& x) {
+  auto* layer = layers_->ptr(i)->as<DecoderLayer>();
+  Region attention = attention_region(i, x);
   Region whole = [layer, attention](const torch::Tensor& h) {
     torch::Tensor y = attention(h);
     return y + layer->mlp_half(y);
@@ -280,7 +299,7 @@ torch::Tensor Llama::forward(const torch::Tensor& tokens) {
   return head(x);  // (B, T, V)
 }
 
-std::vector<Piece> Llama::pieces() {
+std::vector<Piece> Llama::pieces(bool halves) {
   // MACs per sample as flops() counts them.
   const double C = static_cast<double>(cfg_.width), T = static_cast<double>(cfg_.context);
   const double HD = static_cast<double>(cfg_.heads * cfg_.head_dim);
@@ -298,9 +317,30 @@ std::vector<Piece> Llama::pieces() {
                  [this](const torch::Tensor& tokens) { return embed(tokens); },
                  names("model.embed_tokens."), 0.0, ""});
   for (size_t i = 0; i < layers_->size(); ++i) {
-    out.push_back({"layers." + std::to_string(i), PieceKind::kBlock,
-                   [this, i](const torch::Tensor& x) { return block(i, x); },
-                   names("model.layers." + std::to_string(i) + "."), block_macs, ""});
+    const std::string name = "layers." + std::to_string(i), prefix = "model." + name + ".";
+    if (!halves) {
+      out.push_back({name, PieceKind::kBlock,
+                     [this, i](const torch::Tensor& x) { return block(i, x); }, names(prefix),
+                     block_macs, ""});
+      continue;
+    }
+    // The attention half: q, k, v, o and the scores; the MLP half: gate, up and down.
+    Piece attn{name + ".attn",
+               PieceKind::kBlock,
+               [this, i](const torch::Tensor& x) { return block_half(i, x, false); },
+               names(prefix + "input_layernorm."),
+               (C * (2 * HD + 2 * KD) + HD * T) * T,
+               ""};
+    for (const auto& n : names(prefix + "self_attn.")) attn.parameters.push_back(n);
+    Piece mlp{name + ".mlp",
+              PieceKind::kBlock,
+              [this, i](const torch::Tensor& x) { return block_half(i, x, true); },
+              names(prefix + "post_attention_layernorm."),
+              3 * C * I * T,
+              ""};
+    for (const auto& n : names(prefix + "mlp.")) mlp.parameters.push_back(n);
+    out.push_back(std::move(attn));
+    out.push_back(std::move(mlp));
   }
   Piece last{"head",
              PieceKind::kLast,

@@ -29,6 +29,8 @@ enum class DeviceKind { kCpu, kCuda };
 enum class Schedule { kGpipe, k1f1b, kInterleaved, kZbH1 };
 enum class PipelineLayout { kWithinNode, kAcrossNodes };
 enum class PartitionBy { kFlops, kMeasured };
+// --stage-pieces: what the partition may cut between (partition.h).
+enum class StagePieces { kBlocks, kEnds, kHalves };
 // --shard: ZeRO's stages of sharded data parallelism (train/zero.h); none is DDP.
 enum class ShardMode { kNone, kZero1, kZero2, kZero3 };
 // The axes of the device mesh (train/mesh.h): tensor, pipeline and data parallelism.
@@ -70,6 +72,9 @@ inline constexpr EnumName<PipelineLayout> kPipelineLayoutNames[] = {
     {PipelineLayout::kWithinNode, "within-node"}, {PipelineLayout::kAcrossNodes, "across-nodes"}};
 inline constexpr EnumName<PartitionBy> kPartitionNames[] = {{PartitionBy::kFlops, "flops"},
                                                             {PartitionBy::kMeasured, "measured"}};
+inline constexpr EnumName<StagePieces> kStagePiecesNames[] = {{StagePieces::kBlocks, "blocks"},
+                                                              {StagePieces::kEnds, "ends"},
+                                                              {StagePieces::kHalves, "halves"}};
 inline constexpr EnumName<MeshAxis> kMeshAxisNames[] = {
     {MeshAxis::kTp, "tp"}, {MeshAxis::kPp, "pp"}, {MeshAxis::kDp, "dp"}};
 inline constexpr EnumName<ShardMode> kShardNames[] = {{ShardMode::kNone, "none"},
@@ -111,6 +116,7 @@ struct PipelineOptions {
   int virtual_stages = 1;  // V model chunks per rank (interleaved)
   PipelineLayout layout = PipelineLayout::kWithinNode;
   PartitionBy partition = PartitionBy::kFlops;
+  StagePieces pieces = StagePieces::kBlocks;
   double debug_chunk_sleep_ms = 0;  // test only: each chunk's forward sleeps this, backward 2x
 };
 
@@ -253,5 +259,6 @@ inline std::string to_string(const MeshOrder& order) {
   return s;
 }
 inline std::string to_string(PartitionBy v) { return enum_name(kPartitionNames, v); }
+inline std::string to_string(StagePieces v) { return enum_name(kStagePiecesNames, v); }
 
 }  // namespace dtune::train

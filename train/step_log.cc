@@ -61,6 +61,7 @@ void write_config(hid_t id, const Options& o, int64_t batch, size_t ranks) {
   h5::write_attr(id, "virtual_stages", o.pipeline.virtual_stages);
   h5::write_attr(id, "pipeline_layout", to_string(o.pipeline.layout));
   h5::write_attr(id, "partition", to_string(o.pipeline.partition));
+  h5::write_attr(id, "stage_pieces", to_string(o.pipeline.pieces));
   // The mesh: its degrees, its order and every rank's coordinates (mesh.h).
   for (MeshAxis a : {MeshAxis::kDp, MeshAxis::kPp, MeshAxis::kTp}) {
     h5::write_attr(id, "mesh_" + to_string(a), static_cast<int64_t>(mesh[a]));

@@ -50,16 +50,23 @@ void parse_profile_steps(const std::string& text, Options& o) {
 
 // --pipeline-stages and its companions, after parsing: the rules between them and the flags a
 // pipeline does not support (yet).
-void parse_pipeline(const std::string& schedule, const std::string& partition, Options& o) {
+void parse_pipeline(const std::string& schedule, const std::string& partition,
+                    const std::string& pieces, Options& o) {
   auto& pp = o.pipeline;
   pp.schedule = enum_value(kScheduleNames, schedule);
   pp.partition = enum_value(kPartitionNames, partition);
+  pp.pieces = enum_value(kStagePiecesNames, pieces);
   const int P = pp.stages, M = pp.micro_batches, V = pp.virtual_stages;
   if (pp.schedule != Schedule::kInterleaved && V > 1)
     throw UsageError("--virtual-stages " + std::to_string(V) +
                      " needs --schedule interleaved (gpipe and 1f1b hold one chunk per stage)");
   if (P == 1) return;
   const std::string p = "--pipeline-stages " + std::to_string(P);
+  if (pp.pieces == StagePieces::kHalves &&
+      std::string(models::model_family(o.model).name) == "resnet")
+    throw UsageError("--stage-pieces halves with --model " + o.model +
+                     ": only a transformer's blocks have an attention and an MLP half; use "
+                     "--stage-pieces blocks or ends");
   if (pp.schedule == Schedule::kInterleaved) {
     if (V < 2)
       throw UsageError(
@@ -448,7 +455,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->check(kPositive);
   auto& pp = o.pipeline;
   std::string schedule = to_string(pp.schedule), layout = to_string(pp.layout),
-              partition = to_string(pp.partition);
+              partition = to_string(pp.partition), pieces = to_string(pp.pieces);
   int micro_batches = 0;
   app.add_option("--pp,--pipeline-stages", pp.stages,
                  "pipeline-parallel stages P, the mesh's pp axis; ranks = data-parallel groups x "
@@ -508,6 +515,15 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->envname(env("PARTITION"))
       ->capture_default_str()
       ->check(CLI::IsMember(enum_names(kPartitionNames)));
+  app.add_option("--stage-pieces", pieces,
+                 "what the cut may fall between: blocks (the embedding with the first block, the "
+                 "head and loss with the last), ends (the embedding and the head pieces of their "
+                 "own, which a stage may hold alone, as Megatron-LM and torchtitan weigh them "
+                 "for large vocabularies) or halves (ends, and each transformer block as its "
+                 "attention half and its MLP half)")
+      ->envname(env("STAGE_PIECES"))
+      ->capture_default_str()
+      ->check(CLI::IsMember(enum_names(kStagePiecesNames)));
   app.add_option("--debug-chunk-sleep-ms", pp.debug_chunk_sleep_ms,
                  "test only: each forward of a stage's model chunk also sleeps this long, each "
                  "backward twice as long (balanced synthetic stages)")
@@ -639,7 +655,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   }
   o.timing = timing == "on";
   if (!profile.empty()) parse_profile_steps(profile, o);
-  parse_pipeline(schedule, partition, o);
+  parse_pipeline(schedule, partition, pieces, o);
   if (!o.cache_dir.empty() && o.data == "synthetic")
     throw UsageError(
         "--cache-dir with --data synthetic: the cache holds a dataset's blocks; give --data");

@@ -14,11 +14,12 @@ tied-gradient exchange), which favours PyTorch slightly. Throughput on both side
 over the sum, over measured steps, of the slowest rank's step time. Each repeat is a fresh pair of
 launches, alternating which goes first; the table gives the medians over repeats and the median of
 the pairs' ratios (the verdict's figure). Also: PP against DP on the same ranks (dtune only), with
-dtune's measured breakdown per stage.
+dtune's measured breakdown per stage. --stage-pieces ends|halves lets dtune's cut fall elsewhere
+than PyTorch's (dtune-train --stage-pieces: the cut that balances the stages' real costs).
 
 Run: .venv/bin/python benchmarks/train/vs_pytorch_pipeline.py [--ranks 2] [--micro-batches 4]
 [--batch 4] [--schedules gpipe,1f1b,zb-h1] [--repeats 3] [--steps 20] [--bind none|core]
-[--layers N] (the model's depth on both sides; a multiple of --ranks); the binary comes from
+[--layers N] (the model's depth on both sides; a multiple of --ranks) [--stage-pieces blocks]; the binary comes from
 DTUNE_BIN_DIR (default build/bin). Exit 0 whether or not the 1.15x target is met (a benchmark, not a
 test); 2 if a launch fails. --worker is the PyTorch side, under torchrun."""
 
@@ -154,7 +155,7 @@ def dtune(a, tmp, schedule, stages):
     if a.layers:
         args += ["--layers", str(a.layers)]
     if stages > 1:
-        args += ["--pipeline-stages", str(stages), "--schedule", schedule]
+        args += ["--pipeline-stages", str(stages), "--schedule", schedule, "--stage-pieces", a.stage_pieces]
     # The same global batch either way: one pipeline takes M micro-batches, each of the data-parallel
     # ranks M / ranks.
     args += ["--micro-batches", str(a.micro_batches if stages > 1 else max(1, a.micro_batches // a.ranks))]
@@ -186,6 +187,9 @@ def main():
     p.add_argument("--batch", type=int, default=4, help="samples per micro-batch")
     p.add_argument("--schedules", default="gpipe,1f1b,zb-h1")
     p.add_argument("--layers", type=int, help="the model's depth on both sides (a multiple of --ranks)")
+    p.add_argument(
+        "--stage-pieces", default="blocks", choices=["blocks", "ends", "halves"], help="dtune's cut (PyTorch's: blocks)"
+    )
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=3)
@@ -201,7 +205,10 @@ def main():
     if depth % a.ranks:
         p.error(f"{depth} blocks do not split evenly over {a.ranks} stages: give --layers a multiple of {a.ranks}")
     with tempfile.TemporaryDirectory() as tmp:
-        print(f"# {a.model}, {a.ranks} stages, {a.micro_batches} micro-batches of {a.batch}, {a.steps} steps")
+        print(
+            f"# {a.model}, {a.ranks} stages, {a.micro_batches} micro-batches of {a.batch}, {a.steps} steps; "
+            f"dtune --stage-pieces {a.stage_pieces}"
+        )
         print(f"# load average before: {os.getloadavg()[0]:.2f}; dtune's ranks: mpirun --bind-to {a.bind}")
         print(
             f"# {'schedule':<10} {'dtune':>10} {'pytorch':>10} {'ratio':>7}  (samples/s, medians of {a.repeats}; "

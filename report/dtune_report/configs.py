@@ -72,6 +72,7 @@ DEFAULTS = {
     "schedule": "1f1b",
     "virtual_stages": "1",
     "partition": "flops",
+    "stage_pieces": "blocks",
 }
 
 # A run is too short to trust with fewer measured steps than this, or an interval wider than

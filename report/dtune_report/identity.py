@@ -130,6 +130,7 @@ IGNORED_FLAGS = {
         "--virtual-stages",
         "--pipeline-layout",
         "--partition",
+        "--stage-pieces",
         "--activation-checkpoint",
         "--sequence-parallel",
         # The mesh (--pp is --pipeline-stages): matched on the mesh_* attributes (MESH_FIELDS).
@@ -214,6 +215,7 @@ SETTING_ATTRS = {
         "virtual_stages",
         "pipeline_layout",
         "partition",
+        "stage_pieces",
         "mesh_dp",
         "mesh_pp",
         "mesh_tp",
@@ -322,7 +324,8 @@ IGNORED_ATTRS = {
 # zero3 runs only: the others take zero3's defaults (on, block, 1), so that they tell
 # configurations apart only where a zero3 run changed them. (zero3 runs written before
 # --shard-prefetch gathered each unit when it was needed, prefetch 0: they read as 1.) Runs from
-# before --activation-checkpoint kept every activation; before --sequence-parallel, none.
+# before --activation-checkpoint kept every activation; before --sequence-parallel, none; before
+# --stage-pieces, a pipeline cut between blocks.
 ATTR_DEFAULTS = {
     "train": {
         "shard": "none",
@@ -331,6 +334,7 @@ ATTR_DEFAULTS = {
         "shard_prefetch": "1",
         "activation_checkpoint": "none",
         "sequence_parallel": "0",
+        "stage_pieces": "blocks",
     }
 }
 

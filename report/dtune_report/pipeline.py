@@ -60,7 +60,14 @@ def timeline_figure(run: dict, out):
             label = f"{int(micro)}" + (f".{int(chunk)}" if int(run.get("virtual_stages", 1)) > 1 else "")
             ax.text((start + end) / 2, row, label, ha="center", va="center", fontsize=6, color="white")
     stage, dp = np.asarray(run["stage"]), np.asarray(run["dp_index"])
-    ax.set_yticks(range(len(ranks)), [f"rank {r}: stage {stage[r]}, dp {dp[r]}" for r in ranks], fontsize=7)
+    labels = [f"rank {r}: stage {stage[r]}, dp {dp[r]}" for r in ranks]
+    if "planned_share" in run:  # each stage's share of the plan's cost beside its share of compute
+        plan, compute = np.asarray(run["planned_share"]), np.asarray(run["forward_ms"]) + np.asarray(run["backward_ms"])
+        for i, r in enumerate(ranks):
+            pipeline = compute[dp == dp[r]].sum()
+            measured = compute[r] / pipeline if pipeline > 0 else 0.0
+            labels[i] += f"\nplan {100 * plan[r]:.0f}%, measured {100 * measured:.0f}%"
+    ax.set_yticks(range(len(ranks)), labels, fontsize=7)
     ax.invert_yaxis()
     bubble = np.asarray(run["bubble"])
     ax.set(
@@ -102,6 +109,8 @@ def pp_against_dp(train: pd.DataFrame, pipelines: list[dict]) -> pd.DataFrame:
             layout = x.layout if x.dp_only else f"{x.layout} {x.schedule}"
             if not x.dp_only and x.schedule == "interleaved":
                 layout += f" V={int(x.virtual_stages)}"
+            if not x.dp_only and str(x.get("stage_pieces", "blocks")) not in ("blocks", "nan"):
+                layout += f" cut at {x.stage_pieces}"
             if str(x.get("shard", "none")) not in ("none", "nan"):
                 layout += f" {x.shard}"
             b, th = bubbles.get((x.file, x.run), (np.nan, np.nan))

@@ -20,6 +20,9 @@ from side_by_side import outcome, side_by_side
 TINY = ["--model", "gpt2-tiny", "--context", "32", "--vocab", "256", "--lr", "0.01"]  # 2 blocks
 D6 = ["--model", "gpt2-d6", "--context", "16", "--vocab", "128", "--lr", "0.01"]  # 6 blocks
 TINY8 = [*TINY, "--layers", "8"]  # 8 blocks: 4 stages x 2 virtual stages, one block per chunk
+# A head of 1,024 x 128 costs as much as an MLP half: --stage-pieces halves cuts block h.1 in two
+# (embed,h.0,h.1.attn: 270k MACs a token against h.1.mlp,head: 262k; at a block 201k against 332k).
+TINY1K = ["--model", "gpt2-tiny", "--context", "32", "--vocab", "1024", "--lr", "0.01"]
 RESNET = ["--model", "resnet18", "--width", "8", "--image-size", "32", "--num-classes", "10", "--lr", "0.01"]
 
 
@@ -56,6 +59,9 @@ CASES = [
     # Zero bubble: B and W apart (the linear layers' weight gradients deferred; the tied head's too).
     ("tiny-2-zbh1", TINY, 2, ["--schedule", "zb-h1"]),
     ("d6-4-zbh1", D6, 4, ["--schedule", "zb-h1"]),
+    # Cuts between the ends and inside blocks.
+    ("tiny1k-2-halves-zbh1", TINY1K, 2, ["--schedule", "zb-h1", "--stage-pieces", "halves"]),
+    ("d6-4-ends-1f1b", D6, 4, ["--schedule", "1f1b", "--stage-pieces", "ends"]),
     ("resnet-4-gpipe", RESNET, 4, ["--schedule", "gpipe"]),
 ]
 
@@ -76,6 +82,9 @@ def test_pipeline_equals_accumulation_in_one_process(tmp_path, name, model, stag
         virtual = int(extra[extra.index("--virtual-stages") + 1]) if "--virtual-stages" in extra else 1
         assert p.attrs["cuts"].count("|") == stages * virtual - 1
         assert p["timeline"].shape[1] == 6
+        assert p["planned_share"][()].sum() == pytest.approx(1.0)  # one pipeline: the whole plan
+        if "halves" in extra:
+            assert "h.1.attn | h.1.mlp" in p.attrs["cuts"], p.attrs["cuts"]
 
 
 def test_two_data_parallel_groups_of_two_stages(tmp_path):
@@ -159,6 +168,11 @@ BAD_FLAGS = [
         [*RESNET[:2], "--pipeline-stages", 2, "--schedule", "zb-h1", "--shard", "zero3"],
         "--shard zero3 and --schedule zb-h1",
     ),
+    (
+        2,
+        [*RESNET[:2], "--pipeline-stages", 2, "--stage-pieces", "halves"],
+        "--stage-pieces halves with --model resnet18",
+    ),
 ]
 BAD_FLAG_IDS = [
     "p-does-not-divide",
@@ -167,6 +181,7 @@ BAD_FLAG_IDS = [
     "m-below-p",
     "v-alone",
     "zero3-zbh1",
+    "halves-resnet",
 ]
 
 

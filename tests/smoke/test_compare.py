@@ -634,7 +634,7 @@ TRAIN_SETTINGS += ["weights_dtype", "optimizer", "lr", "device", "backend", "red
 TRAIN_SETTINGS += ["first_bucket_mb", "compression", "local_sgd_every", "shard", "reshard_after_forward"]
 TRAIN_SETTINGS += ["shard_unit", "shard_prefetch", "channels_last", "threads", "world_size", "data", "workers"]
 TRAIN_SETTINGS += ["prefetch", "decode", "fast_decode", "cache_dir", "pipeline_stages", "micro_batches"]
-TRAIN_SETTINGS += ["schedule", "virtual_stages", "pipeline_layout", "partition"]
+TRAIN_SETTINGS += ["schedule", "virtual_stages", "pipeline_layout", "partition", "stage_pieces"]
 COMM_RESULTS = ["status", "message", "iters", "warmup_iters", "check_iters", "time_mode", "busbw_factor"]
 COMM_RESULTS += ["fit_alpha_us", "fit_busbw_gbps", "fit_r2", "point_id", "point"]
 TRAIN_RESULTS = ["status", "message", "steps", "warmup_steps", "throughput_steps", "steps_written"]
@@ -659,6 +659,7 @@ def setting_attrs(benchmark: str) -> dict:
     attrs = config_attrs(8, 2, shard="zero3", reshard_after_forward=1, shard_unit="block", shard_prefetch=1)
     attrs.update(decode="roi", fast_decode=0, reduce_algo="flat", pipeline_stages=1, micro_batches=1)
     attrs.update(schedule="1f1b", virtual_stages=1, pipeline_layout="within-node", partition="flops")
+    attrs.update(stage_pieces="blocks")
     return attrs
 
 
@@ -1046,6 +1047,7 @@ def test_identity_of_a_run_from_its_command_line_environment_and_attributes():
         "shard_prefetch": "1",
         "activation_checkpoint": "none",  # a file from before it kept every activation
         "sequence_parallel": "0",
+        "stage_pieces": "blocks",
         "mesh_pp": "1",  # a file from before pipelines and the mesh: one stage,
         "mesh_tp": "1",  # no tensor parallelism,
         "mesh_order": "tp,pp,dp",  # the default order
@@ -1063,6 +1065,7 @@ def test_identity_of_a_run_from_its_command_line_environment_and_attributes():
         "shard_prefetch": "1",
         "activation_checkpoint": "none",  # a file from before it kept every activation
         "sequence_parallel": "0",
+        "stage_pieces": "blocks",
         "mesh_pp": "1",
         "mesh_tp": "1",
         "mesh_order": "tp,pp,dp",
@@ -1088,6 +1091,7 @@ def test_identity_of_a_sweep_point_is_its_definition():
         "shard_prefetch": "1",
         "activation_checkpoint": "none",  # a file from before it kept every activation
         "sequence_parallel": "0",
+        "stage_pieces": "blocks",
         "mesh_pp": "1",
         "mesh_tp": "1",
         "mesh_order": "tp,pp,dp",
@@ -1105,6 +1109,7 @@ def test_identity_of_a_sweep_point_is_its_definition():
         "shard_prefetch": "1",
         "activation_checkpoint": "none",  # a file from before it kept every activation
         "sequence_parallel": "0",
+        "stage_pieces": "blocks",
         "mesh_pp": "1",
         "mesh_tp": "1",
         "mesh_order": "tp,pp,dp",
@@ -1354,6 +1359,7 @@ def test_the_first_argument_of_a_command_line_counts():
         "shard_prefetch": "1",
         "activation_checkpoint": "none",  # a file from before it kept every activation
         "sequence_parallel": "0",
+        "stage_pieces": "blocks",
         "mesh_pp": "1",
         "mesh_tp": "1",
         "mesh_order": "tp,pp,dp",

@@ -8,27 +8,41 @@
 
 namespace dtune::train {
 
-std::vector<size_t> partition_pieces(const std::vector<PieceCost>& pieces, int chunks) {
-  // Units: one per block, the kFirst pieces added to the first unit, the kLast ones to the last.
-  std::vector<size_t> block_index;  // piece index of each block
+std::vector<size_t> partition_pieces(const std::vector<PieceCost>& pieces, int chunks,
+                                     bool ends_apart) {
+  // Units: (first piece, cost). One per block, the kFirst pieces added to the first unit and the
+  // kLast ones to the last; with ends_apart, the kFirst and the kLast pieces each a unit.
+  std::vector<std::pair<size_t, double>> units;
+  size_t blocks = 0;
   double first = 0, last = 0;
+  size_t last_begin = pieces.size();
   for (size_t i = 0; i < pieces.size(); ++i) {
-    if (pieces[i].kind == models::PieceKind::kBlock)
-      block_index.push_back(i);
-    else if (block_index.empty())
+    if (pieces[i].kind == models::PieceKind::kBlock) {
+      units.push_back({i, pieces[i].cost});
+      ++blocks;
+    } else if (blocks == 0) {
       first += pieces[i].cost;
-    else
+    } else {
       last += pieces[i].cost;
+      last_begin = std::min(last_begin, i);
+    }
   }
-  const size_t B = block_index.size(), K = static_cast<size_t>(chunks);
+  if (ends_apart) {
+    if (!units.empty() && units.front().first > 0) units.insert(units.begin(), {0, first});
+    if (last_begin < pieces.size()) units.push_back({last_begin, last});
+  } else if (!units.empty()) {
+    units.front().second += first;
+    units.back().second += last;
+  }
+  const size_t B = units.size(), K = static_cast<size_t>(chunks);
   if (K > B)
     throw UsageError("--pipeline-stages x --virtual-stages = " + std::to_string(K) +
-                     " chunks but the model has " + std::to_string(B) +
-                     " blocks: give at most one chunk per block (fewer stages, or a deeper model)");
+                     " chunks but the model has " + std::to_string(blocks) + " blocks" +
+                     (ends_apart ? " and its ends (" + std::to_string(B) + " pieces to cut between)"
+                                 : std::string()) +
+                     ": give at most one chunk per block (fewer stages, or a deeper model)");
   std::vector<double> prefix(B + 1, 0);
-  for (size_t j = 0; j < B; ++j)
-    prefix[j + 1] =
-        prefix[j] + pieces[block_index[j]].cost + (j == 0 ? first : 0) + (j == B - 1 ? last : 0);
+  for (size_t j = 0; j < B; ++j) prefix[j + 1] = prefix[j] + units[j].second;
   // best[k][j]: the least possible maximum chunk cost of units [0, j) cut into k chunks.
   constexpr double kInf = std::numeric_limits<double>::infinity();
   std::vector<std::vector<double>> best(K + 1, std::vector<double>(B + 1, kInf));
@@ -46,7 +60,7 @@ std::vector<size_t> partition_pieces(const std::vector<PieceCost>& pieces, int c
     j = from[k][j];
   }
   std::vector<size_t> starts(K);
-  for (size_t k = 0; k < K; ++k) starts[k] = k == 0 ? 0 : block_index[unit_starts[k]];
+  for (size_t k = 0; k < K; ++k) starts[k] = k == 0 ? 0 : units[unit_starts[k]].first;
   return starts;
 }
 

@@ -2,14 +2,15 @@
 #include "train/pipeline/pipeline_results.h"
 
 #include <algorithm>
+#include <map>
 
 #include "core/gather.h"
 
 namespace dtune::train {
 namespace {
 
-constexpr size_t kRowFields = 10;   // stage, dp, forward, backward, recv, send, idle, span, bubble,
-                                    // peak activation bytes
+constexpr size_t kRowFields = 11;   // stage, dp, forward, backward, recv, send, idle, span, bubble,
+                                    // peak activation bytes, planned share
 constexpr size_t kEventFields = 5;  // backward, micro, chunk, start, end
 
 }  // namespace
@@ -54,7 +55,8 @@ LocalPipeline local_pipeline(const Options& o, const PipelineStats& st) {
            mine.idle_ms,
            mine.span_ms,
            mine.bubble,
-           static_cast<double>(mine.peak_activation_bytes)};
+           static_cast<double>(mine.peak_activation_bytes),
+           st.planned_share};
   for (const auto& e : st.timeline)
     l.events.insert(l.events.end(), {static_cast<double>(e.backward), static_cast<double>(e.micro),
                                      static_cast<double>(e.chunk), e.start_ms, e.end_ms});
@@ -81,6 +83,7 @@ PipelineTable make_table(const PipelineStats& st, const std::vector<double>& row
     r.send_wait_ms = rows[i + 5], r.idle_ms = rows[i + 6], r.span_ms = rows[i + 7];
     r.bubble = rows[i + 8];
     r.peak_activation_bytes = static_cast<long long>(rows[i + 9]);
+    r.planned_share = rows[i + 10];
     t.ranks.push_back(r);
   }
   for (size_t i = 0; i < all_events.size() / kEventFields; ++i) {
@@ -141,20 +144,27 @@ void print_pipeline(const Options& o, const PipelineTable& t, FILE* f) {
                to_string(p.layout).c_str(), t.channel.c_str());
   std::fprintf(f, "#   cut points: %s\n#   partitioned by %s\n", t.cuts.c_str(),
                t.partitioned.c_str());
-  std::fprintf(f, "# %-5s %5s %3s %10s %10s %10s %10s %10s %10s %8s %8s %12s\n", "rank", "stage",
+  std::fprintf(f, "# %-5s %5s %3s %10s %10s %10s %10s %10s %10s %8s %8s %12s %8s %8s\n", "rank", "stage",
                "dp", "forward", "backward", "recv_wait", "send_wait", "idle", "span_ms", "bubble",
-               "theory", "peak_act_MiB");
+               "theory", "peak_act_MiB", "plan", "measured");
+  // Each stage's share of its pipeline's compute, beside the plan's share of the cost.
+  std::map<int, double> compute;  // per data-parallel index
+  for (const auto& x : t.ranks) compute[x.dp_index] += x.forward_ms + x.backward_ms;
   for (size_t r = 0; r < t.ranks.size(); ++r) {
     const PipelineRow& x = t.ranks[r];
-    std::fprintf(
-        f, "  %-5zu %5d %3d %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %7.1f%% %7.1f%% %12.2f\n", r,
-        x.stage, x.dp_index, x.forward_ms, x.backward_ms, x.recv_wait_ms, x.send_wait_ms, x.idle_ms,
-        x.span_ms, 100 * x.bubble, 100 * t.theory_bubble,
-        static_cast<double>(x.peak_activation_bytes) / (1 << 20));
+    const double all = compute[x.dp_index];
+    std::fprintf(f,
+                 "  %-5zu %5d %3d %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %7.1f%% %7.1f%% %12.2f "
+                 "%7.1f%% %7.1f%%\n",
+                 r, x.stage, x.dp_index, x.forward_ms, x.backward_ms, x.recv_wait_ms,
+                 x.send_wait_ms, x.idle_ms, x.span_ms, 100 * x.bubble, 100 * t.theory_bubble,
+                 static_cast<double>(x.peak_activation_bytes) / (1 << 20), 100 * x.planned_share,
+                 all > 0 ? 100 * (x.forward_ms + x.backward_ms) / all : 0.0);
   }
   std::fprintf(f,
                "#   (ms per step, means over the measured steps; bubble = 1 - (forward + backward) "
-               "/ span)\n");
+               "/ span; plan: the stage's share of the partition's cost, measured: its share of "
+               "the pipeline's forward + backward time)\n");
 }
 
 void write_pipeline(hid_t run_group, const Options& o, const PipelineTable& t) {
@@ -170,12 +180,12 @@ void write_pipeline(hid_t run_group, const Options& o, const PipelineTable& t) {
   h5::write_attr(id, "complete", static_cast<int64_t>(t.partial ? 0 : 1));
   const size_t R = t.ranks.size();
   std::vector<int64_t> stage, dp, peak;
-  std::vector<double> fwd, bwd, recv, send, idle, span, bubble;
+  std::vector<double> fwd, bwd, recv, send, idle, span, bubble, planned;
   for (const auto& x : t.ranks) {
     stage.push_back(x.stage), dp.push_back(x.dp_index), peak.push_back(x.peak_activation_bytes);
     fwd.push_back(x.forward_ms), bwd.push_back(x.backward_ms), recv.push_back(x.recv_wait_ms);
     send.push_back(x.send_wait_ms), idle.push_back(x.idle_ms), span.push_back(x.span_ms);
-    bubble.push_back(x.bubble);
+    bubble.push_back(x.bubble), planned.push_back(x.planned_share);
   }
   h5::write_dataset(id, "stage", {R}, stage.data());
   h5::write_dataset(id, "dp_index", {R}, dp.data());
@@ -187,6 +197,7 @@ void write_pipeline(hid_t run_group, const Options& o, const PipelineTable& t) {
   h5::write_dataset(id, "idle_ms", {R}, idle.data());
   h5::write_dataset(id, "span_ms", {R}, span.data());
   h5::write_dataset(id, "bubble", {R}, bubble.data());
+  h5::write_dataset(id, "planned_share", {R}, planned.data());
   h5::write_dataset(id, "timeline", {t.timeline.size() / 6, 6}, t.timeline.data());
   h5::write_dataset(id, "loss_scale", {t.steps, R}, t.loss_scale.data());
   h5::write_dataset(id, "found_inf", {t.steps, R}, t.found_inf.data());

@@ -22,6 +22,7 @@ struct PipelineRow {  // one rank, means over the measured steps
   double forward_ms = 0, backward_ms = 0, recv_wait_ms = 0, send_wait_ms = 0, idle_ms = 0;
   double span_ms = 0, bubble = 0;
   long long peak_activation_bytes = 0;  // the largest of any step
+  double planned_share = 0;             // of the partition's cost (pipeline_stats.h)
 };
 
 struct PipelineTable {

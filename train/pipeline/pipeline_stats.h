@@ -35,8 +35,9 @@ struct PipelineStepTimes {
 struct PipelineStats {
   int stages = 0;  // 0: not a pipeline run
   int stage = 0, dp_index = 0;
-  std::string cuts;         // every chunk's pieces, "embed,h.0 | h.1,head" (partition.h)
-  std::string partitioned;  // "flops" or "measured", with the chunk costs
+  std::string cuts;          // every chunk's pieces, "embed,h.0 | h.1,head" (partition.h)
+  std::string partitioned;   // "flops" or "measured", with the chunk costs
+  double planned_share = 0;  // this stage's chunks' share of the plan's cost, all chunks' 1
   double theory_bubble = 0;
   std::string channel;  // how the stages' tensors travel: "mpi" or "nccl" (pipeline_channel.h)
   std::vector<PipelineStepTimes> steps;  // every step, warm-up included

@@ -202,7 +202,7 @@ PipelineStep::PipelineStep(TrainSetup& s, const RunContext& ctx, RunMonitor& mon
   timeline_ = make_timeline(s_.ordinal);
   // Every rank built the whole model from the same seed, so every stage's parameters start as
   // one process's would; the data-parallel broadcast below makes that explicit, as DDP does.
-  pieces_ = models::model_pieces(*s_.model);
+  pieces_ = models::model_pieces(*s_.model, o_.pipeline.pieces == StagePieces::kHalves);
   auto armed = monitor_.arm("setting up the pipeline (partition, stage groups, parameters)");
   setup_partition();
   if (o.shard == ShardMode::kZero3) {  // its units are cut from this stage's pieces
@@ -274,7 +274,7 @@ void PipelineStep::setup_partition() {
   } else {
     for (const auto& p : pieces_) costs.push_back({p.kind, p.forward_macs});
   }
-  starts_ = partition_pieces(costs, K_);
+  starts_ = partition_pieces(costs, K_, o_.pipeline.pieces != StagePieces::kBlocks);
   double most = 0, total = 0;
   std::string each;
   for (int k = 0; k < K_; ++k) {
@@ -287,6 +287,13 @@ void PipelineStep::setup_partition() {
     std::snprintf(buf, sizeof buf, "%s%.3g", k ? " " : "", c);
     each += buf;
   }
+  double own = 0;  // this stage's chunks' cost
+  for (int c = 0; c < V_; ++c) {
+    const int k = c * P_ + topo_.stage();
+    const size_t end = k + 1 < K_ ? starts_[k + 1] : pieces_.size();
+    for (size_t i = starts_[k]; i < end; ++i) own += costs[i].cost;
+  }
+  stats_.planned_share = total > 0 ? own / total : 0;
   stats_.partitioned =
       to_string(o_.pipeline.partition) + " (" +
       (o_.pipeline.partition == PartitionBy::kMeasured ? "ms" : "forward MACs/sample") +

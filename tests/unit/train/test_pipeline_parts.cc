@@ -80,8 +80,44 @@ TEST(PipelinePartition, EndsStayWithTheirStagesAndTheCutIsOptimal) {
     }
 }
 
+// With the ends apart, the cut may also fall after the embedding and before the head: every cut
+// of the N pieces into K non-empty runs is a candidate, and the optimum over them is found. A head
+// as costly as three blocks goes alone, which the joined ends could not do.
+TEST(PipelinePartition, EndsApartMayStandAloneAndTheCutIsOptimal) {
+  auto best_of_every_cut = [](const std::vector<PieceCost>& p, int K) {
+    double best = 1e300;
+    std::vector<size_t> starts{0};
+    std::function<void(size_t)> rec = [&](size_t next) {
+      if (static_cast<int>(starts.size()) == K) {
+        best = std::min(best, worst(p, starts));
+        return;
+      }
+      for (size_t i = next; i < p.size(); ++i) {
+        starts.push_back(i);
+        rec(i + 1);
+        starts.pop_back();
+      }
+    };
+    rec(1);
+    return best;
+  };
+  for (const auto& blocks : std::vector<std::vector<double>>{{1, 1}, {1, 1, 1}, {3, 7, 2, 9}})
+    for (int K = 1; K <= static_cast<int>(blocks.size()) + 2; ++K) {
+      const auto p = gpt_like(blocks, 0.5, 3);
+      const auto starts = partition_pieces(p, K, /*ends_apart=*/true);
+      ASSERT_EQ(starts.size(), static_cast<size_t>(K));
+      for (size_t k = 1; k < starts.size(); ++k) EXPECT_GT(starts[k], starts[k - 1]);
+      EXPECT_DOUBLE_EQ(worst(p, starts), best_of_every_cut(p, K));
+    }
+  // embed 0.5 | three blocks of 1 | head 3: two stages cut before the head.
+  EXPECT_EQ(partition_pieces(gpt_like({1, 1, 1}, 0.5, 3), 2, true), (std::vector<size_t>{0, 4}));
+  EXPECT_EQ(partition_pieces(gpt_like({1, 1, 1}, 0.5, 3), 2, false), (std::vector<size_t>{0, 3}));
+}
+
 TEST(PipelinePartition, MoreChunksThanBlocksIsAUsageError) {
   EXPECT_THROW(partition_pieces(gpt_like({1, 1}, 0, 0), 3), UsageError);
+  EXPECT_NO_THROW(partition_pieces(gpt_like({1, 1}, 0, 0), 4, true));
+  EXPECT_THROW(partition_pieces(gpt_like({1, 1}, 0, 0), 5, true), UsageError);
 }
 
 TEST(PipelinePartition, DescribesTheCuts) {
