@@ -14,14 +14,16 @@ tied-gradient exchange), which favours PyTorch slightly. Throughput on both side
 over the sum, over measured steps, of the slowest rank's step time. Each repeat is a fresh pair of
 launches, alternating which goes first; the table gives the medians over repeats and the median of
 the pairs' ratios (the verdict's figure). Also: PP against DP on the same ranks (dtune only), with
-dtune's measured breakdown per stage. --stage-pieces ends|halves lets dtune's cut fall elsewhere
-than PyTorch's (dtune-train --stage-pieces: the cut that balances the stages' real costs).
+dtune's measured breakdown per stage. --stage-pieces ends|halves and --partition measured let
+dtune's cut fall elsewhere than PyTorch's (dtune-train's: the cut that balances the stages' real
+costs).
 
 Run: .venv/bin/python benchmarks/train/vs_pytorch_pipeline.py [--ranks 2] [--micro-batches 4]
 [--batch 4] [--schedules gpipe,1f1b,zb-h1] [--repeats 3] [--steps 20] [--bind none|core]
-[--layers N] (the model's depth on both sides; a multiple of --ranks) [--stage-pieces blocks]; the binary comes from
-DTUNE_BIN_DIR (default build/bin). Exit 0 whether or not the 1.15x target is met (a benchmark, not a
-test); 2 if a launch fails. --worker is the PyTorch side, under torchrun."""
+[--layers N] (the model's depth on both sides; a multiple of --ranks) [--stage-pieces blocks]
+[--partition flops]; the binary comes from DTUNE_BIN_DIR (default build/bin). Exit 0 whether or
+not the 1.15x target is met (a benchmark, not a test); 2 if a launch fails. --worker is the PyTorch
+side, under torchrun."""
 
 import argparse
 import json
@@ -156,6 +158,7 @@ def dtune(a, tmp, schedule, stages):
         args += ["--layers", str(a.layers)]
     if stages > 1:
         args += ["--pipeline-stages", str(stages), "--schedule", schedule, "--stage-pieces", a.stage_pieces]
+        args += ["--partition", a.partition]
     # The same global batch either way: one pipeline takes M micro-batches, each of the data-parallel
     # ranks M / ranks.
     args += ["--micro-batches", str(a.micro_batches if stages > 1 else max(1, a.micro_batches // a.ranks))]
@@ -190,6 +193,7 @@ def main():
     p.add_argument(
         "--stage-pieces", default="blocks", choices=["blocks", "ends", "halves"], help="dtune's cut (PyTorch's: blocks)"
     )
+    p.add_argument("--partition", default="flops", choices=["flops", "measured"], help="dtune's cost of a piece")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=3)
@@ -207,7 +211,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         print(
             f"# {a.model}, {a.ranks} stages, {a.micro_batches} micro-batches of {a.batch}, {a.steps} steps; "
-            f"dtune --stage-pieces {a.stage_pieces}"
+            f"dtune --stage-pieces {a.stage_pieces} --partition {a.partition}"
         )
         print(f"# load average before: {os.getloadavg()[0]:.2f}; dtune's ranks: mpirun --bind-to {a.bind}")
         print(

@@ -2,12 +2,16 @@
 // llm.c (GPT-2 124M), FLOPs against torchvision's published GMACs, forward shapes of every
 // model small enough to build here, the arithmetic of model_size.h against the built models (and
 // the large GPTs against their published counts), its FSDP units against the built modules,
-// channels_last against contiguous, and deterministic initialisation for a seed.
+// channels_last against contiguous, and deterministic initialisation for a seed; the pipeline's
+// pieces (whole blocks and halves) compose to the model, and the zero-bubble split of the
+// backward (weight_grad_store.h) gives the gradients of one whole backward.
+#include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 #include <torch/nn/functional/activation.h>
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +21,7 @@
 #include "models/model_size.h"
 #include "models/pieces.h"
 #include "models/registry.h"
+#include "models/weight_grad_store.h"
 
 namespace dtune::models {
 namespace {
@@ -248,6 +253,91 @@ TEST(ModelFamilies, EveryNameBelongsToOneFamilyAndBuildsItself) {
     EXPECT_EQ(pieces.size(), want) << name;
     EXPECT_EQ(model_size(name, tiny).parameters, model_family(name).size(name, tiny).parameters);
   }
+}
+
+// --stage-pieces halves: the attention and MLP halves of every block, composed, are the model's
+// forward, and the pieces name every parameter once (the tied embedding twice: embed and head).
+TEST(Models, HalvesComposeToTheForwardAndNameEveryParameter) {
+  ModelOptions o;
+  o.context = 16;
+  o.vocab = 64;
+  for (const std::string name : {"gpt2-tiny", "llama3-tiny"}) {
+    auto m = make_model(name, o);
+    torch::Tensor tokens = torch::randint(o.vocab, {2, o.context}, torch::kLong);
+    torch::NoGradGuard no_grad;
+    const torch::Tensor whole = m->forward(tokens);
+    for (bool halves : {false, true}) {
+      const auto pieces = model_pieces(*m, halves);
+      torch::Tensor x = tokens;
+      std::map<std::string, int> named;
+      for (const auto& p : pieces) {
+        x = p.forward(x);
+        for (const auto& n : p.parameters) ++named[n];
+      }
+      EXPECT_TRUE(torch::allclose(x, whole, 1e-5, 1e-6)) << name << " halves " << halves;
+      for (const auto& p : m->named_parameters())
+        EXPECT_GE(named[p.key()], 1) << name << ": " << p.key() << " in no piece";
+      EXPECT_EQ(named.size(), m->named_parameters().size()) << name;
+      size_t blocks = 0;
+      for (const auto& p : pieces) blocks += p.kind == PieceKind::kBlock;
+      EXPECT_EQ(blocks, (halves ? 2u : 1u) * 2) << name;  // both tiny models have 2 blocks
+    }
+  }
+}
+
+// Zero bubble: a forward recorded into a WeightGradStore leaves the linear layers' weights and
+// biases without gradient after autograd's backward (B), every other parameter with its gradient;
+// compute() (W) then gives each the gradient one whole backward gives, fp32 and under bf16
+// autocast (the products in bf16 there, as autograd's).
+TEST(Models, DeferredWeightGradientsEqualOneWholeBackward) {
+  ModelOptions o;
+  o.context = 16;
+  o.vocab = 64;
+  for (const std::string name : {"gpt2-tiny", "llama3-tiny"})
+    for (bool bf16 : {false, true}) {
+      auto m = make_model(name, o);
+      torch::Tensor tokens = torch::randint(o.vocab, {2, o.context}, torch::kLong);
+      torch::Tensor target = torch::randint(o.vocab, {2, o.context}, torch::kLong);
+      auto run = [&](WeightGradStore* store) {
+        for (auto& p : m->parameters()) p.mutable_grad() = torch::Tensor();
+        std::optional<WeightGradStore::Recording> rec;
+        if (store) rec.emplace(*store, 7);
+        torch::Tensor loss;
+        {
+          if (bf16) {
+            at::autocast::set_autocast_enabled(at::kCPU, true);
+            at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+          }
+          loss = m->loss(m->forward(tokens), target);
+          if (bf16) {
+            at::autocast::set_autocast_enabled(at::kCPU, false);
+            at::autocast::clear_cache();
+          }
+        }
+        rec.reset();
+        loss.backward();
+      };
+      run(nullptr);
+      std::map<std::string, torch::Tensor> whole;
+      for (const auto& p : m->named_parameters()) whole[p.key()] = p.value().grad().clone();
+      WeightGradStore store;
+      run(&store);
+      size_t deferred = 0;
+      for (const auto& p : m->named_parameters()) deferred += !p.value().grad().defined();
+      EXPECT_GT(deferred, 0u) << name;
+      EXPECT_FALSE(store.empty());
+      EXPECT_EQ(store.compute(6), 0u);  // another micro-batch's W: nothing
+      EXPECT_GT(store.compute(7), 0u);
+      EXPECT_TRUE(store.empty());
+      const double tol = bf16 ? 2e-2 : 1e-5;
+      for (const auto& p : m->named_parameters()) {
+        ASSERT_TRUE(p.value().grad().defined()) << name << ": " << p.key();
+        const torch::Tensor& g = whole[p.key()];
+        const double scale = g.abs().max().item<double>() + 1e-12;
+        EXPECT_LE((p.value().grad() - g).abs().max().item<double>() / scale, tol)
+            << name << (bf16 ? " bf16 " : " fp32 ") << p.key();
+      }
+    }
 }
 
 }  // namespace
