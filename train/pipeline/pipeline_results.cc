@@ -144,9 +144,9 @@ void print_pipeline(const Options& o, const PipelineTable& t, FILE* f) {
                to_string(p.layout).c_str(), t.channel.c_str());
   std::fprintf(f, "#   cut points: %s\n#   partitioned by %s\n", t.cuts.c_str(),
                t.partitioned.c_str());
-  std::fprintf(f, "# %-5s %5s %3s %10s %10s %10s %10s %10s %10s %8s %8s %12s %8s %8s\n", "rank", "stage",
-               "dp", "forward", "backward", "recv_wait", "send_wait", "idle", "span_ms", "bubble",
-               "theory", "peak_act_MiB", "plan", "measured");
+  std::fprintf(f, "# %-5s %5s %3s %10s %10s %10s %10s %10s %10s %8s %8s %12s %8s %8s\n", "rank",
+               "stage", "dp", "forward", "backward", "recv_wait", "send_wait", "idle", "span_ms",
+               "bubble", "theory", "peak_act_MiB", "plan", "measured");
   // Each stage's share of its pipeline's compute, beside the plan's share of the cost.
   std::map<int, double> compute;  // per data-parallel index
   for (const auto& x : t.ranks) compute[x.dp_index] += x.forward_ms + x.backward_ms;
