@@ -26,7 +26,7 @@ enum class Compression { kNone, kFp16, kBf16 };
 enum class DeviceKind { kCpu, kCuda };
 // Pipeline parallelism (train/pipeline/): the schedule, where a pipeline's stages sit, and how the
 // model is cut.
-enum class Schedule { kGpipe, k1f1b, kInterleaved, kZbH1 };
+enum class Schedule { kGpipe, k1f1b, kInterleaved, kZbH1, kZbV };
 enum class PipelineLayout { kWithinNode, kAcrossNodes };
 enum class PartitionBy { kFlops, kMeasured };
 // --stage-pieces: what the partition may cut between (partition.h).
@@ -67,7 +67,8 @@ inline constexpr EnumName<DeviceKind> kDeviceNames[] = {{DeviceKind::kCpu, "cpu"
 inline constexpr EnumName<Schedule> kScheduleNames[] = {{Schedule::kGpipe, "gpipe"},
                                                         {Schedule::k1f1b, "1f1b"},
                                                         {Schedule::kInterleaved, "interleaved"},
-                                                        {Schedule::kZbH1, "zb-h1"}};
+                                                        {Schedule::kZbH1, "zb-h1"},
+                                                        {Schedule::kZbV, "zb-v"}};
 inline constexpr EnumName<PipelineLayout> kPipelineLayoutNames[] = {
     {PipelineLayout::kWithinNode, "within-node"}, {PipelineLayout::kAcrossNodes, "across-nodes"}};
 inline constexpr EnumName<PartitionBy> kPartitionNames[] = {{PartitionBy::kFlops, "flops"},

@@ -91,12 +91,19 @@ void parse_pipeline(const std::string& schedule, const std::string& partition,
     throw UsageError(p +
                      " with --shard zero3 and --schedule interleaved: a stage's units are cut "
                      "from one chunk; use --schedule 1f1b or gpipe, or --shard zero2");
-  if (o.shard == ShardMode::kZero3 && pp.schedule == Schedule::kZbH1)
-    throw UsageError(
-        p +
-        " with --shard zero3 and --schedule zb-h1: zero3 reduce-scatters each "
-        "micro-batch's gradients at the end of its backward, and zb-h1 computes the "
-        "weight gradients later (its W passes); use --shard zero2, or --schedule 1f1b");
+  const bool zero_bubble = pp.schedule == Schedule::kZbH1 || pp.schedule == Schedule::kZbV;
+  const std::string zb = "--schedule " + to_string(pp.schedule);
+  if (o.shard == ShardMode::kZero3 && zero_bubble)
+    throw UsageError(p + " with --shard zero3 and " + zb +
+                     ": zero3 reduce-scatters each micro-batch's gradients at the end of its "
+                     "backward, and a zero-bubble schedule computes the weight gradients later "
+                     "(its W passes); use --shard zero2, or --schedule 1f1b");
+  if (pp.schedule == Schedule::kZbV && o.backend == SyncBackend::kNccl)
+    throw UsageError(p +
+                     " with --schedule zb-v and --backend nccl: the NCCL stage channel links "
+                     "each stage to its next one forward and its previous one backward, and "
+                     "zb-v's second chunk runs the other way; use --backend mpi, or --schedule "
+                     "zb-h1");
   if (o.shard == ShardMode::kZero3 && models::model_size(o.model, o.model_options).tied_embedding)
     throw UsageError(p + " with --shard zero3 and --model " + o.model +
                      ": its tied embedding is held by both end stages, whose sharded copies "
@@ -491,9 +498,9 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
       ->check(integer_in(1, kMaxMicroSteps));
   app.add_option("--schedule", schedule,
                  "pipeline schedule: gpipe (all forwards, then all backwards), 1f1b "
-                 "(PipeDream-Flush), interleaved (Megatron-LM's interleaved 1F1B) or zb-h1 "
-                 "(zero bubble: 1F1B with the linear layers' weight gradients deferred into the "
-                 "bubble)")
+                 "(PipeDream-Flush), interleaved (Megatron-LM's interleaved 1F1B), zb-h1 (zero "
+                 "bubble: 1F1B with the linear layers' weight gradients deferred into the "
+                 "bubble) or zb-v (zero bubble with two chunks per stage placed as a V)")
       ->envname(env("SCHEDULE"))
       ->capture_default_str()
       ->check(CLI::IsMember(enum_names(kScheduleNames)));

@@ -212,6 +212,8 @@ def _train(given: dict, ranks: int) -> list[str]:
         bad.append("--micro-batches and --accum-steps differ: they are the same; keep one")
     micro = _num(f.get("--micro-batches", f["--accum-steps"]))
     virtual = _num(f["--virtual-stages"])
+    if f["--schedule"] == "zb-v" and f["--backend"] == "nccl" and (stages or 1) > 1:
+        bad.append("--schedule zb-v needs --backend mpi (the NCCL stage channel runs one way)")
     if f.get("--stage-pieces") == "halves" and str(f["--model"]).startswith("resnet") and (stages or 1) > 1:
         bad.append("--stage-pieces halves needs a transformer (a ResNet's blocks have no halves)")
     if f["--schedule"] != "interleaved" and virtual is not None and virtual > 1:
@@ -279,7 +281,7 @@ def _train(given: dict, ranks: int) -> list[str]:
             (
                 "--shard",
                 shard == "zero3"
-                and (bool(tied_embedding(f["--model"])) or f["--schedule"] in ("interleaved", "zb-h1")),
+                and (bool(tied_embedding(f["--model"])) or f["--schedule"] in ("interleaved", "zb-h1", "zb-v")),
             ),
         ):
             if bad_value:
@@ -423,7 +425,8 @@ RULES_HELP = """cross-flag rules, checked for every point when the sweep is plan
     block or a size in MiB (a number, no unit) in (0, 1073741824]; --shard-prefetch 0 to 64;
     --pipeline-stages > 1 not with --local-sgd, --batch auto, or --shard zero3 with a tied embedding
     (GPT-2, llama3.2-1b, llama3.2-3b, hf:PATH with tie_word_embeddings) or --schedule interleaved
-    or zb-h1; --stage-pieces halves needs a transformer (gpt2-*, llama3*, hf:PATH);
+    or zb-h1 or zb-v; --schedule zb-v not with --backend nccl; --stage-pieces halves needs a
+    transformer (gpt2-*, llama3*, hf:PATH);
     --reduce-algo hierarchical only with --backend mpi
   dtune-comm: -b <= -e; -r is a rank; --mpi-buffers device only with --backend mpi;
     --pattern fsdp needs --model, one -d of float32 or bfloat16 and the table format, and not

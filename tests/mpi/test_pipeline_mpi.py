@@ -59,6 +59,9 @@ CASES = [
     # Zero bubble: B and W apart (the linear layers' weight gradients deferred; the tied head's too).
     ("tiny-2-zbh1", TINY, 2, ["--schedule", "zb-h1"]),
     ("d6-4-zbh1", D6, 4, ["--schedule", "zb-h1"]),
+    # ZB-V: two chunks per stage as a V, the loss back on stage 0 with the tied embedding.
+    ("d6-2-zbv", D6, 2, ["--schedule", "zb-v"]),
+    ("tiny8-4-zbv", TINY8, 4, ["--schedule", "zb-v"]),
     # Cuts between the ends and inside blocks.
     ("tiny1k-2-halves-zbh1", TINY1K, 2, ["--schedule", "zb-h1", "--stage-pieces", "halves"]),
     ("d6-4-ends-1f1b", D6, 4, ["--schedule", "1f1b", "--stage-pieces", "ends"]),
@@ -80,6 +83,7 @@ def test_pipeline_equals_accumulation_in_one_process(tmp_path, name, model, stag
         p = g["pipeline"]
         assert sorted(p["stage"][()]) == list(range(stages))
         virtual = int(extra[extra.index("--virtual-stages") + 1]) if "--virtual-stages" in extra else 1
+        virtual = 2 if "zb-v" in extra else virtual
         assert p.attrs["cuts"].count("|") == stages * virtual - 1
         assert p["timeline"].shape[1] == 6
         assert p["planned_share"][()].sum() == pytest.approx(1.0)  # one pipeline: the whole plan
@@ -122,11 +126,13 @@ def measured(tmp_path, name, stages, schedule, micro, model, steps=3):
 
 # zb-h1: each chunk's B and W sleep as long as its forward (F = B = W, the theory's premise).
 @pytest.mark.parametrize("stages,micro", [(2, 4), (4, 8)])
-@pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "zb-h1"])
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "zb-h1", "zb-v"])
 def test_measured_bubble_matches_theory(tmp_path, schedule, stages, micro):
     bubble, theory, _, _ = measured(tmp_path, "b", stages, schedule, micro, SLEEPY)
-    work = 3 if schedule == "zb-h1" else 1  # ZB-H1: (P - 1) / (3M + P - 1)
-    assert theory == pytest.approx((stages - 1) / (work * micro + stages - 1))
+    # ZB-H1: (P - 1) / (3M + P - 1); ZB-V (two chunks a stage, half the work each): (P - 1) / 2 of
+    # bubble time against 3M of work.
+    work, ramp = {"zb-h1": (3, 1), "zb-v": (3, 0.5)}.get(schedule, (1, 1))
+    assert theory == pytest.approx(ramp * (stages - 1) / (work * micro + ramp * (stages - 1)))
     assert np.all(np.abs(bubble - theory) <= 0.05), (bubble, theory)
 
 
@@ -173,6 +179,7 @@ BAD_FLAGS = [
         [*RESNET[:2], "--pipeline-stages", 2, "--stage-pieces", "halves"],
         "--stage-pieces halves with --model resnet18",
     ),
+    (2, [*TINY[:2], "--pipeline-stages", 2, "--schedule", "zb-v"], "4 chunks but the model has 2 blocks"),
 ]
 BAD_FLAG_IDS = [
     "p-does-not-divide",
@@ -182,6 +189,7 @@ BAD_FLAG_IDS = [
     "v-alone",
     "zero3-zbh1",
     "halves-resnet",
+    "zbv-too-few-blocks",
 ]
 
 

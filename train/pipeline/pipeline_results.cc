@@ -5,6 +5,7 @@
 #include <map>
 
 #include "core/gather.h"
+#include "train/pipeline/schedule.h"
 
 namespace dtune::train {
 namespace {
@@ -138,8 +139,10 @@ void print_pipeline(const Options& o, const PipelineTable& t, FILE* f) {
                "layout %s, channel %s\n",
                p.stages, t.ranks.size() / static_cast<size_t>(p.stages), p.micro_batches,
                to_string(p.schedule).c_str(),
-               p.schedule == Schedule::kInterleaved
-                   ? (" (" + std::to_string(p.virtual_stages) + " chunks per stage)").c_str()
+               chunks_per_stage(p.schedule, p.virtual_stages) > 1
+                   ? (" (" + std::to_string(chunks_per_stage(p.schedule, p.virtual_stages)) +
+                      " chunks per stage)")
+                         .c_str()
                    : "",
                to_string(p.layout).c_str(), t.channel.c_str());
   std::fprintf(f, "#   cut points: %s\n#   partitioned by %s\n", t.cuts.c_str(),

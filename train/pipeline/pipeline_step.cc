@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <thread>
@@ -109,6 +110,8 @@ class PipelineStep final : public StepStrategy {
   int store_key(const Action& a) const { return a.chunk * M_ + a.micro; }
   // Tag of the edge between virtual stages v and v + 1 for micro-batch m, in one direction.
   int tag(int v, int m, bool gradient) const { return (v * M_ + m) * 2 + (gradient ? 1 : 0); }
+  // The stage that holds virtual stage v (schedule.h: v mod P, or zb-v's V).
+  int stage_at(int v) const { return stage_of(o_.pipeline.schedule, P_, v); }
   void chunk_sleep(double factor) const;
   // Stage 0 receives `mine` from every other stage, then sends each of them combine(all, in stage
   // order); the others send theirs and receive that answer. Every wait names whom it waits for.
@@ -171,6 +174,9 @@ class PipelineStep final : public StepStrategy {
   // output gradients there, W computes their weight gradients.
   bool split_backward_ = false;
   models::WeightGradStore weight_grads_;
+  // zb-v: what passes between this stage's own two chunks (the V's bottom on the last stage, the
+  // targets on stage 0), under the tag a message would have had.
+  std::map<int, torch::Tensor> handed_;
 };
 
 // The pipeline's observer, between the monitor's and the profiler's: the trace window's gather
@@ -191,7 +197,7 @@ PipelineStep::PipelineStep(TrainSetup& s, const RunContext& ctx, RunMonitor& mon
       monitor_(monitor),
       P_(o_.pipeline.stages),
       M_(o_.pipeline.micro_batches),
-      V_(o_.pipeline.schedule == Schedule::kInterleaved ? o_.pipeline.virtual_stages : 1),
+      V_(chunks_per_stage(o_.pipeline.schedule, o_.pipeline.virtual_stages)),
       K_(P_ * V_),
       topo_(*s.mesh),
       results_(std::make_shared<PipelineResults>(s.o)),
@@ -227,11 +233,12 @@ PipelineStep::PipelineStep(TrainSetup& s, const RunContext& ctx, RunMonitor& mon
   // summed between the end stages before the reduction, which waits for the schedule's end.
   scatter_ = s_.sharding->reduce_scatters();
   per_micro_ = o.shard == ShardMode::kZero3;
-  split_backward_ = o.pipeline.schedule == Schedule::kZbH1;
+  split_backward_ = o.pipeline.schedule == Schedule::kZbH1 || o.pipeline.schedule == Schedule::kZbV;
   // The weight gradients are complete only after the last W, which the schedule runs late and
   // outside autograd's hooks: the buckets are reduced after the schedule.
   overlap_ = V_ == 1 && !(scatter_ && !tied_.empty()) && !split_backward_;
-  targets_from_first_ = o.data != "synthetic" && topo_.last();
+  // The stage that computes the loss: the last one, or under zb-v stage 0 itself.
+  targets_from_first_ = o.data != "synthetic" && topo_.stage() == stage_at(K_ - 1);
   actions_ = stage_actions(o.pipeline.schedule, P_, M_, V_, topo_.stage());
   in_flight_.assign(V_, std::vector<InFlight>(M_));
 
@@ -289,7 +296,7 @@ void PipelineStep::setup_partition() {
   }
   double own = 0;  // this stage's chunks' cost
   for (int c = 0; c < V_; ++c) {
-    const int k = c * P_ + topo_.stage();
+    const int k = virtual_stage(o_.pipeline.schedule, P_, topo_.stage(), c);
     const size_t end = k + 1 < K_ ? starts_[k + 1] : pieces_.size();
     for (size_t i = starts_[k]; i < end; ++i) own += costs[i].cost;
   }
@@ -302,7 +309,7 @@ void PipelineStep::setup_partition() {
   auto names_of_stage = [&](int stage) {
     std::set<std::string> names;
     for (int c = 0; c < V_; ++c) {
-      const int k = c * P_ + stage;
+      const int k = virtual_stage(o_.pipeline.schedule, P_, stage, c);
       const size_t end = k + 1 < K_ ? starts_[k + 1] : pieces_.size();
       for (size_t i = starts_[k]; i < end; ++i)
         names.insert(pieces_[i].parameters.begin(), pieces_[i].parameters.end());
@@ -310,16 +317,21 @@ void PipelineStep::setup_partition() {
     return names;
   };
   for (int c = 0; c < V_; ++c) {
-    const int k = c * P_ + topo_.stage();
+    const int k = virtual_stage(o_.pipeline.schedule, P_, topo_.stage(), c);
     chunks_.push_back({k, starts_[k], k + 1 < K_ ? starts_[k + 1] : pieces_.size()});
   }
-  const std::set<std::string> mine = names_of_stage(topo_.stage()), first = names_of_stage(0),
-                              last = names_of_stage(P_ - 1);
+  // A parameter both end stages use is tied between them (summed); under zb-v one stage holds both
+  // ends, and its gradient adds up within the stage.
+  const int first_stage = stage_at(0), last_stage = stage_at(K_ - 1);
+  const std::set<std::string> mine = names_of_stage(topo_.stage()),
+                              first = names_of_stage(first_stage),
+                              last = names_of_stage(last_stage);
   for (const auto& p : s_.model->named_parameters()) {
     if (!mine.contains(p.key())) continue;
     param_names_.push_back(p.key());
     s_.params.push_back(p.value());
-    if ((topo_.first() || topo_.last()) && first.contains(p.key()) && last.contains(p.key()))
+    if (first_stage != last_stage && (topo_.first() || topo_.last()) && first.contains(p.key()) &&
+        last.contains(p.key()))
       tied_.push_back(p.value());
   }
 }
@@ -402,17 +414,25 @@ void PipelineStep::forward(const Action& a) {
     Batch b = s_.data->next(a.micro);
     data_marks_.emplace_back(d0, timeline_->mark());
     x = b.input.to(s_.device);
-    if (o_.data != "synthetic")  // a copy: the loader may reuse its buffers
+    if (o_.data != "synthetic" && stage_at(K_ - 1) == 0)  // zb-v: this stage's own loss
+      handed_[kTargetTag + a.micro] = b.target.to(s_.device);
+    else if (o_.data != "synthetic")  // a copy: the loader may reuse its buffers
       channel_->send(b.target.to(torch::kCPU).clone(), P_ - 1, kTargetTag + a.micro);
+  } else if (stage_at(v - 1) == topo_.stage()) {  // zb-v: from this stage's other chunk
+    f.input = handed_.extract(tag(v - 1, a.micro, false)).mapped().requires_grad_(true);
+    x = f.input;
   } else {
     const size_t r0 = timeline_->mark();
-    f.input = channel_->recv((v - 1) % P_, tag(v - 1, a.micro, false), s_.device, deadline_,
+    f.input = channel_->recv(stage_at(v - 1), tag(v - 1, a.micro, false), s_.device, deadline_,
                              "activation of micro-batch " + std::to_string(a.micro), host_waited);
-    marked_.push_back({StageActivity::kRecvWait, a.micro, v, (v - 1) % P_, r0, timeline_->mark()});
+    marked_.push_back(
+        {StageActivity::kRecvWait, a.micro, v, stage_at(v - 1), r0, timeline_->mark()});
     f.input.requires_grad_(true);
     x = f.input;
   }
-  if (v == K_ - 1 && targets_from_first_) {
+  if (v == K_ - 1 && targets_from_first_ && topo_.first()) {
+    target = handed_.extract(kTargetTag + a.micro).mapped();
+  } else if (v == K_ - 1 && targets_from_first_) {
     const size_t r0 = timeline_->mark();
     target = channel_->recv(0, kTargetTag + a.micro, s_.device, deadline_,
                             "the targets of micro-batch " + std::to_string(a.micro), host_waited);
@@ -434,10 +454,12 @@ void PipelineStep::forward(const Action& a) {
   chunk_sleep(1);
   const size_t c1 = timeline_->mark();
   f.output = x;
-  if (v < K_ - 1) {
+  if (v < K_ - 1 && stage_at(v + 1) == topo_.stage()) {
+    handed_[tag(v, a.micro, false)] = x.detach();
+  } else if (v < K_ - 1) {
     const size_t s0 = timeline_->mark();
-    channel_->send(x, (v + 1) % P_, tag(v, a.micro, false));
-    marked_.push_back({StageActivity::kSend, a.micro, v, (v + 1) % P_, s0, timeline_->mark()});
+    channel_->send(x, stage_at(v + 1), tag(v, a.micro, false));
+    marked_.push_back({StageActivity::kSend, a.micro, v, stage_at(v + 1), s0, timeline_->mark()});
   }
   marked_.push_back({StageActivity::kForward, a.micro, a.chunk, -1, c0, c1});
 }
@@ -447,12 +469,15 @@ void PipelineStep::backward(const Action& a) {
   const int v = ch.virtual_stage;
   InFlight& f = in_flight_[a.chunk][a.micro];
   torch::Tensor grad;
-  if (v < K_ - 1) {
+  if (v < K_ - 1 && stage_at(v + 1) == topo_.stage()) {  // zb-v: from this stage's other chunk
+    grad = handed_.extract(tag(v, a.micro, true)).mapped();
+  } else if (v < K_ - 1) {
     double host_waited = 0;
     const size_t r0 = timeline_->mark();
-    grad = channel_->recv((v + 1) % P_, tag(v, a.micro, true), s_.device, deadline_,
+    grad = channel_->recv(stage_at(v + 1), tag(v, a.micro, true), s_.device, deadline_,
                           "gradient of micro-batch " + std::to_string(a.micro), host_waited);
-    marked_.push_back({StageActivity::kRecvWait, a.micro, v, (v + 1) % P_, r0, timeline_->mark()});
+    marked_.push_back(
+        {StageActivity::kRecvWait, a.micro, v, stage_at(v + 1), r0, timeline_->mark()});
   }
   // One chunk: its last micro-batch's backward completes the gradients, and buckets are reduced as
   // they fill (overlapped). Several chunks: their last backwards interleave with other chunks'
@@ -473,10 +498,12 @@ void PipelineStep::backward(const Action& a) {
     s_.sync->finish(deadline_);
   }
   const size_t c1 = timeline_->mark();
-  if (v > 0) {
+  if (v > 0 && stage_at(v - 1) == topo_.stage()) {
+    handed_[tag(v - 1, a.micro, true)] = f.input.grad();
+  } else if (v > 0) {
     const size_t s0 = timeline_->mark();
-    channel_->send(f.input.grad(), (v - 1) % P_, tag(v - 1, a.micro, true));
-    marked_.push_back({StageActivity::kSend, a.micro, v, (v - 1) % P_, s0, timeline_->mark()});
+    channel_->send(f.input.grad(), stage_at(v - 1), tag(v - 1, a.micro, true));
+    marked_.push_back({StageActivity::kSend, a.micro, v, stage_at(v - 1), s0, timeline_->mark()});
   }
   f = InFlight{};  // its activations go now
   marked_.push_back({StageActivity::kBackward, a.micro, a.chunk, -1, c0, c1});

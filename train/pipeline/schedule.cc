@@ -39,11 +39,70 @@ std::vector<Action> zero_bubble_h1(int P, int M, int stage) {
   return out;
 }
 
+// ZB-V as torch.distributed.pipelining's ScheduleZBVZeroBubble orders it (chunk 0 is virtual
+// stage `stage`, chunk 1 virtual stage 2P - 1 - stage), for max(M, 2P - 1) micro-batches, those
+// beyond M then dropped.
+std::vector<Action> zero_bubble_v(int P, int M, int stage) {
+  const int n = std::max(M, 2 * P - 1);
+  std::vector<Action> out;
+  int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+  auto add = [&](ActionKind kind, int micro, int chunk) {
+    if (micro < M) out.push_back({kind, micro, chunk});
+  };
+  const auto F = ActionKind::kForward, B = ActionKind::kBackwardInput,
+             W = ActionKind::kBackwardWeight;
+  for (int k = 0; k < 2 * (P - stage) - 1; ++k) add(F, f0++, 0);
+  for (int k = 0; k < stage; ++k) {
+    add(F, f1++, 1);
+    add(F, f0++, 0);
+  }
+  for (int k = 0; k < P - stage; ++k) {
+    add(F, f1++, 1);
+    add(B, b1, 1);
+    add(W, b1++, 1);
+  }
+  while (f1 < f0 || f0 < n) {
+    if (f0 < n) add(F, f0++, 0);
+    add(B, b0, 0);
+    add(W, b0++, 0);
+    add(F, f1++, 1);
+    add(B, b1, 1);
+    add(W, b1++, 1);
+  }
+  int w0 = b0, w1 = b1;
+  for (int k = 0; k < stage; ++k) {
+    add(B, b0++, 0);
+    add(B, b1++, 1);
+  }
+  for (int k = 0; k < P - stage; ++k) {
+    add(B, b0++, 0);
+    add(W, w0++, 0);
+  }
+  while (w1 < b1) add(W, w1++, 1);
+  while (w0 < b0) add(W, w0++, 0);
+  return out;
+}
+
 }  // namespace
+
+int chunks_per_stage(Schedule schedule, int V) {
+  return schedule == Schedule::kInterleaved ? V : schedule == Schedule::kZbV ? 2 : 1;
+}
+
+int virtual_stage(Schedule schedule, int P, int stage, int chunk) {
+  if (schedule == Schedule::kZbV) return chunk == 0 ? stage : 2 * P - 1 - stage;
+  return chunk * P + stage;
+}
+
+int stage_of(Schedule schedule, int P, int v) {
+  if (schedule == Schedule::kZbV) return v < P ? v : 2 * P - 1 - v;
+  return v % P;
+}
 
 std::vector<Action> stage_actions(Schedule schedule, int P, int M, int V, int stage) {
   std::vector<Action> out;
   if (schedule == Schedule::kZbH1) return zero_bubble_h1(P, M, stage);
+  if (schedule == Schedule::kZbV) return zero_bubble_v(P, M, stage);
   if (schedule == Schedule::kGpipe) {
     for (int m = 0; m < M; ++m) out.push_back({ActionKind::kForward, m, 0});
     for (int m = 0; m < M; ++m) out.push_back({ActionKind::kBackward, m, 0});
@@ -82,6 +141,7 @@ SimulatedPipeline simulate_pipeline(Schedule schedule, int P, int M, int V, doub
 }
 
 SimulatedPipeline simulate_pipeline(Schedule schedule, int P, int M, int V, PassTimes t) {
+  V = chunks_per_stage(schedule, V);
   const int K = P * V;  // virtual stages
   std::vector<std::vector<Action>> lists;
   for (int s = 0; s < P; ++s) lists.push_back(stage_actions(schedule, P, M, V, s));
@@ -99,7 +159,7 @@ SimulatedPipeline simulate_pipeline(Schedule schedule, int P, int M, int V, Pass
     for (int s = 0; s < P; ++s) {
       while (next[s] < lists[s].size()) {
         const Action& a = lists[s][next[s]];
-        const int v = a.chunk * P + s;
+        const int v = virtual_stage(schedule, P, s, a.chunk);
         double ready = free_at[s];
         const bool fwd = a.kind == ActionKind::kForward;
         const bool weight = a.kind == ActionKind::kBackwardWeight;
@@ -146,6 +206,13 @@ double theoretical_bubble(Schedule schedule, int P, int M, int V, PassTimes t) {
   if (schedule == Schedule::kZbH1) {
     const double bubble = (P - 1) * std::max(0.0, t.forward + t.input - t.weight);
     return bubble / (M * (t.forward + t.input + t.weight) + bubble);
+  }
+  if (schedule == Schedule::kZbV) {
+    const auto b =
+        simulate_pipeline(schedule, P, M, 2, {t.forward / 2, t.input / 2, t.weight / 2}).bubble();
+    double sum = 0;
+    for (double x : b) sum += x;
+    return sum / P;
   }
   const double v = schedule == Schedule::kInterleaved ? V : 1;
   return (P - 1) / (v * M + P - 1);

@@ -34,7 +34,20 @@ struct Action {
 //     micro-batch right after the next B once s B's are done (torch.distributed.pipelining's
 //     _get_1f1b_rank_ops with enable_zero_bubble): the last stage, idle at the end under 1F1B,
 //     fills that time with its deferred W's. The same micro-batches in flight as 1F1B.
+//   zb-v: the zero-bubble paper's ZB-V (section 6), two chunks per stage placed as a V: stage s
+//     holds virtual stages s and 2P - 1 - s, so the first stage computes the loss and the last
+//     stage hands its first chunk's output to its own second chunk; the order is
+//     torch.distributed.pipelining's ScheduleZBVZeroBubble (warm-up forwards, then F B W of each
+//     chunk in turn, W's closing), its actions for micro-batches beyond M dropped (it plans at
+//     least 2P - 1).
 std::vector<Action> stage_actions(Schedule schedule, int P, int M, int V, int stage);
+
+// Chunks per stage a schedule runs: V interleaved, 2 under zb-v, 1 otherwise.
+int chunks_per_stage(Schedule schedule, int V);
+// The virtual stage of a stage's chunk (chunk x P + stage; zb-v's V: stage, then 2P - 1 - stage)
+// and the stage that holds virtual stage v.
+int virtual_stage(Schedule schedule, int P, int stage, int chunk);
+int stage_of(Schedule schedule, int P, int v);
 
 struct SimulatedPipeline {
   bool deadlock = false;
@@ -62,7 +75,11 @@ SimulatedPipeline simulate_pipeline(Schedule schedule, int P, int M, int V, doub
 // The bubble fraction the schedule's theory gives: (P - 1) / (M + P - 1) for GPipe and 1F1B,
 // (P - 1) / (V M + P - 1) interleaved (Narayanan et al. 2021, section 2.2); ZB-H1's bubble time
 // is (P - 1)(F + B - W) against M(F + B + W) of work (Qi et al. 2024, section 3.1), with the
-// times `t` (the paper's F = B = W by default: (P - 1) / (3M + P - 1)).
+// times `t` of a stage's whole work per micro-batch (the paper's F = B = W by default:
+// (P - 1) / (3M + P - 1); the simulation agrees while W <= F). ZB-V's is its order's simulated
+// bubble with each chunk taking half of `t`: (P - 1) B / 2 of bubble time for M >= 2P - 1 and
+// W <= F, so (P - 1) / 2 / (3M + (P - 1) / 2) at F = B = W. (The paper's ZB-V reaches zero at
+// F = B = W with its own search-built order; this is torch.distributed.pipelining's.)
 double theoretical_bubble(Schedule schedule, int P, int M, int V, PassTimes t = {});
 
 }  // namespace dtune::train

@@ -30,7 +30,7 @@ TEST(OptionNames, EveryTableRoundTripsAndMatchesTheSchema) {
   expect_round_trip(kOverlapNames, {"on", "off"});
   expect_round_trip(kCompressionNames, {"none", "fp16", "bf16"});
   expect_round_trip(kDeviceNames, {"cpu", "cuda"});
-  expect_round_trip(kScheduleNames, {"gpipe", "1f1b", "interleaved", "zb-h1"});
+  expect_round_trip(kScheduleNames, {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"});
   expect_round_trip(kPipelineLayoutNames, {"within-node", "across-nodes"});
   expect_round_trip(kPartitionNames, {"flops", "measured"});
 }

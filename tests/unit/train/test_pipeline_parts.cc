@@ -131,20 +131,22 @@ TEST(PipelinePartition, DescribesTheCuts) {
 }
 
 constexpr Schedule kSchedules[] = {Schedule::kGpipe, Schedule::k1f1b, Schedule::kInterleaved,
-                                   Schedule::kZbH1};
+                                   Schedule::kZbH1, Schedule::kZbV};
 
 TEST(PipelineSchedule, EveryStageRunsEachActionOnceWithoutDeadlock) {
   for (Schedule s : kSchedules)
     for (int P : {2, 3, 4})
       for (int M : {P, 2 * P, 3 * P})
         for (int V : s == Schedule::kInterleaved ? std::vector<int>{2, 3} : std::vector<int>{1}) {
-          // A zero-bubble schedule splits each backward into B and W.
-          const size_t passes = s == Schedule::kZbH1 ? 3 : 2;
+          // A zero-bubble schedule splits each backward into B and W; zb-v runs two chunks.
+          const bool zb = s == Schedule::kZbH1 || s == Schedule::kZbV;
+          const size_t passes = zb ? 3 : 2;
+          const int chunks = chunks_per_stage(s, V);
           for (int st = 0; st < P; ++st) {
             std::set<std::tuple<int, int, int>> seen;
             for (const Action& a : stage_actions(s, P, M, V, st))
               EXPECT_TRUE(seen.insert({static_cast<int>(a.kind), a.micro, a.chunk}).second);
-            EXPECT_EQ(seen.size(), passes * M * V);
+            EXPECT_EQ(seen.size(), passes * M * chunks);
           }
           EXPECT_FALSE(simulate_pipeline(s, P, M, V, 1.0, 2.0).deadlock)
               << to_string(s) << " P=" << P << " M=" << M << " V=" << V;
@@ -162,23 +164,28 @@ TEST(PipelineSchedule, EachLinkIsReceivedInTheOrderItIsSent) {
     for (int P : {2, 3, 4})
       for (int M : {P, 2 * P, 3 * P})
         for (int V : s == Schedule::kInterleaved ? std::vector<int>{2, 3} : std::vector<int>{1}) {
-          const int K = P * V;
+          const int K = P * chunks_per_stage(s, V);
           // [kind][from][to]: what `from` sends, in its order; what `to` receives, in its order.
           std::map<std::tuple<int, int, int>, std::vector<Transfer>> sent, received;
           for (int st = 0; st < P; ++st)
             for (const Action& a : stage_actions(s, P, M, V, st)) {
-              const int v = a.chunk * P + st;
+              const int v = virtual_stage(s, P, st, a.chunk);
+              auto at = [&](int u) { return stage_of(s, P, u); };
+              // A hand-over within the stage (zb-v's bottom of the V) uses no link.
               if (a.kind == ActionKind::kForward) {
-                if (v > 0) received[{0, (v - 1) % P, st}].push_back({v - 1, a.micro});
-                if (v < K - 1) sent[{0, st, (v + 1) % P}].push_back({v, a.micro});
+                if (v > 0 && at(v - 1) != st)
+                  received[{0, at(v - 1), st}].push_back({v - 1, a.micro});
+                if (v < K - 1 && at(v + 1) != st) sent[{0, st, at(v + 1)}].push_back({v, a.micro});
               } else if (a.kind != ActionKind::kBackwardWeight) {  // W sends nothing
-                if (v < K - 1) received[{1, (v + 1) % P, st}].push_back({v, a.micro});
-                if (v > 0) sent[{1, st, (v - 1) % P}].push_back({v - 1, a.micro});
+                if (v < K - 1 && at(v + 1) != st)
+                  received[{1, at(v + 1), st}].push_back({v, a.micro});
+                if (v > 0 && at(v - 1) != st) sent[{1, st, at(v - 1)}].push_back({v - 1, a.micro});
               }
             }
           EXPECT_EQ(sent, received) << to_string(s) << " P=" << P << " M=" << M << " V=" << V;
           // Activations flow only to the next stage, gradients only to the previous one (the
-          // links the channel makes).
+          // links the channel makes); zb-v's second chunk runs the V back up, both ways.
+          if (s == Schedule::kZbV) continue;
           for (const auto& [key, transfers] : sent) {
             const auto [kind, from, to] = key;
             EXPECT_EQ(to, kind == 0 ? (from + 1) % P : (from + P - 1) % P);
@@ -209,8 +216,7 @@ TEST(PipelineSchedule, SimulatedBubbleIsTheTheorysAndOneFOneBHoldsFewerMicroBatc
 
 // ZB-H1 (Qi et al. 2024, section 3.1): with F = B = W the bubble is (P - 1) / (3M + P - 1), a third
 // of 1F1B's at a large M, every stage's W of a micro-batch runs after its own B, and a stage holds
-// no more micro-batches between F and B than under 1F1B. With W larger than F + B nothing is left
-// to hide, and the theory's bubble is 0.
+// no more micro-batches between F and B than under 1F1B.
 TEST(PipelineSchedule, ZeroBubbleH1SimulatesToItsTheory) {
   for (int P : {2, 3, 4})
     for (int M : {P, 2 * P, 3 * P}) {
@@ -231,7 +237,43 @@ TEST(PipelineSchedule, ZeroBubbleH1SimulatesToItsTheory) {
       const auto ofob = simulate_pipeline(Schedule::k1f1b, P, M, 1, PassTimes{1, 1, 1});
       EXPECT_LT(zb.makespan, ofob.makespan);
     }
-  EXPECT_EQ(theoretical_bubble(Schedule::kZbH1, 4, 8, 1, PassTimes{1, 1, 3}), 0);
+  // Unequal times with W <= F: the simulation's bubble is still the paper's (P - 1)(F + B - W).
+  for (PassTimes t : {PassTimes{1, 2, 1}, PassTimes{1, 1, 0.5}, PassTimes{2, 1, 1}})
+    for (int P : {2, 4})
+      for (int M : {P, 3 * P}) {
+        const auto zb = simulate_pipeline(Schedule::kZbH1, P, M, 1, t);
+        EXPECT_NEAR(zb.bubble()[0], theoretical_bubble(Schedule::kZbH1, P, M, 1, t), 1e-12)
+            << "P=" << P << " M=" << M << " B=" << t.input << " W=" << t.weight;
+      }
+}
+
+// ZB-V: stage s holds virtual stages s and 2P - 1 - s (the loss on stage 0); its order runs free of
+// deadlock for any M, each W after its own B; with F = B = W (each chunk half of a stage's work)
+// and M >= 2P - 1 the bubble time is (P - 1) / 2, half of ZB-H1's (P - 1).
+TEST(PipelineSchedule, ZeroBubbleVHalvesZbH1sBubble) {
+  for (int P : {2, 3, 4}) {
+    EXPECT_EQ(virtual_stage(Schedule::kZbV, P, 0, 1), 2 * P - 1);
+    EXPECT_EQ(stage_of(Schedule::kZbV, P, P), P - 1);
+    for (int v = 0; v < 2 * P; ++v)
+      EXPECT_EQ(virtual_stage(Schedule::kZbV, P, stage_of(Schedule::kZbV, P, v), v < P ? 0 : 1), v);
+    for (int M = 1; M <= 3 * P; ++M) {
+      const auto zbv = simulate_pipeline(Schedule::kZbV, P, M, 2, PassTimes{0.5, 0.5, 0.5});
+      ASSERT_FALSE(zbv.deadlock) << "P=" << P << " M=" << M;
+      for (int st = 0; st < P; ++st) {
+        std::set<std::pair<int, int>> inputs_done;
+        for (const Action& a : stage_actions(Schedule::kZbV, P, M, 2, st)) {
+          if (a.kind == ActionKind::kBackwardInput) inputs_done.insert({a.micro, a.chunk});
+          if (a.kind == ActionKind::kBackwardWeight)
+            EXPECT_TRUE(inputs_done.contains({a.micro, a.chunk}));
+        }
+      }
+      if (M < 2 * P - 1) continue;
+      const double want = (P - 1) / 2.0 / (3.0 * M + (P - 1) / 2.0);
+      for (double b : zbv.bubble()) EXPECT_NEAR(b, want, 1e-12) << "P=" << P << " M=" << M;
+      EXPECT_NEAR(theoretical_bubble(Schedule::kZbV, P, M, 1), want, 1e-12);
+      EXPECT_LT(want, theoretical_bubble(Schedule::kZbH1, P, M, 1));
+    }
+  }
 }
 
 // The mesh's layout, written out by hand for 8 ranks as dp2 x pp2 x tp2 would be once tp exists
