@@ -3,8 +3,8 @@
 # yet) does not leave a two-minute test for the end. Refresh from build/ctest-junit.xml when tests
 # change much; tests not listed cost 0 (started after these).
 set(_dtune_test_costs
-  mpi.pipeline 137
-  mpi.pipeline_bubble 60
+  mpi.pipeline 154
+  mpi.pipeline_bubble 142
   smoke.new_user 90
   smoke.sweeps.tune 75
   mpi.train 71
@@ -16,7 +16,8 @@ set(_dtune_test_costs
   data.loader 42
   faults.tune_inputs 39
   cluster.nodes 39
-  mpi.llama 58
+  mpi.llama 71
+  mpi.mesh 75
   mpi.gpt_tp 24
   faults.sweeps 37
   mpi.comm 37
