@@ -128,9 +128,15 @@ def tokens(tmp_path_factory):
     return d / "tok"
 
 
-def test_data_pipeline_equals_accumulation_in_one_process(tmp_path, tokens):
+# zb-v: stage 0 loads the micro-batches and computes their loss, its targets handed within the stage
+# (the 2-block GPT cut into halves for the 4 chunks).
+ZBV = ["--pipeline-stages", 2, "--schedule", "zb-v", "--stage-pieces", "halves"]
+
+
+@pytest.mark.parametrize("layout", [PIPE, ZBV], ids=["1f1b", "zb-v"])
+def test_data_pipeline_equals_accumulation_in_one_process(tmp_path, tokens, layout):
     data = [*COMMON, "--data", tokens]
-    pipe, h5, stdout = train(tmp_path, "data", 2, [*data, *PIPE, "--micro-batches", 4], 2)
+    pipe, h5, stdout = train(tmp_path, "data", 2, [*data, *layout, "--micro-batches", 4], 2)
     ref, _, _ = train(tmp_path, "data-ref", 1, [*data, "--accum-steps", 4])
     assert_equal_params(pipe, ref)
     assert "# data: tokens" in stdout

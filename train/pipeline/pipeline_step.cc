@@ -414,9 +414,10 @@ void PipelineStep::forward(const Action& a) {
     Batch b = s_.data->next(a.micro);
     data_marks_.emplace_back(d0, timeline_->mark());
     x = b.input.to(s_.device);
+    // A copy either way: the loader may reuse its buffers.
     if (o_.data != "synthetic" && stage_at(K_ - 1) == 0)  // zb-v: this stage's own loss
-      handed_[kTargetTag + a.micro] = b.target.to(s_.device);
-    else if (o_.data != "synthetic")  // a copy: the loader may reuse its buffers
+      handed_[kTargetTag + a.micro] = b.target.clone().to(s_.device);
+    else if (o_.data != "synthetic")
       channel_->send(b.target.to(torch::kCPU).clone(), P_ - 1, kTargetTag + a.micro);
   } else if (stage_at(v - 1) == topo_.stage()) {  // zb-v: from this stage's other chunk
     f.input = handed_.extract(tag(v - 1, a.micro, false)).mapped().requires_grad_(true);

@@ -42,23 +42,24 @@ double worst(const std::vector<PieceCost>& p, const std::vector<size_t>& starts)
   return most;
 }
 
-// Every cut of the blocks into `chunks` non-empty groups, by brute force.
-double best_by_enumeration(const std::vector<PieceCost>& p, int chunks) {
-  const size_t B = p.size() - 2;  // blocks are pieces 1..B
+// Every cut into `chunks` non-empty runs whose later chunks start at pieces first..last, by brute
+// force: the best worst chunk. Ends joined to their blocks (gpt_like): 2..size - 2; ends apart:
+// 1..size - 1.
+double best_by_enumeration(const std::vector<PieceCost>& p, int chunks, size_t first, size_t last) {
   double best = 1e300;
   std::vector<size_t> starts{0};
-  std::function<void(size_t)> rec = [&](size_t next_block) {
+  std::function<void(size_t)> rec = [&](size_t next) {
     if (static_cast<int>(starts.size()) == chunks) {
       best = std::min(best, worst(p, starts));
       return;
     }
-    for (size_t b = next_block; b < B; ++b) {
-      starts.push_back(1 + b);
-      rec(b + 1);
+    for (size_t i = next; i <= last; ++i) {
+      starts.push_back(i);
+      rec(i + 1);
       starts.pop_back();
     }
   };
-  rec(1);
+  rec(first);
   return best;
 }
 
@@ -76,7 +77,7 @@ TEST(PipelinePartition, EndsStayWithTheirStagesAndTheCutIsOptimal) {
         EXPECT_GE(starts[k], 2u);             // the embedding stays with the first block
         EXPECT_LE(starts[k], p.size() - 2);   // the head stays with the last block
       }
-      EXPECT_DOUBLE_EQ(worst(p, starts), best_by_enumeration(p, K));
+      EXPECT_DOUBLE_EQ(worst(p, starts), best_by_enumeration(p, K, 2, p.size() - 2));
     }
 }
 
@@ -84,30 +85,13 @@ TEST(PipelinePartition, EndsStayWithTheirStagesAndTheCutIsOptimal) {
 // of the N pieces into K non-empty runs is a candidate, and the optimum over them is found. A head
 // as costly as three blocks goes alone, which the joined ends could not do.
 TEST(PipelinePartition, EndsApartMayStandAloneAndTheCutIsOptimal) {
-  auto best_of_every_cut = [](const std::vector<PieceCost>& p, int K) {
-    double best = 1e300;
-    std::vector<size_t> starts{0};
-    std::function<void(size_t)> rec = [&](size_t next) {
-      if (static_cast<int>(starts.size()) == K) {
-        best = std::min(best, worst(p, starts));
-        return;
-      }
-      for (size_t i = next; i < p.size(); ++i) {
-        starts.push_back(i);
-        rec(i + 1);
-        starts.pop_back();
-      }
-    };
-    rec(1);
-    return best;
-  };
   for (const auto& blocks : std::vector<std::vector<double>>{{1, 1}, {1, 1, 1}, {3, 7, 2, 9}})
     for (int K = 1; K <= static_cast<int>(blocks.size()) + 2; ++K) {
       const auto p = gpt_like(blocks, 0.5, 3);
       const auto starts = partition_pieces(p, K, /*ends_apart=*/true);
       ASSERT_EQ(starts.size(), static_cast<size_t>(K));
       for (size_t k = 1; k < starts.size(); ++k) EXPECT_GT(starts[k], starts[k - 1]);
-      EXPECT_DOUBLE_EQ(worst(p, starts), best_of_every_cut(p, K));
+      EXPECT_DOUBLE_EQ(worst(p, starts), best_by_enumeration(p, K, 1, p.size() - 1));
     }
   // embed 0.5 | three blocks of 1 | head 3: two stages cut before the head.
   EXPECT_EQ(partition_pieces(gpt_like({1, 1, 1}, 0.5, 3), 2, true), (std::vector<size_t>{0, 4}));
