@@ -63,15 +63,6 @@ size_t WeightGradStore::compute(int key) {
   return layers.size();
 }
 
-int64_t WeightGradStore::held_bytes() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  int64_t n = 0;
-  for (const auto& [key, layers] : kept_)
-    for (const Kept& k : layers)
-      n += static_cast<int64_t>(k.input.nbytes() + k.grad_output.nbytes());
-  return n;
-}
-
 bool WeightGradStore::empty() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return kept_.empty();

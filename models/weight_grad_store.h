@@ -42,8 +42,6 @@ class WeightGradStore {
   // The W of `key`: every kept layer's weight and bias gradients added to their .grad, the kept
   // tensors released. Returns how many layers it computed.
   size_t compute(int key);
-  // Kept tensors' bytes (the memory that waits for the W's).
-  int64_t held_bytes() const;
   bool empty() const;
 
  private:
