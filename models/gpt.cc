@@ -82,10 +82,10 @@ class Block : public torch::nn::Module {
     ln_2 = register_module("ln_2", layer_norm(c));
     mlp = register_module("mlp", std::make_shared<Mlp>(c, t, tp));
   }
-  torch::Tensor forward(torch::Tensor x) { return mlp_half(attention_half(x)); }
-  // The block's halves, each with its residual (the pipeline's --stage-pieces halves).
-  torch::Tensor attention_half(const torch::Tensor& x) { return x + attn->forward(ln_1(x)); }
-  torch::Tensor mlp_half(const torch::Tensor& x) { return x + mlp->forward(ln_2(x)); }
+  torch::Tensor forward(torch::Tensor x) {
+    x = x + attn->forward(ln_1(x));
+    return x + mlp->forward(ln_2(x));
+  }
   torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
   std::shared_ptr<CausalSelfAttention> attn;
   std::shared_ptr<Mlp> mlp;
@@ -177,7 +177,7 @@ TensorMap Gpt::tp_slices(const TensorMap& whole) const {
   return tp_slices_of(*this, whole, tp_rank_, tp_size_, qkv);
 }
 
-std::vector<Piece> Gpt::pieces(bool halves) {
+std::vector<Piece> Gpt::pieces() {
   // MACs per sample as flops() counts them: per token 12C² + T·C/2·2 a block, V·C the head.
   const double C = static_cast<double>(cfg_.width), T = static_cast<double>(cfg_.context);
   const double V = static_cast<double>(cfg_.vocab);
@@ -196,23 +196,9 @@ std::vector<Piece> Gpt::pieces(bool halves) {
   for (size_t i = 0; i < h_->size(); ++i) {
     auto block = h_->ptr(i);
     const std::string name = "h." + std::to_string(i), prefix = "transformer." + name + ".";
-    if (!halves) {
-      out.push_back({name, PieceKind::kBlock,
-                     [block](const torch::Tensor& x) { return block->as<Block>()->forward(x); },
-                     names(prefix), (12 * C * C + T * C) * T});
-      continue;
-    }
-    // Attention: q, k, v and the projection, 4C², and T·C of scores and values; the MLP 8C².
-    Piece attn{name + ".attn", PieceKind::kBlock,
-               [block](const torch::Tensor& x) { return block->as<Block>()->attention_half(x); },
-               names(prefix + "ln_1."), (4 * C * C + T * C) * T};
-    for (const auto& n : names(prefix + "attn.")) attn.parameters.push_back(n);
-    Piece mlp{name + ".mlp", PieceKind::kBlock,
-              [block](const torch::Tensor& x) { return block->as<Block>()->mlp_half(x); },
-              names(prefix + "ln_2."), 8 * C * C * T};
-    for (const auto& n : names(prefix + "mlp.")) mlp.parameters.push_back(n);
-    out.push_back(std::move(attn));
-    out.push_back(std::move(mlp));
+    out.push_back({name, PieceKind::kBlock,
+                   [block](const torch::Tensor& x) { return block->as<Block>()->forward(x); },
+                   names(prefix), (12 * C * C + T * C) * T});
   }
   Piece head{"head", PieceKind::kLast, [this](const torch::Tensor& x) { return this->head(x); },
              names("transformer.ln_f."), V * C * T};

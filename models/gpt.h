@@ -37,7 +37,7 @@ class Gpt : public Model {
   const GptConfig& config() const { return cfg_; }
   // Pipeline split (models/pieces.h): embed (wte + wpe), one piece per block, head (ln_f and the
   // tied wte as the output projection).
-  std::vector<Piece> pieces(bool halves = false);
+  std::vector<Piece> pieces();
   // This rank's slices of a whole model's tensors (its heads of c_attn's q, k and v; 1/T of the
   // other split layers along the dimension that is 1/T here).
   TensorMap tp_slices(const TensorMap& whole) const override;

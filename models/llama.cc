@@ -240,19 +240,6 @@ std::function<torch::Tensor(const torch::Tensor&)> Llama::attention_region(size_
   };
 }
 
-torch::Tensor Llama::block_half(size_t i, const torch::Tensor& x, bool mlp) {
-  if (!mlp) {
-    Region attention = attention_region(i, x);
-    return checkpoint_ == ActivationCheckpoint::kNone
-               ? attention(x)
-               : checkpointed(attention, x, &recompute_seconds_);
-  }
-  auto* layer = layers_->ptr(i)->as<DecoderLayer>();
-  Region half = [layer](const torch::Tensor& h) { return h + layer->mlp_half(h); };
-  return checkpoint_ == ActivationCheckpoint::kFull ? checkpointed(half, x, &recompute_seconds_)
-                                                    : half(x);
-}
-
 torch::Tensor Llama::block(size_t i, const torch::Tensor& x) {
   auto* layer = layers_->ptr(i)->as<DecoderLayer>();
   Region attention = attention_region(i, x);
@@ -299,7 +286,7 @@ torch::Tensor Llama::forward(const torch::Tensor& tokens) {
   return head(x);  // (B, T, V)
 }
 
-std::vector<Piece> Llama::pieces(bool halves) {
+std::vector<Piece> Llama::pieces() {
   // MACs per sample as flops() counts them.
   const double C = static_cast<double>(cfg_.width), T = static_cast<double>(cfg_.context);
   const double HD = static_cast<double>(cfg_.heads * cfg_.head_dim);
@@ -318,29 +305,9 @@ std::vector<Piece> Llama::pieces(bool halves) {
                  names("model.embed_tokens."), 0.0, ""});
   for (size_t i = 0; i < layers_->size(); ++i) {
     const std::string name = "layers." + std::to_string(i), prefix = "model." + name + ".";
-    if (!halves) {
-      out.push_back({name, PieceKind::kBlock,
-                     [this, i](const torch::Tensor& x) { return block(i, x); }, names(prefix),
-                     block_macs, ""});
-      continue;
-    }
-    // The attention half: q, k, v, o and the scores; the MLP half: gate, up and down.
-    Piece attn{name + ".attn",
-               PieceKind::kBlock,
-               [this, i](const torch::Tensor& x) { return block_half(i, x, false); },
-               names(prefix + "input_layernorm."),
-               (C * (2 * HD + 2 * KD) + HD * T) * T,
-               ""};
-    for (const auto& n : names(prefix + "self_attn.")) attn.parameters.push_back(n);
-    Piece mlp{name + ".mlp",
-              PieceKind::kBlock,
-              [this, i](const torch::Tensor& x) { return block_half(i, x, true); },
-              names(prefix + "post_attention_layernorm."),
-              3 * C * I * T,
-              ""};
-    for (const auto& n : names(prefix + "mlp.")) mlp.parameters.push_back(n);
-    out.push_back(std::move(attn));
-    out.push_back(std::move(mlp));
+    out.push_back({name, PieceKind::kBlock,
+                   [this, i](const torch::Tensor& x) { return block(i, x); }, names(prefix),
+                   block_macs, ""});
   }
   Piece last{"head",
              PieceKind::kLast,

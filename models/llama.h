@@ -48,7 +48,7 @@ class Llama : public Model {
   const LlamaConfig& config() const { return cfg_; }
   // Pipeline split (models/pieces.h): embed (embed_tokens), one piece per decoder layer
   // ("layers.i"), head (the final norm and lm_head, or the tied embedding).
-  std::vector<Piece> pieces(bool halves = false);
+  std::vector<Piece> pieces();
   // This rank's slices of a whole model's tensors (a checkpoint, or the whole model's own
   // initialisation): each parameter's, cut where its shape is 1/T of the whole one's.
   TensorMap tp_slices(const TensorMap& whole) const override;
@@ -57,9 +57,6 @@ class Llama : public Model {
   // The token embedding: vocabulary-parallel (tensor_parallel.h) with a tp group.
   torch::Tensor embed(const torch::Tensor& tokens);
   torch::Tensor block(size_t i, const torch::Tensor& x);
-  // One half of layer i with its residual (--stage-pieces halves), checkpointed as the whole
-  // layer's half would be: the attention half under full and selective, the MLP half under full.
-  torch::Tensor block_half(size_t i, const torch::Tensor& x, bool mlp);
   // Layer i's attention half with its residual, as a checkpointable region.
   std::function<torch::Tensor(const torch::Tensor&)> attention_region(size_t i,
                                                                       const torch::Tensor& x);

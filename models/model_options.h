@@ -39,8 +39,8 @@ struct ModelOptions {
   int64_t image_size = 224;    // ResNet input height = width
   int64_t width = 64;          // ResNet base width (64 is torchvision's)
   int64_t context = 0;         // GPT context length T (0: the family's default)
-  int64_t vocab = 0;           // GPT vocabulary (0: the family's default, 50,304 for GPT-2)
-  int64_t layers = 0;          // GPT transformer blocks L (0: the family's default)
+  int64_t vocab = 0;           // transformer vocabulary (0: the family's default, 50,304 for GPT-2)
+  int64_t layers = 0;          // transformer blocks or decoder layers L (0: the family's default)
   uint64_t seed = 1234;        // initialisation seed
   // Transformers: which activations the backward recomputes instead of keeping.
   ActivationCheckpoint activation_checkpoint = ActivationCheckpoint::kNone;

@@ -32,9 +32,7 @@ struct Piece {
 };
 
 // The pieces of `model`, in forward order (the whole forward is their composition): its family's
-// cut (registry.cc). With `halves`, a transformer's blocks come as two pieces each, the attention
-// half ("h.3.attn": x + attn(norm(x))) and the MLP half ("h.3.mlp"), each its own unit for zero3; a
-// ResNet's blocks stay whole.
-std::vector<Piece> model_pieces(Model& model, bool halves = false);
+// cut (registry.cc).
+std::vector<Piece> model_pieces(Model& model);
 
 }  // namespace dtune::models

@@ -22,7 +22,7 @@ struct FamilyBuilder {
   std::string_view family;  // ModelFamily::name
   std::shared_ptr<Model> (*make)(const std::string& model, const ModelOptions& o);
   // The model is of this family (the registry found it by its name).
-  std::vector<Piece> (*pieces)(Model& model, bool halves);
+  std::vector<Piece> (*pieces)(Model& model);
 };
 
 const FamilyBuilder kBuilders[] = {
@@ -30,7 +30,7 @@ const FamilyBuilder kBuilders[] = {
      [](const std::string& model, const ModelOptions& o) -> std::shared_ptr<Model> {
        return std::make_shared<ResNet>(resnet_config(model, o));
      },
-     [](Model& m, bool) { return static_cast<ResNet&>(m).pieces(); }},
+     [](Model& m) { return static_cast<ResNet&>(m).pieces(); }},
     {"gpt2",
      [](const std::string& model, const ModelOptions& o) -> std::shared_ptr<Model> {
        const GptConfig cfg = gpt_config(model, o);
@@ -44,7 +44,7 @@ const FamilyBuilder kBuilders[] = {
        load_state(*local, local->tp_slices(full));
        return local;
      },
-     [](Model& m, bool halves) { return static_cast<Gpt&>(m).pieces(halves); }},
+     [](Model& m) { return static_cast<Gpt&>(m).pieces(); }},
     {"llama",
      [](const std::string& model, const ModelOptions& o) -> std::shared_ptr<Model> {
        const LlamaConfig cfg = llama_config(model, o);
@@ -61,7 +61,7 @@ const FamilyBuilder kBuilders[] = {
        load_state(*local, local->tp_slices(full));
        return local;
      },
-     [](Model& m, bool halves) { return static_cast<Llama&>(m).pieces(halves); }},
+     [](Model& m) { return static_cast<Llama&>(m).pieces(); }},
 };
 
 const FamilyBuilder& builder(const std::string& model) {
@@ -95,8 +95,6 @@ std::shared_ptr<Model> make_model(const std::string& name, const ModelOptions& o
   return model;
 }
 
-std::vector<Piece> model_pieces(Model& model, bool halves) {
-  return builder(model.name()).pieces(model, halves);
-}
+std::vector<Piece> model_pieces(Model& model) { return builder(model.name()).pieces(model); }
 
 }  // namespace dtune::models

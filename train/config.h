@@ -30,7 +30,7 @@ enum class Schedule { kGpipe, k1f1b, kInterleaved, kZbH1, kZbV };
 enum class PipelineLayout { kWithinNode, kAcrossNodes };
 enum class PartitionBy { kFlops, kMeasured };
 // --stage-pieces: what the partition may cut between (partition.h).
-enum class StagePieces { kBlocks, kEnds, kHalves };
+enum class StagePieces { kBlocks, kEnds };
 // --shard: ZeRO's stages of sharded data parallelism (train/zero.h); none is DDP.
 enum class ShardMode { kNone, kZero1, kZero2, kZero3 };
 // The axes of the device mesh (train/mesh.h): tensor, pipeline and data parallelism.
@@ -74,8 +74,7 @@ inline constexpr EnumName<PipelineLayout> kPipelineLayoutNames[] = {
 inline constexpr EnumName<PartitionBy> kPartitionNames[] = {{PartitionBy::kFlops, "flops"},
                                                             {PartitionBy::kMeasured, "measured"}};
 inline constexpr EnumName<StagePieces> kStagePiecesNames[] = {{StagePieces::kBlocks, "blocks"},
-                                                              {StagePieces::kEnds, "ends"},
-                                                              {StagePieces::kHalves, "halves"}};
+                                                              {StagePieces::kEnds, "ends"}};
 inline constexpr EnumName<MeshAxis> kMeshAxisNames[] = {
     {MeshAxis::kTp, "tp"}, {MeshAxis::kPp, "pp"}, {MeshAxis::kDp, "dp"}};
 inline constexpr EnumName<ShardMode> kShardNames[] = {{ShardMode::kNone, "none"},

@@ -62,11 +62,6 @@ void parse_pipeline(const std::string& schedule, const std::string& partition,
                      " needs --schedule interleaved (gpipe and 1f1b hold one chunk per stage)");
   if (P == 1) return;
   const std::string p = "--pipeline-stages " + std::to_string(P);
-  if (pp.pieces == StagePieces::kHalves &&
-      std::string(models::model_family(o.model).name) == "resnet")
-    throw UsageError("--stage-pieces halves with --model " + o.model +
-                     ": only a transformer's blocks have an attention and an MLP half; use "
-                     "--stage-pieces blocks or ends");
   if (pp.schedule == Schedule::kInterleaved) {
     if (V < 2)
       throw UsageError(
@@ -202,13 +197,15 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
   app.add_option("--width", mo.width, "ResNet base width")
       ->envname(env("WIDTH"))
       ->capture_default_str();
-  app.add_option("--context", mo.context, "GPT context length (0: model default)")
+  app.add_option("--context", mo.context,
+                 "transformer context length, GPT-2 or Llama (0: model default)")
       ->envname(env("CONTEXT"))
       ->capture_default_str();
-  app.add_option("--vocab", mo.vocab, "GPT vocabulary (0: model default)")
+  app.add_option("--vocab", mo.vocab, "transformer vocabulary, GPT-2 or Llama (0: model default)")
       ->envname(env("VOCAB"))
       ->capture_default_str();
-  app.add_option("--layers", mo.layers, "GPT transformer blocks (0: model default)")
+  app.add_option("--layers", mo.layers,
+                 "transformer blocks (GPT-2) or decoder layers (Llama) (0: model default)")
       ->envname(env("LAYERS"))
       ->capture_default_str();
   app.add_option("--init-from", mo.init_from,
@@ -526,8 +523,7 @@ int parse_options(int argc, char** argv, bool print, int world_size, int local_s
                  "what the cut may fall between: blocks (the embedding with the first block, the "
                  "head and loss with the last), ends (the embedding and the head pieces of their "
                  "own, which a stage may hold alone, as Megatron-LM and torchtitan weigh them "
-                 "for large vocabularies) or halves (ends, and each transformer block as its "
-                 "attention half and its MLP half)")
+                 "for large vocabularies)")
       ->envname(env("STAGE_PIECES"))
       ->capture_default_str()
       ->check(CLI::IsMember(enum_names(kStagePiecesNames)));

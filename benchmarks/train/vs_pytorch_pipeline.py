@@ -16,7 +16,7 @@ tied-gradient exchange), which favours PyTorch slightly. Throughput on both side
 over the sum, over measured steps, of the slowest rank's step time. Each repeat is a fresh pair of
 launches, alternating which goes first; the table gives the medians over repeats and the median of
 the pairs' ratios (the verdict's figure). Also: PP against DP on the same ranks (dtune only), with
-dtune's measured breakdown per stage. --stage-pieces ends|halves and --partition measured let
+dtune's measured breakdown per stage. --stage-pieces ends and --partition measured let
 dtune's cut fall elsewhere than PyTorch's (dtune-train's: the cut that balances the stages' real
 costs).
 
@@ -193,7 +193,7 @@ def main():
     p.add_argument("--schedules", default="gpipe,1f1b,zb-h1")
     p.add_argument("--layers", type=int, help="the model's depth on both sides (a multiple of --ranks)")
     p.add_argument(
-        "--stage-pieces", default="blocks", choices=["blocks", "ends", "halves"], help="dtune's cut (PyTorch's: blocks)"
+        "--stage-pieces", default="blocks", choices=["blocks", "ends"], help="dtune's cut (PyTorch's: blocks)"
     )
     p.add_argument("--partition", default="flops", choices=["flops", "measured"], help="dtune's cost of a piece")
     p.add_argument("--steps", type=int, default=20)

@@ -214,8 +214,8 @@ def _train(given: dict, ranks: int) -> list[str]:
     virtual = _num(f["--virtual-stages"])
     if f["--schedule"] == "zb-v" and f["--backend"] == "nccl" and (stages or 1) > 1:
         bad.append("--schedule zb-v needs --backend mpi (the NCCL stage channel runs one way)")
-    if f.get("--stage-pieces") == "halves" and str(f["--model"]).startswith("resnet") and (stages or 1) > 1:
-        bad.append("--stage-pieces halves needs a transformer (a ResNet's blocks have no halves)")
+    if "--stage-pieces" in given and given["--stage-pieces"] not in ("blocks", "ends"):
+        bad.append(f"{_as_given('--stage-pieces', given['--stage-pieces'])}: choose blocks or ends")
     if f["--schedule"] != "interleaved" and virtual is not None and virtual > 1:
         bad.append("--virtual-stages > 1 needs --schedule interleaved")
     if f["--schedule"] == "interleaved" and stages is not None and stages > 1:
@@ -425,8 +425,8 @@ RULES_HELP = """cross-flag rules, checked for every point when the sweep is plan
     block or a size in MiB (a number, no unit) in (0, 1073741824]; --shard-prefetch 0 to 64;
     --pipeline-stages > 1 not with --local-sgd, --batch auto, or --shard zero3 with a tied embedding
     (GPT-2, llama3.2-1b, llama3.2-3b, hf:PATH with tie_word_embeddings) or --schedule interleaved
-    or zb-h1 or zb-v; --schedule zb-v not with --backend nccl; --stage-pieces halves needs a
-    transformer (gpt2-*, llama3*, hf:PATH);
+    or zb-h1 or zb-v; --schedule zb-v not with --backend nccl; --stage-pieces blocks or
+    ends;
     --reduce-algo hierarchical only with --backend mpi
   dtune-comm: -b <= -e; -r is a rank; --mpi-buffers device only with --backend mpi;
     --pattern fsdp needs --model, one -d of float32 or bfloat16 and the table format, and not

@@ -89,13 +89,13 @@ LAYOUTS = [
     ("tp2-sp-pp2", 4, 1, 2, ["--tp", 2, "--sequence-parallel", "--pp", 2, "--micro-batches", MICRO]),
     # zb-h1 with tensor parallelism: the split layers' weight gradients deferred to W.
     ("tp2-pp2-zbh1", 4, 1, 2, ["--tp", 2, "--pp", 2, "--micro-batches", MICRO, "--schedule", "zb-h1"]),
-    # Cut inside the layers: each half checkpointed as the whole layer's half would be.
+    # The embedding and the head as pieces of their own, with selective checkpointing.
     (
-        "pp2-halves-selective",
+        "pp2-ends-selective",
         2,
         1,
         2,
-        ["--pp", 2, "--micro-batches", MICRO, "--stage-pieces", "halves", "--activation-checkpoint", "selective"],
+        ["--pp", 2, "--micro-batches", MICRO, "--stage-pieces", "ends", "--activation-checkpoint", "selective"],
     ),
     (
         "tp2-pp2-full-checkpoint",

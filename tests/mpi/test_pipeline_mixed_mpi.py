@@ -129,8 +129,8 @@ def tokens(tmp_path_factory):
 
 
 # zb-v: stage 0 loads the micro-batches and computes their loss, its targets handed within the stage
-# (the 2-block GPT cut into halves for the 4 chunks).
-ZBV = ["--pipeline-stages", 2, "--schedule", "zb-v", "--stage-pieces", "halves"]
+# (the 2-block GPT's embedding, blocks and head as the 4 chunks).
+ZBV = ["--pipeline-stages", 2, "--schedule", "zb-v", "--stage-pieces", "ends"]
 
 
 @pytest.mark.parametrize("layout", [PIPE, ZBV], ids=["1f1b", "zb-v"])

@@ -129,6 +129,13 @@ CASES = [
         "--sequence-parallel needs --tp 2",
         "--model llama3-tiny --sequence-parallel --tp 2",
     ),
+    (
+        "dtune-train",
+        2,
+        "--pp 2 --stage-pieces halves",
+        "--stage-pieces halves: choose blocks or ends",
+        "--pp 2 --stage-pieces ends",
+    ),
     ("dtune-train", 2, "--mesh-order tp,pp", "--mesh-order 'tp,pp': give the axes", "--mesh-order tp,dp,pp"),
     ("dtune-train", 2, "--mesh-order tp,pp,pp", "--mesh-order 'tp,pp,pp'", "--mesh-order dp,pp,tp"),
     ("dtune-train", 4, "--pp 3", "--pp (3) must divide ranks (4)", "--pp 4"),

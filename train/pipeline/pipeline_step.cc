@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <thread>
@@ -208,7 +209,7 @@ PipelineStep::PipelineStep(TrainSetup& s, const RunContext& ctx, RunMonitor& mon
   timeline_ = make_timeline(s_.ordinal);
   // Every rank built the whole model from the same seed, so every stage's parameters start as
   // one process's would; the data-parallel broadcast below makes that explicit, as DDP does.
-  pieces_ = models::model_pieces(*s_.model, o_.pipeline.pieces == StagePieces::kHalves);
+  pieces_ = models::model_pieces(*s_.model);
   auto armed = monitor_.arm("setting up the pipeline (partition, stage groups, parameters)");
   setup_partition();
   if (o.shard == ShardMode::kZero3) {  // its units are cut from this stage's pieces
@@ -282,24 +283,20 @@ void PipelineStep::setup_partition() {
     for (const auto& p : pieces_) costs.push_back({p.kind, p.forward_macs});
   }
   starts_ = partition_pieces(costs, K_, o_.pipeline.pieces != StagePieces::kBlocks);
-  double most = 0, total = 0;
+  auto chunk_end = [&](int k) { return k + 1 < K_ ? starts_[k + 1] : pieces_.size(); };
+  std::vector<double> chunk_cost(K_, 0.0);
+  for (int k = 0; k < K_; ++k)
+    for (size_t i = starts_[k]; i < chunk_end(k); ++i) chunk_cost[k] += costs[i].cost;
+  const double total = std::accumulate(chunk_cost.begin(), chunk_cost.end(), 0.0);
   std::string each;
   for (int k = 0; k < K_; ++k) {
-    const size_t end = k + 1 < K_ ? starts_[k + 1] : pieces_.size();
-    double c = 0;
-    for (size_t i = starts_[k]; i < end; ++i) c += costs[i].cost;
-    most = std::max(most, c);
-    total += c;
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%s%.3g", k ? " " : "", c);
+    std::snprintf(buf, sizeof buf, "%s%.3g", k ? " " : "", chunk_cost[k]);
     each += buf;
   }
   double own = 0;  // this stage's chunks' cost
-  for (int c = 0; c < V_; ++c) {
-    const int k = virtual_stage(o_.pipeline.schedule, P_, topo_.stage(), c);
-    const size_t end = k + 1 < K_ ? starts_[k + 1] : pieces_.size();
-    for (size_t i = starts_[k]; i < end; ++i) own += costs[i].cost;
-  }
+  for (int c = 0; c < V_; ++c)
+    own += chunk_cost[virtual_stage(o_.pipeline.schedule, P_, topo_.stage(), c)];
   stats_.planned_share = total > 0 ? own / total : 0;
   stats_.partitioned =
       to_string(o_.pipeline.partition) + " (" +
@@ -310,15 +307,14 @@ void PipelineStep::setup_partition() {
     std::set<std::string> names;
     for (int c = 0; c < V_; ++c) {
       const int k = virtual_stage(o_.pipeline.schedule, P_, stage, c);
-      const size_t end = k + 1 < K_ ? starts_[k + 1] : pieces_.size();
-      for (size_t i = starts_[k]; i < end; ++i)
+      for (size_t i = starts_[k]; i < chunk_end(k); ++i)
         names.insert(pieces_[i].parameters.begin(), pieces_[i].parameters.end());
     }
     return names;
   };
   for (int c = 0; c < V_; ++c) {
     const int k = virtual_stage(o_.pipeline.schedule, P_, topo_.stage(), c);
-    chunks_.push_back({k, starts_[k], k + 1 < K_ ? starts_[k + 1] : pieces_.size()});
+    chunks_.push_back({k, starts_[k], chunk_end(k)});
   }
   // A parameter both end stages use is tied between them (summed); under zb-v one stage holds both
   // ends, and its gradient adds up within the stage.

@@ -3,7 +3,7 @@
 // model small enough to build here, the arithmetic of model_size.h against the built models (and
 // the large GPTs against their published counts), its FSDP units against the built modules,
 // channels_last against contiguous, and deterministic initialisation for a seed; the pipeline's
-// pieces (whole blocks and halves) compose to the model, and the zero-bubble split of the
+// pieces compose to the model, and the zero-bubble split of the
 // backward (weight_grad_store.h) gives the gradients of one whole backward.
 #include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
@@ -255,9 +255,9 @@ TEST(ModelFamilies, EveryNameBelongsToOneFamilyAndBuildsItself) {
   }
 }
 
-// --stage-pieces halves: the attention and MLP halves of every block, composed, are the model's
-// forward, and the pieces name every parameter once (the tied embedding twice: embed and head).
-TEST(Models, HalvesComposeToTheForwardAndNameEveryParameter) {
+// The pipeline's pieces of each transformer family, composed, are the model's forward, and they
+// name every parameter once (the tied embedding twice: embed and head).
+TEST(Models, TransformerPiecesComposeToTheForwardAndNameEveryParameter) {
   ModelOptions o;
   o.context = 16;
   o.vocab = 64;
@@ -266,22 +266,20 @@ TEST(Models, HalvesComposeToTheForwardAndNameEveryParameter) {
     torch::Tensor tokens = torch::randint(o.vocab, {2, o.context}, torch::kLong);
     torch::NoGradGuard no_grad;
     const torch::Tensor whole = m->forward(tokens);
-    for (bool halves : {false, true}) {
-      const auto pieces = model_pieces(*m, halves);
-      torch::Tensor x = tokens;
-      std::map<std::string, int> named;
-      for (const auto& p : pieces) {
-        x = p.forward(x);
-        for (const auto& n : p.parameters) ++named[n];
-      }
-      EXPECT_TRUE(torch::allclose(x, whole, 1e-5, 1e-6)) << name << " halves " << halves;
-      for (const auto& p : m->named_parameters())
-        EXPECT_GE(named[p.key()], 1) << name << ": " << p.key() << " in no piece";
-      EXPECT_EQ(named.size(), m->named_parameters().size()) << name;
-      size_t blocks = 0;
-      for (const auto& p : pieces) blocks += p.kind == PieceKind::kBlock;
-      EXPECT_EQ(blocks, (halves ? 2u : 1u) * 2) << name;  // both tiny models have 2 blocks
+    const auto pieces = model_pieces(*m);
+    torch::Tensor x = tokens;
+    std::map<std::string, int> named;
+    for (const auto& p : pieces) {
+      x = p.forward(x);
+      for (const auto& n : p.parameters) ++named[n];
     }
+    EXPECT_TRUE(torch::allclose(x, whole, 1e-5, 1e-6)) << name;
+    for (const auto& p : m->named_parameters())
+      EXPECT_GE(named[p.key()], 1) << name << ": " << p.key() << " in no piece";
+    EXPECT_EQ(named.size(), m->named_parameters().size()) << name;
+    size_t blocks = 0;
+    for (const auto& p : pieces) blocks += p.kind == PieceKind::kBlock;
+    EXPECT_EQ(blocks, 2u) << name;  // both tiny models have 2 blocks
   }
 }
 
