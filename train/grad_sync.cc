@@ -199,7 +199,8 @@ void GradSync::launch_ready_locked() {
     nvtx_mark("bucket reduction start");
     Bucket& b = buckets_[next_launch_];
     if (reduce_scatter_) {
-      // The reducer holds the flat until its reduce-scatter is done; then it is freed.
+      // The reducer holds the flat until its reduce-scatter is done (MPI: its queue, until its
+      // thread has reduced it; NCCL: until the event after it is done), then it is freed.
       in_flight_.emplace_back(b.flat.storage().getWeakStorageImpl(),
                               static_cast<int64_t>(b.flat.nbytes()));
       if (accumulate_) b.incoming = torch::empty_like(b.shard);

@@ -52,6 +52,7 @@ class NcclReducer final : public Reducer {
   std::string name() const override { return "nccl"; }
 
   void start(torch::Tensor flat) override {
+    release_finished();
     const auto t0 = Clock::now();
     const cudaStream_t compute = c10::cuda::getCurrentCUDAStream(device_).stream();
     ready_.record(compute);
@@ -74,6 +75,7 @@ class NcclReducer final : public Reducer {
   void start_reduce_scatter(torch::Tensor flat, torch::Tensor shard) override {
     DTUNE_CHECK(flat.is_cuda() && shard.is_cuda() && flat.is_contiguous() && shard.is_contiguous(),
                 "NCCL reducer: tensors must be contiguous on the GPU");
+    release_finished();
     const cudaStream_t compute = c10::cuda::getCurrentCUDAStream(device_).stream();
     ready_.record(compute);
     DTUNE_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), ready_.get(), 0));
@@ -85,6 +87,9 @@ class NcclReducer final : public Reducer {
     const auto on = c10::cuda::getStreamFromExternal(stream_.get(), device_);
     flat.record_stream(on);
     shard.record_stream(on);
+    held_.emplace_back(CudaEvent::create(EventTiming::kDisabled),
+                       std::vector<torch::Tensor>{std::move(flat), std::move(shard)});
+    held_.back().first.record(stream_.get());
     pending_ = true;
     ++next_bucket_;
   }
@@ -92,6 +97,7 @@ class NcclReducer final : public Reducer {
   int64_t start_allgather(torch::Tensor full) override {
     DTUNE_CHECK(full.is_cuda() && full.is_contiguous(),
                 "NCCL reducer: tensors must be contiguous on the GPU");
+    release_finished();
     const int64_t part = full.numel() / comm_.size();
     const cudaStream_t compute = c10::cuda::getCurrentCUDAStream(device_).stream();
     ready_.record(compute);  // this rank's part is copied in on the compute stream
@@ -122,6 +128,7 @@ class NcclReducer final : public Reducer {
   void wait_all(const Deadline& deadline) override {
     if (!pending_) return;
     comm_.wait(stream_.get(), deadline.at(), "gradient reductions");
+    held_.clear();  // the stream's work is done
     done_.record(stream_.get());
     DTUNE_CUDA_CHECK(
         cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(device_).stream(), done_.get(), 0));
@@ -157,6 +164,10 @@ class NcclReducer final : public Reducer {
   }
 
  private:
+  // Drops the buffers of the reduce-scatters NCCL has finished with (their events done).
+  void release_finished() {
+    while (!held_.empty() && held_.front().first.done()) held_.pop_front();
+  }
   void allreduce_on(torch::Tensor& t, ncclRedOp_t op, cudaStream_t s) {
     DTUNE_CHECK(t.is_cuda() && t.is_contiguous(),
                 "NCCL reducer: tensors must be contiguous on the GPU");
@@ -181,6 +192,12 @@ class NcclReducer final : public Reducer {
   // start_allgather's tickets not yet waited for, each with the event recorded after its gather.
   std::deque<std::pair<int64_t, CudaEvent>> gathers_;
   int64_t tickets_ = 0;
+  // Each reduce-scatter's buffers with the event recorded after it, held until NCCL is done with
+  // them, as the MPI reducer's queue holds its own: the gradient sync counts a bucket's flat in
+  // flight while its storage lives (grad_sync.h), and the caching allocator could not reuse the
+  // block before then either (record_stream). Dropping them at enqueue, as before, let
+  // grad_bytes_peak miss every reduce-scatter still running.
+  std::deque<std::pair<CudaEvent, std::vector<torch::Tensor>>> held_;
 };
 
 }  // namespace
