@@ -140,9 +140,11 @@ std::unique_ptr<StepStrategy> build_data_parallel(TrainSetup& s, const RunContex
   const bool probe = s.probe();
   s.params = s.model->parameters();
   build_shared_parts(s, ctx, monitor);
-  if (probe && ctx.world_size() > 1 && o.local_sgd_every == 0) {
-    // What the run's buckets will hold, allocated: the probe learns whether the batch fits beside
-    // them.
+  const int run_dp =
+      make_mesh_shape(ctx.world_size(), o.tp, o.pipeline.stages, o.mesh_order)[MeshAxis::kDp];
+  if (probe && run_dp > 1 && o.local_sgd_every == 0) {
+    // What the run's buckets will hold (a data axis of more than one rank: tensor-parallel ranks
+    // alone reduce nothing), allocated: the probe learns whether the batch fits beside them.
     int64_t bytes = 0;
     for (const auto& p : s.params) bytes += p.numel() * static_cast<int64_t>(p.element_size());
     s.bucket_footprint =

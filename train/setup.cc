@@ -107,6 +107,8 @@ std::unique_ptr<TrainSetup> TrainSetup::build(const Options& o_in, const RunCont
   CpuMemoryMeter::reset_peak();
   if (s->mesh->degree(MeshAxis::kTp) > 1)  // the model splits its layers over the tp axis
     o.model_options.tp = make_mpi_tp_group(s->mesh->comm(MeshAxis::kTp));
+  else if (probe && o.tp > 1)  // --batch auto: one tp rank's share, probed alone
+    o.model_options.tp = make_probe_tp_group(o.tp);
 
   {
     // Building a large model takes a while (GPT-2 d48: 1.56 billion parameters, 6 GB): rank 0

@@ -14,6 +14,15 @@ class MpiTpGroup final : public models::TpGroup {
     DTUNE_MPI_CHECK(MPI_Comm_size(comm_, &size_));
     DTUNE_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   }
+  // Rank 0 of a group of `size` alone: every collective's buffers as above, its communication left
+  // out (an all-gather repeats this rank's part, a reduce-scatter keeps it, an all-reduce keeps the
+  // tensor), so a rank's memory is what it would be in the group.
+  static std::shared_ptr<MpiTpGroup> alone(int size) {
+    auto g = std::make_shared<MpiTpGroup>(MPI_COMM_SELF);
+    g->size_ = size;
+    g->alone_ = true;
+    return g;
+  }
   int size() const override { return size_; }
   int rank() const override { return rank_; }
   void all_reduce_sum(torch::Tensor& t) override { reduce(t, MPI_SUM); }
@@ -25,8 +34,11 @@ class MpiTpGroup final : public models::TpGroup {
     shape.insert(shape.begin(), size_);
     torch::Tensor all = torch::empty(shape, host.options());  // (size, ...) in rank order
     const int n = static_cast<int>(host.numel());
-    DTUNE_MPI_CHECK(
-        MPI_Allgather(host.data_ptr(), n, type_of(host), all.data_ptr(), n, type_of(host), comm_));
+    if (alone_)
+      all.copy_(host.unsqueeze(0).expand_as(all));
+    else
+      DTUNE_MPI_CHECK(MPI_Allgather(host.data_ptr(), n, type_of(host), all.data_ptr(), n,
+                                    type_of(host), comm_));
     torch::Tensor out = torch::cat(all.unbind(0), dim).to(t.device(), t.scalar_type());
     count(out.numel() * t.element_size(), start);
     return out;
@@ -39,9 +51,12 @@ class MpiTpGroup final : public models::TpGroup {
                        " tensor-parallel ranks (give --context a multiple of --tp)");
     const torch::Tensor parts = torch::stack(to_host(t).chunk(size_, dim)).contiguous();
     torch::Tensor mine = torch::empty(parts[0].sizes(), parts.options());
-    DTUNE_MPI_CHECK(MPI_Reduce_scatter_block(parts.data_ptr(), mine.data_ptr(),
-                                             static_cast<int>(mine.numel()), type_of(parts),
-                                             MPI_SUM, comm_));
+    if (alone_)
+      mine.copy_(parts[0]);
+    else
+      DTUNE_MPI_CHECK(MPI_Reduce_scatter_block(parts.data_ptr(), mine.data_ptr(),
+                                               static_cast<int>(mine.numel()), type_of(parts),
+                                               MPI_SUM, comm_));
     count(t.numel() * t.element_size(), start);
     return mine.to(t.device(), t.scalar_type());
   }
@@ -74,14 +89,16 @@ class MpiTpGroup final : public models::TpGroup {
                              : t.to(torch::kCPU, narrow ? torch::kFloat : t.scalar_type());
     host = host.contiguous();
     MPI_Datatype type = host.scalar_type() == torch::kDouble ? MPI_DOUBLE : MPI_FLOAT;
-    DTUNE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, host.data_ptr(), static_cast<int>(host.numel()),
-                                  type, op, comm_));
+    if (!alone_)
+      DTUNE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, host.data_ptr(), static_cast<int>(host.numel()),
+                                    type, op, comm_));
     if (!host.is_same(t)) t.copy_(host);
     traffic_.seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   MPI_Comm comm_;
   int size_ = 1, rank_ = 0;
+  bool alone_ = false;  // alone(): no communication
   Traffic traffic_;
 };
 
@@ -90,5 +107,7 @@ class MpiTpGroup final : public models::TpGroup {
 std::shared_ptr<models::TpGroup> make_mpi_tp_group(MPI_Comm comm) {
   return std::make_shared<MpiTpGroup>(comm);
 }
+
+std::shared_ptr<models::TpGroup> make_probe_tp_group(int size) { return MpiTpGroup::alone(size); }
 
 }  // namespace dtune::train

@@ -13,5 +13,9 @@
 namespace dtune::train {
 
 std::shared_ptr<models::TpGroup> make_mpi_tp_group(MPI_Comm comm);
+// What a batch-finder probe (setup.h's RunMode::kProbe: one rank alone) splits the model with: rank
+// 0 of a group of `size`, each collective's buffers allocated as the group's own are, nothing sent.
+// A rank's shapes are the same at every tp rank, so its memory is any tp rank's.
+std::shared_ptr<models::TpGroup> make_probe_tp_group(int size);
 
 }  // namespace dtune::train

@@ -120,10 +120,6 @@ MeshShape parse_mesh(const std::string& order, const std::string& layout, bool o
       throw UsageError("--tp " + std::to_string(o.tp) +
                        " with --backend nccl: the tp group's collectives run over MPI only so "
                        "far; use --backend mpi");
-    if (o.batch_auto)
-      throw UsageError("--tp " + std::to_string(o.tp) +
-                       " with --batch auto: the batch finder probes one unsplit rank; give "
-                       "--batch");
     if (o.local_sgd_every > 0)
       throw UsageError("--tp " + std::to_string(o.tp) + " with --local-sgd: drop one");
   }

@@ -316,8 +316,6 @@ def _train(given: dict, ranks: int) -> list[str]:
                 f"--tp {f['--tp']} with --backend nccl: the tp group's collectives run over MPI only so far; "
                 "use --backend mpi"
             )
-        if auto:
-            bad.append(f"--tp {f['--tp']} with --batch auto: the batch finder probes one unsplit rank; give --batch")
         if (sgd or 0) > 0:
             bad.append(f"--tp {f['--tp']} with --local-sgd: drop one")
     if "--profile-steps" in given:

@@ -216,3 +216,24 @@ def test_init_from_a_checkpoint_starts_from_its_weights(tmp_path):
     got, _, rec = train(tmp_path, "init-tp", 2, tp_args, steps=1, lr="1e-9", tp=2, model=hf_model)
     assert rec["model"] == hf_model[1] and rec["mesh_tp"] == 2
     assert_equal_params(got, want, tol=1e-6)
+
+
+# --batch auto with --tp: each rank probes its tp share alone (the split model, the group's buffers,
+# nothing sent) and the data axis's buckets only when there is one (tp2 on 2 ranks reduces nothing).
+# The batch found must be the boundary of the real run: it trains, one more sample runs out of the
+# same --memory-limit-mb (exit 4) on every layout.
+@pytest.mark.parametrize(
+    "ranks,extra", [(2, ["--tp", 2, "--sequence-parallel"]), (4, ["--tp", 2])], ids=["tp2-sp", "tp2-dp2"]
+)
+def test_batch_auto_with_tensor_parallelism_lands_on_the_memory_boundary(tmp_path, ranks, extra):
+    args = ["--model", "llama3-tiny", "--context", "64", "--memory-limit-mb", "64", *extra]
+    r = run_train(ranks, [*args, "--batch", "auto", "--steps", 1, "--warmup-steps", 0, "--output", tmp_path / "a.h5"])
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    with h5py.File(tmp_path / "a.h5") as f:
+        (g,) = f["runs"].values()
+        found = int(g.attrs["batch"])
+    assert found > 1
+    ok = run_train(ranks, [*args, "--batch", found, "--steps", 2, "--no-output"])
+    assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
+    over = run_train(ranks, [*args, "--batch", found + 1, "--steps", 2, "--no-output"])
+    assert over.returncode == 4, over.stdout[-2000:] + over.stderr[-2000:]

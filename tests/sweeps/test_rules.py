@@ -97,13 +97,6 @@ CASES = [
     (
         "dtune-train",
         2,
-        "--tp 2 --model llama3-tiny --batch auto --memory-limit-mb 99",
-        "--tp 2 with --batch auto",
-        "--tp 2 --model llama3-tiny",
-    ),
-    (
-        "dtune-train",
-        2,
         "--tp 2 --model llama3-tiny --local-sgd 2",
         "--tp 2 with --local-sgd",
         "--tp 2 --model llama3-tiny",
