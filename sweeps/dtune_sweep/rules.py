@@ -412,7 +412,8 @@ RULES_HELP = """cross-flag rules, checked for every point when the sweep is plan
     --precision fp16; --local-sgd not with --accum-steps > 1; --batch auto on CPU needs
     --memory-limit-mb; --cache-dir needs --data; --fast-decode needs --decode roi;
     --profile-steps within --warmup-steps + --steps; --pipeline-stages (--pp) x --tp divides
-    ranks; --tp 1 (reserved for tensor parallelism); --mesh-order names tp, pp and dp once each,
+    ranks; --tp > 1 needs gpt2-*, llama3-* or hf:PATH, and not --backend nccl or --local-sgd;
+    --sequence-parallel needs --tp > 1 (Llama family); --mesh-order names tp, pp and dp once each,
     and --pipeline-layout, if given too, is the same order; --pp and --pipeline-stages not both;
     --virtual-stages > 1 needs --schedule interleaved, which needs
     --micro-batches a multiple of --pipeline-stages; --micro-batches equals --accum-steps if both;
