@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/gather.h"
 #include "core/stats.h"
+#include "train/mesh.h"
 #include "train/mfu.h"
 #include "train/step_log.h"
 
@@ -30,6 +31,13 @@ struct RankRecords {
   std::vector<long long> grad_bytes_peak;
   std::vector<long long> device_index;
   std::vector<std::string> device_name;
+  // Tensor parallelism's collectives per measured step, each rank's, and over one pipeline (the
+  // ranks at data-parallel and tensor-parallel coordinate 0, a stage each): the bytes summed (the
+  // whole model's), the time of its slowest stage.
+  std::vector<long long> tp_comm_bytes;
+  std::vector<double> tp_comm_ms;
+  long long tp_pipeline_bytes = 0;
+  double tp_pipeline_ms = 0;
 };
 
 // Root only: the run's screen (after the steps, which run_monitor printed nothing of).
@@ -186,8 +194,11 @@ void write_training(StepLog& log, const TrainOutcome& out, const TrainSummary& t
   h5::write_attr(id, "activation_bytes", out.activation_bytes);
   h5::write_attr(id, "recompute_ms_per_step", out.recompute_ms_per_step);
   h5::write_attr(id, "attention_backend", out.attention_backend);
-  h5::write_attr(id, "tp_comm_bytes_per_step", out.tp_comm_bytes_per_step);
-  h5::write_attr(id, "tp_comm_ms_per_step", out.tp_comm_ms_per_step);
+  h5::write_attr(id, "tp_comm_bytes_per_step", static_cast<int64_t>(ranks.tp_pipeline_bytes));
+  h5::write_attr(id, "tp_comm_ms_per_step", ranks.tp_pipeline_ms);
+  const std::vector<int64_t> tp_bytes(ranks.tp_comm_bytes.begin(), ranks.tp_comm_bytes.end());
+  h5::write_dataset(id, "tp_comm_bytes", {R}, tp_bytes.data());
+  h5::write_dataset(id, "tp_comm_ms", {R}, ranks.tp_comm_ms.data());
   h5::write_attr(id, "data_description", t.data.source);
   const std::vector<double> d = t.data.numbers();
   for (size_t k = 0; k < kDataSummaryFields.size(); ++k)
@@ -235,6 +246,8 @@ double report_training(const Options& o, const RunContext& ctx, const TrainOutco
     ranks.grad_bytes_peak = gather_longs(ctx.comm(), {out.grad_bytes_peak});
     ranks.device_index = gather_longs(ctx.comm(), {out.device_index});
     ranks.device_name = gather_strings(ctx.comm(), out.device_name);
+    ranks.tp_comm_bytes = gather_longs(ctx.comm(), {out.tp_comm_bytes_per_step});
+    ranks.tp_comm_ms = gather_doubles(ctx.comm(), {out.tp_comm_ms_per_step});
     const std::vector<double> data_all = gather_doubles(ctx.comm(), out.data.numbers());
     const std::span<const double> all(data_all);
     for (size_t i = 0; i + kDataSummaryFields.size() <= all.size(); i += kDataSummaryFields.size())
@@ -247,6 +260,15 @@ double report_training(const Options& o, const RunContext& ctx, const TrainOutco
   if (ctx.is_root()) {
     StepLog& log = *monitor.log();
     const size_t S = log.steps(), R = static_cast<size_t>(ctx.world_size());
+    const MeshShape mesh =
+        make_mesh_shape(static_cast<int>(R), o.tp, o.pipeline.stages, o.mesh_order);
+    for (size_t r = 0; r < R; ++r) {
+      const auto c = mesh.coords(static_cast<int>(r));
+      if (c[static_cast<size_t>(MeshAxis::kDp)] != 0 || c[static_cast<size_t>(MeshAxis::kTp)] != 0)
+        continue;
+      ranks.tp_pipeline_bytes += ranks.tp_comm_bytes[r];
+      ranks.tp_pipeline_ms = std::max(ranks.tp_pipeline_ms, ranks.tp_comm_ms[r]);
+    }
     std::vector<double> slowest(S, 0.0);
     for (size_t s = 0; s < S; ++s)
       for (size_t r = 0; r < R; ++r) slowest[s] = std::max(slowest[s], log.at(s, r, kPhases));

@@ -242,7 +242,7 @@ def study_blocks(f, phases, out_dir) -> list:
 def phase_means(steps: pd.DataFrame, configs, summary: pd.DataFrame | None = None) -> dict:
     """id(config) -> {phase: mean ms over measured steps, ranks and repeats, total_ms too}; with
     `summary` (load_train_summary) and tensor parallelism, tp_comm_ms: the runs' mean
-    tp_comm_ms_per_step (rank 0's tp group's collectives, inside forward and backward)."""
+    tp_comm_ms_per_step (one pipeline's tp groups' collectives, inside forward and backward, on its slowest stage)."""
     if steps.empty:
         return {}
     m = steps[~steps.warmup & ~steps.profiled].groupby(["file", "run"])[TRAIN_PHASES + ["total_ms"]].mean()

@@ -59,14 +59,14 @@ def test_gpt_tensor_parallel_layouts_equal_accumulation(tmp_path, references, na
     # the throughput that batch over the slowest rank's step times (not x every rank).
     assert rec["global_batch"] == BATCH * dp * MICRO
     np.testing.assert_allclose(rec["samples_per_s"], rec["global_batch"] * 3 / rec["slowest_s"], rtol=1e-6)
-    if stages == 1:
-        # Per micro-batch, fp32: each block all-reduces (B, T, C) after attn.c_proj and mlp.c_proj
-        # forward and before c_attn and c_fc backward, the embedding once forward, the head's input
-        # once backward, and the loss three (B, T) figures forward.
-        width = ref_params["param.transformer.wte.weight"].shape[1]
-        layers = sum(k.startswith("param.") and k.endswith("ln_1.weight") for k in ref_params)
-        tokens = BATCH * CONTEXT
-        assert rec["tp_comm_bytes_per_step"] == MICRO * tokens * 4 * (layers * 4 * width + 2 * width + 3)
+    # Per micro-batch, fp32, summed over the pipeline's stages (each rank's own layers: tp_comm_bytes):
+    # each block all-reduces (B, T, C) after attn.c_proj and mlp.c_proj
+    # forward and before c_attn and c_fc backward, the embedding once forward, the head's input
+    # once backward, and the loss three (B, T) figures forward.
+    width = ref_params["param.transformer.wte.weight"].shape[1]
+    layers = sum(k.startswith("param.") and k.endswith("ln_1.weight") for k in ref_params)
+    tokens = BATCH * CONTEXT
+    assert rec["tp_comm_bytes_per_step"] == MICRO * tokens * 4 * (layers * 4 * width + 2 * width + 3)
     if stages == 1 and "zero3" not in extra:
         # The split layers' bytes a rank are 1/2 of one process's; LayerNorms, the position
         # embedding and the row-parallel biases are whole.

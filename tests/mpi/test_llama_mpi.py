@@ -40,7 +40,8 @@ def train(tmp_path, name, np_, args, stages=1, steps=3, lr="0.01", tp=1, model=L
         (g,) = f["runs"].values()
         rec = {k: g.attrs[k] for k in g.attrs}
         rec["loss"] = g["loss"][()]
-        rec["param_bytes_resident"] = g["param_bytes_resident"][()]
+        for k in ("param_bytes_resident", "tp_comm_bytes", "tp_comm_ms", "mesh_dp_coord", "mesh_tp_coord"):
+            rec[k] = g[k][()]
     return params, rec["loss"].mean(axis=1), rec
 
 
@@ -118,9 +119,17 @@ def test_llama_layouts_equal_accumulation(tmp_path, references, name, ranks, dp,
     assert rec["parameters"] == references[dp][2]["parameters"]  # the model's, not a rank's share
     if tp == 1:
         assert rec["tp_comm_bytes_per_step"] == 0
-    elif stages == 1:
+    else:  # the whole model's, over the pipeline's stages: each stage's tp group moves its own layers'
         sp = "--sequence-parallel" in extra
         assert rec["tp_comm_bytes_per_step"] == tp_bytes_theory(ref_params, MICRO, checkpoint(extra), sp), rec
+        first = (rec["mesh_dp_coord"] == 0) & (rec["mesh_tp_coord"] == 0)
+        assert rec["tp_comm_bytes"][first].sum() == rec["tp_comm_bytes_per_step"]
+        assert rec["tp_comm_ms_per_step"] == rec["tp_comm_ms"][first].max()
+        if stages > 1:  # every stage moves some of it
+            assert (rec["tp_comm_bytes"] > 0).all() and rec["tp_comm_bytes"][first].max() < rec[
+                "tp_comm_bytes_per_step"
+            ]
+    if tp > 1 and stages == 1:
         # The split layers' bytes a rank are 1/T of one process's, exactly; the norms are whole.
         norms = sum(
             4 * v.numel() for k, v in ref_params.items() if k.startswith("param.") and k.endswith("norm.weight")
