@@ -97,10 +97,13 @@ ModelSize gpt_size(const GptConfig& cfg) {
   // wte V·C (the head is wte), wpe T·C; per block ln_1 2C, c_attn 3C²+3C, attn.c_proj C²+C,
   // ln_2 2C, c_fc 4C²+4C, mlp.c_proj 4C²+C (12C²+13C); ln_f 2C.
   s.parameters = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;
-  s.units.push_back({"embed", V * C + T * C});
+  // --tp: wte by vocabulary; c_attn and c_fc (weights and biases) by columns, the projections'
+  // weights by rows (their biases, the LayerNorms and wpe whole).
+  s.units.push_back({"embed", V * C + T * C, V * C});
   for (int64_t i = 0; i < L; ++i)
-    s.units.push_back({"h." + std::to_string(i), 12 * C * C + 13 * C});
-  s.units.push_back({"ln_f", 2 * C});
+    s.units.push_back({"h." + std::to_string(i), 12 * C * C + 13 * C, 12 * C * C + 7 * C});
+  s.units.push_back({"ln_f", 2 * C, 0});
+  s.shape = {L, C, cfg.heads, cfg.heads, C / cfg.heads, 4 * C, V, T};
   s.param_elems = {V * C, T * C};
   for (int64_t i = 0; i < L; ++i)  // ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj
     s.param_elems.insert(s.param_elems.end(),
@@ -147,15 +150,20 @@ ModelSize llama_size(const LlamaConfig& cfg) {
   layer.insert(layer.end(), {C, C});
   int64_t per_layer = 0;
   for (int64_t e : layer) per_layer += e;
+  // --tp: q/k/v and gate/up by columns (with their biases), o and down by rows (their biases
+  // whole), the embedding and an untied head by vocabulary; the norms whole.
+  const int64_t layer_split = (2 * HD + 2 * KD) * C + 3 * I * C + ab * (HD + 2 * KD) + mb * 2 * I;
   s.param_elems = {V * C};
-  s.units.push_back({"embed", V * C});
+  s.units.push_back({"embed", V * C, V * C});
   for (int64_t i = 0; i < cfg.layers; ++i) {
     s.param_elems.insert(s.param_elems.end(), layer.begin(), layer.end());
-    s.units.push_back({"layers." + std::to_string(i), per_layer});
+    s.units.push_back({"layers." + std::to_string(i), per_layer, layer_split});
   }
   s.param_elems.push_back(C);                               // model.norm
   if (!cfg.tied_embedding) s.param_elems.push_back(V * C);  // lm_head
-  s.units.push_back({"head", C + (cfg.tied_embedding ? 0 : V * C)});
+  const int64_t head = cfg.tied_embedding ? 0 : V * C;
+  s.units.push_back({"head", C + head, head});
+  s.shape = {cfg.layers, C, cfg.heads, cfg.kv_heads, cfg.head_dim, I, V, cfg.context};
   s.parameters = counted(s.units);
   const double L = static_cast<double>(cfg.layers), T = static_cast<double>(cfg.context);
   const double Cd = static_cast<double>(C), Vd = static_cast<double>(V);

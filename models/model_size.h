@@ -23,6 +23,18 @@ struct ParamUnit {
                            // "layer1".."layer4", "fc"; Llama: "embed", "layers.0".., "head"
                            // (the final norm, and lm_head when untied)
   int64_t parameters = 0;  // parameter elements of the unit
+  // Of them, the elements --tp T cuts into T parts (each rank holds 1/T: the column- and
+  // row-parallel weights, the column-parallel biases, the vocabulary-split embedding and head); the
+  // rest (norms, row-parallel biases, GPT-2's positions) every rank holds whole.
+  int64_t tp_split = 0;
+};
+
+// A transformer's shape (zeros for a ResNet): what `dtune model plan` counts a layout's
+// tensor-parallel traffic and activations from (dtune-models list --json).
+struct SequenceShape {
+  int64_t layers = 0, width = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  int64_t mlp = 0;  // the MLP's inner width (GPT-2: 4C; Llama: intermediate_size, SwiGLU)
+  int64_t vocab = 0, context = 0;
 };
 
 struct ModelSize {
@@ -34,6 +46,7 @@ struct ModelSize {
   std::vector<int64_t> param_elems;
   // Its head is its token embedding (GPT-2, Llama 3.2 1B/3B): both end pipeline stages hold it.
   bool tied_embedding = false;
+  SequenceShape shape;
 };
 
 // Throws UsageError for an unknown name or bad options, as make_model does (the family's size,

@@ -45,12 +45,61 @@ void add_model_options(CLI::App* app, ModelOptions& o, std::string& checkpoint) 
       ->capture_default_str();
 }
 
-int list_models(const ModelOptions& o, const std::string& only) {
+// A JSON string's body: quotes, backslashes and control characters escaped (an hf:PATH name).
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// `list --json`: what `dtune model plan` reads (report/dtune_report/layouts.py): per model its
+// counts, its transformer shape (zeros for a ResNet) and its units with their tensor-parallel cut.
+void print_json(const std::string& name, const dtune::models::ModelSize& size, bool first) {
+  const auto& h = size.shape;
+  std::printf(
+      "%s{\"name\": %s, \"parameters\": %lld, \"training_flops_per_sample\": %.17g, "
+      "\"tied_embedding\": %s,\n  \"shape\": {\"layers\": %lld, \"width\": %lld, \"heads\": %lld, "
+      "\"kv_heads\": %lld, \"head_dim\": %lld, \"mlp\": %lld, \"vocab\": %lld, \"context\": "
+      "%lld},\n  "
+      "\"units\": [",
+      first ? "" : ",\n", json_string(name).c_str(), static_cast<long long>(size.parameters),
+      size.flops.training_flops, size.tied_embedding ? "true" : "false",
+      static_cast<long long>(h.layers), static_cast<long long>(h.width),
+      static_cast<long long>(h.heads), static_cast<long long>(h.kv_heads),
+      static_cast<long long>(h.head_dim), static_cast<long long>(h.mlp),
+      static_cast<long long>(h.vocab), static_cast<long long>(h.context));
+  for (size_t i = 0; i < size.units.size(); ++i)
+    std::printf("%s{\"name\": %s, \"parameters\": %lld, \"tp_split\": %lld}", i ? ", " : "",
+                json_string(size.units[i].name).c_str(),
+                static_cast<long long>(size.units[i].parameters),
+                static_cast<long long>(size.units[i].tp_split));
+  std::printf("]}");
+}
+
+int list_models(const ModelOptions& o, const std::string& only, bool json) {
+  const std::vector<std::string> names =
+      only.empty() ? dtune::models::model_names() : std::vector<std::string>{only};
+  if (json) {
+    std::printf("[");
+    for (size_t i = 0; i < names.size(); ++i)
+      print_json(names[i], dtune::models::model_size(names[i], o), i == 0);
+    std::printf("]\n");
+    return 0;
+  }
   std::printf("# %-14s %15s %16s %18s  %s\n", "model", "parameters", "fwd GMACs/sample",
               "train GFLOP/sample", "formula (beside it: another convention)");
   // One model (any name the registry builds, hf:PATH included) or every named one.
-  const std::vector<std::string> names =
-      only.empty() ? dtune::models::model_names() : std::vector<std::string>{only};
   for (const auto& name : names) {
     const dtune::models::ModelSize size = dtune::models::model_size(name, o);
     const auto& f = size.flops;
@@ -142,12 +191,15 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   ModelOptions o;
   std::string only, model, weights, batch, out, checkpoint = "none";
-  bool channels_last = false;
+  bool channels_last = false, json = false;
   int threads = 0;
   CLI::App* list = app.add_subcommand(
       "list", "Each model's parameters and FLOPs per sample, by arithmetic (nothing is built).");
   add_model_options(list, o, checkpoint);
   list->add_option("--model", only, "only this model");
+  list->add_flag("--json", json,
+                 "one JSON array: each model's counts, transformer shape and units with the "
+                 "elements --tp cuts (what dtune model plan reads)");
   CLI::App* par = app.add_subcommand("parity", "one training step from exported weights and batch");
   add_model_options(par, o, checkpoint);
   par->add_option("--model", model, "model name")->required();
@@ -175,7 +227,7 @@ int main(int argc, char** argv) {
     if (rc >= 0) return rc;
     if (threads > 0) torch::set_num_threads(threads);
     o.activation_checkpoint = dtune::models::parse_activation_checkpoint(checkpoint);
-    if (*list) return list_models(o, only);
+    if (*list) return list_models(o, only, json);
     if (*be) return bench(model, o, weights, batch, steps, warmup, channels_last);
     return parity(model, o, weights, batch, out, channels_last);
   } catch (const dtune::UsageError& e) {

@@ -16,6 +16,7 @@ class Cluster:
     nics_per_node: int
     peak_tflops: float  # dense bf16, datasheet
     source: str
+    memory_gb: float = 80.0  # each GPU's, datasheet (10^9 bytes)
 
 
 CLUSTERS = {
@@ -37,6 +38,7 @@ CLUSTERS = {
         8,
         989.0,
         "8xH200 allreduce busbw ~475 GB/s; IB NDR 400G ~46-48 GB/s per NIC; H200 SXM bf16 dense 989 TFLOP/s",
+        141.0,
     ),
 }
 DEFAULT_NODES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]

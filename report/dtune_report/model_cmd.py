@@ -9,6 +9,8 @@ allreduce measured at one size, an assumption outside its range (model_assumptio
                         [--reshard-after-forward on|off] [--optimizer sgd|adamw]   sharded data parallelism
     dtune model check RESULTS... [--profile nearest|pooled]   predicted against measured, every multi-rank run
     dtune model project PROFILE.h5 [--cluster h100-ib400] [--nodes ...] [--bucket-mb ...] [--shard ...]
+    dtune model plan --model NAME --global-batch B [--cluster h100-ib400] [--nodes N] [--tp LIST] [--pp LIST]
+                     [--shard LIST] [--activation-checkpoint LIST] ...   every layout, ranked (layouts.py)
 
 With --shard other than none (sharding.py), predict adds a column `state_mib` (this mode's
 parameter + gradient + optimizer-state MiB per rank) and a table of that for every mode per rank
@@ -274,6 +276,56 @@ def defaults(a) -> None:
         a.bucket_mb = a.bucket_mb or [1, 5, 25]
 
 
+def cmd_plan(a) -> int:
+    """Every layout of a transformer on a published cluster, ranked (layouts.py)."""
+    import os
+
+    from .layouts import Machine, PlanError, Run, format_plans, layouts, load_shape, plan
+    from .projection import link_fits
+
+    c = CLUSTERS[a.cluster]
+    for flag, v in (
+        ("--nodes", a.nodes),
+        ("--global-batch", a.global_batch),
+        ("--micro-batch", a.micro_batch),
+        ("--top", a.top),
+    ):
+        if v < 1:
+            return _fail(f"{flag} {v}: give a positive number")
+    if not 0 < a.mfu <= 1:
+        return _fail(f"--mfu {a.mfu:g}: give a fraction in (0, 1]")
+    if a.memory_gb is not None and a.memory_gb <= 0:
+        return _fail(f"--memory-gb {a.memory_gb:g}: give a positive size")
+    bin_dir = Path(os.environ.get("DTUNE_BIN_DIR", Path(__file__).resolve().parents[2] / "build" / "bin"))
+    try:
+        shape = load_shape(a.model, bin_dir, a.context, a.layers, a.vocab)
+    except PlanError as e:
+        return _fail(str(e))
+    machine = Machine(
+        a.nodes,
+        c.gpus_per_node,
+        link_fits(c, a.alpha_intra_us, a.alpha_inter_us, c.nics_per_node),
+        c.peak_tflops * 1e12 * a.mfu,
+        (a.memory_gb or c.memory_gb) * 1e9,
+        c.peak_tflops * 1e12,
+    )
+    run = Run(a.global_batch, a.micro_batch, a.precision, a.weights_dtype, a.optimizer)
+    found, refused = layouts(shape, machine.ranks, run, a.tp, a.pp, a.shard, a.activation_checkpoint)
+    if not found:
+        why = "; ".join(f"{w}: {r}" for w, r in refused) or "no choices"
+        return _fail(f"no layout of {machine.ranks} ranks from --tp {a.tp} --pp {a.pp}: {why}")
+    plans = [plan(shape, lo, run, machine) for lo in found]
+    if not any(p.fits for p in plans):
+        least = min(plans, key=lambda p: p.memory_bytes)
+        return _fail(
+            f"no layout fits in {machine.memory_bytes / 1e9:g} GB a GPU: the smallest, {least.layout.label()}, needs "
+            f"{least.memory_bytes / 1e9:.3g} GB; give more --nodes, a larger --tp or --pp, --activation-checkpoint "
+            "full, a smaller --micro-batch or --context"
+        )
+    print(format_plans(shape, machine, run, plans, refused, a.top))
+    return 0
+
+
 def run(a) -> int:
-    """The subcommand `a.cmd` (predict, check, project) of `dtune model`."""
-    return {"predict": cmd_predict, "check": cmd_check, "project": cmd_project}[a.cmd](a)
+    """The subcommand `a.cmd` (predict, check, project, plan) of `dtune model`."""
+    return {"predict": cmd_predict, "check": cmd_check, "project": cmd_project, "plan": cmd_plan}[a.cmd](a)

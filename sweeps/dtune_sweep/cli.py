@@ -452,6 +452,68 @@ def add_model_parser(sub) -> None:
         help=f"assumed latency per ring step (default 6; {rng('alpha_inter_us')})",
     )
     j.add_argument("--nics", type=int, default=None, help=f"NICs per node (default: the cluster's, 8; {rng('nics')})")
+    add_plan_parser(mm)
+
+
+def add_plan_parser(mm) -> None:
+    """`dtune model plan`: the layouts of a named transformer on a published cluster."""
+    from dtune_report.clusters import CLUSTERS
+
+    q = mm.add_parser(
+        "plan",
+        help=_HELP["model plan"],
+        description="Every layout (dp x tp x pp, the data axis' sharding, micro-batches, activation "
+        "checkpointing, sequence parallelism) of a named transformer on N nodes of a published cluster: step "
+        "time and memory per rank from the model's shape (report/dtune_report/layouts.py says how), the "
+        "layouts that do not fit in the GPU's memory dropped, the rest ranked, and why the first beats the "
+        "second. Arithmetic, not a measurement: the assumptions are printed with the table.",
+    )
+    q.set_defaults(func=cmd_model)
+    q.add_argument("--model", required=True, help="a transformer: gpt2-*, llama3* or hf:PATH (dtune-models list)")
+    q.add_argument("--cluster", default="h100-ib400", choices=sorted(CLUSTERS), help="(default h100-ib400)")
+    q.add_argument("--nodes", type=int, default=1, help="nodes (default 1)")
+    q.add_argument("--global-batch", type=int, required=True, help="sequences per optimizer step, all ranks")
+    q.add_argument("--micro-batch", type=int, default=1, help="sequences a rank takes at once (default 1)")
+    q.add_argument("--context", type=int, default=0, help="sequence length (default: the model's)")
+    q.add_argument("--layers", type=int, default=0, help="blocks (default: the model's)")
+    q.add_argument("--vocab", type=int, default=0, help="vocabulary (default: the model's)")
+    q.add_argument("--precision", choices=["fp32", "tf32", "bf16", "fp16"], default="bf16", help="(default bf16)")
+    q.add_argument("--weights-dtype", choices=["fp32", "bf16"], default="fp32", help="(default fp32)")
+    q.add_argument("--optimizer", choices=["sgd", "adamw"], default="adamw", help="(default adamw)")
+    q.add_argument("--mfu", type=float, default=0.4, help="model FLOPs utilisation of the compute (default 0.4)")
+    q.add_argument("--memory-gb", type=float, default=None, help="each GPU's memory (default: the cluster's)")
+    q.add_argument("--tp", type=_numbers(int), default=[1, 2, 4, 8], metavar="LIST", help="(default 1,2,4,8)")
+    q.add_argument("--pp", type=_numbers(int), default=[1, 2, 4], metavar="LIST", help="(default 1,2,4)")
+    q.add_argument(
+        "--shard",
+        type=_choices(["none", "zero1", "zero2", "zero3"]),
+        default=["none", "zero1", "zero2", "zero3"],
+        metavar="LIST",
+        help="data-axis sharding to consider (default none,zero1,zero2,zero3)",
+    )
+    q.add_argument(
+        "--activation-checkpoint",
+        type=_choices(["none", "selective", "full"]),
+        default=["none", "full"],
+        metavar="LIST",
+        help="(default none,full)",
+    )
+    q.add_argument("--top", type=int, default=10, help="rows to print (default 10)")
+    q.add_argument("--alpha-intra-us", type=float, default=2.0, help="assumed latency per ring step (default 2)")
+    q.add_argument("--alpha-inter-us", type=float, default=6.0, help="assumed latency per ring step (default 6)")
+
+
+def _choices(allowed: list):
+    """argparse type: a comma-separated list of some of `allowed`."""
+
+    def parse(text: str) -> list:
+        values = [v.strip() for v in text.split(",") if v.strip()]
+        bad = [v for v in values if v not in allowed]
+        if not values or bad:
+            raise argparse.ArgumentTypeError(f"{text!r}: give some of {','.join(allowed)}")
+        return values
+
+    return parse
 
 
 # (command words, one-line description, handler): the parsers and `dtune --help` read this table.
@@ -472,12 +534,18 @@ COMMANDS = [
     (
         "tune",
         "the best configuration of a sweep file's space within a budget: successive halving over steps with "
-        "noise-aware promotion (or Optuna), through the sweep runners; the flags, an export block and a report",
+        "noise-aware promotion, through the sweep runners; the flags, an export block and a report",
         cmd_tune,
     ),
     ("model predict", "scaling model: step time, exposed communication, efficiency for N nodes x R ranks", cmd_model),
     ("model check", "scaling model against every multi-rank run in the files (median abs error)", cmd_model),
     ("model project", "scaling model on a published cluster's links (assumptions printed)", cmd_model),
+    (
+        "model plan",
+        "every dp x tp x pp layout of a transformer on a published cluster: step time and memory per rank, "
+        "ranked, the ones that do not fit dropped (arithmetic; assumptions printed)",
+        cmd_model,
+    ),
 ]
 _HELP = {words: text for words, text, _ in COMMANDS}
 # The C++ binaries `dtune --help` points to (one line each).

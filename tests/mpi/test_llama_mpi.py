@@ -10,7 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import run_train
+from conftest import bin_dir, run_train
+from dtune_report.clusters import CLUSTERS
+from dtune_report.layouts import Layout, Machine, Run, load_shape, plan, stage_units
+from dtune_report.projection import link_fits
 from pipeline_checks import assert_equal_params, max_rel, merged_tp_dumps
 
 LLAMA = ["--model", "llama3-tiny", "--context", "32", "--vocab", "256"]
@@ -40,7 +43,14 @@ def train(tmp_path, name, np_, args, stages=1, steps=3, lr="0.01", tp=1, model=L
         (g,) = f["runs"].values()
         rec = {k: g.attrs[k] for k in g.attrs}
         rec["loss"] = g["loss"][()]
-        for k in ("param_bytes_resident", "tp_comm_bytes", "tp_comm_ms", "mesh_dp_coord", "mesh_tp_coord"):
+        for k in (
+            "param_bytes_resident",
+            "tp_comm_bytes",
+            "tp_comm_ms",
+            "mesh_dp_coord",
+            "mesh_pp_coord",
+            "mesh_tp_coord",
+        ):
             rec[k] = g[k][()]
     return params, rec["loss"].mean(axis=1), rec
 
@@ -136,6 +146,22 @@ def test_llama_layouts_equal_accumulation(tmp_path, references, name, ranks, dp,
         )
         whole = references[dp][2]["param_bytes_resident"][0]
         assert list(rec["param_bytes_resident"]) == [(whole - norms) // tp + norms] * ranks
+    assert_the_plan_counts_the_run(rec, dp, tp, stages, extra)
+
+
+def assert_the_plan_counts_the_run(rec, dp, tp, stages, extra):
+    """dtune model plan (layouts.py) counts what the run recorded: each rank's parameter bytes
+    (its stage's units, the cut ones / T) and one pipeline's tensor-parallel bytes per step."""
+    shape = load_shape("llama3-tiny", bin_dir(), context=32, vocab=256)
+    sp, shard = "--sequence-parallel" in extra, extra[extra.index("--shard") + 1] if "--shard" in extra else "none"
+    layout = Layout(dp, tp, stages, shard, MICRO, checkpoint(extra), sp)
+    run = Run(2 * dp * MICRO, micro_batch=2, precision="fp32", weights="fp32", optimizer="sgd")
+    fits = link_fits(CLUSTERS["h100-ib400"], 2.0, 6.0, 8)  # any links: only counts are compared
+    predicted = plan(shape, layout, run, Machine(1, dp * tp * stages, fits, 1e12, 1e12, 1e12))
+    assert predicted.tp_bytes == rec["tp_comm_bytes_per_step"]
+    if shard in ("none", "zero2") and "--stage-pieces" not in extra:  # whole parameters, the even cut
+        per_stage = [sum(n - cut + cut // tp for _, n, cut in units) * 4 for units in stage_units(shape, stages)]
+        assert list(rec["param_bytes_resident"]) == [per_stage[k] for k in rec["mesh_pp_coord"]]
 
 
 def checkpoint(flags):

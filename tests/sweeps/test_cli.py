@@ -39,7 +39,7 @@ def test_help_lists_every_subcommand_with_its_description():
     for group in ("sweep", "model"):
         sub = dtune(group, "--help")
         leaves.update({f"{group} {name}": text for name, text in subcommands(sub.stdout).items()})
-    assert len(leaves) == 11, leaves  # sweep plan, run, slurm, status, merge; report; compare; tune; model x3
+    assert len(leaves) == 12, leaves  # sweep plan, run, slurm, status, merge; report; compare; tune; model x4
     for name, text in leaves.items():
         # one line of the top-level help: the full command, then the subparser's own description
         # (`text` is its first line where argparse wraps it, so a prefix of the whole)
