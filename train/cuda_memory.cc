@@ -13,6 +13,12 @@ int64_t cuda_peak_allocated_bytes(int device) {
       .peak;
 }
 
+int64_t cuda_peak_reserved_bytes(int device) {
+  namespace alloc = c10::cuda::CUDACachingAllocator;
+  const auto stats = alloc::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+  return stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+}
+
 int64_t cuda_allocated_bytes(int device) {
   namespace alloc = c10::cuda::CUDACachingAllocator;
   const auto stats = alloc::getDeviceStats(static_cast<c10::DeviceIndex>(device));

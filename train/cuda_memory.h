@@ -8,6 +8,9 @@
 namespace dtune::train {
 
 int64_t cuda_peak_allocated_bytes(int device);
+// What torch.cuda.max_memory_reserved reports: the most bytes the allocator held from the device
+// (its cached blocks too: a freed block whose stream's work is still queued is not reusable yet).
+int64_t cuda_peak_reserved_bytes(int device);
 // What torch.cuda.memory_allocated reports: bytes of live tensors on `device`.
 int64_t cuda_allocated_bytes(int device);
 // Peak := current, keeping the cache (torch.cuda.reset_peak_memory_stats).

@@ -4,6 +4,7 @@
 namespace dtune::train {
 
 int64_t cuda_peak_allocated_bytes(int) { return 0; }
+int64_t cuda_peak_reserved_bytes(int) { return 0; }
 int64_t cuda_allocated_bytes(int) { return 0; }
 void cuda_reset_peak(int) {}
 void cuda_reset_peak_and_cache(int) {}

@@ -88,6 +88,10 @@ int64_t TensorMemory::peak_bytes(int ordinal) {
   return ordinal < 0 ? CpuMemoryMeter::peak_bytes() : cuda_peak_allocated_bytes(ordinal);
 }
 
+int64_t TensorMemory::peak_reserved_bytes(int ordinal) {
+  return ordinal < 0 ? CpuMemoryMeter::peak_bytes() : cuda_peak_reserved_bytes(ordinal);
+}
+
 void TensorMemory::reset_peak(int ordinal) {
   if (ordinal < 0)
     CpuMemoryMeter::reset_peak();

@@ -25,6 +25,10 @@ class CpuMemoryMeter {
 struct TensorMemory {
   static int64_t current_bytes(int ordinal);
   static int64_t peak_bytes(int ordinal);
+  // The most bytes the device's allocator held at once: on a GPU the caching allocator's reserved
+  // peak (torch.cuda.max_memory_reserved, its cache included), on the CPU the peak bytes (the
+  // counting allocator caches nothing).
+  static int64_t peak_reserved_bytes(int ordinal);
   static void reset_peak(int ordinal);  // peak := current
   static std::string source(int ordinal);
 };

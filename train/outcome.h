@@ -31,7 +31,8 @@ struct TrainOutcome {
   std::vector<StepRecord> steps;  // warm-up first
   int64_t batch = 0;              // per rank per micro-step (after --batch auto)
   int64_t peak_memory_bytes = 0;
-  int64_t peak_rss_bytes = 0;  // CPU: the process's peak resident set, for reference
+  int64_t peak_reserved_bytes = 0;  // the allocator's reserved peak (TensorMemory)
+  int64_t peak_rss_bytes = 0;       // CPU: the process's peak resident set, for reference
   std::string memory_source;
   std::string device_name;
   int device_index = -1;  // the GPU this rank trained on (made current); -1: CPU

@@ -132,9 +132,11 @@ TrainOutcome Trainer::finish() {
   if (s_.device.is_cuda()) {
     out.memory_source = "CUDA caching allocator peak allocated bytes";
     out.peak_memory_bytes = cuda_peak_allocated_bytes(s_.ordinal);
+    out.peak_reserved_bytes = cuda_peak_reserved_bytes(s_.ordinal);
   } else {
     out.memory_source = "peak bytes of CPU tensors (dtune's counting allocator)";
     out.peak_memory_bytes = CpuMemoryMeter::peak_bytes();
+    out.peak_reserved_bytes = out.peak_memory_bytes;
     out.peak_rss_bytes = process_peak_rss_bytes();
   }
   return std::move(out);

@@ -24,6 +24,7 @@ namespace {
 // What every rank reported about itself, gathered to rank 0 (index = rank).
 struct RankRecords {
   std::vector<long long> peak_memory_bytes;
+  std::vector<long long> peak_reserved_bytes;
   std::vector<long long> optimizer_state_bytes;
   std::vector<long long> param_bytes_resident;
   std::vector<long long> grad_bytes_resident;
@@ -206,6 +207,9 @@ void write_training(StepLog& log, const TrainOutcome& out, const TrainSummary& t
   if (!profiles.empty()) write_profile(id, profiles, t.profile_cost);
   std::vector<int64_t> peak_bytes(ranks.peak_memory_bytes.begin(), ranks.peak_memory_bytes.end());
   h5::write_dataset(id, "peak_memory_bytes", {R}, peak_bytes.data());
+  const std::vector<int64_t> reserved(ranks.peak_reserved_bytes.begin(),
+                                      ranks.peak_reserved_bytes.end());
+  h5::write_dataset(id, "peak_reserved_bytes", {R}, reserved.data());
   std::vector<int64_t> state_bytes(ranks.optimizer_state_bytes.begin(),
                                    ranks.optimizer_state_bytes.end());
   h5::write_dataset(id, "optimizer_state_bytes", {R}, state_bytes.data());
@@ -239,6 +243,7 @@ double report_training(const Options& o, const RunContext& ctx, const TrainOutco
   {
     const auto armed = monitor.arm("gathering the run's results");
     ranks.peak_memory_bytes = gather_longs(ctx.comm(), {out.peak_memory_bytes});
+    ranks.peak_reserved_bytes = gather_longs(ctx.comm(), {out.peak_reserved_bytes});
     ranks.optimizer_state_bytes = gather_longs(ctx.comm(), {out.optimizer_state_bytes});
     ranks.param_bytes_resident = gather_longs(ctx.comm(), {out.param_bytes_resident});
     ranks.grad_bytes_resident = gather_longs(ctx.comm(), {out.grad_bytes_resident});

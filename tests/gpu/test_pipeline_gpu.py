@@ -118,6 +118,11 @@ def test_one_gpu_mpi_channel_pipeline_equals_accumulation(tmp_path):
     pipe, h5 = train(tmp_path, "mpi", 2, args, stages=2)
     assert_equal_params(pipe, ref)
     assert channel(h5) == "mpi"
+    # The caching allocator's reserved peak holds its allocated peak and the cache beside it.
+    with h5py.File(h5) as f:
+        (g,) = f["runs"].values()
+        allocated, reserved = g["peak_memory_bytes"][()], g["peak_reserved_bytes"][()]
+    assert (allocated > 0).all() and (reserved >= allocated).all(), (allocated, reserved)
 
 
 def test_one_gpu_nccl_pipeline_on_one_gpu_exits_2_naming_the_fix(tmp_path):

@@ -50,6 +50,8 @@ def train(tmp_path, name, np_, args, stages=1, steps=3, lr="0.01", tp=1, model=L
             "mesh_dp_coord",
             "mesh_pp_coord",
             "mesh_tp_coord",
+            "peak_memory_bytes",
+            "peak_reserved_bytes",
         ):
             rec[k] = g[k][()]
     return params, rec["loss"].mean(axis=1), rec
@@ -147,6 +149,8 @@ def test_llama_layouts_equal_accumulation(tmp_path, references, name, ranks, dp,
         whole = references[dp][2]["param_bytes_resident"][0]
         assert list(rec["param_bytes_resident"]) == [(whole - norms) // tp + norms] * ranks
     assert_the_plan_counts_the_run(rec, dp, tp, stages, extra)
+    # Pipelines and data parallelism alike: on the CPU the reserved peak is the peak.
+    assert (rec["peak_memory_bytes"] > 0).all() and list(rec["peak_reserved_bytes"]) == list(rec["peak_memory_bytes"])
 
 
 def assert_the_plan_counts_the_run(rec, dp, tp, stages, extra):

@@ -34,6 +34,9 @@ def test_each_precision_writes_a_valid_run(tmp_path, precision):
         (g,) = f["runs"].values()
         assert g.attrs["benchmark"] == "train" and g.attrs["precision"] == precision
         assert g["total_ms"].shape == (4, 2)
+        # The counting allocator caches nothing: what it reserved is what tensors held.
+        peak, reserved = g["peak_memory_bytes"][()], g["peak_reserved_bytes"][()]
+        assert (peak > 0).all() and list(reserved) == list(peak)
     steps = load_train(out)
     assert len(steps) == 4 * 2
     assert (steps.total_ms > 0).all() and (steps.forward_ms > 0).all() and (steps.backward_ms > 0).all()

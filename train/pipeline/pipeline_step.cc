@@ -672,6 +672,8 @@ void PipelineStep::finish(TrainOutcome& out) {
                      : DataSummary{"--data " + o_.data + " (via stage 0)", 0, 0, 0, 0, 0, 0, 0, 0};
   out.memory_source = TensorMemory::source(s_.ordinal);
   out.peak_memory_bytes = std::max(run_peak_bytes_, TensorMemory::peak_bytes(s_.ordinal));
+  out.peak_reserved_bytes =
+      std::max(out.peak_memory_bytes, TensorMemory::peak_reserved_bytes(s_.ordinal));
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   out.peak_rss_bytes = static_cast<int64_t>(u.ru_maxrss) * 1024;
