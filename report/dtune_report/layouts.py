@@ -12,16 +12,21 @@ consecutive ranks, within a node while T divides the GPUs per node.
 Per rank (the stage that needs the most; stages hold the blocks evenly, the first one more, the
 embedding on the first, the head on the last, a tied embedding on both ends):
 - parameters: a unit's uncut elements whole, its cut ones / T; weights at their dtype, gradients
-  at the weights' (DDP and zero1: twice, the parameters' and the buckets'), the optimizer's state
-  (sgd 4 bytes, adamw 8, and the fp32 master with bf16 weights), 1/D of each as ZeRO shards it
-  (zero1 the state, zero2 + gradients with two buckets in flight, zero3 + weights with the units
-  in use gathered), and under bf16/fp16 autocast with fp32 weights a 2-byte copy of every weight;
+  at the weights' (with a data axis, DDP and zero1 twice: the parameters' and the buckets'), the
+  optimizer's state (sgd 4 bytes, adamw 8, and the fp32 master with bf16 weights), 1/D of each as
+  ZeRO shards it (zero1 the state, zero2 + gradients with at most two buckets in flight, zero3 +
+  weights with the units in use gathered), and under bf16/fp16 autocast with fp32 weights a
+  2-byte copy of every weight (doc/metrics.md section 10);
 - activations per micro-batch and block, in elements per token (Korthikanti et al. 2022 without
   dropout and with fused attention, so nothing of size T²): the norms' inputs and outputs 4h
   (/T with sequence parallelism), the attention's q, k, v and output and the MLP's inner
-  tensors / T (GPT-2: 12h; Llama: 2·H·d + 2·KV·d + 4·I); full checkpointing keeps the block's
-  input h (/T with SP) and one block's whole set; selective drops the attention half's; the head
-  keeps its fp32 logits (V/T per token). Under 1F1B stage k holds min(M, P − k) micro-batches.
+  tensors / T (GPT-2: 12h; Llama: 2·H·d + 2·KV·d + 4·I), with tp the two row-parallel layers'
+  all-reduced outputs 2h; full checkpointing keeps the block's input h (/T with SP), selective
+  drops the attention half's; the head keeps the final norm's input and output and the fp32
+  logits and log-softmax (2·V/T per token), and a recomputed block's whole set takes their place
+  in the backward. Under 1F1B stage k holds min(M, P − k) micro-batches. Against dtune-train's
+  measured peak on the CPU (counting allocator, llama3-tiny): 1-10% low without stages; pipelines
+  hold 10-31% more than this counts.
 
 Per step (one pipeline; all pipelines alike):
 - compute: the model's training FLOPs (dtune-models' count) at --mfu of the GPU's peak, cut over
@@ -408,14 +413,19 @@ def _memory(shape: ModelShape, lo: Layout, run: Run, units: list, k: int) -> dic
     state = OPTIMIZER_BYTES[run.optimizer] + (4 if run.weights == "bf16" else 0)
     m = {
         "weights": elems * wb / (d if "w" in sharded else 1),
-        "grads": elems * wb / d + 2 * BUCKET_BYTES if "grad" in sharded else 2 * elems * wb,
+        # DDP and zero1: the parameters' .grad and the buckets (none without a data axis); zero2
+        # and zero3: the parts and two buckets in flight.
+        "grads": elems * wb / d + min(2 * BUCKET_BYTES, elems * wb)
+        if "grad" in sharded
+        else (2 if d > 1 else 1) * elems * wb,
         "optimizer": elems * state / (d if "opt" in sharded else 1),
         "cast": elems * 2 if run.precision in ("bf16", "fp16") and run.weights == "fp32" else 0.0,
         "gathered": 2 * max(_rank_elems(u, lo.tp) for u in units) * wb if "w" in sharded else 0.0,
     }
     tokens, h, act = run.micro_batch * shape.context, shape.width, run.act_bytes
     rep, cut = shape.act_elements()
-    rep_t = rep / (lo.tp if lo.sp else 1)
+    # With tp, the two row-parallel layers' all-reduced outputs (h each) are kept too.
+    rep_t = rep / (lo.tp if lo.sp else 1) + (2 * h if lo.tp > 1 else 0)
     whole = tokens * act * (rep_t + cut / lo.tp)
     blocks = sum(1 for u in units if u[0] not in ("embed", "head", "ln_f"))
     if lo.checkpoint == "full":
@@ -425,8 +435,10 @@ def _memory(shape: ModelShape, lo: Layout, run: Run, units: list, k: int) -> dic
     else:
         per_block, extra = whole, 0.0
     in_flight = min(lo.micro_batches, lo.pp - k)
-    head = tokens * 4 * shape.vocab / lo.tp if k == lo.pp - 1 else 0.0
-    m["activations"] = in_flight * blocks * per_block + extra + head
+    # The head: the final norm's input and output, the logits and their log-softmax (fp32, V/T).
+    head = tokens * (2 * h * act + 2 * 4 * shape.vocab / lo.tp) if k == lo.pp - 1 else 0.0
+    # A recomputed block lives in the backward, once the head's tensors are gone.
+    m["activations"] = in_flight * blocks * per_block + max(extra, head)
     return m
 
 
