@@ -23,10 +23,11 @@ embedding on the first, the head on the last, a tied embedding on both ends):
   tensors / T (GPT-2: 12h; Llama: 2·H·d + 2·KV·d + 4·I), with tp the two row-parallel layers'
   all-reduced outputs 2h; full checkpointing keeps the block's input h (/T with SP), selective
   drops the attention half's; the head keeps the final norm's input and output and the fp32
-  logits and log-softmax (2·V/T per token), and a recomputed block's whole set takes their place
-  in the backward. Under 1F1B stage k holds min(M, P − k) micro-batches. Against dtune-train's
-  measured peak on the CPU (counting allocator, llama3-tiny): 1-10% low without stages; pipelines
-  hold 10-31% more than this counts.
+  logits and log-softmax (2·V/T per token), and one block's whole set (recomputed, or its
+  gradients' transients) takes their place in the backward. Under 1F1B stage k holds
+  min(M, P − k) micro-batches. Against dtune-train's measured peak on the CPU (counting
+  allocator, llama3-tiny): -10% to +9% without stages; with stages up to 31% low (full
+  checkpointing in a pipeline holds more than this counts).
 
 Per step (one pipeline; all pipelines alike):
 - compute: the model's training FLOPs (dtune-models' count) at --mfu of the GPU's peak, cut over
@@ -429,16 +430,17 @@ def _memory(shape: ModelShape, lo: Layout, run: Run, units: list, k: int) -> dic
     whole = tokens * act * (rep_t + cut / lo.tp)
     blocks = sum(1 for u in units if u[0] not in ("embed", "head", "ln_f"))
     if lo.checkpoint == "full":
-        per_block, extra = tokens * act * h / (lo.tp if lo.sp else 1), whole
+        per_block = tokens * act * h / (lo.tp if lo.sp else 1)
     elif lo.checkpoint == "selective":
-        per_block, extra = whole - tokens * act * cut / lo.tp * shape.attention_share(), 0.0
+        per_block = whole - tokens * act * cut / lo.tp * shape.attention_share()
     else:
-        per_block, extra = whole, 0.0
+        per_block = whole
     in_flight = min(lo.micro_batches, lo.pp - k)
     # The head: the final norm's input and output, the logits and their log-softmax (fp32, V/T).
     head = tokens * (2 * h * act + 2 * 4 * shape.vocab / lo.tp) if k == lo.pp - 1 else 0.0
-    # A recomputed block lives in the backward, once the head's tensors are gone.
-    m["activations"] = in_flight * blocks * per_block + max(extra, head)
+    # The backward works on one block at a time (its recomputed set, its gradients' transients: about
+    # a block's whole set), once the head's tensors are gone.
+    m["activations"] = in_flight * blocks * per_block + max(whole if blocks else 0.0, head)
     return m
 
 

@@ -156,7 +156,7 @@ def test_llama_layouts_equal_accumulation(tmp_path, references, name, ranks, dp,
 def assert_the_plan_counts_the_run(rec, dp, tp, stages, extra):
     """dtune model plan (layouts.py) counts what the run recorded: each rank's parameter bytes
     (its stage's units, the cut ones / T), one pipeline's tensor-parallel bytes per step and,
-    without stages, the memory peak within 10%."""
+    without stages, the memory peak within 15%."""
     shape = load_shape("llama3-tiny", bin_dir(), context=32, vocab=256)
     sp, shard = "--sequence-parallel" in extra, extra[extra.index("--shard") + 1] if "--shard" in extra else "none"
     layout = Layout(dp, tp, stages, shard, MICRO, checkpoint(extra), sp)
@@ -165,10 +165,11 @@ def assert_the_plan_counts_the_run(rec, dp, tp, stages, extra):
     predicted = plan(shape, layout, run, Machine(1, dp * tp * stages, fits, 1e12, 1e12, 1e12))
     assert predicted.tp_bytes == rec["tp_comm_bytes_per_step"]
     if stages == 1:
-        # Its memory of the fullest rank against the counting allocator's peak (deterministic):
-        # 0-6% apart on these layouts. Pipelines hold more than it counts (10-31% here, unmodelled).
+        # Its memory of the fullest rank against the counting allocator's peak: -6% to +9% on these
+        # layouts (the bound leaves room for the reducer's pace, which moves the buckets in flight).
+        # Pipelines hold more than it counts (9-31% here with stages, unmodelled).
         peak = max(rec["peak_memory_bytes"])
-        assert abs(predicted.memory_bytes / peak - 1) <= 0.10, (layout.label(), predicted.memory, peak)
+        assert abs(predicted.memory_bytes / peak - 1) <= 0.15, (layout.label(), predicted.memory, peak)
     if shard in ("none", "zero2") and "--stage-pieces" not in extra:  # whole parameters, the even cut
         per_stage = [sum(n - cut + cut // tp for _, n, cut in units) * 4 for units in stage_units(shape, stages)]
         assert list(rec["param_bytes_resident"]) == [per_stage[k] for k in rec["mesh_pp_coord"]]

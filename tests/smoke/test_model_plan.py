@@ -117,9 +117,15 @@ def test_memory_counts_the_cut_zeros_shares_and_the_micro_batches_in_flight(l8b)
     z3 = plan(l8b, Layout(8, 2, 1, "zero3", 8), run, machine())
     assert z3.memory["weights"] == pytest.approx(4 * tp_elems / 8)
     assert z3.memory["grads"] == pytest.approx(4 * tp_elems / 8 + 2 * (25 << 20))
-    # 1F1B: the first stage holds P micro-batches' activations once M >= P, M of them before.
+    # 1F1B: the first stage holds P micro-batches' activations once M >= P, M of them before
+    # (beside one block's working set in the backward).
     acts = {m: plan(l8b, Layout(1, 4, 4, "none", m), Run(m), machine(2)).memory["activations"] for m in (2, 4, 8)}
-    assert acts[4] == acts[8] == 2 * acts[2]
+    # A block's micro-batch at tp 4 in bf16: norms 4h and the row-parallel outputs 2h whole, the
+    # rest (q, k, v, attention out; gate, up, their product and SiLU) cut in 4.
+    block = 8192 * 2 * (6 * 4096 + (2 * 32 * 128 + 2 * 8 * 128 + 4 * 14336) / 4)
+    assert acts[4] == acts[8] == pytest.approx(4 * 8 * block + block) and acts[2] == pytest.approx(
+        2 * 8 * block + block
+    )
     # Sequence parallelism cuts the norms' 4h a token too.
     sp = plan(l8b, Layout(8, 2, 1, "none", 8, sp=True), run, machine())
     per_token_block = (4 * 4096 - 4 * 4096 / 2) * 2  # bf16
