@@ -294,8 +294,11 @@ def cmd_plan(a) -> int:
             return _fail(f"{flag} {v}: give a positive number")
     if not 0 < a.mfu <= 1:
         return _fail(f"--mfu {a.mfu:g}: give a fraction in (0, 1]")
-    if a.memory_gb is not None and a.memory_gb <= 0:
+    if a.memory_gb is not None and not 0 < a.memory_gb < float("inf"):
         return _fail(f"--memory-gb {a.memory_gb:g}: give a positive size")
+    for flag, v in (("--alpha-intra-us", a.alpha_intra_us), ("--alpha-inter-us", a.alpha_inter_us)):
+        if not 0 <= v < float("inf"):
+            return _fail(f"{flag} {v:g}: give a latency of 0 or more microseconds")
     bin_dir = Path(os.environ.get("DTUNE_BIN_DIR", Path(__file__).resolve().parents[2] / "build" / "bin"))
     try:
         shape = load_shape(a.model, bin_dir, a.context, a.layers, a.vocab)

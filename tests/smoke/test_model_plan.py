@@ -178,6 +178,9 @@ def test_the_command_prints_the_plan_and_refuses_what_it_cannot_use():
         (["--model", "llama3.1-8b", "--memory-gb", "5"], "no layout fits in 5 GB a GPU"),
         (["--model", "nope"], "nope"),
         (["--model", "llama3.1-8b", "--global-batch", "0"], "--global-batch 0: give a positive number"),
+        (["--model", "llama3.1-8b", "--memory-gb", "nan"], "--memory-gb nan: give a positive size"),
+        (["--model", "llama3.1-8b", "--mfu", "nan"], "--mfu nan: give a fraction in (0, 1]"),
+        (["--model", "llama3.1-8b", "--alpha-inter-us", "-1"], "--alpha-inter-us -1: give a latency"),
     ]:
         r = dtune("model", "plan", "--global-batch", 8, *args)
         assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
