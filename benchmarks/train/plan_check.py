@@ -45,10 +45,6 @@ def sh(cmd, **kw):
     return r
 
 
-def p50(path: Path) -> float:
-    return figures(path)["step"]
-
-
 def figures(path: Path) -> dict:
     """A run's median step (the slowest rank's) and the parts it measured: compute (forward +
     backward, rank 0, the tensor-parallel collectives inside), those collectives, the exposed
@@ -149,7 +145,7 @@ def main() -> int:
                     ],
                     env=env,
                 )
-                profiles.append(p50(prof) / accum)
+                profiles.append(figures(prof)["step"] / accum)
                 for lo in layouts if rep % 2 == 0 else layouts[::-1]:
                     out = d / f"{lo.dp}-{lo.tp}-{lo.pp}-{rep}.h5"
                     split = (

@@ -54,7 +54,7 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .scaling_model import LinkFit, Shape, bucket_cost_s, replay
@@ -207,7 +207,6 @@ class Plan:
     tp_bytes: int  # one pipeline's tensor-parallel bytes per step (as dtune-train records them)
     fits: bool = True
     mfu: float = 0.0
-    notes: list = field(default_factory=list)
 
     @property
     def step_ms(self) -> float:
@@ -363,8 +362,7 @@ def plan(shape: ModelShape, layout: Layout, run: Run, machine: Machine) -> Plan:
     bubble = critical - M * sum(per_micro[slowest])
 
     # The data axis, on the slowest stage (the step waits for every stage's).
-    stage_elems = [sum(_rank_elems(u, lo.tp) for u in units) for units in stages]
-    elems = stage_elems[slowest]
+    elems = sum(_rank_elems(u, lo.tp) for u in stages[slowest])
     dp_shape = _group(lo.dp, lo.tp * lo.pp, machine.gpus_per_node)
     dp_fits = _shared(machine.fits, machine.gpus_per_node // max(1, dp_shape.ranks_per_node))
     wb = run.weight_bytes
