@@ -24,12 +24,18 @@ class CostModel:
     def __init__(self):
         self.runs: dict = {}  # point id -> (key, seconds, measured steps, seconds per step)
         self.bare: dict = {}  # point id -> seconds of a run that did not measure
+        # A tune prices thousands of runs between two observations: what they read is kept until
+        # the next one (each candidate's own step until a run of it is observed).
+        self._own: dict = {}  # key -> its median step
+        self._memo: dict = {}  # the start-up, the median candidate's step, the keys measured
 
     def observe(self, pid: str, key: int, seconds: float, steps: int, step_s: float | None) -> None:
         """A finished run: its time, its measured steps and their median time (None: it did not
         measure)."""
+        self._memo.clear()
         if step_s is not None and seconds > 0 and step_s > 0 and steps > 0:
             self.runs[pid] = (key, float(seconds), int(steps), float(step_s))
+            self._own.pop(key, None)
         elif seconds > 0:
             self.bare[pid] = float(seconds)
 
@@ -40,25 +46,35 @@ class CostModel:
         return bool(self.runs or self.bare)
 
     def startup(self) -> float:
-        if not self.runs:
-            return float(np.median(list(self.bare.values()))) if self.bare else 0.0
-        return float(np.median([max(t - b * s, 0.0) for _, t, s, b in self.runs.values()]))
+        if "startup" not in self._memo:
+            if not self.runs:
+                a = float(np.median(list(self.bare.values()))) if self.bare else 0.0
+            else:
+                a = float(np.median([max(t - b * s, 0.0) for _, t, s, b in self.runs.values()]))
+            self._memo["startup"] = a
+        return self._memo["startup"]
 
     def step_s(self, key: int | None = None) -> float:
         """Seconds per step of candidate `key`; the median candidate's for one not run (or None)."""
-        own = [b for k, _, _, b in self.runs.values() if k == key]
-        if key is not None and own:
-            return float(np.median(own))
-        per_key: dict = {}
-        for k, _, _, b in self.runs.values():
-            per_key.setdefault(k, []).append(b)
-        return float(np.median([np.median(v) for v in per_key.values()])) if per_key else 0.0
+        keys = self.measured_keys()
+        if key is not None and key in keys:
+            return self._own_step(key)
+        if "median" not in self._memo:
+            self._memo["median"] = float(np.median([self._own_step(k) for k in keys])) if keys else 0.0
+        return self._memo["median"]
+
+    def _own_step(self, key: int) -> float:
+        if key not in self._own:
+            self._own[key] = float(np.median([b for k, _, _, b in self.runs.values() if k == key]))
+        return self._own[key]
 
     def run_s(self, key: int | None, steps: int) -> float:
         return self.startup() + self.step_s(key) * steps
 
     def measured_keys(self) -> set:
-        return {k for k, _, _, _ in self.runs.values()}
+        if "keys" not in self._memo:
+            self._memo["keys"] = {k for k, _, _, _ in self.runs.values()}
+        return self._memo["keys"]
 
     def summary(self, name=str) -> dict:
         """What tune.json records: the start-up, the median candidate's step, and each run
