@@ -1,12 +1,15 @@
 // Exception-to-exit-status translation and job abort.
 #include "core/main_guard.h"
 
+#include <hdf5.h>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -134,6 +137,14 @@ int run_main(int argc, char** argv, const char* tool,
     if (abort) MPI_Abort(MPI_COMM_WORLD, code);
   }
   return code;
+}
+
+void end_process(int code) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  H5close();
+  std::_Exit(code);
 }
 
 }  // namespace dtune

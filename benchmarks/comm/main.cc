@@ -6,12 +6,12 @@
 #include "core/signals.h"
 
 int main(int argc, char** argv) {
-  return dtune::run_main(argc, argv, "dtune-comm", [](const dtune::MainArgs& a) {
+  dtune::end_process(dtune::run_main(argc, argv, "dtune-comm", [](const dtune::MainArgs& a) {
     dtune::comm::Options o;
     const int rc =
         dtune::comm::parse_options(a.argc, a.argv, a.ctx.is_root(), a.ctx.world_size(), o);
     if (rc >= 0) return rc;
     dtune::install_stop_handlers();
     return dtune::comm::run_driver(o, a);
-  });
+  }));
 }

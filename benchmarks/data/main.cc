@@ -14,7 +14,7 @@
 #include "core/results_file.h"
 
 int main(int argc, char** argv) {
-  return dtune::run_main(argc, argv, "dtune-data", [](const dtune::MainArgs& a) {
+  dtune::end_process(dtune::run_main(argc, argv, "dtune-data", [](const dtune::MainArgs& a) {
     namespace dd = dtune::data;
     CLI::App app{
         "dtune-data: convert your images or text into shards, make synthetic datasets, index "
@@ -241,5 +241,5 @@ int main(int argc, char** argv) {
       return dd::bench_loader(a.ctx, a.watchdog, b);
     }
     return 0;
-  });
+  }));
 }

@@ -43,7 +43,7 @@ bool every_rank_sees_gpus(const dtune::RunContext& ctx) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return dtune::run_main(argc, argv, "dtune-probe", [](const dtune::MainArgs& a) {
+  dtune::end_process(dtune::run_main(argc, argv, "dtune-probe", [](const dtune::MainArgs& a) {
     CLI::App app{
         "dtune-probe: measure this machine's limits (GEMM TFLOP/s, memory and copy bandwidth, "
         "launch overhead) and its topology, into a results file that dtune-train's MFU and the "
@@ -242,5 +242,5 @@ int main(int argc, char** argv) {
       if (file->runs() > 0) std::printf("# results: %s\n", file->path().c_str());
     }
     return 0;
-  });
+  }));
 }

@@ -55,7 +55,7 @@ constexpr int kInterruptedExitStatus = 130;  // 128 + SIGINT, as shells report i
 }  // namespace
 
 int main(int argc, char** argv) {
-  return dtune::run_main(argc, argv, "dtune-train", [](const dtune::MainArgs& a) {
+  dtune::end_process(dtune::run_main(argc, argv, "dtune-train", [](const dtune::MainArgs& a) {
     namespace tr = dtune::train;
     tr::CpuMemoryMeter::install();  // before the first tensor: every CPU allocation is counted
     tr::Options o;
@@ -199,5 +199,5 @@ int main(int argc, char** argv) {
       if (file->runs() > 0) std::printf("# Results: %s\n", file->path().c_str());
     }
     return code;
-  });
+  }));
 }
