@@ -13,11 +13,15 @@ endif()
 # The slow tests' measured times, as ctest's COST (ctest -j starts the longest first).
 include(${PROJECT_SOURCE_DIR}/tests/costs.cmake)
 
+# GoogleTest's main, ending without the static destructors (tests/gtest_main.cc says why).
+add_library(dtune_gtest_main STATIC ${PROJECT_SOURCE_DIR}/tests/gtest_main.cc)
+target_link_libraries(dtune_gtest_main PUBLIC GTest::gtest PRIVATE dtune_warnings)
+
 # dtune_unit_test(NAME SOURCES... [LIBS ...]): one GoogleTest binary, each test a ctest entry.
 function(dtune_unit_test name)
   cmake_parse_arguments(T "" "" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
-  target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main dtune_warnings)
+  target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest dtune_gtest_main dtune_warnings)
   # A GTEST_SKIP shows as Skipped, not Passed.
   gtest_discover_tests(${name} PROPERTIES LABELS unit SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]"
                        DISCOVERY_TIMEOUT 60)

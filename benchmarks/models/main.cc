@@ -14,6 +14,7 @@
 
 #include "core/cli.h"
 #include "core/error.h"
+#include "core/main_guard.h"
 #include "models/model_names.h"
 #include "models/model_size.h"
 #include "models/registry.h"
@@ -185,7 +186,9 @@ int bench(const std::string& name, const ModelOptions& o, const std::string& wei
   return 0;
 }
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   CLI::App app{"dtune-models: the models dtune trains (torchvision ResNets, GPT-2, Llama 3)",
                "dtune-models"};
   app.require_subcommand(1);
@@ -238,3 +241,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { dtune::end_process(run(argc, argv)); }
