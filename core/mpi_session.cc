@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 
 #include "core/error.h"
 
@@ -57,11 +56,11 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   // collective; if the library offers less, the watchdog falls back to _exit (mpirun then kills
   // the job).
   //
-  // A binary started without a launcher is an MPI singleton, for which Open MPI 4 starts an orted
-  // daemon that only MPI_Comm_spawn and MPI_Comm_connect use, and dtune uses neither: started
-  // isolated, a 1-rank dtune-train of 2 steps took 0.74 s instead of 0.87-0.98 (the test suite
-  // starts about 500 singletons). A value the user set wins; under mpirun or srun it is not read.
-  setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
+  // A singleton (a binary started without a launcher) is not started isolated
+  // (OMPI_MCA_ess_singleton_isolated=1, no orted daemon, 0.15 s less a start): Open MPI 4's
+  // isolated singletons race each other on the shared session folder /tmp/ompi.<host>.<uid> (one
+  // removes it empty while another creates its own beneath it: "orte_session_dir failed"), 8 of 800
+  // starts of 8 concurrent singletons failed so, and none of 800 with the daemon.
   DTUNE_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &thread_level_));
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   int rank = 0;
