@@ -15,7 +15,7 @@ include(${PROJECT_SOURCE_DIR}/tests/costs.cmake)
 
 # GoogleTest's main, ending without the static destructors (tests/gtest_main.cc says why).
 add_library(dtune_gtest_main STATIC ${PROJECT_SOURCE_DIR}/tests/gtest_main.cc)
-target_link_libraries(dtune_gtest_main PUBLIC GTest::gtest PRIVATE dtune_warnings)
+target_link_libraries(dtune_gtest_main PUBLIC GTest::gtest PRIVATE dtune_torch_cuda dtune_warnings)
 
 # dtune_unit_test(NAME SOURCES... [LIBS ...]): one GoogleTest binary, each test a ctest entry.
 function(dtune_unit_test name)

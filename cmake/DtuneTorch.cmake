@@ -1,7 +1,7 @@
 # Finds LibTorch from the project's Python environment (the torch wheel ships LibTorch's headers,
 # libraries and CMake config), so nobody passes paths. A cluster's own LibTorch can be used with
 # -DTorch_DIR=/path/to/libtorch/share/cmake/Torch, which takes precedence.
-# Sets DTUNE_TORCH_FOUND and DTUNE_TORCH_VERSION; targets that need torch link `torch`.
+# Sets DTUNE_TORCH_FOUND and DTUNE_TORCH_VERSION; targets that need torch link `dtune_torch`.
 set(DTUNE_TORCH_FOUND OFF)
 set(DTUNE_TORCH_VERSION "")
 # Torch_DIR found from one Python is stale once DTUNE_PYTHON changes (a new environment).
@@ -38,6 +38,20 @@ if(Torch_DIR AND DTUNE_ENABLE_TORCH)
   find_package(Torch QUIET)
   if(Torch_FOUND)
     set(DTUNE_TORCH_FOUND ON)
+    # dtune_torch: what our targets link instead of Torch's `torch`. LibTorch's CUDA half is loaded
+    # at run time where a CUDA driver is (core/torch_cuda.h), not linked: `torch` forces
+    # libtorch_cuda.so (and libtorch.so, which needs it) into every binary with --no-as-needed,
+    # and loading it costs each process about 0.13 s of CPU. Its dependencies (c10_cuda, the CUDA
+    # runtime) stay, and so do its compile definitions; a call into libtorch_cuda itself would fail
+    # to link, which keeps the boundary honest.
+    if(TARGET torch_cuda_library AND TARGET torch_cuda)
+      set_property(TARGET torch_cuda_library PROPERTY INTERFACE_LINK_LIBRARIES
+                   "$<TARGET_PROPERTY:torch_cuda,INTERFACE_LINK_LIBRARIES>")
+    endif()
+    add_library(dtune_torch INTERFACE)
+    target_include_directories(dtune_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+    target_compile_options(dtune_torch INTERFACE ${TORCH_CXX_FLAGS})
+    target_link_libraries(dtune_torch INTERFACE $<TARGET_PROPERTY:torch,INTERFACE_LINK_LIBRARIES>)
     if(NOT DTUNE_TORCH_VERSION)
       set(DTUNE_TORCH_VERSION "${Torch_VERSION}")
     endif()

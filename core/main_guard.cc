@@ -16,6 +16,7 @@
 
 #include "core/deadline.h"
 #include "core/error.h"
+#include "core/torch_cuda.h"
 #include "core/watchdog.h"
 
 namespace dtune {
@@ -72,6 +73,7 @@ double setup_timeout_s(int argc, char** argv, const char* tool) {
 
 int run_main(int argc, char** argv, const char* tool,
              const std::function<int(const MainArgs&)>& body) {
+  load_torch_cuda_if_driver();  // before anything asks LibTorch about CUDA (core/torch_cuda.h)
   // Starting MPI and finding every rank's node are collectives like any other: a rank that never
   // comes (a launcher that cannot reach a node, an MPI library whose ranks disagree about a split)
   // must end the job with a message, not leave it waiting silently before --timeout is even read.

@@ -11,6 +11,7 @@
 #include "core/device_info.h"
 #include "core/error.h"
 #include "core/progress.h"
+#include "core/torch_cuda.h"
 #include "models/model_size.h"
 #include "models/registry.h"
 #include "train/cuda_device.h"
@@ -77,7 +78,11 @@ int device_ordinal(const Options& o, const RunContext& ctx) {
   const int n = query_device_summary().device_count;
   if (n == 0 || !torch::cuda::is_available())
     throw UsageError("--device cuda: no CUDA device visible to " + ctx.host() + " rank " +
-                     std::to_string(ctx.rank()) + "; run on GPU nodes or use --device cpu");
+                     std::to_string(ctx.rank()) +
+                     (torch_cuda_load_error().empty() ? std::string()
+                                                      : " (LibTorch's CUDA library did not load: " +
+                                                            torch_cuda_load_error() + ")") +
+                     "; run on GPU nodes or use --device cpu");
   return ctx.local_rank() % n;
 }
 

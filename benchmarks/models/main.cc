@@ -15,6 +15,7 @@
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/main_guard.h"
+#include "core/torch_cuda.h"
 #include "models/model_names.h"
 #include "models/model_size.h"
 #include "models/registry.h"
@@ -244,4 +245,7 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { dtune::end_process(run(argc, argv)); }
+int main(int argc, char** argv) {
+  dtune::load_torch_cuda_if_driver();  // before any LibTorch call (core/torch_cuda.h)
+  dtune::end_process(run(argc, argv));
+}
