@@ -76,19 +76,26 @@ class Mlp : public torch::nn::Module {
 
 class Block : public torch::nn::Module {
  public:
-  Block(int64_t c, int64_t heads, std::string* backend, int64_t t, TpGroup* tp) {
+  // `site`: the block's in the per-layer tensor-parallel figures (TpGroup::set_site).
+  Block(int64_t c, int64_t heads, std::string* backend, int64_t t, TpGroup* tp, int site)
+      : tp_(tp), site_(site) {
     ln_1 = register_module("ln_1", layer_norm(c));
     attn = register_module("attn", std::make_shared<CausalSelfAttention>(c, heads, backend, t, tp));
     ln_2 = register_module("ln_2", layer_norm(c));
     mlp = register_module("mlp", std::make_shared<Mlp>(c, t, tp));
   }
   torch::Tensor forward(torch::Tensor x) {
+    if (tp_) tp_->set_site(site_);
     x = x + attn->forward(ln_1(x));
     return x + mlp->forward(ln_2(x));
   }
   torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
   std::shared_ptr<CausalSelfAttention> attn;
   std::shared_ptr<Mlp> mlp;
+
+ private:
+  TpGroup* tp_;
+  int site_;
 };
 
 double linear_macs(const torch::nn::LinearImpl& l) {
@@ -117,7 +124,8 @@ Gpt::Gpt(const GptConfig& cfg, std::shared_ptr<TpGroup> tp) : cfg_(cfg) {
   wpe_ = transformer_->register_module("wpe", torch::nn::Embedding(cfg.context, cfg.width));
   h_ = transformer_->register_module("h", torch::nn::ModuleList());
   for (int64_t i = 0; i < cfg.layers; ++i)
-    h_->push_back(std::make_shared<Block>(cfg.width, cfg.heads, &attention_backend_, t, tp_.get()));
+    h_->push_back(std::make_shared<Block>(cfg.width, cfg.heads, &attention_backend_, t, tp_.get(),
+                                          static_cast<int>(i) + 1));
   ln_f_ = transformer_->register_module("ln_f", layer_norm(cfg.width));
   reset_parameters();
 }
@@ -152,6 +160,7 @@ torch::Tensor Gpt::embed(const torch::Tensor& tokens) {
   const int64_t T = tokens.size(1);
   torch::Tensor pos =
       torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
+  if (tp_) tp_->set_site(0);
   torch::Tensor tok = tp_ ? vocab_parallel_embedding(tokens, wte_->weight,
                                                      tp_rank_ * wte_->weight.size(0), tp_.get())
                           : wte_(tokens);
@@ -161,6 +170,7 @@ torch::Tensor Gpt::embed(const torch::Tensor& tokens) {
 torch::Tensor Gpt::head(const torch::Tensor& x) {
   // (B, T, V): the head is the token embedding, transposed (with a tp group, column-parallel:
   // this rank's V/T logits).
+  if (tp_) tp_->set_site(static_cast<int>(cfg_.layers) + 1);
   return deferrable_linear(column_input(ln_f_(x), tp_.get(), false), wte_->weight);
 }
 
@@ -208,8 +218,10 @@ std::vector<Piece> Gpt::pieces() {
 }
 
 torch::Tensor Gpt::loss(const torch::Tensor& logits, const torch::Tensor& target) {
-  if (tp_)  // this rank's V/T logits
+  if (tp_) {  // this rank's V/T logits; the loss is the head's site
+    tp_->set_site(static_cast<int>(cfg_.layers) + 1);
     return vocab_parallel_cross_entropy(logits, target, tp_rank_ * logits.size(-1), tp_.get());
+  }
   return F::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat),
                           target.reshape({-1}), F::CrossEntropyFuncOptions().ignore_index(-1));
 }

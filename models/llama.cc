@@ -114,7 +114,10 @@ class Mlp : public torch::nn::Module {
 
 class DecoderLayer : public torch::nn::Module {
  public:
-  DecoderLayer(const LlamaConfig& c, int64_t t, TpGroup* tp, bool sp) {
+  // `site`: the layer's in the per-layer tensor-parallel figures (TpGroup::set_site), set by each
+  // half, so that a half recomputed in the backward (activation checkpointing) counts here too.
+  DecoderLayer(const LlamaConfig& c, int64_t t, TpGroup* tp, bool sp, int site)
+      : tp_(tp), site_(site) {
     self_attn = register_module("self_attn", std::make_shared<Attention>(c, t, tp, sp));
     mlp = register_module("mlp", std::make_shared<Mlp>(c, t, tp, sp));
     input_layernorm =
@@ -124,14 +127,20 @@ class DecoderLayer : public torch::nn::Module {
   }
   torch::Tensor attention_half(const torch::Tensor& x, const torch::Tensor& cos,
                                const torch::Tensor& sin, std::string* backend) {
+    if (tp_) tp_->set_site(site_);
     return self_attn->forward(input_layernorm->forward(x), cos, sin, backend);
   }
   torch::Tensor mlp_half(const torch::Tensor& x) {
+    if (tp_) tp_->set_site(site_);
     return mlp->forward(post_attention_layernorm->forward(x));
   }
   std::shared_ptr<Attention> self_attn;
   std::shared_ptr<Mlp> mlp;
   std::shared_ptr<RmsNorm> input_layernorm, post_attention_layernorm;
+
+ private:
+  TpGroup* tp_;
+  int site_;
 };
 
 }  // namespace
@@ -165,13 +174,17 @@ Llama::Llama(const LlamaConfig& cfg, ActivationCheckpoint checkpoint, std::share
       model_->register_module("embed_tokens", torch::nn::Embedding(cfg.vocab / t, cfg.width));
   layers_ = model_->register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < cfg.layers; ++i)
-    layers_->push_back(std::make_shared<DecoderLayer>(cfg, t, g, sp_));
+    layers_->push_back(std::make_shared<DecoderLayer>(cfg, t, g, sp_, static_cast<int>(i) + 1));
   norm_ = model_->register_module("norm", std::make_shared<RmsNorm>(cfg.width, cfg.rms_eps));
   if (!cfg.tied_embedding)
     lm_head_ = register_module("lm_head", make_linear(cfg.width, cfg.vocab / t, false));
-  if (sp_)  // the norms see this rank's positions only: their gradients summed over the group
-    for (auto& p : named_parameters())
-      if (p.key().ends_with("norm.weight")) sum_gradient_over_tp(p.value(), g);
+  if (sp_) {  // the norms see this rank's positions only: their gradients summed over the group
+    for (size_t i = 0; i < layers_->size(); ++i)
+      for (auto& p : layers_->ptr(i)->named_parameters())
+        if (p.key().ends_with("norm.weight"))
+          sum_gradient_over_tp(p.value(), g, static_cast<int>(i) + 1);
+    sum_gradient_over_tp(norm_->as<RmsNorm>()->weight, g, static_cast<int>(cfg.layers) + 1);
+  }
   // inv_freq as _compute_default_rope_parameters and _compute_llama3_parameters make it, in
   // float32: θ^(-2j/D), then Llama 3.1's scaling (REFERENCE.md) where a factor is given.
   const double D = static_cast<double>(cfg.head_dim);
@@ -261,6 +274,7 @@ torch::Tensor Llama::block(size_t i, const torch::Tensor& x) {
 }
 
 torch::Tensor Llama::head(const torch::Tensor& x) {
+  if (tp_) tp_->set_site(static_cast<int>(cfg_.layers) + 1);
   torch::Tensor h = norm_->as<RmsNorm>()->forward(x);
   h = column_input(h, tp_.get(), sp_);  // the head is column-parallel: V/T logits a rank
   return deferrable_linear(h, lm_head_ ? lm_head_->weight : embed_tokens_->weight);
@@ -268,6 +282,7 @@ torch::Tensor Llama::head(const torch::Tensor& x) {
 
 torch::Tensor Llama::embed(const torch::Tensor& tokens) {
   if (!tp_) return embed_tokens_(tokens);
+  tp_->set_site(0);
   return vocab_parallel_embedding(tokens, embed_tokens_->weight,
                                   tp_rank_ * embed_tokens_->weight.size(0), tp_.get(), sp_);
 }
@@ -321,8 +336,10 @@ std::vector<Piece> Llama::pieces() {
 }
 
 torch::Tensor Llama::loss(const torch::Tensor& logits, const torch::Tensor& target) {
-  if (tp_)  // this rank's V/T logits
+  if (tp_) {  // this rank's V/T logits; the loss is the head's site
+    tp_->set_site(static_cast<int>(cfg_.layers) + 1);
     return vocab_parallel_cross_entropy(logits, target, tp_rank_ * logits.size(-1), tp_.get());
+  }
   return F::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat),
                           target.reshape({-1}), F::CrossEntropyFuncOptions().ignore_index(-1));
 }

@@ -5,6 +5,8 @@
 #include <torch/nn/functional/embedding.h>
 #include <torch/nn/functional/linear.h>
 
+#include <algorithm>
+
 #include "models/weight_grad_store.h"
 
 namespace dtune::models {
@@ -14,13 +16,20 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 int64_t as_int(TpGroup* g) { return reinterpret_cast<int64_t>(g); }
+// The group, at the site its forward saw (TpGroup::set_site).
+void save_group(AutogradContext* ctx, int64_t group) {
+  ctx->saved_data["group"] = group;
+  ctx->saved_data["site"] = static_cast<int64_t>(reinterpret_cast<TpGroup*>(group)->site());
+}
 TpGroup* as_group(const AutogradContext* ctx) {
-  return reinterpret_cast<TpGroup*>(ctx->saved_data.at("group").toInt());
+  auto* g = reinterpret_cast<TpGroup*>(ctx->saved_data.at("group").toInt());
+  g->set_site(static_cast<int>(ctx->saved_data.at("site").toInt()));
+  return g;
 }
 
 struct CopyToTp : torch::autograd::Function<CopyToTp> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t group) {
-    ctx->saved_data["group"] = group;
+    save_group(ctx, group);
     return x;  // the identity; autograd makes the output its own view
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -43,7 +52,7 @@ struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
 
 struct GatherFromSequence : torch::autograd::Function<GatherFromSequence> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t group) {
-    ctx->saved_data["group"] = group;
+    save_group(ctx, group);
     return reinterpret_cast<TpGroup*>(group)->all_gather(x, 1);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -53,7 +62,7 @@ struct GatherFromSequence : torch::autograd::Function<GatherFromSequence> {
 
 struct ReduceScatterToSequence : torch::autograd::Function<ReduceScatterToSequence> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t group) {
-    ctx->saved_data["group"] = group;
+    save_group(ctx, group);
     return reinterpret_cast<TpGroup*>(group)->reduce_scatter(x, 1);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -63,6 +72,23 @@ struct ReduceScatterToSequence : torch::autograd::Function<ReduceScatterToSequen
 
 }  // namespace
 
+void TpGroup::Traffic::add(int site, int64_t b, double s) {
+  bytes += b;
+  seconds += s;
+  const size_t i = static_cast<size_t>(std::max(site, 0));
+  if (site_bytes.size() <= i) {
+    site_bytes.resize(i + 1, 0);
+    site_seconds.resize(i + 1, 0.0);
+  }
+  site_bytes[i] += b;
+  site_seconds[i] += s;
+}
+
+void TpGroup::Traffic::add(const Traffic& t) {
+  for (size_t i = 0; i < t.site_bytes.size(); ++i)
+    add(static_cast<int>(i), t.site_bytes[i], t.site_seconds[i]);
+}
+
 torch::Tensor gather_from_sequence(const torch::Tensor& x, TpGroup* g) {
   return GatherFromSequence::apply(x, as_int(g));
 }
@@ -71,9 +97,10 @@ torch::Tensor reduce_scatter_to_sequence(const torch::Tensor& x, TpGroup* g) {
   return ReduceScatterToSequence::apply(x, as_int(g));
 }
 
-void sum_gradient_over_tp(torch::Tensor& param, TpGroup* g) {
-  param.register_hook([g](const torch::Tensor& grad) {
+void sum_gradient_over_tp(torch::Tensor& param, TpGroup* g, int site) {
+  param.register_hook([g, site](const torch::Tensor& grad) {
     torch::Tensor sum = grad.contiguous().clone();
+    g->set_site(site);
     g->all_reduce_sum(sum);
     return sum;
   });

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "models/weights.h"
 
@@ -32,12 +33,26 @@ class TpGroup {
   virtual torch::Tensor reduce_scatter(const torch::Tensor& t, int64_t dim) = 0;
   // What the group's collectives moved and cost since the last call, then reset: the bytes of
   // each collective's whole tensor as nccl-tests sizes it (an all-reduce's or a reduce-scatter's
-  // input, an all-gather's output) and the seconds spent in them.
+  // input, an all-gather's output) and the seconds spent in them, in all and by site.
   struct Traffic {
     int64_t bytes = 0;
     double seconds = 0;
+    std::vector<int64_t> site_bytes;  // [site]: as far as the highest site that communicated
+    std::vector<double> site_seconds;
+    void add(int site, int64_t b, double s);
+    void add(const Traffic& t);
   };
   virtual Traffic take_traffic() = 0;
+
+  // The layer the collectives that follow belong to, for the per-layer figures: 0 the embedding,
+  // 1 + i block i, layers + 1 the head (its norm, the logits and the loss). A model sets it where
+  // each part's forward starts (a recomputed forward too); the backward's functions set the site
+  // their forward saw, so a gradient's collective counts where its activation's did.
+  void set_site(int site) { site_ = site; }
+  int site() const { return site_; }
+
+ private:
+  int site_ = 0;
 };
 
 // Megatron's f: the identity forward, the gradient all-reduced over the group backward (before a
@@ -56,8 +71,8 @@ torch::Tensor reduce_scatter_to_sequence(const torch::Tensor& x, TpGroup* g);
 // With sequence parallelism a replicated parameter (a norm's weight) sees only this rank's part of
 // the sequence: its gradient is all-reduced over the group as it is made (a tensor hook, once per
 // backward), so every rank holds the whole gradient, as Megatron's allreduce of the
-// layer-norm gradients.
-void sum_gradient_over_tp(torch::Tensor& param, TpGroup* g);
+// layer-norm gradients. `site`: the layer the parameter belongs to (TpGroup::set_site).
+void sum_gradient_over_tp(torch::Tensor& param, TpGroup* g, int site);
 
 // A column-parallel layer's input: the whole sequence on every rank (f: copy_to_tp; with sequence
 // parallelism, gather_from_sequence). The identity without a group.

@@ -69,6 +69,10 @@ struct TrainOutcome {
   // all-reduce's input, as nccl-tests sizes it) and the time they took (MPI: blocking, host clock).
   int64_t tp_comm_bytes_per_step = 0;
   double tp_comm_ms_per_step = 0;
+  // The same by layer (models::TpGroup::set_site): [0] the embedding, [1 + i] block i, [layers
+  // + 1] the head with its loss; empty without tensor parallelism.
+  std::vector<int64_t> tp_comm_bytes_by_layer;
+  std::vector<double> tp_comm_ms_by_layer;
   std::vector<std::vector<double>> grad_ready_ms;  // (S, P): GradTimer's rows, warm-up first
   std::vector<int64_t> param_bytes;                // (P,) in model order
   std::vector<double> param_checksums;             // rank 0: every rank's, at the last check

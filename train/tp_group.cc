@@ -76,13 +76,12 @@ class MpiTpGroup final : public models::TpGroup {
     return host.scalar_type() == torch::kDouble ? MPI_DOUBLE : MPI_FLOAT;
   }
   void count(int64_t bytes, std::chrono::steady_clock::time_point start) {
-    traffic_.bytes += bytes;
-    traffic_.seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    traffic_.add(site(), bytes,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   void reduce(torch::Tensor& t, MPI_Op op) {
     const auto start = std::chrono::steady_clock::now();
-    traffic_.bytes += static_cast<int64_t>(t.numel() * t.element_size());
+    const int64_t bytes = static_cast<int64_t>(t.numel() * t.element_size());
     const bool narrow = t.scalar_type() == torch::kHalf || t.scalar_type() == torch::kBFloat16;
     torch::Tensor host = t.device().is_cpu() && !narrow
                              ? t
@@ -93,8 +92,7 @@ class MpiTpGroup final : public models::TpGroup {
       DTUNE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, host.data_ptr(), static_cast<int>(host.numel()),
                                     type, op, comm_));
     if (!host.is_same(t)) t.copy_(host);
-    traffic_.seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    count(bytes, start);
   }
   MPI_Comm comm_;
   int size_ = 1, rank_ = 0;

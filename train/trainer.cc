@@ -63,8 +63,7 @@ bool Trainer::step(int step) {
   if (const auto& tp = s_.o.model_options.tp) {  // tensor parallelism's collectives this step
     const models::TpGroup::Traffic t = tp->take_traffic();
     if (step >= s_.o.warmup_steps) {
-      tp_traffic_.bytes += t.bytes;
-      tp_traffic_.seconds += t.seconds;
+      tp_traffic_.add(t);
       ++tp_steps_;
     }
   }
@@ -108,6 +107,16 @@ TrainOutcome Trainer::finish() {
   if (tp_steps_ > 0) {
     out.tp_comm_bytes_per_step = tp_traffic_.bytes / tp_steps_;
     out.tp_comm_ms_per_step = 1e3 * tp_traffic_.seconds / tp_steps_;
+    // Every site of the model, whether or not this rank's stage holds it (the embedding, each
+    // block, the head): the same length on every rank.
+    const size_t sites =
+        static_cast<size_t>(models::model_size(s_.o.model, s_.o.model_options).shape.layers + 2);
+    out.tp_comm_bytes_by_layer.assign(sites, 0);
+    out.tp_comm_ms_by_layer.assign(sites, 0.0);
+    for (size_t i = 0; i < tp_traffic_.site_bytes.size() && i < sites; ++i) {
+      out.tp_comm_bytes_by_layer[i] = tp_traffic_.site_bytes[i] / tp_steps_;
+      out.tp_comm_ms_by_layer[i] = 1e3 * tp_traffic_.site_seconds[i] / tp_steps_;
+    }
   }
   out.gpu = device_properties(s_.ordinal);
   out.device_index = s_.ordinal;

@@ -37,6 +37,9 @@ struct RankRecords {
   // whole model's), the time of its slowest stage.
   std::vector<long long> tp_comm_bytes;
   std::vector<double> tp_comm_ms;
+  // The same by layer, [R x sites] in rank order (TrainOutcome's tp_comm_*_by_layer).
+  std::vector<long long> tp_layer_bytes;
+  std::vector<double> tp_layer_ms;
   long long tp_pipeline_bytes = 0;
   double tp_pipeline_ms = 0;
 };
@@ -200,6 +203,12 @@ void write_training(StepLog& log, const TrainOutcome& out, const TrainSummary& t
   const std::vector<int64_t> tp_bytes(ranks.tp_comm_bytes.begin(), ranks.tp_comm_bytes.end());
   h5::write_dataset(id, "tp_comm_bytes", {R}, tp_bytes.data());
   h5::write_dataset(id, "tp_comm_ms", {R}, ranks.tp_comm_ms.data());
+  if (const size_t sites = out.tp_comm_bytes_by_layer.size(); sites > 0) {
+    const std::vector<int64_t> layer_bytes(ranks.tp_layer_bytes.begin(),
+                                           ranks.tp_layer_bytes.end());
+    h5::write_dataset(id, "tp_comm_bytes_by_layer", {R, sites}, layer_bytes.data());
+    h5::write_dataset(id, "tp_comm_ms_by_layer", {R, sites}, ranks.tp_layer_ms.data());
+  }
   h5::write_attr(id, "data_description", t.data.source);
   const std::vector<double> d = t.data.numbers();
   for (size_t k = 0; k < kDataSummaryFields.size(); ++k)
@@ -253,6 +262,10 @@ double report_training(const Options& o, const RunContext& ctx, const TrainOutco
     ranks.device_name = gather_strings(ctx.comm(), out.device_name);
     ranks.tp_comm_bytes = gather_longs(ctx.comm(), {out.tp_comm_bytes_per_step});
     ranks.tp_comm_ms = gather_doubles(ctx.comm(), {out.tp_comm_ms_per_step});
+    const std::vector<long long> layer_bytes(out.tp_comm_bytes_by_layer.begin(),
+                                             out.tp_comm_bytes_by_layer.end());
+    ranks.tp_layer_bytes = gather_longs(ctx.comm(), layer_bytes);
+    ranks.tp_layer_ms = gather_doubles(ctx.comm(), out.tp_comm_ms_by_layer);
     const std::vector<double> data_all = gather_doubles(ctx.comm(), out.data.numbers());
     const std::span<const double> all(data_all);
     for (size_t i = 0; i + kDataSummaryFields.size() <= all.size(); i += kDataSummaryFields.size())

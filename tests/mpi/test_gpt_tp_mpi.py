@@ -28,6 +28,9 @@ def train(tmp_path, name, np_, args, stages=1, tp=1):
         rec["loss"] = g["loss"][()].mean(axis=1)
         rec["param_bytes_resident"] = g["param_bytes_resident"][()]
         rec["slowest_s"] = g["total_ms"][()].max(axis=1).sum() / 1e3  # every step measured (no warm-up)
+        for k in ("tp_comm_bytes_by_layer", "mesh_dp_coord", "mesh_tp_coord"):
+            if k in g:
+                rec[k] = g[k][()]
     return merged_tp_dumps(dump, stages, tp), rec
 
 
@@ -67,6 +70,11 @@ def test_gpt_tensor_parallel_layouts_equal_accumulation(tmp_path, references, na
     layers = sum(k.startswith("param.") and k.endswith("ln_1.weight") for k in ref_params)
     tokens = BATCH * CONTEXT
     assert rec["tp_comm_bytes_per_step"] == MICRO * tokens * 4 * (layers * 4 * width + 2 * width + 3)
+    # By layer over one pipeline (the ranks at dp and tp coordinate 0): the embedding's one, each
+    # block's four, the head's one and the loss's three (B, T) at the head.
+    first = (rec["mesh_dp_coord"] == 0) & (rec["mesh_tp_coord"] == 0)
+    by_layer = [width] + [4 * width] * layers + [width + 3]
+    assert rec["tp_comm_bytes_by_layer"][first].sum(axis=0).tolist() == [MICRO * tokens * 4 * n for n in by_layer]
     if stages == 1 and "zero3" not in extra:
         # The split layers' bytes a rank are 1/2 of one process's; LayerNorms, the position
         # embedding and the row-parallel biases are whole.

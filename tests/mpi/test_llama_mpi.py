@@ -52,8 +52,11 @@ def train(tmp_path, name, np_, args, stages=1, steps=3, lr="0.01", tp=1, model=L
             "mesh_tp_coord",
             "peak_memory_bytes",
             "peak_reserved_bytes",
+            "tp_comm_bytes_by_layer",
+            "tp_comm_ms_by_layer",
         ):
-            rec[k] = g[k][()]
+            if k in g:  # the by-layer figures: with tensor parallelism only
+                rec[k] = g[k][()]
     return params, rec["loss"].mean(axis=1), rec
 
 
@@ -141,6 +144,18 @@ def test_llama_layouts_equal_accumulation(tmp_path, references, name, ranks, dp,
             assert (rec["tp_comm_bytes"] > 0).all() and rec["tp_comm_bytes"][first].max() < rec[
                 "tp_comm_bytes_per_step"
             ]
+        # By layer: each site's bytes over the pipeline's stages are its theory (a backward's
+        # collective counted where its forward ran, a recomputed forward's in its own block), a
+        # rank's sites sum to its total, and the ranks of a tp group move the same.
+        by_layer = rec["tp_comm_bytes_by_layer"]
+        assert by_layer[first].sum(axis=0).tolist() == tp_bytes_by_layer_theory(
+            ref_params, MICRO, checkpoint(extra), sp
+        )
+        assert by_layer.sum(axis=1).tolist() == rec["tp_comm_bytes"].tolist()
+        for r in range(ranks):
+            same_stage = first & (rec["mesh_pp_coord"] == rec["mesh_pp_coord"][r])
+            assert by_layer[r].tolist() == by_layer[same_stage][0].tolist()
+        assert rec["tp_comm_ms_by_layer"].sum(axis=1) == pytest.approx(rec["tp_comm_ms"], rel=1e-9)
     if tp > 1 and stages == 1:
         # The split layers' bytes a rank are 1/T of one process's, exactly; the norms are whole.
         norms = sum(
@@ -201,6 +216,21 @@ def tp_bytes_theory(params, micro_batches, checkpoint, sequence_parallel, batch=
     per_layer = {"none": 8, "selective": 10, "full": 12}[checkpoint] * width
     norms = (2 * layers + 1) * width
     return micro_batches * 4 * (tokens * (layers * per_layer + 4 * width + 3) + norms)
+
+
+def tp_bytes_by_layer_theory(params, micro_batches, checkpoint, sequence_parallel, batch=2, context=32):
+    """tp_bytes_theory by site, as dtune-train records tp_comm_bytes_by_layer: [the embedding, each
+    layer, the head with the cross-entropy]; with sequence parallelism a layer's two norms' gradient
+    all-reduces count in the layer, the final norm's in the head."""
+    width = params["param.model.embed_tokens.weight"].shape[1]
+    layers = sum(k.startswith("param.") and k.endswith("input_layernorm.weight") for k in params)
+    tokens = batch * context
+    sp = 2 if sequence_parallel else 1
+    per_layer = {"none": 4, "selective": 5, "full": 6}[checkpoint] * sp * width * tokens
+    embed, head = sp * width * tokens, (sp * width + 3) * tokens
+    if sequence_parallel:
+        per_layer, head = per_layer + 2 * width, head + width
+    return [micro_batches * 4 * n for n in [embed] + [per_layer] * layers + [head]]
 
 
 def test_a_tensor_parallel_run_writes_its_results_and_nothing_else(tmp_path):
