@@ -43,7 +43,7 @@ cd "$repo/${DTUNE_BUILD_DIR:-build}"
 # 2 cores -j4 took the suite from 1358 s to 660 s; the longest start first (tests/costs.cmake),
 # an mpirun test (dtune_mpi_test) takes its N ranks' slots (PROCESSORS; the pytest-driven MPI
 # tests take one, but mpi.pipeline_bubble, which times its 4 ranks, takes 4), Slurm and cluster tests lock each other
-# out (RESOURCE_LOCK) and cluster.nodes runs alone.
+# out (RESOURCE_LOCK) and cluster.bandwidth (the shaped link's rate) runs alone.
 jobs=${DTUNE_TEST_JOBS:-$((2 * $(nproc)))}
 rc=0
 ctest --output-on-failure --timeout 1200 -j "$jobs" --output-junit ctest-junit.xml "$@" || rc=$?

@@ -3,11 +3,12 @@
 # yet) does not leave a two-minute test for the end. Refresh from build/ctest-junit.xml when tests
 # change much; tests not listed cost 0 (started after these).
 set(_dtune_test_costs
-  # The two tests that take the whole machine (cluster.nodes RUN_SERIAL, mpi.pipeline_bubble all 4
-  # slots) first, while nothing else has started: last, each ran alone after the others' tail
+  # The two tests that take the whole machine (cluster.bandwidth RUN_SERIAL, mpi.pipeline_bubble all
+  # 4 slots) first, while nothing else has started: last, each ran alone after the others' tail
   # (60 s and 83 s at the end of the CI run of 2026-12-07).
-  cluster.nodes 1001
+  cluster.bandwidth 1001
   mpi.pipeline_bubble 1000
+  cluster.nodes 40
   smoke.sweeps.tune 311
   mpi.shard 227
   mpi.pipeline 180
