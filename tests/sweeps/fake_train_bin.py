@@ -12,6 +12,7 @@ runs fake_train.py itself, as before.
 """
 
 import atexit
+import json
 import os
 import select
 import signal
@@ -101,8 +102,6 @@ def _launch(conn: socket.socket, fake_main) -> None:
         if not more:
             return
         data += more
-    import json
-
     req = json.loads(data[4:])
     pid = os.fork()
     if pid == 0:
