@@ -41,7 +41,7 @@ if(Torch_DIR AND DTUNE_ENABLE_TORCH)
     # dtune_torch: what our targets link instead of Torch's `torch`. LibTorch's CUDA half is loaded
     # at run time where a CUDA driver is (core/torch_cuda.h), not linked: `torch` forces
     # libtorch_cuda.so (and libtorch.so, which needs it) into every binary with --no-as-needed,
-    # and loading it costs each process about 0.13 s of CPU. Its dependencies (c10_cuda, the CUDA
+    # and loading it costs each process about 0.12 s of CPU. Its dependencies (c10_cuda, the CUDA
     # runtime) stay, and so do its compile definitions; a call into libtorch_cuda itself would fail
     # to link, which keeps the boundary honest.
     if(TARGET torch_cuda_library AND TARGET torch_cuda)

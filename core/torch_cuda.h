@@ -1,9 +1,9 @@
 // LibTorch's CUDA half (libtorch_cuda.so: the CUDA kernels, cuBLAS, cuDNN and the CUDA hooks) is
 // loaded at run time, not linked (cmake/DtuneTorch.cmake): loading and registering it cost every
-// process that links LibTorch about 0.13 s of CPU (a 1-rank gpt2-tiny run of 2 steps: 0.65 ->
-// 0.54 CPU s), on machines where it can do nothing because no CUDA driver is installed. Where a
-// driver is, it is loaded first thing in main, as the linker would have loaded it, so that the
-// GPU paths see the LibTorch they always saw.
+// process that links LibTorch about 0.12 s of CPU (a 1-rank gpt2-tiny run of 2 steps: 0.665 ->
+// 0.545 CPU s, medians of 12), on machines where it can do nothing because no CUDA driver is
+// installed. Where a driver is, it is loaded first thing in main, as the linker would have loaded
+// it, so that the GPU paths see the LibTorch they always saw.
 #pragma once
 
 #include <string>
