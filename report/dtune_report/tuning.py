@@ -110,31 +110,7 @@ def sweep_blocks(doc: dict, rec: dict) -> list:
     if not w:
         blocks.append(("p", rec.get("no_pick") or "No candidate measured: every run failed."))
         return blocks
-    note = f" ({w['note']})." if w.get("note") else "."
-    line = [("b", "Best: "), ("code", w["label"]), f": {_value(w)} {unit}{note}"]
-    est = rec.get("estimates")
-    if est:
-        line.append(f" Picked by the {est.get('by', 'axes model')}: {est['why']}")
-        alone = est.get("paired_best")
-        line += ["; its own runs alone rank ", ("code", alone), " first."] if alone else ["."]
-    if rec.get("runner_up"):
-        m, r = rec["margin"], rec["runner_up"]
-        verdict = "significant" if m["significant"] else "not significant: a tie within the noise"
-        line += [
-            " Over the runner-up ",
-            ("code", r["label"]),
-            f" ({r['median']:.4g} {unit}): x{m['ratio']:.3f}, 95% interval [{m['lo']:.3f}, {m['hi']:.3f}], "
-            f"p = {m['p']:.3g}, {verdict}.",
-        ]
-    for t in rec.get("tied") or []:
-        more = f"; about {t['blocks_to_separate']} blocks would separate them" if t.get("blocks_to_separate") else ""
-        line += [" Tied with it: ", ("code", t["label"]), f" (x{t['ratio']:.3f} [{t['lo']:.3f}, {t['hi']:.3f}]{more})."]
-    nf = rec.get("noise_floor")
-    if nf:
-        line.append(
-            f" Noise floor of one block: {nf['floor_one_block']:.1%}, from {nf['incumbent_repeats']} incumbent repeats."
-        )
-    blocks.append(("p", line))
+    blocks.append(("p", [part for sentence in verdict(rec) for part in sentence]))
     rc = rec.get("recommendation") or {}
     if rc.get("flags"):
         blocks.append(("copy", rc["flags"], "The flags to set."))
@@ -146,6 +122,41 @@ def sweep_blocks(doc: dict, rec: dict) -> list:
     if rc.get("nccl_tuner_conf"):
         blocks.append(("pre", rc["nccl_tuner_conf"].rstrip()))
     return blocks
+
+
+def verdict(rec: dict) -> list:
+    """The pick of a sweep whose tune picked one, sentence by sentence (each a list of page.py's inline
+    parts, each but the first with its leading space): the best with its interval, what decided it,
+    the margin over the runner-up, the candidates tied with it, the noise floor. The report joins
+    them into one paragraph; `dtune tune` prints one a line."""
+    unit, w = rec["unit"], rec["winner"]
+    note = f" ({w['note']}; a larger --budget measures it at full length)." if w.get("note") else "."
+    out = [[("b", "Best: "), ("code", w["label"]), f": {_value(w)} {unit}{note}"]]
+    est = rec.get("estimates")
+    if est:
+        alone = est.get("paired_best")
+        tail = ["; its own runs alone rank ", ("code", alone), " first."] if alone else ["."]
+        out.append([f" Picked by the {est.get('by', 'axes model')}: {est['why']}", *tail])
+    if rec.get("runner_up"):
+        m, r = rec["margin"], rec["runner_up"]
+        sig = "significant" if m["significant"] else "not significant: a tie within the noise"
+        blocks = f", paired over {m['blocks']} block(s)" if "blocks" in m else ""
+        out.append(
+            [" Over the runner-up ", ("code", r["label"]), f" ({r['median']:.4g} {unit}): x{m['ratio']:.3f}, 95% "]
+            + [f"interval [{m['lo']:.3f}, {m['hi']:.3f}], p = {m['p']:.3g}, {sig}{blocks}."]
+        )
+    for t in rec.get("tied") or []:
+        more = t.get("blocks_to_separate")
+        runs = f" ({t['more_runs']} more runs)" if t.get("more_runs") else ""
+        more = f"; about {more} blocks{runs} would separate them" if more else ""
+        out.append(
+            [" Tied with it: ", ("code", t["label"]), f" (x{t['ratio']:.3f} [{t['lo']:.3f}, {t['hi']:.3f}]{more})."]
+        )
+    nf = rec.get("noise_floor")
+    if nf:
+        floor = f"{nf['floor_one_block']:.1%}, from {nf['incumbent_repeats']} incumbent repeats"
+        out.append([f" Noise floor of one block: {floor}."])
+    return out
 
 
 def tune_blocks(paths) -> list:

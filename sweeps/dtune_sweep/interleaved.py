@@ -69,6 +69,11 @@ REOPEN_BASE = 1000  # repeats of a re-opened rung's runs start here (beyond any 
 MIN_TOP_BLOCKS = 3
 
 
+def first_paid(options, cost, room: float):
+    """The first of `options` (most preferred first) whose cost(option) `room` pays for; None: none."""
+    return next((o for o in options if cost(o) <= room + 1e-9), None)
+
+
 def plan_cost(plan, blocks: list[int], per_run) -> float:
     """A schedule's cost with every candidate priced alike (per_run(steps))."""
     return sum(paired.rung_runs(n, b) * per_run(s) for (n, s), b in zip(plan, blocks))
@@ -389,10 +394,7 @@ def _cap(sw: Sweep, plan, blocks, k: int, keep: list[int], rec: dict) -> tuple[i
                 total += rung_cost(sw, keys[0], keys[1:], s, b, True) if keys else 0.0
             return total
 
-        n = len(keep)
-        while n > 0 and cost(n) > sw.left() + 1e-9:
-            n -= 1
-        return n
+        return first_paid(range(len(keep), 0, -1), cost, sw.left()) or 0
 
     n = fit(plan[k + 1 :], blocks[k + 1 :])
     if sw.share[0] == "seconds" and k + 2 == len(plan) and plan[k + 1][1] > plan[k][1]:
@@ -464,36 +466,7 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
                 rec["rungs"].append({"steps": sk, "blocks": 0, "planned": nk, "candidates": cands})
             return last
         judge = partial(_judge, sw, rung, top and not earlier.TOP)
-        ev = judge()
-        reopen = None
-        while top and rung.others and rung.blocks < MAX_TOP_BLOCKS and sw.share is not None and rung.incumbent_ok():
-            # One candidate dominates: P(best) 1 - alpha/2 over at least MIN_TOP_BLOCKS of its blocks
-            # (one block's noise is two incumbent runs', blind to a slow period that fell on a
-            # candidate's run alone).
-            lead = max(ev["p_best"], key=ev["p_best"].get)
-            if ev["p_best"][lead] >= 1 - sw.alpha / 2 and len(ev["ys"][lead]) >= MIN_TOP_BLOCKS:
-                break
-            # A race: the blocks the budget adds go to the candidates that can still be the best
-            # (P(best) at least alpha / candidates, as promotion keeps them), so each costs fewer
-            # runs and the contenders get more of them; the incumbent stays, every figure is read
-            # against it. A block of all of them that the budget no longer pays for races the most
-            # probable of them that it does.
-            p_min = sw.alpha / max(len(ev["means"]), 1)
-            racing = sorted(
-                (c for c in rung.others if ev["p_best"].get(c, 0.0) >= p_min), key=lambda c: -ev["p_best"][c]
-            )
-            if not racing:
-                break
-            reopen = _reopen(sw, rung, ev, racing, p_min)
-            if reopen:
-                break
-            while racing and rung_cost(sw, rung.inc, racing, sk, 1, False) > sw.left() + 1e-9:
-                racing.pop()
-            if not racing:
-                break
-            rung.race(racing)
-            rung.run_blocks(1)
-            ev = judge()
+        ev, reopen = race(sw, rung, judge, judge()) if top else (judge(), None)
         sw.inc_y_before = ev["inc_y"] + sw.inc_y_before
         sw.carried = (earlier.carried(ev), sk)
         r = rung.record(ev)
@@ -537,6 +510,34 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
     return last
 
 
+def race(sw: Sweep, rung: Rung, judge, ev: dict) -> tuple[dict, tuple | None]:
+    """The top rung's blocks beyond its planned ones, under a budget, while none dominates (P(best)
+    1 - alpha/2 over at least MIN_TOP_BLOCKS of its blocks: one block's noise is two incumbent
+    runs', blind to a slow period that fell on a candidate's run alone), at most MAX_TOP_BLOCKS: a
+    race. The blocks the budget adds go to the candidates that can still be the best (P(best) at
+    least alpha / candidates, as promotion keeps them), so each costs fewer runs and the contenders
+    get more of them; the incumbent stays, every figure is read against it. A block of all of them
+    that the budget no longer pays for races the most probable of them that it does. (the rung's
+    evaluation, _reopen's (candidates, steps) when the race goes on as a new rung, else None)."""
+    while rung.others and rung.blocks < MAX_TOP_BLOCKS and sw.share is not None and rung.incumbent_ok():
+        lead = max(ev["p_best"], key=ev["p_best"].get)
+        if ev["p_best"][lead] >= 1 - sw.alpha / 2 and len(ev["ys"][lead]) >= MIN_TOP_BLOCKS:
+            break
+        p_min = sw.alpha / max(len(ev["means"]), 1)
+        racing = sorted((c for c in rung.others if ev["p_best"].get(c, 0.0) >= p_min), key=lambda c: -ev["p_best"][c])
+        reopen = _reopen(sw, rung, ev, racing, p_min)
+        if reopen:
+            return ev, reopen
+        cost = partial(lambda keys, m: rung_cost(sw, rung.inc, keys[:m], rung.steps, 1, False), racing)
+        m = first_paid(range(len(racing), 0, -1), cost, sw.left())
+        if not m:
+            break
+        rung.race(racing[:m])
+        rung.run_blocks(1)
+        ev = judge()
+    return ev, None
+
+
 def _did_not_measure(sw: Sweep, key: int, p) -> dict:
     """The record of a candidate dropped from a rung by its run p, which did not measure."""
     m = sw.measure(p, key)
@@ -566,11 +567,9 @@ def _reopen(sw: Sweep, rung: Rung, ev: dict, racing: list[int], p_min: float) ->
     if sw.per_run(rung.steps, rung.inc) <= 2 * sw.per_run(rung.steps, racing[0]):
         return None
     steps = sorted(set(halvings(sw.s_max, rung.steps) + [rung.steps]), reverse=True)
-    for nb in range(MIN_TOP_BLOCKS, 0, -1):
-        for s in steps:
-            if rung_cost(sw, racing[0], racing[1:], s, nb, True) <= sw.left() + 1e-9:
-                return racing, s
-    return None
+    options = ((nb, s) for nb in range(MIN_TOP_BLOCKS, 0, -1) for s in steps)
+    got = first_paid(options, lambda o: rung_cost(sw, racing[0], racing[1:], o[1], o[0], True), sw.left())
+    return (racing, got[1]) if got else None
 
 
 def first_rung(sw: Sweep, rung: Rung, plan, blocks: list[int], n0: int, rec: dict) -> None:
@@ -589,12 +588,8 @@ def first_rung(sw: Sweep, rung: Rung, plan, blocks: list[int], n0: int, rec: dic
         # left (_cap), so the rest of this block is cut only to leave the least rest a pick needs,
         # a block of two at this rung's steps (priced at the median candidate).
         least_rest = paired.rung_runs(2, 1) * sw.per_run(rung.steps) if len(plan) > 1 else 0.0
-        for m in range(len(order), -1, -1):
-            now = sum(sw.per_run(rung.steps, c) for c in order[:m])
-            now += math.ceil(m / paired.REF_EVERY) * sw.per_run(rung.steps, rung.inc)
-            if now + least_rest <= sw.left() + 1e-9:
-                return m
-        return 0
+        cost = lambda m: rung_cost(sw, rung.inc, order[:m], rung.steps, 1, False)  # noqa: E731
+        return first_paid(range(len(order), -1, -1), cost, sw.left() - least_rest) or 0
 
     left_out = rung.run_block_priced(paid)
     for b in range(1, blocks[0]):  # a block at a time, each only while the budget pays for it
@@ -630,23 +625,19 @@ def late_draw(sw: Sweep, rung: Rung, plan, blocks: list[int], n0: int, rec: dict
     undrawn = list(range(n0, len(sw.cands)))
     if not undrawn or sw.share is None or sw.share[0] != "seconds":
         return
-    rest = plan_cost(plan[1:], blocks[1:], sw.per_run)
-    room = sw.left() - rest
-    for m in range(len(undrawn), 0, -1):
-        for nb in range(blocks[0], 0, -1):
-            if rung_cost(sw, rung.inc, undrawn[:m], rung.steps, nb, False) <= room + 1e-9:
-                rec["late_draw"] = {
-                    "candidates": m,
-                    "blocks": nb,
-                    "why": (
-                        f"the first rung's runs repriced the candidates (start-up {sw.model.startup():.3g} s, "
-                        f"steps {sw.model.step_s(None):.3g} s at the median candidate): the budget pays for "
-                        f"{m} of the {len(undrawn)} left out"
-                    ),
-                }
-                sw.say(f"# tune: {sw.name}: {rec['late_draw']['why']}: drawn into rung 0 with {nb} block(s)")
-                rung.add(undrawn[:m], nb)
-                return
+    options = ((m, nb) for m in range(len(undrawn), 0, -1) for nb in range(blocks[0], 0, -1))
+    cost = lambda o: rung_cost(sw, rung.inc, undrawn[: o[0]], rung.steps, o[1], False)  # noqa: E731
+    got = first_paid(options, cost, sw.left() - plan_cost(plan[1:], blocks[1:], sw.per_run))
+    if got:
+        m, nb = got
+        why = (
+            f"the first rung's runs repriced the candidates (start-up {sw.model.startup():.3g} s, "
+            f"steps {sw.model.step_s(None):.3g} s at the median candidate): the budget pays for "
+            f"{m} of the {len(undrawn)} left out"
+        )
+        rec["late_draw"] = {"candidates": m, "blocks": nb, "why": why}
+        sw.say(f"# tune: {sw.name}: {why}: drawn into rung 0 with {nb} block(s)")
+        rung.add(undrawn[:m], nb)
 
 
 def _mark(r: dict, keep: list, why: dict, sw: Sweep) -> None:
@@ -817,21 +808,16 @@ def _draw(sw: Sweep, n: int, least: int, repeats: int) -> tuple:
     (down to one); every candidate in one rung of one block (a race at the most steps it pays
     for); fewer candidates. (None, None): not even two candidates in one block."""
     tops = halvings(sw.s_max, least) if sw.share[0] == "seconds" else [sw.s_max]
-    first = max(repeats, MIN_TOP_BLOCKS)
-    for m in range(n, min(2, n) - 1, -1):
-        for top_blocks in range(first, 0, -1):
-            for top in tops:
-                plan = schedule(n, m, top, least)
-                if _fits(sw, plan, repeats, top_blocks):
-                    return plan, top_blocks
-        for top in tops:
-            if _fits(sw, [(m, top)], repeats, 1):
-                return [(m, top)], 1
-    return None, None
-
-
-def _fits(sw: Sweep, plan, repeats: int, top_blocks: int) -> bool:
-    return plan_cost(plan, rung_blocks(plan, repeats, top_blocks), sw.per_run) <= sw.left() + 1e-9
+    options = (
+        option
+        for m in range(n, min(2, n) - 1, -1)
+        for option in [
+            (schedule(n, m, top, least), tb) for tb in range(max(repeats, MIN_TOP_BLOCKS), 0, -1) for top in tops
+        ]
+        + [([(m, top)], 1) for top in tops]
+    )
+    cost = lambda o: plan_cost(o[0], rung_blocks(o[0], repeats, o[1]), sw.per_run)  # noqa: E731
+    return first_paid(options, cost, sw.left()) or (None, None)
 
 
 def _spent(sw: Sweep, rec: dict) -> None:

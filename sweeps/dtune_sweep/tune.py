@@ -52,6 +52,10 @@ NEVER_RETRIED = ("failed", "timeout")
 # --seed seeds halving's generators (numpy's default_rng of seed x 1000 + rung, which refuses a
 # negative seed) and Python's shuffles; 0 .. 2**32 - 1, the range numpy's seeds share.
 SEED_MAX = 2**32 - 1
+NOTHING_MEASURED = (
+    "no candidate measured: every run failed, or recorded figures that are not a measurement (see the lines "
+    "above and the logs in points/)"
+)
 INVALID = "invalid"  # the status of a run whose figures are not a measurement (NaN, infinite, <= 0 ms)
 
 
@@ -241,64 +245,30 @@ def _share(budget, total_left: float, n: int, n_left: int):
 
 
 def print_summary(rec: dict, say) -> None:
-    unit = rec["unit"]
-    spent = rec.get("spent_seconds", 0)
-    b = rec.get("budget")
-    budget = f" of {b['share']:.0f} s" if b and b["kind"] == "seconds" else f" of {b['share']:.0f} runs" if b else ""
-    say(
-        f"# {rec['sweep']}: {rec['spent_runs']} runs, {spent:.0f} s{budget} "
-        f"(rungs: {', '.join(str(len(r['candidates'])) + ' x ' + str(r['steps']) + ' steps' for r in rec['rungs'])})"
-    )
-    w = rec.get("winner")
-    if not w:
-        failed = (
-            "no candidate measured: every run failed, or recorded figures that are not a measurement "
-            "(see the lines above and the logs in points/)"
-        )
-        say(f"  {rec.get('no_pick') or failed}")
+    """A sweep's outcome on the terminal: what it spent, then the pick as the report states it
+    (dtune_report.tuning.verdict, a sentence a line) and the command to run it."""
+    from dtune_report.redact import fill_in_note
+    from dtune_report.tuning import verdict
+
+    b, rungs = rec.get("budget"), ", ".join(f"{len(r['candidates'])} x {r['steps']} steps" for r in rec["rungs"])
+    of = f" of {b['share']:.0f} {'s' if b['kind'] == 'seconds' else 'runs'}" if b else ""
+    say(f"# {rec['sweep']}: {rec['spent_runs']} runs, {rec.get('spent_seconds', 0):.0f} s{of} (rungs: {rungs})")
+    if not rec.get("winner"):
+        say(f"  {rec.get('no_pick') or NOTHING_MEASURED}")
         return
-    say(f"  best: {w['label']}: {w['median']:.4g} {unit} [{w['lo']:.4g}, {w['hi']:.4g}]")
-    if w.get("note"):
-        say(f"  ({w['note']}; a larger --budget measures it at full length)")
-    est = rec.get("estimates")
-    if est:
-        alt = f"; its own runs alone rank {est['paired_best']} first" if est.get("paired_best") else ""
-        say(f"  (picked by the axes model: {est['why']}{alt})")
-    if rec.get("runner_up"):
-        m, r = rec["margin"], rec["runner_up"]
-        sig = "significant" if m["significant"] else "not significant (a tie within the noise)"
-        say(
-            f"  over the runner-up ({r['label']}: {r['median']:.4g} {unit}): x{m['ratio']:.3f} "
-            f"[{m['lo']:.3f}, {m['hi']:.3f}], p={m['p']:.3g}, {sig}"
-            + (f", paired over {m['blocks']} block(s)" if "blocks" in m else "")
-        )
-    for t in rec.get("tied") or []:
-        more = t.get("blocks_to_separate")
-        sep = f"; about {more} blocks ({t.get('more_runs', 0)} more runs) would separate them" if more else ""
-        say(f"  tied with the best: {t['label']}: x{t['ratio']:.3f} [{t['lo']:.3f}, {t['hi']:.3f}]{sep}")
-    if rec.get("noise_floor"):
-        nf = rec["noise_floor"]
-        say(
-            f"  noise floor: {nf['floor_one_block']:.1%} for one block, from {nf['incumbent_repeats']} repeats of "
-            f"the incumbent"
-        )
+    lines = ["".join(p if isinstance(p, str) else p[1] for p in sentence).strip() for sentence in verdict(rec)]
     if rec.get("spent_split"):
         sp = rec["spent_split"]
-        say(
-            f"  cost: {rec['spent_seconds']:.0f} s, {rec['spent_steps']} steps (start-up {sp['startup_s']:.0f} s, "
+        lines.append(
+            f"cost: {rec['spent_seconds']:.0f} s, {rec['spent_steps']} steps (start-up {sp['startup_s']:.0f} s, "
             f"steps {sp['steps_s']:.0f} s by the cost model)"
         )
-    from dtune_report.redact import fill_in_note
-
     rc = rec["recommendation"]
-    say(f"  flags: {rc['flags'] or '(the fixed arguments)'}")
-    say(f"  command: {rc['command']}")
-    if rc.get("fill_in"):
-        say(f"  {fill_in_note(rc['fill_in'])}")
-    for line in rc["export"]:
+    lines += [f"flags: {rc['flags'] or '(the fixed arguments)'}", f"command: {rc['command']}"]
+    lines += ([fill_in_note(rc["fill_in"])] if rc.get("fill_in") else []) + rc["export"]
+    lines += ["nccl_tuner.conf: written beside tune.json"] if rc.get("nccl_tuner_conf") else []
+    for line in lines:
         say(f"  {line}")
-    if rc.get("nccl_tuner_conf"):
-        say("  nccl_tuner.conf: written beside tune.json")
 
 
 def tune(a, points: list[Point], directory: Path, say=print) -> int:

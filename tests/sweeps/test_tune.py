@@ -130,7 +130,7 @@ def test_near_ties_are_promoted_together(tmp_path, fake):
         assert {c["values"]["--x"] for c in rung["candidates"]} == {3}
     assert len(rec["rungs"][2]["candidates"]) == 4
     assert not rec["margin"]["significant"] and rec["margin"]["p"] == 1.0 and rec["margin"]["ratio"] == 1.0
-    assert len(rec["tied"]) == 3 and "not significant" in r.stdout and "tied with the best" in r.stdout
+    assert len(rec["tied"]) == 3 and "not significant" in r.stdout and "Tied with it: " in r.stdout
 
 
 def test_kill_minus_9_then_resume_repeats_no_finished_run(tmp_path, fake):
@@ -313,7 +313,7 @@ def test_rungs_run_in_the_recorded_interleaved_order_and_repeats_are_blocks(tmp_
         assert max(gaps) <= 4  # at most 4 candidates between two incumbent runs
         per_block = [i for i in rung["order"] if i not in runs_of_inc]
         assert len(per_block) == rung["blocks"] * (len(rung["candidates"]) - 1)
-    assert rec["noise_floor"]["incumbent_repeats"] >= 2 and "noise floor: " in r.stdout
+    assert rec["noise_floor"]["incumbent_repeats"] >= 2 and "Noise floor of one block: " in r.stdout
 
 
 def _same_candidate(out: Path, run_id: str, rung: dict) -> bool:

@@ -37,7 +37,7 @@ def check_tune(out: Path, stdout: str) -> dict:
     w = rec["winner"]
     assert w["lo"] <= w["median"] <= w["hi"] and w["n"] % 8 == 0 and w["n"] >= 3 * 8
     assert {"ratio", "lo", "hi", "p", "significant"} <= set(rec["margin"])
-    assert "best: " in stdout
+    assert "Best: " in stdout
     with h5py.File(out / "merged.h5") as h:
         assert len(h["runs"]) == rec["spent_runs"] == len(first["order"]) + len(top["order"])
     states = [json.loads(x) for log in sorted(out.glob("state*.jsonl")) for x in log.read_text().splitlines()]
