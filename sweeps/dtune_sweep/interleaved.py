@@ -40,13 +40,13 @@ plus the candidate's measured step time; one not run yet at the median candidate
 every run made. The first rung's first block runs a segment at a time (REF_EVERY candidates, then an
 incumbent run), and after each the rest of it is cut to what the budget still pays for, leaving the
 least rest a pick needs (screening every drawn candidate comes first: the later rungs re-plan to
-what is left); its later blocks run one at a time while the budget pays for them; when nothing was
-cut, the candidates the first draw left out join it late (late_draw). After a rung, promotion counts
-what the next rungs cost at those prices: a top rung that would double the steps at the cost of
-contenders runs at the rung's steps when that pays for more of them, and a rest that no longer pays
-for two candidates is re-planned (_cap). A top rung whose incumbent cannot be the best and costs
-more than twice the most probable candidate hands its race to a new rung opened by that candidate
-(_reopen).
+what is left), and the candidates the draw left out follow in it, each where the budget pays for
+it and the rest the draw planned; its later blocks run one at a time while the budget pays for them.
+After a rung, promotion counts what the next rungs cost at those prices: a top rung that would
+double the steps at the cost of contenders runs at the rung's steps when that pays for more of them,
+and a rest that no longer pays for two candidates is re-planned (_cap). A top rung whose incumbent
+cannot be the best and costs more than twice the most probable candidate hands its race to a new
+rung opened by that candidate (_reopen).
 """
 
 from __future__ import annotations
@@ -98,6 +98,7 @@ class Sweep:
         self.name, self.runs, self.objective, self.share = name, runs, objective, share
         self.seed, self.alpha, self.say = seed, alpha, say
         self.unit, self.higher = OBJECTIVES[objective][1], OBJECTIVES[objective][2]
+        self.timed = share is not None and share[0] == "seconds"  # a time budget: runs priced by the cost model
         order = list(range(len(cands)))
         random.Random(seed).shuffle(order)
         self.cands = [cands[i] for i in order]
@@ -115,7 +116,7 @@ class Sweep:
     def per_run(self, steps: int, key: int | None = None) -> float:
         """What a run of candidate `key` (None: one not run yet) for `steps` steps costs in the
         budget's unit: 1 run, or its seconds by the cost model (1 until the probe has run)."""
-        if self.share is None or self.share[0] != "seconds" or not self.model.known():
+        if not self.timed or not self.model.known():
             return 1.0
         return self.model.run_s(key, steps)
 
@@ -126,7 +127,7 @@ class Sweep:
             raise KeyboardInterrupt
         self.used += [p.id for p in pts]
         self.key_of.update((p.id, key) for p, key in zip(pts, keys))
-        if self.share is not None and self.share[0] == "seconds":
+        if self.timed:
             teach(self.model, self.runs, pts, keys, lambda p, key: self.measure(p, key).ok)
 
     def measure(self, p, key: int) -> Measured:
@@ -135,7 +136,7 @@ class Sweep:
         return self.measured[p.id]
 
     def spent(self) -> float:
-        if self.share is None or self.share[0] == "runs":
+        if not self.timed:
             return len(set(self.used))
         return self.runs.seconds(set(self.used))
 
@@ -190,17 +191,20 @@ class Rung:
             first = []
             self.blocks += 1
 
-    def run_block_priced(self, paid) -> list[int]:
+    def run_block_priced(self, paid, late: list[int]) -> list[int]:
         """Runs one block (after the opening run, the first time) a segment at a time: REF_EVERY
-        candidates of the block's order, then an incumbent run. After each segment paid(rest) says
-        how many of the rest, in order, the budget still pays for at the prices the runs so far
-        taught (cost.CostModel); the others are left out of the rung. Returns those left out."""
+        candidates of the block's order, then `late` (candidates the draw left out), then an
+        incumbent run. After each segment paid(rest) says how many of the rest, in order, the
+        budget still pays for at the prices the runs so far taught (cost.CostModel); the others are
+        left out of the rung. Returns those left out."""
         order = [k for k in paired.block_order(self.others, self.sw.seed, self.k, self.blocks) if k is not None]
-        b, left_out = self.blocks, []
+        size = min(paired.REF_EVERY, max(len(order), 1))  # the first segment: drawn candidates alone
+        order, b, left_out = order + late, self.blocks, []
+        self.others += late
         self.blocks += 1
         first = [self._entry(None, -1)] if not self.seq else []
         while order and self.incumbent_ok():
-            seg, order = order[: paired.REF_EVERY], order[paired.REF_EVERY :]
+            seg, order, size = order[:size], order[size:], paired.REF_EVERY
             self._run(first + [self._entry(key, b) for key in seg] + [self._entry(None, b)])
             first = []
             if order:
@@ -209,15 +213,8 @@ class Rung:
         self.others = [k for k in self.others if k not in left_out]
         return left_out
 
-    def add(self, keys: list[int], n: int) -> None:
-        """Runs n blocks of `keys`, candidates drawn late into this rung, against its incumbent;
-        they then stay in its later blocks."""
-        before, self.others = self.others, list(keys)
-        self.run_blocks(n)
-        self.others = before + self.others
-
     def fewest_blocks(self, ev: dict) -> int:
-        """The fewest blocks any candidate but the incumbent measured in (a late draw's have fewer)."""
+        """The fewest blocks any candidate but the incumbent measured in."""
         return min((len(v) for k, v in ev["ys"].items() if k != self.inc), default=0)
 
     def race(self, keys: list[int]) -> None:
@@ -397,7 +394,7 @@ def _cap(sw: Sweep, plan, blocks, k: int, keep: list[int], rec: dict) -> tuple[i
         return first_paid(range(len(keep), 0, -1), cost, sw.left()) or 0
 
     n = fit(plan[k + 1 :], blocks[k + 1 :])
-    if sw.share[0] == "seconds" and k + 2 == len(plan) and plan[k + 1][1] > plan[k][1]:
+    if sw.timed and k + 2 == len(plan) and plan[k + 1][1] > plan[k][1]:
         # The top rung would double the steps at the cost of contenders (fewer of them than it
         # takes, twice its plan): a slow period falls on a whole run, whatever its steps, so the
         # contenders race on at this rung's steps instead when that pays for more of them.
@@ -405,32 +402,21 @@ def _cap(sw: Sweep, plan, blocks, k: int, keep: list[int], rec: dict) -> tuple[i
         n_same = fit(tail, blocks[k + 1 :]) if n < min(len(keep), 2 * plan[k + 1][0]) else 0
         if n_same > max(n, 1):
             plan[k + 1 :] = tail
-            _replanned(
-                sw,
-                rec,
-                f"after rung {k}: the top rung at {plan[k][1]} steps, where the budget pays for {n_same} "
-                f"contenders (for {n} at {s_top} steps)",
-            )
+            why = f"the top rung at {plan[k][1]} steps, where the budget pays for {n_same} contenders"
+            _replanned(sw, rec, f"after rung {k}: {why} (for {n} at {s_top} steps)")
             return n_same, plan[k + 1][0]
-    if n >= 2 or sw.share[0] != "seconds":
+    if n >= 2 or not sw.timed:
         return n, plan[k + 1][0]
-    steps = halvings(plan[-1][1], plan[k][1])
-    options = []
     for b in range(max(blocks[-1], MIN_TOP_BLOCKS), 0, -1):
-        for s in steps:
+        for s in halvings(plan[-1][1], plan[k][1]):
             i = next(j for j in range(k + 1, len(plan)) if plan[j][1] >= s)
-            options.append((plan[k + 1 : i] + [(plan[i][0], s)], blocks[k + 1 : i] + [b]))
-    for tail, tail_blocks in options:
-        n = fit(tail, tail_blocks)
-        if n >= 2:
-            plan[k + 1 :], blocks[k + 1 :] = tail, tail_blocks
-            _replanned(
-                sw,
-                rec,
-                f"after rung {k}: the rest of the schedule at the prices the runs taught: "
-                + ", ".join(f"{c} x {s} steps x {b} block(s)" for (c, s), b in zip(tail, tail_blocks)),
-            )
-            return n, plan[k + 1][0]
+            tail, tail_blocks = plan[k + 1 : i] + [(plan[i][0], s)], blocks[k + 1 : i] + [b]
+            n = fit(tail, tail_blocks)
+            if n >= 2:
+                plan[k + 1 :], blocks[k + 1 :] = tail, tail_blocks
+                rest = ", ".join(f"{c} x {s} steps x {b} block(s)" for (c, s), b in zip(tail, tail_blocks))
+                _replanned(sw, rec, f"after rung {k}: the rest of the schedule at the prices the runs taught: {rest}")
+                return n, plan[k + 1][0]
     return n, plan[k + 1][0]
 
 
@@ -452,7 +438,7 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
             # that fails costs one run, not one per block.
             rung.run_blocks(0 if k == 0 else blocks[k])
             if k == 0 and rung.incumbent_ok():
-                first_rung(sw, rung, plan, blocks, n0, rec)
+                first_rung(sw, rung, plan, blocks, rec)
             if rung.incumbent_ok():
                 break
             # A run of the incumbent did not measure: it and every candidate that did not are
@@ -562,7 +548,7 @@ def _reopen(sw: Sweep, rung: Rung, ev: dict, racing: list[int], p_min: float) ->
     batch many times larger). The new rung runs the most steps (the sweep's, halved down to this
     rung's) at which the budget pays for its opening run and the most blocks (MIN_TOP_BLOCKS down
     to one), as the first draw chose. None: the race goes on in this rung."""
-    if len(racing) < 2 or ev["p_best"].get(rung.inc, 0.0) >= p_min or sw.share is None or sw.share[0] != "seconds":
+    if len(racing) < 2 or ev["p_best"].get(rung.inc, 0.0) >= p_min or not sw.timed:
         return None
     if sw.per_run(rung.steps, rung.inc) <= 2 * sw.per_run(rung.steps, racing[0]):
         return None
@@ -572,26 +558,36 @@ def _reopen(sw: Sweep, rung: Rung, ev: dict, racing: list[int], p_min: float) ->
     return (racing, got[1]) if got else None
 
 
-def first_rung(sw: Sweep, rung: Rung, plan, blocks: list[int], n0: int, rec: dict) -> None:
+def first_rung(sw: Sweep, rung: Rung, plan, blocks: list[int], rec: dict) -> None:
     """The first rung's blocks after its opening run. Under a time budget its first block runs a
     segment at a time, each repricing the candidates (the probe priced them all as itself): the
     candidates the budget no longer pays for, with the least rest a pick needs (a block of two at
     this rung's steps), are left out; its later blocks run one at a time, each only while the
     budget still pays for it and the rest (a slow period can make every run dearer than the probe
-    said); when none was left out, the candidates the first draw left out join late (late_draw)."""
-    if sw.share is None or sw.share[0] != "seconds":
+    said). The candidates the first draw left out follow in its first block's order, each where the
+    budget pays for it and the rest the draw planned (late_draw in tune.json)."""
+    if not sw.timed:
         rung.run_blocks(blocks[0])
         return
+
+    late = list(range(plan[0][0], len(sw.cands)))
 
     def paid(order: list[int]) -> int:
         # Every drawn candidate screened comes first: the later blocks and rungs re-plan to what is
         # left (_cap), so the rest of this block is cut only to leave the least rest a pick needs,
-        # a block of two at this rung's steps (priced at the median candidate).
+        # a block of two at this rung's steps (priced at the median candidate). A candidate the draw
+        # left out joins only where the budget pays for the rest the draw planned too.
         least_rest = paired.rung_runs(2, 1) * sw.per_run(rung.steps) if len(plan) > 1 else 0.0
-        cost = lambda m: rung_cost(sw, rung.inc, order[:m], rung.steps, 1, False)  # noqa: E731
-        return first_paid(range(len(order), -1, -1), cost, sw.left() - least_rest) or 0
+        rest = plan_cost(plan[1:], blocks[1:], sw.per_run)
 
-    left_out = rung.run_block_priced(paid)
+        def cost(m: int) -> float:
+            reserve = rest if set(order[:m]) & set(late) else least_rest
+            return rung_cost(sw, rung.inc, order[:m], rung.steps, 1, False) + reserve
+
+        return first_paid(range(len(order), -1, -1), cost, sw.left()) or 0
+
+    left_out = rung.run_block_priced(paid, late)
+    joined = [k for k in late if k not in left_out]
     for b in range(1, blocks[0]):  # a block at a time, each only while the budget pays for it
         rest = plan_cost(plan[1:], blocks[1:], sw.per_run)
         if rung_cost(sw, rung.inc, rung.others, rung.steps, 1, False) + rest > sw.left() + 1e-9:
@@ -603,41 +599,19 @@ def first_rung(sw: Sweep, rung: Rung, plan, blocks: list[int], n0: int, rec: dic
             sw.say(f"# tune: {sw.name}: rung 0: {rec['first_rung_blocks']['why']}")
             break
         rung.run_blocks(1)
-    if left_out:
-        rec["left_out"] = {
-            "candidates": len(left_out),
-            "why": (
-                f"the first rung's runs repriced the candidates (start-up {sw.model.startup():.3g} s, steps "
-                f"{sw.model.step_s(None):.3g} s at the median candidate): the budget did not pay for "
-                f"{len(left_out)} of those drawn"
-            ),
-        }
-        sw.say(f"# tune: {sw.name}: {rec['left_out']['why']}: left out of rung 0")
-        return
-    late_draw(sw, rung, plan, blocks, n0, rec)
-
-
-def late_draw(sw: Sweep, rung: Rung, plan, blocks: list[int], n0: int, rec: dict) -> None:
-    """Under a time budget that drew fewer than every candidate: once the first rung's runs have
-    repriced the candidates (cost.CostModel: the probe may have been the dearest of them), the
-    candidates left out join the first rung, with as many of its blocks as the budget pays for
-    after the rest of the schedule (most candidates first, then most blocks)."""
-    undrawn = list(range(n0, len(sw.cands)))
-    if not undrawn or sw.share is None or sw.share[0] != "seconds":
-        return
-    options = ((m, nb) for m in range(len(undrawn), 0, -1) for nb in range(blocks[0], 0, -1))
-    cost = lambda o: rung_cost(sw, rung.inc, undrawn[: o[0]], rung.steps, o[1], False)  # noqa: E731
-    got = first_paid(options, cost, sw.left() - plan_cost(plan[1:], blocks[1:], sw.per_run))
-    if got:
-        m, nb = got
-        why = (
-            f"the first rung's runs repriced the candidates (start-up {sw.model.startup():.3g} s, "
-            f"steps {sw.model.step_s(None):.3g} s at the median candidate): the budget pays for "
-            f"{m} of the {len(undrawn)} left out"
-        )
-        rec["late_draw"] = {"candidates": m, "blocks": nb, "why": why}
-        sw.say(f"# tune: {sw.name}: {why}: drawn into rung 0 with {nb} block(s)")
-        rung.add(undrawn[:m], nb)
+    repriced = (
+        f"the first rung's runs repriced the candidates (start-up {sw.model.startup():.3g} s, steps "
+        f"{sw.model.step_s(None):.3g} s at the median candidate)"
+    )
+    drawn_out = [k for k in left_out if k not in late]
+    if drawn_out:
+        why = f"{repriced}: the budget did not pay for {len(drawn_out)} of those drawn"
+        rec["left_out"] = {"candidates": len(drawn_out), "why": why}
+        sw.say(f"# tune: {sw.name}: {why}: left out of rung 0")
+    if joined:
+        why = f"{repriced}: the budget pays for {len(joined)} of the {len(late)} the draw left out"
+        rec["late_draw"] = {"candidates": len(joined), "why": why}
+        sw.say(f"# tune: {sw.name}: {why}: drawn into rung 0")
 
 
 def _mark(r: dict, keep: list, why: dict, sw: Sweep) -> None:
@@ -693,7 +667,7 @@ def pick(sw: Sweep, rung: Rung, ev: dict, rec: dict) -> None:
         if v.get("blocks_to_separate"):
             more = max(v["blocks_to_separate"] - v["blocks"], 0)
             v["more_runs"] = more * per_block
-            v["more_seconds"] = more * cost if sw.share is not None and sw.share[0] == "seconds" else None
+            v["more_seconds"] = more * cost if sw.timed else None
         if other == order[1]:
             rec["runner_up"] = dict(recs[sw.cands[other].id]) | {"label": v["label"]}
             rec["margin"] = v
@@ -718,7 +692,7 @@ def schedule_for(sw: Sweep, n: int, min_steps: int, rec: dict) -> int:
     recorded step times. It is the first candidate's run of a first rung at --min-steps, and spent
     apart otherwise: a second probe run, as there was until 2026-12, cost a small sweep a fifth of
     its share)."""
-    if sw.share is None or sw.share[0] != "seconds":
+    if not sw.timed:
         return min_steps
     s0 = min(min_steps, sw.s_max)
     probe = sw.point(0, s0, 0)
@@ -775,7 +749,7 @@ def tune_sweep(name, cands, runs, objective, share, seed, alpha, min_steps, say,
         if plan is None:
             plan, top_blocks = [(min(2, n), max(min(least, sw.s_max), 1))], 1
             need = plan_cost(plan, rung_blocks(plan, repeats, 1), sw.per_run)
-            u = "s" if share[0] == "seconds" else "runs"
+            u = "s" if sw.timed else "runs"
             rec["short"] = (
                 f"the sweep's share ({max(sw.left(), 0):.1f} {u} left of {share[1]:.1f}) pays for less than "
                 f"the smallest schedule (two candidates in one block: about {need:.1f} {u}"
@@ -807,7 +781,7 @@ def _draw(sw: Sweep, n: int, least: int, repeats: int) -> tuple:
     least steps), so that the optimum is not left out of the draw; fewer blocks at the top rung
     (down to one); every candidate in one rung of one block (a race at the most steps it pays
     for); fewer candidates. (None, None): not even two candidates in one block."""
-    tops = halvings(sw.s_max, least) if sw.share[0] == "seconds" else [sw.s_max]
+    tops = halvings(sw.s_max, least) if sw.timed else [sw.s_max]
     options = (
         option
         for m in range(n, min(2, n) - 1, -1)
