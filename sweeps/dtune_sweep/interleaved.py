@@ -14,10 +14,9 @@ at least alpha / candidates; when the budget no longer pays for a block of all o
 probable it pays for); a budget too small for that gives it fewer, down to one. After a rung the
 candidates are promoted by their probability of being the best (paired.p_best, from the measured
 noise), most probable first: every one whose probability is at least alpha / (candidates), at least
-two, at most what the budget pays for and twice the next rung's planned size. A candidate whose
-probability is 1 - alpha/2 or more, in a rung of at least paired.MIN_BLOCKS_SIGNIFICANT blocks (the
-fewest that can call a difference significant: a rung of one or two blocks estimates its own noise
-from two or three incumbent runs), dominates: the tune stops there. The pick is the best paired
+two, at most what the budget pays for and twice the next rung's planned size (a lower rung whose
+leader dominated stopped the tune there until 2026-12-08: it needs 6 blocks, a sweep's `repeats: 6`,
+and never ran in the benchmarks). The pick is the best paired
 estimate of the last rung; every candidate whose paired interval against it contains 1 (within the
 floor, paired.verdict) is named as tied with it, with the blocks that would separate them at the
 difference measured.
@@ -212,10 +211,6 @@ class Rung:
                 order, left_out = order[:m], left_out + order[m:]
         self.others = [k for k in self.others if k not in left_out]
         return left_out
-
-    def fewest_blocks(self, ev: dict) -> int:
-        """The fewest blocks any candidate but the incumbent measured in."""
-        return min((len(v) for k, v in ev["ys"].items() if k != self.inc), default=0)
 
     def race(self, keys: list[int]) -> None:
         """The blocks from now run only `keys` (and the incumbent); the others keep the blocks they
@@ -480,12 +475,6 @@ def run_rungs(sw: Sweep, plan, blocks, n0: int, rec: dict) -> tuple:
             sw.say(f"# tune: rung {k}: {r['reopened']}")
             alive = keys
             continue
-        order = rung.ranked(ev)
-        lead = ev["p_best"][order[0]] if order else 0.0
-        if len(order) >= 2 and rung.fewest_blocks(ev) >= paired.MIN_BLOCKS_SIGNIFICANT and lead >= 1 - sw.alpha / 2:
-            rec["stopped"] = f"after rung {k}: one candidate dominates (P(best) {lead:.3f})"
-            _mark(r, order[:1], {order[0]: f"P(best) {lead:.3f}: dominates"}, sw)
-            break
         keep, why = promote(rung, ev, partial(_cap, sw, plan, blocks, k, rec=rec), sw.alpha)
         _mark(r, keep, why, sw)
         sw.say(f"# tune: rung {k}: {len(keep)} promoted")
