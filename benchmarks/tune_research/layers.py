@@ -101,6 +101,19 @@ def _cap_plain(sw, plan_, blocks, k, keep, rec):
     return n, plan_[k + 1][0]
 
 
+def _variant(fn, old: str, new: str):
+    """fn with one piece of its source replaced, compiled in its module's namespace (an arm that
+    switches off part of a function)."""
+    import inspect
+    import textwrap
+
+    src = textwrap.dedent(inspect.getsource(fn))
+    assert old in src, old
+    ns: dict = {}
+    exec(src.replace(old, new), vars(inspect.getmodule(fn)), ns)
+    return ns[fn.__name__]
+
+
 def _arms() -> dict:
     """{arm: [(object, attribute, value while the arm runs)]}."""
     from dtune_sweep import axes, cost, earlier, levels
@@ -118,6 +131,17 @@ def _arms() -> dict:
             (interleaved, "first_rung", lambda sw, rung, plan_, blocks, n0, rec: rung.run_blocks(blocks[0]))
         ],
         "no re-plan": [(interleaved, "_cap", _cap_plain)],
+        "no first-rung cut": [
+            (interleaved, "first_rung", _variant(interleaved.first_rung, "else least_rest", "else -math.inf"))
+        ],
+        "no first-rung block check": [
+            (
+                interleaved,
+                "first_rung",
+                _variant(interleaved.first_rung, "if rung_cost(sw, rung.inc", "if False and rung_cost(sw, rung.inc"),
+            )
+        ],
+        "no same-steps top": [(interleaved, "_cap", _variant(interleaved._cap, "if n_same > max(n, 1):", "if False:"))],
         "no axes model": [(axes, "fit", lambda *a, **k: None)],
         "no earlier rungs": [(earlier, "combine", lambda prior, steps, ev, *a, **k: ev)],
         "one price": [(cost.CostModel, "step_s", lambda self, key=None: step_s(self, None))],

@@ -551,7 +551,7 @@ def first_rung(sw: Sweep, rung: Rung, plan, blocks: list[int], rec: dict) -> Non
     """The first rung's blocks after its opening run. Under a time budget its first block runs a
     segment at a time, each repricing the candidates (the probe priced them all as itself): the
     candidates the budget no longer pays for, with the least rest a pick needs (a block of two at
-    this rung's steps), are left out; its later blocks run one at a time, each only while the
+    this rung's steps, at the incumbent's price), are left out; its later blocks run one at a time, each only while the
     budget still pays for it and the rest (a slow period can make every run dearer than the probe
     said). The candidates the first draw left out follow in its first block's order, each where the
     budget pays for it and the rest the draw planned (late_draw in tune.json)."""
@@ -564,9 +564,12 @@ def first_rung(sw: Sweep, rung: Rung, plan, blocks: list[int], rec: dict) -> Non
     def paid(order: list[int]) -> int:
         # Every drawn candidate screened comes first: the later blocks and rungs re-plan to what is
         # left (_cap), so the rest of this block is cut only to leave the least rest a pick needs,
-        # a block of two at this rung's steps (priced at the median candidate). A candidate the draw
-        # left out joins only where the budget pays for the rest the draw planned too.
-        least_rest = paired.rung_runs(2, 1) * sw.per_run(rung.steps) if len(plan) > 1 else 0.0
+        # a block of two at this rung's steps, priced at the incumbent (at the median candidate
+        # until 2026-12-08: where a few dear candidates, bf16 on a CPU, ran first, that reserved
+        # their price and cut the cheap rest, the optimum with it: "Layers", 15 tunes won, 2 lost).
+        # A candidate the draw left out joins only where the budget pays for the rest the draw
+        # planned too.
+        least_rest = paired.rung_runs(2, 1) * sw.per_run(rung.steps, rung.inc) if len(plan) > 1 else 0.0
         rest = plan_cost(plan[1:], blocks[1:], sw.per_run)
 
         def cost(m: int) -> float:
