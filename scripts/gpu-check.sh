@@ -13,11 +13,13 @@
 #   1. probes: dtune-probe gemm (bf16, fp16, tf32 at 4096^3 and 8192^3, torch::mm and cuBLASLt),
 #      memory (HBM STREAM), copy (H2D and D2H, pinned and pageable, 4K to 1G), launch, topology;
 #   2. tests: every gpu-labelled test binary with the gtest filters ctest gives it (the bundle's
-#      GPU_TESTS, read from ctest when it was built), then the gpu-labelled Python tests;
+#      GPU_TESTS, read from ctest when it was built), then the gpu-labelled Python tests (among
+#      them two and four ranks on the one GPU over MPI: DDP, zero1-3, tensor parallelism, the Llama
+#      family, local SGD, fp16 with the loss scaler, tests/gpu/test_one_gpu_ranks.py);
 #   3. dtune-comm --backend nccl on one rank, 8 B to 1 GiB (and nccl-tests' all_reduce_perf at 8 B
 #      when it is on PATH, for the latency anchor);
 #   4. dtune-train --backend nccl on one GPU: ResNet-50 224x224 bf16 channels-last at batch 256,
-#      GPT-2 d12 bf16 at context 1024 (phase breakdown, MFU), ResNet-50 with --local-sgd 2;
+#      GPT-2 d12 bf16 at context 1024 (phase breakdown, MFU), Llama 3.2 1B;
 #   5. one --profile-steps window with CUDA activities;
 #   6. the loader: JPEG shards made there by dtune-data, read by 8 and 14 workers (the ResNet-50
 #      bf16 step, at the same batch, is their synthetic-data baseline).
@@ -295,8 +297,12 @@ for key in "${groups[@]}"; do
   fi
 done
 mapfile -t pyfiles < <(awk -F'\t' -v r="$repo" '$1 == "pytest" {print r "/" $4}' "$bundle/GPU_TESTS" | sort -u)
-step test.python 60 "$py" -m pytest -q -rs -p no:cacheprovider --rootdir="$repo/tests" "${pyfiles[@]}" \
-  --junitxml="$out/gpu-tests.xml"
+# (The rehearsal runs test_one_gpu_ranks.py's layouts on CPU ranks: its flags and comparisons run
+# in CI. 90 s: the 60 s before and the 30 s of the one-rank local SGD step it replaces.)
+one_gpu_device=cuda
+gpu || one_gpu_device=cpu
+step test.python 90 env DTUNE_ONE_GPU_DEVICE="$one_gpu_device" "$py" -m pytest -q -rs -p no:cacheprovider \
+  --rootdir="$repo/tests" "${pyfiles[@]}" --junitxml="$out/gpu-tests.xml"
 
 # 3. NCCL on one rank, 8 B to 1 GiB; nccl-tests beside it where it is installed.
 if gpu; then
@@ -325,7 +331,8 @@ if gpu; then
   # full activation checkpointing (its 1.24 B parameters and AdamW state take ~20 GB).
   train train.llama3.2-1b.bf16 40 --model llama3.2-1b --context 2048 --device cuda --backend nccl \
     --precision bf16 --batch 8 --steps 6 --warmup-steps 2 --activation-checkpoint full
-  train train.resnet50.local_sgd 30 "${r50[@]}" --batch 128 --steps 6 --warmup-steps 2 --local-sgd 2
+  # (No --local-sgd step here: on one rank local SGD turns itself off; two ranks run it on the one
+  # GPU in test.python, test_one_gpu_ranks.py.)
 else
   stand_in="CPU stand-in: resnet18 width 8 at 32x32, MPI"
   train train.resnet50.bf16 35 "${r18[@]}" --batch 8 --steps 2 --warmup-steps 1
@@ -335,10 +342,6 @@ else
   stand_in="CPU stand-in: llama3-tiny, MPI"
   train train.llama3.2-1b.bf16 40 --model llama3-tiny --device cpu --precision bf16 --threads 1 \
     --batch 4 --steps 2 --warmup-steps 1 --activation-checkpoint full
-  stand_in="CPU stand-in: resnet18 width 8, 2 ranks, MPI"
-  step train.resnet50.local_sgd 30 mpirun -np 2 --oversubscribe dtune-train \
-    --output "$results/train.resnet50.local_sgd.h5" --timeout 120 "${r18[@]}" --batch 4 --steps 4 \
-    --warmup-steps 0 --local-sgd 2
 fi
 
 # 5. One profiled window (Kineto with CUDA activities on a GPU).
