@@ -149,6 +149,14 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   die "the libraries above are not found here; install them (scripts/setup.sh) and rerun"
 fi
 
+# 3b. nvJPEG for --decode nvjpeg: dlopened (ldd does not list it), and the torch wheel does not
+# bring it, so the GPU machine's python has none: the venv's pinned nvidia-nvjpeg is carried.
+nvjpeg=$("$python" -c 'import glob, importlib.util, os
+s = importlib.util.find_spec("nvidia")
+print(next(iter(sorted(f for d in (s.submodule_search_locations if s else []) for f in glob.glob(os.path.join(d, "*", "lib", "libnvjpeg.so.13")))), ""))')
+[[ -n "$nvjpeg" ]] || die "no libnvjpeg.so.13 in the venv's nvidia-nvjpeg: run 'bash scripts/setup.sh' (requirements.txt pins it)"
+cp -L "$nvjpeg" "$tmp/lib/"
+
 # 4. pytest (pure Python) for the gpu label's Python tests; the GPU machine's python3 has torch,
 # numpy and h5py but no pytest.
 site=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
@@ -156,6 +164,10 @@ for pkg in pytest _pytest pluggy iniconfig packaging pygments py.py; do
   [[ -e "$site/$pkg" ]] && cp -r "$site/$pkg" "$tmp/py/"
 done
 find "$tmp/py" -name __pycache__ -prune -exec rm -rf {} +
+# pytest imports pygments' Python and diff lexers by module; its other 250-odd lexers (4.5 MiB, more
+# than libnvjpeg) are only found by name through _mapping, which nothing here asks for.
+find "$tmp/py/pygments/lexers" -maxdepth 1 -type f ! -name __init__.py ! -name _mapping.py ! -name python.py \
+  ! -name diff.py -delete
 
 # 5. What the machine must provide: the newest glibc symbol version any bundled file uses.
 glibc_min=$(for f in "$tmp"/bin/* "$tmp"/lib/* "$tmp"/ompi/bin/orte*; do

@@ -21,8 +21,9 @@
 #   4. dtune-train --backend nccl on one GPU: ResNet-50 224x224 bf16 channels-last at batch 256,
 #      GPT-2 d12 bf16 at context 1024 (phase breakdown, MFU), Llama 3.2 1B;
 #   5. one --profile-steps window with CUDA activities;
-#   6. the loader: JPEG shards made there by dtune-data, read by 8 and 14 workers (the ResNet-50
-#      bf16 step, at the same batch, is their synthetic-data baseline).
+#   6. the loader: JPEG shards made there by dtune-data, read by 8 and 14 workers, and by 8 with
+#      --decode nvjpeg (the ResNet-50 bf16 step, at the same batch, is their synthetic-data
+#      baseline).
 # OUT_DIR (default $OUT, else results/gpu-check-<time>) receives at most 8 files: gpu-check.log
 # (everything printed), summary.txt (facts, the step table with each step's limit, each step's
 # headline lines, and issue 30's anchor figures beside what was measured), results.h5 (every run,
@@ -360,18 +361,22 @@ if gpu; then
   step loader.make_shards 15 dtune-data make images --out "$work/images" --samples 2048 --width 256 \
     --height 256 --shard-samples 256 --classes 100
   for w in 8 14; do
-    train "loader.jpeg.w$w" 20 "${r50[@]}" --num-classes 100 --batch 256 --steps 12 --warmup-steps 3 \
+    train "loader.jpeg.w$w" 15 "${r50[@]}" --num-classes 100 --batch 256 --steps 12 --warmup-steps 3 \
       --data "$work/images" --workers "$w"
   done
+  # The same shards decoded by nvJPEG on the GPU (the bundle carries libnvjpeg.so.13).
+  train loader.nvjpeg 10 "${r50[@]}" --num-classes 100 --batch 256 --steps 12 --warmup-steps 3 \
+    --data "$work/images" --workers 8 --decode nvjpeg
 else
   stand_in="CPU stand-in: 64 images of 40x40"
   step loader.make_shards 15 dtune-data make images --out "$work/images" --samples 64 --width 40 \
     --height 40 --shard-samples 32 --classes 10
   for w in 8 14; do
     stand_in="CPU stand-in: resnet18 width 8"
-    train "loader.jpeg.w$w" 20 "${r18[@]}" --batch 8 --steps 2 --warmup-steps 1 --data "$work/images" \
+    train "loader.jpeg.w$w" 15 "${r18[@]}" --batch 8 --steps 2 --warmup-steps 1 --data "$work/images" \
       --workers "$w"
   done
+  skip loader.nvjpeg 10 "$rehearsal_note"
 fi
 
 # Issue 30's anchor figures for one H200 SXM beside what this run measured, read from the steps'

@@ -186,8 +186,11 @@ NvjpegDecoder::~NvjpegDecoder() {
   Api& a = api();
   cudaSetDevice(state_->device);
   if (state_->jpeg != nullptr) a.state_destroy(state_->jpeg);
-  if (state_->image != nullptr) cudaFree(state_->image);
-  if (state_->stream != nullptr) cudaStreamDestroy(state_->stream);
+  if (state_->image != nullptr) cudaFreeAsync(state_->image, state_->stream);
+  if (state_->stream != nullptr) {
+    cudaStreamSynchronize(state_->stream);
+    cudaStreamDestroy(state_->stream);
+  }
   delete state_;
 }
 
@@ -215,10 +218,13 @@ void NvjpegDecoder::decode_into(CroppedImage& out, const void* data, size_t size
 
   const size_t pitch = static_cast<size_t>(W) * 3;
   if (s.image_bytes < pitch * H) {
-    if (s.image != nullptr) DTUNE_CUDA_CHECK(cudaFree(s.image));
+    // Grown in this decoder's stream's order (the stream-ordered allocator): cudaFree and
+    // cudaMalloc would synchronise the whole device, every rank's compute with it, from a loader
+    // thread.
+    if (s.image != nullptr) DTUNE_CUDA_CHECK(cudaFreeAsync(s.image, s.stream));
     s.image = nullptr;
     s.image_bytes = 0;
-    DTUNE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&s.image), pitch * H));
+    DTUNE_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&s.image), pitch * H, s.stream));
     s.image_bytes = pitch * H;
   }
   nvjpegImage_t image{};

@@ -61,6 +61,7 @@ AFTER_TESTS = [
     "loader.make_shards",
     "loader.jpeg.w8",
     "loader.jpeg.w14",
+    "loader.nvjpeg",
 ]
 ANCHORS = [
     "cuBLAS bf16 GEMM 8192^3",
@@ -110,7 +111,8 @@ def gtest_steps(bundle: Path) -> list:
 def test_bundle_holds_no_torch_or_cuda_and_fits_a_carry(bundle):
     libs = sorted(p.name for p in (bundle / "lib").iterdir())
     assert not [n for n in libs if FORBIDDEN.match(n)], libs
-    for needed in ("libmpi.so.40", "libhdf5_serial.so.103", "libcurl.so.4", "libturbojpeg.so.0", "libhwloc.so.15"):
+    needed_libs = ("libmpi.so.40", "libhdf5_serial.so.103", "libcurl.so.4", "libturbojpeg.so.0", "libhwloc.so.15")
+    for needed in (*needed_libs, "libnvjpeg.so.13"):  # nvJPEG: dlopened, carried all the same
         assert needed in libs, libs
     size = sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file() and not p.is_symlink())
     assert size <= 60 << 20, size
@@ -162,8 +164,9 @@ def test_rehearsal_runs_every_step_in_the_gpu_order(bundle, tmp_path):
     planned = sum(row[3] for row in table)
     assert planned <= 460 and f"the step limits sum to {planned} s" in summary, summary
     # CPU stand-ins where the script has them; the CUDA-only steps skipped, saying why.
-    for name in ["probe.gemm", "probe.memory", "comm.nccl_1rank", *AFTER_TESTS[3:]]:
+    for name in ["probe.gemm", "probe.memory", "comm.nccl_1rank", *AFTER_TESTS[3:-1]]:
         assert got[name][0] == "ok" and "CPU stand-in" in got[name][1], (name, summary)
+    assert got["loader.nvjpeg"] == ("skipped", "rehearsal: no GPU"), summary
     assert got["probe.topology"][0] == "ok", summary
     for name in ("probe.copy", "probe.launch"):
         assert got[name] == ("skipped", "no GPU: it ran and measured nothing"), (name, summary)
