@@ -25,9 +25,10 @@
 #      --decode nvjpeg (the ResNet-50 bf16 step, at the same batch, is their synthetic-data
 #      baseline).
 # OUT_DIR (default $OUT, else results/gpu-check-<time>) receives at most 8 files: gpu-check.log
-# (everything printed), summary.txt (facts, the step table with each step's limit, each step's
-# headline lines, and issue 30's anchor figures beside what was measured), results.h5 (every run,
-# merged as a sweep merge is, for `scripts/dtune report`), the profiler's trace (gzip) and the
+# (everything printed), summary.txt (facts, the step table with each step's limit, the step the
+# budget would drop first were every step to take its limit, each step's headline lines, and issue
+# 30's anchor figures beside what was measured), results.h5 (every run, merged as a sweep merge
+# is, for `scripts/dtune report`), the profiler's trace (gzip) and the
 # Python tests' JUnit file.
 #
 # --rehearsal runs the same steps in the same order on a machine without a GPU: a step that needs
@@ -43,7 +44,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
     --rehearsal) rehearsal=1; shift ;;
-    -h|--help) sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,37p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "gpu-check.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) out=$1; shift ;;
   esac
@@ -257,6 +258,7 @@ r50=(--model resnet50 --image-size 224 --channels-last --device cuda --backend n
 r18=(--model resnet18 --width 8 --image-size 32 --num-classes 10 --channels-last --device cpu
      --precision bf16 --threads 1)
 
+facts_s=$((SECONDS - start))  # the facts' own time, before any step's limit counts
 # 1. Probes: what the hardware does, before anything of ours is trusted.
 if gpu; then
   step probe.gemm 30 dtune-probe gemm --device cuda --dtype bf16,fp16,tf32 --library torch,cublaslt \
@@ -486,6 +488,13 @@ planned=$(awk 'NR > 1 {s += $4} END {print s}' "$work/steps")
   echo
   echo "## steps ($((SECONDS - start)) s of a $budget s budget; the step limits sum to $planned s)"
   cat "$work/steps"
+  echo
+  echo "## budget"
+  # Were every step to run to its limit after these facts, the first the budget would not reach.
+  awk -v facts="$facts_s" -v budget="$budget" 'NR > 1 {
+      t += $4; if (!cut && facts + t > budget) cut = $1 }
+    END { if (cut) print "at their limits after " facts " s of facts, the budget drops " cut " and every step after it"
+          else print "at their limits after " facts " s of facts: " facts + t " s, every step within the " budget " s budget" }' "$work/steps"
   echo
   echo "## headline lines"
   cat "$work/headlines" 2>/dev/null

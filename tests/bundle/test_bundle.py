@@ -163,6 +163,9 @@ def test_rehearsal_runs_every_step_in_the_gpu_order(bundle, tmp_path):
     # Every limit counted, within the budget with room for the facts.
     planned = sum(row[3] for row in table)
     assert planned <= 460 and f"the step limits sum to {planned} s" in summary, summary
+    # ... and what a GPU run would drop first were every step to take its limit (none, here).
+    facts_s = int(re.search(r"at their limits after (\d+) s of facts", summary).group(1))
+    assert f"{facts_s + planned} s, every step within the 480 s budget" in summary, summary
     # CPU stand-ins where the script has them; the CUDA-only steps skipped, saying why.
     for name in ["probe.gemm", "probe.memory", "comm.nccl_1rank", *AFTER_TESTS[3:-1]]:
         assert got[name][0] == "ok" and "CPU stand-in" in got[name][1], (name, summary)
