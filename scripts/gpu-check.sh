@@ -7,8 +7,8 @@
 # It first checks the machine's facts (x86-64, glibc, python3's torch against the bundle's, a
 # CUDA 13 torch, the nvidia-* libraries, a GPU, every bundled program's libraries resolving, each
 # tool started, each gpu test binary listing the tests ctest runs) and stops at the first wrong one
-# with a line saying what to fix (exit 2). Then the steps, in the order a first GPU run must show
-# them, each under its own time limit (the limits sum to 460 s: with the facts, within the default
+# with a line saying what to fix (exit 2), all within DTUNE_GPU_FACTS_S (60 s). Then the steps, in
+# the order a first GPU run must show them, each under its own time limit (the limits sum to 460 s: with the facts, within the default
 # budget of 480 s; a step is skipped once the budget is spent; a failed step stops no other):
 #   1. probes: dtune-probe gemm (bf16, fp16, tf32 at 4096^3 and 8192^3, torch::mm and cuBLASLt),
 #      memory (HBM STREAM), copy (H2D and D2H, pinned and pageable, 4K to 1G), launch, topology;
@@ -90,7 +90,11 @@ if [[ -z "${DTUNE_PYTHON:-}" ]] && ! "$py" -c 'import importlib.util as u; exit(
 fi
 command -v "$py" >/dev/null || wrong "no $py on PATH" "put the torch venv's python3 on PATH or set DTUNE_PYTHON"
 export DTUNE_PYTHON=$py
-facts=$("$py" - 2>&1 <<'PY'
+# The facts are bounded too: DTUNE_GPU_FACTS_S (60) in all, each program's start sharing it (a
+# start that hangs is itself a wrong fact), so that the steps keep their budget.
+facts_limit=${DTUNE_GPU_FACTS_S:-60}
+facts_deadline=$((SECONDS + facts_limit))
+facts=$(timeout "$facts_limit" "$py" - 2>&1 <<'PY'
 import importlib.metadata as md, importlib.util, pathlib, re, sys
 spec = importlib.util.find_spec("torch")
 if spec is None:
@@ -128,9 +132,15 @@ unresolved=$(for b in "$bundle"/bin/* "$bundle"/ompi/bin/orte*; do
                ldd "$b" 2>&1 | grep -E 'not found|error|too short' | sed "s|^|$(basename "$b"): |"
              done | grep -v 'libcuda.so' | sort -u)
 started() {  # started PROGRAM ARGS...: empty when it ran; else what the loader said
-  local rc=0
-  timeout 60 "$@" >"$work/started.out" 2>"$work/started.err" || rc=$?
-  if ((rc == 127)) || grep -q 'error while loading shared libraries' "$work/started.err"; then
+  local rc=0 left=$((facts_deadline - SECONDS))
+  if ((left <= 0)); then
+    echo "$(basename "$1"): not started: the facts' $facts_limit s were spent"
+    return
+  fi
+  timeout "$left" "$@" >"$work/started.out" 2>"$work/started.err" || rc=$?
+  if ((rc == 124 || rc == 137)); then
+    echo "$(basename "$1"): did not start within the facts' $facts_limit s"
+  elif ((rc == 127)) || grep -q 'error while loading shared libraries' "$work/started.err"; then
     echo "$(basename "$1"): $(head -c 300 "$work/started.err")"
   fi
 }
@@ -160,12 +170,12 @@ for t in $gtests; do
     listed=$((listed + 1))
   done < <(awk -F'\t' -v t="$t" '$1 == "gtest" && $4 == t' "$bundle/GPU_TESTS")
 done
-[[ -z "$unresolved" ]] || wrong "libraries do not resolve: $(tr '\n' ';' <<<"$unresolved")" \
+[[ -z "$unresolved" ]] || wrong "libraries do not resolve or programs do not start: $(tr '\n' ';' <<<"$unresolved")" \
   "rebuild the bundle (scripts/gpu-bundle.sh) on the dev machine; report which library was missing"
 note "bundled programs: $(ls "$bundle/bin" | wc -l) resolve their libraries; $(wc -w <<<"$gtests") gpu test binaries list the $listed tests ctest runs"
 if [[ $rehearsal == 0 ]]; then
   command -v nvidia-smi >/dev/null || wrong "no nvidia-smi" "a machine with the NVIDIA driver"
-  gpus=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1) ||
+  gpus=$(timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1) ||
     wrong "nvidia-smi fails: $gpus" "a working NVIDIA driver"
   [[ -n "$gpus" ]] || wrong "no GPU visible" "a GPU machine (CUDA_VISIBLE_DEVICES?)"
   note "GPUs: $(tr '\n' ';' <<<"$gpus")"

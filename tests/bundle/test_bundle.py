@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -42,9 +43,9 @@ def bundle(tmp_path_factory):
     return out
 
 
-def rehearse(bundle: Path, out: Path, *args) -> subprocess.CompletedProcess:
+def rehearse(bundle: Path, out: Path, *args, env=None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["bash", str(REHEARSE), str(bundle), str(out), *args], capture_output=True, text=True, timeout=900
+        ["bash", str(REHEARSE), str(bundle), str(out), *args], capture_output=True, text=True, timeout=900, env=env
     )
 
 
@@ -215,6 +216,23 @@ def test_a_bundle_missing_a_library_fails_the_facts_naming_it(bundle, tmp_path):
     r = rehearse(broken, tmp_path / "out")
     assert r.returncode == 2, r.stdout[-3000:] + r.stderr[-3000:]
     assert "FACT WRONG: libraries do not resolve" in r.stdout and "libhdf5_serial.so.103" in r.stdout, r.stdout[-3000:]
+
+
+def test_a_program_that_hangs_at_its_start_fails_the_facts_within_their_limit(bundle, tmp_path):
+    """The facts are bounded as the steps are: a bundled program whose start hangs (here one that
+    sleeps) stops the check at the facts' limit, naming it, instead of taking the steps' budget."""
+    broken = tmp_path / "broken"
+    shutil.copytree(bundle, broken, symlinks=True)
+    hung = broken / "bin" / "dtune-data"
+    hung.unlink()
+    hung.write_text("#!/bin/sh\nsleep 60\n")
+    hung.chmod(0o755)
+    env = {**os.environ, "DTUNE_GPU_FACTS_S": "5"}
+    t0 = time.monotonic()
+    r = rehearse(broken, tmp_path / "out", env=env)
+    assert r.returncode == 2, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "dtune-data: did not start within the facts' 5 s" in r.stdout, r.stdout[-3000:]
+    assert time.monotonic() - t0 < 60, "the facts waited for the hung program"
 
 
 def test_a_gpu_test_filter_that_names_no_test_fails_the_facts(bundle, tmp_path):
