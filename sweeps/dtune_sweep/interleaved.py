@@ -551,10 +551,11 @@ def first_rung(sw: Sweep, rung: Rung, plan, blocks: list[int], rec: dict) -> Non
     """The first rung's blocks after its opening run. Under a time budget its first block runs a
     segment at a time, each repricing the candidates (the probe priced them all as itself): the
     candidates the budget no longer pays for, with the least rest a pick needs (a block of two at
-    this rung's steps, at the incumbent's price), are left out; its later blocks run one at a time, each only while the
-    budget still pays for it and the rest (a slow period can make every run dearer than the probe
-    said). The candidates the first draw left out follow in its first block's order, each where the
-    budget pays for it and the rest the draw planned (late_draw in tune.json)."""
+    this rung's steps, at the incumbent's price), are left out; its later blocks run one at a
+    time, each only while the budget still pays for it and the rest (a slow period can make every
+    run dearer than the probe said). The candidates the first draw left out follow in its first
+    block's order, each where the budget pays for it and the rest the draw planned (late_draw in
+    tune.json)."""
     if not sw.timed:
         rung.run_blocks(blocks[0])
         return
