@@ -8,8 +8,9 @@
 # CUDA 13 torch, the nvidia-* libraries, a GPU, every bundled program's libraries resolving, each
 # tool started, each gpu test binary listing the tests ctest runs) and stops at the first wrong one
 # with a line saying what to fix (exit 2), all within DTUNE_GPU_FACTS_S (60 s). Then the steps, in
-# the order a first GPU run must show them, each under its own time limit (the limits sum to 460 s: with the facts, within the default
-# budget of 480 s; a step is skipped once the budget is spent; a failed step stops no other):
+# the order a first GPU run must show them, each under its own time limit (the limits sum to 460
+# s: with the facts, within the default budget of 480 s; a step is skipped once the budget is
+# spent; a failed step stops no other):
 #   1. probes: dtune-probe gemm (bf16, fp16, tf32 at 4096^3 and 8192^3, torch::mm and cuBLASLt),
 #      memory (HBM STREAM), copy (H2D and D2H, pinned and pageable, 4K to 1G), launch, topology;
 #   2. tests: every gpu-labelled test binary with the gtest filters ctest gives it (the bundle's
@@ -44,7 +45,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
     --rehearsal) rehearsal=1; shift ;;
-    -h|--help) sed -n '2,37p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "gpu-check.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) out=$1; shift ;;
   esac
