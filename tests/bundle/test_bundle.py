@@ -225,7 +225,7 @@ def test_a_program_that_hangs_at_its_start_fails_the_facts_within_their_limit(bu
     shutil.copytree(bundle, broken, symlinks=True)
     hung = broken / "bin" / "dtune-data"
     hung.unlink()
-    hung.write_text("#!/bin/sh\nsleep 60\n")
+    hung.write_text("#!/bin/sh\nexec sleep 60\n")  # exec: the limit's kill ends the sleep itself
     hung.chmod(0o755)
     env = {**os.environ, "DTUNE_GPU_FACTS_S": "5"}
     t0 = time.monotonic()
